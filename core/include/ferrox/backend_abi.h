@@ -1,0 +1,276 @@
+/* ferrox backend plugin ABI.
+ *
+ * Plain C so that a plugin built by any compiler, in any language, can be
+ * loaded by any ferrox core of the same major ABI version.
+ *
+ * Rules that keep this header stable for years:
+ *  - every struct begins with `struct_size` and `abi_version`, and only ever
+ *    grows at its end; a reader never touches a member beyond `struct_size`;
+ *  - every entry returns a ferrox_status and, on failure, writes a message into
+ *    the caller's ferrox_message; no exception or C++ type crosses the boundary;
+ *  - the core calls nothing but ferrox_plugin_describe() before it has checked
+ *    the plugin's ABI major version.
+ * Each member says the ABI version that added it ("since 1.0").
+ */
+#ifndef FERROX_BACKEND_ABI_H
+#define FERROX_BACKEND_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FERROX_ABI_VERSION_MAJOR 1u
+#define FERROX_ABI_VERSION_MINOR 0u
+/* Packed as major << 16 | minor. A plugin is loadable when its major equals
+ * the core's; a newer minor only appends members the core may ignore. */
+#define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
+#define FERROX_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
+#define FERROX_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
+
+#if defined(_WIN32)
+#define FERROX_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define FERROX_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ---- status ------------------------------------------------------------- */
+
+typedef enum ferrox_status {
+    FERROX_OK = 0,
+    FERROX_ERR_INVALID_ARGUMENT = 1,
+    FERROX_ERR_UNSUPPORTED = 2, /* no kernel for this op and kind */
+    FERROX_ERR_NO_DRIVER = 3,   /* driver library absent or too old */
+    FERROX_ERR_NO_DEVICE = 4,   /* driver present, no usable device */
+    FERROX_ERR_OUT_OF_MEMORY = 5,
+    FERROX_ERR_INTERNAL = 6
+} ferrox_status;
+
+#define FERROX_MESSAGE_CAPACITY 512
+/* Caller-owned buffer a failing entry writes a NUL-terminated reason into. */
+typedef struct ferrox_message {
+    char text[FERROX_MESSAGE_CAPACITY];
+} ferrox_message;
+
+/* ---- quant kinds -------------------------------------------------------- */
+
+/* Values equal GGML type ids, so a GGUF tensor's type is a ferrox_kind as is.
+ * The core's kind table (ferrox/quant_kind.h) is the one place that says
+ * which of them ferrox knows; gaps are ids ggml retired. */
+typedef enum ferrox_kind {
+    FERROX_KIND_F32 = 0,
+    FERROX_KIND_F16 = 1,
+    FERROX_KIND_Q4_0 = 2,
+    FERROX_KIND_Q4_1 = 3,
+    FERROX_KIND_Q5_0 = 6,
+    FERROX_KIND_Q5_1 = 7,
+    FERROX_KIND_Q8_0 = 8,
+    FERROX_KIND_Q8_1 = 9,
+    FERROX_KIND_Q2_K = 10,
+    FERROX_KIND_Q3_K = 11,
+    FERROX_KIND_Q4_K = 12,
+    FERROX_KIND_Q5_K = 13,
+    FERROX_KIND_Q6_K = 14,
+    FERROX_KIND_Q8_K = 15,
+    FERROX_KIND_IQ2_XXS = 16,
+    FERROX_KIND_IQ2_XS = 17,
+    FERROX_KIND_IQ3_XXS = 18,
+    FERROX_KIND_IQ1_S = 19,
+    FERROX_KIND_IQ4_NL = 20,
+    FERROX_KIND_IQ3_S = 21,
+    FERROX_KIND_IQ2_S = 22,
+    FERROX_KIND_IQ4_XS = 23,
+    FERROX_KIND_IQ1_M = 29,
+    FERROX_KIND_BF16 = 30,
+    FERROX_KIND_MXFP4 = 39,
+    FERROX_KIND_ID_LIMIT = 40 /* every id above is < this */
+} ferrox_kind;
+
+/* ---- ops ---------------------------------------------------------------- */
+
+/* Appended to, never renumbered. */
+typedef enum ferrox_op {
+    FERROX_OP_MATVEC = 0, /* y = W x, one activation (decode) */
+    FERROX_OP_GEMM = 1,   /* Y = X W^T, n activations (prefill) */
+    FERROX_OP_RMS_NORM = 2,
+    FERROX_OP_ROPE = 3,
+    FERROX_OP_ATTENTION = 4,
+    FERROX_OP_SWIGLU = 5,
+    FERROX_OP_GEGLU = 6,
+    FERROX_OP_ADD = 7,
+    FERROX_OP_MUL = 8,
+    FERROX_OP_SOFTMAX = 9,
+    FERROX_OP_GET_ROWS = 10,
+    FERROX_OP_COUNT = 11
+} ferrox_op;
+
+/* ---- logging and registry callbacks the core lends to a plugin ---------- */
+
+typedef enum ferrox_log_level {
+    FERROX_LOG_TRACE = 0,
+    FERROX_LOG_DEBUG = 1,
+    FERROX_LOG_INFO = 2,
+    FERROX_LOG_WARN = 3,
+    FERROX_LOG_ERROR = 4
+} ferrox_log_level;
+
+typedef enum ferrox_outcome {
+    FERROX_OUTCOME_HIT = 0,       /* the named kernel ran */
+    FERROX_OUTCOME_MISS = 1,      /* a slower named fallback ran instead */
+    FERROX_OUTCOME_BY_DESIGN = 2  /* deliberately elsewhere; not a violation */
+} ferrox_outcome;
+
+typedef struct ferrox_host {
+    uint32_t struct_size;
+    uint32_t abi_version;
+    void* context; /* passed back to every callback */
+    /* since 1.0: log through the core's sinks; `message` is copied. */
+    void (*log)(void* context, ferrox_log_level level, const char* message);
+    /* since 1.0: record a kernel decision the plugin made on its own, e.g. an
+     * internal fallback. `detail` is the kernel, fallback or reason name. */
+    void (*record_kernel)(void* context, ferrox_op op, ferrox_kind kind, const char* role,
+                          ferrox_outcome outcome, const char* detail);
+} ferrox_host;
+
+/* ---- describe: pure, callable before the ABI check ---------------------- */
+
+typedef struct ferrox_plugin_info {
+    uint32_t struct_size; /* set by the caller: how much the plugin may write */
+    uint32_t abi_version; /* set by the plugin: FERROX_ABI_VERSION it was built with */
+    const char* name;     /* "cpu", "cuda": must match libferrox_<name>.so */
+    const char* version;  /* plugin release, free form */
+    /* Comma-separated x86 features the plugin's code needs at minimum
+     * ("" = baseline x86-64). The core checks CPUID and the OS-enabled state. */
+    const char* isa_required;
+    /* Comma-separated driver libraries create() may try to dlopen ("" = none). */
+    const char* driver_libraries;
+    const char* description;
+} ferrox_plugin_info;
+
+/* ---- devices and buffers ------------------------------------------------ */
+
+typedef enum ferrox_device_type {
+    FERROX_DEVICE_CPU = 0,
+    FERROX_DEVICE_GPU = 1
+} ferrox_device_type;
+
+typedef struct ferrox_device_info {
+    uint32_t struct_size;
+    uint32_t abi_version;
+    ferrox_device_type type;
+    char name[128];
+    uint64_t memory_total; /* bytes */
+    uint64_t memory_free;  /* bytes, at the time of the call */
+} ferrox_device_info;
+
+/* Backend-owned memory; opaque to the core. */
+typedef struct ferrox_buffer ferrox_buffer;
+
+/* A weight the backend has prepared once (uploaded, repacked) and keeps for
+ * as long as the core holds the handle. Caches key on this handle, never on a
+ * host address, which a later mapping may reuse. */
+typedef struct ferrox_weight ferrox_weight;
+
+typedef struct ferrox_weight_desc {
+    uint32_t struct_size;
+    uint32_t abi_version;
+    ferrox_kind kind;
+    uint64_t rows;
+    uint64_t cols;      /* elements per row; a multiple of the kind's block */
+    uint64_t row_bytes; /* bytes per row in `data` */
+    const void* data;   /* rows * row_bytes host bytes, valid for the call only
+                           unless the backend wraps them (see wrap_host) */
+} ferrox_weight_desc;
+
+typedef struct ferrox_kernel_info {
+    uint32_t struct_size;
+    uint32_t abi_version;
+    /* The kernel that runs for this op and kind, or NULL when there is none. */
+    const char* kernel;
+    /* With kernel == NULL: why the op is deliberately left to another
+     * backend (not a registry violation), or NULL for a plain miss. */
+    const char* by_design;
+} ferrox_kernel_info;
+
+typedef struct ferrox_option {
+    const char* key;   /* e.g. "threads", "device" */
+    const char* value; /* as written in the YAML file */
+} ferrox_option;
+
+/* ---- the backend: a table of entries over the plugin's own context ------ */
+
+typedef struct ferrox_backend ferrox_backend;
+struct ferrox_backend {
+    uint32_t struct_size;
+    uint32_t abi_version;
+    void* self; /* the plugin's context */
+
+    /* since 1.0 ---------------------------------------------------------- */
+    void (*destroy)(ferrox_backend* backend);
+
+    uint32_t (*device_count)(const ferrox_backend* backend);
+    ferrox_status (*device_info)(const ferrox_backend* backend, uint32_t device,
+                                 ferrox_device_info* out, ferrox_message* error);
+
+    /* The capability table: which kernel runs `op` on `kind` weights. Pure;
+     * the core's registry and dispatcher both read it, so a prediction cannot
+     * drift from a decision. */
+    void (*kernel_for)(const ferrox_backend* backend, ferrox_op op, ferrox_kind kind,
+                       ferrox_kernel_info* out);
+    /* Named fallbacks: what this backend does itself when it lacks a kernel.
+     * `gemm_fallback` runs a GEMM for a kind that has a MATVEC kernel but no
+     * GEMM one (e.g. "CUDA per-position matvec"); NULL = hand it on.
+     * `matvec_fallback` runs a MATVEC for a kind without a kernel
+     * (e.g. "f32 dequant-dot"); NULL = hand it on to the next backend. */
+    const char* gemm_fallback;
+    const char* matvec_fallback;
+
+    /* Buffers: alloc/free/upload/download, and wrap host memory without a
+     * copy (may fail with FERROX_ERR_UNSUPPORTED). */
+    ferrox_status (*buffer_alloc)(ferrox_backend* backend, uint64_t bytes, ferrox_buffer** out,
+                                  ferrox_message* error);
+    void (*buffer_free)(ferrox_backend* backend, ferrox_buffer* buffer);
+    ferrox_status (*buffer_upload)(ferrox_backend* backend, ferrox_buffer* buffer,
+                                   uint64_t offset, const void* src, uint64_t bytes,
+                                   ferrox_message* error);
+    ferrox_status (*buffer_download)(ferrox_backend* backend, const ferrox_buffer* buffer,
+                                     uint64_t offset, void* dst, uint64_t bytes,
+                                     ferrox_message* error);
+    ferrox_status (*buffer_wrap_host)(ferrox_backend* backend, void* host, uint64_t bytes,
+                                      ferrox_buffer** out, ferrox_message* error);
+
+    /* Weights: prepared once, used by every call below, released by the core.
+     * `borrow` != 0 means the host bytes outlive the weight handle (an mmap
+     * the core keeps open), so the backend may use them in place. */
+    ferrox_status (*weight_prepare)(ferrox_backend* backend, const ferrox_weight_desc* desc,
+                                    int borrow, ferrox_weight** out, ferrox_message* error);
+    void (*weight_release)(ferrox_backend* backend, ferrox_weight* weight);
+
+    /* y[rows] = W x[cols]. Host activations in, host results out. */
+    ferrox_status (*matvec)(ferrox_backend* backend, const ferrox_weight* weight,
+                            const float* x, float* y, ferrox_message* error);
+    /* Y[n][rows] = X[n][cols] W^T. */
+    ferrox_status (*gemm)(ferrox_backend* backend, const ferrox_weight* weight, const float* x,
+                          uint64_t n, float* y, ferrox_message* error);
+};
+
+/* ---- the two exported entries ------------------------------------------- */
+
+/* Side-effect free: fills `info` up to info->struct_size. Opens no library,
+ * touches no device. */
+typedef ferrox_status (*ferrox_plugin_describe_fn)(ferrox_plugin_info* info);
+/* Creates a backend. Called only after the ABI major matched. */
+typedef ferrox_status (*ferrox_plugin_create_fn)(const ferrox_host* host,
+                                                 const ferrox_option* options, size_t n_options,
+                                                 ferrox_backend** out, ferrox_message* error);
+
+#define FERROX_PLUGIN_DESCRIBE_SYMBOL "ferrox_plugin_describe"
+#define FERROX_PLUGIN_CREATE_SYMBOL "ferrox_plugin_create"
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FERROX_BACKEND_ABI_H */
