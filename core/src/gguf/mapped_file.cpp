@@ -1,0 +1,115 @@
+#include "ferrox/gguf/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace ferrox::gguf {
+namespace {
+
+// Owned copies get the alignment GGUF tensor data has in a real mapping.
+constexpr std::size_t kOwnedAlignment = 64;
+
+uint64_t next_mapping_id() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Closes the descriptor on every path; the mapping stays valid after close.
+class FileDescriptor {
+  public:
+    explicit FileDescriptor(int fd) : fd_(fd) {}
+    FileDescriptor(const FileDescriptor&) = delete;
+    FileDescriptor& operator=(const FileDescriptor&) = delete;
+    ~FileDescriptor() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    int get() const { return fd_; }
+
+  private:
+    int fd_;
+};
+
+}  // namespace
+
+void MappedFile::AlignedDelete::operator()(std::byte* p) const {
+    ::operator delete[](p, std::align_val_t{kOwnedAlignment});
+}
+
+Expected<MappedFile> MappedFile::open(const std::filesystem::path& path) {
+    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return make_error("{}: cannot open: {}", path.string(), std::strerror(errno));
+    struct stat info {};
+    if (::fstat(fd.get(), &info) != 0)
+        return make_error("{}: cannot stat: {}", path.string(), std::strerror(errno));
+    if (!S_ISREG(info.st_mode)) return make_error("{}: not a regular file", path.string());
+
+    MappedFile file;
+    file.path_ = path;
+    file.mapping_id_ = next_mapping_id();
+    file.size_ = static_cast<std::size_t>(info.st_size);
+    if (file.size_ == 0) return file;  // mmap refuses length 0; the parser reports it
+
+    void* address = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (address == MAP_FAILED)
+        return make_error("{}: cannot mmap {} bytes: {}", path.string(), file.size_,
+                          std::strerror(errno));
+    file.data_ = static_cast<const std::byte*>(address);
+    file.mmapped_ = true;
+    return file;
+}
+
+MappedFile MappedFile::copy_of(std::span<const std::byte> bytes, std::filesystem::path label) {
+    MappedFile file;
+    file.path_ = std::move(label);
+    file.mapping_id_ = next_mapping_id();
+    file.size_ = bytes.size();
+    if (!bytes.empty()) {
+        // Exactly bytes.size(), so a sanitizer catches any read one past the end.
+        file.owned_.reset(static_cast<std::byte*>(
+            ::operator new[](bytes.size(), std::align_val_t{kOwnedAlignment})));
+        std::memcpy(file.owned_.get(), bytes.data(), bytes.size());
+        file.data_ = file.owned_.get();
+    }
+    return file;
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      mmapped_(std::exchange(other.mmapped_, false)),
+      owned_(std::move(other.owned_)),
+      path_(std::move(other.path_)),
+      mapping_id_(std::exchange(other.mapping_id_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+    if (this != &other) {
+        release();
+        data_ = std::exchange(other.data_, nullptr);
+        size_ = std::exchange(other.size_, 0);
+        mmapped_ = std::exchange(other.mmapped_, false);
+        owned_ = std::move(other.owned_);
+        path_ = std::move(other.path_);
+        mapping_id_ = std::exchange(other.mapping_id_, 0);
+    }
+    return *this;
+}
+
+MappedFile::~MappedFile() { release(); }
+
+void MappedFile::release() noexcept {
+    if (mmapped_) ::munmap(const_cast<std::byte*>(data_), size_);
+    owned_.reset();
+    data_ = nullptr;
+    size_ = 0;
+    mmapped_ = false;
+}
+
+}  // namespace ferrox::gguf
