@@ -3,7 +3,7 @@ function(ferrox_target_warnings target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion
       -Wno-sign-conversion -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
-      -Wnull-dereference -Wdouble-promotion -Wformat=2>)
+      -Wdouble-promotion -Wformat=2>)
   if(FERROX_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX,C>:-Werror>)
   endif()

@@ -27,8 +27,8 @@ extern "C" {
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
-#define FERROX_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
-#define FERROX_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
+#define FERROX_ABI_MAJOR(v) (((v) >> 16) & 0xffffu)
+#define FERROX_ABI_MINOR(v) ((v) & 0xffffu)
 
 #if defined(_WIN32)
 #define FERROX_PLUGIN_EXPORT __declspec(dllexport)

@@ -1,0 +1,158 @@
+// `ferrox backends`: every plugin file found, its state and why, its devices,
+// and its capability table -- what an operator needs to see in one command.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands/commands.h"
+#include "ferrox/cpu_features.h"
+#include "ferrox/log.h"
+#include "ferrox/op.h"
+#include "ferrox/quant_kind.h"
+#include "format.h"
+
+namespace ferrox::cli {
+namespace {
+
+constexpr ferrox_op kTableOps[] = {FERROX_OP_MATVEC, FERROX_OP_GEMM};
+
+struct Capability {
+    std::string kernel;    // the backend's kernel, or
+    std::string fallback;  // what it runs itself instead, or
+    std::string by_design; // why it leaves the op to another backend
+};
+
+Capability capability(const Backend& b, ferrox_op op, ferrox_kind kind) {
+    const KernelChoice c = b.kernel_for(op, kind);
+    if (!c.kernel.empty()) return {std::string(c.kernel), {}, {}};
+    const bool can_matvec =
+        !b.kernel_for(FERROX_OP_MATVEC, kind).kernel.empty() || !b.matvec_fallback().empty();
+    if (op == FERROX_OP_GEMM && can_matvec && !b.gemm_fallback().empty())
+        return {{}, std::string(b.gemm_fallback()), {}};
+    if (op == FERROX_OP_MATVEC && !b.matvec_fallback().empty())
+        return {{}, std::string(b.matvec_fallback()), {}};
+    return {{}, {}, std::string(c.by_design)};
+}
+
+std::string abi_string(uint32_t v) {
+    return v ? fmt::format("{}.{}", FERROX_ABI_MAJOR(v), FERROX_ABI_MINOR(v)) : std::string("-");
+}
+
+nlohmann::json to_json(const Session& s) {
+    nlohmann::json doc;
+    doc["ferrox_version"] = FERROX_VERSION;
+    doc["abi_version"] = abi_string(FERROX_ABI_VERSION);
+    doc["config"] = s.config.source;
+    doc["cpu_features"] = cpu_features().summary();
+    doc["backend_order"] = s.config.backend_order;
+    doc["search_path"] = nlohmann::json::array();
+    for (const auto& d : s.plugins.search_dirs())
+        doc["search_path"].push_back({{"path", d.path.string()}, {"origin", d.origin}});
+    doc["backends"] = nlohmann::json::array();
+    for (const auto& r : s.plugins.records()) {
+        nlohmann::json b{{"name", r.name},
+                         {"path", r.path.string()},
+                         {"found_in", r.found_in},
+                         {"state", state_name(r.state)},
+                         {"reason", r.reason},
+                         {"required", r.required},
+                         {"abi_version", abi_string(r.abi_version)},
+                         {"version", r.version},
+                         {"isa_required", r.isa_required},
+                         {"driver_libraries", r.driver_libraries}};
+        b["devices"] = nlohmann::json::array();
+        for (const auto& d : r.devices)
+            b["devices"].push_back({{"type", d.type == FERROX_DEVICE_GPU ? "gpu" : "cpu"},
+                                    {"name", d.name},
+                                    {"memory_total", d.memory_total},
+                                    {"memory_free", d.memory_free}});
+        if (r.backend) {
+            nlohmann::json caps;
+            for (ferrox_op op : kTableOps)
+                for (const auto& k : kAllKinds) {
+                    const Capability c = capability(*r.backend, op, k.id);
+                    nlohmann::json& cell = caps[std::string(op_name(op))][std::string(k.name)];
+                    cell = nlohmann::json::object();
+                    if (!c.kernel.empty()) cell["kernel"] = c.kernel;
+                    if (!c.fallback.empty()) cell["fallback"] = c.fallback;
+                    if (!c.by_design.empty()) cell["by_design"] = c.by_design;
+                }
+            b["capabilities"] = caps;
+        }
+        doc["backends"].push_back(std::move(b));
+    }
+    return doc;
+}
+
+void print_text(const Session& s) {
+    std::cout << fmt::format("ferrox {} (plugin ABI {}), config: {}\n", FERROX_VERSION,
+                             abi_string(FERROX_ABI_VERSION), s.config.source);
+    std::cout << fmt::format("backends.order: [{}]   cpu features: {}\n\n",
+                             fmt::join(s.config.backend_order, ", "), cpu_features().summary());
+    std::cout << "plugin search path:\n";
+    for (size_t i = 0; i < s.plugins.search_dirs().size(); ++i) {
+        const auto& d = s.plugins.search_dirs()[i];
+        std::cout << fmt::format("  {}. {} ({})\n", i + 1, d.path.string(), d.origin);
+    }
+    std::cout << "\n";
+
+    std::vector<std::vector<std::string>> rows{{"BACKEND", "STATE", "ABI", "PATH", "REASON"}};
+    for (const auto& r : s.plugins.records())
+        rows.push_back({r.name + (r.required ? " (required)" : ""), std::string(state_name(r.state)),
+                        abi_string(r.abi_version), r.path.empty() ? "-" : r.path.string(),
+                        r.reason});
+    std::cout << render_table(rows);
+
+    for (const auto& r : s.plugins.records()) {
+        if (!r.backend) continue;
+        std::cout << fmt::format("\n{}: devices\n", r.name);
+        for (size_t i = 0; i < r.devices.size(); ++i) {
+            const auto& d = r.devices[i];
+            std::cout << fmt::format("  [{}] {} {}: {} total, {} free\n", i,
+                                     d.type == FERROX_DEVICE_GPU ? "gpu" : "cpu", d.name,
+                                     human_bytes(d.memory_total), human_bytes(d.memory_free));
+        }
+        std::cout << fmt::format("{}: capabilities (kernel, or (fallback) it runs instead, or -)\n",
+                                 r.name);
+        std::vector<std::vector<std::string>> caps{{"  KIND", "MATVEC", "GEMM"}};
+        for (const auto& k : kAllKinds) {
+            std::vector<std::string> row{"  " + std::string(k.name)};
+            for (ferrox_op op : kTableOps) {
+                const Capability c = capability(*r.backend, op, k.id);
+                row.push_back(!c.kernel.empty()     ? c.kernel
+                              : !c.fallback.empty() ? "(" + c.fallback + ")"
+                              : !c.by_design.empty() ? "- by design: " + c.by_design
+                                                     : "-");
+            }
+            caps.push_back(std::move(row));
+        }
+        std::cout << render_table(caps);
+    }
+}
+
+}  // namespace
+
+Command add_backends_command(CLI::App& app, CommonOptions& common) {
+    auto* cmd = app.add_subcommand(
+        "backends", "List plugin files found, their state, devices and capability tables");
+    auto json = std::make_shared<bool>(false);
+    cmd->add_flag("--json", *json, "Print one JSON object (key 'backends') instead of tables");
+    return {cmd, [json, &common]() -> int {
+        auto session = open_session(common);
+        if (!session) {
+            logger().error("{}", session.error().message());
+            return kExitBadInput;
+        }
+        if (*json)
+            std::cout << to_json(*session).dump(2) << "\n";
+        else
+            print_text(*session);
+        const auto failed = session->plugins.required_failures();
+        for (const PluginRecord* r : failed)
+            logger().error("required backend '{}' is {}: {}", r->name, state_name(r->state),
+                           r->reason);
+        return failed.empty() ? kExitOk : kExitFailure;
+    }};
+}
+
+}  // namespace ferrox::cli

@@ -1,0 +1,218 @@
+// `ferrox bench`: MATVEC and GEMM through the dispatch layer on synthetic
+// weights, per kind, shape and batch size; medians and spreads, never a
+// single run. Weights rotate over >= --rotate-mib of distinct copies so decode
+// is measured cold (from memory, not cache) unless --hot.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "commands/commands.h"
+#include "ferrox/dispatch.h"
+#include "ferrox/log.h"
+#include "ferrox/quant/reference.h"
+#include "ferrox/quant_kind.h"
+#include "format.h"
+
+namespace ferrox::cli {
+namespace {
+
+struct BenchOptions {
+    std::vector<std::string> kinds{"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"};
+    std::vector<std::string> shapes{"4096x4096"};
+    std::vector<uint64_t> batch{1};
+    unsigned threads = 0;  // 0: the config's
+    unsigned reps = 15;
+    uint64_t rotate_mib = 1024;
+    bool hot = false;
+    bool json = false;
+    uint64_t seed = 1;
+};
+
+struct Row {
+    std::string kind, shape;
+    uint64_t n = 0;
+    std::string backend, path;
+    double median_s = 0, p10_s = 0, p90_s = 0;
+    double weight_gbs = 0, gflops = 0;
+};
+
+Expected<std::pair<uint64_t, uint64_t>> parse_shape(const std::string& s) {
+    const size_t x = s.find('x');
+    try {
+        if (x != std::string::npos)
+            return std::pair<uint64_t, uint64_t>{std::stoull(s.substr(0, x)), std::stoull(s.substr(x + 1))};
+    } catch (const std::exception&) {
+    }
+    return make_error("bad shape '{}': expected ROWSxCOLS, e.g. 4096x4096", s);
+}
+
+Expected<std::vector<std::byte>> quantized_weights(ferrox_kind kind, uint64_t rows, uint64_t cols,
+                                                   uint64_t seed) {
+    const auto per_row = row_bytes(kind, cols);
+    if (!per_row)
+        return make_error("{} needs a row length that is a multiple of {}", kind_name(kind),
+                          kind_traits(static_cast<uint32_t>(kind))->block_elements);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> row(cols);
+    std::vector<std::byte> out(rows * *per_row);
+    for (uint64_t r = 0; r < rows; ++r) {
+        for (auto& v : row) v = normal(rng);
+        if (!quant::quantize_row(kind, row.data(), out.data() + r * *per_row, cols))
+            return make_error("bench cannot make {} weights yet (no quantizer)", kind_name(kind));
+    }
+    return out;
+}
+
+double percentile(std::vector<double> v, double p) {
+    std::sort(v.begin(), v.end());
+    const double idx = p * static_cast<double>(v.size() - 1);
+    return v[static_cast<size_t>(idx + 0.5)];
+}
+
+int run_bench(CommonOptions& common, const BenchOptions& o) {
+    auto config = load_session_config(common);
+    if (!config) {
+        logger().error("{}", config.error().message());
+        return kExitBadInput;
+    }
+    if (o.threads)
+        for (auto& b : config->backends)
+            if (b.name == "cpu") {
+                std::erase_if(b.options, [](const auto& kv) { return kv.first == "threads"; });
+                b.options.emplace_back("threads", std::to_string(o.threads));
+            }
+    LoaderOptions loader;
+    loader.plugin_dirs = common.plugin_dirs;
+    PluginSet plugins = PluginSet::load(*config, loader);
+    if (plugins.selected().empty()) {
+        logger().error("no backend is ready; see `ferrox backends`");
+        return kExitFailure;
+    }
+    KernelRegistry registry;
+    Dispatcher dispatch(plugins.selected(), registry);
+
+    std::vector<Row> rows;
+    for (const auto& kind_text : o.kinds) {
+        const KindTraits* traits = kind_traits(kind_text);
+        if (!traits) {
+            logger().error("unknown kind '{}'", kind_text);
+            return kExitBadInput;
+        }
+        for (const auto& shape_text : o.shapes) {
+            auto shape = parse_shape(shape_text);
+            if (!shape) {
+                logger().error("{}", shape.error().message());
+                return kExitBadInput;
+            }
+            const auto [r, c] = *shape;
+            auto bytes = quantized_weights(traits->id, r, c, o.seed);
+            if (!bytes) {
+                logger().error("{}", bytes.error().message());
+                return kExitBadInput;
+            }
+            // Distinct copies so each call streams from memory, not cache.
+            const uint64_t copies =
+                o.hot ? 1 : std::max<uint64_t>(1, (o.rotate_mib << 20) / bytes->size() + 1);
+            std::vector<WeightMatrix> mats;
+            for (uint64_t i = 0; i < copies; ++i) {
+                auto m = WeightMatrix::owned(fmt::format("bench.{}", i), traits->id, r, c, *bytes);
+                if (!m) {
+                    logger().error("{}", m.error().message());
+                    return kExitFailure;
+                }
+                mats.push_back(std::move(*m));
+            }
+            for (uint64_t n : o.batch) {
+                std::mt19937_64 rng(o.seed + n);
+                std::normal_distribution<float> normal(0.0f, 1.0f);
+                std::vector<float> x(n * c), y(n * r);
+                for (auto& v : x) v = normal(rng);
+                auto once = [&](const WeightMatrix& m) {
+                    return n == 1 ? dispatch.apply(m, "bench", x, y)
+                                  : dispatch.apply_batch(m, "bench", x, n, y);
+                };
+                for (const auto& m : mats)  // warm-up: prepares every copy
+                    if (auto ok = once(m); !ok) {
+                        logger().error("{}", ok.error().message());
+                        return kExitFailure;
+                    }
+                std::vector<double> times;
+                size_t next = 0;
+                for (unsigned rep = 0; rep < o.reps; ++rep) {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    if (auto ok = once(mats[next]); !ok) {
+                        logger().error("{}", ok.error().message());
+                        return kExitFailure;
+                    }
+                    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                    next = (next + 1) % mats.size();
+                }
+                const Plan plan = dispatch.plan(n == 1 ? FERROX_OP_MATVEC : FERROX_OP_GEMM, traits->id);
+                Row row;
+                row.kind = std::string(traits->name);
+                row.shape = shape_text;
+                row.n = n;
+                row.backend = plan.runner ? dispatch.backends()[*plan.runner]->name() : "-";
+                row.path = plan.steps.empty() ? "-" : plan.steps.back().detail;
+                row.median_s = percentile(times, 0.5);
+                row.p10_s = percentile(times, 0.1);
+                row.p90_s = percentile(times, 0.9);
+                row.weight_gbs = static_cast<double>(bytes->size()) / row.median_s / 1e9;
+                row.gflops = 2.0 * static_cast<double>(r * c * n) / row.median_s / 1e9;
+                rows.push_back(row);
+            }
+        }
+    }
+
+    if (o.json) {
+        nlohmann::json doc;
+        doc["threads"] = o.threads;
+        doc["reps"] = o.reps;
+        doc["weights"] = o.hot ? "hot" : fmt::format("cold (rotating over >= {} MiB)", o.rotate_mib);
+        doc["results"] = nlohmann::json::array();
+        for (const auto& row : rows)
+            doc["results"].push_back({{"kind", row.kind},       {"shape", row.shape},
+                                      {"n", row.n},             {"backend", row.backend},
+                                      {"kernel", row.path},     {"median_s", row.median_s},
+                                      {"p10_s", row.p10_s},     {"p90_s", row.p90_s},
+                                      {"weight_gb_per_s", row.weight_gbs},
+                                      {"gflop_per_s", row.gflops}});
+        std::cout << doc.dump(2) << "\n";
+        return kExitOk;
+    }
+    std::cout << fmt::format("weights: {}; {} reps; median [p10, p90]\n\n",
+                             o.hot ? "hot (cache-resident if they fit)"
+                                   : fmt::format("cold, rotating over >= {} MiB", o.rotate_mib),
+                             o.reps);
+    std::cout << "| kind | shape | n | backend | kernel | median ms | p10–p90 ms | weight GB/s | GFLOP/s |\n"
+                 "|---|---|---:|---|---|---:|---:|---:|---:|\n";
+    for (const auto& row : rows)
+        std::cout << fmt::format("| {} | {} | {} | {} | {} | {:.3f} | {:.3f}–{:.3f} | {:.2f} | {:.1f} |\n",
+                                 row.kind, row.shape, row.n, row.backend, row.path,
+                                 row.median_s * 1e3, row.p10_s * 1e3, row.p90_s * 1e3,
+                                 row.weight_gbs, row.gflops);
+    return kExitOk;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app, CommonOptions& common) {
+    auto* cmd = app.add_subcommand("bench", "Benchmark MATVEC (n=1) and GEMM (n>1) per quant kind");
+    auto o = std::make_shared<BenchOptions>();
+    cmd->add_option("--kinds", o->kinds, "Quant kinds")->delimiter(',');
+    cmd->add_option("--shape", o->shapes, "Weight shapes ROWSxCOLS")->delimiter(',');
+    cmd->add_option("-n,--batch", o->batch, "Activations per call: 1 = MATVEC, more = GEMM")->delimiter(',');
+    cmd->add_option("-t,--threads", o->threads, "CPU threads (default: the config's cpu.threads)");
+    cmd->add_option("--reps", o->reps, "Timed repetitions")->check(CLI::Range(1u, 100000u));
+    cmd->add_option("--rotate-mib", o->rotate_mib, "MiB of distinct weight copies to rotate over");
+    cmd->add_flag("--hot", o->hot, "Reuse one weight copy (cache-hot) instead of rotating");
+    cmd->add_option("--seed", o->seed, "Random seed for weights and activations");
+    cmd->add_flag("--json", o->json, "Print JSON instead of a markdown table");
+    return {cmd, [o, &common] { return run_bench(common, *o); }};
+}
+
+}  // namespace ferrox::cli

@@ -1,0 +1,19 @@
+// Subcommands: each registers its flags on the app and runs when chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "session.h"
+
+namespace ferrox::cli {
+
+// A registered subcommand and what to run (returning the exit code) when chosen.
+struct Command {
+    CLI::App* app;
+    std::function<int()> run;
+};
+
+Command add_backends_command(CLI::App& app, CommonOptions& common);
+Command add_bench_command(CLI::App& app, CommonOptions& common);
+
+}  // namespace ferrox::cli

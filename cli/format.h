@@ -1,0 +1,15 @@
+// Small text helpers shared by commands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ferrox::cli {
+
+std::string human_bytes(uint64_t bytes);  // "23.4 GiB"
+
+// Left-aligned columns, two spaces apart; the last column is not padded.
+std::string render_table(const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace ferrox::cli

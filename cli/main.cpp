@@ -1,0 +1,51 @@
+// ferrox: command-line entry. Parses flags, runs one subcommand, and turns
+// errors into a message on stderr and an exit code -- once, here.
+#include <iostream>
+
+#include "commands/commands.h"
+#include "ferrox/log.h"
+
+int main(int argc, char** argv) {
+    using namespace ferrox::cli;
+    CLI::App app{"ferrox: run GGUF language models on CPU and GPU backend plugins"};
+    app.set_version_flag("--version", std::string("ferrox ") + FERROX_VERSION);
+    app.require_subcommand(1);
+    app.fallthrough();
+    app.footer(
+        "Exit status: 0 success, 1 a required backend or a run failed, 2 bad flags, config or "
+        "input.\nConfig lookup: --config, $FERROX_CONFIG, $XDG_CONFIG_HOME/ferrox/ferrox.yaml, "
+        "/etc/ferrox/ferrox.yaml, built-in default.\nPlugin search: --plugin-dir, "
+        "$FERROX_PLUGIN_PATH, plugins.paths, the install folder, <exe>/../lib/ferrox/plugins.");
+
+    CommonOptions common;
+    std::string config_path;
+    app.add_option("--config", config_path, "Configuration file (YAML)");
+    app.add_option("--plugin-dir", common.plugin_dirs,
+                   "Folder to search for libferrox_<name>.so first (repeatable)");
+    app.add_option("--log-level", common.log_level,
+                   "trace, debug, info, warn, error or off (overrides log.level)");
+
+    const Command commands[] = {
+        add_backends_command(app, common),
+        add_bench_command(app, common),
+    };
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return code == 0 ? kExitOk : kExitBadInput;
+    }
+    if (!config_path.empty()) common.config_path = config_path;
+
+    for (const Command& command : commands)
+        if (command.app->parsed()) {
+            try {
+                return command.run();
+            } catch (const std::exception& e) {
+                ferrox::logger().error("{}", e.what());
+                return kExitFailure;
+            }
+        }
+    return kExitBadInput;
+}

@@ -1,0 +1,71 @@
+// Backend: the core's owning view of one plugin's ferrox_backend table. Checks
+// that every entry it calls is covered by the plugin's struct_size, turns
+// statuses into Expected, and keeps the plugin library loaded while in use.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferrox/api.h"
+#include "ferrox/backend_abi.h"
+#include "ferrox/expected.h"
+
+namespace ferrox {
+
+class KernelRegistry;
+
+struct KernelChoice {
+    std::string_view kernel;     // empty: no kernel
+    std::string_view by_design;  // with no kernel: why that is deliberate
+};
+
+// What the core lends a plugin through ferrox_host; one per backend, so a
+// plugin's record_kernel is attributed to it.
+struct HostContext {
+    std::string backend_name;
+    bool accelerator = false;
+    KernelRegistry* registry = nullptr;  // where plugin-side records go, if anywhere
+};
+
+class FERROX_API Backend {
+public:
+    // Takes ownership of `raw` (destroyed before `library` is released).
+    Backend(ferrox_backend* raw, std::shared_ptr<void> library, std::unique_ptr<HostContext> host,
+            std::string name);
+    ~Backend();
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+
+    const std::string& name() const { return name_; }
+    bool is_accelerator() const { return accelerator_; }
+    HostContext& host_context() { return *host_; }
+
+    uint32_t device_count() const;
+    Expected<ferrox_device_info> device_info(uint32_t device) const;
+
+    KernelChoice kernel_for(ferrox_op op, ferrox_kind kind) const;
+    std::string_view gemm_fallback() const;
+    std::string_view matvec_fallback() const;
+
+    Expected<ferrox_weight*> prepare_weight(const ferrox_weight_desc& desc, bool borrow);
+    void release_weight(ferrox_weight* weight);
+    Expected<void> matvec(const ferrox_weight* weight, const float* x, float* y);
+    Expected<void> gemm(const ferrox_weight* weight, const float* x, uint64_t n, float* y);
+
+    const ferrox_backend& raw() const { return *raw_; }
+
+private:
+    ferrox_backend* raw_;
+    std::shared_ptr<void> library_;
+    std::unique_ptr<HostContext> host_;
+    std::string name_;
+    bool accelerator_ = false;
+};
+
+// The host table handed to a plugin's create(); callbacks route to `context`.
+FERROX_API ferrox_host make_host_table(HostContext* context);
+
+}  // namespace ferrox

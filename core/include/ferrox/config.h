@@ -1,0 +1,77 @@
+// ferrox's configuration: which backends to open, in which order, with what
+// options. Read from a YAML file (config/ferrox.yaml documents every key) or
+// taken from the built-in default, which holds the same values as the shipped file.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ferrox/api.h"
+#include "ferrox/expected.h"
+
+namespace ferrox {
+
+struct BackendConfig {
+    std::string name;  // "cpu", "cuda", or a third-party plugin name ([a-z0-9_]+)
+    bool required = false;  // a failure of a required backend is an error, else a warning
+    // Passed to the plugin's create() as strings, in file order. cpu/cuda options are
+    // validated and normalised (vram_budget "8GiB" arrives as "8589934592"), and those the
+    // file does not set follow with their documented defaults, so the plugin always gets
+    // every one. A third-party backend gets exactly the scalars its section holds.
+    std::vector<std::pair<std::string, std::string>> options;
+};
+
+struct FERROX_API Config {
+    std::string source;  // the file it came from, or "<built-in default>"
+    std::vector<std::filesystem::path> plugin_paths;  // plugins.paths, relative ones resolved
+                                                      // against the config file's folder
+    std::vector<std::string> backend_order{"cpu"};    // backends.order, never empty
+    std::vector<BackendConfig> backends;  // one per name in backend_order, in that order
+    bool registry_strict = false;         // registry.strict
+    std::string log_level = "info";       // log.level: trace|debug|info|warn|error|off
+
+    // The entry for `name`, or nullptr when backends.order does not list it.
+    const BackendConfig* backend(std::string_view name) const;
+};
+
+// The name Config::source carries when no file was found.
+inline constexpr std::string_view kBuiltInConfigSource = "<built-in default>";
+
+// Parses YAML text. `source_name` starts every error message ("<source>:<line>:<col>: ...")
+// and, unless it is a "<...>" placeholder, its folder anchors relative plugins.paths.
+// Empty text (or only comments) gives the built-in default.
+FERROX_API Expected<Config> parse_config(std::string_view yaml_text, std::string_view source_name);
+
+// Reads and parses one file; relative plugins.paths become absolute against its folder.
+FERROX_API Expected<Config> load_config_file(const std::filesystem::path& path);
+
+// The built-in default: what an empty file means; config/ferrox.yaml spells it out.
+FERROX_API Config default_config();
+
+struct ConfigSearch {
+    std::optional<std::filesystem::path> explicit_path;  // --config
+    std::filesystem::path sysconfdir;  // empty: the compiled-in FERROX_INSTALL_SYSCONFDIR
+};
+
+// The compiled-in system configuration folder (e.g. /etc or /usr/local/etc).
+FERROX_API std::filesystem::path default_sysconfdir();
+
+// Where load_config looks, in order, for `--help` and diagnostics:
+//   1. the explicit path (--config), alone when given;
+//   2. else $FERROX_CONFIG, alone when set and non-empty;
+//   3. else $XDG_CONFIG_HOME/ferrox/ferrox.yaml (XDG_CONFIG_HOME defaults to ~/.config),
+//      then <sysconfdir>/ferrox/ferrox.yaml.
+// The built-in default, used when none of these exists, is not a path and is not listed.
+FERROX_API std::vector<std::filesystem::path> config_candidates(const ConfigSearch& search);
+
+// Loads the first candidate that exists, else the built-in default. A file named
+// explicitly (--config or $FERROX_CONFIG) that does not exist is an error; the
+// well-known locations are skipped when absent. A file that exists but is unreadable
+// or invalid is an error, never silently skipped.
+FERROX_API Expected<Config> load_config(const ConfigSearch& search);
+
+}  // namespace ferrox

@@ -1,0 +1,65 @@
+// Weight dispatch: which backend runs a weight product, decided from the
+// backends' capability tables alone, and recorded in the kernel registry.
+// probe() and apply() call the same plan(), so the report written before any
+// weight moves is the decision made when it does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferrox/api.h"
+#include "ferrox/backend.h"
+#include "ferrox/expected.h"
+#include "ferrox/kernel_registry.h"
+#include "ferrox/weight_matrix.h"
+
+namespace ferrox {
+
+struct PlanStep {
+    size_t backend = 0;  // index into the dispatcher's backends
+    Outcome outcome = Outcome::Hit;
+    std::string detail;  // kernel, fallback or reason
+};
+
+struct Plan {
+    std::vector<PlanStep> steps;  // every backend consulted, in order
+    // The backend that runs the op (the last step's), or none: nothing can run it.
+    std::optional<size_t> runner;
+};
+
+class FERROX_API Dispatcher {
+public:
+    // `backends` in priority order (backends.order, ready ones only).
+    Dispatcher(std::vector<std::shared_ptr<Backend>> backends, KernelRegistry& registry);
+
+    const std::vector<std::shared_ptr<Backend>>& backends() const { return backends_; }
+
+    Plan plan(ferrox_op op, ferrox_kind kind) const;
+
+    // Records, without running anything, what MATVEC and GEMM on `weight` will use.
+    void probe(ferrox_kind kind, std::string_view role,
+               std::source_location site = std::source_location::current());
+
+    // y[rows] = W x
+    Expected<void> apply(const WeightMatrix& weight, std::string_view role,
+                         std::span<const float> x, std::span<float> y);
+    // y[n][rows] = x[n][cols] W^T
+    Expected<void> apply_batch(const WeightMatrix& weight, std::string_view role,
+                               std::span<const float> x, uint64_t n, std::span<float> y);
+
+private:
+    void record(Phase phase, ferrox_op op, ferrox_kind kind, std::string_view role,
+                const Plan& plan, std::source_location site);
+    Expected<size_t> runner_for(ferrox_op op, const WeightMatrix& weight, std::string_view role);
+
+    std::vector<std::shared_ptr<Backend>> backends_;
+    KernelRegistry& registry_;
+};
+
+}  // namespace ferrox

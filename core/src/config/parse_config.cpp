@@ -1,0 +1,552 @@
+// YAML text -> Config, checking every key, type and range against the schema that
+// config/ferrox.yaml documents. Every error names <source>:<line>:<column>.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "config/did_you_mean.h"
+#include "config/parse_config_text.h"
+#include "config/scalar_parse.h"
+#include "config/yaml_document.h"
+#include "ferrox/config.h"
+
+namespace ferrox {
+namespace config_detail {
+namespace {
+
+// --- The schema of backend sections -------------------------------------------------
+
+enum class OptionKind { Integer, ByteSize };
+
+struct OptionRule {
+    std::string_view key;
+    OptionKind kind;
+    std::string_view default_value;  // what a plugin receives when the file is silent
+    std::int64_t min = 0;
+    std::int64_t max = 0;
+};
+
+struct BuiltInBackend {
+    std::string_view name;
+    bool required_by_default;
+    std::span<const OptionRule> options;
+};
+
+// 0 threads: one per online core. 0 vram_budget: all free memory.
+constexpr std::array kCpuOptions{OptionRule{"threads", OptionKind::Integer, "0", 0, 1024}};
+constexpr std::array kCudaOptions{OptionRule{"device", OptionKind::Integer, "0", 0, 63},
+                                  OptionRule{"vram_budget", OptionKind::ByteSize, "0"}};
+// The CPU is the backend of last resort, so by default its failure is fatal.
+constexpr std::array kBuiltInBackends{BuiltInBackend{"cpu", true, kCpuOptions},
+                                      BuiltInBackend{"cuda", false, kCudaOptions}};
+
+constexpr std::array<std::string_view, 6> kLogLevels{"trace", "debug", "info",
+                                                     "warn",  "error", "off"};
+
+const BuiltInBackend* find_built_in(std::string_view name) {
+    for (const BuiltInBackend& backend : kBuiltInBackends) {
+        if (backend.name == name) return &backend;
+    }
+    return nullptr;
+}
+
+// Every option of a built-in backend reaches its plugin: the file's value, else the
+// default, so the schema here is the one place that states defaults.
+void add_default_options(BackendConfig& backend) {
+    const BuiltInBackend* built_in = find_built_in(backend.name);
+    if (!built_in) return;
+    for (const OptionRule& rule : built_in->options) {
+        const bool set = std::any_of(backend.options.begin(), backend.options.end(),
+                                     [&](const auto& option) { return option.first == rule.key; });
+        if (!set) backend.options.emplace_back(rule.key, rule.default_value);
+    }
+}
+
+bool is_backend_name(std::string_view name) {
+    return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+}
+
+// --- Describing what was found ------------------------------------------------------
+
+// How a node reads in a message: 'two', a list, a map, nothing.
+std::string describe(const YAML::Node& node) {
+    switch (node.Type()) {
+        case YAML::NodeType::Scalar:
+            return fmt::format("'{}'", node.Scalar());
+        case YAML::NodeType::Sequence:
+            return "a list";
+        case YAML::NodeType::Map:
+            return "a map";
+        case YAML::NodeType::Null:
+        case YAML::NodeType::Undefined:
+            break;
+    }
+    return "nothing (an empty value)";
+}
+
+std::string quoted_list(std::span<const std::string> names) {
+    std::string out;
+    for (const std::string& name : names) {
+        if (!out.empty()) out += ", ";
+        out += fmt::format("'{}'", name);
+    }
+    return out;
+}
+
+// One key: value pair of a YAML map, with the nodes kept for their positions.
+struct MapEntry {
+    std::string key;
+    YAML::Node key_node;
+    YAML::Node value;
+};
+
+// Where a value is: a missing value ("threads:") has no position of its own worth
+// showing (yaml-cpp puts it at the next token), so point at its key instead.
+YAML::Mark value_mark(const MapEntry& entry) {
+    return entry.value.IsNull() ? entry.key_node.Mark() : entry.value.Mark();
+}
+
+class ConfigParser {
+public:
+    ConfigParser(std::string_view source_name, std::filesystem::path base_dir)
+        : source_(source_name), base_dir_(std::move(base_dir)) {}
+
+    Expected<Config> parse(std::string_view text);
+
+private:
+    // "<source>:<line>:<column>: <message>", positions 1-based.
+    Error error_at(const YAML::Mark& mark, std::string_view message) const {
+        const YAML::Mark where = mark.is_null() ? fallback_mark_ : mark;
+        return make_error("{}:{}:{}: {}", source_, where.line + 1, where.column + 1, message);
+    }
+    Error error_at(const YAML::Node& node, std::string_view message) const {
+        return error_at(node.Mark(), message);
+    }
+
+    Expected<std::vector<MapEntry>> entries_of(const YAML::Node& map,
+                                               std::string_view where) const;
+    Expected<std::vector<MapEntry>> section_entries(const MapEntry& section) const;
+    // `where`: "in section 'cpu'", "at the top level". `hint` follows the list of
+    // valid keys when no suggestion is close enough.
+    Error unknown_key(const MapEntry& entry, std::string_view where,
+                      std::span<const std::string> valid_keys,
+                      std::string_view hint = {}) const;
+
+    Expected<bool> read_bool(const MapEntry& entry, std::string_view key_path) const;
+    Expected<std::int64_t> read_integer(const MapEntry& entry, std::string_view key_path,
+                                        std::int64_t min, std::int64_t max) const;
+    Expected<std::uint64_t> read_byte_size(const MapEntry& entry,
+                                           std::string_view key_path) const;
+    Expected<std::string> read_choice(const MapEntry& entry, std::string_view key_path,
+                                      std::span<const std::string_view> choices) const;
+
+    Expected<void> parse_root(const YAML::Node& root);
+    Expected<void> parse_backends(const MapEntry& section);
+    Expected<void> parse_order(const MapEntry& entry);
+    Expected<void> parse_plugins(const MapEntry& section);
+    Expected<void> parse_registry(const MapEntry& section);
+    Expected<void> parse_log(const MapEntry& section);
+    Expected<void> parse_backend_section(const MapEntry& section);
+
+    std::string source_;
+    std::filesystem::path base_dir_;
+    YAML::Mark fallback_mark_;  // line 1, column 1: used only if yaml-cpp gives no mark
+    Config config_;
+};
+
+Expected<std::vector<MapEntry>> ConfigParser::entries_of(const YAML::Node& map,
+                                                         std::string_view where) const {
+    std::vector<MapEntry> entries;
+    for (const auto& pair : map) {
+        const YAML::Node& key_node = pair.first;
+        if (!key_node.IsScalar()) {
+            return error_at(key_node, fmt::format("a key {} must be a plain name, got {}",
+                                                  where, describe(key_node)));
+        }
+        const std::string& key = key_node.Scalar();
+        const auto earlier = std::find_if(entries.begin(), entries.end(),
+                                          [&](const MapEntry& e) { return e.key == key; });
+        if (earlier != entries.end()) {
+            const YAML::Mark first = earlier->key_node.Mark();
+            return error_at(key_node,
+                            fmt::format("duplicate key '{}' {} (first at line {})", key,
+                                        where, first.line + 1));
+        }
+        entries.push_back(MapEntry{key, key_node, pair.second});
+    }
+    return entries;
+}
+
+// An empty section ("cpu:" with nothing under it) is allowed and changes nothing.
+Expected<std::vector<MapEntry>> ConfigParser::section_entries(const MapEntry& section) const {
+    if (section.value.IsNull()) return std::vector<MapEntry>{};
+    if (!section.value.IsMap()) {
+        return error_at(section.value,
+                        fmt::format("section '{}' must be a map of keys, got {}", section.key,
+                                    describe(section.value)));
+    }
+    return entries_of(section.value, fmt::format("in section '{}'", section.key));
+}
+
+Error ConfigParser::unknown_key(const MapEntry& entry, std::string_view where,
+                                std::span<const std::string> valid_keys,
+                                std::string_view hint) const {
+    std::string message = fmt::format("unknown key '{}' {}", entry.key, where);
+    if (const auto suggestion = closest_match(entry.key, valid_keys)) {
+        message += fmt::format("; did you mean '{}'?", *suggestion);
+    } else {
+        message += fmt::format("; valid keys are {}{}", quoted_list(valid_keys), hint);
+    }
+    return error_at(entry.key_node, message);
+}
+
+Expected<bool> ConfigParser::read_bool(const MapEntry& entry, std::string_view key_path) const {
+    const YAML::Node& node = entry.value;
+    const YAML::Mark at = value_mark(entry);
+    if (node.IsScalar()) {
+        const auto value = parse_bool(node.Scalar());
+        if (const bool* flag = std::get_if<bool>(&value)) return *flag;
+    }
+    return error_at(at, fmt::format("{} must be true or false, got {}", key_path,
+                                      describe(node)));
+}
+
+Expected<std::int64_t> ConfigParser::read_integer(const MapEntry& entry,
+                                                  std::string_view key_path, std::int64_t min,
+                                                  std::int64_t max) const {
+    const YAML::Node& node = entry.value;
+    const YAML::Mark at = value_mark(entry);
+    if (!node.IsScalar()) {
+        return error_at(at, fmt::format("{} must be an integer, got {}", key_path,
+                                          describe(node)));
+    }
+    const auto parsed = parse_integer(node.Scalar());
+    if (const auto* problem = std::get_if<NumberProblem>(&parsed)) {
+        if (*problem == NumberProblem::NotANumber) {
+            return error_at(at, fmt::format("{} must be an integer, got {}", key_path,
+                                              describe(node)));
+        }
+        return error_at(at, fmt::format("{} must be between {} and {}, got {}", key_path, min,
+                                          max, node.Scalar()));
+    }
+    const std::int64_t value = std::get<std::int64_t>(parsed);
+    if (value < min || value > max) {
+        return error_at(at, fmt::format("{} must be between {} and {}, got {}", key_path, min,
+                                          max, value));
+    }
+    return value;
+}
+
+Expected<std::uint64_t> ConfigParser::read_byte_size(const MapEntry& entry,
+                                                     std::string_view key_path) const {
+    const YAML::Node& node = entry.value;
+    const YAML::Mark at = value_mark(entry);
+    constexpr std::string_view kForm =
+        "a number of bytes or a size such as \"512MiB\", \"8GiB\" (units B, KiB, MiB, GiB, TiB)";
+    if (!node.IsScalar()) {
+        return error_at(at, fmt::format("{} must be {}, got {}", key_path, kForm,
+                                          describe(node)));
+    }
+    const ByteSizeResult size = parse_byte_size(node.Scalar());
+    if (size.ok) return size.bytes;
+    if (size.negative || size.overflow) {
+        return error_at(at, fmt::format("{} must be between 0 and 16EiB - 1, got {}", key_path,
+                                          node.Scalar()));
+    }
+    std::string message = fmt::format("{} must be {}, got {}", key_path, kForm, describe(node));
+    if (!size.suggestion.empty()) {
+        message += fmt::format("; did you mean '{}'?", size.suggestion);
+    }
+    return error_at(at, message);
+}
+
+Expected<std::string> ConfigParser::read_choice(const MapEntry& entry,
+                                                std::string_view key_path,
+                                                std::span<const std::string_view> choices) const {
+    const YAML::Node& node = entry.value;
+    const YAML::Mark at = value_mark(entry);
+    std::vector<std::string> names(choices.begin(), choices.end());
+    if (node.IsScalar()) {
+        const std::string& text = node.Scalar();
+        if (std::find(names.begin(), names.end(), text) != names.end()) return text;
+    }
+    std::string message = fmt::format("{} must be one of {}, got {}", key_path,
+                                      quoted_list(names), describe(node));
+    if (node.IsScalar()) {
+        if (const auto suggestion = closest_match(node.Scalar(), names)) {
+            message += fmt::format("; did you mean '{}'?", *suggestion);
+        }
+    }
+    return error_at(at, message);
+}
+
+Expected<Config> ConfigParser::parse(std::string_view text) {
+    auto document = load_single_document(std::string(text));
+    if (const auto* problem = std::get_if<YamlProblem>(&document)) {
+        return error_at(problem->mark, problem->message);
+    }
+    try {
+        if (auto parsed = parse_root(std::get<YAML::Node>(document)); !parsed) {
+            return parsed.error();
+        }
+    } catch (const std::exception& e) {
+        // Node accessors throw only on misuse, which the checks above rule out; this is a
+        // last guard so that no input can take the process down.
+        return error_at(fallback_mark_, fmt::format("cannot read the configuration: {}", e.what()));
+    }
+
+    // Backends the file did not configure take the schema's defaults.
+    std::vector<BackendConfig> ordered;
+    for (const std::string& name : config_.backend_order) {
+        const auto configured =
+            std::find_if(config_.backends.begin(), config_.backends.end(),
+                         [&](const BackendConfig& b) { return b.name == name; });
+        if (configured != config_.backends.end()) {
+            ordered.push_back(std::move(*configured));
+        } else {
+            const BuiltInBackend* built_in = find_built_in(name);
+            ordered.push_back(BackendConfig{name, built_in && built_in->required_by_default, {}});
+        }
+    }
+    for (BackendConfig& backend : ordered) add_default_options(backend);
+    config_.backends = std::move(ordered);
+    config_.source = source_;
+    return std::move(config_);
+}
+
+Expected<void> ConfigParser::parse_root(const YAML::Node& root) {
+    if (root.IsNull()) return {};  // only comments: the built-in default
+    if (!root.IsMap()) {
+        return error_at(root, fmt::format("the configuration must be a map of sections "
+                                          "(plugins, backends, cpu, ...), got {}",
+                                          describe(root)));
+    }
+    auto entries = entries_of(root, "at the top level");
+    if (!entries) return entries.error();
+
+    // backends.order decides which third-party sections are allowed, so it goes first.
+    const auto backends = std::find_if(entries->begin(), entries->end(),
+                                       [](const MapEntry& e) { return e.key == "backends"; });
+    if (backends != entries->end()) {
+        if (auto parsed = parse_backends(*backends); !parsed) return parsed;
+    }
+
+    std::vector<std::string> valid_keys{"plugins", "backends", "cpu", "cuda", "registry", "log"};
+    for (const std::string& name : config_.backend_order) {
+        if (std::find(valid_keys.begin(), valid_keys.end(), name) == valid_keys.end()) {
+            valid_keys.push_back(name);
+        }
+    }
+
+    for (const MapEntry& entry : *entries) {
+        Expected<void> parsed;
+        if (entry.key == "backends") {
+            continue;
+        } else if (entry.key == "plugins") {
+            parsed = parse_plugins(entry);
+        } else if (entry.key == "registry") {
+            parsed = parse_registry(entry);
+        } else if (entry.key == "log") {
+            parsed = parse_log(entry);
+        } else if (std::find(valid_keys.begin(), valid_keys.end(), entry.key) != valid_keys.end()) {
+            parsed = parse_backend_section(entry);
+        } else {
+            return unknown_key(entry, "at the top level", valid_keys,
+                               " (a section for a third-party backend is allowed only when "
+                               "backends.order lists it)");
+        }
+        if (!parsed) return parsed;
+    }
+    return {};
+}
+
+Expected<void> ConfigParser::parse_backends(const MapEntry& section) {
+    auto entries = section_entries(section);
+    if (!entries) return entries.error();
+    static const std::array<std::string, 1> kKeys{"order"};
+    for (const MapEntry& entry : *entries) {
+        if (entry.key != "order") return unknown_key(entry, "in section 'backends'", kKeys);
+        if (auto parsed = parse_order(entry); !parsed) return parsed;
+    }
+    return {};
+}
+
+Expected<void> ConfigParser::parse_order(const MapEntry& entry) {
+    const YAML::Node& node = entry.value;
+    if (!node.IsSequence()) {
+        return error_at(value_mark(entry), fmt::format("backends.order must be a list of backend names such "
+                                          "as [cuda, cpu], got {}",
+                                          describe(node)));
+    }
+    if (node.size() == 0) {
+        return error_at(node, "backends.order is empty; list at least one backend, e.g. [cpu]");
+    }
+    std::vector<std::string> order;
+    std::vector<YAML::Node> listed_at;
+    for (const YAML::Node& item : node) {
+        if (!item.IsScalar()) {
+            return error_at(item, fmt::format("backends.order must list backend names, got {}",
+                                              describe(item)));
+        }
+        const std::string& name = item.Scalar();
+        if (!is_backend_name(name)) {
+            return error_at(item, fmt::format("backend name '{}' in backends.order must use only "
+                                              "a-z, 0-9 and _",
+                                              name));
+        }
+        const auto earlier = std::find(order.begin(), order.end(), name);
+        if (earlier != order.end()) {
+            const YAML::Mark first = listed_at[static_cast<std::size_t>(earlier - order.begin())]
+                                         .Mark();
+            return error_at(item, fmt::format("backend '{}' is listed twice in backends.order "
+                                              "(first at line {}, column {})",
+                                              name, first.line + 1, first.column + 1));
+        }
+        order.push_back(name);
+        listed_at.push_back(item);
+    }
+    config_.backend_order = std::move(order);
+    return {};
+}
+
+Expected<void> ConfigParser::parse_plugins(const MapEntry& section) {
+    auto entries = section_entries(section);
+    if (!entries) return entries.error();
+    static const std::array<std::string, 1> kKeys{"paths"};
+    for (const MapEntry& entry : *entries) {
+        if (entry.key != "paths") return unknown_key(entry, "in section 'plugins'", kKeys);
+        if (entry.value.IsNull()) continue;  // "paths:" with no list: none
+        if (!entry.value.IsSequence()) {
+            return error_at(entry.value, fmt::format("plugins.paths must be a list of folders, "
+                                                     "got {}",
+                                                     describe(entry.value)));
+        }
+        for (const YAML::Node& item : entry.value) {
+            if (!item.IsScalar() || item.Scalar().empty()) {
+                return error_at(item, fmt::format("plugins.paths must list folder names, got {}",
+                                                  describe(item)));
+            }
+            std::filesystem::path folder(item.Scalar());
+            if (folder.is_relative() && !base_dir_.empty()) folder = base_dir_ / folder;
+            config_.plugin_paths.push_back(folder.lexically_normal());
+        }
+    }
+    return {};
+}
+
+Expected<void> ConfigParser::parse_registry(const MapEntry& section) {
+    auto entries = section_entries(section);
+    if (!entries) return entries.error();
+    static const std::array<std::string, 1> kKeys{"strict"};
+    for (const MapEntry& entry : *entries) {
+        if (entry.key != "strict") return unknown_key(entry, "in section 'registry'", kKeys);
+        auto strict = read_bool(entry, "registry.strict");
+        if (!strict) return strict.error();
+        config_.registry_strict = *strict;
+    }
+    return {};
+}
+
+Expected<void> ConfigParser::parse_log(const MapEntry& section) {
+    auto entries = section_entries(section);
+    if (!entries) return entries.error();
+    static const std::array<std::string, 1> kKeys{"level"};
+    for (const MapEntry& entry : *entries) {
+        if (entry.key != "level") return unknown_key(entry, "in section 'log'", kKeys);
+        auto level = read_choice(entry, "log.level", kLogLevels);
+        if (!level) return level.error();
+        config_.log_level = std::move(*level);
+    }
+    return {};
+}
+
+// A cpu/cuda section is checked against its rules even when backends.order leaves it
+// out (a typo there is still a typo); a third-party section passes any scalar through.
+Expected<void> ConfigParser::parse_backend_section(const MapEntry& section) {
+    auto entries = section_entries(section);
+    if (!entries) return entries.error();
+    const BuiltInBackend* built_in = find_built_in(section.key);
+    BackendConfig backend{section.key, built_in && built_in->required_by_default, {}};
+
+    std::vector<std::string> valid_keys{"required"};
+    if (built_in) {
+        for (const OptionRule& rule : built_in->options) valid_keys.emplace_back(rule.key);
+    }
+
+    for (const MapEntry& entry : *entries) {
+        const std::string key_path = fmt::format("{}.{}", section.key, entry.key);
+        if (entry.key == "required") {
+            auto required = read_bool(entry, key_path);
+            if (!required) return required.error();
+            backend.required = *required;
+            continue;
+        }
+        if (!built_in) {
+            if (!entry.value.IsScalar()) {
+                return error_at(value_mark(entry), fmt::format("{} must be a single value (text, "
+                                                         "number or true/false), got {}",
+                                                         key_path, describe(entry.value)));
+            }
+            backend.options.emplace_back(entry.key, entry.value.Scalar());
+            continue;
+        }
+        const auto rule = std::find_if(built_in->options.begin(), built_in->options.end(),
+                                       [&](const OptionRule& r) { return r.key == entry.key; });
+        if (rule == built_in->options.end()) {
+            return unknown_key(entry, fmt::format("in section '{}'", section.key), valid_keys);
+        }
+        switch (rule->kind) {
+            case OptionKind::Integer: {
+                auto value = read_integer(entry, key_path, rule->min, rule->max);
+                if (!value) return value.error();
+                backend.options.emplace_back(entry.key, std::to_string(*value));
+                break;
+            }
+            case OptionKind::ByteSize: {
+                auto bytes = read_byte_size(entry, key_path);
+                if (!bytes) return bytes.error();
+                backend.options.emplace_back(entry.key, std::to_string(*bytes));
+                break;
+            }
+        }
+    }
+    config_.backends.push_back(std::move(backend));
+    return {};
+}
+
+}  // namespace
+
+Expected<Config> parse_config_text(std::string_view yaml_text, std::string_view source_name,
+                                   const std::filesystem::path& base_dir) {
+    return ConfigParser(source_name, base_dir).parse(yaml_text);
+}
+
+}  // namespace config_detail
+
+const BackendConfig* Config::backend(std::string_view name) const {
+    const auto found = std::find_if(backends.begin(), backends.end(),
+                                    [&](const BackendConfig& b) { return b.name == name; });
+    return found == backends.end() ? nullptr : &*found;
+}
+
+Expected<Config> parse_config(std::string_view yaml_text, std::string_view source_name) {
+    // "<built-in default>", "<stdin>": no folder to anchor relative paths to.
+    std::filesystem::path base_dir;
+    if (!source_name.empty() && source_name.front() != '<') {
+        base_dir = std::filesystem::path(source_name).parent_path();
+    }
+    return config_detail::parse_config_text(yaml_text, source_name, base_dir);
+}
+
+}  // namespace ferrox

@@ -1,0 +1,20 @@
+// Text -> the one YAML document a configuration file holds, or what is wrong with it
+// and where. Guards against yaml-cpp 0.7 looping forever on some malformed input.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include <yaml-cpp/yaml.h>
+
+namespace ferrox::config_detail {
+
+struct YamlProblem {
+    YAML::Mark mark;  // may be null: the caller then uses the start of the file
+    std::string message;
+};
+
+// A Null node for empty text (or only comments). Never throws.
+std::variant<YAML::Node, YamlProblem> load_single_document(const std::string& text);
+
+}  // namespace ferrox::config_detail

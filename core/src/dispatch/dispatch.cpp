@@ -1,0 +1,122 @@
+#include "ferrox/dispatch.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "ferrox/op.h"
+#include "ferrox/quant_kind.h"
+
+namespace ferrox {
+namespace {
+
+std::string upper(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    return out;
+}
+
+// The name a hand-off is recorded under: what runs instead, on which backend.
+std::string handoff_name(const Backend& next, ferrox_op op) {
+    return fmt::format("{} {}", upper(next.name()), op == FERROX_OP_GEMM ? "gemm" : "matvec");
+}
+
+}  // namespace
+
+Dispatcher::Dispatcher(std::vector<std::shared_ptr<Backend>> backends, KernelRegistry& registry)
+    : backends_(std::move(backends)), registry_(registry) {}
+
+Plan Dispatcher::plan(ferrox_op op, ferrox_kind kind) const {
+    Plan plan;
+    for (size_t i = 0; i < backends_.size(); ++i) {
+        const Backend& b = *backends_[i];
+        const KernelChoice choice = b.kernel_for(op, kind);
+        if (!choice.kernel.empty()) {
+            plan.steps.push_back({i, Outcome::Hit, std::string(choice.kernel)});
+            plan.runner = i;
+            return plan;
+        }
+        // A backend's own fallbacks: GEMM as repeated MATVEC when it can matvec
+        // this kind, MATVEC by some slower path of its own.
+        const bool can_matvec = !b.kernel_for(FERROX_OP_MATVEC, kind).kernel.empty() ||
+                                !b.matvec_fallback().empty();
+        if (op == FERROX_OP_GEMM && can_matvec && !b.gemm_fallback().empty()) {
+            plan.steps.push_back({i, Outcome::Miss, std::string(b.gemm_fallback())});
+            plan.runner = i;
+            return plan;
+        }
+        if (op == FERROX_OP_MATVEC && !b.matvec_fallback().empty()) {
+            plan.steps.push_back({i, Outcome::Miss, std::string(b.matvec_fallback())});
+            plan.runner = i;
+            return plan;
+        }
+        // Handed on; the detail is filled in once we know who takes it.
+        plan.steps.push_back({i, choice.by_design.empty() ? Outcome::Miss : Outcome::ByDesign,
+                              std::string(choice.by_design)});
+    }
+    return plan;
+}
+
+void Dispatcher::record(Phase phase, ferrox_op op, ferrox_kind kind, std::string_view role,
+                        const Plan& plan, std::source_location site) {
+    for (size_t s = 0; s < plan.steps.size(); ++s) {
+        const PlanStep& step = plan.steps[s];
+        std::string detail = step.detail;
+        if (detail.empty())
+            detail = s + 1 < plan.steps.size() ? handoff_name(*backends_[plan.steps[s + 1].backend], op)
+                                               : std::string("nothing: no backend can run it");
+        const Backend& b = *backends_[step.backend];
+        registry_.record(phase, {b.name(), op, std::string(role), kind}, step.outcome, detail,
+                         b.is_accelerator(), site);
+    }
+}
+
+void Dispatcher::probe(ferrox_kind kind, std::string_view role, std::source_location site) {
+    for (ferrox_op op : {FERROX_OP_MATVEC, FERROX_OP_GEMM})
+        record(Phase::Probe, op, kind, role, plan(op, kind), site);
+}
+
+Expected<size_t> Dispatcher::runner_for(ferrox_op op, const WeightMatrix& weight,
+                                        std::string_view role) {
+    const Plan p = plan(op, weight.kind());
+    record(Phase::Dispatch, op, weight.kind(), role, p, std::source_location::current());
+    if (!p.runner)
+        return make_error("{}: no selected backend can run {} on {} weights (backends: {})",
+                          weight.name(), op_name(op), kind_name(weight.kind()),
+                          backends_.empty() ? std::string("none") : [&] {
+                              std::string names;
+                              for (const auto& b : backends_)
+                                  names += (names.empty() ? "" : ", ") + b->name();
+                              return names;
+                          }());
+    return *p.runner;
+}
+
+Expected<void> Dispatcher::apply(const WeightMatrix& weight, std::string_view role,
+                                 std::span<const float> x, std::span<float> y) {
+    if (x.size() != weight.cols() || y.size() != weight.rows())
+        return make_error("{}: matvec shape mismatch: W is {}x{}, x has {}, y has {}",
+                          weight.name(), weight.rows(), weight.cols(), x.size(), y.size());
+    auto runner = runner_for(FERROX_OP_MATVEC, weight, role);
+    if (!runner) return runner.error();
+    const auto& backend = backends_[*runner];
+    auto handle = weight.prepared_on(backend);
+    if (!handle) return handle.error();
+    return backend->matvec(*handle, x.data(), y.data());
+}
+
+Expected<void> Dispatcher::apply_batch(const WeightMatrix& weight, std::string_view role,
+                                       std::span<const float> x, uint64_t n, std::span<float> y) {
+    if (n == 0) return {};
+    if (x.size() != n * weight.cols() || y.size() != n * weight.rows())
+        return make_error("{}: gemm shape mismatch: W is {}x{}, n={}, x has {}, y has {}",
+                          weight.name(), weight.rows(), weight.cols(), n, x.size(), y.size());
+    auto runner = runner_for(FERROX_OP_GEMM, weight, role);
+    if (!runner) return runner.error();
+    const auto& backend = backends_[*runner];
+    auto handle = weight.prepared_on(backend);
+    if (!handle) return handle.error();
+    return backend->gemm(*handle, x.data(), n, y.data());
+}
+
+}  // namespace ferrox

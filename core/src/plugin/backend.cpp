@@ -1,0 +1,151 @@
+#include "ferrox/backend.h"
+
+#include <cstring>
+
+#include "ferrox/kernel_registry.h"
+#include "ferrox/log.h"
+
+namespace ferrox {
+namespace {
+
+// True when the plugin's struct is long enough to contain `member` and the
+// entry is set: the core never reads past what the plugin declared.
+template <class Member>
+bool covers(const ferrox_backend& b, const Member& member) {
+    const auto offset = static_cast<size_t>(reinterpret_cast<const char*>(&member) -
+                                            reinterpret_cast<const char*>(&b));
+    return offset + sizeof(Member) <= b.struct_size;
+}
+
+template <class Fn>
+bool callable(const ferrox_backend& b, const Fn& fn) {
+    return covers(b, fn) && fn != nullptr;
+}
+
+Error plugin_error(std::string_view backend, std::string_view entry, ferrox_status status,
+                   const ferrox_message& message) {
+    const size_t n = strnlen(message.text, sizeof message.text);
+    return make_error("{} backend: {} failed (status {}): {}", backend, entry,
+                      static_cast<int>(status),
+                      n ? std::string_view(message.text, n) : std::string_view("no message"));
+}
+
+Error missing_entry(std::string_view backend, std::string_view entry) {
+    return make_error("{} backend does not provide '{}'", backend, entry);
+}
+
+void host_log(void* context, ferrox_log_level level, const char* message) {
+    const auto* host = static_cast<const HostContext*>(context);
+    const auto spd = static_cast<spdlog::level::level_enum>(
+        level <= FERROX_LOG_ERROR ? static_cast<int>(level) : static_cast<int>(FERROX_LOG_ERROR));
+    logger().log(spd, "[{}] {}", host ? host->backend_name : "?", message ? message : "");
+}
+
+void host_record_kernel(void* context, ferrox_op op, ferrox_kind kind, const char* role,
+                        ferrox_outcome outcome, const char* detail) {
+    const auto* host = static_cast<const HostContext*>(context);
+    if (!host || !host->registry) return;
+    const Outcome o = outcome == FERROX_OUTCOME_HIT    ? Outcome::Hit
+                      : outcome == FERROX_OUTCOME_MISS ? Outcome::Miss
+                                                       : Outcome::ByDesign;
+    host->registry->record(Phase::Dispatch, {host->backend_name, op, role ? role : "", kind}, o,
+                           detail ? detail : "", host->accelerator);
+}
+
+}  // namespace
+
+ferrox_host make_host_table(HostContext* context) {
+    ferrox_host host{};
+    host.struct_size = sizeof host;
+    host.abi_version = FERROX_ABI_VERSION;
+    host.context = context;
+    host.log = host_log;
+    host.record_kernel = host_record_kernel;
+    return host;
+}
+
+Backend::Backend(ferrox_backend* raw, std::shared_ptr<void> library,
+                 std::unique_ptr<HostContext> host, std::string name)
+    : raw_(raw), library_(std::move(library)), host_(std::move(host)), name_(std::move(name)) {
+    for (uint32_t d = 0; d < device_count(); ++d) {
+        auto info = device_info(d);
+        if (info && info->type == FERROX_DEVICE_GPU) accelerator_ = true;
+    }
+    host_->accelerator = accelerator_;
+}
+
+Backend::~Backend() {
+    if (raw_ && callable(*raw_, raw_->destroy)) raw_->destroy(raw_);
+    raw_ = nullptr;
+    // library_ is released after this body: the plugin's code outlives its table.
+}
+
+uint32_t Backend::device_count() const {
+    return callable(*raw_, raw_->device_count) ? raw_->device_count(raw_) : 0;
+}
+
+Expected<ferrox_device_info> Backend::device_info(uint32_t device) const {
+    if (!callable(*raw_, raw_->device_info)) return missing_entry(name_, "device_info");
+    ferrox_device_info info{};
+    info.struct_size = sizeof info;
+    info.abi_version = FERROX_ABI_VERSION;
+    ferrox_message message{};
+    const ferrox_status s = raw_->device_info(raw_, device, &info, &message);
+    if (s != FERROX_OK) return plugin_error(name_, "device_info", s, message);
+    info.name[sizeof info.name - 1] = '\0';
+    return info;
+}
+
+KernelChoice Backend::kernel_for(ferrox_op op, ferrox_kind kind) const {
+    if (!callable(*raw_, raw_->kernel_for)) return {};
+    ferrox_kernel_info info{};
+    info.struct_size = sizeof info;
+    info.abi_version = FERROX_ABI_VERSION;
+    raw_->kernel_for(raw_, op, kind, &info);
+    KernelChoice choice;
+    if (info.kernel) choice.kernel = info.kernel;
+    if (!info.kernel && info.by_design) choice.by_design = info.by_design;
+    return choice;
+}
+
+std::string_view Backend::gemm_fallback() const {
+    return covers(*raw_, raw_->gemm_fallback) && raw_->gemm_fallback ? raw_->gemm_fallback
+                                                                      : std::string_view{};
+}
+
+std::string_view Backend::matvec_fallback() const {
+    return covers(*raw_, raw_->matvec_fallback) && raw_->matvec_fallback ? raw_->matvec_fallback
+                                                                          : std::string_view{};
+}
+
+Expected<ferrox_weight*> Backend::prepare_weight(const ferrox_weight_desc& desc, bool borrow) {
+    if (!callable(*raw_, raw_->weight_prepare)) return missing_entry(name_, "weight_prepare");
+    ferrox_weight* weight = nullptr;
+    ferrox_message message{};
+    const ferrox_status s = raw_->weight_prepare(raw_, &desc, borrow ? 1 : 0, &weight, &message);
+    if (s != FERROX_OK) return plugin_error(name_, "weight_prepare", s, message);
+    if (!weight) return make_error("{} backend: weight_prepare returned no handle", name_);
+    return weight;
+}
+
+void Backend::release_weight(ferrox_weight* weight) {
+    if (weight && callable(*raw_, raw_->weight_release)) raw_->weight_release(raw_, weight);
+}
+
+Expected<void> Backend::matvec(const ferrox_weight* weight, const float* x, float* y) {
+    if (!callable(*raw_, raw_->matvec)) return missing_entry(name_, "matvec");
+    ferrox_message message{};
+    const ferrox_status s = raw_->matvec(raw_, weight, x, y, &message);
+    if (s != FERROX_OK) return plugin_error(name_, "matvec", s, message);
+    return {};
+}
+
+Expected<void> Backend::gemm(const ferrox_weight* weight, const float* x, uint64_t n, float* y) {
+    if (!callable(*raw_, raw_->gemm)) return missing_entry(name_, "gemm");
+    ferrox_message message{};
+    const ferrox_status s = raw_->gemm(raw_, weight, x, n, y, &message);
+    if (s != FERROX_OK) return plugin_error(name_, "gemm", s, message);
+    return {};
+}
+
+}  // namespace ferrox

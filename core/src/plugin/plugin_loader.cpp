@@ -1,0 +1,320 @@
+#include "ferrox/plugin_loader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include <boost/dll/shared_library.hpp>
+
+#include "ferrox/cpu_features.h"
+#include "ferrox/log.h"
+
+namespace fs = std::filesystem;
+
+namespace ferrox {
+
+std::string_view state_name(PluginState state) {
+    switch (state) {
+        case PluginState::Ready: return "ready";
+        case PluginState::NotSelected: return "not-selected";
+        case PluginState::NotFound: return "not-found";
+        case PluginState::NotALibrary: return "not-a-library";
+        case PluginState::MissingLibrary: return "missing-library";
+        case PluginState::MissingSymbol: return "missing-symbol";
+        case PluginState::AbiMismatch: return "abi-mismatch";
+        case PluginState::IsaUnsupported: return "isa-unsupported";
+        case PluginState::InsecurePermissions: return "insecure-permissions";
+        case PluginState::NoDriver: return "no-driver";
+        case PluginState::NoDevice: return "no-device";
+        case PluginState::InitFailed: return "init-failed";
+    }
+    return "?";
+}
+
+bool is_failure(PluginState state) {
+    return state != PluginState::Ready && state != PluginState::NotSelected;
+}
+
+namespace {
+
+constexpr std::string_view kPrefix = "libferrox_";
+constexpr std::string_view kSuffix = ".so";
+
+// "libferrox_cuda.so" -> "cuda"; nullopt for any other file name.
+std::optional<std::string> plugin_name_of(const fs::path& file) {
+    const std::string f = file.filename().string();
+    if (f.size() <= kPrefix.size() + kSuffix.size() || !f.starts_with(kPrefix) ||
+        !f.ends_with(kSuffix))
+        return std::nullopt;
+    std::string name = f.substr(kPrefix.size(), f.size() - kPrefix.size() - kSuffix.size());
+    const bool valid = std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    return valid ? std::optional(name) : std::nullopt;
+}
+
+fs::path executable_dir() {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path() : exe.parent_path();
+}
+
+void append_path_list(std::vector<SearchDir>& dirs, std::string_view list, std::string_view origin) {
+    while (!list.empty()) {
+        const size_t colon = list.find(':');
+        const std::string_view item = list.substr(0, colon);
+        // An empty entry would mean "the current directory" to a shell; never here.
+        if (!item.empty()) dirs.push_back({fs::path(item), std::string(origin)});
+        if (colon == std::string_view::npos) break;
+        list.remove_prefix(colon + 1);
+    }
+}
+
+bool is_elf(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {};
+    in.read(magic, sizeof magic);
+    return in.gcount() == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
+}
+
+struct Opened {
+    PluginState state;
+    std::string reason;
+};
+
+// Classifies a dlopen failure by dlerror()'s text, which is all glibc gives.
+Opened classify_dlopen_failure(const std::string& what) {
+    if (what.find("cannot open shared object file") != std::string::npos)
+        return {PluginState::MissingLibrary, what};
+    if (what.find("invalid ELF header") != std::string::npos ||
+        what.find("file too short") != std::string::npos ||
+        what.find("wrong ELF class") != std::string::npos ||
+        what.find("not a dynamic") != std::string::npos)
+        return {PluginState::NotALibrary, what};
+    if (what.find("undefined symbol") != std::string::npos)
+        return {PluginState::MissingSymbol, what};
+    return {PluginState::InitFailed, what};
+}
+
+std::string message_text(const ferrox_message& m) {
+    return std::string(m.text, strnlen(m.text, sizeof m.text));
+}
+
+std::string or_empty(const char* s) { return s ? std::string(s) : std::string(); }
+
+// Everything from file checks to create(); fills `record` and returns the
+// state. Plugin code beyond describe() runs only after the ABI check.
+void open_plugin(PluginRecord& record, const BackendConfig* settings) {
+    struct stat st {};
+    if (::stat(record.path.c_str(), &st) != 0) {
+        record.state = PluginState::NotALibrary;
+        record.reason = fmt::format("cannot stat {}: {}", record.path.string(), std::strerror(errno));
+        return;
+    }
+    if (st.st_mode & S_IWOTH) {
+        record.state = PluginState::InsecurePermissions;
+        record.reason = fmt::format(
+            "refused: {} is world-writable (mode {:o}); any user could replace its code",
+            record.path.string(), st.st_mode & 07777);
+        return;
+    }
+    if (!S_ISREG(st.st_mode) || !is_elf(record.path)) {
+        record.state = PluginState::NotALibrary;
+        record.reason = fmt::format("{} is not an ELF shared library", record.path.string());
+        return;
+    }
+
+    auto library = std::make_shared<boost::dll::shared_library>();
+    try {
+        library->load(record.path,
+                      boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    } catch (const std::exception& e) {
+        const Opened o = classify_dlopen_failure(e.what());
+        record.state = o.state;
+        record.reason = o.reason;
+        return;
+    }
+    for (const char* symbol : {FERROX_PLUGIN_DESCRIBE_SYMBOL, FERROX_PLUGIN_CREATE_SYMBOL}) {
+        if (!library->has(symbol)) {
+            record.state = PluginState::MissingSymbol;
+            record.reason = fmt::format("{} does not export '{}'; not a ferrox plugin",
+                                        record.path.string(), symbol);
+            return;
+        }
+    }
+
+    auto describe = library->get<ferrox_status(ferrox_plugin_info*)>(FERROX_PLUGIN_DESCRIBE_SYMBOL);
+    ferrox_plugin_info info{};
+    info.struct_size = sizeof info;
+    if (describe(&info) != FERROX_OK) {
+        record.state = PluginState::InitFailed;
+        record.reason = "describe() failed";
+        return;
+    }
+    record.abi_version = info.abi_version;
+    // Only the members both sides know: an older plugin wrote a shorter prefix.
+    record.version = or_empty(info.version);
+    record.isa_required = or_empty(info.isa_required);
+    record.driver_libraries = or_empty(info.driver_libraries);
+    record.description = or_empty(info.description);
+
+    if (FERROX_ABI_MAJOR(info.abi_version) != FERROX_ABI_VERSION_MAJOR) {
+        record.state = PluginState::AbiMismatch;
+        record.reason = fmt::format("plugin speaks ABI {}.{}, this ferrox speaks {}.{}",
+                                    FERROX_ABI_MAJOR(info.abi_version),
+                                    FERROX_ABI_MINOR(info.abi_version), FERROX_ABI_VERSION_MAJOR,
+                                    FERROX_ABI_VERSION_MINOR);
+        return;
+    }
+    if (or_empty(info.name) != record.name) {
+        record.state = PluginState::InitFailed;
+        record.reason = fmt::format("file is named for backend '{}' but describes itself as '{}'",
+                                    record.name, or_empty(info.name));
+        return;
+    }
+    if (auto lacking = cpu_features().missing(record.isa_required); !lacking.empty()) {
+        record.state = PluginState::IsaUnsupported;
+        record.reason = fmt::format("needs CPU features this host or its OS does not enable: {}",
+                                    fmt::join(lacking, ", "));
+        return;
+    }
+
+    std::vector<ferrox_option> options;
+    if (settings)
+        for (const auto& [key, value] : settings->options)
+            options.push_back({key.c_str(), value.c_str()});
+    auto host = std::make_unique<HostContext>();
+    host->backend_name = record.name;
+    const ferrox_host table = make_host_table(host.get());
+    auto create = library->get<ferrox_status(const ferrox_host*, const ferrox_option*, size_t,
+                                             ferrox_backend**, ferrox_message*)>(
+        FERROX_PLUGIN_CREATE_SYMBOL);
+    ferrox_backend* raw = nullptr;
+    ferrox_message message{};
+    const ferrox_status status = create(&table, options.data(), options.size(), &raw, &message);
+    if (status != FERROX_OK || !raw) {
+        record.state = status == FERROX_ERR_NO_DRIVER   ? PluginState::NoDriver
+                       : status == FERROX_ERR_NO_DEVICE ? PluginState::NoDevice
+                                                        : PluginState::InitFailed;
+        record.reason = message_text(message);
+        if (record.reason.empty())
+            record.reason = raw ? "create() failed without a message" : "create() returned no backend";
+        return;
+    }
+    if (FERROX_ABI_MAJOR(raw->abi_version) != FERROX_ABI_VERSION_MAJOR ||
+        raw->struct_size < offsetof(ferrox_backend, destroy) + sizeof raw->destroy) {
+        record.state = PluginState::AbiMismatch;
+        record.reason = fmt::format("backend table declares ABI {}.{} and {} bytes",
+                                    FERROX_ABI_MAJOR(raw->abi_version),
+                                    FERROX_ABI_MINOR(raw->abi_version), raw->struct_size);
+        if (raw->destroy) raw->destroy(raw);
+        return;
+    }
+    auto backend = std::make_shared<Backend>(raw, std::static_pointer_cast<void>(library),
+                                             std::move(host), record.name);
+    for (uint32_t d = 0; d < backend->device_count(); ++d) {
+        auto dev = backend->device_info(d);
+        if (!dev) continue;
+        record.devices.push_back({dev->type, dev->name, dev->memory_total, dev->memory_free});
+    }
+    if (record.devices.empty()) {
+        record.state = PluginState::NoDevice;
+        record.reason = "initialised, but reports no device";
+        return;
+    }
+    record.state = PluginState::Ready;
+    record.backend = std::move(backend);
+}
+
+}  // namespace
+
+std::vector<SearchDir> plugin_search_dirs(const Config& config, const LoaderOptions& options) {
+    std::vector<SearchDir> dirs;
+    for (const auto& d : options.plugin_dirs) dirs.push_back({d, "--plugin-dir"});
+    if (options.read_environment)
+        if (const char* env = std::getenv("FERROX_PLUGIN_PATH"))
+            append_path_list(dirs, env, "FERROX_PLUGIN_PATH");
+    for (const auto& d : config.plugin_paths) dirs.push_back({d, "plugins.paths"});
+    dirs.push_back({options.install_dir.empty() ? fs::path(FERROX_INSTALL_PLUGIN_DIR)
+                                                : options.install_dir,
+                    "install folder"});
+    const fs::path exe = options.exe_dir ? *options.exe_dir : executable_dir();
+    if (!exe.empty())
+        dirs.push_back({(exe / ".." / "lib" / "ferrox" / "plugins").lexically_normal(),
+                        "beside the executable"});
+    // Relative folders would depend on the current directory: resolve them once, here.
+    for (auto& d : dirs) d.path = fs::absolute(d.path).lexically_normal();
+    return dirs;
+}
+
+PluginSet PluginSet::load(const Config& config, const LoaderOptions& options) {
+    PluginSet set;
+    set.search_dirs_ = plugin_search_dirs(config, options);
+
+    // First file of each name in search order wins; later ones are shadowed.
+    std::map<std::string, size_t> first_of;
+    for (const auto& dir : set.search_dirs_) {
+        std::error_code ec;
+        std::vector<fs::path> files;
+        for (const auto& entry : fs::directory_iterator(dir.path, ec))
+            if (plugin_name_of(entry.path())) files.push_back(entry.path());
+        std::sort(files.begin(), files.end());
+        for (const auto& file : files) {
+            PluginRecord record;
+            record.name = *plugin_name_of(file);
+            record.path = file;
+            record.found_in = dir.origin;
+            if (auto it = first_of.find(record.name); it != first_of.end()) {
+                record.reason =
+                    fmt::format("shadowed by {}", set.records_[it->second].path.string());
+            } else {
+                first_of.emplace(record.name, set.records_.size());
+            }
+            set.records_.push_back(std::move(record));
+        }
+    }
+
+    for (const auto& name : config.backend_order) {
+        const BackendConfig* settings = config.backend(name);
+        auto it = first_of.find(name);
+        if (it == first_of.end()) {
+            PluginRecord missing;
+            missing.name = name;
+            missing.state = PluginState::NotFound;
+            missing.required = settings && settings->required;
+            std::vector<std::string> where;
+            for (const auto& d : set.search_dirs_)
+                where.push_back(fmt::format("{} ({})", d.path.string(), d.origin));
+            missing.reason = fmt::format("no libferrox_{}.so in: {}", name, fmt::join(where, ", "));
+            set.records_.push_back(std::move(missing));
+            continue;
+        }
+        PluginRecord& record = set.records_[it->second];
+        record.required = settings && settings->required;
+        open_plugin(record, settings);
+        if (record.state == PluginState::Ready) set.selected_.push_back(record.backend);
+        if (record.state == PluginState::Ready)
+            logger().debug("backend {} ready from {}", record.name, record.path.string());
+        else
+            logger().log(record.required ? spdlog::level::err : spdlog::level::warn,
+                         "backend {} {}: {}", record.name, state_name(record.state), record.reason);
+    }
+    for (auto& record : set.records_)
+        if (record.state == PluginState::NotSelected && record.reason.empty())
+            record.reason = "not in backends.order; not opened";
+    return set;
+}
+
+
+std::vector<const PluginRecord*> PluginSet::required_failures() const {
+    std::vector<const PluginRecord*> out;
+    for (const auto& r : records_)
+        if (r.required && r.state != PluginState::Ready) out.push_back(&r);
+    return out;
+}
+
+}  // namespace ferrox

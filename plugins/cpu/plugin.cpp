@@ -1,0 +1,280 @@
+// libferrox_cpu.so: the ABI glue. Every entry catches everything; no
+// exception crosses into the core.
+#include <sys/sysinfo.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferrox/backend_abi.h"
+#include "ferrox/quant_kind.h"
+#include "kernels/kernel_table.h"
+#include "kernels/products.h"
+#include "thread_pool.h"
+
+struct ferrox_weight {
+    ferrox::cpu::WeightView view;
+    std::vector<std::byte> copy;  // only when the host did not lend its bytes
+};
+
+struct ferrox_buffer {
+    std::vector<std::byte> owned;
+    std::byte* data = nullptr;
+    uint64_t size = 0;
+};
+
+namespace ferrox::cpu {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+struct CpuBackend {
+    ferrox_backend table{};
+    ferrox_host host{};
+    std::unique_ptr<ThreadPool> pool;
+    std::string cpu_name;
+};
+
+CpuBackend& self(const ferrox_backend* b) { return *static_cast<CpuBackend*>(b->self); }
+
+void set_message(ferrox_message* m, const std::string& text) {
+    if (!m) return;
+    std::snprintf(m->text, sizeof m->text, "%s", text.c_str());
+}
+
+template <class Fn>
+ferrox_status guarded(ferrox_message* error, Fn&& fn) {
+    try {
+        return fn();
+    } catch (const std::bad_alloc&) {
+        set_message(error, "out of host memory");
+        return FERROX_ERR_OUT_OF_MEMORY;
+    } catch (const std::exception& e) {
+        set_message(error, e.what());
+        return FERROX_ERR_INTERNAL;
+    } catch (...) {
+        set_message(error, "unknown error");
+        return FERROX_ERR_INTERNAL;
+    }
+}
+
+std::string read_cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("model name", 0) == 0) {
+            const size_t colon = line.find(':');
+            if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+        }
+    return "CPU";
+}
+
+uint64_t meminfo_bytes(const char* key) {
+    std::ifstream in("/proc/meminfo");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(key, 0) == 0) return std::stoull(line.substr(std::strlen(key))) * 1024;
+    return 0;
+}
+
+void destroy(ferrox_backend* b) { delete static_cast<CpuBackend*>(b->self); }
+
+uint32_t device_count(const ferrox_backend*) { return 1; }
+
+ferrox_status device_info(const ferrox_backend* b, uint32_t device, ferrox_device_info* out,
+                          ferrox_message* error) {
+    if (device != 0 || !out) {
+        set_message(error, "the CPU backend has one device, 0");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    return guarded(error, [&] {
+        out->type = FERROX_DEVICE_CPU;
+        const std::string name = self(b).cpu_name + " (" + std::to_string(self(b).pool->size()) +
+                                 " threads)";
+        std::snprintf(out->name, sizeof out->name, "%s", name.c_str());
+        out->memory_total = meminfo_bytes("MemTotal:");
+        out->memory_free = meminfo_bytes("MemAvailable:");
+        return FERROX_OK;
+    });
+}
+
+void kernel_for(const ferrox_backend*, ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out) {
+    out->kernel = nullptr;
+    out->by_design = nullptr;
+    const CpuKernel* k = find_kernel(kind);
+    if (!k) return;
+    if (op == FERROX_OP_MATVEC) out->kernel = k->matvec_name;
+    if (op == FERROX_OP_GEMM) out->kernel = k->gemm_name;
+}
+
+ferrox_status buffer_alloc(ferrox_backend*, uint64_t bytes, ferrox_buffer** out,
+                           ferrox_message* error) {
+    return guarded(error, [&] {
+        auto buffer = std::make_unique<ferrox_buffer>();
+        buffer->owned.resize(bytes);
+        buffer->data = buffer->owned.data();
+        buffer->size = bytes;
+        *out = buffer.release();
+        return FERROX_OK;
+    });
+}
+
+void buffer_free(ferrox_backend*, ferrox_buffer* buffer) { delete buffer; }
+
+ferrox_status check_range(const ferrox_buffer* buffer, uint64_t offset, uint64_t bytes,
+                          ferrox_message* error) {
+    if (!buffer || offset > buffer->size || bytes > buffer->size - offset) {
+        set_message(error, "buffer range out of bounds");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    return FERROX_OK;
+}
+
+ferrox_status buffer_upload(ferrox_backend*, ferrox_buffer* buffer, uint64_t offset,
+                            const void* src, uint64_t bytes, ferrox_message* error) {
+    if (auto s = check_range(buffer, offset, bytes, error); s != FERROX_OK) return s;
+    if (bytes) std::memcpy(buffer->data + offset, src, bytes);
+    return FERROX_OK;
+}
+
+ferrox_status buffer_download(ferrox_backend*, const ferrox_buffer* buffer, uint64_t offset,
+                              void* dst, uint64_t bytes, ferrox_message* error) {
+    if (auto s = check_range(buffer, offset, bytes, error); s != FERROX_OK) return s;
+    if (bytes) std::memcpy(dst, buffer->data + offset, bytes);
+    return FERROX_OK;
+}
+
+ferrox_status buffer_wrap_host(ferrox_backend*, void* host, uint64_t bytes, ferrox_buffer** out,
+                               ferrox_message* error) {
+    return guarded(error, [&] {
+        auto buffer = std::make_unique<ferrox_buffer>();
+        buffer->data = static_cast<std::byte*>(host);
+        buffer->size = bytes;
+        *out = buffer.release();
+        return FERROX_OK;
+    });
+}
+
+ferrox_status weight_prepare(ferrox_backend*, const ferrox_weight_desc* desc, int borrow,
+                             ferrox_weight** out, ferrox_message* error) {
+    if (!desc || !out || !desc->data) {
+        set_message(error, "weight_prepare: null argument");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    const auto expected = row_bytes(desc->kind, desc->cols);
+    if (!expected || *expected != desc->row_bytes) {
+        set_message(error, "weight_prepare: row length is not whole blocks of this kind, or "
+                           "row_bytes disagrees with it");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    return guarded(error, [&] {
+        auto w = std::make_unique<ferrox_weight>();
+        const auto* bytes = static_cast<const std::byte*>(desc->data);
+        if (!borrow) w->copy.assign(bytes, bytes + desc->rows * desc->row_bytes);
+        w->view = WeightView{desc->kind,       desc->rows,
+                             desc->cols,       desc->row_bytes,
+                             borrow ? bytes : w->copy.data(), find_kernel(desc->kind)};
+        *out = w.release();
+        return FERROX_OK;
+    });
+}
+
+void weight_release(ferrox_backend*, ferrox_weight* weight) { delete weight; }
+
+ferrox_status run_matvec(ferrox_backend* b, const ferrox_weight* w, const float* x, float* y,
+                         ferrox_message* error) {
+    if (!w || !x || !y) {
+        set_message(error, "matvec: null argument");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    return guarded(error, [&] {
+        matvec(*self(b).pool, w->view, x, y);
+        return FERROX_OK;
+    });
+}
+
+ferrox_status run_gemm(ferrox_backend* b, const ferrox_weight* w, const float* x, uint64_t n,
+                       float* y, ferrox_message* error) {
+    if (!w || (n && (!x || !y))) {
+        set_message(error, "gemm: null argument");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    return guarded(error, [&] {
+        gemm(*self(b).pool, w->view, x, n, y);
+        return FERROX_OK;
+    });
+}
+
+// "threads": 0 or absent = one per online core.
+ferrox_status parse_threads(const ferrox_option* options, size_t n, unsigned& threads,
+                            ferrox_message* error) {
+    threads = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (std::strcmp(options[i].key, "threads") != 0) continue;
+        char* end = nullptr;
+        const long v = std::strtol(options[i].value, &end, 10);
+        if (!end || *end != '\0' || v < 0 || v > 1024) {
+            set_message(error, std::string("cpu: option threads must be 0..1024, got '") +
+                                   options[i].value + "'");
+            return FERROX_ERR_INVALID_ARGUMENT;
+        }
+        threads = static_cast<unsigned>(v);
+    }
+    if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+    return FERROX_OK;
+}
+
+}  // namespace
+}  // namespace ferrox::cpu
+
+extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* info) {
+    if (!info || info->struct_size < sizeof(ferrox_plugin_info)) return FERROX_ERR_INVALID_ARGUMENT;
+    info->abi_version = FERROX_ABI_VERSION;
+    info->name = "cpu";
+    info->version = ferrox::cpu::kVersion;
+    info->isa_required = "";  // baseline x86-64; faster paths are chosen at run time
+    info->driver_libraries = "";
+    info->description = "portable CPU backend";
+    return FERROX_OK;
+}
+
+extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_host* host,
+                                                                   const ferrox_option* options,
+                                                                   size_t n_options,
+                                                                   ferrox_backend** out,
+                                                                   ferrox_message* error) {
+    using namespace ferrox::cpu;
+    if (!out) return FERROX_ERR_INVALID_ARGUMENT;
+    unsigned threads = 0;
+    if (auto s = parse_threads(options, n_options, threads, error); s != FERROX_OK) return s;
+    return guarded(error, [&] {
+        auto backend = std::make_unique<CpuBackend>();
+        if (host && host->struct_size >= sizeof(ferrox_host)) backend->host = *host;
+        backend->pool = std::make_unique<ThreadPool>(threads);
+        backend->cpu_name = read_cpu_name();
+        ferrox_backend& t = backend->table;
+        t.struct_size = sizeof t;
+        t.abi_version = FERROX_ABI_VERSION;
+        t.self = backend.get();
+        t.destroy = destroy;
+        t.device_count = device_count;
+        t.device_info = device_info;
+        t.kernel_for = kernel_for;
+        t.gemm_fallback = kFallbackName;
+        t.matvec_fallback = kFallbackName;
+        t.buffer_alloc = buffer_alloc;
+        t.buffer_free = buffer_free;
+        t.buffer_upload = buffer_upload;
+        t.buffer_download = buffer_download;
+        t.buffer_wrap_host = buffer_wrap_host;
+        t.weight_prepare = weight_prepare;
+        t.weight_release = weight_release;
+        t.matvec = run_matvec;
+        t.gemm = run_gemm;
+        *out = &backend.release()->table;
+        return FERROX_OK;
+    });
+}

@@ -1,0 +1,133 @@
+// Valid files: what each key turns into.
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config_test_support.h"
+#include "ferrox/config.h"
+
+namespace {
+
+using Options = std::vector<std::pair<std::string, std::string>>;
+
+ferrox::Config parse_ok(std::string_view text) {
+    auto config = ferrox::parse_config(text, "values.yaml");
+    if (!config) FAIL("unexpected error: " << config.error().message());
+    return std::move(*config);
+}
+
+}  // namespace
+
+TEST_CASE("backends come out in backends.order with their own required defaults") {
+    const ferrox::Config config = parse_ok("backends:\n  order: [cuda, cpu]\n");
+    CHECK(config.backend_order == std::vector<std::string>{"cuda", "cpu"});
+    REQUIRE(config.backends.size() == 2);
+    CHECK(config.backends[0].name == "cuda");
+    CHECK_FALSE(config.backends[0].required);
+    CHECK(config.backends[0].options == Options{{"device", "0"}, {"vram_budget", "0"}});
+    CHECK(config.backends[1].name == "cpu");
+    CHECK(config.backends[1].required);
+}
+
+TEST_CASE("cpu and cuda options are validated and passed on as normalised strings") {
+    const ferrox::Config config = parse_ok(
+        "backends:\n  order: [cpu, cuda]\n"
+        "cpu:\n  required: false\n  threads: 2\n"
+        "cuda:\n  vram_budget: 8GiB\n  device: 3\n  required: TRUE\n");
+    const ferrox::BackendConfig* cpu = config.backend("cpu");
+    REQUIRE(cpu != nullptr);
+    CHECK_FALSE(cpu->required);
+    CHECK(cpu->options == Options{{"threads", "2"}});
+    const ferrox::BackendConfig* cuda = config.backend("cuda");
+    REQUIRE(cuda != nullptr);
+    CHECK(cuda->required);
+    // File order first, then unset options with their defaults.
+    CHECK(cuda->options == Options{{"vram_budget", "8589934592"}, {"device", "3"}});
+}
+
+TEST_CASE("vram_budget accepts bytes and IEC sizes") {
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"0", "0"},
+        {"12345", "12345"},
+        {"512MiB", "536870912"},
+        {"\"8 GiB\"", "8589934592"},
+        {"1kib", "1024"},
+        {"3B", "3"},
+        {"2TiB", "2199023255552"},
+    };
+    for (const auto& [written, bytes] : cases) {
+        INFO("vram_budget: " << written);
+        const ferrox::Config config =
+            parse_ok("backends:\n  order: [cuda]\ncuda:\n  vram_budget: " + written + "\n");
+        REQUIRE(config.backend("cuda") != nullptr);
+        CHECK(config.backend("cuda")->options ==
+              Options{{"vram_budget", bytes}, {"device", "0"}});
+    }
+}
+
+TEST_CASE("a third-party backend section passes its options through in file order") {
+    const ferrox::Config config = parse_ok(
+        "backends:\n  order: [my_npu, cpu]\n"
+        "my_npu:\n  zeta: last letter\n  required: true\n  alpha: 42\n  flag: false\n"
+        "  quoted: \"a: b\"\n");
+    const ferrox::BackendConfig* npu = config.backend("my_npu");
+    REQUIRE(npu != nullptr);
+    CHECK(npu->required);
+    CHECK(npu->options ==
+          Options{{"zeta", "last letter"}, {"alpha", "42"}, {"flag", "false"}, {"quoted", "a: b"}});
+    CHECK(config.backends[0].name == "my_npu");
+}
+
+TEST_CASE("a third-party backend is optional by default and gets no invented options") {
+    const ferrox::Config config = parse_ok("backends:\n  order: [cpu, vulkan2]\n");
+    const ferrox::BackendConfig* other = config.backend("vulkan2");
+    REQUIRE(other != nullptr);
+    CHECK_FALSE(other->required);
+    CHECK(other->options.empty());
+}
+
+TEST_CASE("a cuda section is accepted, but not opened, while backends.order leaves it out") {
+    const ferrox::Config config = parse_ok("cuda:\n  device: 1\n");
+    CHECK(config.backend("cuda") == nullptr);
+    CHECK(config.backend_order == std::vector<std::string>{"cpu"});
+}
+
+TEST_CASE("registry.strict and log.level are read") {
+    const ferrox::Config config = parse_ok("registry:\n  strict: true\nlog:\n  level: debug\n");
+    CHECK(config.registry_strict);
+    CHECK(config.log_level == "debug");
+    for (const char* level : {"trace", "debug", "info", "warn", "error", "off"}) {
+        CHECK(parse_ok(std::string("log: {level: ") + level + "}").log_level == level);
+    }
+}
+
+TEST_CASE("empty sections keep every default") {
+    const ferrox::Config config =
+        parse_ok("plugins:\nbackends:\ncpu:\ncuda:\nregistry:\nlog:\n");
+    CHECK(config.backend_order == std::vector<std::string>{"cpu"});
+    CHECK(config.plugin_paths.empty());
+    REQUIRE(config.backend("cpu") != nullptr);
+    CHECK(config.backend("cpu")->required);
+}
+
+TEST_CASE("relative plugin paths are resolved against the config file's folder") {
+    ferrox::test::TempDir dir;
+    const auto file = dir.path() / "etc" / "ferrox.yaml";
+    ferrox::test::write_file(file,
+                             "plugins:\n  paths: [plugins, ../lib/extra, /opt/ferrox/plugins]\n");
+    const auto config = ferrox::load_config_file(file);
+    REQUIRE(config.has_value());
+    CHECK(config->plugin_paths == std::vector<std::filesystem::path>{
+                                      dir.path() / "etc" / "plugins", dir.path() / "lib" / "extra",
+                                      "/opt/ferrox/plugins"});
+}
+
+TEST_CASE("parse_config anchors relative plugin paths to the folder of its source name") {
+    const auto from_file = ferrox::parse_config("plugins:\n  paths: [p]\n", "conf/ferrox.yaml");
+    REQUIRE(from_file.has_value());
+    CHECK(from_file->plugin_paths == std::vector<std::filesystem::path>{"conf/p"});
+    const auto from_stdin = ferrox::parse_config("plugins:\n  paths: [p]\n", "<stdin>");
+    REQUIRE(from_stdin.has_value());
+    CHECK(from_stdin->plugin_paths == std::vector<std::filesystem::path>{"p"});
+}
