@@ -1,0 +1,20 @@
+#include "capability_table.h"
+
+#include <cstddef>
+
+namespace ferrox::cuda {
+
+void describe_kernel(ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out) {
+    if (out == nullptr) return;
+    // A caller built against an older ABI may hand a shorter struct: write
+    // only the members it covers.
+    const size_t size = out->struct_size;
+    if (size >= offsetof(ferrox_kernel_info, abi_version) + sizeof(out->abi_version))
+        out->abi_version = FERROX_ABI_VERSION;
+    if (size >= offsetof(ferrox_kernel_info, kernel) + sizeof(out->kernel))
+        out->kernel = find_kernel(op, kind);
+    if (size >= offsetof(ferrox_kernel_info, by_design) + sizeof(out->by_design))
+        out->by_design = nullptr;
+}
+
+}  // namespace ferrox::cuda

@@ -1,0 +1,101 @@
+// CudaBackend: one CUDA device behind the ABI's ferrox_backend table.
+//
+// It owns a stream, the device scratch for activations and results (reused by
+// every call, grown when a call needs more), and the accounting that keeps
+// resident weights and buffers inside the optional vram_budget. Calls are
+// serialised by one mutex because they share that scratch and stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "device_memory.h"
+#include "device_probe.h"
+#include "ferrox/backend_abi.h"
+#include "host_log.h"
+#include "kernels.h"
+#include "options.h"
+#include "status.h"
+
+// The ABI's opaque handles, defined by this plugin (hidden symbols).
+struct ferrox_buffer {
+    ferrox::cuda::DeviceAllocation memory;        // set for buffer_alloc
+    ferrox::cuda::HostRegistration registration;  // set for buffer_wrap_host
+    void* device = nullptr;                       // where kernels and copies go
+    uint64_t bytes = 0;
+};
+
+struct ferrox_weight {
+    ferrox::cuda::DeviceAllocation memory;  // the weight, uploaded once
+    ferrox::cuda::DeviceWeightView view;
+    uint64_t bytes = 0;
+};
+
+namespace ferrox::cuda {
+
+class CudaBackend {
+  public:
+    // Creates the stream on the probed device; fails with the runtime's reason.
+    static Status create(const HostLog& log, const CudaOptions& options,
+                         const DeviceDescription& device, std::unique_ptr<CudaBackend>& out);
+
+    CudaBackend(const CudaBackend&) = delete;
+    CudaBackend& operator=(const CudaBackend&) = delete;
+    ~CudaBackend();
+
+    // The ABI table whose `self` is this object; plugin_entry.cpp fills the
+    // entry points.
+    ferrox_backend& table() { return table_; }
+    const HostLog& log() const { return log_; }
+
+    // One backend drives one device: the one the "device" option chose.
+    uint32_t device_count() const { return 1; }
+    Status device_info(uint32_t device, ferrox_device_info* out) const;
+
+    Status buffer_alloc(uint64_t bytes, ferrox_buffer** out);
+    void buffer_free(ferrox_buffer* buffer);
+    Status buffer_upload(ferrox_buffer* buffer, uint64_t offset, const void* src, uint64_t bytes);
+    Status buffer_download(const ferrox_buffer* buffer, uint64_t offset, void* dst, uint64_t bytes);
+    Status buffer_wrap_host(void* host, uint64_t bytes, ferrox_buffer** out);
+
+    Status weight_prepare(const ferrox_weight_desc* desc, ferrox_weight** out);
+    void weight_release(ferrox_weight* weight);
+
+    Status matvec(const ferrox_weight* weight, const float* x, float* y);
+    Status gemm(const ferrox_weight* weight, const float* x, uint64_t n, float* y);
+
+  private:
+    // Only create() constructs (and then on the heap, owned by the core).
+    struct ConstructionKey {
+        explicit ConstructionKey() = default;
+    };
+
+  public:
+    CudaBackend(ConstructionKey, const HostLog& log, const CudaOptions& options,
+                const DeviceDescription& device);
+
+  private:
+    Status make_current() const;
+    Status reserve(uint64_t bytes, const char* what);  // against vram_budget
+    Status ensure_scratch(uint64_t x_floats, uint64_t y_floats);
+    // Activations up, `launch` on the stream, results down, then wait.
+    template <class Launch>
+    Status run(uint64_t x_floats, const float* x, uint64_t y_floats, float* y, Launch&& launch);
+
+    HostLog log_;
+    DeviceDescription device_;
+    std::optional<uint64_t> budget_;
+    ferrox_backend table_{};
+
+    std::mutex mutex_;             // guards everything below
+    uint64_t resident_bytes_ = 0;  // weights + buffers, for vram_budget
+    OwnedStream stream_;
+    DeviceAllocation x_scratch_;
+    DeviceAllocation y_scratch_;
+    uint64_t x_capacity_ = 0;  // floats
+    uint64_t y_capacity_ = 0;  // floats
+};
+
+}  // namespace ferrox::cuda

@@ -1,0 +1,252 @@
+// The plugin's two exported entries and the C trampolines of its backend
+// table. Nothing throws across this boundary: every entry catches everything
+// and turns it into a ferrox_status and a message.
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <new>
+#include <span>
+#include <utility>
+
+#include "capability_table.h"
+#include "cuda_backend.h"
+#include "device_probe.h"
+#include "ferrox/backend_abi.h"
+#include "host_log.h"
+#include "options.h"
+#include "status.h"
+
+namespace ferrox::cuda {
+namespace {
+
+CudaBackend& backend_of(const ferrox_backend* backend) {
+    return *static_cast<CudaBackend*>(backend->self);
+}
+
+// Runs `body` (returning Status) and converts the outcome, and any exception,
+// into a status code plus the caller's message.
+template <class Body>
+ferrox_status guarded(ferrox_message* error, Body&& body) noexcept {
+    try {
+        Status status = body();
+        if (!status.is_ok()) write_message(error, status.message);
+        return status.code;
+    } catch (const std::bad_alloc&) {
+        write_message(error, "cuda: host memory exhausted");
+        return FERROX_ERR_OUT_OF_MEMORY;
+    } catch (const std::exception& exception) {
+        write_message(error, fmt::format("cuda: internal error: {}", exception.what()));
+        return FERROX_ERR_INTERNAL;
+    } catch (...) {
+        write_message(error, "cuda: internal error (unknown exception)");
+        return FERROX_ERR_INTERNAL;
+    }
+}
+
+// For entries that return nothing: an exception is logged and swallowed.
+template <class Body>
+void guarded_void(const ferrox_backend* backend, const char* entry, Body&& body) noexcept {
+    try {
+        body();
+    } catch (...) {
+        try {
+            if (backend != nullptr && backend->self != nullptr)
+                backend_of(backend).log().error(fmt::format("cuda: {} failed", entry));
+        } catch (...) {
+        }
+    }
+}
+
+Status null_backend() { return Status::fail(FERROX_ERR_INVALID_ARGUMENT, "cuda: null backend"); }
+
+void destroy(ferrox_backend* backend) {
+    guarded_void(nullptr, "destroy", [&] {
+        if (backend != nullptr) std::unique_ptr<CudaBackend>(&backend_of(backend)).reset();
+    });
+}
+
+uint32_t device_count(const ferrox_backend* backend) {
+    return backend != nullptr ? backend_of(backend).device_count() : 0;
+}
+
+ferrox_status device_info(const ferrox_backend* backend, uint32_t device, ferrox_device_info* out,
+                          ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).device_info(device, out) : null_backend();
+    });
+}
+
+void kernel_for(const ferrox_backend* backend, ferrox_op op, ferrox_kind kind,
+                ferrox_kernel_info* out) {
+    guarded_void(backend, "kernel_for", [&] { describe_kernel(op, kind, out); });
+}
+
+ferrox_status buffer_alloc(ferrox_backend* backend, uint64_t bytes, ferrox_buffer** out,
+                           ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).buffer_alloc(bytes, out) : null_backend();
+    });
+}
+
+void buffer_free(ferrox_backend* backend, ferrox_buffer* buffer) {
+    guarded_void(backend, "buffer_free", [&] {
+        if (backend != nullptr) backend_of(backend).buffer_free(buffer);
+    });
+}
+
+ferrox_status buffer_upload(ferrox_backend* backend, ferrox_buffer* buffer, uint64_t offset,
+                            const void* src, uint64_t bytes, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).buffer_upload(buffer, offset, src, bytes)
+                       : null_backend();
+    });
+}
+
+ferrox_status buffer_download(ferrox_backend* backend, const ferrox_buffer* buffer, uint64_t offset,
+                              void* dst, uint64_t bytes, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).buffer_download(buffer, offset, dst, bytes)
+                       : null_backend();
+    });
+}
+
+ferrox_status buffer_wrap_host(ferrox_backend* backend, void* host, uint64_t bytes,
+                               ferrox_buffer** out, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).buffer_wrap_host(host, bytes, out) : null_backend();
+    });
+}
+
+ferrox_status weight_prepare(ferrox_backend* backend, const ferrox_weight_desc* desc,
+                             int /*borrow: we always keep a device copy*/, ferrox_weight** out,
+                             ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).weight_prepare(desc, out) : null_backend();
+    });
+}
+
+void weight_release(ferrox_backend* backend, ferrox_weight* weight) {
+    guarded_void(backend, "weight_release", [&] {
+        if (backend != nullptr) backend_of(backend).weight_release(weight);
+    });
+}
+
+ferrox_status matvec(ferrox_backend* backend, const ferrox_weight* weight, const float* x, float* y,
+                     ferrox_message* error) {
+    return guarded(
+        error, [&] { return backend ? backend_of(backend).matvec(weight, x, y) : null_backend(); });
+}
+
+ferrox_status gemm(ferrox_backend* backend, const ferrox_weight* weight, const float* x, uint64_t n,
+                   float* y, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).gemm(weight, x, n, y) : null_backend();
+    });
+}
+
+void fill_table(CudaBackend& backend) {
+    ferrox_backend& table = backend.table();
+    table.struct_size = sizeof(ferrox_backend);
+    table.abi_version = FERROX_ABI_VERSION;
+    table.self = &backend;
+    table.destroy = destroy;
+    table.device_count = device_count;
+    table.device_info = device_info;
+    table.kernel_for = kernel_for;
+    table.gemm_fallback = kGemmFallback;
+    table.matvec_fallback = nullptr;  // a kind without a kernel goes to the next backend
+    table.buffer_alloc = buffer_alloc;
+    table.buffer_free = buffer_free;
+    table.buffer_upload = buffer_upload;
+    table.buffer_download = buffer_download;
+    table.buffer_wrap_host = buffer_wrap_host;
+    table.weight_prepare = weight_prepare;
+    table.weight_release = weight_release;
+    table.matvec = matvec;
+    table.gemm = gemm;
+}
+
+Status create_backend(const ferrox_host* host, std::span<const ferrox_option> options,
+                      ferrox_backend** out) {
+    if (out == nullptr)
+        return Status::fail(FERROX_ERR_INVALID_ARGUMENT, "cuda: create: null output");
+    *out = nullptr;
+    if (host != nullptr && FERROX_ABI_MAJOR(host->abi_version) != FERROX_ABI_VERSION_MAJOR)
+        return Status::fail(
+            FERROX_ERR_INVALID_ARGUMENT,
+            fmt::format("cuda: host ABI {}.{} does not match the plugin's {}.{}",
+                        FERROX_ABI_MAJOR(host->abi_version), FERROX_ABI_MINOR(host->abi_version),
+                        FERROX_ABI_VERSION_MAJOR, FERROX_ABI_VERSION_MINOR));
+    const HostLog log(host);
+    auto parsed = parse_options(options);
+    if (!parsed) return Status::fail(FERROX_ERR_INVALID_ARGUMENT, parsed.error().message());
+    for (const std::string& key : parsed->unknown_keys)
+        log.warn(fmt::format("cuda: ignoring unknown option '{}'", key));
+
+    ProbeOutcome probe = probe_device(parsed->device);
+    if (probe.status != FERROX_OK) return Status::fail(probe.status, std::move(probe.reason));
+
+    std::unique_ptr<CudaBackend> backend;
+    if (Status created = CudaBackend::create(log, *parsed, probe.device, backend); !created.is_ok())
+        return created;
+    fill_table(*backend);
+    const DeviceDescription& device = probe.device;
+    log.info(fmt::format("cuda: device {} {} (sm_{}{}, {} MiB){}", device.ordinal, device.name,
+                         device.compute_major, device.compute_minor, device.memory_total >> 20,
+                         parsed->vram_budget
+                             ? fmt::format(", vram_budget {} MiB", *parsed->vram_budget >> 20)
+                             : std::string()));
+    *out = &backend.release()->table();  // owned by the core until destroy
+    return Status::ok();
+}
+
+// Writes `value` into `member` only when the caller's struct is big enough.
+template <class Member>
+void set_if_covered(ferrox_plugin_info* info, Member ferrox_plugin_info::*member, size_t offset,
+                    Member value) {
+    if (info->struct_size >= offset + sizeof(Member)) info->*member = value;
+}
+
+}  // namespace
+}  // namespace ferrox::cuda
+
+extern "C" {
+
+FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* info) {
+    using ferrox::cuda::set_if_covered;
+    // Pure: constants only, no CUDA call, so describing never opens libcuda.
+    if (info == nullptr) return FERROX_ERR_INVALID_ARGUMENT;
+    set_if_covered(info, &ferrox_plugin_info::abi_version,
+                   offsetof(ferrox_plugin_info, abi_version), FERROX_ABI_VERSION);
+    set_if_covered<const char*>(info, &ferrox_plugin_info::name, offsetof(ferrox_plugin_info, name),
+                                "cuda");
+    set_if_covered<const char*>(info, &ferrox_plugin_info::version,
+                                offsetof(ferrox_plugin_info, version), FERROX_CUDA_PLUGIN_VERSION);
+    set_if_covered<const char*>(info, &ferrox_plugin_info::isa_required,
+                                offsetof(ferrox_plugin_info, isa_required), "");
+    set_if_covered<const char*>(info, &ferrox_plugin_info::driver_libraries,
+                                offsetof(ferrox_plugin_info, driver_libraries), "libcuda.so.1");
+    set_if_covered<const char*>(info, &ferrox_plugin_info::description,
+                                offsetof(ferrox_plugin_info, description),
+                                "NVIDIA GPUs through CUDA " FERROX_CUDA_RUNTIME_TEXT
+                                " (static runtime; driver >= 580), "
+                                "kernels for sm " FERROX_CUDA_ARCHS_TEXT);
+    return FERROX_OK;
+}
+
+FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_host* host,
+                                                        const ferrox_option* options,
+                                                        size_t n_options, ferrox_backend** out,
+                                                        ferrox_message* error) {
+    return ferrox::cuda::guarded(error, [&] {
+        if (options == nullptr && n_options != 0)
+            return ferrox::cuda::Status::fail(FERROX_ERR_INVALID_ARGUMENT,
+                                              "cuda: create: null options with a non-zero count");
+        return ferrox::cuda::create_backend(
+            host, std::span<const ferrox_option>(options, options ? n_options : 0), out);
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,25 @@
+// Test hooks: the CUDA kernels' own code (plugins/cuda/block_decode.cuh and
+// row_tile.cuh, host-and-device) compiled for the CPU, so the kernels' format
+// math and indexing can be checked against the scalar reference on a host
+// without a GPU. Only the warp-shuffle sum and the launch are left to the GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "ferrox/backend_abi.h"
+
+namespace ferrox::cuda::test {
+
+// Decodes one row of `cols` weights of `kind` into out[0..cols) the way the
+// MATVEC kernel does. Returns false when the capability table lists no MATVEC
+// kernel for `kind`.
+bool decode_row_with_kernel_code(ferrox_kind kind, const void* row, uint64_t cols, float* out);
+
+// Y[n][rows] = X[n][cols] W^T computed by the kernel's per-lane code for `op`
+// (MATVEC: tiles of 1, GEMM: tiles of kGemmTile), the 32 lanes' partials added
+// on the CPU. Returns false when the table lists no kernel for (op, kind).
+bool run_kernel_code_on_host(ferrox_op op, ferrox_kind kind, const void* weights, uint64_t rows,
+                             uint64_t cols, uint64_t row_bytes, const float* x, uint64_t n,
+                             float* y);
+
+}  // namespace ferrox::cuda::test
