@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang-14 and runs each for a bounded time
+# (seconds, default 60) on its committed corpus. A finding fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+build=build/fuzz
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFERROX_WERROR=ON -DFERROX_FUZZ=ON -DFERROX_CUDA=OFF \
+  -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+ninja -C "$build" fuzz_dequant fuzz_gguf
+# target name -> its committed seed corpus
+declare -A corpora=([fuzz_dequant]=tests/quant/fuzz_corpus [fuzz_gguf]=tests/gguf/fuzz_corpus)
+for target in "${!corpora[@]}"; do
+  work="$build/corpus-$target"   # new inputs land here; the committed corpus stays read-only
+  mkdir -p "$work"
+  echo "$target: ${seconds}s"
+  "$build/bin/$target" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 "$work" "${corpora[$target]}" 2>&1 | tail -4
+done

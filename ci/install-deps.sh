@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing ferrox needs on Debian 12: Debian packages
+# (only those missing) and the Python packages the tests use as references.
+# Idempotent and quiet; safe to run on every CI start.
+set -euo pipefail
+
+debs=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libboost-dev libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
+  clang-14 libclang-rt-14-dev          # libFuzzer targets
+  dpkg-dev fakeroot lintian file       # packaging tests
+  binutils                              # readelf for the CUDA plugin's NEEDED check
+)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "ci/install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Independent references for the tests: the gguf package's quant formats and writer.
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+  "gguf==0.19.0" numpy pytest 2>&1 | grep -v "^WARNING" || true

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every test ferrox has, as CI does: a warnings-as-errors build with the
+# CUDA plugin (one arch), an ASan+UBSan build, bounded fuzzing, the packaging
+# checks. Each part prints its own ctest summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+jobs="${FERROX_JOBS:-$(nproc)}"
+started=$SECONDS
+stamp() { echo "== ci: $1 ($((SECONDS - started)) s)"; }
+
+bash ci/install-deps.sh
+stamp "dependencies ready"
+if [ -f ci/reference-data.sh ]; then bash ci/reference-data.sh; stamp "reference data ready"; fi
+
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "$jobs"
+stamp "ci build done"
+ctest --preset ci -j "$jobs"
+stamp "ci tests done"
+
+cmake --preset ci-asan >/dev/null
+cmake --build --preset ci-asan -j "$jobs"
+stamp "asan build done"
+# Python-driven parity tests are covered by the ci run; under ASan they only slow down.
+ASAN_OPTIONS=detect_leaks=1 ctest --preset ci-asan -j "$jobs" -E "parity"
+stamp "asan tests done"
+
+bash ci/fuzz.sh "${FERROX_FUZZ_SECONDS:-60}"
+stamp "fuzzing done"
+
+if [ -x packaging/test-debs.sh ]; then
+  bash packaging/test-debs.sh
+  stamp "packaging checks done"
+fi
