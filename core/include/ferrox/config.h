@@ -16,7 +16,7 @@
 namespace ferrox {
 
 struct BackendConfig {
-    std::string name;  // "cpu", "cuda", or a third-party plugin name ([a-z0-9_]+)
+    std::string name;       // "cpu", "cuda", or a third-party plugin name ([a-z0-9_]+)
     bool required = false;  // a failure of a required backend is an error, else a warning
     // Passed to the plugin's create() as strings, in file order. cpu/cuda options are
     // validated and normalised (vram_budget "8GiB" arrives as "8589934592"), and those the

@@ -1,5 +1,7 @@
 // Finding and reading the configuration file: --config, $FERROX_CONFIG, the XDG
 // user folder, the system folder, else the built-in default.
+#include <fmt/format.h>
+
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -8,8 +10,6 @@
 #include <string>
 #include <system_error>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "config/parse_config_text.h"
 #include "ferrox/config.h"

@@ -1,5 +1,8 @@
 // YAML text -> Config, checking every key, type and range against the schema that
 // config/ferrox.yaml documents. Every error names <source>:<line>:<column>.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -9,9 +12,6 @@
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "config/did_you_mean.h"
 #include "config/parse_config_text.h"
@@ -118,13 +118,13 @@ YAML::Mark value_mark(const MapEntry& entry) {
 }
 
 class ConfigParser {
-public:
+  public:
     ConfigParser(std::string_view source_name, std::filesystem::path base_dir)
         : source_(source_name), base_dir_(std::move(base_dir)) {}
 
     Expected<Config> parse(std::string_view text);
 
-private:
+  private:
     // "<source>:<line>:<column>: <message>", positions 1-based.
     Error error_at(const YAML::Mark& mark, std::string_view message) const {
         const YAML::Mark where = mark.is_null() ? fallback_mark_ : mark;
@@ -134,20 +134,17 @@ private:
         return error_at(node.Mark(), message);
     }
 
-    Expected<std::vector<MapEntry>> entries_of(const YAML::Node& map,
-                                               std::string_view where) const;
+    Expected<std::vector<MapEntry>> entries_of(const YAML::Node& map, std::string_view where) const;
     Expected<std::vector<MapEntry>> section_entries(const MapEntry& section) const;
     // `where`: "in section 'cpu'", "at the top level". `hint` follows the list of
     // valid keys when no suggestion is close enough.
     Error unknown_key(const MapEntry& entry, std::string_view where,
-                      std::span<const std::string> valid_keys,
-                      std::string_view hint = {}) const;
+                      std::span<const std::string> valid_keys, std::string_view hint = {}) const;
 
     Expected<bool> read_bool(const MapEntry& entry, std::string_view key_path) const;
     Expected<std::int64_t> read_integer(const MapEntry& entry, std::string_view key_path,
                                         std::int64_t min, std::int64_t max) const;
-    Expected<std::uint64_t> read_byte_size(const MapEntry& entry,
-                                           std::string_view key_path) const;
+    Expected<std::uint64_t> read_byte_size(const MapEntry& entry, std::string_view key_path) const;
     Expected<std::string> read_choice(const MapEntry& entry, std::string_view key_path,
                                       std::span<const std::string_view> choices) const;
 
@@ -171,17 +168,16 @@ Expected<std::vector<MapEntry>> ConfigParser::entries_of(const YAML::Node& map,
     for (const auto& pair : map) {
         const YAML::Node& key_node = pair.first;
         if (!key_node.IsScalar()) {
-            return error_at(key_node, fmt::format("a key {} must be a plain name, got {}",
-                                                  where, describe(key_node)));
+            return error_at(key_node, fmt::format("a key {} must be a plain name, got {}", where,
+                                                  describe(key_node)));
         }
         const std::string& key = key_node.Scalar();
         const auto earlier = std::find_if(entries.begin(), entries.end(),
                                           [&](const MapEntry& e) { return e.key == key; });
         if (earlier != entries.end()) {
             const YAML::Mark first = earlier->key_node.Mark();
-            return error_at(key_node,
-                            fmt::format("duplicate key '{}' {} (first at line {})", key,
-                                        where, first.line + 1));
+            return error_at(key_node, fmt::format("duplicate key '{}' {} (first at line {})", key,
+                                                  where, first.line + 1));
         }
         entries.push_back(MapEntry{key, key_node, pair.second});
     }
@@ -192,9 +188,8 @@ Expected<std::vector<MapEntry>> ConfigParser::entries_of(const YAML::Node& map,
 Expected<std::vector<MapEntry>> ConfigParser::section_entries(const MapEntry& section) const {
     if (section.value.IsNull()) return std::vector<MapEntry>{};
     if (!section.value.IsMap()) {
-        return error_at(section.value,
-                        fmt::format("section '{}' must be a map of keys, got {}", section.key,
-                                    describe(section.value)));
+        return error_at(section.value, fmt::format("section '{}' must be a map of keys, got {}",
+                                                   section.key, describe(section.value)));
     }
     return entries_of(section.value, fmt::format("in section '{}'", section.key));
 }
@@ -218,32 +213,29 @@ Expected<bool> ConfigParser::read_bool(const MapEntry& entry, std::string_view k
         const auto value = parse_bool(node.Scalar());
         if (const bool* flag = std::get_if<bool>(&value)) return *flag;
     }
-    return error_at(at, fmt::format("{} must be true or false, got {}", key_path,
-                                      describe(node)));
+    return error_at(at, fmt::format("{} must be true or false, got {}", key_path, describe(node)));
 }
 
-Expected<std::int64_t> ConfigParser::read_integer(const MapEntry& entry,
-                                                  std::string_view key_path, std::int64_t min,
-                                                  std::int64_t max) const {
+Expected<std::int64_t> ConfigParser::read_integer(const MapEntry& entry, std::string_view key_path,
+                                                  std::int64_t min, std::int64_t max) const {
     const YAML::Node& node = entry.value;
     const YAML::Mark at = value_mark(entry);
     if (!node.IsScalar()) {
-        return error_at(at, fmt::format("{} must be an integer, got {}", key_path,
-                                          describe(node)));
+        return error_at(at, fmt::format("{} must be an integer, got {}", key_path, describe(node)));
     }
     const auto parsed = parse_integer(node.Scalar());
     if (const auto* problem = std::get_if<NumberProblem>(&parsed)) {
         if (*problem == NumberProblem::NotANumber) {
-            return error_at(at, fmt::format("{} must be an integer, got {}", key_path,
-                                              describe(node)));
+            return error_at(at,
+                            fmt::format("{} must be an integer, got {}", key_path, describe(node)));
         }
-        return error_at(at, fmt::format("{} must be between {} and {}, got {}", key_path, min,
-                                          max, node.Scalar()));
+        return error_at(at, fmt::format("{} must be between {} and {}, got {}", key_path, min, max,
+                                        node.Scalar()));
     }
     const std::int64_t value = std::get<std::int64_t>(parsed);
     if (value < min || value > max) {
-        return error_at(at, fmt::format("{} must be between {} and {}, got {}", key_path, min,
-                                          max, value));
+        return error_at(
+            at, fmt::format("{} must be between {} and {}, got {}", key_path, min, max, value));
     }
     return value;
 }
@@ -255,14 +247,13 @@ Expected<std::uint64_t> ConfigParser::read_byte_size(const MapEntry& entry,
     constexpr std::string_view kForm =
         "a number of bytes or a size such as \"512MiB\", \"8GiB\" (units B, KiB, MiB, GiB, TiB)";
     if (!node.IsScalar()) {
-        return error_at(at, fmt::format("{} must be {}, got {}", key_path, kForm,
-                                          describe(node)));
+        return error_at(at, fmt::format("{} must be {}, got {}", key_path, kForm, describe(node)));
     }
     const ByteSizeResult size = parse_byte_size(node.Scalar());
     if (size.ok) return size.bytes;
     if (size.negative || size.overflow) {
-        return error_at(at, fmt::format("{} must be between 0 and 16EiB - 1, got {}", key_path,
-                                          node.Scalar()));
+        return error_at(
+            at, fmt::format("{} must be between 0 and 16EiB - 1, got {}", key_path, node.Scalar()));
     }
     std::string message = fmt::format("{} must be {}, got {}", key_path, kForm, describe(node));
     if (!size.suggestion.empty()) {
@@ -271,8 +262,7 @@ Expected<std::uint64_t> ConfigParser::read_byte_size(const MapEntry& entry,
     return error_at(at, message);
 }
 
-Expected<std::string> ConfigParser::read_choice(const MapEntry& entry,
-                                                std::string_view key_path,
+Expected<std::string> ConfigParser::read_choice(const MapEntry& entry, std::string_view key_path,
                                                 std::span<const std::string_view> choices) const {
     const YAML::Node& node = entry.value;
     const YAML::Mark at = value_mark(entry);
@@ -281,8 +271,8 @@ Expected<std::string> ConfigParser::read_choice(const MapEntry& entry,
         const std::string& text = node.Scalar();
         if (std::find(names.begin(), names.end(), text) != names.end()) return text;
     }
-    std::string message = fmt::format("{} must be one of {}, got {}", key_path,
-                                      quoted_list(names), describe(node));
+    std::string message =
+        fmt::format("{} must be one of {}, got {}", key_path, quoted_list(names), describe(node));
     if (node.IsScalar()) {
         if (const auto suggestion = closest_match(node.Scalar(), names)) {
             message += fmt::format("; did you mean '{}'?", *suggestion);
@@ -385,9 +375,10 @@ Expected<void> ConfigParser::parse_backends(const MapEntry& section) {
 Expected<void> ConfigParser::parse_order(const MapEntry& entry) {
     const YAML::Node& node = entry.value;
     if (!node.IsSequence()) {
-        return error_at(value_mark(entry), fmt::format("backends.order must be a list of backend names such "
-                                          "as [cuda, cpu], got {}",
-                                          describe(node)));
+        return error_at(value_mark(entry),
+                        fmt::format("backends.order must be a list of backend names such "
+                                    "as [cuda, cpu], got {}",
+                                    describe(node)));
     }
     if (node.size() == 0) {
         return error_at(node, "backends.order is empty; list at least one backend, e.g. [cpu]");
@@ -407,8 +398,8 @@ Expected<void> ConfigParser::parse_order(const MapEntry& entry) {
         }
         const auto earlier = std::find(order.begin(), order.end(), name);
         if (earlier != order.end()) {
-            const YAML::Mark first = listed_at[static_cast<std::size_t>(earlier - order.begin())]
-                                         .Mark();
+            const YAML::Mark first =
+                listed_at[static_cast<std::size_t>(earlier - order.begin())].Mark();
             return error_at(item, fmt::format("backend '{}' is listed twice in backends.order "
                                               "(first at line {}, column {})",
                                               name, first.line + 1, first.column + 1));
@@ -495,8 +486,8 @@ Expected<void> ConfigParser::parse_backend_section(const MapEntry& section) {
         if (!built_in) {
             if (!entry.value.IsScalar()) {
                 return error_at(value_mark(entry), fmt::format("{} must be a single value (text, "
-                                                         "number or true/false), got {}",
-                                                         key_path, describe(entry.value)));
+                                                               "number or true/false), got {}",
+                                                               key_path, describe(entry.value)));
             }
             backend.options.emplace_back(entry.key, entry.value.Scalar());
             continue;

@@ -65,10 +65,10 @@ ByteSizeResult parse_byte_size(std::string_view text) {
     const std::string_view number = text.substr(0, digit_count);
     const std::string_view unit = trim_spaces(text.substr(digit_count));
 
-    static constexpr std::array<std::pair<std::string_view, unsigned>, 5> kIecUnits{{
-        {"B", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}}};
-    static constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kDecimalUnits{{
-        {"KB", "KiB"}, {"MB", "MiB"}, {"GB", "GiB"}, {"TB", "TiB"}}};
+    static constexpr std::array<std::pair<std::string_view, unsigned>, 5> kIecUnits{
+        {{"B", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}}};
+    static constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kDecimalUnits{
+        {{"KB", "KiB"}, {"MB", "MiB"}, {"GB", "GiB"}, {"TB", "TiB"}}};
 
     unsigned shift = 0;
     bool unit_known = unit.empty();

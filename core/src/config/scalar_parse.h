@@ -28,9 +28,9 @@ std::variant<bool, std::monostate> parse_bool(std::string_view text);
 struct ByteSizeResult {
     std::uint64_t bytes = 0;
     bool ok = false;
-    bool negative = false;      // "-1": a number, but out of range
-    bool overflow = false;      // a number, but more than 2^64-1 bytes
-    std::string suggestion;     // a spelling that would have been accepted, if any
+    bool negative = false;   // "-1": a number, but out of range
+    bool overflow = false;   // a number, but more than 2^64-1 bytes
+    std::string suggestion;  // a spelling that would have been accepted, if any
 };
 ByteSizeResult parse_byte_size(std::string_view text);
 

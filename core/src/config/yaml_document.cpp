@@ -1,18 +1,18 @@
 #include "config/yaml_document.h"
 
+#include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
+
 #include <exception>
 #include <sstream>
 #include <vector>
-
-#include <fmt/format.h>
-#include <yaml-cpp/eventhandler.h>
 
 namespace ferrox::config_detail {
 namespace {
 
 // Sees only where documents start; everything else is ignored.
 class DocumentStarts final : public YAML::EventHandler {
-public:
+  public:
     std::vector<YAML::Mark> starts;
 
     void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }

@@ -2,10 +2,10 @@
 // and where. Guards against yaml-cpp 0.7 looping forever on some malformed input.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <string>
 #include <variant>
-
-#include <yaml-cpp/yaml.h>
 
 namespace ferrox::config_detail {
 

@@ -2,6 +2,7 @@
 // variables restored on scope exit, and a file writer.
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,13 +11,11 @@
 #include <string>
 #include <string_view>
 
-#include <catch2/catch.hpp>
-
 namespace ferrox::test {
 
 // A fresh folder under the system temp folder, removed with everything in it.
 class TempDir {
-public:
+  public:
     TempDir() {
         std::random_device entropy;
         const auto base = std::filesystem::temp_directory_path();
@@ -35,14 +34,14 @@ public:
 
     const std::filesystem::path& path() const { return path_; }
 
-private:
+  private:
     std::filesystem::path path_;
 };
 
 // Sets (or, with nullopt, unsets) an environment variable; the old value comes back
 // when the guard goes out of scope.
 class ScopedEnv {
-public:
+  public:
     ScopedEnv(std::string name, const std::optional<std::string>& value) : name_(std::move(name)) {
         if (const char* old = std::getenv(name_.c_str())) saved_ = old;
         apply(value);
@@ -51,7 +50,7 @@ public:
     ScopedEnv(const ScopedEnv&) = delete;
     ScopedEnv& operator=(const ScopedEnv&) = delete;
 
-private:
+  private:
     void apply(const std::optional<std::string>& value) {
         if (value) {
             ::setenv(name_.c_str(), value->c_str(), 1);

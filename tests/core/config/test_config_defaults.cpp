@@ -49,8 +49,8 @@ TEST_CASE("an empty file, or one with only comments, means the built-in default"
 
 TEST_CASE("every key of the shipped file has a comment right above it") {
     const std::string text = ferrox::test::read_file(FERROX_SHIPPED_CONFIG);
-    for (const std::string key : {"  paths:", "  order:", "  threads:", "  required:",
-                                  "  device:", "  vram_budget:", "  strict:", "  level:"}) {
+    for (const std::string key : {"  paths:", "  order:", "  threads:", "  required:", "  device:",
+                                  "  vram_budget:", "  strict:", "  level:"}) {
         INFO("key " << key);
         std::size_t at = text.find("\n" + key);
         REQUIRE(at != std::string::npos);

@@ -66,6 +66,10 @@ TEST_CASE("a value of the wrong type names the key, the expected type and what w
           "bad.yaml:2:12: cpu.threads must be an integer, got 'two'");
     CHECK(error_of("cpu:\n  threads: 2.5\n") ==
           "bad.yaml:2:12: cpu.threads must be an integer, got '2.5'");
+    CHECK(error_of("cpu:\n  threads: 0x10\n") ==
+          "bad.yaml:2:12: cpu.threads must be an integer, got '0x10'");
+    CHECK(error_of("cpu:\n  threads: +-1\n") ==
+          "bad.yaml:2:12: cpu.threads must be an integer, got '+-1'");
     CHECK(error_of("cpu:\n  threads: [1]\n") ==
           "bad.yaml:2:12: cpu.threads must be an integer, got a list");
     CHECK(error_of("cpu:\n  threads:\n") ==
@@ -187,7 +191,8 @@ TEST_CASE("files that cannot be read give an error naming the path") {
 
     const auto folder = ferrox::load_config_file(dir.path());
     REQUIRE_FALSE(folder.has_value());
-    CHECK(folder.error().message() == dir.path().string() + ": is a folder, not a configuration file");
+    CHECK(folder.error().message() ==
+          dir.path().string() + ": is a folder, not a configuration file");
 
     const auto file = dir.path() / "invalid.yaml";
     ferrox::test::write_file(file, "log:\n  level: loud\n");

@@ -77,7 +77,8 @@ TEST_CASE("random mutations of the shipped file never crash and errors carry a p
     const std::string shipped = ferrox::test::read_file(FERROX_SHIPPED_CONFIG);
     // FERROX_TEST_SEED=<n> replays a printed seed.
     const char* replay = std::getenv("FERROX_TEST_SEED");
-    const std::uint64_t seed = replay ? std::strtoull(replay, nullptr, 10) : std::random_device{}() | 1;
+    const std::uint64_t seed =
+        replay ? std::strtoull(replay, nullptr, 10) : std::random_device{}() | 1;
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
     std::size_t accepted = 0;

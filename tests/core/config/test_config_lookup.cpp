@@ -103,7 +103,7 @@ TEST_CASE("an empty FERROX_CONFIG counts as unset") {
     CHECK(loaded_level(ferrox::load_config(sandbox.search())) == "debug");
 }
 
-TEST_CASE("--config wins over FERROX_CONFIG and everything else") {
+TEST_CASE("the file named by --config wins over FERROX_CONFIG and everything else") {
     LookupSandbox sandbox;
     write_file(sandbox.user_file(), "log: {level: debug}\n");
     const fs::path from_env = sandbox.dir.path() / "env.yaml";

@@ -46,6 +46,15 @@ TEST_CASE("cpu and cuda options are validated and passed on as normalised string
     CHECK(cuda->options == Options{{"vram_budget", "8589934592"}, {"device", "3"}});
 }
 
+TEST_CASE("an integer may carry a sign or quotes and is passed on in plain decimal") {
+    for (const char* written : {"+2", "\"2\"", "'2'", "02"}) {
+        INFO("threads: " << written);
+        const ferrox::Config config = parse_ok(std::string("cpu:\n  threads: ") + written + "\n");
+        REQUIRE(config.backend("cpu") != nullptr);
+        CHECK(config.backend("cpu")->options == Options{{"threads", "2"}});
+    }
+}
+
 TEST_CASE("vram_budget accepts bytes and IEC sizes") {
     const std::vector<std::pair<std::string, std::string>> cases{
         {"0", "0"},
@@ -61,8 +70,7 @@ TEST_CASE("vram_budget accepts bytes and IEC sizes") {
         const ferrox::Config config =
             parse_ok("backends:\n  order: [cuda]\ncuda:\n  vram_budget: " + written + "\n");
         REQUIRE(config.backend("cuda") != nullptr);
-        CHECK(config.backend("cuda")->options ==
-              Options{{"vram_budget", bytes}, {"device", "0"}});
+        CHECK(config.backend("cuda")->options == Options{{"vram_budget", bytes}, {"device", "0"}});
     }
 }
 
@@ -103,8 +111,7 @@ TEST_CASE("registry.strict and log.level are read") {
 }
 
 TEST_CASE("empty sections keep every default") {
-    const ferrox::Config config =
-        parse_ok("plugins:\nbackends:\ncpu:\ncuda:\nregistry:\nlog:\n");
+    const ferrox::Config config = parse_ok("plugins:\nbackends:\ncpu:\ncuda:\nregistry:\nlog:\n");
     CHECK(config.backend_order == std::vector<std::string>{"cpu"});
     CHECK(config.plugin_paths.empty());
     REQUIRE(config.backend("cpu") != nullptr);
@@ -118,9 +125,9 @@ TEST_CASE("relative plugin paths are resolved against the config file's folder")
                              "plugins:\n  paths: [plugins, ../lib/extra, /opt/ferrox/plugins]\n");
     const auto config = ferrox::load_config_file(file);
     REQUIRE(config.has_value());
-    CHECK(config->plugin_paths == std::vector<std::filesystem::path>{
-                                      dir.path() / "etc" / "plugins", dir.path() / "lib" / "extra",
-                                      "/opt/ferrox/plugins"});
+    CHECK(config->plugin_paths == std::vector<std::filesystem::path>{dir.path() / "etc" / "plugins",
+                                                                     dir.path() / "lib" / "extra",
+                                                                     "/opt/ferrox/plugins"});
 }
 
 TEST_CASE("parse_config anchors relative plugin paths to the folder of its source name") {
