@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Fast install test (CI): builds the three .debs and checks their contents,
+# control fields and lintian verdict without installing anything.
+#
+#   packaging/test-debs.sh [BUILD_DIR]     (default build/deb-test)
+#
+# Reuses BUILD_DIR's packages when FERROX_REUSE_DEBS=1. Needs dpkg-dev (for
+# dpkg-shlibdeps) and lintian. FERROX_CUDA_ARCHS defaults to 80 here.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build/deb-test}
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+pass() { echo "ok:   $*"; }
+expect_eq() { # <what> <actual> <expected>
+    if [[ $2 == "$3" ]]; then pass "$1"; else fail "$1: got '$2', expected '$3'"; fi
+}
+step_start=$SECONDS
+step() { echo "== $* (t=$((SECONDS - step_start)) s)"; }
+
+step "build debs"
+if [[ ${FERROX_REUSE_DEBS:-0} != 1 ]]; then
+    FERROX_CUDA_ARCHS=${FERROX_CUDA_ARCHS:-80} "$root/packaging/build-debs.sh" "$build" >/dev/null
+fi
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt")
+release=$(sed -n 's/^FERROX_PACKAGE_RELEASE:[A-Z]*=//p' "$build/CMakeCache.txt")
+debver="$version-$release"
+pkgdir="$build/packages"
+deb() { echo "$pkgdir/${1}_${debver}_amd64.deb"; }
+for p in ferrox ferrox-cuda libferrox-dev; do
+    [[ -f $(deb $p) ]] && pass "built $(basename "$(deb $p)") ($(stat -c %s "$(deb $p)") bytes)" ||
+        fail "missing $(deb $p)"
+done
+((failures == 0)) || exit 1
+
+# files <pkg>: the package's paths, directories left out, "./" stripped.
+files() { dpkg-deb -c "$(deb "$1")" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./|/|' | sort; }
+has() { grep -qxF "$2" <<<"$1" && pass "$3 has $2" || fail "$3 lacks $2"; }
+lacks() { grep -qE "$2" <<<"$1" && fail "$3 must not have $2" || pass "$3 has no $2"; }
+field() { dpkg-deb -f "$(deb "$1")" "$2"; }
+multiarch=/usr/lib/x86_64-linux-gnu
+plugins=$multiarch/ferrox/plugins
+
+step "ferrox contents and control"
+f=$(files ferrox)
+for path in /usr/bin/ferrox $multiarch/libferrox_core.so.${version%%.*} \
+    $multiarch/libferrox_core.so.$version $plugins/libferrox_cpu.so /etc/ferrox/ferrox.yaml \
+    /usr/share/man/man1/ferrox.1.gz /usr/share/doc/ferrox/copyright \
+    /usr/share/doc/ferrox/changelog.Debian.gz; do has "$f" "$path" ferrox; done
+lacks "$f" 'libferrox_cuda|/include/|libferrox_core\.so$|/cmake/|\.pc$' ferrox
+expect_eq "ferrox conffiles" "$(dpkg-deb --info "$(deb ferrox)" conffiles)" "/etc/ferrox/ferrox.yaml"
+expect_eq "ferrox Version" "$(field ferrox Version)" "$debver"
+expect_eq "ferrox Suggests" "$(field ferrox Suggests)" "ferrox-cuda"
+depends=$(field ferrox Depends)
+for lib in libc6 libstdc++6 libyaml-cpp0.7 libspdlog1.10-fmt9 libfmt9; do
+    tr ',' '\n' <<<"$depends" | sed 's/^ *//; s/ .*//' | grep -qxF "$lib" && pass "ferrox Depends has $lib" ||
+        fail "ferrox Depends lacks $lib: $depends"
+done
+grep -q cuda <<<"$depends" && fail "ferrox Depends mentions cuda: $depends" || pass "ferrox Depends has no cuda"
+dpkg-deb --info "$(deb ferrox)" shlibs | grep -qx "libferrox_core $((${version%%.*})) ferrox (= $debver)" &&
+    pass "ferrox shlibs" || fail "ferrox shlibs: $(dpkg-deb --info "$(deb ferrox)" shlibs)"
+dpkg-deb --info "$(deb ferrox)" triggers | grep -q ldconfig && pass "ferrox ldconfig trigger" ||
+    fail "ferrox has no ldconfig trigger"
+
+step "ferrox-cuda contents and control"
+c=$(files ferrox-cuda)
+expect_eq "ferrox-cuda files" "$(grep -v '^/usr/share/doc/ferrox-cuda/' <<<"$c")" "$plugins/libferrox_cuda.so"
+shared=$(comm -12 <(echo "$f") <(echo "$c"))
+expect_eq "files shared by ferrox and ferrox-cuda" "$shared" ""
+expect_eq "ferrox-cuda Recommends" "$(field ferrox-cuda Recommends)" "libcuda1 (>= 580) | libcuda.so.1"
+cuda_depends=$(field ferrox-cuda Depends)
+grep -qF "ferrox (= $debver)" <<<"$cuda_depends" && pass "ferrox-cuda Depends has ferrox (= $debver)" ||
+    fail "ferrox-cuda Depends: $cuda_depends"
+# Besides ferrox, only what dpkg-shlibdeps finds: glibc and the GCC runtime.
+others=$(tr ',' '\n' <<<"$cuda_depends" | sed 's/^ *//' | grep -vE '^(ferrox|libc6|libgcc-s1|libstdc\+\+6)( |$)' || true)
+expect_eq "ferrox-cuda Depends beyond ferrox/glibc/gcc runtime" "$others" ""
+
+step "libferrox-dev contents and control"
+d=$(files libferrox-dev)
+for path in /usr/include/ferrox/backend_abi.h /usr/include/ferrox/expected.h \
+    $multiarch/libferrox_core.so $multiarch/pkgconfig/ferrox.pc \
+    $multiarch/cmake/ferrox/ferroxConfig.cmake $multiarch/cmake/ferrox/ferroxConfigVersion.cmake \
+    $multiarch/cmake/ferrox/ferroxTargets.cmake /usr/share/doc/libferrox-dev/copyright; do
+    has "$d" "$path" libferrox-dev
+done
+expect_eq "libferrox-dev Depends" "$(field libferrox-dev Depends)" "ferrox (= $debver), libspdlog-dev, libfmt-dev"
+all=$( (echo "$f"; echo "$c"; echo "$d") | sort | uniq -d)
+expect_eq "files shared by any two packages" "$all" ""
+
+step "ELF checks"
+x=$(mktemp -d)
+trap 'rm -rf "$x"' EXIT
+dpkg-deb -x "$(deb ferrox)" "$x"
+dpkg-deb -x "$(deb ferrox-cuda)" "$x"
+for elf in "$x/usr/bin/ferrox" "$x$multiarch/libferrox_core.so.$version" "$x$plugins"/*.so; do
+    name=${elf#"$x"}
+    readelf -d "$elf" | grep -qE 'R(UN)?PATH' && fail "$name has an RPATH" || pass "$name has no RPATH"
+    readelf -S "$elf" | grep -q '\.debug_info' && fail "$name is not stripped" || pass "$name is stripped"
+done
+readelf -d "$x$plugins/libferrox_cuda.so" | grep NEEDED | grep -qi cuda &&
+    fail "libferrox_cuda.so links a CUDA library dynamically" || pass "libferrox_cuda.so NEEDS no CUDA library"
+
+step "lintian"
+lintian_out=$(lintian --fail-on none --display-info "$(deb ferrox)" "$(deb ferrox-cuda)" "$(deb libferrox-dev)" 2>&1 || true)
+echo "$lintian_out" | sed 's/^/  lintian: /'
+errors=$(grep -c '^E:' <<<"$lintian_out" || true)
+expect_eq "lintian errors" "$errors" "0"
+
+step "done"
+echo "test-debs: $failures failure(s)"
+((failures == 0))
