@@ -9,7 +9,7 @@ cache="${FERROX_CACHE_DIR:-$HOME/.cache/ferrox}"
 sdist_dir="$cache/sdist"
 vocab_dir="$cache/vocab"
 sdist="$sdist_dir/llama_cpp_python-$version.tar.gz"
-vocabs=(llama-spm llama-bpe qwen2 gpt-2 phi-3 gemma-4)
+vocabs=(llama-spm llama-bpe qwen2 gpt-2 phi-3)
 
 missing=0
 for v in "${vocabs[@]}"; do

@@ -29,7 +29,11 @@ stamp "asan tests done"
 bash ci/fuzz.sh "${FERROX_FUZZ_SECONDS:-60}"
 stamp "fuzzing done"
 
-if [ -x packaging/test-debs.sh ]; then
-  bash packaging/test-debs.sh
-  stamp "packaging checks done"
+# Debian packages: build, contents, control fields, lintian. The install test in a
+# debootstrapped root (packaging/test-install-chroot.sh) runs when FERROX_CI_CHROOT=1.
+FERROX_CUDA_ARCHS=80 bash packaging/test-debs.sh build/deb-test
+stamp "packaging checks done"
+if [ "${FERROX_CI_CHROOT:-0}" = 1 ]; then
+  FERROX_CUDA_ARCHS=80 bash packaging/test-install-chroot.sh build/chroot-test
+  stamp "chroot install test done"
 fi
