@@ -1,0 +1,92 @@
+// Text <-> token ids for the two tokenizer families GGUF files carry:
+// "llama" (SentencePiece: score-ranked bigram merges, byte fallback) and
+// "gpt2" (byte-level BPE: ranked merges after a regex pre-tokenizer).
+// Behaviour follows llama.cpp's tokenizers token for token; the parity tests in
+// tests/parity/ compare the two on the same GGUF files.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferrox/api.h"
+#include "ferrox/expected.h"
+
+namespace ferrox {
+
+namespace gguf {
+class File;
+}
+
+namespace tokenizer_detail {
+class Vocab;
+}
+
+// tokenizer.ggml.token_type values.
+enum class TokenType : int32_t {
+    undefined = 0,
+    normal = 1,
+    unknown = 2,
+    control = 3,
+    user_defined = 4,
+    unused = 5,
+    byte = 6,
+};
+
+// Everything a tokenizer is built from: what from_gguf reads out of the
+// tokenizer.ggml.* keys, or what a test writes by hand. Absent optionals take
+// the per-model defaults llama.cpp uses.
+struct FERROX_API VocabSpec {
+    std::string model;  // "llama" or "gpt2"
+    std::string pre;    // pre-tokenizer name ("gpt2" models only): qwen2, llama-bpe, ...
+    std::vector<std::string> tokens;
+    std::vector<float> scores;        // "llama": merge priority; empty = all 0
+    std::vector<TokenType> types;     // empty = all normal
+    std::vector<std::string> merges;  // "gpt2": "left right", rank = position
+    std::optional<int32_t> bos, eos, unk, eot, eom;
+    std::optional<bool> add_bos, add_eos, add_space_prefix;
+    // general.name: Phi-3 models strip the whitespace that follows most of
+    // their special tokens (matched case-insensitively on "phi-3" / "phi3").
+    std::string model_name;
+};
+
+class FERROX_API Tokenizer {
+  public:
+    // Refuses an unknown tokenizer.ggml.model / tokenizer.ggml.pre, naming key and value.
+    static Expected<std::unique_ptr<Tokenizer>> from_gguf(const gguf::File& file);
+    static Expected<std::unique_ptr<Tokenizer>> from_spec(VocabSpec spec);
+
+    virtual ~Tokenizer();
+    Tokenizer(const Tokenizer&) = delete;
+    Tokenizer& operator=(const Tokenizer&) = delete;
+
+    // add_special: prepend BOS / append EOS as the metadata says.
+    // parse_special: "<start_of_turn>" in the text becomes that control token
+    // (user-defined tokens are matched either way, as in HF and llama.cpp).
+    virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
+                                        bool parse_special) const = 0;
+    // The bytes a token stands for ("▁" -> " ", <0x0A> -> "\n"); control,
+    // unknown and unused tokens give "". An id out of range gives "".
+    virtual std::string token_to_piece(int32_t id) const = 0;
+    std::string decode(std::span<const int32_t> ids) const;
+
+    int32_t bos() const;  // -1 when the vocabulary has none
+    int32_t eos() const;  // -1 when the vocabulary has none
+    // eos, eot, eom, and control tokens such as "<end_of_turn>" / "<|im_end|>".
+    bool is_end_of_generation(int32_t id) const;
+    size_t vocab_size() const;
+    std::optional<int32_t> find_token(std::string_view text) const;
+
+  protected:
+    explicit Tokenizer(std::unique_ptr<const tokenizer_detail::Vocab> vocab);
+    const tokenizer_detail::Vocab& vocab() const { return *vocab_; }
+
+  private:
+    std::unique_ptr<const tokenizer_detail::Vocab> vocab_;
+};
+
+}  // namespace ferrox

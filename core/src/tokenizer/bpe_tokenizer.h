@@ -1,0 +1,32 @@
+// tokenizer.ggml.model = "gpt2": byte-level BPE. The pre-tokenizer splits the
+// text into words; each word's bytes are spelled in GPT-2's byte alphabet and
+// merged by rank (tokenizer.ggml.merges order, lowest first, leftmost on ties).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "ferrox/tokenizer/tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/vocab.h"
+
+namespace ferrox::tokenizer_detail {
+
+class BpeTokenizer final : public Tokenizer {
+  public:
+    BpeTokenizer(std::unique_ptr<const Vocab> vocab, PreTokenizerInfo pre,
+                 std::span<const std::string> merges);
+    std::vector<int32_t> encode(std::string_view text, bool add_special,
+                                bool parse_special) const override;
+    std::string token_to_piece(int32_t id) const override;
+
+  private:
+    void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+    std::optional<int32_t> merge_rank(std::string_view left, std::string_view right) const;
+
+    PreTokenizerInfo pre_;
+    std::unordered_map<std::string, int32_t> ranks_;  // key: see merge_key()
+};
+
+}  // namespace ferrox::tokenizer_detail

@@ -1,0 +1,98 @@
+// Tokenizer::from_gguf: reads the tokenizer.ggml.* keys into a VocabSpec.
+#include "ferrox/gguf/file.h"
+#include "ferrox/tokenizer/tokenizer.h"
+
+namespace ferrox {
+namespace {
+
+Error in_file(const gguf::File& file, const Error& error) {
+    return make_error("{}: {}", file.path().string(), error.message());
+}
+
+// An optional token id key; absent -> nullopt. A negative id means "none".
+Expected<std::optional<int32_t>> optional_id(const gguf::File& file, std::string_view key) {
+    if (file.find(key) == nullptr) return std::optional<int32_t>();
+    auto id = file.get_i64(key);
+    if (!id) return id.error();
+    if (*id < 0 || *id > INT32_MAX) return std::optional<int32_t>();
+    return std::optional<int32_t>(static_cast<int32_t>(*id));
+}
+
+Expected<std::optional<bool>> optional_bool(const gguf::File& file, std::string_view key) {
+    if (file.find(key) == nullptr) return std::optional<bool>();
+    auto value = file.get_bool(key);
+    if (!value) return value.error();
+    return std::optional<bool>(*value);
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file) {
+    VocabSpec spec;
+    auto model = file.get_string("tokenizer.ggml.model");
+    if (!model) return model.error();
+    spec.model = *model;
+    if (spec.model != "llama" && spec.model != "gpt2")
+        return make_error("{}: unknown tokenizer.ggml.model '{}' (known: llama, gpt2)",
+                          file.path().string(), spec.model);
+    auto pre = file.get_string_or("tokenizer.ggml.pre", "");
+    if (!pre) return pre.error();
+    spec.pre = *pre;
+
+    auto name = file.get_string_or("general.name", "");
+    if (!name) return name.error();
+    spec.model_name = *name;
+
+    auto tokens = file.get_string_array("tokenizer.ggml.tokens");
+    if (!tokens) return tokens.error();
+    spec.tokens = std::move(*tokens);
+    if (file.find("tokenizer.ggml.scores")) {
+        auto scores = file.get_f32_array("tokenizer.ggml.scores");
+        if (!scores) return scores.error();
+        spec.scores = std::move(*scores);
+    }
+    if (file.find("tokenizer.ggml.token_type")) {
+        auto types = file.get_i32_array("tokenizer.ggml.token_type");
+        if (!types) return types.error();
+        spec.types.reserve(types->size());
+        for (const int32_t t : *types)
+            spec.types.push_back(t >= 0 && t <= 6 ? static_cast<TokenType>(t)
+                                                  : TokenType::undefined);
+    }
+    if (spec.model == "gpt2") {
+        auto merges = file.get_string_array("tokenizer.ggml.merges");
+        if (!merges) return merges.error();
+        spec.merges = std::move(*merges);
+    }
+
+    struct IdKey {
+        std::optional<int32_t>* target;
+        std::string_view key;
+    };
+    for (const IdKey& k : {IdKey{&spec.bos, "tokenizer.ggml.bos_token_id"},
+                           IdKey{&spec.eos, "tokenizer.ggml.eos_token_id"},
+                           IdKey{&spec.unk, "tokenizer.ggml.unknown_token_id"},
+                           IdKey{&spec.eot, "tokenizer.ggml.eot_token_id"},
+                           IdKey{&spec.eom, "tokenizer.ggml.eom_token_id"}}) {
+        auto id = optional_id(file, k.key);
+        if (!id) return id.error();
+        *k.target = *id;
+    }
+    struct BoolKey {
+        std::optional<bool>* target;
+        std::string_view key;
+    };
+    for (const BoolKey& k : {BoolKey{&spec.add_bos, "tokenizer.ggml.add_bos_token"},
+                             BoolKey{&spec.add_eos, "tokenizer.ggml.add_eos_token"},
+                             BoolKey{&spec.add_space_prefix, "tokenizer.ggml.add_space_prefix"}}) {
+        auto value = optional_bool(file, k.key);
+        if (!value) return value.error();
+        *k.target = *value;
+    }
+
+    auto tokenizer = from_spec(std::move(spec));
+    if (!tokenizer) return in_file(file, tokenizer.error());
+    return tokenizer;
+}
+
+}  // namespace ferrox

@@ -1,0 +1,167 @@
+#include "tokenizer/spm_tokenizer.h"
+
+#include <cstdio>
+#include <queue>
+
+#include "tokenizer/special_split.h"
+#include "tokenizer/unicode.h"
+
+namespace ferrox::tokenizer_detail {
+namespace {
+
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
+
+std::string escape_spaces(std::string_view text) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 4);
+    for (const char c : text) {
+        if (c == ' ') {
+            out += kSpaceMark;
+        } else {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+struct Symbol {
+    size_t start, length;  // length 0: merged into its left neighbour
+    int prev, next;
+};
+
+struct Bigram {
+    int left, right;
+    float score;
+    size_t length;  // of the merged text, to spot bigrams made stale by other merges
+};
+
+// Highest score first; on a tie the leftmost pair.
+struct LowerPriority {
+    bool operator()(const Bigram& a, const Bigram& b) const {
+        return a.score < b.score || (a.score == b.score && a.left > b.left);
+    }
+};
+
+}  // namespace
+
+SpmTokenizer::SpmTokenizer(std::unique_ptr<const Vocab> vocab) : Tokenizer(std::move(vocab)) {}
+
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_special,
+                                          bool parse_special) const {
+    const Vocab& v = vocab();
+    std::vector<int32_t> out;
+    if (add_special && v.add_bos && v.bos != kNoToken) out.push_back(v.bos);
+    // SentencePiece's dummy prefix: a space before text that starts the input
+    // or follows a special token, so "Hello" at the start encodes as " Hello".
+    bool after_special = true;
+    for (const Fragment& f : split_special(v, text, parse_special)) {
+        if (f.token != kNoToken) {
+            out.push_back(f.token);
+            after_special = true;
+            continue;
+        }
+        std::string raw = (v.add_space_prefix && after_special) ? " " : "";
+        raw += f.text;
+        encode_piece(escape_spaces(raw), out);
+        after_special = false;
+    }
+    if (add_special && v.add_eos && v.eos != kNoToken) out.push_back(v.eos);
+    return out;
+}
+
+void SpmTokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out) const {
+    const Vocab& v = vocab();
+    std::vector<Symbol> symbols;
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t length =
+            std::min(utf8_sequence_length(static_cast<uint8_t>(text[pos])), text.size() - pos);
+        const int index = static_cast<int>(symbols.size());
+        symbols.push_back({pos, length, index - 1, pos + length == text.size() ? -1 : index + 1});
+        pos += length;
+    }
+
+    std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
+    const auto symbol_text = [&](const Symbol& s) { return text.substr(s.start, s.length); };
+    const auto try_pair = [&](int left, int right) {
+        if (left < 0 || right < 0) return;
+        const Symbol& l = symbols[static_cast<size_t>(left)];
+        const Symbol& r = symbols[static_cast<size_t>(right)];
+        const std::string_view merged = text.substr(l.start, l.length + r.length);
+        if (const auto id = v.find(merged)) queue.push({left, right, v.score(*id), merged.size()});
+    };
+    for (size_t i = 1; i < symbols.size(); ++i)
+        try_pair(static_cast<int>(i - 1), static_cast<int>(i));
+
+    while (!queue.empty()) {
+        const Bigram top = queue.top();
+        queue.pop();
+        Symbol& left = symbols[static_cast<size_t>(top.left)];
+        Symbol& right = symbols[static_cast<size_t>(top.right)];
+        if (left.length == 0 || right.length == 0 || left.length + right.length != top.length)
+            continue;
+        left.length += right.length;
+        right.length = 0;
+        left.next = right.next;
+        if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = top.left;
+        try_pair(left.prev, top.left);
+        try_pair(top.left, left.next);
+    }
+
+    for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
+        const std::string_view piece = symbol_text(symbols[static_cast<size_t>(i)]);
+        if (const auto id = v.find(piece)) {
+            out.push_back(*id);
+        } else {
+            push_bytes(piece, out);
+        }
+    }
+}
+
+void SpmTokenizer::push_bytes(std::string_view bytes, std::vector<int32_t>& out) const {
+    const Vocab& v = vocab();
+    for (const char c : bytes) {
+        const auto byte = static_cast<unsigned>(static_cast<uint8_t>(c));
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", byte);
+        if (auto id = v.find(name)) {
+            out.push_back(*id);
+        } else if (auto plain = v.find(std::string_view(&c, 1))) {
+            out.push_back(*plain);
+        } else if (v.unk != kNoToken) {
+            out.push_back(v.unk);
+        }
+    }
+}
+
+std::string SpmTokenizer::token_to_piece(int32_t id) const {
+    const Vocab& v = vocab();
+    if (!v.valid(id)) return {};
+    const std::string& text = v.text(id);
+    switch (v.type(id)) {
+        case TokenType::user_defined:
+            return text;
+        case TokenType::normal: {
+            std::string out;
+            out.reserve(text.size());
+            for (size_t pos = 0; pos < text.size();) {
+                if (std::string_view(text).substr(pos, kSpaceMark.size()) == kSpaceMark) {
+                    out.push_back(' ');
+                    pos += kSpaceMark.size();
+                } else {
+                    out.push_back(text[pos++]);
+                }
+            }
+            return out;
+        }
+        case TokenType::byte: {
+            unsigned value = 0;
+            if (text.size() == 6 && std::sscanf(text.c_str(), "<0x%02X>", &value) == 1)
+                return std::string(1, static_cast<char>(static_cast<uint8_t>(value)));
+            return {};
+        }
+        default:  // control, unknown, unused, undefined
+            return {};
+    }
+}
+
+}  // namespace ferrox::tokenizer_detail

@@ -1,0 +1,61 @@
+#include "ferrox/tokenizer/tokenizer.h"
+
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/vocab.h"
+
+namespace ferrox {
+
+using tokenizer_detail::kNoToken;
+using tokenizer_detail::Vocab;
+
+Tokenizer::Tokenizer(std::unique_ptr<const Vocab> vocab) : vocab_(std::move(vocab)) {}
+Tokenizer::~Tokenizer() = default;
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+    std::string out;
+    for (const int32_t id : ids) out += token_to_piece(id);
+    return out;
+}
+
+int32_t Tokenizer::bos() const { return vocab_->bos; }
+int32_t Tokenizer::eos() const { return vocab_->eos; }
+bool Tokenizer::is_end_of_generation(int32_t id) const { return vocab_->is_end_of_generation(id); }
+size_t Tokenizer::vocab_size() const { return vocab_->size(); }
+std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
+    return vocab_->find(text);
+}
+
+Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(VocabSpec spec) {
+    const bool spm = spec.model == "llama";
+    if (!spm && spec.model != "gpt2")
+        return make_error("unknown tokenizer.ggml.model '{}' (known: llama, gpt2)", spec.model);
+
+    tokenizer_detail::PreTokenizerInfo pre{tokenizer_detail::PreTokenizer::standard, false, false};
+    if (!spm) {
+        auto named = tokenizer_detail::pre_tokenizer_named(spec.pre);
+        if (!named) return named.error();
+        pre = *named;
+    }
+
+    auto vocab = Vocab::build(spec);
+    if (!vocab) return vocab.error();
+    auto owned = std::make_unique<Vocab>(std::move(*vocab));
+    // Defaults as in llama.cpp: SentencePiece models add BOS and a dummy-prefix
+    // space; byte-level BPE adds BOS only for the llama3 family.
+    owned->add_bos = spec.add_bos.value_or(spm || pre.add_bos);
+    owned->add_eos = spec.add_eos.value_or(false);
+    owned->add_space_prefix = spm && spec.add_space_prefix.value_or(true);
+    if (owned->add_bos && owned->bos == kNoToken)
+        return make_error("tokenizer: add_bos_token is set but the vocabulary has no BOS token");
+    if (owned->add_eos && owned->eos == kNoToken)
+        return make_error("tokenizer: add_eos_token is set but the vocabulary has no EOS token");
+
+    if (spm)
+        return std::unique_ptr<Tokenizer>(
+            std::make_unique<tokenizer_detail::SpmTokenizer>(std::move(owned)));
+    return std::unique_ptr<Tokenizer>(
+        std::make_unique<tokenizer_detail::BpeTokenizer>(std::move(owned), pre, spec.merges));
+}
+
+}  // namespace ferrox

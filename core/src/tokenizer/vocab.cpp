@@ -1,0 +1,128 @@
+#include "tokenizer/vocab.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+namespace ferrox::tokenizer_detail {
+namespace {
+
+// Texts that end a turn in some model family. Like llama.cpp we treat them as
+// end-of-generation control tokens even where a converter typed them normal.
+constexpr std::array<std::string_view, 22> kEndOfGenerationTexts = {
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\uFF5Cend\u2581of\u2581sentence\uFF5C>",
+    "[e~["};
+
+}  // namespace
+
+std::optional<int32_t> Vocab::find(std::string_view text) const {
+    const auto it = ids_.find(std::string(text));
+    if (it == ids_.end()) return std::nullopt;
+    return it->second;
+}
+
+Expected<Vocab> Vocab::build(const VocabSpec& spec) {
+    Vocab vocab;
+    const size_t n = spec.tokens.size();
+    if (n == 0) return make_error("tokenizer: the vocabulary is empty");
+    if (n > static_cast<size_t>(INT32_MAX))
+        return make_error("tokenizer: {} tokens is too many", n);
+    if (!spec.scores.empty() && spec.scores.size() != n)
+        return make_error("tokenizer: {} scores for {} tokens", spec.scores.size(), n);
+    if (!spec.types.empty() && spec.types.size() != n)
+        return make_error("tokenizer: {} token types for {} tokens", spec.types.size(), n);
+
+    vocab.texts_ = spec.tokens;
+    vocab.scores_ = spec.scores.empty() ? std::vector<float>(n, 0.0f) : spec.scores;
+    vocab.types_ = spec.types.empty() ? std::vector<TokenType>(n, TokenType::normal) : spec.types;
+    vocab.ids_.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        // A repeated text maps to its last id, as in llama.cpp.
+        vocab.ids_[vocab.texts_[i]] = static_cast<int32_t>(i);
+    }
+
+    const bool spm = spec.model == "llama";
+    // Defaults for absent ids are llama.cpp's: SentencePiece's <unk>=0 <s>=1 </s>=2;
+    // GPT-2 style vocabularies have no such convention.
+    const auto pick = [&](const std::optional<int32_t>& given, int32_t spm_default,
+                          std::string_view what) -> Expected<int32_t> {
+        const int32_t id = given.value_or(spm ? spm_default : kNoToken);
+        if (id != kNoToken && !vocab.valid(id))
+            return make_error("tokenizer: {} id {} is outside the vocabulary of {} tokens", what,
+                              id, n);
+        return id;
+    };
+    auto bos = pick(spec.bos, 1, "BOS");
+    if (!bos) return bos.error();
+    auto eos = pick(spec.eos, 2, "EOS");
+    if (!eos) return eos.error();
+    auto unk = pick(spec.unk, 0, "unknown-token");
+    if (!unk) return unk.error();
+    vocab.bos = *bos;
+    vocab.eos = *eos;
+    vocab.unk = *unk;
+
+    for (const auto& extra : {spec.eot, spec.eom}) {
+        if (extra && vocab.valid(*extra)) vocab.end_of_generation_.insert(*extra);
+    }
+    if (vocab.eos != kNoToken) vocab.end_of_generation_.insert(vocab.eos);
+    for (std::string_view text : kEndOfGenerationTexts) {
+        if (auto id = vocab.find(text)) {
+            vocab.end_of_generation_.insert(*id);
+            auto& type = vocab.types_[static_cast<size_t>(*id)];
+            if (type != TokenType::control && type != TokenType::unknown) type = TokenType::control;
+        }
+    }
+    // Where "</s>" sits beside these markers it is an ordinary word (Gemma 4, PLaMo).
+    if (auto s_id = vocab.find("</s>")) {
+        if (vocab.find("<|tool_response>") || vocab.find("<|plamo:eos|>")) {
+            vocab.end_of_generation_.erase(*s_id);
+            vocab.types_[static_cast<size_t>(*s_id)] = TokenType::normal;
+        }
+    }
+
+    for (size_t i = 0; i < n; ++i) {
+        const TokenType t = vocab.types_[i];
+        if (t == TokenType::control || t == TokenType::user_defined || t == TokenType::unknown)
+            vocab.special_tokens_.push_back(static_cast<int32_t>(i));
+    }
+    std::stable_sort(
+        vocab.special_tokens_.begin(), vocab.special_tokens_.end(),
+        [&](int32_t a, int32_t b) { return vocab.text(a).size() > vocab.text(b).size(); });
+
+    // Phi-3's special tokens swallow the whitespace after them, except these.
+    std::string name = spec.model_name;
+    std::transform(name.begin(), name.end(), name.begin(), [](char c) {
+        return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    });
+    if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+        vocab.strip_right_.insert(vocab.special_tokens_.begin(), vocab.special_tokens_.end());
+        if (auto id = vocab.find("</s>")) vocab.strip_right_.insert(*id);
+        for (std::string_view keep : {"<unk>", "<s>", "<|endoftext|>"}) {
+            if (auto id = vocab.find(keep)) vocab.strip_right_.erase(*id);
+        }
+    }
+    return vocab;
+}
+
+}  // namespace ferrox::tokenizer_detail

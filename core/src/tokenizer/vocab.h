@@ -1,0 +1,54 @@
+// The vocabulary shared by both tokenizer families: token texts, scores,
+// attributes, the text -> id index, the special-token list and the
+// end-of-generation set, all settled once at construction.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ferrox/expected.h"
+#include "ferrox/tokenizer/tokenizer.h"
+
+namespace ferrox::tokenizer_detail {
+
+inline constexpr int32_t kNoToken = -1;
+
+class Vocab {
+  public:
+    // Checks sizes and ids; `spec.model` must already be known.
+    static Expected<Vocab> build(const VocabSpec& spec);
+
+    size_t size() const { return texts_.size(); }
+    const std::string& text(int32_t id) const { return texts_[static_cast<size_t>(id)]; }
+    float score(int32_t id) const { return scores_[static_cast<size_t>(id)]; }
+    TokenType type(int32_t id) const { return types_[static_cast<size_t>(id)]; }
+    bool valid(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < texts_.size(); }
+    std::optional<int32_t> find(std::string_view text) const;
+
+    // Control, user-defined and unknown tokens, longest text first: matched in
+    // the raw text before the model's own algorithm sees it.
+    const std::vector<int32_t>& special_tokens() const { return special_tokens_; }
+    bool is_end_of_generation(int32_t id) const { return end_of_generation_.count(id) != 0; }
+    // Whitespace after (rstrip) / before (lstrip) a matched special token is dropped.
+    bool strips_right(int32_t id) const { return strip_right_.count(id) != 0; }
+    bool strips_left(int32_t id) const { return strip_left_.count(id) != 0; }
+
+    int32_t bos = kNoToken, eos = kNoToken, unk = kNoToken;
+    bool add_bos = false, add_eos = false, add_space_prefix = false;
+
+  private:
+    std::vector<std::string> texts_;
+    std::vector<float> scores_;
+    std::vector<TokenType> types_;
+    std::unordered_map<std::string, int32_t> ids_;
+    std::vector<int32_t> special_tokens_;
+    std::unordered_set<int32_t> end_of_generation_;
+    std::unordered_set<int32_t> strip_right_, strip_left_;
+};
+
+}  // namespace ferrox::tokenizer_detail

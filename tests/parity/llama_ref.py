@@ -1,0 +1,172 @@
+"""Shared helpers for comparing ferrox with llama.cpp (through llama-cpp-python).
+
+Used by the tokenizer parity test and meant for later ones (logits, ...):
+  - where the test data lives (vocab GGUFs, the Gemma 3 270M model),
+  - the llama.cpp reference, loaded once per model and path,
+  - a driver for ferrox's JSON-lines test tools (e.g. ferrox_tokenize_tool).
+
+Nothing here imports llama_cpp at module import time: call require_llama_cpp()
+(which skips the calling pytest module when it is absent) before using it.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import pathlib
+import subprocess
+from typing import Any, Iterable, Sequence
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+CACHE_DIR = pathlib.Path(os.environ.get("FERROX_CACHE_DIR", pathlib.Path.home() / ".cache" / "ferrox"))
+SKIPPED_EXIT_CODE = 77  # ctest's SKIP_RETURN_CODE for the parity tests
+
+
+# ---- test data ---------------------------------------------------------------
+
+def vocab_dir() -> pathlib.Path:
+    """llama.cpp's vocab-only GGUFs with .inp/.out (ci/fetch_test_data.sh)."""
+    return pathlib.Path(os.environ.get("FERROX_VOCAB_DIR", CACHE_DIR / "vocab"))
+
+
+def vocab_path(name: str) -> pathlib.Path:
+    """ggml-vocab-NAME.gguf, e.g. vocab_path("llama-spm")."""
+    return vocab_dir() / f"ggml-vocab-{name}.gguf"
+
+
+def gemma3_path() -> pathlib.Path:
+    """The Gemma 3 270M Q4_K_M GGUF (see docs/tokenizers.md for how it is made)."""
+    return pathlib.Path(os.environ.get("FERROX_GEMMA3_GGUF", CACHE_DIR / "models" / "gemma-3-270m-q4_k_m.gguf"))
+
+
+def read_vocab_cases(path: pathlib.Path) -> list[bytes]:
+    """The test strings of PATH.inp (cases end with "\\n__ggml_vocab_test__\\n")."""
+    raw = pathlib.Path(str(path) + ".inp").read_bytes()
+    return raw.split(b"\n__ggml_vocab_test__\n")[:-1]
+
+
+def read_vocab_expected(path: pathlib.Path) -> list[list[int]]:
+    """The Hugging Face token ids of PATH.out, one line per case."""
+    lines = pathlib.Path(str(path) + ".out").read_text().split("\n")[:-1]
+    return [[int(t) for t in line.split()] for line in lines]
+
+
+# ---- the llama.cpp reference ---------------------------------------------------
+
+def require_llama_cpp():
+    """Imports llama_cpp, or skips the calling test module visibly."""
+    import pytest
+
+    return pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run ci/llama_cpp.sh)")
+
+
+@functools.lru_cache(maxsize=8)
+def load_reference(path: str, vocab_only: bool = True, **kwargs: Any):
+    """A llama_cpp.Llama for PATH, cached (loading a large vocab takes seconds)."""
+    import llama_cpp
+
+    return llama_cpp.Llama(model_path=path, vocab_only=vocab_only, verbose=False, **kwargs)
+
+
+class Reference:
+    """llama.cpp's tokenizer for one GGUF."""
+
+    def __init__(self, path: pathlib.Path):
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self.llm = load_reference(str(path))
+        self.vocab = self.llm._model.vocab
+
+    def encode(self, text: bytes, add_special: bool, parse_special: bool) -> list[int]:
+        return list(self.llm.tokenize(text, add_bos=add_special, special=parse_special))
+
+    def piece(self, token: int) -> bytes:
+        """The bytes llama.cpp prints for TOKEN (special=False: control tokens are empty)."""
+        import ctypes
+
+        size = 256
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self._lib.llama_token_to_piece(self.vocab, token, buf, size, 0, False)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n
+
+    def n_vocab(self) -> int:
+        return int(self._lib.llama_vocab_n_tokens(self.vocab))
+
+    def bos(self) -> int:
+        return int(self._lib.llama_vocab_bos(self.vocab))
+
+    def eos(self) -> int:
+        return int(self._lib.llama_vocab_eos(self.vocab))
+
+    def is_eog(self, token: int) -> bool:
+        return bool(self._lib.llama_vocab_is_eog(self.vocab, token))
+
+
+# ---- ferrox's test tools --------------------------------------------------------
+
+def find_tool(name: str, env_var: str) -> pathlib.Path | None:
+    """A ferrox test tool: $ENV_VAR, else the newest build/*/bin/NAME in the repo."""
+    if os.environ.get(env_var):
+        return pathlib.Path(os.environ[env_var])
+    candidates = sorted(REPO_ROOT.glob(f"build/*/bin/{name}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    return candidates[0] if candidates else None
+
+
+class JsonLinesTool:
+    """Runs a tool that answers one JSON line per JSON-line request on stdin."""
+
+    def __init__(self, command: Sequence[str]):
+        self._proc = subprocess.Popen(
+            list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    def ask(self, request: dict) -> dict:
+        return self.ask_many([request])[0]
+
+    def ask_many(self, requests: Iterable[dict]) -> list[dict]:
+        assert self._proc.stdin and self._proc.stdout
+        requests = list(requests)
+        replies = []
+        for request in requests:  # one at a time: the pipes stay small
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+            if not line:
+                err = self._proc.stderr.read() if self._proc.stderr else ""
+                raise RuntimeError(f"tool exited (rc={self._proc.poll()}): {err.strip()}")
+            reply = json.loads(line)
+            if "error" in reply:
+                raise RuntimeError(f"tool refused {request}: {reply['error']}")
+            replies.append(reply)
+        return replies
+
+    def close(self) -> None:
+        if self._proc.stdin:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=30)
+
+
+class FerroxTokenizer:
+    """ferrox's tokenizer for one GGUF, through ferrox_tokenize_tool."""
+
+    def __init__(self, tool: pathlib.Path, gguf: pathlib.Path):
+        self._tool = JsonLinesTool([str(tool), str(gguf)])
+
+    def encode(self, text: bytes, add_special: bool, parse_special: bool) -> list[int]:
+        reply = self._tool.ask(
+            {"op": "encode", "text_hex": text.hex(), "add_special": add_special, "parse_special": parse_special}
+        )
+        return reply["ids"]
+
+    def pieces(self, ids: Sequence[int]) -> list[bytes]:
+        return [bytes.fromhex(h) for h in self._tool.ask({"op": "pieces", "ids": list(ids)})["pieces_hex"]]
+
+    def info(self) -> dict:
+        return self._tool.ask({"op": "info"})
+
+    def close(self) -> None:
+        self._tool.close()

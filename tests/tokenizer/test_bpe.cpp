@@ -1,0 +1,87 @@
+// Byte-level BPE ("gpt2") tokenizer on hand-built vocabularies.
+#include "tokenizer_test_support.h"
+
+using ferrox::TokenType;
+using ferrox::VocabSpec;
+using ferrox::test::id_of;
+using ferrox::test::make_tokenizer;
+using Ids = std::vector<int32_t>;
+
+namespace {
+
+// "Ġ" is how GPT-2's byte alphabet spells the space byte (0x20 -> U+0120).
+constexpr const char* kG = "\xC4\xA0";
+
+VocabSpec bpe_vocab(std::vector<std::string> tokens, std::vector<std::string> merges,
+                    std::string pre = "gpt-2") {
+    VocabSpec spec;
+    spec.model = "gpt2";
+    spec.pre = std::move(pre);
+    spec.tokens = std::move(tokens);
+    spec.merges = std::move(merges);
+    spec.tokens.push_back("<|endoftext|>");
+    spec.types.assign(spec.tokens.size(), TokenType::normal);
+    spec.types.back() = TokenType::control;
+    spec.eos = static_cast<int32_t>(spec.tokens.size() - 1);
+    return spec;
+}
+
+}  // namespace
+
+TEST_CASE("bpe: the lowest-ranked merge applies first") {
+    auto bc_first = make_tokenizer(bpe_vocab({"a", "b", "c", "ab", "bc"}, {"b c", "a b"}));
+    CHECK(bc_first->encode("abc", false, false) ==
+          Ids{id_of(*bc_first, "a"), id_of(*bc_first, "bc")});
+    auto ab_first = make_tokenizer(bpe_vocab({"a", "b", "c", "ab", "bc"}, {"a b", "b c"}));
+    CHECK(ab_first->encode("abc", false, false) ==
+          Ids{id_of(*ab_first, "ab"), id_of(*ab_first, "c")});
+}
+
+TEST_CASE("bpe: spaces are spelled in the byte alphabet and stay with the next word") {
+    auto tok =
+        make_tokenizer(bpe_vocab({"a", "b", kG, std::string(kG) + "b"}, {std::string(kG) + " b"}));
+    CHECK(tok->encode("a b", false, false) ==
+          Ids{id_of(*tok, "a"), id_of(*tok, std::string(kG) + "b")});
+    CHECK(tok->token_to_piece(id_of(*tok, std::string(kG) + "b")) == " b");
+}
+
+TEST_CASE("bpe: non-ASCII bytes map to their byte-alphabet characters") {
+    // U+00E9 is C3 A9; both bytes are printable Latin-1 and stand for themselves.
+    auto tok = make_tokenizer(
+        bpe_vocab({"\xC3\x83", "\xC2\xA9", "\xC3\x83\xC2\xA9"}, {"\xC3\x83 \xC2\xA9"}));
+    CHECK(tok->encode("\xC3\xA9", false, false) == Ids{id_of(*tok, "\xC3\x83\xC2\xA9")});
+    CHECK(tok->decode(tok->encode("\xC3\xA9", false, false)) == "\xC3\xA9");
+    // Newline (0x0A) is moved to U+010A.
+    auto nl = make_tokenizer(bpe_vocab({"\xC4\x8A"}, {}));
+    CHECK(nl->encode("\n", false, false) == Ids{0});
+    CHECK(nl->token_to_piece(0) == "\n");
+}
+
+TEST_CASE("bpe: llama3 takes a word that is a whole token without merging") {
+    // No merge builds "abc", yet the word is one token.
+    auto spec = bpe_vocab({"a", "b", "c", "abc"}, {}, "llama-bpe");
+    spec.bos = 0;
+    auto tok = make_tokenizer(spec);
+    CHECK(tok->encode("abc", false, false) == Ids{id_of(*tok, "abc")});
+    auto gpt2 = make_tokenizer(bpe_vocab({"a", "b", "c", "abc"}, {}, "gpt-2"));
+    CHECK(gpt2->encode("abc", false, false) == Ids{0, 1, 2});
+}
+
+TEST_CASE("bpe: BOS is added by default only for the llama3 family") {
+    auto spec = bpe_vocab({"a"}, {}, "llama-bpe");
+    spec.bos = 0;
+    auto llama3 = make_tokenizer(spec);
+    CHECK(llama3->encode("a", true, false) == Ids{0, 0});
+    spec.pre = "qwen2";
+    auto qwen = make_tokenizer(spec);
+    CHECK(qwen->encode("a", true, false) == Ids{0});
+}
+
+TEST_CASE("bpe: control tokens are parsed only with parse_special and render as nothing") {
+    auto tok = make_tokenizer(bpe_vocab({"a", "<", "|", ">"}, {}));
+    const int32_t end = id_of(*tok, "<|endoftext|>");
+    CHECK(tok->encode("a<|endoftext|>", false, true) == Ids{0, end});
+    CHECK(tok->encode("a<|endoftext|>", false, false).size() > 2);
+    CHECK(tok->token_to_piece(end).empty());
+    CHECK(tok->is_end_of_generation(end));
+}
