@@ -11,7 +11,11 @@ stamp() { echo "== ci: $1 ($((SECONDS - started)) s)"; }
 
 bash ci/install-deps.sh
 stamp "dependencies ready"
-if [ -f ci/reference-data.sh ]; then bash ci/reference-data.sh; stamp "reference data ready"; fi
+# llama.cpp (llama-cpp-python, built once into ~/.cache/ferrox/wheels), its vocab test
+# files, and Gemma 3 270M: the independent references of the parity tests.
+bash ci/llama_cpp.sh
+bash ci/fetch-model.sh >/dev/null
+stamp "reference data ready"
 
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
