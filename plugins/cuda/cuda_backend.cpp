@@ -5,9 +5,12 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "capability_table.h"
+#include "capacity_plan.h"
 #include "ferrox/quant_kind.h"
 
 namespace ferrox::cuda {
@@ -27,7 +30,7 @@ bool in_bounds(uint64_t offset, uint64_t bytes, uint64_t size) {
 
 CudaBackend::CudaBackend(ConstructionKey, const HostLog& log, const CudaOptions& options,
                          const DeviceDescription& device)
-    : log_(log), device_(device), budget_(options.vram_budget) {}
+    : log_(log), device_(device), budget_(options.vram_budget.value_or(0)) {}
 
 CudaBackend::~CudaBackend() {
     // Owners free in reverse order; make the device current so they free on it.
@@ -90,12 +93,15 @@ Status CudaBackend::device_info(uint32_t device, ferrox_device_info* out) const 
     return Status::ok();
 }
 
-Status CudaBackend::reserve(uint64_t bytes, const char* what) {
-    if (budget_ && (bytes > *budget_ || resident_bytes_ > *budget_ - bytes))
-        return Status::fail(FERROX_ERR_OUT_OF_MEMORY,
-                            fmt::format("cuda: {} of {} bytes would exceed vram_budget={} ({} "
-                                        "bytes already resident)",
-                                        what, bytes, *budget_, resident_bytes_));
+Status CudaBackend::reserve(uint64_t bytes, std::string_view what) {
+    // Free memory now, not at create: other processes and backends share it.
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    if (const cudaError_t error = cudaMemGetInfo(&free_bytes, &total_bytes); error != cudaSuccess)
+        return cuda_failure(error, "cudaMemGetInfo");
+    const PlacementRequest request{what, bytes, resident_bytes_, budget_};
+    if (auto refusal = refuse_placement(request, DeviceMemory{free_bytes, total_bytes}))
+        return Status::fail(FERROX_ERR_OUT_OF_MEMORY, std::move(*refusal));
     resident_bytes_ += bytes;
     return Status::ok();
 }
@@ -105,7 +111,7 @@ Status CudaBackend::buffer_alloc(uint64_t bytes, ferrox_buffer** out) {
         return Status::fail(FERROX_ERR_INVALID_ARGUMENT, "cuda: buffer_alloc: null output");
     const std::lock_guard lock(mutex_);
     if (Status current = make_current(); !current.is_ok()) return current;
-    if (Status budget = reserve(bytes, "buffer"); !budget.is_ok()) return budget;
+    if (Status budget = reserve(bytes, "a buffer"); !budget.is_ok()) return budget;
     auto buffer = std::make_unique<ferrox_buffer>();
     cudaError_t error = cudaSuccess;
     buffer->memory = allocate_device(bytes, error);
@@ -223,7 +229,10 @@ Status CudaBackend::weight_prepare(const ferrox_weight_desc* desc, ferrox_weight
 
     const std::lock_guard lock(mutex_);
     if (Status current = make_current(); !current.is_ok()) return current;
-    if (Status budget = reserve(*bytes, "weight"); !budget.is_ok()) return budget;
+    if (Status budget = reserve(
+            *bytes, fmt::format("a {} x {} {} weight", desc->rows, desc->cols, kind_name(kind)));
+        !budget.is_ok())
+        return budget;
     // Always a private device copy, even when `borrow` says the host bytes
     // outlive the handle: decode streams every weight each token, and from
     // mapped host memory that stream would cross PCIe every time.

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
+#include <string_view>
 
 #include "device_memory.h"
 #include "device_probe.h"
@@ -78,7 +78,9 @@ class CudaBackend {
 
   private:
     Status make_current() const;
-    Status reserve(uint64_t bytes, const char* what);  // against vram_budget
+    // Counts `bytes` as resident, or refuses (out of memory, with the
+    // arithmetic) when they exceed vram_budget or the free device memory.
+    Status reserve(uint64_t bytes, std::string_view what);
     Status ensure_scratch(uint64_t x_floats, uint64_t y_floats);
     // Activations up, `launch` on the stream, results down, then wait.
     template <class Launch>
@@ -86,7 +88,7 @@ class CudaBackend {
 
     HostLog log_;
     DeviceDescription device_;
-    std::optional<uint64_t> budget_;
+    uint64_t budget_ = 0;  // vram_budget; 0 = no cap but free memory
     ferrox_backend table_{};
 
     std::mutex mutex_;             // guards everything below

@@ -14,7 +14,7 @@ namespace ferrox::cuda {
 
 struct CudaOptions {
     int device = 0;                         // "device": CUDA device ordinal
-    std::optional<uint64_t> vram_budget;    // "vram_budget": bytes of weights + buffers
+    std::optional<uint64_t> vram_budget;    // "vram_budget": bytes of weights + buffers; 0 = no cap
     std::vector<std::string> unknown_keys;  // reported as warnings, not errors
 };
 

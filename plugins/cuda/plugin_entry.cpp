@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "capability_table.h"
+#include "capacity_plan.h"
 #include "cuda_backend.h"
 #include "device_probe.h"
 #include "ferrox/backend_abi.h"
@@ -195,8 +196,8 @@ Status create_backend(const ferrox_host* host, std::span<const ferrox_option> op
     const DeviceDescription& device = probe.device;
     log.info(fmt::format("cuda: device {} {} (sm_{}{}, {} MiB){}", device.ordinal, device.name,
                          device.compute_major, device.compute_minor, device.memory_total >> 20,
-                         parsed->vram_budget
-                             ? fmt::format(", vram_budget {} MiB", *parsed->vram_budget >> 20)
+                         parsed->vram_budget.value_or(0) != 0
+                             ? fmt::format(", vram_budget {}", format_bytes(*parsed->vram_budget))
                              : std::string()));
     *out = &backend.release()->table();  // owned by the core until destroy
     return Status::ok();

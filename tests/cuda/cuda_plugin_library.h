@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -11,7 +12,11 @@
 
 namespace ferrox::test {
 
+// $FERROX_CUDA_PLUGIN, when set, names the file instead: a prebuilt bundle
+// carried to a GPU machine (ci/gpu-check.sh) has no build folder.
 inline std::string cuda_plugin_path() {
+    if (const char* path = std::getenv("FERROX_CUDA_PLUGIN"); path != nullptr && *path != '\0')
+        return path;
     return std::string(FERROX_PLUGIN_BUILD_DIR) + "/libferrox_cuda.so";
 }
 
