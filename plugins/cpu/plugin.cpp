@@ -3,6 +3,7 @@
 #include <sys/sysinfo.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -11,8 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_isa.h"
 #include "ferrox/backend_abi.h"
 #include "ferrox/quant_kind.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/products.h"
 #include "thread_pool.h"
@@ -38,6 +41,8 @@ struct CpuBackend {
     ferrox_host host{};
     std::unique_ptr<ThreadPool> pool;
     std::string cpu_name;
+    Isa isa = Isa::Portable;
+    const IsaKernels* kernels = nullptr;
 };
 
 CpuBackend& self(const ferrox_backend* b) { return *static_cast<CpuBackend*>(b->self); }
@@ -68,7 +73,8 @@ std::string read_cpu_name() {
     for (std::string line; std::getline(in, line);)
         if (line.rfind("model name", 0) == 0) {
             const size_t colon = line.find(':');
-            if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+            if (colon != std::string::npos && colon + 2 <= line.size())
+                return line.substr(colon + 2);
         }
     return "CPU";
 }
@@ -93,7 +99,7 @@ ferrox_status device_info(const ferrox_backend* b, uint32_t device, ferrox_devic
     return guarded(error, [&] {
         out->type = FERROX_DEVICE_CPU;
         const std::string name = self(b).cpu_name + " (" + std::to_string(self(b).pool->size()) +
-                                 " threads)";
+                                 " threads, " + std::string(isa_name(self(b).isa)) + ")";
         std::snprintf(out->name, sizeof out->name, "%s", name.c_str());
         out->memory_total = meminfo_bytes("MemTotal:");
         out->memory_free = meminfo_bytes("MemAvailable:");
@@ -158,7 +164,7 @@ ferrox_status buffer_wrap_host(ferrox_backend*, void* host, uint64_t bytes, ferr
     });
 }
 
-ferrox_status weight_prepare(ferrox_backend*, const ferrox_weight_desc* desc, int borrow,
+ferrox_status weight_prepare(ferrox_backend* b, const ferrox_weight_desc* desc, int borrow,
                              ferrox_weight** out, ferrox_message* error) {
     if (!desc || !out || !desc->data) {
         set_message(error, "weight_prepare: null argument");
@@ -166,17 +172,17 @@ ferrox_status weight_prepare(ferrox_backend*, const ferrox_weight_desc* desc, in
     }
     const auto expected = row_bytes(desc->kind, desc->cols);
     if (!expected || *expected != desc->row_bytes) {
-        set_message(error, "weight_prepare: row length is not whole blocks of this kind, or "
-                           "row_bytes disagrees with it");
+        set_message(error,
+                    "weight_prepare: row length is not whole blocks of this kind, or "
+                    "row_bytes disagrees with it");
         return FERROX_ERR_INVALID_ARGUMENT;
     }
     return guarded(error, [&] {
         auto w = std::make_unique<ferrox_weight>();
         const auto* bytes = static_cast<const std::byte*>(desc->data);
         if (!borrow) w->copy.assign(bytes, bytes + desc->rows * desc->row_bytes);
-        w->view = WeightView{desc->kind,       desc->rows,
-                             desc->cols,       desc->row_bytes,
-                             borrow ? bytes : w->copy.data(), find_kernel(desc->kind)};
+        w->view = make_view(*self(b).kernels, desc->kind, desc->rows, desc->cols, desc->row_bytes,
+                            borrow ? bytes : w->copy.data());
         *out = w.release();
         return FERROX_OK;
     });
@@ -191,7 +197,7 @@ ferrox_status run_matvec(ferrox_backend* b, const ferrox_weight* w, const float*
         return FERROX_ERR_INVALID_ARGUMENT;
     }
     return guarded(error, [&] {
-        matvec(*self(b).pool, w->view, x, y);
+        matvec(*self(b).pool, *self(b).kernels, w->view, x, y);
         return FERROX_OK;
     });
 }
@@ -203,7 +209,7 @@ ferrox_status run_gemm(ferrox_backend* b, const ferrox_weight* w, const float* x
         return FERROX_ERR_INVALID_ARGUMENT;
     }
     return guarded(error, [&] {
-        gemm(*self(b).pool, w->view, x, n, y);
+        gemm(*self(b).pool, *self(b).kernels, w->view, x, n, y);
         return FERROX_OK;
     });
 }
@@ -227,6 +233,43 @@ ferrox_status parse_threads(const ferrox_option* options, size_t n, unsigned& th
     return FERROX_OK;
 }
 
+const IsaKernels& kernels_for(Isa isa) {
+    switch (isa) {
+        case Isa::Avx512Vnni:
+            return isa_kernels_avx512vnni();
+        case Isa::Avx2:
+            return isa_kernels_avx2();
+        case Isa::Portable:
+            break;
+    }
+    return isa_kernels_portable();
+}
+
+// "isa": portable | avx2 | avx512 | auto (default). FERROX_CPU_ISA, when set,
+// replaces "auto" (the config passes "auto" unless the file chose a path). A
+// path this CPU or OS cannot run is an error, never a SIGILL later.
+ferrox_status parse_isa_option(const ferrox_option* options, size_t n, Isa& isa,
+                               ferrox_message* error) {
+    std::string text = "auto";
+    for (size_t i = 0; i < n; ++i)
+        if (std::strcmp(options[i].key, "isa") == 0) text = options[i].value;
+    if (const char* env = std::getenv("FERROX_CPU_ISA"); env && *env && text == "auto") text = env;
+    const auto parsed = parse_isa(text);
+    if (!parsed) {
+        set_message(error,
+                    "cpu: option isa must be portable, avx2, avx512 or auto, got '" + text + "'");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    if (!isa_supported(*parsed)) {
+        set_message(error, "cpu: isa " + std::string(isa_name(*parsed)) +
+                               " was requested but this CPU or OS cannot run it (best here: " +
+                               std::string(isa_name(detect_isa())) + ")");
+        return FERROX_ERR_UNSUPPORTED;
+    }
+    isa = *parsed;
+    return FERROX_OK;
+}
+
 }  // namespace
 }  // namespace ferrox::cpu
 
@@ -237,7 +280,7 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plug
     info->version = ferrox::cpu::kVersion;
     info->isa_required = "";  // baseline x86-64; faster paths are chosen at run time
     info->driver_libraries = "";
-    info->description = "portable CPU backend";
+    info->description = "CPU backend: int8 and f32 kernels, AVX2 / AVX-512 VNNI chosen at run time";
     return FERROX_OK;
 }
 
@@ -250,11 +293,15 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
     if (!out) return FERROX_ERR_INVALID_ARGUMENT;
     unsigned threads = 0;
     if (auto s = parse_threads(options, n_options, threads, error); s != FERROX_OK) return s;
+    Isa isa = Isa::Portable;
+    if (auto s = parse_isa_option(options, n_options, isa, error); s != FERROX_OK) return s;
     return guarded(error, [&] {
         auto backend = std::make_unique<CpuBackend>();
         if (host && host->struct_size >= sizeof(ferrox_host)) backend->host = *host;
         backend->pool = std::make_unique<ThreadPool>(threads);
         backend->cpu_name = read_cpu_name();
+        backend->isa = isa;
+        backend->kernels = &kernels_for(isa);
         ferrox_backend& t = backend->table;
         t.struct_size = sizeof t;
         t.abi_version = FERROX_ABI_VERSION;

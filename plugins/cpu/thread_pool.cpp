@@ -1,6 +1,27 @@
 #include "thread_pool.h"
 
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace ferrox::cpu {
+namespace {
+
+// How long an idle worker polls for the next job before it sleeps: decode
+// calls come back-to-back, and a condition-variable wake costs tens of
+// microseconds. Short, so a worker on a core that another process wants
+// soon gets out of its way.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(unsigned threads) {
     for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -10,6 +31,7 @@ ThreadPool::~ThreadPool() {
     {
         std::lock_guard lock(mutex_);
         stopping_ = true;
+        published_.store(~uint64_t{0}, std::memory_order_release);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -29,6 +51,12 @@ void ThreadPool::run_chunks(Job& job) {
 void ThreadPool::worker_loop() {
     uint64_t seen = 0;
     for (;;) {
+        // Poll (no lock) for a new generation, then fall back to sleeping.
+        const auto deadline = std::chrono::steady_clock::now() + kSpin;
+        while (published_.load(std::memory_order_acquire) == seen &&
+               std::chrono::steady_clock::now() < deadline) {
+            for (int i = 0; i < 32; ++i) cpu_relax();
+        }
         std::shared_ptr<Job> job;
         {
             std::unique_lock lock(mutex_);
@@ -60,6 +88,7 @@ void ThreadPool::parallel_for(uint64_t n, uint64_t grain,
         std::lock_guard lock(mutex_);
         job_ = job;
         ++generation_;
+        published_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
     run_chunks(*job);

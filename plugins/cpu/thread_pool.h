@@ -2,6 +2,8 @@
 // counter, and the calling thread claims chunks too: a worker the OS has
 // descheduled (the other core busy) delays only the chunk it holds, never the
 // whole call -- the failure that makes a fixed split 10-25x slower under load.
+// Idle workers poll briefly before sleeping, for decode latency; the caller
+// yields while it waits for the last chunk, so a worker sharing its core runs.
 #pragma once
 
 #include <atomic>
@@ -16,7 +18,7 @@
 namespace ferrox::cpu {
 
 class ThreadPool {
-public:
+  public:
     // `threads` counts the caller: 1 means no workers at all.
     explicit ThreadPool(unsigned threads);
     ~ThreadPool();
@@ -30,7 +32,7 @@ public:
     void parallel_for(uint64_t n, uint64_t grain,
                       const std::function<void(uint64_t, uint64_t)>& body);
 
-private:
+  private:
     struct Job {
         const std::function<void(uint64_t, uint64_t)>* body = nullptr;
         uint64_t n = 0, grain = 1, chunks = 0;
@@ -45,6 +47,7 @@ private:
     std::condition_variable wake_;
     std::shared_ptr<Job> job_;
     uint64_t generation_ = 0;
+    std::atomic<uint64_t> published_{0};  // generation_, readable without the lock
     bool stopping_ = false;
 };
 

@@ -5,14 +5,34 @@
 namespace ferrox::cpu {
 namespace {
 
-constexpr std::array<CpuKernel, 7> kTable{{
-    {FERROX_KIND_F32, "cpu.f32.matvec", "cpu.f32.gemm", decode_f32},
-    {FERROX_KIND_F16, "cpu.f16.matvec", "cpu.f16.gemm", decode_f16},
-    {FERROX_KIND_Q8_0, "cpu.q8_0.matvec", "cpu.q8_0.gemm", decode_q8_0},
-    {FERROX_KIND_Q4_0, "cpu.q4_0.matvec", "cpu.q4_0.gemm", decode_q4_0},
-    {FERROX_KIND_Q4_K, "cpu.q4_k.matvec", "cpu.q4_k.gemm", decode_q4_k},
-    {FERROX_KIND_Q5_K, "cpu.q5_k.matvec", "cpu.q5_k.gemm", decode_q5_k},
-    {FERROX_KIND_Q6_K, "cpu.q6_k.matvec", "cpu.q6_k.gemm", decode_q6_k},
+using enum DataPath;
+
+constexpr std::array<CpuKernel, 25> kTable{{
+    {FERROX_KIND_F32, "cpu.f32.matvec", "cpu.f32.gemm", Float},
+    {FERROX_KIND_F16, "cpu.f16.matvec", "cpu.f16.gemm", Float},
+    {FERROX_KIND_BF16, "cpu.bf16.matvec", "cpu.bf16.gemm", Float},
+    {FERROX_KIND_Q4_0, "cpu.q4_0.matvec", "cpu.q4_0.gemm", Int8},
+    {FERROX_KIND_Q4_1, "cpu.q4_1.matvec", "cpu.q4_1.gemm", Int8},
+    {FERROX_KIND_Q5_0, "cpu.q5_0.matvec", "cpu.q5_0.gemm", Int8},
+    {FERROX_KIND_Q5_1, "cpu.q5_1.matvec", "cpu.q5_1.gemm", Int8},
+    {FERROX_KIND_Q8_0, "cpu.q8_0.matvec", "cpu.q8_0.gemm", Int8},
+    {FERROX_KIND_Q8_1, "cpu.q8_1.matvec", "cpu.q8_1.gemm", Int8},
+    {FERROX_KIND_Q2_K, "cpu.q2_k.matvec", "cpu.q2_k.gemm", Int8},
+    {FERROX_KIND_Q3_K, "cpu.q3_k.matvec", "cpu.q3_k.gemm", Int8},
+    {FERROX_KIND_Q4_K, "cpu.q4_k.matvec", "cpu.q4_k.gemm", Int8},
+    {FERROX_KIND_Q5_K, "cpu.q5_k.matvec", "cpu.q5_k.gemm", Int8},
+    {FERROX_KIND_Q6_K, "cpu.q6_k.matvec", "cpu.q6_k.gemm", Int8},
+    {FERROX_KIND_Q8_K, "cpu.q8_k.matvec", "cpu.q8_k.gemm", Int8},
+    {FERROX_KIND_IQ2_XXS, "cpu.iq2_xxs.matvec", "cpu.iq2_xxs.gemm", Float},
+    {FERROX_KIND_IQ2_XS, "cpu.iq2_xs.matvec", "cpu.iq2_xs.gemm", Float},
+    {FERROX_KIND_IQ3_XXS, "cpu.iq3_xxs.matvec", "cpu.iq3_xxs.gemm", Float},
+    {FERROX_KIND_IQ1_S, "cpu.iq1_s.matvec", "cpu.iq1_s.gemm", Float},
+    {FERROX_KIND_IQ4_NL, "cpu.iq4_nl.matvec", "cpu.iq4_nl.gemm", Int8},
+    {FERROX_KIND_IQ3_S, "cpu.iq3_s.matvec", "cpu.iq3_s.gemm", Float},
+    {FERROX_KIND_IQ2_S, "cpu.iq2_s.matvec", "cpu.iq2_s.gemm", Float},
+    {FERROX_KIND_IQ4_XS, "cpu.iq4_xs.matvec", "cpu.iq4_xs.gemm", Int8},
+    {FERROX_KIND_IQ1_M, "cpu.iq1_m.matvec", "cpu.iq1_m.gemm", Float},
+    {FERROX_KIND_MXFP4, "cpu.mxfp4.matvec", "cpu.mxfp4.gemm", Int8},
 }};
 
 }  // namespace

@@ -9,66 +9,183 @@
 namespace ferrox::cpu {
 namespace {
 
-// Eight independent partial sums so the compiler can vectorise without
-// -ffast-math reassociation.
-float dot(const float* a, const float* b, uint64_t n) {
-    float acc[8] = {};
-    uint64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; ++l) acc[l] += a[i + static_cast<uint64_t>(l)] * b[i + static_cast<uint64_t>(l)];
-    float tail = 0.0f;
-    for (; i < n; ++i) tail += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
+constexpr int kTileRows = 4;        // rows per micro-tile
+constexpr int kTileActs = 4;        // activations per micro-tile
+constexpr uint64_t kGemmRows = 16;  // rows decoded once and reused over all activations
 
-void decode_row(const WeightView& w, uint64_t row, float* out) {
-    const std::byte* src = w.data + row * w.row_bytes;
-    if (!w.kernel) {
-        quant::dequantize_row(w.kind, src, out, w.cols);
-        return;
+// Decoded int8 rows for one thread, reused across calls.
+class Int8Rows {
+  public:
+    void reserve(uint64_t count, uint64_t cols) {
+        cols_ = cols;
+        if (q_.size() < count * cols) q_.resize(count * cols);
+        if (scale_.size() < count * cols / 16) {
+            scale_.resize(count * cols / 16);
+            offset_.resize(count * cols / 16);
+        }
     }
-    const KindTraits& t = *kind_traits(static_cast<uint32_t>(w.kind));
-    for (uint64_t b = 0; b < w.cols / t.block_elements; ++b)
-        w.kernel->decode(src + b * t.block_bytes, out + b * t.block_elements);
-}
+    DecodedRow row(uint64_t i) {
+        return {q_.data() + i * cols_, scale_.data() + i * cols_ / 16,
+                offset_.data() + i * cols_ / 16};
+    }
 
-// Rows per task: enough work to amortise a claim, enough tasks to balance.
-uint64_t grain_for(const ThreadPool& pool, uint64_t rows) {
-    const uint64_t per_thread = rows / (uint64_t{pool.size()} * 8);
-    return std::clamp<uint64_t>(per_thread, 4, 256);
-}
+  private:
+    uint64_t cols_ = 0;
+    std::vector<int8_t> q_;
+    std::vector<float> scale_, offset_;
+};
 
-std::vector<float>& scratch(uint64_t floats) {
+// Activations quantized once per call, shared read-only by every thread.
+class QuantizedBatch {
+  public:
+    QuantizedBatch(uint64_t n, uint64_t cols)
+        : cols_(cols), q_(n * cols), scale_(n * cols / 16), sums_(n * cols / 16) {}
+    QuantizedActs at(uint64_t c) {
+        return {q_.data() + c * cols_, scale_.data() + c * cols_ / 16,
+                sums_.data() + c * cols_ / 16};
+    }
+
+  private:
+    uint64_t cols_;
+    std::vector<int8_t> q_;
+    std::vector<float> scale_, sums_;
+};
+
+std::vector<float>& float_scratch(uint64_t floats) {
     thread_local std::vector<float> buffer;
     if (buffer.size() < floats) buffer.resize(floats);
     return buffer;
 }
 
+Int8Rows& int8_scratch(uint64_t count, uint64_t cols) {
+    thread_local Int8Rows rows;
+    rows.reserve(count, cols);
+    return rows;
+}
+
+// Rows per task: enough work to amortise a claim, enough tasks to balance
+// (and to let the caller absorb a descheduled worker's share).
+uint64_t grain_for(const ThreadPool& pool, uint64_t rows) {
+    const uint64_t per_thread = rows / (uint64_t{pool.size()} * 16);
+    return (std::clamp<uint64_t>(per_thread, 4, 256) + 3) / 4 * 4;
+}
+
+const std::byte* row_bytes_at(const WeightView& w, uint64_t r) { return w.data + r * w.row_bytes; }
+
+// Float rows [r0, r0+count) as pointers: F32 in place, others decoded.
+void float_rows(const WeightView& w, uint64_t r0, uint64_t count, float* buffer,
+                const float** out) {
+    for (uint64_t i = 0; i < count; ++i) {
+        const std::byte* src = row_bytes_at(w, r0 + i);
+        if (w.kind == FERROX_KIND_F32 && w.kernel) {
+            out[i] = reinterpret_cast<const float*>(src);
+            continue;
+        }
+        float* dst = buffer + i * w.cols;
+        if (w.float_decode)
+            w.float_decode(src, w.blocks_per_row, dst);
+        else
+            quant::dequantize_row(w.kind, src, dst, w.cols);
+        out[i] = dst;
+    }
+}
+
+bool uses_int8(const WeightView& w) { return w.int8_decode != nullptr; }
+
 }  // namespace
 
-void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y) {
-    pool.parallel_for(w.rows, grain_for(pool, w.rows), [&](uint64_t begin, uint64_t end) {
-        float* row = scratch(w.cols).data();
-        for (uint64_t r = begin; r < end; ++r) {
-            decode_row(w, r, row);
-            y[r] = dot(row, x, w.cols);
+WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uint64_t cols,
+                     uint64_t row_bytes, const std::byte* data) {
+    WeightView v{kind, rows, cols, row_bytes, data, find_kernel(kind), 0};
+    const KindTraits* t = kind_traits(static_cast<uint32_t>(kind));
+    v.blocks_per_row = t ? cols / t->block_elements : 0;
+    if (v.kernel && v.kernel->path == DataPath::Int8) v.int8_decode = isa.int8_decoder(kind);
+    if (v.kernel && v.kernel->path == DataPath::Float) v.float_decode = isa.float_decoder(kind);
+    if (!v.int8_decode && !v.float_decode) v.kernel = nullptr;  // the named fallback
+    return v;
+}
+
+void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x,
+            float* y) {
+    const uint64_t grain = grain_for(pool, w.rows);
+    if (uses_int8(w)) {
+        QuantizedBatch acts(1, w.cols);
+        isa.quantize_acts(x, w.cols, acts.at(0));
+        const QuantizedActs a = acts.at(0);
+        pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
+            Int8Rows& buf = int8_scratch(kTileRows, w.cols);
+            for (uint64_t r = begin; r < end; r += kTileRows) {
+                const uint64_t count = std::min<uint64_t>(kTileRows, end - r);
+                DecodedRow rows[kTileRows];
+                for (uint64_t i = 0; i < count; ++i) {
+                    rows[i] = buf.row(i);
+                    w.int8_decode(row_bytes_at(w, r + i), w.blocks_per_row, rows[i]);
+                }
+                isa.int8_tile(rows, static_cast<int>(count), &a, 1, w.cols, y + r, 1);
+            }
+        });
+        return;
+    }
+    pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
+        float* buffer = float_scratch(kTileRows * w.cols).data();
+        for (uint64_t r = begin; r < end; r += kTileRows) {
+            const uint64_t count = std::min<uint64_t>(kTileRows, end - r);
+            const float* rows[kTileRows];
+            float_rows(w, r, count, buffer, rows);
+            isa.float_tile(rows, static_cast<int>(count), x, 1, w.cols, y + r, 1);
         }
     });
 }
 
-void gemm(ThreadPool& pool, const WeightView& w, const float* x, uint64_t n, float* y) {
-    // Decode a tile of rows once, then use it against every activation.
-    constexpr uint64_t kTile = 8;
-    const uint64_t tiles = (w.rows + kTile - 1) / kTile;
+void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x, uint64_t n,
+          float* y) {
+    if (n == 0) return;
+    const uint64_t tiles = (w.rows + kGemmRows - 1) / kGemmRows;
+    if (uses_int8(w)) {
+        QuantizedBatch acts(n, w.cols);
+        pool.parallel_for(n, 8, [&](uint64_t begin, uint64_t end) {
+            for (uint64_t c = begin; c < end; ++c)
+                isa.quantize_acts(x + c * w.cols, w.cols, acts.at(c));
+        });
+        pool.parallel_for(tiles, 1, [&](uint64_t begin, uint64_t end) {
+            Int8Rows& buf = int8_scratch(kGemmRows, w.cols);
+            for (uint64_t t = begin; t < end; ++t) {
+                const uint64_t r0 = t * kGemmRows;
+                const uint64_t count = std::min(kGemmRows, w.rows - r0);
+                DecodedRow rows[kGemmRows];
+                for (uint64_t i = 0; i < count; ++i) {
+                    rows[i] = buf.row(i);
+                    w.int8_decode(row_bytes_at(w, r0 + i), w.blocks_per_row, rows[i]);
+                }
+                for (uint64_t c = 0; c < n; c += kTileActs) {
+                    QuantizedActs a[kTileActs];
+                    const uint64_t nc = std::min<uint64_t>(kTileActs, n - c);
+                    for (uint64_t j = 0; j < nc; ++j) a[j] = acts.at(c + j);
+                    for (uint64_t r = 0; r < count; r += kTileRows) {
+                        const uint64_t nr = std::min<uint64_t>(kTileRows, count - r);
+                        isa.int8_tile(rows + r, static_cast<int>(nr), a, static_cast<int>(nc),
+                                      w.cols, y + c * w.rows + r0 + r, w.rows);
+                    }
+                }
+            }
+        });
+        return;
+    }
     pool.parallel_for(tiles, 1, [&](uint64_t begin, uint64_t end) {
-        float* tile = scratch(kTile * w.cols).data();
+        float* buffer = float_scratch(kGemmRows * w.cols).data();
         for (uint64_t t = begin; t < end; ++t) {
-            const uint64_t r0 = t * kTile;
-            const uint64_t count = std::min(kTile, w.rows - r0);
-            for (uint64_t r = 0; r < count; ++r) decode_row(w, r0 + r, tile + r * w.cols);
-            for (uint64_t j = 0; j < n; ++j)
-                for (uint64_t r = 0; r < count; ++r)
-                    y[j * w.rows + r0 + r] = dot(tile + r * w.cols, x + j * w.cols, w.cols);
+            const uint64_t r0 = t * kGemmRows;
+            const uint64_t count = std::min(kGemmRows, w.rows - r0);
+            const float* rows[kGemmRows];
+            float_rows(w, r0, count, buffer, rows);
+            for (uint64_t c = 0; c < n; c += kTileActs) {
+                const uint64_t nc = std::min<uint64_t>(kTileActs, n - c);
+                for (uint64_t r = 0; r < count; r += kTileRows) {
+                    const uint64_t nr = std::min<uint64_t>(kTileRows, count - r);
+                    isa.float_tile(rows + r, static_cast<int>(nr), x + c * w.cols,
+                                   static_cast<int>(nc), w.cols, y + c * w.rows + r0 + r, w.rows);
+                }
+            }
         }
     });
 }

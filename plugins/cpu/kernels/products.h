@@ -1,10 +1,12 @@
-// Matrix-vector and matrix-matrix products over one prepared weight.
+// Matrix-vector and matrix-matrix products over one prepared weight: the
+// threading and buffering around the per-ISA tiles.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "ferrox/backend_abi.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/kernel_table.h"
 #include "thread_pool.h"
 
@@ -14,12 +16,20 @@ struct WeightView {
     ferrox_kind kind;
     uint64_t rows, cols, row_bytes;
     const std::byte* data;
-    const CpuKernel* kernel;  // nullptr: fallback path
+    const CpuKernel* kernel;              // nullptr: fallback path
+    uint64_t blocks_per_row;              // cols / block elements
+    Int8Decoder int8_decode = nullptr;    // DataPath::Int8
+    FloatDecoder float_decode = nullptr;  // DataPath::Float
 };
 
+// Fills the view's decoders from the chosen ISA's kernel set.
+WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uint64_t cols,
+                     uint64_t row_bytes, const std::byte* data);
+
 // y[rows] = W x
-void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
+void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x, float* y);
 // y[n][rows] = x[n][cols] W^T
-void gemm(ThreadPool& pool, const WeightView& w, const float* x, uint64_t n, float* y);
+void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x, uint64_t n,
+          float* y);
 
 }  // namespace ferrox::cpu
