@@ -103,7 +103,7 @@ TEST_CASE("a config error exits 2 and names file, line and column") {
 }
 
 TEST_CASE("bench runs a matvec through the dispatch layer and reports the kernel that ran") {
-    const auto r = run_ferrox("bench --kinds Q8_0 --shape 64x256 --reps 3 --hot --json");
+    const auto r = run_ferrox("bench --kinds Q8_0 --shape 64x256 -n 1 --reps 3 --hot --json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     const auto doc = nlohmann::json::parse(r.out);
@@ -146,7 +146,7 @@ TEST_CASE("with order [cuda, cpu] on a host without a driver cuda is typed and c
         CHECK_THAT(cuda.at("reason").get<std::string>(), Catch::Contains("driver") || Catch::Contains("device"));
     }
     CHECK(backend_named(doc, "cpu").at("state") == "ready");
-    const auto bench = run_ferrox("bench --kinds Q4_K --shape 32x256 --reps 2 --hot --json --config " +
+    const auto bench = run_ferrox("bench --kinds Q4_K --shape 32x256 -n 1 --reps 2 --hot --json --config " +
                               sh_quote(config) + " --plugin-dir " + sh_quote(dir.path()));
     REQUIRE(bench.exit_code == 0);
     if (state != "ready") CHECK(nlohmann::json::parse(bench.out).at("results")[0].at("backend") == "cpu");

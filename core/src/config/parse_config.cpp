@@ -25,7 +25,7 @@ namespace {
 
 // --- The schema of backend sections -------------------------------------------------
 
-enum class OptionKind { Integer, ByteSize };
+enum class OptionKind { Integer, ByteSize, Choice };
 
 struct OptionRule {
     std::string_view key;
@@ -33,6 +33,7 @@ struct OptionRule {
     std::string_view default_value;  // what a plugin receives when the file is silent
     std::int64_t min = 0;
     std::int64_t max = 0;
+    std::string_view choices = {};  // Choice: the allowed words, '|'-separated
 };
 
 struct BuiltInBackend {
@@ -42,7 +43,10 @@ struct BuiltInBackend {
 };
 
 // 0 threads: one per online core. 0 vram_budget: all free memory.
-constexpr std::array kCpuOptions{OptionRule{"threads", OptionKind::Integer, "0", 0, 1024}};
+// isa: which SIMD path the CPU plugin uses; auto = the widest this CPU and OS enable.
+constexpr std::array kCpuOptions{
+    OptionRule{"threads", OptionKind::Integer, "0", 0, 1024},
+    OptionRule{"isa", OptionKind::Choice, "auto", 0, 0, "auto|portable|avx2|avx512"}};
 constexpr std::array kCudaOptions{OptionRule{"device", OptionKind::Integer, "0", 0, 63},
                                   OptionRule{"vram_budget", OptionKind::ByteSize, "0"}};
 // The CPU is the backend of last resort, so by default its failure is fatal.
@@ -508,6 +512,22 @@ Expected<void> ConfigParser::parse_backend_section(const MapEntry& section) {
                 auto bytes = read_byte_size(entry, key_path);
                 if (!bytes) return bytes.error();
                 backend.options.emplace_back(entry.key, std::to_string(*bytes));
+                break;
+            }
+            case OptionKind::Choice: {
+                const std::string word = entry.value.IsScalar() ? entry.value.Scalar() : "";
+                bool allowed = false;
+                for (std::string_view rest = rule->choices; !rest.empty();) {
+                    const size_t bar = rest.find('|');
+                    allowed = allowed || rest.substr(0, bar) == word;
+                    rest = bar == std::string_view::npos ? "" : rest.substr(bar + 1);
+                }
+                if (!allowed) {
+                    return error_at(value_mark(entry),
+                                    fmt::format("{} must be one of {}, got '{}'", key_path,
+                                                rule->choices, word));
+                }
+                backend.options.emplace_back(entry.key, word);
                 break;
             }
         }

@@ -17,7 +17,7 @@ void require_documented_defaults(const ferrox::Config& config) {
     REQUIRE(config.backends.size() == 1);
     CHECK(config.backends[0].name == "cpu");
     CHECK(config.backends[0].required);
-    CHECK(config.backends[0].options == Options{{"threads", "0"}});
+    CHECK(config.backends[0].options == Options{{"threads", "0"}, {"isa", "auto"}});
     CHECK_FALSE(config.registry_strict);
     CHECK(config.log_level == "info");
 }

@@ -51,7 +51,7 @@ TEST_CASE("an unknown key with nothing close lists the valid keys") {
           "bad.yaml:2:3: unknown key 'paranoid' in section 'registry'; valid keys are 'strict'");
     CHECK(error_of("cpu:\n  numa_policy: interleave\n") ==
           "bad.yaml:2:3: unknown key 'numa_policy' in section 'cpu'; valid keys are "
-          "'required', 'threads'");
+          "'required', 'threads', 'isa'");
 }
 
 TEST_CASE("a section for a backend that backends.order does not list is refused") {
@@ -199,4 +199,9 @@ TEST_CASE("files that cannot be read give an error naming the path") {
     const auto invalid = ferrox::load_config_file(file);
     REQUIRE_FALSE(invalid.has_value());
     CHECK(starts_with(invalid.error().message(), file.string() + ":2:10: log.level must be"));
+}
+
+TEST_CASE("cpu.isa accepts only the paths the CPU plugin has") {
+    CHECK(error_of("cpu:\n  isa: sse9\n") ==
+          "bad.yaml:2:8: cpu.isa must be one of auto|portable|avx2|avx512, got 'sse9'");
 }

@@ -38,7 +38,7 @@ TEST_CASE("cpu and cuda options are validated and passed on as normalised string
     const ferrox::BackendConfig* cpu = config.backend("cpu");
     REQUIRE(cpu != nullptr);
     CHECK_FALSE(cpu->required);
-    CHECK(cpu->options == Options{{"threads", "2"}});
+    CHECK(cpu->options == Options{{"threads", "2"}, {"isa", "auto"}});
     const ferrox::BackendConfig* cuda = config.backend("cuda");
     REQUIRE(cuda != nullptr);
     CHECK(cuda->required);
@@ -51,7 +51,7 @@ TEST_CASE("an integer may carry a sign or quotes and is passed on in plain decim
         INFO("threads: " << written);
         const ferrox::Config config = parse_ok(std::string("cpu:\n  threads: ") + written + "\n");
         REQUIRE(config.backend("cpu") != nullptr);
-        CHECK(config.backend("cpu")->options == Options{{"threads", "2"}});
+        CHECK(config.backend("cpu")->options == Options{{"threads", "2"}, {"isa", "auto"}});
     }
 }
 
