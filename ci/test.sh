@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# Paths relative to the checkout, so a fresh clone reuses the cache of an earlier one.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 jobs="${FERROX_JOBS:-$(nproc)}"
 started=$SECONDS
 stamp() { echo "== ci: $1 ($((SECONDS - started)) s)"; }
