@@ -1,0 +1,156 @@
+// `ferrox inspect`: a GGUF file's metadata, its tensors by kind, and -- before
+// any weight moves -- which kernel each selected backend will use for every
+// weight role (the kernel registry's probe report).
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "commands/commands.h"
+#include "ferrox/log.h"
+#include "ferrox/model/hparams.h"
+#include "ferrox/op.h"
+#include "ferrox/quant_kind.h"
+#include "format.h"
+
+namespace ferrox::cli {
+namespace {
+
+constexpr uint64_t kShownArrayItems = 6;  // longer arrays are abbreviated
+
+nlohmann::json scalar_json(const gguf::Value& v);
+
+nlohmann::json array_json(const gguf::Array& a, bool abbreviate) {
+    nlohmann::json out = nlohmann::json::array();
+    const uint64_t shown = abbreviate ? std::min(a.size(), kShownArrayItems) : a.size();
+    for (uint64_t i = 0; i < shown; ++i) out.push_back(scalar_json(a.at(i)));
+    return out;
+}
+
+nlohmann::json scalar_json(const gguf::Value& v) {
+    return std::visit(
+        [](const auto& x) -> nlohmann::json {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, gguf::Array>)
+                return array_json(x, true);
+            else
+                return x;
+        },
+        v);
+}
+
+std::string value_text(const gguf::Value& v) {
+    if (const auto* a = std::get_if<gguf::Array>(&v)) {
+        std::string items = array_json(*a, true).dump();
+        if (a->size() > kShownArrayItems)
+            items.insert(items.size() - 1, fmt::format(", ... ({} items)", a->size()));
+        return fmt::format("{}[{}] {}", value_type_name(a->element_type()), a->size(), items);
+    }
+    return scalar_json(v).dump();
+}
+
+struct KindSummary {
+    uint64_t tensors = 0, bytes = 0, elements = 0;
+};
+
+int run(const CommonOptions& common, const std::string& path, bool json) {
+    auto file = gguf::File::open(path);
+    if (!file) {
+        logger().error("{}", file.error().message());
+        return kExitBadInput;
+    }
+    auto session = open_session(common);
+    if (!session) {
+        logger().error("{}", session.error().message());
+        return kExitBadInput;
+    }
+    std::map<std::string, KindSummary> kinds;
+    for (const auto& t : file->tensors()) {
+        auto& k = kinds[std::string(kind_name(t.kind()))];
+        ++k.tensors;
+        k.bytes += t.byte_size();
+        k.elements += t.element_count();
+    }
+
+    // The probe: what every weight product will use, decided before anything is loaded.
+    KernelRegistry registry;
+    Dispatcher dispatcher(session->plugins.selected(), registry);
+    auto hp = model::read_hparams(*file);
+    std::string model_error;
+    if (hp) {
+        auto uses = model::weight_uses(*file, *hp);
+        if (uses)
+            model::probe_weights(*uses, dispatcher);
+        else
+            model_error = uses.error().message();
+    } else {
+        model_error = hp.error().message();
+    }
+    const RegistryReport report = registry.seal();
+
+    if (json) {
+        nlohmann::json doc;
+        doc["file"] = path;
+        doc["version"] = file->version();
+        doc["metadata"] = nlohmann::json::object();
+        for (const auto& kv : file->metadata()) doc["metadata"][kv.key] = scalar_json(kv.value);
+        for (const auto& [name, k] : kinds)
+            doc["tensor_kinds"][name] = {
+                {"tensors", k.tensors}, {"bytes", k.bytes}, {"elements", k.elements}};
+        doc["tensor_count"] = file->tensors().size();
+        if (!model_error.empty()) doc["model_error"] = model_error;
+        doc["kernels"] = nlohmann::json::array();
+        for (const auto& e : report.entries)
+            doc["kernels"].push_back({{"backend", e.key.backend},
+                                      {"op", op_name(e.key.op)},
+                                      {"role", e.key.role},
+                                      {"kind", kind_name(e.key.kind)},
+                                      {"outcome", outcome_name(e.outcome)},
+                                      {"detail", e.detail},
+                                      {"count", e.count},
+                                      {"violation", e.is_violation()}});
+        std::cout << doc.dump(2) << "\n";
+        return model_error.empty() ? kExitOk : kExitBadInput;
+    }
+
+    std::cout << fmt::format("{}: GGUF v{}, {} metadata keys, {} tensors\n\nmetadata:\n", path,
+                             file->version(), file->metadata().size(), file->tensors().size());
+    for (const auto& kv : file->metadata())
+        std::cout << fmt::format("  {} = {}\n", kv.key, value_text(kv.value));
+    std::cout << "\ntensors by kind:\n";
+    std::vector<std::vector<std::string>> rows{{"  KIND", "TENSORS", "ELEMENTS", "SIZE"}};
+    for (const auto& [name, k] : kinds)
+        rows.push_back({"  " + name, std::to_string(k.tensors), std::to_string(k.elements),
+                        human_bytes(k.bytes)});
+    std::cout << render_table(rows);
+    if (!model_error.empty()) {
+        std::cout << "\n";
+        logger().error("{}", model_error);
+        return kExitBadInput;
+    }
+    std::cout << fmt::format("\nkernels (probe, nothing loaded) for backends [{}]:\n",
+                             fmt::join(session->config.backend_order, ", "));
+    std::vector<std::vector<std::string>> k{
+        {"  BACKEND", "OP", "ROLE", "KIND", "OUTCOME", "KERNEL / FALLBACK / REASON", "TENSORS"}};
+    for (const auto& e : report.entries)
+        k.push_back({"  " + e.key.backend, std::string(op_name(e.key.op)), e.key.role,
+                     std::string(kind_name(e.key.kind)), std::string(outcome_name(e.outcome)),
+                     e.detail, std::to_string(e.count)});
+    std::cout << render_table(k);
+    std::cout << fmt::format("{} entries, {} not hits, {} violations\n", report.entries.size(),
+                             report.misses.size(), report.violations.size());
+    return kExitOk;
+}
+
+}  // namespace
+
+Command add_inspect_command(CLI::App& app, CommonOptions& common) {
+    auto* cmd = app.add_subcommand(
+        "inspect", "Show a GGUF model's metadata, tensors and the kernels each weight will use");
+    auto path = std::make_shared<std::string>();
+    auto json = std::make_shared<bool>(false);
+    cmd->add_option("model", *path, "GGUF model file")->required();
+    cmd->add_flag("--json", *json, "Print one JSON object instead of tables");
+    return {cmd, [path, json, &common]() { return run(common, *path, *json); }};
+}
+
+}  // namespace ferrox::cli

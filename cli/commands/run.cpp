@@ -1,0 +1,218 @@
+// `ferrox run`: load a GGUF model, stream generated text to stdout, and report
+// prompt and generation speed on stderr, llama.cpp-style.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands/commands.h"
+#include "ferrox/log.h"
+#include "ferrox/sampling.h"
+#include "ferrox/tokenizer/tokenizer.h"
+#include "ferrox/tokenizer/utf8_streamer.h"
+
+namespace ferrox::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// cpu.threads, replaced (or added) in the options the plugin will be created with.
+void override_threads(Config& config, unsigned threads) {
+    for (auto& b : config.backends) {
+        if (b.name != "cpu") continue;
+        bool set = false;
+        for (auto& [key, value] : b.options)
+            if (key == "threads") value = std::to_string(threads), set = true;
+        if (!set) b.options.emplace_back("threads", std::to_string(threads));
+    }
+}
+
+// The family's chat template for one user turn.
+Expected<std::string> chat_prompt(model::Arch arch, const std::string& user) {
+    switch (arch) {
+        case model::Arch::Gemma3:
+            return "<start_of_turn>user\n" + user + "<end_of_turn>\n<start_of_turn>model\n";
+        case model::Arch::Qwen2:
+        case model::Arch::Qwen3:
+        case model::Arch::Qwen3Moe:
+            return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+        case model::Arch::Llama:
+            return "<|start_header_id|>user<|end_header_id|>\n\n" + user +
+                   "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+    }
+    return make_error("--chat: no chat template for this architecture");
+}
+
+struct RunOptions {
+    std::string model_path, prompt;
+    int n_predict = 128;
+    unsigned threads = 0;
+    uint32_t context = 0;
+    SamplerParams sampling;
+    std::vector<std::string> stops;
+    bool chat = false, json = false;
+};
+
+int run(const CommonOptions& common, RunOptions o) {
+    const auto load_start = Clock::now();
+    std::fprintf(stderr, "loading %s ...\n", o.model_path.c_str());
+    auto ms = open_model(common, o.model_path, o.threads, o.context);
+    if (!ms) {
+        logger().error("{}", ms.error().message());
+        return kExitBadInput;
+    }
+    model::Model& m = *ms->model;
+    const auto& hp = m.hparams();
+    std::fprintf(stderr, "loaded %s: %u layers, %u embd, vocab %llu, context %u; %s (%.2f s)\n",
+                 hp.arch_name.c_str(), hp.n_layer, hp.n_embd,
+                 static_cast<unsigned long long>(hp.vocab), m.context(),
+                 m.capacity().summary().c_str(), seconds_since(load_start));
+
+    auto tok = Tokenizer::from_gguf(*ms->file);
+    if (!tok) {
+        logger().error("{}", tok.error().message());
+        return kExitBadInput;
+    }
+    std::string text = o.prompt;
+    if (o.chat) {
+        auto wrapped = chat_prompt(hp.arch, o.prompt);
+        if (!wrapped) {
+            logger().error("{}", wrapped.error().message());
+            return kExitBadInput;
+        }
+        text = *wrapped;
+    }
+    std::vector<int32_t> tokens = (*tok)->encode(text, true, true);
+    if (tokens.empty()) {
+        logger().error("the prompt encodes to no tokens");
+        return kExitBadInput;
+    }
+    const size_t n_prompt = tokens.size();
+    if (n_prompt + static_cast<size_t>(std::max(o.n_predict, 0)) > m.context())
+        o.n_predict = static_cast<int>(m.context()) - static_cast<int>(n_prompt);
+    if (o.n_predict < 0) {
+        logger().error("the prompt ({} tokens) does not fit the context ({}); raise -c", n_prompt,
+                       m.context());
+        return kExitBadInput;
+    }
+
+    std::vector<float> logits(m.vocab());
+    const auto prompt_start = Clock::now();
+    if (auto r = m.forward(tokens, 0, logits); !r) {
+        logger().error("{}", r.error().message());
+        return kExitFailure;
+    }
+    const double prompt_s = seconds_since(prompt_start);
+
+    Sampler sampler(o.sampling);
+    Utf8Streamer streamer;
+    std::string pending, generated;  // pending: held back while it might start a stop string
+    int n_eval = 0;
+    bool stopped = false;
+    const auto eval_start = Clock::now();
+    for (int i = 0; i < o.n_predict && !stopped; ++i) {
+        const int32_t next = sampler.sample(logits, tokens);
+        if ((*tok)->is_end_of_generation(next)) break;
+        tokens.push_back(next);
+        pending += streamer.feed((*tok)->token_to_piece(next));
+        const StopMatch stop = find_stop(pending, o.stops);
+        size_t emit = pending.size() - stop.hold;
+        if (stop.found != std::string::npos) emit = stop.found, stopped = true;
+        generated += pending.substr(0, emit);
+        if (!o.json) std::cout << pending.substr(0, emit) << std::flush;
+        pending.erase(0, stopped ? pending.size() : emit);
+        if (stopped || i + 1 == o.n_predict) break;
+        if (auto r = m.forward(std::span<const int32_t>(&tokens.back(), 1),
+                               static_cast<uint32_t>(tokens.size() - 1), logits);
+            !r) {
+            logger().error("{}", r.error().message());
+            return kExitFailure;
+        }
+        ++n_eval;
+    }
+    if (!stopped) pending += streamer.flush();
+    if (!stopped) generated += pending;
+    if (!o.json) std::cout << (stopped ? "" : pending) << "\n" << std::flush;
+    const double eval_s = seconds_since(eval_start);
+
+    const double prompt_tps = static_cast<double>(n_prompt) / prompt_s;
+    const double eval_tps = n_eval > 0 ? n_eval / eval_s : 0.0;
+    std::fprintf(stderr, "prompt eval: %zu tokens, %.2f tok/s; eval: %d tokens, %.2f tok/s\n",
+                 n_prompt, prompt_tps, n_eval, eval_tps);
+    if (o.json) {
+        nlohmann::json doc{
+            {"model", o.model_path},
+            {"prompt_tokens", n_prompt},
+            {"generated_tokens", tokens.size() - n_prompt},
+            {"text", generated},
+            {"tokens", std::vector<int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(n_prompt),
+                                            tokens.end())},
+            {"prompt_tokens_per_s", prompt_tps},
+            {"eval_tokens_per_s", eval_tps}};
+        std::cout << doc.dump(2) << "\n";
+    }
+    return kExitOk;
+}
+
+}  // namespace
+
+Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,
+                                  unsigned threads, uint32_t context) {
+    auto config = load_session_config(common);
+    if (!config) return config.error();
+    if (threads > 0) override_threads(*config, threads);
+    LoaderOptions loader;
+    loader.plugin_dirs = common.plugin_dirs;
+    PluginSet plugins = PluginSet::load(*config, loader);
+    for (const PluginRecord* r : plugins.required_failures())
+        return make_error("required backend '{}' is {}: {}", r->name, state_name(r->state),
+                          r->reason);
+    ModelSession ms{Session{std::move(*config), std::move(plugins)}, {}, {}, {}, {}};
+    ms.registry = std::make_unique<KernelRegistry>();
+    ms.dispatcher = std::make_unique<Dispatcher>(ms.session.plugins.selected(), *ms.registry);
+    auto file = gguf::File::open(path);
+    if (!file) return file.error();
+    ms.file = std::make_unique<gguf::File>(std::move(*file));
+    model::ModelOptions options;
+    options.registry_strict = ms.session.config.registry_strict;
+    if (context == 0) {
+        auto train = model::read_hparams(*ms.file);
+        if (!train) return train.error();
+        context = std::min(4096u, train->n_ctx_train);
+    }
+    options.context = context;
+    auto m = model::Model::load(*ms.file, *ms.dispatcher, *ms.registry, options);
+    if (!m) return m.error();
+    ms.model = std::move(*m);
+    return ms;
+}
+
+Command add_run_command(CLI::App& app, CommonOptions& common) {
+    auto* cmd = app.add_subcommand("run", "Generate text from a prompt with a GGUF model");
+    auto o = std::make_shared<RunOptions>();
+    cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
+    cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 128)");
+    cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
+    cmd->add_option("-c,--ctx-size", o->context,
+                    "Context length (KV cache positions; default min(4096, training))");
+    cmd->add_option("--seed", o->sampling.seed, "RNG seed (same seed, same output)");
+    cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy (default 0.8)");
+    cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0 = off (default 40)");
+    cmd->add_option("--top-p", o->sampling.top_p, "Top-p, 1 = off (default 0.95)");
+    cmd->add_option("--min-p", o->sampling.min_p, "Min-p, 0 = off (default 0.05)");
+    cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
+                    "Repetition penalty, 1 = off (default 1.0)");
+    cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n,
+                    "Tokens the repetition penalty looks back over (default 64)");
+    cmd->add_option("--stop", o->stops, "Stop when this text is generated (repeatable)");
+    cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model family's chat template");
+    cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");
+    return {cmd, [o, &common]() { return run(common, *o); }};
+}
+
+}  // namespace ferrox::cli

@@ -1,0 +1,38 @@
+// The capacity plan: does the model fit before anything is loaded? Weights
+// (the mapped file), the KV cache and the scratch arena against the memory
+// the host has available. A refusal states the arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ferrox/api.h"
+#include "ferrox/expected.h"
+#include "ferrox/model/hparams.h"
+
+namespace ferrox::model {
+
+struct CapacityInputs {
+    uint64_t weight_bytes = 0;  // the mapped GGUF file
+    uint32_t n_layer = 0, context = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
+    uint64_t scratch_bytes = 0;
+    uint64_t available_bytes = 0;  // MemAvailable
+};
+
+struct CapacityPlan {
+    uint64_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0, total_bytes = 0;
+    uint64_t available_bytes = 0;
+    FERROX_API std::string summary() const;  // "weights W + KV K + scratch S = T of A available"
+};
+
+// f32 K and V: n_layer x context x n_head_kv x (head_dim_k + head_dim_v) x 4 bytes.
+FERROX_API uint64_t kv_cache_bytes(const CapacityInputs& in);
+
+// The plan, or an Error spelling out the sum that does not fit.
+FERROX_API Expected<CapacityPlan> plan_capacity(const CapacityInputs& in);
+
+// MemAvailable from /proc/meminfo, in bytes; nullopt when it cannot be read.
+FERROX_API std::optional<uint64_t> mem_available_bytes();
+
+}  // namespace ferrox::model

@@ -1,0 +1,64 @@
+// A decoder's hyper-parameters, read from the GGUF's `<arch>.*` metadata.
+// Named, never guessed: a missing key, or a setting this runtime does not
+// implement, is an Error that names the key -- never a silent default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ferrox/api.h"
+#include "ferrox/expected.h"
+#include "ferrox/gguf/file.h"
+
+namespace ferrox::model {
+
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3 };
+
+// Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
+// Neox pairs (i, i + d/2) (qwen, gemma).
+enum class RopeStyle { Normal, Neox };
+
+enum class FfnActivation { Silu, GeluTanh };  // SwiGLU or GeGLU: act(gate) * up
+
+struct Hparams {
+    Arch arch = Arch::Llama;
+    std::string arch_name;  // "gemma3", the metadata prefix
+
+    uint32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0;
+    uint32_t head_dim_k = 0, head_dim_v = 0;
+    uint32_t n_ff = 0;
+    uint32_t n_ctx_train = 0;
+    uint64_t vocab = 0;  // rows of token_embd
+    float rms_eps = 0;
+
+    RopeStyle rope = RopeStyle::Normal;
+    float rope_base = 10000.0f;        // global layers
+    float rope_freq_scale = 1.0f;      // 1 / linear rope scaling factor (global layers)
+    float rope_base_local = 10000.0f;  // sliding-window layers
+    uint32_t sliding_window = 0;       // 0: every layer attends to the whole past
+    uint32_t swa_period = 0;           // every swa_period-th layer is global; 0: none local
+
+    FfnActivation activation = FfnActivation::Silu;
+    float attn_scale = 1.0f;   // applied to q . k
+    bool embed_scale = false;  // multiply embeddings by sqrt(n_embd) (gemma)
+    bool post_norms = false;   // post_attention_norm and post_ffw_norm (gemma3)
+    bool qk_norm = false;      // per-head RMSNorm on q and k (qwen3, gemma3)
+    bool qkv_bias = false;     // q/k/v biases (qwen2)
+
+    // Mixture of experts (qwen3moe); n_expert == 0 for dense models.
+    uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
+    bool expert_weights_norm = false;
+
+    // True when layer `il` attends through the sliding window with the local rope base.
+    bool is_local_layer(uint32_t il) const {
+        return sliding_window > 0 && swa_period > 0 && (il + 1) % swa_period != 0;
+    }
+};
+
+FERROX_API std::string_view arch_name(Arch arch);
+
+// Reads and checks every hyper-parameter; the Error names the file and the key.
+FERROX_API Expected<Hparams> read_hparams(const gguf::File& file);
+
+}  // namespace ferrox::model

@@ -1,0 +1,72 @@
+// A decoder-only language model over a mapped GGUF file: weights bound by
+// name to borrowed WeightMatrix objects (zero-copy), every product through
+// the Dispatcher, a KV cache and a scratch arena allocated once at load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ferrox/api.h"
+#include "ferrox/dispatch.h"
+#include "ferrox/expected.h"
+#include "ferrox/gguf/file.h"
+#include "ferrox/model/capacity.h"
+#include "ferrox/model/hparams.h"
+
+namespace ferrox::model {
+
+// One weight tensor the model multiplies by, with the role it is dispatched
+// under ("attn_q", "ffn_down", "output", ...). Norm vectors are not listed.
+struct WeightUse {
+    std::string tensor;  // GGUF tensor name
+    std::string role;
+    ferrox_kind kind = FERROX_KIND_F32;
+    uint64_t rows = 0, cols = 0;
+};
+
+// Every weight product the model will make, from the file alone (nothing moves).
+FERROX_API Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp);
+
+// Records MATVEC and GEMM for every use into the dispatcher's registry.
+FERROX_API void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher);
+
+struct ModelOptions {
+    uint32_t context = 4096;   // KV cache positions; 0: the training context
+    uint32_t max_batch = 256;  // positions per forward chunk (scratch is sized for it)
+    bool registry_strict = false;
+    // Memory the capacity plan checks against; 0: MemAvailable.
+    uint64_t available_bytes = 0;
+};
+
+class FERROX_API Model {
+  public:
+    // Reads hparams, plans capacity, binds and probes weights, enforces the registry.
+    // `file` and `dispatcher` must outlive the model; `registry` is the
+    // dispatcher's, sealed after the probe and checked against registry.strict.
+    static Expected<std::unique_ptr<Model>> load(const gguf::File& file, Dispatcher& dispatcher,
+                                                 KernelRegistry& registry,
+                                                 const ModelOptions& options);
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const Hparams& hparams() const;
+    const CapacityPlan& capacity() const;
+    uint32_t context() const;
+    uint64_t vocab() const;
+
+    // Runs `tokens` at positions [pos, pos + n), writing their K/V into the
+    // cache (later positions are forgotten). `logits` may be empty (none),
+    // hold vocab floats (the last position's) or n * vocab (every position's).
+    Expected<void> forward(std::span<const int32_t> tokens, uint32_t pos, std::span<float> logits);
+
+  private:
+    struct Impl;
+    explicit Model(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferrox::model

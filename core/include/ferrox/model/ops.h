@@ -1,0 +1,48 @@
+// Host-side decoder ops: norms, RoPE, attention, activations, softmax.
+// Plain loops over spans the compiler can vectorise; every weight product
+// goes through the Dispatcher instead, never through here.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "ferrox/api.h"
+#include "ferrox/model/hparams.h"
+
+namespace ferrox::model::ops {
+
+// y = x / sqrt(mean(x^2) + eps) * w; y may alias x.
+FERROX_API void rms_norm(std::span<const float> x, std::span<const float> w, float eps,
+                         std::span<float> y);
+
+// Rotates one head vector (its full length) in place for position `pos`:
+// angle_i = pos * freq_scale * base^(-2i/d).
+FERROX_API void rope(std::span<float> head, uint32_t pos, float base, float freq_scale,
+                     RopeStyle style);
+
+// In-place softmax, max-subtracted.
+FERROX_API void softmax(std::span<float> x);
+
+FERROX_API float silu(float x);
+FERROX_API float gelu_tanh(float x);
+
+// gate[i] = act(gate[i]) * up[i]
+FERROX_API void glu(std::span<float> gate, std::span<const float> up, FfnActivation act);
+
+// x += y
+FERROX_API void add(std::span<float> x, std::span<const float> y);
+
+struct AttentionShape {
+    uint32_t n_head = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
+    float scale = 1.0f;
+};
+
+// One query row attends to cached positions [first, last] (inclusive; the
+// caller applies the causal and sliding-window limits). `keys`/`values` are
+// the layer's cache, row p at p * n_head_kv * head_dim. Query head h reads
+// kv head h / (n_head / n_head_kv) (GQA). `scores` needs last + 1 floats.
+FERROX_API void attend(const AttentionShape& shape, std::span<const float> q, const float* keys,
+                       const float* values, uint32_t first, uint32_t last, std::span<float> scores,
+                       std::span<float> out);
+
+}  // namespace ferrox::model::ops

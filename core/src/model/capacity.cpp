@@ -1,0 +1,53 @@
+#include "ferrox/model/capacity.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace ferrox::model {
+namespace {
+std::string mib(uint64_t bytes) {
+    return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+}  // namespace
+
+std::string CapacityPlan::summary() const {
+    return fmt::format("weights {} + KV cache {} + scratch {} = {} of {} available",
+                       mib(weight_bytes), mib(kv_bytes), mib(scratch_bytes), mib(total_bytes),
+                       mib(available_bytes));
+}
+
+uint64_t kv_cache_bytes(const CapacityInputs& in) {
+    return uint64_t{in.n_layer} * in.context * in.n_head_kv *
+           (uint64_t{in.head_dim_k} + in.head_dim_v) * sizeof(float);
+}
+
+Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
+    CapacityPlan p;
+    p.weight_bytes = in.weight_bytes;
+    p.kv_bytes = kv_cache_bytes(in);
+    p.scratch_bytes = in.scratch_bytes;
+    p.total_bytes = p.weight_bytes + p.kv_bytes + p.scratch_bytes;
+    p.available_bytes = in.available_bytes;
+    if (p.total_bytes > p.available_bytes)
+        return make_error(
+            "model does not fit: weights {} B + KV cache {} B ({} layers x {} positions x {} kv "
+            "heads x ({} + {}) dims x 4 B) + scratch {} B = {} B, but only {} B are available "
+            "(MemAvailable); lower the context (-c)",
+            p.weight_bytes, p.kv_bytes, in.n_layer, in.context, in.n_head_kv, in.head_dim_k,
+            in.head_dim_v, p.scratch_bytes, p.total_bytes, p.available_bytes);
+    return p;
+}
+
+std::optional<uint64_t> mem_available_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("MemAvailable:", 0) != 0) continue;
+        std::istringstream fields(line.substr(13));
+        uint64_t kib = 0;
+        if (fields >> kib) return kib * 1024;
+    }
+    return std::nullopt;
+}
+
+}  // namespace ferrox::model

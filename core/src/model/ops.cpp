@@ -1,0 +1,91 @@
+#include "ferrox/model/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ferrox::model::ops {
+
+void rms_norm(std::span<const float> x, std::span<const float> w, float eps, std::span<float> y) {
+    double sum = 0;
+    for (float v : x) sum += static_cast<double>(v) * static_cast<double>(v);
+    const float scale = static_cast<float>(
+        1.0 / std::sqrt(sum / static_cast<double>(x.size()) + static_cast<double>(eps)));
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
+}
+
+void rope(std::span<float> head, uint32_t pos, float base, float freq_scale, RopeStyle style) {
+    const size_t d = head.size();
+    const size_t half = d / 2;
+    for (size_t i = 0; i < half; ++i) {
+        const double theta = static_cast<double>(pos) * static_cast<double>(freq_scale) *
+                             std::pow(static_cast<double>(base),
+                                      -2.0 * static_cast<double>(i) / static_cast<double>(d));
+        const float c = static_cast<float>(std::cos(theta));
+        const float s = static_cast<float>(std::sin(theta));
+        // Normal rotates adjacent pairs; Neox pairs element i with i + d/2.
+        const size_t a = style == RopeStyle::Normal ? 2 * i : i;
+        const size_t b = style == RopeStyle::Normal ? 2 * i + 1 : i + half;
+        const float x0 = head[a], x1 = head[b];
+        head[a] = x0 * c - x1 * s;
+        head[b] = x0 * s + x1 * c;
+    }
+}
+
+void softmax(std::span<float> x) {
+    if (x.empty()) return;
+    const float max = *std::max_element(x.begin(), x.end());
+    double sum = 0;
+    for (float& v : x) {
+        v = std::exp(v - max);
+        sum += static_cast<double>(v);
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (float& v : x) v *= inv;
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+float gelu_tanh(float x) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+void glu(std::span<float> gate, std::span<const float> up, FfnActivation act) {
+    if (act == FfnActivation::Silu)
+        for (size_t i = 0; i < gate.size(); ++i) gate[i] = silu(gate[i]) * up[i];
+    else
+        for (size_t i = 0; i < gate.size(); ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+void add(std::span<float> x, std::span<const float> y) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+}
+
+void attend(const AttentionShape& shape, std::span<const float> q, const float* keys,
+            const float* values, uint32_t first, uint32_t last, std::span<float> scores,
+            std::span<float> out) {
+    const uint32_t group = shape.n_head / shape.n_head_kv;
+    const size_t k_row = size_t{shape.n_head_kv} * shape.head_dim_k;
+    const size_t v_row = size_t{shape.n_head_kv} * shape.head_dim_v;
+    const std::span<float> window = scores.subspan(first, last - first + 1);
+    for (uint32_t h = 0; h < shape.n_head; ++h) {
+        const uint32_t kvh = h / group;
+        const float* qh = q.data() + size_t{h} * shape.head_dim_k;
+        for (uint32_t p = first; p <= last; ++p) {
+            const float* kp = keys + p * k_row + size_t{kvh} * shape.head_dim_k;
+            float dot = 0;
+            for (uint32_t i = 0; i < shape.head_dim_k; ++i) dot += qh[i] * kp[i];
+            scores[p] = dot * shape.scale;
+        }
+        softmax(window);
+        float* oh = out.data() + size_t{h} * shape.head_dim_v;
+        std::fill(oh, oh + shape.head_dim_v, 0.0f);
+        for (uint32_t p = first; p <= last; ++p) {
+            const float* vp = values + p * v_row + size_t{kvh} * shape.head_dim_v;
+            const float w = scores[p];
+            for (uint32_t i = 0; i < shape.head_dim_v; ++i) oh[i] += w * vp[i];
+        }
+    }
+}
+
+}  // namespace ferrox::model::ops

@@ -1,0 +1,193 @@
+#include "weights.h"
+
+#include "ferrox/model/model.h"
+#include "ferrox/quant/reference.h"
+#include "ferrox/quant_kind.h"
+
+namespace ferrox::model {
+namespace {
+
+Error missing(const gguf::File& file, const std::string& name, const Hparams& hp) {
+    return make_error("{}: tensor '{}' is missing (architecture '{}' needs it)",
+                      file.path().string(), name, hp.arch_name);
+}
+
+Expected<const gguf::Tensor*> require(const gguf::File& file, const std::string& name,
+                                      const Hparams& hp) {
+    const gguf::Tensor* t = file.find_tensor(name);
+    if (!t) return missing(file, name, hp);
+    return t;
+}
+
+// A 1-D tensor of `length` values as f32.
+Expected<std::vector<float>> bind_vector(const gguf::File& file, const std::string& name,
+                                         uint64_t length) {
+    const gguf::Tensor* t = file.find_tensor(name);
+    if (!t) return make_error("{}: tensor '{}' is missing", file.path().string(), name);
+    if (t->element_count() != length)
+        return make_error("{}: tensor '{}' has {} elements, expected {}", file.path().string(),
+                          name, t->element_count(), length);
+    std::vector<float> v(length);
+    if (!quant::dequantize_row(t->kind(), t->data().data(), v.data(), length))
+        return make_error("{}: tensor '{}': cannot read {} values as f32", file.path().string(),
+                          name, kind_name(t->kind()));
+    return v;
+}
+
+// Per-expert views of a stacked [cols, rows, n_expert] tensor: each expert's
+// slice is contiguous, so a view is a subspan -- no repacking.
+Expected<std::vector<WeightMatrix>> bind_experts(const gguf::File& file, const std::string& name,
+                                                 uint64_t rows, uint64_t cols, uint32_t n_expert) {
+    const gguf::Tensor* t = file.find_tensor(name);
+    if (!t) return make_error("{}: tensor '{}' is missing", file.path().string(), name);
+    const auto shape = t->shape();
+    if (shape.size() != 3 || shape[0] != cols || shape[1] != rows || shape[2] != n_expert)
+        return make_error("{}: tensor '{}' is not [{}, {}, {}]", file.path().string(), name, cols,
+                          rows, n_expert);
+    const uint64_t slice = t->byte_size() / n_expert;
+    std::vector<WeightMatrix> views;
+    for (uint32_t e = 0; e < n_expert; ++e) {
+        auto w = WeightMatrix::borrowed(fmt::format("{}[expert {}]", name, e), t->kind(), rows,
+                                        cols, t->data().subspan(e * slice, slice), t->mapping());
+        if (!w) return w.error();
+        views.push_back(std::move(*w));
+    }
+    return views;
+}
+
+}  // namespace
+
+std::string layer_tensor(uint32_t il, std::string_view suffix) {
+    return fmt::format("blk.{}.{}", il, suffix);
+}
+
+Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& name, uint64_t rows,
+                                   uint64_t cols) {
+    const gguf::Tensor* t = file.find_tensor(name);
+    if (!t) return make_error("{}: tensor '{}' is missing", file.path().string(), name);
+    if (t->shape().size() != 2 || t->row_length() != cols || t->row_count() != rows)
+        return make_error("{}: tensor '{}' has shape [{}], expected [{}, {}]", file.path().string(),
+                          name, fmt::join(t->shape(), ", "), cols, rows);
+    return WeightMatrix::borrowed(name, t->kind(), rows, cols, t->data(), t->mapping());
+}
+
+Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp) {
+    std::vector<WeightUse> uses;
+    auto add = [&](const std::string& name, std::string role) -> Expected<void> {
+        auto t = require(file, name, hp);
+        if (!t) return t.error();
+        const auto shape = (*t)->shape();
+        uses.push_back(
+            {name, std::move(role), (*t)->kind(), shape.size() > 1 ? shape[1] : 1, shape[0]});
+        return {};
+    };
+    const bool tied = file.find_tensor("output.weight") == nullptr;
+    if (auto r = add(tied ? "token_embd.weight" : "output.weight", "output"); !r) return r.error();
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        for (const char* role : {"attn_q", "attn_k", "attn_v", "attn_output"})
+            if (auto r = add(layer_tensor(il, std::string(role) + ".weight"), role); !r)
+                return r.error();
+        const char* const dense[] = {"ffn_gate", "ffn_up", "ffn_down"};
+        const char* const moe[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+        if (hp.n_expert == 0) {
+            for (const char* role : dense)
+                if (auto r = add(layer_tensor(il, std::string(role) + ".weight"), role); !r)
+                    return r.error();
+        } else {
+            for (const char* part : moe)
+                if (auto r = add(layer_tensor(il, std::string(part) + ".weight"),
+                                 std::string_view(part) == "ffn_gate_inp" ? "moe_router" : part);
+                    !r)
+                    return r.error();
+        }
+    }
+    return uses;
+}
+
+void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher) {
+    for (const WeightUse& u : uses) dispatcher.probe(u.kind, u.role);
+}
+
+Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
+    ModelWeights mw;
+    const uint64_t d = hp.n_embd;
+    auto embd = require(file, "token_embd.weight", hp);
+    if (!embd) return embd.error();
+    mw.token_embd = *embd;
+    if (mw.token_embd->row_length() != d)
+        return make_error("{}: tensor 'token_embd.weight' rows are {} long, embedding_length is {}",
+                          file.path().string(), mw.token_embd->row_length(), d);
+    const bool tied = file.find_tensor("output.weight") == nullptr;
+    auto output = bind_matrix(file, tied ? "token_embd.weight" : "output.weight", hp.vocab, d);
+    if (!output) return output.error();
+    mw.output = std::move(*output);
+    auto onorm = bind_vector(file, "output_norm.weight", d);
+    if (!onorm) return onorm.error();
+    mw.output_norm = std::move(*onorm);
+
+    const uint64_t q_dim = uint64_t{hp.n_head} * hp.head_dim_k;
+    const uint64_t k_dim = uint64_t{hp.n_head_kv} * hp.head_dim_k;
+    const uint64_t v_dim = uint64_t{hp.n_head_kv} * hp.head_dim_v;
+    const uint64_t o_dim = uint64_t{hp.n_head} * hp.head_dim_v;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        LayerWeights lw;
+        auto matrix = [&](std::optional<WeightMatrix>& dst, std::string_view suffix, uint64_t rows,
+                          uint64_t cols) -> Expected<void> {
+            auto m = bind_matrix(file, layer_tensor(il, suffix), rows, cols);
+            if (!m) return m.error();
+            dst = std::move(*m);
+            return {};
+        };
+        auto vector = [&](std::vector<float>& dst, std::string_view suffix,
+                          uint64_t n) -> Expected<void> {
+            auto v = bind_vector(file, layer_tensor(il, suffix), n);
+            if (!v) return v.error();
+            dst = std::move(*v);
+            return {};
+        };
+        for (auto r :
+             {matrix(lw.q, "attn_q.weight", q_dim, d), matrix(lw.k, "attn_k.weight", k_dim, d),
+              matrix(lw.v, "attn_v.weight", v_dim, d), matrix(lw.o, "attn_output.weight", d, o_dim),
+              vector(lw.attn_norm, "attn_norm.weight", d),
+              vector(lw.ffn_norm, "ffn_norm.weight", d)})
+            if (!r) return r.error();
+        if (hp.qk_norm)
+            for (auto r : {vector(lw.q_norm, "attn_q_norm.weight", hp.head_dim_k),
+                           vector(lw.k_norm, "attn_k_norm.weight", hp.head_dim_k)})
+                if (!r) return r.error();
+        if (hp.post_norms)
+            for (auto r : {vector(lw.post_attn_norm, "post_attention_norm.weight", d),
+                           vector(lw.post_ffw_norm, "post_ffw_norm.weight", d)})
+                if (!r) return r.error();
+        if (hp.qkv_bias)
+            for (auto r :
+                 {vector(lw.q_bias, "attn_q.bias", q_dim), vector(lw.k_bias, "attn_k.bias", k_dim),
+                  vector(lw.v_bias, "attn_v.bias", v_dim)})
+                if (!r) return r.error();
+        if (hp.n_expert == 0) {
+            for (auto r : {matrix(lw.gate, "ffn_gate.weight", hp.n_ff, d),
+                           matrix(lw.up, "ffn_up.weight", hp.n_ff, d),
+                           matrix(lw.down, "ffn_down.weight", d, hp.n_ff)})
+                if (!r) return r.error();
+        } else {
+            if (auto r = matrix(lw.router, "ffn_gate_inp.weight", hp.n_expert, d); !r)
+                return r.error();
+            const uint64_t f = hp.n_ff_expert;
+            auto g =
+                bind_experts(file, layer_tensor(il, "ffn_gate_exps.weight"), f, d, hp.n_expert);
+            if (!g) return g.error();
+            auto u = bind_experts(file, layer_tensor(il, "ffn_up_exps.weight"), f, d, hp.n_expert);
+            if (!u) return u.error();
+            auto dn =
+                bind_experts(file, layer_tensor(il, "ffn_down_exps.weight"), d, f, hp.n_expert);
+            if (!dn) return dn.error();
+            lw.gate_exps = std::move(*g);
+            lw.up_exps = std::move(*u);
+            lw.down_exps = std::move(*dn);
+        }
+        mw.layers.push_back(std::move(lw));
+    }
+    return mw;
+}
+
+}  // namespace ferrox::model

@@ -1,0 +1,40 @@
+// Binding GGUF tensors by name: weight matrices borrowed zero-copy from the
+// mapping, norm and bias vectors copied out as f32 (they are tiny).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferrox/expected.h"
+#include "ferrox/gguf/file.h"
+#include "ferrox/model/hparams.h"
+#include "ferrox/weight_matrix.h"
+
+namespace ferrox::model {
+
+struct LayerWeights {
+    std::optional<WeightMatrix> q, k, v, o;
+    std::optional<WeightMatrix> gate, up, down;               // dense FFN
+    std::optional<WeightMatrix> router;                       // MoE: [n_expert x n_embd]
+    std::vector<WeightMatrix> gate_exps, up_exps, down_exps;  // MoE: one view per expert
+    std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
+    std::vector<float> q_bias, k_bias, v_bias;
+};
+
+struct ModelWeights {
+    const gguf::Tensor* token_embd = nullptr;  // rows read by get_rows (dequantized)
+    std::optional<WeightMatrix> output;        // token_embd itself when tied
+    std::vector<float> output_norm;
+    std::vector<LayerWeights> layers;
+};
+
+// The tensor name of layer `il`'s `suffix` ("blk.3.attn_q.weight").
+std::string layer_tensor(uint32_t il, std::string_view suffix);
+
+Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& name, uint64_t rows,
+                                   uint64_t cols);
+Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp);
+
+}  // namespace ferrox::model

@@ -1,0 +1,126 @@
+// Hyper-parameters are named, never guessed; the capacity plan states its sum.
+#include <catch2/catch.hpp>
+
+#include "ferrox/model/capacity.h"
+#include "ferrox/model/hparams.h"
+#include "tiny_gguf.h"
+
+using namespace ferrox;
+using ferrox::test::TinyGguf;
+
+namespace {
+
+TinyGguf gemma3_like() {
+    TinyGguf g;
+    g.str("general.architecture", "gemma3")
+        .u32("gemma3.context_length", 32768)
+        .u32("gemma3.embedding_length", 64)
+        .u32("gemma3.block_count", 12)
+        .u32("gemma3.feed_forward_length", 128)
+        .u32("gemma3.attention.head_count", 4)
+        .u32("gemma3.attention.head_count_kv", 1)
+        .u32("gemma3.attention.key_length", 32)
+        .u32("gemma3.attention.value_length", 32)
+        .f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f)
+        .f32("gemma3.rope.freq_base", 1e6f)
+        .u32("gemma3.attention.sliding_window", 512)
+        .tensor("token_embd.weight", 64, 10, 0.5f);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("gemma3 metadata gives its hyper-parameters and the 5-local-1-global layer pattern") {
+    auto file = gemma3_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->arch == model::Arch::Gemma3);
+    CHECK(hp->n_embd == 64);
+    CHECK(hp->n_head_kv == 1);
+    CHECK(hp->head_dim_k == 32);
+    CHECK(hp->vocab == 10);
+    CHECK(hp->rope == model::RopeStyle::Neox);
+    CHECK(hp->rope_base == 1e6f);
+    CHECK(hp->rope_base_local == 10000.0f);
+    CHECK(hp->sliding_window == 512);
+    CHECK(hp->attn_scale == Approx(1.0 / std::sqrt(32.0)));
+    for (uint32_t il = 0; il < 12; ++il) CHECK(hp->is_local_layer(il) == (il != 5 && il != 11));
+}
+
+TEST_CASE("a missing required key is refused and the message names the key") {
+    const char* keys[] = {
+        "gemma3.embedding_length",        "gemma3.block_count",
+        "gemma3.attention.head_count",    "gemma3.context_length",
+        "gemma3.feed_forward_length",     "gemma3.attention.layer_norm_rms_epsilon",
+        "gemma3.attention.sliding_window"};
+    for (const char* key : keys) {
+        INFO(key);
+        auto file = gemma3_like().without(key).parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE_FALSE(hp);
+        CHECK_THAT(hp.error().message(), Catch::Contains(key));
+    }
+}
+
+TEST_CASE("an unknown architecture and an unimplemented rope scaling are refused by key") {
+    auto unknown =
+        gemma3_like().without("general.architecture").str("general.architecture", "mamba").parse();
+    REQUIRE(unknown);
+    auto a = model::read_hparams(*unknown);
+    REQUIRE_FALSE(a);
+    CHECK_THAT(a.error().message(),
+               Catch::Contains("general.architecture") && Catch::Contains("mamba"));
+
+    auto yarn = gemma3_like().str("gemma3.rope.scaling.type", "yarn").parse();
+    REQUIRE(yarn);
+    auto b = model::read_hparams(*yarn);
+    REQUIRE_FALSE(b);
+    CHECK_THAT(b.error().message(),
+               Catch::Contains("gemma3.rope.scaling.type") && Catch::Contains("yarn"));
+
+    auto kv = gemma3_like()
+                  .without("gemma3.attention.head_count_kv")
+                  .u32("gemma3.attention.head_count_kv", 3)
+                  .parse();
+    REQUIRE(kv);
+    auto c = model::read_hparams(*kv);
+    REQUIRE_FALSE(c);
+    CHECK_THAT(c.error().message(), Catch::Contains("gemma3.attention.head_count_kv"));
+}
+
+TEST_CASE("the capacity plan counts weights, an f32 KV cache and scratch") {
+    model::CapacityInputs in;
+    in.weight_bytes = 1000;
+    in.n_layer = 18;
+    in.context = 4096;
+    in.n_head_kv = 1;
+    in.head_dim_k = 256;
+    in.head_dim_v = 256;
+    in.scratch_bytes = 24;
+    in.available_bytes = uint64_t{1} << 40;
+    auto plan = model::plan_capacity(in);
+    REQUIRE(plan);
+    CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * 512 * 4);
+    CHECK(plan->total_bytes == 1000 + plan->kv_bytes + 24);
+}
+
+TEST_CASE("a model that does not fit is refused with the arithmetic spelled out") {
+    model::CapacityInputs in;
+    in.weight_bytes = 253113024;
+    in.n_layer = 18;
+    in.context = 32768;
+    in.n_head_kv = 1;
+    in.head_dim_k = 256;
+    in.head_dim_v = 256;
+    in.scratch_bytes = 1000;
+    in.available_bytes = 512ull << 20;
+    auto plan = model::plan_capacity(in);
+    REQUIRE_FALSE(plan);
+    const std::string& msg = plan.error().message();
+    INFO(msg);
+    CHECK_THAT(msg, Catch::Contains("253113024") && Catch::Contains("1207959552") &&
+                        Catch::Contains("18 layers x 32768 positions x 1 kv heads") &&
+                        Catch::Contains("1461073576") && Catch::Contains("536870912"));
+}

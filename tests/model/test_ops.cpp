@@ -1,0 +1,131 @@
+// Host ops against naive double-precision references on seeded random data.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "ferrox/model/ops.h"
+#include "random_data.h"
+
+using namespace ferrox;
+using namespace ferrox::model;
+using ferrox::test::gaussian;
+using ferrox::test::nmse;
+
+TEST_CASE("rms_norm matches a double-precision reference") {
+    std::mt19937_64 rng(ferrox::test::test_seed(11));
+    const auto x = gaussian(640, rng, 3.0f);
+    const auto w = gaussian(640, rng, 1.0f);
+    std::vector<float> y(640), want(640);
+    ops::rms_norm(x, w, 1e-6f, y);
+    double ss = 0;
+    for (float v : x) ss += double(v) * double(v);
+    const double inv = 1.0 / std::sqrt(ss / 640.0 + 1e-6);
+    for (size_t i = 0; i < 640; ++i)
+        want[i] = static_cast<float>(double(x[i]) * inv * double(w[i]));
+    CHECK(nmse(y, want) < 1e-12);
+}
+
+TEST_CASE("rope rotates the documented pairs by pos * base^(-2i/d)") {
+    // d = 4, base 10000: pair 0 turns by pos rad, pair 1 by pos * 0.01 rad.
+    const float in[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+    const double a0 = 1.0, a1 = 0.01;
+    {
+        std::vector<float> h(in, in + 4);
+        ops::rope(h, 1, 10000.0f, 1.0f, RopeStyle::Neox);  // pairs (0,2) and (1,3)
+        CHECK(h[0] == Approx(1 * std::cos(a0) - 3 * std::sin(a0)));
+        CHECK(h[2] == Approx(1 * std::sin(a0) + 3 * std::cos(a0)));
+        CHECK(h[1] == Approx(2 * std::cos(a1) - 4 * std::sin(a1)));
+        CHECK(h[3] == Approx(2 * std::sin(a1) + 4 * std::cos(a1)));
+    }
+    {
+        std::vector<float> h(in, in + 4);
+        ops::rope(h, 1, 10000.0f, 1.0f, RopeStyle::Normal);  // pairs (0,1) and (2,3)
+        CHECK(h[0] == Approx(1 * std::cos(a0) - 2 * std::sin(a0)));
+        CHECK(h[1] == Approx(1 * std::sin(a0) + 2 * std::cos(a0)));
+        CHECK(h[2] == Approx(3 * std::cos(a1) - 4 * std::sin(a1)));
+        CHECK(h[3] == Approx(3 * std::sin(a1) + 4 * std::cos(a1)));
+    }
+}
+
+TEST_CASE("rope makes q.k depend only on the distance between positions, in both styles") {
+    std::mt19937_64 rng(ferrox::test::test_seed(12));
+    for (RopeStyle style : {RopeStyle::Normal, RopeStyle::Neox}) {
+        const auto q = gaussian(128, rng), k = gaussian(128, rng);
+        auto dot_at = [&](uint32_t pq, uint32_t pk) {
+            std::vector<float> a = q, b = k;
+            ops::rope(a, pq, 1e6f, 1.0f, style);
+            ops::rope(b, pk, 1e6f, 1.0f, style);
+            double d = 0;
+            for (size_t i = 0; i < a.size(); ++i) d += double(a[i]) * double(b[i]);
+            return d;
+        };
+        CHECK(dot_at(7, 3) == Approx(dot_at(104, 100)).epsilon(1e-4));
+        CHECK(dot_at(0, 0) == Approx(dot_at(50, 50)).epsilon(1e-4));
+    }
+}
+
+TEST_CASE("softmax sums to one, matches a double reference and survives large inputs") {
+    std::mt19937_64 rng(ferrox::test::test_seed(13));
+    auto x = gaussian(1000, rng, 5.0f);
+    x[3] = 500.0f;  // exp(500) overflows float without the max subtraction
+    std::vector<float> want(x.size());
+    double mx = 500, sum = 0;
+    for (size_t i = 0; i < x.size(); ++i) sum += std::exp(double(x[i]) - mx);
+    for (size_t i = 0; i < x.size(); ++i)
+        want[i] = static_cast<float>(std::exp(double(x[i]) - mx) / sum);
+    ops::softmax(x);
+    double total = 0;
+    for (float v : x) total += double(v);
+    CHECK(total == Approx(1.0).epsilon(1e-6));
+    CHECK(nmse(x, want) < 1e-12);
+}
+
+TEST_CASE("gelu_tanh and silu match their formulas") {
+    for (double x : {-3.0, -0.5, 0.0, 0.7, 2.5}) {
+        const double gelu =
+            0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        CHECK(double(ops::gelu_tanh(float(x))) == Approx(gelu).margin(1e-6));
+        CHECK(double(ops::silu(float(x))) == Approx(x / (1 + std::exp(-x))).margin(1e-6));
+    }
+}
+
+TEST_CASE("attention with GQA, causal mask and sliding window matches a naive reference") {
+    std::mt19937_64 rng(ferrox::test::test_seed(14));
+    const ops::AttentionShape shape{4, 2, 16, 8, 0.25f};
+    const uint32_t n_pos = 40;
+    const auto q = gaussian(shape.n_head * shape.head_dim_k, rng);
+    const auto keys = gaussian(n_pos * shape.n_head_kv * shape.head_dim_k, rng);
+    const auto values = gaussian(n_pos * shape.n_head_kv * shape.head_dim_v, rng);
+    for (uint32_t window : {0u, 8u}) {
+        const uint32_t pos = 30;
+        const uint32_t first = window && pos + 1 > window ? pos + 1 - window : 0;
+        std::vector<float> scores(n_pos), out(shape.n_head * shape.head_dim_v);
+        ops::attend(shape, q, keys.data(), values.data(), first, pos, scores, out);
+
+        std::vector<float> want(out.size());
+        for (uint32_t h = 0; h < shape.n_head; ++h) {
+            const uint32_t kvh = h / 2;
+            std::vector<double> s(n_pos, -INFINITY);
+            double mx = -INFINITY;
+            for (uint32_t p = 0; p < n_pos; ++p) {
+                const bool visible = p <= pos && (window == 0 || pos - p < window);
+                if (!visible) continue;
+                double d = 0;
+                for (uint32_t i = 0; i < 16; ++i)
+                    d += double(q[h * 16 + i]) * double(keys[(p * 2 + kvh) * 16 + i]);
+                s[p] = d * 0.25;
+                mx = std::max(mx, s[p]);
+            }
+            double z = 0;
+            for (double& v : s) z += (v = std::exp(v - mx));
+            for (uint32_t i = 0; i < 8; ++i) {
+                double acc = 0;
+                for (uint32_t p = 0; p < n_pos; ++p)
+                    acc += s[p] / z * double(values[(p * 2 + kvh) * 8 + i]);
+                want[h * 8 + i] = static_cast<float>(acc);
+            }
+        }
+        INFO("window " << window);
+        CHECK(nmse(out, want) < 1e-10);
+    }
+}

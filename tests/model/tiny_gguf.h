@@ -1,0 +1,109 @@
+// Builds small GGUF v3 files in memory for metadata tests: scalar and string
+// keys plus F32 tensors. Only what these tests need.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferrox/gguf/file.h"
+
+namespace ferrox::test {
+
+class TinyGguf {
+  public:
+    TinyGguf& u32(const std::string& key, uint32_t v) { return scalar(key, 4, &v, 4); }
+    TinyGguf& f32(const std::string& key, float v) { return scalar(key, 6, &v, 4); }
+    TinyGguf& str(const std::string& key, const std::string& v) {
+        entries_.push_back({key, 8, with_length(v)});
+        return *this;
+    }
+    // A 2-D F32 tensor [cols, rows] (ggml order) filled with `value`.
+    TinyGguf& tensor(const std::string& name, uint64_t cols, uint64_t rows, float value) {
+        tensors_.push_back({name, cols, rows, std::vector<float>(cols * rows, value)});
+        return *this;
+    }
+    // Drops a key added earlier, to test its absence.
+    TinyGguf& without(const std::string& key) {
+        std::erase_if(entries_, [&](const Entry& e) { return e.key == key; });
+        return *this;
+    }
+
+    Expected<gguf::File> parse() const {
+        const std::vector<std::byte> bytes = build();
+        return gguf::File::parse(std::make_shared<const gguf::MappedFile>(
+            gguf::MappedFile::copy_of(bytes, "tiny.gguf")));
+    }
+
+  private:
+    struct Entry {
+        std::string key;
+        uint32_t type;
+        std::vector<std::byte> payload;
+    };
+    struct Tensor {
+        std::string name;
+        uint64_t cols, rows;
+        std::vector<float> data;
+    };
+
+    static std::vector<std::byte> with_length(const std::string& s) {
+        std::vector<std::byte> out(8 + s.size());
+        const uint64_t n = s.size();
+        std::memcpy(out.data(), &n, 8);
+        std::memcpy(out.data() + 8, s.data(), s.size());
+        return out;
+    }
+    TinyGguf& scalar(const std::string& key, uint32_t type, const void* v, size_t n) {
+        std::vector<std::byte> p(n);
+        std::memcpy(p.data(), v, n);
+        entries_.push_back({key, type, std::move(p)});
+        return *this;
+    }
+    template <class T>
+    static void put(std::vector<std::byte>& out, T v) {
+        const size_t at = out.size();
+        out.resize(at + sizeof(T));
+        std::memcpy(out.data() + at, &v, sizeof(T));
+    }
+    static void put_bytes(std::vector<std::byte>& out, const std::vector<std::byte>& b) {
+        out.insert(out.end(), b.begin(), b.end());
+    }
+
+    std::vector<std::byte> build() const {
+        std::vector<std::byte> out;
+        put<uint32_t>(out, 0x46554747u);  // "GGUF"
+        put<uint32_t>(out, 3);
+        put<uint64_t>(out, tensors_.size());
+        put<uint64_t>(out, entries_.size());
+        for (const auto& e : entries_) {
+            put_bytes(out, with_length(e.key));
+            put<uint32_t>(out, e.type);
+            put_bytes(out, e.payload);
+        }
+        uint64_t offset = 0;
+        for (const auto& t : tensors_) {
+            put_bytes(out, with_length(t.name));
+            put<uint32_t>(out, 2);
+            put<uint64_t>(out, t.cols);
+            put<uint64_t>(out, t.rows);
+            put<uint32_t>(out, 0);  // F32
+            put<uint64_t>(out, offset);
+            offset += (t.data.size() * 4 + 31) / 32 * 32;
+        }
+        out.resize((out.size() + 31) / 32 * 32);
+        for (const auto& t : tensors_) {
+            const size_t at = out.size();
+            out.resize(at + (t.data.size() * 4 + 31) / 32 * 32);
+            std::memcpy(out.data() + at, t.data.data(), t.data.size() * 4);
+        }
+        return out;
+    }
+
+    std::vector<Entry> entries_;
+    std::vector<Tensor> tensors_;
+};
+
+}  // namespace ferrox::test
