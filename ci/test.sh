@@ -17,6 +17,7 @@ stamp "dependencies ready"
 # files, and Gemma 3 270M: the independent references of the parity tests.
 bash ci/llama_cpp.sh
 bash ci/fetch-model.sh >/dev/null
+python3 tests/model/make_tiny_models.py >/dev/null   # tiny random models, one per architecture
 stamp "reference data ready"
 
 cmake --preset ci >/dev/null
