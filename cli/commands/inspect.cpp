@@ -6,8 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.h"
+#include "ferrox/dispatch.h"
+#include "ferrox/gguf/file.h"
+#include "ferrox/kernel_registry.h"
 #include "ferrox/log.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/model/model.h"
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
 #include "format.h"

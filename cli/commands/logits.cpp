@@ -7,6 +7,7 @@
 #include "commands/commands.h"
 #include "ferrox/log.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "model_session.h"
 
 namespace ferrox::cli {
 namespace {

@@ -1,0 +1,55 @@
+#include "model_session.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "ferrox/model/hparams.h"
+
+namespace ferrox::cli {
+namespace {
+
+// cpu.threads, replaced (or added) in the options the plugin will be created with.
+void override_threads(Config& config, unsigned threads) {
+    for (auto& b : config.backends) {
+        if (b.name != "cpu") continue;
+        bool set = false;
+        for (auto& [key, value] : b.options)
+            if (key == "threads") value = std::to_string(threads), set = true;
+        if (!set) b.options.emplace_back("threads", std::to_string(threads));
+    }
+}
+
+}  // namespace
+
+Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,
+                                  unsigned threads, uint32_t context) {
+    auto config = load_session_config(common);
+    if (!config) return config.error();
+    if (threads > 0) override_threads(*config, threads);
+    LoaderOptions loader;
+    loader.plugin_dirs = common.plugin_dirs;
+    PluginSet plugins = PluginSet::load(*config, loader);
+    for (const PluginRecord* r : plugins.required_failures())
+        return make_error("required backend '{}' is {}: {}", r->name, state_name(r->state),
+                          r->reason);
+    ModelSession ms{Session{std::move(*config), std::move(plugins)}, {}, {}, {}, {}};
+    ms.registry = std::make_unique<KernelRegistry>();
+    ms.dispatcher = std::make_unique<Dispatcher>(ms.session.plugins.selected(), *ms.registry);
+    auto file = gguf::File::open(path);
+    if (!file) return file.error();
+    ms.file = std::make_unique<gguf::File>(std::move(*file));
+    model::ModelOptions options;
+    options.registry_strict = ms.session.config.registry_strict;
+    if (context == 0) {
+        auto train = model::read_hparams(*ms.file);
+        if (!train) return train.error();
+        context = std::min(4096u, train->n_ctx_train);
+    }
+    options.context = context;
+    auto m = model::Model::load(*ms.file, *ms.dispatcher, *ms.registry, options);
+    if (!m) return m.error();
+    ms.model = std::move(*m);
+    return ms;
+}
+
+}  // namespace ferrox::cli
