@@ -146,7 +146,8 @@ def test_gemma3_logits_and_greedy_match_llama_cpp(gemma3, prompt):
 
 def test_gemma3_run_greedy_continuation_matches_llama_cpp(gemma3):
     """End to end: `ferrox run --temp 0` (its own tokenizer) against llama.cpp's greedy
-    text; identical up to the first near tie, where ferrox takes llama.cpp's runner-up."""
+    text; identical up to the first near tie: where they part, llama.cpp itself must rate
+    ferrox's token within NEAR_TIE logits of its own pick (rounding, not a wrong forward)."""
     prompt = "The capital of France is"
     reply = subprocess.run(ferrox_cmd("run", "-m", str(gemma3), "-p", prompt, "-n", str(GREEDY_TOKENS),
                                       "--temp", "0", "-t", "2", "-c", "128", "--json"),
@@ -159,9 +160,10 @@ def test_gemma3_run_greedy_continuation_matches_llama_cpp(gemma3):
     print(f"\ngreedy run: {same}/{len(ours)} tokens identical before the first difference")
     if same < len(ours):
         logits = ref.logits(prompt_tokens + theirs[:same])[-1]
-        top = np.sort(logits)[::-1]
-        assert ours[same] == int(np.argsort(logits)[::-1][1]), "ferrox's token is not llama.cpp's runner-up"
-        assert top[0] - top[1] < NEAR_TIE
+        gap = float(logits[theirs[same]] - logits[ours[same]])
+        print(f"first difference at {same}: ferrox {ours[same]}, llama.cpp {theirs[same]}, "
+              f"llama.cpp's own gap between them {gap:.3f} logits")
+        assert gap < NEAR_TIE, f"ferrox's token {ours[same]} is {gap:.3f} logits behind llama.cpp's pick"
 
 
 def gemma3_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
