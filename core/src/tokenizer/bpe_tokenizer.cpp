@@ -1,9 +1,9 @@
 #include "tokenizer/bpe_tokenizer.h"
 
-#include <queue>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/special_split.h"
+#include "tokenizer/symbol_merge.h"
 #include "tokenizer/unicode.h"
 
 namespace ferrox::tokenizer_detail {
@@ -19,24 +19,6 @@ std::string merge_key(std::string_view left, std::string_view right) {
     key += right;
     return key;
 }
-
-struct Symbol {
-    size_t start, length;  // length 0: merged into its left neighbour
-    int prev, next;
-};
-
-struct Bigram {
-    int left, right;
-    int32_t rank;
-    size_t length;  // of the merged text, to spot bigrams made stale by other merges
-};
-
-// Lowest rank first; on a tie the leftmost pair.
-struct LowerPriority {
-    bool operator()(const Bigram& a, const Bigram& b) const {
-        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-    }
-};
 
 }  // namespace
 
@@ -87,57 +69,23 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
         }
     }
 
-    std::vector<Symbol> symbols;
-    for (size_t pos = 0; pos < word.size();) {
-        const size_t length =
-            std::min(utf8_sequence_length(static_cast<uint8_t>(word[pos])), word.size() - pos);
-        const int index = static_cast<int>(symbols.size());
-        symbols.push_back({pos, length, index - 1, pos + length == word.size() ? -1 : index + 1});
-        pos += length;
-    }
-
-    std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
-    const auto text_of = [&](int i) {
-        const Symbol& s = symbols[static_cast<size_t>(i)];
-        return word.substr(s.start, s.length);
-    };
-    const auto try_pair = [&](int left, int right) {
-        if (left < 0 || right < 0) return;
-        if (const auto rank = merge_rank(text_of(left), text_of(right)))
-            queue.push({left, right, *rank, text_of(left).size() + text_of(right).size()});
-    };
-    for (size_t i = 1; i < symbols.size(); ++i)
-        try_pair(static_cast<int>(i - 1), static_cast<int>(i));
-
-    while (!queue.empty()) {
-        const Bigram top = queue.top();
-        queue.pop();
-        Symbol& left = symbols[static_cast<size_t>(top.left)];
-        Symbol& right = symbols[static_cast<size_t>(top.right)];
-        // Symbols only grow and stay contiguous, so an unchanged length means
-        // the pair is still the one this bigram was made from.
-        if (left.length == 0 || right.length == 0 || left.length + right.length != top.length)
-            continue;
-        left.length += right.length;
-        right.length = 0;
-        left.next = right.next;
-        if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = top.left;
-        try_pair(left.prev, top.left);
-        try_pair(top.left, left.next);
-    }
-
-    for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
-        const std::string_view piece = text_of(i);
+    std::vector<Symbol> symbols = split_characters(word);
+    // Lowest merge rank first.
+    merge_symbols(symbols, word, [&](std::string_view left, std::string_view right) {
+        const auto rank = merge_rank(left, right);
+        return rank ? std::optional<double>(-static_cast<double>(*rank)) : std::nullopt;
+    });
+    for_each_piece(symbols, word, [&](std::string_view piece) {
         if (const auto id = v.find(piece)) {
             out.push_back(*id);
-            continue;
+            return;
         }
         // Not a token after all merges: each byte of its spelling that is a
         // one-character token (the reference drops the rest).
         for (const char c : piece) {
             if (const auto id = v.find(std::string_view(&c, 1))) out.push_back(*id);
         }
-    }
+    });
 }
 
 std::string BpeTokenizer::token_to_piece(int32_t id) const {

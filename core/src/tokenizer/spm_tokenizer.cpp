@@ -1,9 +1,9 @@
 #include "tokenizer/spm_tokenizer.h"
 
 #include <cstdio>
-#include <queue>
 
 #include "tokenizer/special_split.h"
+#include "tokenizer/symbol_merge.h"
 #include "tokenizer/unicode.h"
 
 namespace ferrox::tokenizer_detail {
@@ -23,24 +23,6 @@ std::string escape_spaces(std::string_view text) {
     }
     return out;
 }
-
-struct Symbol {
-    size_t start, length;  // length 0: merged into its left neighbour
-    int prev, next;
-};
-
-struct Bigram {
-    int left, right;
-    float score;
-    size_t length;  // of the merged text, to spot bigrams made stale by other merges
-};
-
-// Highest score first; on a tie the leftmost pair.
-struct LowerPriority {
-    bool operator()(const Bigram& a, const Bigram& b) const {
-        return a.score < b.score || (a.score == b.score && a.left > b.left);
-    }
-};
 
 }  // namespace
 
@@ -71,50 +53,20 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_specia
 
 void SpmTokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out) const {
     const Vocab& v = vocab();
-    std::vector<Symbol> symbols;
-    for (size_t pos = 0; pos < text.size();) {
-        const size_t length =
-            std::min(utf8_sequence_length(static_cast<uint8_t>(text[pos])), text.size() - pos);
-        const int index = static_cast<int>(symbols.size());
-        symbols.push_back({pos, length, index - 1, pos + length == text.size() ? -1 : index + 1});
-        pos += length;
-    }
-
-    std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
-    const auto symbol_text = [&](const Symbol& s) { return text.substr(s.start, s.length); };
-    const auto try_pair = [&](int left, int right) {
-        if (left < 0 || right < 0) return;
-        const Symbol& l = symbols[static_cast<size_t>(left)];
-        const Symbol& r = symbols[static_cast<size_t>(right)];
-        const std::string_view merged = text.substr(l.start, l.length + r.length);
-        if (const auto id = v.find(merged)) queue.push({left, right, v.score(*id), merged.size()});
-    };
-    for (size_t i = 1; i < symbols.size(); ++i)
-        try_pair(static_cast<int>(i - 1), static_cast<int>(i));
-
-    while (!queue.empty()) {
-        const Bigram top = queue.top();
-        queue.pop();
-        Symbol& left = symbols[static_cast<size_t>(top.left)];
-        Symbol& right = symbols[static_cast<size_t>(top.right)];
-        if (left.length == 0 || right.length == 0 || left.length + right.length != top.length)
-            continue;
-        left.length += right.length;
-        right.length = 0;
-        left.next = right.next;
-        if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = top.left;
-        try_pair(left.prev, top.left);
-        try_pair(top.left, left.next);
-    }
-
-    for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
-        const std::string_view piece = symbol_text(symbols[static_cast<size_t>(i)]);
+    std::vector<Symbol> symbols = split_characters(text);
+    // Highest vocabulary score of the joined piece first. Symbols are contiguous,
+    // so the joined piece is the span starting at `left`.
+    merge_symbols(symbols, text, [&](std::string_view left, std::string_view right) {
+        const auto id = v.find(std::string_view(left.data(), left.size() + right.size()));
+        return id ? std::optional<double>(v.score(*id)) : std::nullopt;
+    });
+    for_each_piece(symbols, text, [&](std::string_view piece) {
         if (const auto id = v.find(piece)) {
             out.push_back(*id);
         } else {
             push_bytes(piece, out);
         }
-    }
+    });
 }
 
 void SpmTokenizer::push_bytes(std::string_view bytes, std::vector<int32_t>& out) const {
