@@ -225,6 +225,23 @@ TEST_CASE("CPU kernels handle rows whose length is not a multiple of the SIMD wi
     }
 }
 
+TEST_CASE("CPU matvec reads long rows of the decode kinds correctly, odd block counts included") {
+    // The decode kinds' MATVEC reads the weight blocks in registers, two 32-
+    // weight blocks (or two sub-blocks) per step: 35 blocks leaves a last odd
+    // one; 11 super-blocks an odd count of 256.
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        std::mt19937_64 rng(test_seed(4242));
+        for (ferrox_kind kind : {FERROX_KIND_Q8_0, FERROX_KIND_Q4_0, FERROX_KIND_Q5_0,
+                                 FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_Q6_K}) {
+            const uint64_t cols =
+                kind_traits(static_cast<uint32_t>(kind))->block_elements == 256 ? 2816 : 1120;
+            INFO(kind_name(kind) << " isa=" << isa << " cols=" << cols);
+            check_product(rig, kind, random_weights(kind, 23, cols, rng), 23, cols, 1, rng);
+        }
+    }
+}
+
 TEST_CASE("the cpu plugin refuses an isa it does not know and names the choices") {
     TempDir dir;
     install_plugin(real_plugin("cpu"), dir.path());

@@ -40,6 +40,10 @@ struct DecodedRow {
 using Int8Decoder = void (*)(const std::byte* src, uint64_t blocks, DecodedRow out);
 // Decodes `blocks` whole blocks to floats.
 using FloatDecoder = void (*)(const std::byte* src, uint64_t blocks, float* out);
+// y[r] = dot(rows[r], acts) for r < n_rows (<= 4), reading the weight blocks
+// directly (no decode buffer); cols a multiple of the kind's block.
+using FusedMatvec = void (*)(const std::byte* const* rows, int n_rows, uint64_t cols,
+                             const QuantizedActs& acts, float* y);
 
 struct IsaKernels {
     const char* name;  // "portable", "avx2", "avx512vnni"
@@ -55,6 +59,8 @@ struct IsaKernels {
     // The same over float rows and float activations (x[c] = xs + c*cols).
     void (*float_tile)(const float* const* rows, int n_rows, const float* xs, int n_acts,
                        uint64_t cols, float* y, uint64_t y_stride);
+    // The MATVEC fast path for kinds read in registers; nullptr: decode + tile.
+    FusedMatvec (*fused_matvec)(ferrox_kind kind);
 };
 
 const IsaKernels& isa_kernels_portable();

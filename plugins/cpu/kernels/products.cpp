@@ -9,7 +9,10 @@
 namespace ferrox::cpu {
 namespace {
 
-constexpr int kTileRows = 4;        // rows per micro-tile
+constexpr int kTileRows = 4;  // rows per micro-tile
+// Rows per fused MATVEC call: one, so a thread reads one sequential stream
+// (interleaving 4 short rows left the hardware prefetchers behind).
+constexpr int kFusedRows = 1;
 constexpr int kTileActs = 4;        // activations per micro-tile
 constexpr uint64_t kGemmRows = 16;  // rows decoded once and reused over all activations
 
@@ -99,7 +102,10 @@ WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uin
     WeightView v{kind, rows, cols, row_bytes, data, find_kernel(kind), 0};
     const KindTraits* t = kind_traits(static_cast<uint32_t>(kind));
     v.blocks_per_row = t ? cols / t->block_elements : 0;
-    if (v.kernel && v.kernel->path == DataPath::Int8) v.int8_decode = isa.int8_decoder(kind);
+    if (v.kernel && v.kernel->path == DataPath::Int8) {
+        v.int8_decode = isa.int8_decoder(kind);
+        if (v.int8_decode) v.fused_matvec = isa.fused_matvec(kind);
+    }
     if (v.kernel && v.kernel->path == DataPath::Float) v.float_decode = isa.float_decoder(kind);
     if (!v.int8_decode && !v.float_decode) v.kernel = nullptr;  // the named fallback
     return v;
@@ -112,6 +118,17 @@ void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const 
         QuantizedBatch acts(1, w.cols);
         isa.quantize_acts(x, w.cols, acts.at(0));
         const QuantizedActs a = acts.at(0);
+        if (w.fused_matvec) {
+            pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
+                for (uint64_t r = begin; r < end; r += kFusedRows) {
+                    const uint64_t count = std::min<uint64_t>(kFusedRows, end - r);
+                    const std::byte* rows[kFusedRows];
+                    for (uint64_t i = 0; i < count; ++i) rows[i] = row_bytes_at(w, r + i);
+                    w.fused_matvec(rows, static_cast<int>(count), w.cols, a, y + r);
+                }
+            });
+            return;
+        }
         pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
             Int8Rows& buf = int8_scratch(kTileRows, w.cols);
             for (uint64_t r = begin; r < end; r += kTileRows) {

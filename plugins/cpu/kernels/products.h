@@ -20,6 +20,7 @@ struct WeightView {
     uint64_t blocks_per_row;              // cols / block elements
     Int8Decoder int8_decode = nullptr;    // DataPath::Int8
     FloatDecoder float_decode = nullptr;  // DataPath::Float
+    FusedMatvec fused_matvec = nullptr;   // MATVEC without a decode buffer
 };
 
 // Fills the view's decoders from the chosen ISA's kernel set.
