@@ -100,9 +100,12 @@ int main() {
         }
         worst = std::max(worst, nmse(step, {all.data() + i * vocab, vocab}));
     }
-    // The two paths may round differently (a plugin's GEMM and MATVEC may quantize
-    // activations differently); a KV-cache or position bug lands far above 1e-2.
-    check(worst < 1e-2, "token-by-token decode matches batched prefill (worst NMSE " +
+    // The two paths may sum in another order (on AVX-512 the CPU plugin's fused MATVEC
+    // and its GEMM tile do; each matches the reference to 1e-10 per product). A float
+    // difference that flips one int8 rounding of an activation is amplified by Gemma's
+    // large norm weights: measured 0 on the portable and AVX2 paths, 1.1e-2 on AVX-512.
+    // A KV-cache, mask or position bug lands near 1, far above 2e-2.
+    check(worst < 2e-2, "token-by-token decode matches batched prefill (worst NMSE " +
                             fmt::format("{:.2e}", worst) + ")");
 
     auto greedy = [&]() {

@@ -39,7 +39,7 @@ TEST_CASE("greedy sampling returns the argmax whatever the seed") {
     }
 }
 
-TEST_CASE("the same seed gives the same tokens; another seed gives others") {
+TEST_CASE("the same seed gives the same tokens and another seed gives others") {
     std::mt19937_64 rng(ferrox::test::test_seed(22));
     const auto logits = ferrox::test::gaussian(1000, rng, 0.5f);
     const auto a = draws(plain(42), logits, 50), b = draws(plain(42), logits, 50);
@@ -72,7 +72,7 @@ TEST_CASE("top-k keeps only the k most likely tokens") {
     CHECK(seen == top3);
 }
 
-TEST_CASE("top-p keeps the smallest prefix reaching p; min-p drops tokens below min_p * p_max") {
+TEST_CASE("top-p keeps the smallest prefix reaching p and min-p drops tokens below min_p * p_max") {
     std::vector<Sampler::Candidate> c{{0, 0, 0.5f}, {1, 0, 0.3f}, {2, 0, 0.15f}, {3, 0, 0.05f}};
     auto top_p = c;
     Sampler::keep_top_p(top_p, 0.7f);

@@ -127,7 +127,7 @@ TEST_CASE("dispatch records the same decision the probe predicted, and counts ca
     }
 }
 
-TEST_CASE("strict mode turns violations into an error naming them; non-strict only warns") {
+TEST_CASE("strict mode turns violations into an error naming them while non-strict only warns") {
     Rig rig("fakemetal, cpu");
     rig.dispatch->probe(FERROX_KIND_IQ2_XXS, "ffn_up");
     const RegistryReport report = rig.registry.seal();

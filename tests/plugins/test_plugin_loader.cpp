@@ -106,7 +106,7 @@ TEST_CASE("a selected backend with no file is not-found and says where it looked
     CHECK_THAT(r.reason, Catch::Contains(dir.path().string()) && Catch::Contains("--plugin-dir"));
 }
 
-TEST_CASE("a required backend that fails is reported; an optional one is not") {
+TEST_CASE("a required backend that fails is reported but an optional one is not") {
     TempDir dir;
     install_plugin(fixture("failing"), dir.path());
     install_plugin(real_plugin("cpu"), dir.path());

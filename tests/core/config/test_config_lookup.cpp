@@ -137,7 +137,7 @@ TEST_CASE("a missing file named by FERROX_CONFIG is an error, not a fallback") {
           missing.string() + ": the configuration file named by $FERROX_CONFIG does not exist");
 }
 
-TEST_CASE("an invalid user file is an error; the system file is not tried instead") {
+TEST_CASE("an invalid user file is an error and the system file is not tried instead") {
     LookupSandbox sandbox;
     write_file(sandbox.user_file(), "log:\n  level: loud\n");
     write_file(sandbox.system_file(), "log: {level: error}\n");
