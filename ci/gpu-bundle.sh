@@ -61,23 +61,8 @@ if [[ -n ${FERROX_GPU_BUNDLE_MODEL:-} ]]; then
     cp "$FERROX_GPU_BUNDLE_MODEL" "$bundle/models/" || die "cannot copy $FERROX_GPU_BUNDLE_MODEL"
 fi
 
-is_glibc() {
-    case $1 in
-        linux-vdso.so.* | ld-linux-x86-64.so.* | libc.so.* | libm.so.* | libmvec.so.* | \
-            libpthread.so.* | libdl.so.* | librt.so.* | libresolv.so.* | libutil.so.*) return 0 ;;
-    esac
-    return 1
-}
-mapfile -t elves < <(find "$bundle/bin" "$bundle/lib" -type f \( -perm -u+x -o -name '*.so*' \))
-for elf in "${elves[@]}"; do
-    while read -r soname arrow path _; do
-        [[ $arrow == "=>" ]] || continue
-        is_glibc "$soname" && continue
-        [[ $path == "not" ]] && die "$elf needs $soname, not found"
-        [[ -e $bundle/lib/$soname ]] || cp -L "$path" "$bundle/lib/$soname"
-    done < <(ldd "$elf")
-done
-chmod 0644 "$bundle"/lib/*.so*
+source "$(dirname "${BASH_SOURCE[0]}")/../packaging/lib/bundle.sh"
+bundle_shared_libraries "$bundle" || die "cannot make the bundle self-contained"
 
 # The config ci/gpu-check.sh uses: cuda first and required, cpu behind it.
 cat >"$bundle/etc/ferrox/gpu-check.yaml" <<'YAML'

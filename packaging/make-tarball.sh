@@ -51,25 +51,8 @@ for component in ferrox cuda; do
 done
 
 # ---- bundle the non-glibc libraries -------------------------------------------
-# glibc's own libraries must come from the host (they pair with its ld.so).
-is_glibc() {
-    case $1 in
-        linux-vdso.so.* | ld-linux-x86-64.so.* | libc.so.* | libm.so.* | libmvec.so.* | \
-            libpthread.so.* | libdl.so.* | librt.so.* | libresolv.so.* | libutil.so.*) return 0 ;;
-    esac
-    return 1
-}
-mapfile -t elves < <(find "$tree/bin" "$tree/lib" -type f \( -perm -u+x -o -name '*.so*' \))
-for elf in "${elves[@]}"; do
-    # ldd lists the whole closure, so one pass over our own files suffices.
-    while read -r soname arrow path _; do
-        [[ $arrow == "=>" ]] || continue
-        is_glibc "$soname" && continue
-        [[ $path == "not" ]] && { echo "make-tarball: $elf needs $soname, not found" >&2; exit 1; }
-        [[ -e $tree/lib/$soname ]] || cp -L "$path" "$tree/lib/$soname"
-    done < <(ldd "$elf")
-done
-chmod 0644 "$tree"/lib/*.so*
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bundle.sh"
+bundle_shared_libraries "$tree"
 
 # ---- check it runs from elsewhere, with nothing from the environment ----------
 check_dir=$(mktemp -d)
