@@ -29,12 +29,14 @@ stamp "ci tests done"
 bash ci/fuzz.sh "${FERROX_FUZZ_SECONDS:-60}"
 stamp "fuzzing done"
 
-# Debian packages: build, contents, control fields, lintian. The install test in a
-# debootstrapped root (packaging/test-install-chroot.sh) runs when FERROX_CI_CHROOT=1.
+# Debian packages: build, contents, control fields, lintian; then install, upgrade,
+# remove and purge them in a debootstrapped bookworm root (cached under ~/.cache/ferrox;
+# FERROX_CI_CHROOT=0 skips that part).
 FERROX_CUDA_ARCHS=80 bash packaging/test-debs.sh build/deb-test
 stamp "packaging checks done"
-if [ "${FERROX_CI_CHROOT:-0}" = 1 ]; then
-  FERROX_CUDA_ARCHS=80 bash packaging/test-install-chroot.sh build/chroot-test
+if [ "${FERROX_CI_CHROOT:-1}" = 1 ]; then
+  FERROX_CUDA_ARCHS=80 FERROX_DEBS_OLD=build/deb-test/packages \
+    bash packaging/test-install-chroot.sh build/chroot-test
   stamp "chroot install test done"
 fi
 
