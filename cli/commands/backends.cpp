@@ -1,11 +1,11 @@
 // `ferrox backends`: every plugin file found, its state and why, its devices,
 // and its capability table -- what an operator needs to see in one command.
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.h"
 #include "ferrox/cpu_features.h"
+#include "ferrox/dispatch.h"
 #include "ferrox/log.h"
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
@@ -17,21 +17,20 @@ namespace {
 constexpr ferrox_op kTableOps[] = {FERROX_OP_MATVEC, FERROX_OP_GEMM};
 
 struct Capability {
-    std::string kernel;    // the backend's kernel, or
-    std::string fallback;  // what it runs itself instead, or
-    std::string by_design; // why it leaves the op to another backend
+    std::string kernel;     // the backend's kernel, or
+    std::string fallback;   // what it runs itself instead, or
+    std::string by_design;  // why it leaves the op to another backend
 };
 
-Capability capability(const Backend& b, ferrox_op op, ferrox_kind kind) {
-    const KernelChoice c = b.kernel_for(op, kind);
-    if (!c.kernel.empty()) return {std::string(c.kernel), {}, {}};
-    const bool can_matvec =
-        !b.kernel_for(FERROX_OP_MATVEC, kind).kernel.empty() || !b.matvec_fallback().empty();
-    if (op == FERROX_OP_GEMM && can_matvec && !b.gemm_fallback().empty())
-        return {{}, std::string(b.gemm_fallback()), {}};
-    if (op == FERROX_OP_MATVEC && !b.matvec_fallback().empty())
-        return {{}, std::string(b.matvec_fallback()), {}};
-    return {{}, {}, std::string(c.by_design)};
+// One backend's own answer, read through the dispatcher's plan so this table
+// cannot drift from what dispatch decides.
+Capability capability(const std::shared_ptr<Backend>& b, ferrox_op op, ferrox_kind kind) {
+    KernelRegistry unused;
+    const Plan plan = Dispatcher({b}, unused).plan(op, kind);
+    const PlanStep& step = plan.steps.front();
+    if (step.outcome == Outcome::Hit) return {step.detail, {}, {}};
+    if (step.outcome == Outcome::ByDesign) return {{}, {}, step.detail};
+    return {{}, plan.runner ? step.detail : std::string(), {}};
 }
 
 std::string abi_string(uint32_t v) {
@@ -70,13 +69,19 @@ nlohmann::json to_json(const Session& s) {
             nlohmann::json caps;
             for (ferrox_op op : kTableOps)
                 for (const auto& k : kAllKinds) {
-                    const Capability c = capability(*r.backend, op, k.id);
+                    const Capability c = capability(r.backend, op, k.id);
                     nlohmann::json& cell = caps[std::string(op_name(op))][std::string(k.name)];
                     cell = nlohmann::json::object();
                     if (!c.kernel.empty()) cell["kernel"] = c.kernel;
                     if (!c.fallback.empty()) cell["fallback"] = c.fallback;
                     if (!c.by_design.empty()) cell["by_design"] = c.by_design;
                 }
+            const Capability attention =
+                capability(r.backend, FERROX_OP_ATTENTION, FERROX_KIND_F32);
+            nlohmann::json& cell = caps["ATTENTION"]["F32"];
+            cell = nlohmann::json::object();
+            if (!attention.kernel.empty()) cell["kernel"] = attention.kernel;
+            if (!attention.by_design.empty()) cell["by_design"] = attention.by_design;
             b["capabilities"] = caps;
         }
         doc["backends"].push_back(std::move(b));
@@ -98,9 +103,9 @@ void print_text(const Session& s) {
 
     std::vector<std::vector<std::string>> rows{{"BACKEND", "STATE", "ABI", "PATH", "REASON"}};
     for (const auto& r : s.plugins.records())
-        rows.push_back({r.name + (r.required ? " (required)" : ""), std::string(state_name(r.state)),
-                        abi_string(r.abi_version), r.path.empty() ? "-" : r.path.string(),
-                        r.reason});
+        rows.push_back({r.name + (r.required ? " (required)" : ""),
+                        std::string(state_name(r.state)), abi_string(r.abi_version),
+                        r.path.empty() ? "-" : r.path.string(), r.reason});
     std::cout << render_table(rows);
 
     for (const auto& r : s.plugins.records()) {
@@ -118,15 +123,21 @@ void print_text(const Session& s) {
         for (const auto& k : kAllKinds) {
             std::vector<std::string> row{"  " + std::string(k.name)};
             for (ferrox_op op : kTableOps) {
-                const Capability c = capability(*r.backend, op, k.id);
-                row.push_back(!c.kernel.empty()     ? c.kernel
-                              : !c.fallback.empty() ? "(" + c.fallback + ")"
+                const Capability c = capability(r.backend, op, k.id);
+                row.push_back(!c.kernel.empty()      ? c.kernel
+                              : !c.fallback.empty()  ? "(" + c.fallback + ")"
                               : !c.by_design.empty() ? "- by design: " + c.by_design
                                                      : "-");
             }
             caps.push_back(std::move(row));
         }
         std::cout << render_table(caps);
+        const Capability attention = capability(r.backend, FERROX_OP_ATTENTION, FERROX_KIND_F32);
+        std::cout << fmt::format("  ATTENTION (f32 KV cache): {}\n",
+                                 !attention.kernel.empty() ? attention.kernel
+                                 : !attention.by_design.empty()
+                                     ? "- by design: " + attention.by_design
+                                     : fmt::format("- ({})", Dispatcher::kHostAttention));
     }
 }
 
@@ -138,21 +149,21 @@ Command add_backends_command(CLI::App& app, CommonOptions& common) {
     auto json = std::make_shared<bool>(false);
     cmd->add_flag("--json", *json, "Print one JSON object (key 'backends') instead of tables");
     return {cmd, [json, &common]() -> int {
-        auto session = open_session(common);
-        if (!session) {
-            logger().error("{}", session.error().message());
-            return kExitBadInput;
-        }
-        if (*json)
-            std::cout << to_json(*session).dump(2) << "\n";
-        else
-            print_text(*session);
-        const auto failed = session->plugins.required_failures();
-        for (const PluginRecord* r : failed)
-            logger().error("required backend '{}' is {}: {}", r->name, state_name(r->state),
-                           r->reason);
-        return failed.empty() ? kExitOk : kExitFailure;
-    }};
+                auto session = open_session(common);
+                if (!session) {
+                    logger().error("{}", session.error().message());
+                    return kExitBadInput;
+                }
+                if (*json)
+                    std::cout << to_json(*session).dump(2) << "\n";
+                else
+                    print_text(*session);
+                const auto failed = session->plugins.required_failures();
+                for (const PluginRecord* r : failed)
+                    logger().error("required backend '{}' is {}: {}", r->name, state_name(r->state),
+                                   r->reason);
+                return failed.empty() ? kExitOk : kExitFailure;
+            }};
 }
 
 }  // namespace ferrox::cli

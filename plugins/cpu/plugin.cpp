@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "attention/attention.h"
 #include "cpu_isa.h"
 #include "ferrox/backend_abi.h"
 #include "ferrox/quant_kind.h"
@@ -43,6 +44,7 @@ struct CpuBackend {
     std::string cpu_name;
     Isa isa = Isa::Portable;
     const IsaKernels* kernels = nullptr;
+    AttendGroup attend = nullptr;
 };
 
 CpuBackend& self(const ferrox_backend* b) { return *static_cast<CpuBackend*>(b->self); }
@@ -114,6 +116,7 @@ void kernel_for(const ferrox_backend*, ferrox_op op, ferrox_kind kind, ferrox_ke
     if (!k) return;
     if (op == FERROX_OP_MATVEC) out->kernel = k->matvec_name;
     if (op == FERROX_OP_GEMM) out->kernel = k->gemm_name;
+    if (op == FERROX_OP_ATTENTION && kind == FERROX_KIND_F32) out->kernel = kAttentionKernel;
 }
 
 ferrox_status buffer_alloc(ferrox_backend*, uint64_t bytes, ferrox_buffer** out,
@@ -214,6 +217,22 @@ ferrox_status run_gemm(ferrox_backend* b, const ferrox_weight* w, const float* x
     });
 }
 
+ferrox_status run_attention_entry(ferrox_backend* b, const ferrox_attention_desc* desc,
+                                  ferrox_message* error) {
+    if (!desc) {
+        set_message(error, "attention: null descriptor");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    return guarded(error, [&] {
+        const char* problem = nullptr;
+        if (!run_attention(*self(b).pool, self(b).attend, *desc, &problem)) {
+            set_message(error, problem);
+            return FERROX_ERR_INVALID_ARGUMENT;
+        }
+        return FERROX_OK;
+    });
+}
+
 // "threads": 0 or absent = one per online core.
 ferrox_status parse_threads(const ferrox_option* options, size_t n, unsigned& threads,
                             ferrox_message* error) {
@@ -243,6 +262,18 @@ const IsaKernels& kernels_for(Isa isa) {
             break;
     }
     return isa_kernels_portable();
+}
+
+AttendGroup attention_for(Isa isa) {
+    switch (isa) {
+        case Isa::Avx512Vnni:
+            return attend_group_avx512();
+        case Isa::Avx2:
+            return attend_group_avx2();
+        case Isa::Portable:
+            break;
+    }
+    return attend_group_portable();
 }
 
 // "isa": portable | avx2 | avx512 | auto (default). FERROX_CPU_ISA, when set,
@@ -302,6 +333,7 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
         backend->cpu_name = read_cpu_name();
         backend->isa = isa;
         backend->kernels = &kernels_for(isa);
+        backend->attend = attention_for(isa);
         ferrox_backend& t = backend->table;
         t.struct_size = sizeof t;
         t.abi_version = FERROX_ABI_VERSION;
@@ -321,6 +353,7 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
         t.weight_release = weight_release;
         t.matvec = run_matvec;
         t.gemm = run_gemm;
+        t.attention = run_attention_entry;
         *out = &backend.release()->table;
         return FERROX_OK;
     });

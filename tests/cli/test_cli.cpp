@@ -46,28 +46,34 @@ TEST_CASE("an unknown subcommand or flag exits 2 with a message on stderr") {
     CHECK_THAT(r.err, Catch::Contains("no-such-flag"));
 }
 
-TEST_CASE("backends --json lists the built cpu plugin as ready, devices and capabilities included") {
+TEST_CASE(
+    "backends --json lists the built cpu plugin as ready, devices and capabilities included") {
     const auto r = run_ferrox("backends --json");
     REQUIRE(r.exit_code == 0);
     const auto doc = nlohmann::json::parse(r.out);
     const auto cpu = backend_named(doc, "cpu");
     CHECK(cpu.at("state") == "ready");
-    CHECK(cpu.at("abi_version") == "1.0");
+    CHECK(cpu.at("abi_version") ==
+          fmt::format("{}.{}", FERROX_ABI_VERSION_MAJOR, FERROX_ABI_VERSION_MINOR));
+    CHECK(cpu.at("capabilities").at("ATTENTION").at("F32").at("kernel") == "cpu.attention.f32");
     CHECK(cpu.at("devices").size() == 1);
     CHECK(cpu.at("capabilities").at("MATVEC").at("Q4_K").contains("kernel"));
     CHECK(doc.at("search_path").back().at("origin") == "beside the executable");
 }
 
-TEST_CASE("every broken plugin is listed with its typed reason while cpu still works and the exit is 0") {
+TEST_CASE(
+    "every broken plugin is listed with its typed reason while cpu still works and the exit is 0") {
     TempDir dir;
     dir.write("libferrox_x.so", "not a library");
-    for (const char* f : {"nosym", "future", "failing", "needslib"}) install_plugin(fixture(f), dir.path());
+    for (const char* f : {"nosym", "future", "failing", "needslib"})
+        install_plugin(fixture(f), dir.path());
     const auto ww = install_plugin(fixture("fake"), dir.path(), "libferrox_fake.so");
     ::chmod(ww.c_str(), 0666);
     install_plugin(real_plugin("cpu"), dir.path());
-    const auto config = dir.write("ferrox.yaml",
-                                  "backends:\n  order: [x, nosym, future, failing, needslib, fake, cpu]\n");
-    const auto r = run_ferrox("backends --json --config " + sh_quote(config) + " --plugin-dir " + sh_quote(dir.path()));
+    const auto config = dir.write(
+        "ferrox.yaml", "backends:\n  order: [x, nosym, future, failing, needslib, fake, cpu]\n");
+    const auto r = run_ferrox("backends --json --config " + sh_quote(config) + " --plugin-dir " +
+                              sh_quote(dir.path()));
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     const auto doc = nlohmann::json::parse(r.out);
@@ -86,11 +92,13 @@ TEST_CASE("a required backend that fails makes backends exit 1 and name it") {
     TempDir dir;
     install_plugin(fixture("failing"), dir.path());
     install_plugin(real_plugin("cpu"), dir.path());
-    const auto config = dir.write("ferrox.yaml",
-                                  "backends:\n  order: [failing, cpu]\nfailing:\n  required: true\n");
-    const auto r = run_ferrox("backends --config " + sh_quote(config) + " --plugin-dir " + sh_quote(dir.path()));
+    const auto config = dir.write(
+        "ferrox.yaml", "backends:\n  order: [failing, cpu]\nfailing:\n  required: true\n");
+    const auto r = run_ferrox("backends --config " + sh_quote(config) + " --plugin-dir " +
+                              sh_quote(dir.path()));
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Catch::Contains("required backend 'failing'") && Catch::Contains("init-failed"));
+    CHECK_THAT(r.err,
+               Catch::Contains("required backend 'failing'") && Catch::Contains("init-failed"));
     CHECK_THAT(r.out, Catch::Contains("ready"));  // the table is still printed
 }
 
@@ -119,8 +127,9 @@ TEST_CASE("with order [cpu] the dynamic loader never opens the cuda plugin or li
     install_plugin(real_plugin("cpu"), dir.path());
     install_plugin(FERROX_CUDA_PLUGIN, dir.path());
     const auto config = dir.write("ferrox.yaml", "backends:\n  order: [cpu]\n");
-    const auto r = run_ferrox("backends --config " + sh_quote(config) + " --plugin-dir " + sh_quote(dir.path()),
-                          "LD_DEBUG=libs");
+    const auto r = run_ferrox(
+        "backends --config " + sh_quote(config) + " --plugin-dir " + sh_quote(dir.path()),
+        "LD_DEBUG=libs");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.err, Catch::Contains("libferrox_cpu.so"));  // the witness is working
     CHECK_THAT(r.err, !Catch::Contains("libferrox_cuda"));
@@ -133,7 +142,8 @@ TEST_CASE("with order [cuda, cpu] on a host without a driver cuda is typed and c
     install_plugin(real_plugin("cpu"), dir.path());
     install_plugin(FERROX_CUDA_PLUGIN, dir.path());
     const auto config = dir.write("ferrox.yaml", "backends:\n  order: [cuda, cpu]\n");
-    const auto r = run_ferrox("backends --json --config " + sh_quote(config) + " --plugin-dir " + sh_quote(dir.path()));
+    const auto r = run_ferrox("backends --json --config " + sh_quote(config) + " --plugin-dir " +
+                              sh_quote(dir.path()));
     REQUIRE(r.exit_code == 0);
     const auto doc = nlohmann::json::parse(r.out);
     const auto cuda = backend_named(doc, "cuda");
@@ -143,12 +153,15 @@ TEST_CASE("with order [cuda, cpu] on a host without a driver cuda is typed and c
         WARN("a CUDA device is present; the no-driver half of this test does not apply here");
     } else {
         CHECK((state == "no-driver" || state == "no-device"));
-        CHECK_THAT(cuda.at("reason").get<std::string>(), Catch::Contains("driver") || Catch::Contains("device"));
+        CHECK_THAT(cuda.at("reason").get<std::string>(),
+                   Catch::Contains("driver") || Catch::Contains("device"));
     }
     CHECK(backend_named(doc, "cpu").at("state") == "ready");
-    const auto bench = run_ferrox("bench --kinds Q4_K --shape 32x256 -n 1 --reps 2 --hot --json --config " +
-                              sh_quote(config) + " --plugin-dir " + sh_quote(dir.path()));
+    const auto bench =
+        run_ferrox("bench --kinds Q4_K --shape 32x256 -n 1 --reps 2 --hot --json --config " +
+                   sh_quote(config) + " --plugin-dir " + sh_quote(dir.path()));
     REQUIRE(bench.exit_code == 0);
-    if (state != "ready") CHECK(nlohmann::json::parse(bench.out).at("results")[0].at("backend") == "cpu");
+    if (state != "ready")
+        CHECK(nlohmann::json::parse(bench.out).at("results")[0].at("backend") == "cpu");
 }
 #endif

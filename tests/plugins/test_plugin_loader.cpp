@@ -22,7 +22,8 @@ TEST_CASE("a text file named like a plugin is not-a-library and the cpu backend 
     TempDir dir;
     dir.write("libferrox_x.so", "this is not a shared library\n");
     install_plugin(real_plugin("cpu"), dir.path());
-    const auto set = PluginSet::load(config_from("backends: {order: [x, cpu]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [x, cpu]}"), only_folder(dir.path()));
     CHECK(record_of(set, "x").state == PluginState::NotALibrary);
     CHECK_THAT(record_of(set, "x").reason, Catch::Contains("not an ELF"));
     CHECK(record_of(set, "cpu").state == PluginState::Ready);
@@ -34,7 +35,8 @@ TEST_CASE("an ELF library without the entry symbols is missing-symbol") {
     TempDir dir;
     install_plugin(fixture("nosym"), dir.path());
     install_plugin(real_plugin("cpu"), dir.path());
-    const auto set = PluginSet::load(config_from("backends: {order: [nosym, cpu]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [nosym, cpu]}"), only_folder(dir.path()));
     CHECK(record_of(set, "nosym").state == PluginState::MissingSymbol);
     CHECK_THAT(record_of(set, "nosym").reason, Catch::Contains("ferrox_plugin_describe"));
     CHECK(record_of(set, "cpu").state == PluginState::Ready);
@@ -43,19 +45,35 @@ TEST_CASE("an ELF library without the entry symbols is missing-symbol") {
 TEST_CASE("a plugin built for a newer ABI major is refused and never created") {
     TempDir dir;
     install_plugin(fixture("future"), dir.path());
-    const auto set = PluginSet::load(config_from("backends: {order: [future]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [future]}"), only_folder(dir.path()));
     const auto& r = record_of(set, "future");
     CHECK(r.state == PluginState::AbiMismatch);
-    CHECK_THAT(r.reason, Catch::Contains("ABI 2.0") && Catch::Contains("1.0"));
+    const std::string ours =
+        fmt::format("{}.{}", FERROX_ABI_VERSION_MAJOR, FERROX_ABI_VERSION_MINOR);
+    CHECK_THAT(r.reason, Catch::Contains("ABI 2.0") && Catch::Contains(ours));
     CHECK(r.backend == nullptr);
     CHECK(set.selected().empty());
+}
+
+TEST_CASE("a plugin built for an older minor of the same ABI major loads") {
+    TempDir dir;
+    install_plugin(fixture("old"), dir.path());
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [old]}"), only_folder(dir.path()));
+    const auto& r = record_of(set, "old");
+    INFO(r.reason);
+    CHECK(r.state == PluginState::Ready);
+    CHECK(r.abi_version == ((1u << 16) | 0u));
+    CHECK(set.selected().size() == 1);
 }
 
 TEST_CASE("a plugin whose create fails is init-failed and carries its message") {
     TempDir dir;
     install_plugin(fixture("failing"), dir.path());
     install_plugin(real_plugin("cpu"), dir.path());
-    const auto set = PluginSet::load(config_from("backends: {order: [failing, cpu]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [failing, cpu]}"), only_folder(dir.path()));
     CHECK(record_of(set, "failing").state == PluginState::InitFailed);
     CHECK_THAT(record_of(set, "failing").reason, Catch::Contains("deliberate create() failure"));
     CHECK(record_of(set, "cpu").state == PluginState::Ready);
@@ -64,7 +82,8 @@ TEST_CASE("a plugin whose create fails is init-failed and carries its message") 
 TEST_CASE("a plugin that needs an uninstalled library is missing-library and names it") {
     TempDir dir;
     install_plugin(fixture("needslib"), dir.path());
-    const auto set = PluginSet::load(config_from("backends: {order: [needslib]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [needslib]}"), only_folder(dir.path()));
     CHECK(record_of(set, "needslib").state == PluginState::MissingLibrary);
     CHECK_THAT(record_of(set, "needslib").reason, Catch::Contains("libferrox_fixture_dep.so"));
 }
@@ -74,7 +93,8 @@ TEST_CASE("a world-writable plugin is refused and the rest still load") {
     const auto fake = install_plugin(fixture("fake"), dir.path());
     install_plugin(real_plugin("cpu"), dir.path());
     REQUIRE(::chmod(fake.c_str(), 0777) == 0);
-    const auto set = PluginSet::load(config_from("backends: {order: [fake, cpu]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [fake, cpu]}"), only_folder(dir.path()));
     CHECK(record_of(set, "fake").state == PluginState::InsecurePermissions);
     CHECK_THAT(record_of(set, "fake").reason, Catch::Contains("world-writable"));
     CHECK_FALSE(mapped_in_this_process(fake));
@@ -84,7 +104,8 @@ TEST_CASE("a world-writable plugin is refused and the rest still load") {
 TEST_CASE("a plugin needing a CPU feature the host lacks is isa-unsupported") {
     TempDir dir;
     install_plugin(fixture("isa"), dir.path());
-    const auto set = PluginSet::load(config_from("backends: {order: [isa]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [isa]}"), only_folder(dir.path()));
     CHECK(record_of(set, "isa").state == PluginState::IsaUnsupported);
     CHECK_THAT(record_of(set, "isa").reason, Catch::Contains("no_such_feature"));
 }
@@ -93,14 +114,16 @@ TEST_CASE("a plugin the configuration does not select is listed but never opened
     TempDir dir;
     const auto fake = install_plugin(fixture("fake"), dir.path(), "libferrox_unselected.so");
     install_plugin(real_plugin("cpu"), dir.path());
-    const auto set = PluginSet::load(config_from("backends: {order: [cpu]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [cpu]}"), only_folder(dir.path()));
     CHECK(record_of(set, "unselected").state == PluginState::NotSelected);
     CHECK_FALSE(mapped_in_this_process(fake));
 }
 
 TEST_CASE("a selected backend with no file is not-found and says where it looked") {
     TempDir dir;
-    const auto set = PluginSet::load(config_from("backends: {order: [ghost]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [ghost]}"), only_folder(dir.path()));
     const auto& r = record_of(set, "ghost");
     CHECK(r.state == PluginState::NotFound);
     CHECK_THAT(r.reason, Catch::Contains(dir.path().string()) && Catch::Contains("--plugin-dir"));
@@ -110,12 +133,12 @@ TEST_CASE("a required backend that fails is reported but an optional one is not"
     TempDir dir;
     install_plugin(fixture("failing"), dir.path());
     install_plugin(real_plugin("cpu"), dir.path());
-    const auto optional = PluginSet::load(config_from("backends: {order: [failing, cpu]}"),
-                                          only_folder(dir.path()));
+    const auto optional =
+        PluginSet::load(config_from("backends: {order: [failing, cpu]}"), only_folder(dir.path()));
     CHECK(optional.required_failures().empty());
-    const auto required = PluginSet::load(
-        config_from("backends: {order: [failing, cpu]}\nfailing: {required: true}"),
-        only_folder(dir.path()));
+    const auto required =
+        PluginSet::load(config_from("backends: {order: [failing, cpu]}\nfailing: {required: true}"),
+                        only_folder(dir.path()));
     REQUIRE(required.required_failures().size() == 1);
     CHECK(required.required_failures()[0]->name == "failing");
 }
@@ -123,7 +146,8 @@ TEST_CASE("a required backend that fails is reported but an optional one is not"
 TEST_CASE("the file named for one backend that describes itself as another is refused") {
     TempDir dir;
     install_plugin(fixture("fake"), dir.path(), "libferrox_impostor.so");
-    const auto set = PluginSet::load(config_from("backends: {order: [impostor]}"), only_folder(dir.path()));
+    const auto set =
+        PluginSet::load(config_from("backends: {order: [impostor]}"), only_folder(dir.path()));
     CHECK(record_of(set, "impostor").state == PluginState::InitFailed);
     CHECK_THAT(record_of(set, "impostor").reason, Catch::Contains("'fake'"));
 }

@@ -31,7 +31,7 @@ struct HostContext {
 };
 
 class FERROX_API Backend {
-public:
+  public:
     // Takes ownership of `raw` (destroyed before `library` is released).
     Backend(ferrox_backend* raw, std::shared_ptr<void> library, std::unique_ptr<HostContext> host,
             std::string name);
@@ -54,10 +54,13 @@ public:
     void release_weight(ferrox_weight* weight);
     Expected<void> matvec(const ferrox_weight* weight, const float* x, float* y);
     Expected<void> gemm(const ferrox_weight* weight, const float* x, uint64_t n, float* y);
+    // Since ABI 1.1; a 1.0 plugin has no attention entry.
+    bool has_attention() const;
+    Expected<void> attention(const ferrox_attention_desc& desc);
 
     const ferrox_backend& raw() const { return *raw_; }
 
-private:
+  private:
     ferrox_backend* raw_;
     std::shared_ptr<void> library_;
     std::unique_ptr<HostContext> host_;

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 0u
+#define FERROX_ABI_VERSION_MINOR 1u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -199,6 +199,27 @@ typedef struct ferrox_option {
     const char* value; /* as written in the YAML file */
 } ferrox_option;
 
+/* since 1.1: causal attention over host memory for a run of consecutive
+ * positions, the KV rows of those positions already written to the cache.
+ * Query row i sits at position pos0 + i and sees cache positions
+ * [first, pos0 + i] where first = 0, or with window > 0 the last `window`
+ * positions (itself included). Query head h reads KV head h / (n_head /
+ * n_head_kv) (grouped-query attention). For each head:
+ * out = softmax(scale * q . k) . v, the softmax max-subtracted. */
+typedef struct ferrox_attention_desc {
+    uint32_t struct_size;
+    uint32_t abi_version;
+    uint32_t n_query; /* query rows */
+    uint32_t pos0;    /* position of query row 0 */
+    uint32_t window;  /* 0: all earlier positions; else the sliding window */
+    uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
+    float scale;
+    const float* q;    /* [n_query][n_head * head_dim_k] */
+    const float* keys; /* [pos0 + n_query][n_head_kv * head_dim_k] */
+    const float* values; /* [pos0 + n_query][n_head_kv * head_dim_v] */
+    float* out;        /* [n_query][n_head * head_dim_v] */
+} ferrox_attention_desc;
+
 /* ---- the backend: a table of entries over the plugin's own context ------ */
 
 typedef struct ferrox_backend ferrox_backend;
@@ -254,6 +275,12 @@ struct ferrox_backend {
     /* Y[n][rows] = X[n][cols] W^T. */
     ferrox_status (*gemm)(ferrox_backend* backend, const ferrox_weight* weight, const float* x,
                           uint64_t n, float* y, ferrox_message* error);
+    /* since 1.1 ---------------------------------------------------------- */
+    /* Attention as described by ferrox_attention_desc, on host memory; the
+     * backend names its kernel in kernel_for(FERROX_OP_ATTENTION,
+     * FERROX_KIND_F32). NULL (or a 1.0 plugin): the core runs it itself. */
+    ferrox_status (*attention)(ferrox_backend* backend, const ferrox_attention_desc* desc,
+                               ferrox_message* error);
 };
 
 /* ---- the two exported entries ------------------------------------------- */

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <source_location>
@@ -34,7 +35,7 @@ struct Plan {
 };
 
 class FERROX_API Dispatcher {
-public:
+  public:
     // `backends` in priority order (backends.order, ready ones only).
     Dispatcher(std::vector<std::shared_ptr<Backend>> backends, KernelRegistry& registry);
 
@@ -45,6 +46,9 @@ public:
     // Records, without running anything, what MATVEC and GEMM on `weight` will use.
     void probe(ferrox_kind kind, std::string_view role,
                std::source_location site = std::source_location::current());
+    // The same for attention (f32 activations and KV cache).
+    void probe_attention(std::string_view role,
+                         std::source_location site = std::source_location::current());
 
     // y[rows] = W x
     Expected<void> apply(const WeightMatrix& weight, std::string_view role,
@@ -53,9 +57,17 @@ public:
     Expected<void> apply_batch(const WeightMatrix& weight, std::string_view role,
                                std::span<const float> x, uint64_t n, std::span<float> y);
 
-private:
+    // Attention on host memory: the first backend whose table names an
+    // ATTENTION kernel runs it; when none does, `host_fallback` runs (the
+    // core's own loop, recorded as a miss to kHostAttention).
+    Expected<void> attention(const ferrox_attention_desc& desc, std::string_view role,
+                             const std::function<void()>& host_fallback);
+
+    static constexpr std::string_view kHostAttention = "core host attention (1 thread)";
+
+  private:
     void record(Phase phase, ferrox_op op, ferrox_kind kind, std::string_view role,
-                const Plan& plan, std::source_location site);
+                const Plan& plan, std::source_location site, std::string_view last_resort = {});
     Expected<size_t> runner_for(ferrox_op op, const WeightMatrix& weight, std::string_view role);
 
     std::vector<std::shared_ptr<Backend>> backends_;

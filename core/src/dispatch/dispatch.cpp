@@ -18,7 +18,10 @@ std::string upper(std::string_view s) {
 
 // The name a hand-off is recorded under: what runs instead, on which backend.
 std::string handoff_name(const Backend& next, ferrox_op op) {
-    return fmt::format("{} {}", upper(next.name()), op == FERROX_OP_GEMM ? "gemm" : "matvec");
+    std::string what(op_name(op));
+    std::transform(what.begin(), what.end(), what.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return fmt::format("{} {}", upper(next.name()), what);
 }
 
 }  // namespace
@@ -31,15 +34,17 @@ Plan Dispatcher::plan(ferrox_op op, ferrox_kind kind) const {
     for (size_t i = 0; i < backends_.size(); ++i) {
         const Backend& b = *backends_[i];
         const KernelChoice choice = b.kernel_for(op, kind);
-        if (!choice.kernel.empty()) {
+        // An ATTENTION kernel counts only with the 1.1 entry that runs it.
+        const bool runnable = op != FERROX_OP_ATTENTION || b.has_attention();
+        if (!choice.kernel.empty() && runnable) {
             plan.steps.push_back({i, Outcome::Hit, std::string(choice.kernel)});
             plan.runner = i;
             return plan;
         }
         // A backend's own fallbacks: GEMM as repeated MATVEC when it can matvec
         // this kind, MATVEC by some slower path of its own.
-        const bool can_matvec = !b.kernel_for(FERROX_OP_MATVEC, kind).kernel.empty() ||
-                                !b.matvec_fallback().empty();
+        const bool can_matvec =
+            !b.kernel_for(FERROX_OP_MATVEC, kind).kernel.empty() || !b.matvec_fallback().empty();
         if (op == FERROX_OP_GEMM && can_matvec && !b.gemm_fallback().empty()) {
             plan.steps.push_back({i, Outcome::Miss, std::string(b.gemm_fallback())});
             plan.runner = i;
@@ -58,13 +63,15 @@ Plan Dispatcher::plan(ferrox_op op, ferrox_kind kind) const {
 }
 
 void Dispatcher::record(Phase phase, ferrox_op op, ferrox_kind kind, std::string_view role,
-                        const Plan& plan, std::source_location site) {
+                        const Plan& plan, std::source_location site, std::string_view last_resort) {
     for (size_t s = 0; s < plan.steps.size(); ++s) {
         const PlanStep& step = plan.steps[s];
         std::string detail = step.detail;
         if (detail.empty())
-            detail = s + 1 < plan.steps.size() ? handoff_name(*backends_[plan.steps[s + 1].backend], op)
-                                               : std::string("nothing: no backend can run it");
+            detail = s + 1 < plan.steps.size()
+                         ? handoff_name(*backends_[plan.steps[s + 1].backend], op)
+                     : last_resort.empty() ? std::string("nothing: no backend can run it")
+                                           : std::string(last_resort);
         const Backend& b = *backends_[step.backend];
         registry_.record(phase, {b.name(), op, std::string(role), kind}, step.outcome, detail,
                          b.is_accelerator(), site);
@@ -76,19 +83,33 @@ void Dispatcher::probe(ferrox_kind kind, std::string_view role, std::source_loca
         record(Phase::Probe, op, kind, role, plan(op, kind), site);
 }
 
+void Dispatcher::probe_attention(std::string_view role, std::source_location site) {
+    record(Phase::Probe, FERROX_OP_ATTENTION, FERROX_KIND_F32, role,
+           plan(FERROX_OP_ATTENTION, FERROX_KIND_F32), site, kHostAttention);
+}
+
+Expected<void> Dispatcher::attention(const ferrox_attention_desc& desc, std::string_view role,
+                                     const std::function<void()>& host_fallback) {
+    const Plan p = plan(FERROX_OP_ATTENTION, FERROX_KIND_F32);
+    record(Phase::Dispatch, FERROX_OP_ATTENTION, FERROX_KIND_F32, role, p,
+           std::source_location::current(), kHostAttention);
+    if (p.runner) return backends_[*p.runner]->attention(desc);
+    host_fallback();
+    return {};
+}
+
 Expected<size_t> Dispatcher::runner_for(ferrox_op op, const WeightMatrix& weight,
                                         std::string_view role) {
     const Plan p = plan(op, weight.kind());
     record(Phase::Dispatch, op, weight.kind(), role, p, std::source_location::current());
     if (!p.runner)
-        return make_error("{}: no selected backend can run {} on {} weights (backends: {})",
-                          weight.name(), op_name(op), kind_name(weight.kind()),
-                          backends_.empty() ? std::string("none") : [&] {
-                              std::string names;
-                              for (const auto& b : backends_)
-                                  names += (names.empty() ? "" : ", ") + b->name();
-                              return names;
-                          }());
+        return make_error(
+            "{}: no selected backend can run {} on {} weights (backends: {})", weight.name(),
+            op_name(op), kind_name(weight.kind()), backends_.empty() ? std::string("none") : [&] {
+                std::string names;
+                for (const auto& b : backends_) names += (names.empty() ? "" : ", ") + b->name();
+                return names;
+            }());
     return *p.runner;
 }
 

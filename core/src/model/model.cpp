@@ -98,16 +98,24 @@ struct Model::Impl {
             std::copy_n(k, k_dim(), &k_cache[il][pos * k_dim()]);
             std::copy_n(v, v_dim(), &v_cache[il][pos * v_dim()]);
         }
-        const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
-                                        hp.attn_scale};
-        for (uint32_t i = 0; i < n; ++i) {
-            const uint32_t pos = pos0 + i;
-            // A local layer sees the last `sliding_window` positions, itself included.
-            const uint32_t first =
-                local && pos + 1 > hp.sliding_window ? pos + 1 - hp.sliding_window : 0;
-            ops::attend(shape, {&s.q[i * q_dim()], q_dim()}, k_cache[il].data(), v_cache[il].data(),
-                        first, pos, s.scores, {&s.att[i * o_dim()], o_dim()});
-        }
+        ferrox_attention_desc desc{};
+        desc.struct_size = sizeof desc;
+        desc.abi_version = FERROX_ABI_VERSION;
+        desc.n_query = n;
+        desc.pos0 = pos0;
+        desc.window =
+            local ? hp.sliding_window : 0;  // the last `window` positions, itself included
+        desc.n_head = hp.n_head;
+        desc.n_head_kv = hp.n_head_kv;
+        desc.head_dim_k = hp.head_dim_k;
+        desc.head_dim_v = hp.head_dim_v;
+        desc.scale = hp.attn_scale;
+        desc.q = s.q.data();
+        desc.keys = k_cache[il].data();
+        desc.values = v_cache[il].data();
+        desc.out = s.att.data();
+        auto attended = dispatcher.attention(desc, "attention", [&] { host_attention(desc); });
+        if (!attended) return attended;
         if (auto r = project(*L.o, "attn_output", s.att.data(), n, s.o.data()); !r) return r;
         for (uint32_t i = 0; i < n; ++i) {
             std::span<float> o{&s.o[size_t{i} * d], d};
@@ -115,6 +123,18 @@ struct Model::Impl {
             ops::add({&s.x[size_t{i} * d], d}, o);
         }
         return {};
+    }
+
+    // The core's own loop, for backends without an attention entry.
+    void host_attention(const ferrox_attention_desc& desc) {
+        const ops::AttentionShape shape{desc.n_head, desc.n_head_kv, desc.head_dim_k,
+                                        desc.head_dim_v, desc.scale};
+        for (uint32_t i = 0; i < desc.n_query; ++i) {
+            const uint32_t pos = desc.pos0 + i;
+            const uint32_t first = desc.window && pos + 1 > desc.window ? pos + 1 - desc.window : 0;
+            ops::attend(shape, {desc.q + i * q_dim(), q_dim()}, desc.keys, desc.values, first, pos,
+                        s.scores, {desc.out + i * o_dim(), o_dim()});
+        }
     }
 
     Expected<void> dense_ffn(const LayerWeights& L, uint32_t n) {

@@ -106,6 +106,8 @@ Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hpara
 
 void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher) {
     for (const WeightUse& u : uses) dispatcher.probe(u.kind, u.role);
+    // Every layer attends, whatever its weights.
+    if (!uses.empty()) dispatcher.probe_attention("attention");
 }
 
 Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {

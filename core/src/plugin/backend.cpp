@@ -110,12 +110,12 @@ KernelChoice Backend::kernel_for(ferrox_op op, ferrox_kind kind) const {
 
 std::string_view Backend::gemm_fallback() const {
     return covers(*raw_, raw_->gemm_fallback) && raw_->gemm_fallback ? raw_->gemm_fallback
-                                                                      : std::string_view{};
+                                                                     : std::string_view{};
 }
 
 std::string_view Backend::matvec_fallback() const {
     return covers(*raw_, raw_->matvec_fallback) && raw_->matvec_fallback ? raw_->matvec_fallback
-                                                                          : std::string_view{};
+                                                                         : std::string_view{};
 }
 
 Expected<ferrox_weight*> Backend::prepare_weight(const ferrox_weight_desc& desc, bool borrow) {
@@ -145,6 +145,16 @@ Expected<void> Backend::gemm(const ferrox_weight* weight, const float* x, uint64
     ferrox_message message{};
     const ferrox_status s = raw_->gemm(raw_, weight, x, n, y, &message);
     if (s != FERROX_OK) return plugin_error(name_, "gemm", s, message);
+    return {};
+}
+
+bool Backend::has_attention() const { return callable(*raw_, raw_->attention); }
+
+Expected<void> Backend::attention(const ferrox_attention_desc& desc) {
+    if (!has_attention()) return missing_entry(name_, "attention");
+    ferrox_message message{};
+    const ferrox_status s = raw_->attention(raw_, &desc, &message);
+    if (s != FERROX_OK) return plugin_error(name_, "attention", s, message);
     return {};
 }
 

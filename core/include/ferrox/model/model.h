@@ -30,7 +30,7 @@ struct WeightUse {
 // Every weight product the model will make, from the file alone (nothing moves).
 FERROX_API Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp);
 
-// Records MATVEC and GEMM for every use into the dispatcher's registry.
+// Records MATVEC and GEMM for every use, and attention, into the dispatcher's registry.
 FERROX_API void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher);
 
 struct ModelOptions {

@@ -1,0 +1,40 @@
+// Attention over the host KV cache (ABI 1.1's `attention` entry): the
+// threading around one per-ISA routine that handles one query row against
+// one KV head for all the query heads that share it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferrox/backend_abi.h"
+#include "thread_pool.h"
+
+namespace ferrox::cpu {
+
+inline constexpr const char* kAttentionKernel = "cpu.attention.f32";
+
+// One query row against one KV head: `group` query heads (head_dim_k apart in
+// `q`, head_dim_v apart in `out`) over cache positions [first, last].
+struct AttentionTask {
+    const float* q;
+    const float* keys;  // row p of this KV head at keys + p * k_stride
+    const float* values;
+    size_t k_stride, v_stride;
+    uint32_t first, last, group, head_dim_k, head_dim_v;
+    float scale;
+    float* scores;  // group * (last - first + 1) floats of scratch
+    float* out;
+};
+
+using AttendGroup = void (*)(const AttentionTask& task);
+
+AttendGroup attend_group_portable();
+AttendGroup attend_group_avx2();
+AttendGroup attend_group_avx512();
+
+// Checks the descriptor (null pointers, head counts) and runs it.
+// Returns false with `error` filled for a malformed descriptor.
+bool run_attention(ThreadPool& pool, AttendGroup kernel, const ferrox_attention_desc& desc,
+                   const char** error);
+
+}  // namespace ferrox::cpu

@@ -1,0 +1,136 @@
+// Attention through the dispatcher (ABI 1.1): the CPU plugin's kernel against
+// the core's own loop, and the core's fallback when a backend has no entry.
+#include <random>
+
+#include "cpu_rig.h"
+#include "ferrox/model/ops.h"
+#include "random_data.h"
+
+using namespace ferrox;
+using namespace ferrox::test;
+
+namespace {
+
+struct Shape {
+    uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
+};
+
+// Query rows, caches and an output buffer for one attention call.
+struct Case {
+    ferrox_attention_desc desc{};
+    std::vector<float> q, keys, values, out;
+
+    Case(const Shape& s, uint32_t n_query, uint32_t pos0, uint32_t window, std::mt19937_64& rng)
+        : q(gaussian(size_t{n_query} * s.n_head * s.head_dim_k, rng)),
+          keys(gaussian(size_t{pos0 + n_query} * s.n_head_kv * s.head_dim_k, rng)),
+          values(gaussian(size_t{pos0 + n_query} * s.n_head_kv * s.head_dim_v, rng)),
+          out(size_t{n_query} * s.n_head * s.head_dim_v, -7.0f) {
+        desc.struct_size = sizeof desc;
+        desc.abi_version = FERROX_ABI_VERSION;
+        desc.n_query = n_query;
+        desc.pos0 = pos0;
+        desc.window = window;
+        desc.n_head = s.n_head;
+        desc.n_head_kv = s.n_head_kv;
+        desc.head_dim_k = s.head_dim_k;
+        desc.head_dim_v = s.head_dim_v;
+        desc.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim_k));
+        desc.q = q.data();
+        desc.keys = keys.data();
+        desc.values = values.data();
+        desc.out = out.data();
+    }
+
+    // The core's loop (ops::attend), row by row: the reference.
+    std::vector<float> reference() const {
+        const model::ops::AttentionShape shape{desc.n_head, desc.n_head_kv, desc.head_dim_k,
+                                               desc.head_dim_v, desc.scale};
+        const size_t q_row = size_t{desc.n_head} * desc.head_dim_k;
+        const size_t o_row = size_t{desc.n_head} * desc.head_dim_v;
+        std::vector<float> want(out.size()), scores(desc.pos0 + desc.n_query);
+        for (uint32_t i = 0; i < desc.n_query; ++i) {
+            const uint32_t pos = desc.pos0 + i;
+            const uint32_t first = desc.window && pos + 1 > desc.window ? pos + 1 - desc.window : 0;
+            model::ops::attend(shape, {q.data() + i * q_row, q_row}, keys.data(), values.data(),
+                               first, pos, scores, {want.data() + i * o_row, o_row});
+        }
+        return want;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("the cpu plugin's attention matches the core's loop on every isa path") {
+    std::mt19937_64 rng(test_seed(0xa77e));
+    // Grouped heads in passes of 4 with every remainder, head sizes with and
+    // without a 16-float tail, keys and values of different widths.
+    const Shape shapes[] = {{4, 1, 256, 256}, {8, 1, 64, 64}, {7, 1, 33, 17},
+                            {6, 2, 20, 20},   {5, 5, 16, 8},  {3, 1, 48, 48}};
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        for (const Shape& s : shapes)
+            for (uint32_t n_query : {1u, 5u, 9u})
+                for (uint32_t pos0 : {0u, 13u})
+                    for (uint32_t window : {0u, 4u}) {
+                        Case c(s, n_query, pos0, window, rng);
+                        bool host_ran = false;
+                        auto r =
+                            rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; });
+                        INFO("isa " << isa << " heads " << s.n_head << "/" << s.n_head_kv
+                                    << " dims " << s.head_dim_k << "/" << s.head_dim_v << " n "
+                                    << n_query << " pos0 " << pos0 << " window " << window);
+                        REQUIRE(r.has_value());
+                        CHECK_FALSE(host_ran);
+                        CHECK(nmse(c.out, c.reference()) < 1e-10);
+                    }
+    }
+}
+
+TEST_CASE("attention on the cpu plugin is recorded as a hit on its named kernel") {
+    std::mt19937_64 rng(test_seed(7));
+    CpuRig rig(1);
+    Case c({2, 1, 32, 32}, 3, 0, 0, rng);
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
+    const RegistryReport report = rig.registry.seal();
+    INFO(report.render());
+    REQUIRE(report.entries.size() == 1);
+    CHECK(report.entries[0].key.op == FERROX_OP_ATTENTION);
+    CHECK(report.entries[0].outcome == Outcome::Hit);
+    CHECK(report.entries[0].detail == "cpu.attention.f32");
+}
+
+TEST_CASE("a malformed attention descriptor is refused with the reason") {
+    std::mt19937_64 rng(test_seed(11));
+    CpuRig rig(1);
+    Case uneven({3, 2, 16, 16}, 2, 0, 0, rng);
+    auto r = rig.dispatch->attention(uneven.desc, "attention", [] {});
+    REQUIRE_FALSE(r.has_value());
+    CHECK_THAT(r.error().message(), Catch::Contains("multiple of n_head_kv"));
+
+    Case no_keys({2, 1, 16, 16}, 2, 0, 0, rng);
+    no_keys.desc.keys = nullptr;
+    r = rig.dispatch->attention(no_keys.desc, "attention", [] {});
+    REQUIRE_FALSE(r.has_value());
+    CHECK_THAT(r.error().message(), Catch::Contains("null"));
+}
+
+TEST_CASE("an ABI 1.0 plugin is never called past its table: the core attends itself, as a miss") {
+    TempDir dir;
+    install_plugin(fixture("old"), dir.path());
+    PluginSet plugins =
+        PluginSet::load(config_from("backends: {order: [old]}"), only_folder(dir.path()));
+    REQUIRE(plugins.selected().size() == 1);
+    KernelRegistry registry;
+    Dispatcher dispatch(plugins.selected(), registry);
+    std::mt19937_64 rng(test_seed(3));
+    Case c({2, 1, 16, 16}, 2, 0, 0, rng);
+    bool host_ran = false;
+    // The fixture's slot past struct_size aborts if called.
+    REQUIRE(dispatch.attention(c.desc, "attention", [&] { host_ran = true; }).has_value());
+    CHECK(host_ran);
+    const RegistryReport report = registry.seal();
+    INFO(report.render());
+    REQUIRE(report.entries.size() == 1);
+    CHECK(report.entries[0].outcome == Outcome::Miss);
+    CHECK(report.entries[0].detail == Dispatcher::kHostAttention);
+}
