@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "ferrox/log.h"
 #include "ferrox/model/hparams.h"
 
 namespace ferrox::cli {
@@ -40,11 +41,14 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
     ms.file = std::make_unique<gguf::File>(std::move(*file));
     model::ModelOptions options;
     options.registry_strict = ms.session.config.registry_strict;
-    if (context == 0) {
-        auto train = model::read_hparams(*ms.file);
-        if (!train) return train.error();
-        context = std::min(4096u, train->n_ctx_train);
-    }
+    auto train = model::read_hparams(*ms.file);
+    if (!train) return train.error();
+    if (context == 0) context = std::min(4096u, train->n_ctx_train);
+    if (context > train->n_ctx_train)
+        logger().warn(
+            "context {} exceeds the {} positions {} was trained on; positions past {} are "
+            "outside what the model learned",
+            context, train->n_ctx_train, path, train->n_ctx_train);
     options.context = context;
     auto m = model::Model::load(*ms.file, *ms.dispatcher, *ms.registry, options);
     if (!m) return m.error();

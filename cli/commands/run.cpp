@@ -1,9 +1,13 @@
 // `ferrox run`: load a GGUF model, stream generated text to stdout, and report
 // prompt and generation speed on stderr, llama.cpp-style.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands/commands.h"
 #include "ferrox/log.h"
@@ -38,7 +42,7 @@ Expected<std::string> chat_prompt(model::Arch arch, const std::string& user) {
 }
 
 struct RunOptions {
-    std::string model_path, prompt;
+    std::string model_path, prompt, prompt_file;
     int n_predict = 128;
     unsigned threads = 0;
     uint32_t context = 0;
@@ -47,7 +51,29 @@ struct RunOptions {
     bool chat = false, json = false;
 };
 
+// The whole file, byte for byte (a prompt may be any text, newlines included).
+Expected<std::string> read_prompt_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return make_error("--file {}: cannot open: {}", path, std::strerror(errno));
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) return make_error("--file {}: read failed", path);
+    return text.str();
+}
+
 int run(const CommonOptions& common, RunOptions o) {
+    if (o.prompt.empty() && o.prompt_file.empty()) {
+        logger().error("run: give the prompt with -p/--prompt or -f/--file");
+        return kExitBadInput;
+    }
+    if (!o.prompt_file.empty()) {
+        auto text = read_prompt_file(o.prompt_file);
+        if (!text) {
+            logger().error("{}", text.error().message());
+            return kExitBadInput;
+        }
+        o.prompt = std::move(*text);
+    }
     const auto load_start = Clock::now();
     std::fprintf(stderr, "loading %s ...\n", o.model_path.c_str());
     auto ms = open_model(common, o.model_path, o.threads, o.context);
@@ -154,7 +180,9 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
     auto* cmd = app.add_subcommand("run", "Generate text from a prompt with a GGUF model");
     auto o = std::make_shared<RunOptions>();
     cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
-    cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+    auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
+    auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from this file");
+    prompt->excludes(file);
     cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 128)");
     cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
     cmd->add_option("-c,--ctx-size", o->context,

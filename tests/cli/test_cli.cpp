@@ -165,3 +165,16 @@ TEST_CASE("with order [cuda, cpu] on a host without a driver cuda is typed and c
         CHECK(nlohmann::json::parse(bench.out).at("results")[0].at("backend") == "cpu");
 }
 #endif
+
+TEST_CASE("run needs one prompt source and names a prompt file it cannot read") {
+    const auto none = run_ferrox("run -m /nonexistent/model.gguf");
+    CHECK(none.exit_code == 2);
+    CHECK_THAT(none.err, Catch::Contains("--prompt") && Catch::Contains("--file"));
+
+    const auto both = run_ferrox("run -m /nonexistent/model.gguf -p hello -f /nonexistent/p.txt");
+    CHECK(both.exit_code == 2);
+
+    const auto missing = run_ferrox("run -m /nonexistent/model.gguf -f /nonexistent/prompt.txt");
+    CHECK(missing.exit_code == 2);
+    CHECK_THAT(missing.err, Catch::Contains("/nonexistent/prompt.txt"));
+}

@@ -16,6 +16,7 @@ namespace ferrox::model {
 struct Scratch {
     std::vector<float> x, xn, q, k, v, att, o, gate, up, ffn, router, expert_gate, expert_up,
         expert_down, scores;
+    std::vector<float> rope_cos[2], rope_sin[2];  // [global, local][position][head_dim / 2]
 };
 
 struct Model::Impl {
@@ -72,8 +73,6 @@ struct Model::Impl {
         if (auto r = project(*L.v, "attn_v", s.xn.data(), n, s.v.data()); !r) return r;
 
         const bool local = hp.is_local_layer(il);
-        const float base = local ? hp.rope_base_local : hp.rope_base;
-        const float freq_scale = local ? 1.0f : hp.rope_freq_scale;
         for (uint32_t i = 0; i < n; ++i) {
             const uint32_t pos = pos0 + i;
             float* q = &s.q[i * q_dim()];
@@ -85,15 +84,18 @@ struct Model::Impl {
                 ops::add({v, v_dim()}, L.v_bias);
             }
             const uint32_t hd = hp.head_dim_k;
+            const size_t angles = size_t{i} * (hd / 2);
+            const std::span<const float> cos{&s.rope_cos[local][angles], hd / 2};
+            const std::span<const float> sin{&s.rope_sin[local][angles], hd / 2};
             for (uint32_t h = 0; h < hp.n_head; ++h) {
                 std::span<float> head{q + size_t{h} * hd, hd};
                 if (hp.qk_norm) ops::rms_norm(head, L.q_norm, hp.rms_eps, head);
-                ops::rope(head, pos, base, freq_scale, hp.rope);
+                ops::rope_rotate(head, cos, sin, hp.rope);
             }
             for (uint32_t h = 0; h < hp.n_head_kv; ++h) {
                 std::span<float> head{k + size_t{h} * hd, hd};
                 if (hp.qk_norm) ops::rms_norm(head, L.k_norm, hp.rms_eps, head);
-                ops::rope(head, pos, base, freq_scale, hp.rope);
+                ops::rope_rotate(head, cos, sin, hp.rope);
             }
             std::copy_n(k, k_dim(), &k_cache[il][pos * k_dim()]);
             std::copy_n(v, v_dim(), &v_cache[il][pos * v_dim()]);
@@ -123,6 +125,21 @@ struct Model::Impl {
             ops::add({&s.x[size_t{i} * d], d}, o);
         }
         return {};
+    }
+
+    // cos/sin per position of this chunk, once for global and once for local
+    // (sliding-window) layers: every head and layer of a kind shares them.
+    void rope_tables(uint32_t n, uint32_t pos0) {
+        const uint32_t half = hp.head_dim_k / 2;
+        for (int local = 0; local < 2; ++local) {
+            if (local && hp.sliding_window == 0) break;
+            const float base = local ? hp.rope_base_local : hp.rope_base;
+            const float freq_scale = local ? 1.0f : hp.rope_freq_scale;
+            for (uint32_t i = 0; i < n; ++i)
+                ops::rope_angles(pos0 + i, base, freq_scale,
+                                 {&s.rope_cos[local][size_t{i} * half], half},
+                                 {&s.rope_sin[local][size_t{i} * half], half});
+        }
     }
 
     // The core's own loop, for backends without an attention entry.
@@ -200,6 +217,7 @@ struct Model::Impl {
         const auto n = static_cast<uint32_t>(tokens.size());
         const uint32_t d = hp.n_embd;
         if (auto r = embed(tokens, s.x.data()); !r) return r;
+        rope_tables(n, pos0);
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
             if (auto r = attention_block(il, n, pos0); !r) return r;
             if (auto r = ffn_block(il, n); !r) return r;
@@ -234,15 +252,20 @@ struct Model::Impl {
         s.expert_up.assign(hp.n_ff_expert, 0);
         s.expert_down.assign(hp.n_embd, 0);
         s.scores.assign(context, 0);
+        for (int local = 0; local < 2; ++local) {
+            s.rope_cos[local].assign(b * (hp.head_dim_k / 2), 0);
+            s.rope_sin[local].assign(b * (hp.head_dim_k / 2), 0);
+        }
         k_cache.assign(hp.n_layer, std::vector<float>(size_t{context} * k_dim()));
         v_cache.assign(hp.n_layer, std::vector<float>(size_t{context} * v_dim()));
     }
 
     uint64_t scratch_bytes() const {
         const uint64_t b = max_batch;
-        const uint64_t floats = b * (4 * uint64_t{hp.n_embd} + q_dim() + k_dim() + v_dim() +
-                                     o_dim() + 2 * std::max<uint64_t>(hp.n_ff, 1)) +
-                                hp.n_expert + 2 * uint64_t{hp.n_ff_expert} + hp.n_embd + context;
+        const uint64_t floats =
+            b * (4 * uint64_t{hp.n_embd} + q_dim() + k_dim() + v_dim() + o_dim() +
+                 2 * std::max<uint64_t>(hp.n_ff, 1) + 2 * uint64_t{hp.head_dim_k}) +
+            hp.n_expert + 2 * uint64_t{hp.n_ff_expert} + hp.n_embd + context;
         return floats * sizeof(float);
     }
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace ferrox::model::ops {
 
@@ -13,22 +14,35 @@ void rms_norm(std::span<const float> x, std::span<const float> w, float eps, std
     for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
 }
 
-void rope(std::span<float> head, uint32_t pos, float base, float freq_scale, RopeStyle style) {
-    const size_t d = head.size();
-    const size_t half = d / 2;
+void rope_angles(uint32_t pos, float base, float freq_scale, std::span<float> cos,
+                 std::span<float> sin) {
+    const size_t half = cos.size();
+    const auto d = static_cast<double>(2 * half);
     for (size_t i = 0; i < half; ++i) {
         const double theta = static_cast<double>(pos) * static_cast<double>(freq_scale) *
-                             std::pow(static_cast<double>(base),
-                                      -2.0 * static_cast<double>(i) / static_cast<double>(d));
-        const float c = static_cast<float>(std::cos(theta));
-        const float s = static_cast<float>(std::sin(theta));
+                             std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / d);
+        cos[i] = static_cast<float>(std::cos(theta));
+        sin[i] = static_cast<float>(std::sin(theta));
+    }
+}
+
+void rope_rotate(std::span<float> head, std::span<const float> cos, std::span<const float> sin,
+                 RopeStyle style) {
+    const size_t half = head.size() / 2;
+    for (size_t i = 0; i < half; ++i) {
         // Normal rotates adjacent pairs; Neox pairs element i with i + d/2.
         const size_t a = style == RopeStyle::Normal ? 2 * i : i;
         const size_t b = style == RopeStyle::Normal ? 2 * i + 1 : i + half;
         const float x0 = head[a], x1 = head[b];
-        head[a] = x0 * c - x1 * s;
-        head[b] = x0 * s + x1 * c;
+        head[a] = x0 * cos[i] - x1 * sin[i];
+        head[b] = x0 * sin[i] + x1 * cos[i];
     }
+}
+
+void rope(std::span<float> head, uint32_t pos, float base, float freq_scale, RopeStyle style) {
+    std::vector<float> cos(head.size() / 2), sin(head.size() / 2);
+    rope_angles(pos, base, freq_scale, cos, sin);
+    rope_rotate(head, cos, sin, style);
 }
 
 void softmax(std::span<float> x) {

@@ -20,6 +20,13 @@ FERROX_API void rms_norm(std::span<const float> x, std::span<const float> w, flo
 FERROX_API void rope(std::span<float> head, uint32_t pos, float base, float freq_scale,
                      RopeStyle style);
 
+// The same in two steps, so every head of a position shares one set of
+// angles: cos/sin hold d/2 values each.
+FERROX_API void rope_angles(uint32_t pos, float base, float freq_scale, std::span<float> cos,
+                            std::span<float> sin);
+FERROX_API void rope_rotate(std::span<float> head, std::span<const float> cos,
+                            std::span<const float> sin, RopeStyle style);
+
 // In-place softmax, max-subtracted.
 FERROX_API void softmax(std::span<float> x);
 
