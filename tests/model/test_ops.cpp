@@ -129,3 +129,32 @@ TEST_CASE("attention with GQA, causal mask and sliding window matches a naive re
         CHECK(nmse(out, want) < 1e-10);
     }
 }
+
+TEST_CASE("gelu through the f16 table stays within f16 rounding of the exact formula") {
+    std::mt19937_64 rng(ferrox::test::test_seed(0x6e1));
+    std::uniform_real_distribution<float> wide(-12.0f, 12.0f);
+    std::normal_distribution<float> typical(0.0f, 1.5f);
+    auto exact = [](double x) {
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    };
+    for (int i = 0; i < 20000; ++i) {
+        const float x = i % 2 ? wide(rng) : typical(rng);
+        const double want = exact(double(x));
+        const double got = double(ops::gelu_tanh_f16(x));
+        INFO("x = " << x);
+        if (x <= -10.0f || x >= 10.0f) {
+            CHECK(got == (x >= 10.0f ? double(x) : 0.0));
+            continue;
+        }
+        // Input and output each rounded to f16 (relative 2^-11), and the
+        // input's error scaled by the slope, which is below 1.13 in magnitude.
+        const double input_step = std::fabs(double(x)) * std::ldexp(1.0, -11) + 1e-7;
+        CHECK(std::fabs(got - want) <= std::fabs(want) * std::ldexp(1.0, -11) + 1.13 * input_step);
+    }
+    // glu applies it to the gate and multiplies by up.
+    std::vector<float> gate{-11.0f, -0.3f, 0.8f, 11.0f}, up{2.0f, 3.0f, -1.0f, 0.5f};
+    std::vector<float> want(4);
+    for (size_t i = 0; i < 4; ++i) want[i] = ops::gelu_tanh_f16(gate[i]) * up[i];
+    ops::glu(gate, up, FfnActivation::GeluTanh);
+    CHECK(gate == want);
+}

@@ -33,7 +33,11 @@ FERROX_API void softmax(std::span<float> x);
 FERROX_API float silu(float x);
 FERROX_API float gelu_tanh(float x);
 
-// gate[i] = act(gate[i]) * up[i]
+// gelu_tanh of x rounded to f16, looked up and rounded to f16 again, as
+// llama.cpp's CPU backend computes GeGLU; 0 below -10 and x above 10.
+FERROX_API float gelu_tanh_f16(float x);
+
+// gate[i] = act(gate[i]) * up[i]; GELU through gelu_tanh_f16.
 FERROX_API void glu(std::span<float> gate, std::span<const float> up, FfnActivation act);
 
 // x += y
