@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "ferrox/log.h"
@@ -26,7 +27,10 @@ struct Model::Impl {
     CapacityPlan plan;
     ModelWeights w;
     uint32_t context = 0, max_batch = 0;
-    std::vector<std::vector<float>> k_cache, v_cache;  // per layer: [context][n_kv * head_dim]
+    // Per layer: [context][n_kv * head_dim]. Left uninitialised: attention only
+    // reads positions already written, and untouched pages cost no memory (a
+    // 32K context is reserved, not resident).
+    std::vector<std::unique_ptr<float[]>> k_cache, v_cache;
     Scratch s;
 
     Impl(const gguf::File& f, Dispatcher& d) : file(f), dispatcher(d) {}
@@ -113,8 +117,8 @@ struct Model::Impl {
         desc.head_dim_v = hp.head_dim_v;
         desc.scale = hp.attn_scale;
         desc.q = s.q.data();
-        desc.keys = k_cache[il].data();
-        desc.values = v_cache[il].data();
+        desc.keys = k_cache[il].get();
+        desc.values = v_cache[il].get();
         desc.out = s.att.data();
         auto attended = dispatcher.attention(desc, "attention", [&] { host_attention(desc); });
         if (!attended) return attended;
@@ -256,8 +260,12 @@ struct Model::Impl {
             s.rope_cos[local].assign(b * (hp.head_dim_k / 2), 0);
             s.rope_sin[local].assign(b * (hp.head_dim_k / 2), 0);
         }
-        k_cache.assign(hp.n_layer, std::vector<float>(size_t{context} * k_dim()));
-        v_cache.assign(hp.n_layer, std::vector<float>(size_t{context} * v_dim()));
+        k_cache.clear();
+        v_cache.clear();
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            k_cache.push_back(std::make_unique_for_overwrite<float[]>(size_t{context} * k_dim()));
+            v_cache.push_back(std::make_unique_for_overwrite<float[]>(size_t{context} * v_dim()));
+        }
     }
 
     uint64_t scratch_bytes() const {
