@@ -1,6 +1,5 @@
 #include "tokenizer/bpe_tokenizer.h"
 
-
 #include "tokenizer/byte_level.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/symbol_merge.h"
@@ -91,10 +90,10 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
 std::string BpeTokenizer::token_to_piece(int32_t id) const {
     const Vocab& v = vocab();
     if (!v.valid(id)) return {};
-    const std::string& text = v.text(id);
+    const std::string_view text = v.text(id);
     switch (v.type(id)) {
         case TokenType::user_defined:
-            return text;
+            return std::string(text);
         case TokenType::normal:
             return byte_level_to_bytes(text);
         case TokenType::byte:

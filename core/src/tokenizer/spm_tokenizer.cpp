@@ -88,10 +88,10 @@ void SpmTokenizer::push_bytes(std::string_view bytes, std::vector<int32_t>& out)
 std::string SpmTokenizer::token_to_piece(int32_t id) const {
     const Vocab& v = vocab();
     if (!v.valid(id)) return {};
-    const std::string& text = v.text(id);
+    const std::string_view text = v.text(id);
     switch (v.type(id)) {
         case TokenType::user_defined:
-            return text;
+            return std::string(text);
         case TokenType::normal: {
             std::string out;
             out.reserve(text.size());
@@ -107,7 +107,7 @@ std::string SpmTokenizer::token_to_piece(int32_t id) const {
         }
         case TokenType::byte: {
             unsigned value = 0;
-            if (text.size() == 6 && std::sscanf(text.c_str(), "<0x%02X>", &value) == 1)
+            if (text.size() == 6 && std::sscanf(std::string(text).c_str(), "<0x%02X>", &value) == 1)
                 return std::string(1, static_cast<char>(static_cast<uint8_t>(value)));
             return {};
         }

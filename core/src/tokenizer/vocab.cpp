@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cctype>
 
 namespace ferrox::tokenizer_detail {
@@ -36,9 +37,12 @@ constexpr std::array<std::string_view, 22> kEndOfGenerationTexts = {
 }  // namespace
 
 std::optional<int32_t> Vocab::find(std::string_view text) const {
-    const auto it = ids_.find(std::string(text));
-    if (it == ids_.end()) return std::nullopt;
-    return it->second;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = std::hash<std::string_view>{}(text)&mask;; i = (i + 1) & mask) {
+        const int32_t id = slots_[i];
+        if (id == kNoToken) return std::nullopt;
+        if (this->text(id) == text) return id;
+    }
 }
 
 Expected<Vocab> Vocab::build(const VocabSpec& spec) {
@@ -52,13 +56,28 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
     if (!spec.types.empty() && spec.types.size() != n)
         return make_error("tokenizer: {} token types for {} tokens", spec.types.size(), n);
 
-    vocab.texts_ = spec.tokens;
+    size_t bytes = 0;
+    for (const std::string& t : spec.tokens) bytes += t.size();
+    if (bytes > UINT32_MAX)
+        return make_error("tokenizer: {} bytes of token text is too many", bytes);
+    vocab.pool_.reserve(bytes);
+    vocab.offsets_.reserve(n + 1);
+    for (const std::string& t : spec.tokens) {
+        vocab.pool_ += t;
+        vocab.offsets_.push_back(static_cast<uint32_t>(vocab.pool_.size()));
+    }
     vocab.scores_ = spec.scores.empty() ? std::vector<float>(n, 0.0f) : spec.scores;
     vocab.types_ = spec.types.empty() ? std::vector<TokenType>(n, TokenType::normal) : spec.types;
-    vocab.ids_.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
+    // At most half full, so a probe ends at an empty slot soon.
+    vocab.slots_.assign(std::bit_ceil(2 * n), kNoToken);
+    const size_t mask = vocab.slots_.size() - 1;
+    for (size_t id = 0; id < n; ++id) {
+        const std::string_view text = vocab.text(static_cast<int32_t>(id));
+        size_t i = std::hash<std::string_view>{}(text)&mask;
         // A repeated text maps to its last id, as in llama.cpp.
-        vocab.ids_[vocab.texts_[i]] = static_cast<int32_t>(i);
+        while (vocab.slots_[i] != kNoToken && vocab.text(vocab.slots_[i]) != text)
+            i = (i + 1) & mask;
+        vocab.slots_[i] = static_cast<int32_t>(id);
     }
 
     const bool spm = spec.model == "llama";

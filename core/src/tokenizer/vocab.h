@@ -7,7 +7,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -23,11 +22,14 @@ class Vocab {
     // Checks sizes and ids; `spec.model` must already be known.
     static Expected<Vocab> build(const VocabSpec& spec);
 
-    size_t size() const { return texts_.size(); }
-    const std::string& text(int32_t id) const { return texts_[static_cast<size_t>(id)]; }
+    size_t size() const { return offsets_.size() - 1; }
+    std::string_view text(int32_t id) const {
+        const auto i = static_cast<size_t>(id);
+        return std::string_view(pool_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
+    }
     float score(int32_t id) const { return scores_[static_cast<size_t>(id)]; }
     TokenType type(int32_t id) const { return types_[static_cast<size_t>(id)]; }
-    bool valid(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < texts_.size(); }
+    bool valid(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < size(); }
     std::optional<int32_t> find(std::string_view text) const;
 
     // Control, user-defined and unknown tokens, longest text first: matched in
@@ -42,10 +44,14 @@ class Vocab {
     bool add_bos = false, add_eos = false, add_space_prefix = false;
 
   private:
-    std::vector<std::string> texts_;
+    // Every text back to back in one string (a 262K-token vocabulary as one
+    // std::string each, plus a node-based map, cost Gemma 3 about 26 MB).
+    std::string pool_;
+    std::vector<uint32_t> offsets_{0};  // text i is pool_[offsets_[i], offsets_[i+1])
     std::vector<float> scores_;
     std::vector<TokenType> types_;
-    std::unordered_map<std::string, int32_t> ids_;
+    // text -> id: open addressing over a power-of-two table, kNoToken = empty.
+    std::vector<int32_t> slots_;
     std::vector<int32_t> special_tokens_;
     std::unordered_set<int32_t> end_of_generation_;
     std::unordered_set<int32_t> strip_right_, strip_left_;
