@@ -86,6 +86,23 @@ TEST_CASE("the cpu plugin's attention matches the core's loop on every isa path"
     }
 }
 
+TEST_CASE("decode attention over a long context, its positions split across threads, matches the core loop") {
+    std::mt19937_64 rng(test_seed(0x5911));
+    // One query row and one KV head: too few tasks for the pool, so the
+    // plugin splits the positions and merges the parts.
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        for (uint32_t n_query : {1u, 2u})
+            for (uint32_t window : {0u, 300u, 1000u}) {
+                Case c({4, 1, 64, 64}, n_query, 700, window, rng);
+                auto r = rig.dispatch->attention(c.desc, "attention", [] {});
+                INFO("isa " << isa << " n " << n_query << " window " << window);
+                REQUIRE(r.has_value());
+                CHECK(nmse(c.out, c.reference()) < 1e-10);
+            }
+    }
+}
+
 TEST_CASE("attention on the cpu plugin is recorded as a hit on its named kernel") {
     std::mt19937_64 rng(test_seed(7));
     CpuRig rig(1);

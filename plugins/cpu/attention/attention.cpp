@@ -1,8 +1,37 @@
 #include "attention/attention.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace ferrox::cpu {
+namespace {
+
+// A split below this many positions costs more to merge than it saves.
+constexpr uint32_t kMinSplitPositions = 128;
+
+struct Geometry {
+    uint32_t group;
+    size_t k_stride, v_stride, q_row, out_row;
+};
+
+// The visible positions of query row `row`: [first, last].
+uint32_t first_visible(const ferrox_attention_desc& d, uint32_t row) {
+    const uint32_t pos = d.pos0 + row;
+    return d.window && pos + 1 > d.window ? pos + 1 - d.window : 0;
+}
+
+// Decode is one query row and few KV heads: too few tasks for the pool. Then
+// each row's positions are split into contiguous parts, merged afterwards.
+uint32_t splits_for(const ferrox_attention_desc& d, unsigned threads) {
+    const uint64_t tasks = uint64_t{d.n_query} * d.n_head_kv;
+    if (threads < 2 || tasks >= 2ull * threads) return 1;
+    const uint32_t last_row = d.n_query - 1;
+    const uint32_t longest = d.pos0 + last_row - first_visible(d, last_row) + 1;
+    return std::clamp<uint32_t>(longest / kMinSplitPositions, 1, 2 * threads);
+}
+
+}  // namespace
 
 bool run_attention(ThreadPool& pool, AttendGroup kernel, const ferrox_attention_desc& desc,
                    const char** error) {
@@ -19,31 +48,97 @@ bool run_attention(ThreadPool& pool, AttendGroup kernel, const ferrox_attention_
         *error = "attention: n_head must be a positive multiple of n_head_kv, head dims positive";
         return false;
     }
-    const uint32_t group = desc.n_head / desc.n_head_kv;
-    const size_t k_stride = size_t{desc.n_head_kv} * desc.head_dim_k;
-    const size_t v_stride = size_t{desc.n_head_kv} * desc.head_dim_v;
-    const size_t q_row = size_t{desc.n_head} * desc.head_dim_k;
-    const size_t out_row = size_t{desc.n_head} * desc.head_dim_v;
-    const uint64_t tasks = uint64_t{desc.n_query} * desc.n_head_kv;
+    if (desc.n_query == 0) return true;
+    const Geometry g{desc.n_head / desc.n_head_kv, size_t{desc.n_head_kv} * desc.head_dim_k,
+                     size_t{desc.n_head_kv} * desc.head_dim_v,
+                     size_t{desc.n_head} * desc.head_dim_k, size_t{desc.n_head} * desc.head_dim_v};
+    const uint32_t splits = splits_for(desc, pool.size());
+    const uint64_t units = uint64_t{desc.n_query} * desc.n_head_kv;  // (row, KV head) pairs
+
+    // With splits, part s of unit u writes its normalised output, max and sum
+    // here; the merge below weighs parts by sum * exp(max - overall max).
+    // (Plain pointers into the caller's buffers: a thread_local named inside
+    // the lambda would be each worker's own, empty one.)
+    thread_local std::vector<float> part_buffer, max_buffer, sum_buffer;
+    if (splits > 1) {
+        part_buffer.resize(units * splits * g.group * desc.head_dim_v);
+        max_buffer.resize(units * splits * g.group);
+        sum_buffer.resize(units * splits * g.group);
+    }
+    float* const parts = part_buffer.data();
+    float* const maxima = max_buffer.data();
+    float* const sums = sum_buffer.data();
+
     // Grain 1: a causal row's cost grows with its position, so equal splits
     // would leave the thread with the last rows working alone.
-    pool.parallel_for(tasks, 1, [&](uint64_t begin, uint64_t end) {
+    pool.parallel_for(units * splits, 1, [&](uint64_t begin, uint64_t end) {
         thread_local std::vector<float> scores;
         for (uint64_t t = begin; t < end; ++t) {
-            const auto row = static_cast<uint32_t>(t / desc.n_head_kv);
-            const auto kv_head = static_cast<uint32_t>(t % desc.n_head_kv);
-            const uint32_t pos = desc.pos0 + row;
-            const uint32_t first = desc.window && pos + 1 > desc.window ? pos + 1 - desc.window : 0;
-            const size_t need = size_t{group} * (pos - first + 1);
+            const uint64_t unit = t / splits;
+            const auto part = static_cast<uint32_t>(t % splits);
+            const auto row = static_cast<uint32_t>(unit / desc.n_head_kv);
+            const auto kv_head = static_cast<uint32_t>(unit % desc.n_head_kv);
+            const uint32_t first = first_visible(desc, row);
+            const uint32_t span = desc.pos0 + row - first + 1;
+            const uint32_t from = first + static_cast<uint32_t>(uint64_t{span} * part / splits);
+            const uint32_t to = first + static_cast<uint32_t>(uint64_t{span} * (part + 1) / splits);
+            const size_t slot = (unit * splits + part) * g.group;
+            if (from == to) {  // an empty part (a short row): weight zero in the merge
+                std::fill_n(maxima + slot, g.group, 0.0f);
+                std::fill_n(sums + slot, g.group, 0.0f);
+                continue;
+            }
+            const size_t need = size_t{g.group} * (to - from);
             if (scores.size() < need) scores.resize(need);
-            const uint32_t head0 = kv_head * group;
-            kernel({desc.q + row * q_row + size_t{head0} * desc.head_dim_k,
-                    desc.keys + size_t{kv_head} * desc.head_dim_k,
-                    desc.values + size_t{kv_head} * desc.head_dim_v, k_stride, v_stride, first, pos,
-                    group, desc.head_dim_k, desc.head_dim_v, desc.scale, scores.data(),
-                    desc.out + row * out_row + size_t{head0} * desc.head_dim_v});
+            const uint32_t head0 = kv_head * g.group;
+            AttentionTask task{desc.q + row * g.q_row + size_t{head0} * desc.head_dim_k,
+                               desc.keys + size_t{kv_head} * desc.head_dim_k,
+                               desc.values + size_t{kv_head} * desc.head_dim_v,
+                               g.k_stride,
+                               g.v_stride,
+                               from,
+                               to - 1,
+                               g.group,
+                               desc.head_dim_k,
+                               desc.head_dim_v,
+                               desc.scale,
+                               scores.data(),
+                               desc.out + row * g.out_row + size_t{head0} * desc.head_dim_v};
+            if (splits > 1) {
+                task.out = parts + slot * desc.head_dim_v;
+                task.max_score = maxima + slot;
+                task.exp_sum = sums + slot;
+            }
+            kernel(task);
         }
     });
+    if (splits == 1) return true;
+
+    for (uint64_t unit = 0; unit < units; ++unit) {
+        const auto row = static_cast<uint32_t>(unit / desc.n_head_kv);
+        const auto kv_head = static_cast<uint32_t>(unit % desc.n_head_kv);
+        for (uint32_t h = 0; h < g.group; ++h) {
+            float overall = -INFINITY;
+            for (uint32_t s = 0; s < splits; ++s) {
+                const size_t slot = (unit * splits + s) * g.group + h;
+                if (sums[slot] > 0.0f) overall = std::max(overall, maxima[slot]);
+            }
+            float* out =
+                desc.out + row * g.out_row + size_t{kv_head * g.group + h} * desc.head_dim_v;
+            std::fill_n(out, desc.head_dim_v, 0.0f);
+            float total = 0.0f;
+            for (uint32_t s = 0; s < splits; ++s) {
+                const size_t slot = (unit * splits + s) * g.group + h;
+                if (sums[slot] <= 0.0f) continue;
+                const float weight = sums[slot] * std::exp(maxima[slot] - overall);
+                const float* part = parts + slot * desc.head_dim_v;
+                for (uint32_t i = 0; i < desc.head_dim_v; ++i) out[i] += weight * part[i];
+                total += weight;
+            }
+            const float inverse = 1.0f / total;
+            for (uint32_t i = 0; i < desc.head_dim_v; ++i) out[i] *= inverse;
+        }
+    }
     return true;
 }
 

@@ -24,6 +24,11 @@ struct AttentionTask {
     float scale;
     float* scores;  // group * (last - first + 1) floats of scratch
     float* out;
+    // Per head, when not null: the largest scaled score and the softmax's sum
+    // of exponentials, which let partial results over split positions be
+    // merged (out is normalised over [first, last] either way).
+    float* max_score = nullptr;
+    float* exp_sum = nullptr;
 };
 
 using AttendGroup = void (*)(const AttentionTask& task);
