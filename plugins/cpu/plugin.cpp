@@ -252,28 +252,22 @@ ferrox_status parse_threads(const ferrox_option* options, size_t n, unsigned& th
     return FERROX_OK;
 }
 
-const IsaKernels& kernels_for(Isa isa) {
-    switch (isa) {
-        case Isa::Avx512Vnni:
-            return isa_kernels_avx512vnni();
-        case Isa::Avx2:
-            return isa_kernels_avx2();
-        case Isa::Portable:
-            break;
-    }
-    return isa_kernels_portable();
-}
+// Everything compiled per ISA, for the path chosen at create().
+struct IsaPaths {
+    const IsaKernels* kernels;
+    AttendGroup attend;
+};
 
-AttendGroup attention_for(Isa isa) {
+IsaPaths paths_for(Isa isa) {
     switch (isa) {
         case Isa::Avx512Vnni:
-            return attend_group_avx512();
+            return {&isa_kernels_avx512vnni(), attend_group_avx512()};
         case Isa::Avx2:
-            return attend_group_avx2();
+            return {&isa_kernels_avx2(), attend_group_avx2()};
         case Isa::Portable:
             break;
     }
-    return attend_group_portable();
+    return {&isa_kernels_portable(), attend_group_portable()};
 }
 
 // "isa": portable | avx2 | avx512 | auto (default). FERROX_CPU_ISA, when set,
@@ -332,8 +326,9 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
         backend->pool = std::make_unique<ThreadPool>(threads);
         backend->cpu_name = read_cpu_name();
         backend->isa = isa;
-        backend->kernels = &kernels_for(isa);
-        backend->attend = attention_for(isa);
+        const IsaPaths paths = paths_for(isa);
+        backend->kernels = paths.kernels;
+        backend->attend = paths.attend;
         ferrox_backend& t = backend->table;
         t.struct_size = sizeof t;
         t.abi_version = FERROX_ABI_VERSION;
