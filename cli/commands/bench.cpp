@@ -142,6 +142,11 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
         logger().error("no backend is ready; see `ferrox backends`");
         return kExitFailure;
     }
+    for (const auto& kind_text : o.kinds)  // before the bandwidth run, which takes seconds
+        if (!kind_traits(kind_text)) {
+            logger().error("unknown kind '{}' (ferrox backends lists them)", kind_text);
+            return kExitBadInput;
+        }
     KernelRegistry registry;
     Dispatcher dispatch(plugins.selected(), registry);
     const unsigned bw_threads =
@@ -151,10 +156,6 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
     std::vector<Row> rows;
     for (const auto& kind_text : o.kinds) {
         const KindTraits* traits = kind_traits(kind_text);
-        if (!traits) {
-            logger().error("unknown kind '{}'", kind_text);
-            return kExitBadInput;
-        }
         for (const auto& shape_text : o.shapes) {
             auto shape = parse_shape(shape_text);
             if (!shape) {
@@ -274,7 +275,8 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
 Command add_bench_command(CLI::App& app, CommonOptions& common) {
     auto* cmd = app.add_subcommand("bench", "Benchmark MATVEC (n=1) and GEMM (n>1) per quant kind");
     auto o = std::make_shared<BenchOptions>();
-    cmd->add_option("--kinds", o->kinds, "Quant kinds")->delimiter(',');
+    cmd->add_option("--kinds", o->kinds, "Quant kinds, any case, comma-separated (Q4_K,q8_0)")
+        ->delimiter(',');
     cmd->add_option("--shape", o->shapes, "Weight shapes ROWSxCOLS")->delimiter(',');
     cmd->add_option("-n,--batch", o->batch, "Activations per call: 1 = MATVEC, more = GEMM")
         ->delimiter(',');

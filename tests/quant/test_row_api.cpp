@@ -1,7 +1,9 @@
 // dequantize_row / dot_row contracts: what they refuse, and that the dot
 // product is exactly the documented dequantize-then-accumulate.
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <cmath>
+#include <string>
 
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
@@ -75,4 +77,16 @@ TEST_CASE("dot_row returns NaN for a row that is not whole blocks") {
     const std::vector<uint8_t> bytes = random_bytes(1024, test_seed());
     const std::vector<float> x = gaussian(300, test_seed());
     CHECK(std::isnan(quant::dot_row(FERROX_KIND_Q8_0, bytes.data(), x.data(), 33)));
+}
+
+TEST_CASE("a kind is found by its name in any case and an unknown name finds nothing") {
+    for (const auto& k : kAllKinds) {
+        std::string lower(k.name);
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        CHECK(kind_traits(lower) == &k);
+        CHECK(kind_traits(k.name) == &k);
+    }
+    CHECK(kind_traits("q4_kk") == nullptr);
+    CHECK(kind_traits("") == nullptr);
+    CHECK(kind_traits("Q4") == nullptr);
 }

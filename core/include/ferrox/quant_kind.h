@@ -20,30 +20,18 @@ struct KindTraits {
 };
 
 inline constexpr std::array<KindTraits, 25> kAllKinds{{
-    {FERROX_KIND_F32, "F32", 1, 4},
-    {FERROX_KIND_F16, "F16", 1, 2},
-    {FERROX_KIND_BF16, "BF16", 1, 2},
-    {FERROX_KIND_Q4_0, "Q4_0", 32, 18},
-    {FERROX_KIND_Q4_1, "Q4_1", 32, 20},
-    {FERROX_KIND_Q5_0, "Q5_0", 32, 22},
-    {FERROX_KIND_Q5_1, "Q5_1", 32, 24},
-    {FERROX_KIND_Q8_0, "Q8_0", 32, 34},
-    {FERROX_KIND_Q8_1, "Q8_1", 32, 36},
-    {FERROX_KIND_Q2_K, "Q2_K", 256, 84},
-    {FERROX_KIND_Q3_K, "Q3_K", 256, 110},
-    {FERROX_KIND_Q4_K, "Q4_K", 256, 144},
-    {FERROX_KIND_Q5_K, "Q5_K", 256, 176},
-    {FERROX_KIND_Q6_K, "Q6_K", 256, 210},
-    {FERROX_KIND_Q8_K, "Q8_K", 256, 292},
-    {FERROX_KIND_IQ2_XXS, "IQ2_XXS", 256, 66},
-    {FERROX_KIND_IQ2_XS, "IQ2_XS", 256, 74},
-    {FERROX_KIND_IQ3_XXS, "IQ3_XXS", 256, 98},
-    {FERROX_KIND_IQ1_S, "IQ1_S", 256, 50},
-    {FERROX_KIND_IQ4_NL, "IQ4_NL", 32, 18},
-    {FERROX_KIND_IQ3_S, "IQ3_S", 256, 110},
-    {FERROX_KIND_IQ2_S, "IQ2_S", 256, 82},
-    {FERROX_KIND_IQ4_XS, "IQ4_XS", 256, 136},
-    {FERROX_KIND_IQ1_M, "IQ1_M", 256, 56},
+    {FERROX_KIND_F32, "F32", 1, 4},           {FERROX_KIND_F16, "F16", 1, 2},
+    {FERROX_KIND_BF16, "BF16", 1, 2},         {FERROX_KIND_Q4_0, "Q4_0", 32, 18},
+    {FERROX_KIND_Q4_1, "Q4_1", 32, 20},       {FERROX_KIND_Q5_0, "Q5_0", 32, 22},
+    {FERROX_KIND_Q5_1, "Q5_1", 32, 24},       {FERROX_KIND_Q8_0, "Q8_0", 32, 34},
+    {FERROX_KIND_Q8_1, "Q8_1", 32, 36},       {FERROX_KIND_Q2_K, "Q2_K", 256, 84},
+    {FERROX_KIND_Q3_K, "Q3_K", 256, 110},     {FERROX_KIND_Q4_K, "Q4_K", 256, 144},
+    {FERROX_KIND_Q5_K, "Q5_K", 256, 176},     {FERROX_KIND_Q6_K, "Q6_K", 256, 210},
+    {FERROX_KIND_Q8_K, "Q8_K", 256, 292},     {FERROX_KIND_IQ2_XXS, "IQ2_XXS", 256, 66},
+    {FERROX_KIND_IQ2_XS, "IQ2_XS", 256, 74},  {FERROX_KIND_IQ3_XXS, "IQ3_XXS", 256, 98},
+    {FERROX_KIND_IQ1_S, "IQ1_S", 256, 50},    {FERROX_KIND_IQ4_NL, "IQ4_NL", 32, 18},
+    {FERROX_KIND_IQ3_S, "IQ3_S", 256, 110},   {FERROX_KIND_IQ2_S, "IQ2_S", 256, 82},
+    {FERROX_KIND_IQ4_XS, "IQ4_XS", 256, 136}, {FERROX_KIND_IQ1_M, "IQ1_M", 256, 56},
     {FERROX_KIND_MXFP4, "MXFP4", 32, 17},
 }};
 
@@ -54,9 +42,17 @@ constexpr const KindTraits* kind_traits(uint32_t id) {
     return nullptr;
 }
 
+// By name, ignoring ASCII case: "q4_k" is Q4_K, as llama.cpp's tools spell it.
 constexpr const KindTraits* kind_traits(std::string_view name) {
-    for (const auto& k : kAllKinds)
-        if (k.name == name) return &k;
+    const auto lower = [](char c) {
+        return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    };
+    for (const auto& k : kAllKinds) {
+        if (k.name.size() != name.size()) continue;
+        bool same = true;
+        for (size_t i = 0; i < name.size() && same; ++i) same = lower(k.name[i]) == lower(name[i]);
+        if (same) return &k;
+    }
     return nullptr;
 }
 
