@@ -5,6 +5,7 @@
 
 #include "ferrox/log.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/quant_kind.h"
 
 namespace ferrox::cli {
 namespace {
@@ -22,8 +23,19 @@ void override_threads(Config& config, unsigned threads) {
 
 }  // namespace
 
+void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
+    cmd.add_option("-t,--threads", choices.threads, "CPU threads (overrides cpu.threads)");
+    cmd.add_option("-c,--ctx-size", choices.context,
+                   "Context length (KV cache positions; default min(4096, training))");
+    cmd.add_option("--kv-type", choices.kv_type,
+                   "KV cache element kind: f32 (default, exact) or f16 (half the memory)")
+        ->check(CLI::IsMember({"f32", "f16"}, CLI::ignore_case));
+}
+
 Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,
-                                  unsigned threads, uint32_t context) {
+                                  const ModelChoices& choices) {
+    const unsigned threads = choices.threads;
+    uint32_t context = choices.context;
     auto config = load_session_config(common);
     if (!config) return config.error();
     if (threads > 0) override_threads(*config, threads);
@@ -50,6 +62,7 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
             "outside what the model learned",
             context, train->n_ctx_train, path, train->n_ctx_train);
     options.context = context;
+    options.kv_kind = kind_traits(choices.kv_type)->id;
     auto m = model::Model::load(*ms.file, *ms.dispatcher, *ms.registry, options);
     if (!m) return m.error();
     ms.model = std::move(*m);

@@ -2,6 +2,7 @@
 // configuration and plugins, then the GGUF file and the loaded model on top.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,8 +26,17 @@ struct ModelSession {
     std::unique_ptr<model::Model> model;
 };
 
-// `threads` > 0 overrides cpu.threads; `context` 0 takes min(4096, training context).
+// What every command that loads a model lets the user choose.
+struct ModelChoices {
+    unsigned threads = 0;         // > 0 overrides cpu.threads
+    uint32_t context = 0;         // 0: min(4096, training context)
+    std::string kv_type = "f32";  // the KV cache's element kind: f32 or f16
+};
+
+// Registers -t/--threads, -c/--ctx-size and --kv-type on `cmd`.
+void add_model_choices(CLI::App& cmd, ModelChoices& choices);
+
 Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,
-                                  unsigned threads, uint32_t context);
+                                  const ModelChoices& choices);
 
 }  // namespace ferrox::cli

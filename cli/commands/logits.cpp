@@ -14,8 +14,7 @@ namespace {
 
 struct LogitsOptions {
     std::string model_path, tokens_csv, prompt, out_path;
-    unsigned threads = 0;
-    uint32_t context = 0;
+    ModelChoices model;
 };
 
 Expected<std::vector<int32_t>> parse_tokens(const std::string& csv) {
@@ -37,7 +36,7 @@ Expected<std::vector<int32_t>> parse_tokens(const std::string& csv) {
 }
 
 int run(const CommonOptions& common, const LogitsOptions& o) {
-    auto ms = open_model(common, o.model_path, o.threads, o.context);
+    auto ms = open_model(common, o.model_path, o.model);
     if (!ms) {
         logger().error("{}", ms.error().message());
         return kExitBadInput;
@@ -92,8 +91,7 @@ Command add_logits_command(CLI::App& app, CommonOptions& common) {
     auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize (with BOS)");
     tokens->excludes(prompt);
     cmd->add_option("--out", o->out_path, "Output file")->required();
-    cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
-    cmd->add_option("-c,--ctx-size", o->context, "Context length (default min(4096, training))");
+    add_model_choices(*cmd, o->model);
     return {cmd, [o, &common]() {
                 if (o->tokens_csv.empty() && o->prompt.empty()) {
                     logger().error("logits: give --tokens or --prompt");

@@ -44,8 +44,7 @@ Expected<std::string> chat_prompt(model::Arch arch, const std::string& user) {
 struct RunOptions {
     std::string model_path, prompt, prompt_file;
     int n_predict = 128;
-    unsigned threads = 0;
-    uint32_t context = 0;
+    ModelChoices model;
     SamplerParams sampling;
     std::vector<std::string> stops;
     bool chat = false, json = false;
@@ -76,7 +75,7 @@ int run(const CommonOptions& common, RunOptions o) {
     }
     const auto load_start = Clock::now();
     std::fprintf(stderr, "loading %s ...\n", o.model_path.c_str());
-    auto ms = open_model(common, o.model_path, o.threads, o.context);
+    auto ms = open_model(common, o.model_path, o.model);
     if (!ms) {
         logger().error("{}", ms.error().message());
         return kExitBadInput;
@@ -184,9 +183,7 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
     auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from this file");
     prompt->excludes(file);
     cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 128)");
-    cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
-    cmd->add_option("-c,--ctx-size", o->context,
-                    "Context length (KV cache positions; default min(4096, training))");
+    add_model_choices(*cmd, o->model);
     cmd->add_option("--seed", o->sampling.seed, "RNG seed (same seed, same output)");
     cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy (default 0.8)");
     cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0 = off (default 40)");

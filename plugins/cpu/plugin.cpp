@@ -44,7 +44,7 @@ struct CpuBackend {
     std::string cpu_name;
     Isa isa = Isa::Portable;
     const IsaKernels* kernels = nullptr;
-    AttendGroup attend = nullptr;
+    AttentionKernels attend{};
 };
 
 CpuBackend& self(const ferrox_backend* b) { return *static_cast<CpuBackend*>(b->self); }
@@ -112,11 +112,15 @@ ferrox_status device_info(const ferrox_backend* b, uint32_t device, ferrox_devic
 void kernel_for(const ferrox_backend*, ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out) {
     out->kernel = nullptr;
     out->by_design = nullptr;
+    if (op == FERROX_OP_ATTENTION) {  // `kind` is the KV cache's
+        if (kind == FERROX_KIND_F32) out->kernel = kAttentionF32;
+        if (kind == FERROX_KIND_F16) out->kernel = kAttentionF16;
+        return;
+    }
     const CpuKernel* k = find_kernel(kind);
     if (!k) return;
     if (op == FERROX_OP_MATVEC) out->kernel = k->matvec_name;
     if (op == FERROX_OP_GEMM) out->kernel = k->gemm_name;
-    if (op == FERROX_OP_ATTENTION && kind == FERROX_KIND_F32) out->kernel = kAttentionKernel;
 }
 
 ferrox_status buffer_alloc(ferrox_backend*, uint64_t bytes, ferrox_buffer** out,
@@ -255,19 +259,19 @@ ferrox_status parse_threads(const ferrox_option* options, size_t n, unsigned& th
 // Everything compiled per ISA, for the path chosen at create().
 struct IsaPaths {
     const IsaKernels* kernels;
-    AttendGroup attend;
+    AttentionKernels attend;
 };
 
 IsaPaths paths_for(Isa isa) {
     switch (isa) {
         case Isa::Avx512Vnni:
-            return {&isa_kernels_avx512vnni(), attend_group_avx512()};
+            return {&isa_kernels_avx512vnni(), attention_kernels_avx512()};
         case Isa::Avx2:
-            return {&isa_kernels_avx2(), attend_group_avx2()};
+            return {&isa_kernels_avx2(), attention_kernels_avx2()};
         case Isa::Portable:
             break;
     }
-    return {&isa_kernels_portable(), attend_group_portable()};
+    return {&isa_kernels_portable(), attention_kernels_portable()};
 }
 
 // "isa": portable | avx2 | avx512 | auto (default). FERROX_CPU_ISA, when set,

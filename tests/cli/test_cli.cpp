@@ -178,3 +178,9 @@ TEST_CASE("run needs one prompt source and names a prompt file it cannot read") 
     CHECK(missing.exit_code == 2);
     CHECK_THAT(missing.err, Catch::Contains("/nonexistent/prompt.txt"));
 }
+
+TEST_CASE("run refuses a KV cache kind it does not offer and lists the choices") {
+    const auto r = run_ferrox("run -m /nonexistent/model.gguf -p hi --kv-type q8_0");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("f32") && Catch::Contains("f16"));
+}

@@ -104,6 +104,11 @@ TEST_CASE("the capacity plan counts weights, an f32 KV cache and scratch") {
     REQUIRE(plan);
     CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * 512 * 4);
     CHECK(plan->total_bytes == 1000 + plan->kv_bytes + 24);
+
+    in.kv_element_bytes = 2;  // an f16 cache
+    plan = model::plan_capacity(in);
+    REQUIRE(plan);
+    CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * 512 * 2);
 }
 
 TEST_CASE("a model that does not fit is refused with the arithmetic spelled out") {
@@ -122,5 +127,6 @@ TEST_CASE("a model that does not fit is refused with the arithmetic spelled out"
     INFO(msg);
     CHECK_THAT(msg, Catch::Contains("253113024") && Catch::Contains("1207959552") &&
                         Catch::Contains("18 layers x 32768 positions x 1 kv heads") &&
-                        Catch::Contains("1461073576") && Catch::Contains("536870912"));
+                        Catch::Contains("1461073576") && Catch::Contains("536870912") &&
+                        Catch::Contains("--kv-type f16"));
 }

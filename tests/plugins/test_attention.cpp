@@ -4,6 +4,8 @@
 
 #include "cpu_rig.h"
 #include "ferrox/model/ops.h"
+#include "ferrox/quant/half.h"
+#include "ferrox/quant_kind.h"
 #include "random_data.h"
 
 using namespace ferrox;
@@ -15,16 +17,32 @@ struct Shape {
     uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
 };
 
+// The cache in `kind`: f32 as is, f16 rounded (and `values` rounded with it,
+// so the reference sees exactly what the kernel reads).
+std::vector<uint16_t> to_kind(std::vector<float>& values, ferrox_kind kind) {
+    std::vector<uint16_t> half;
+    if (kind != FERROX_KIND_F16) return half;
+    for (float& v : values) {
+        half.push_back(quant::fp32_to_fp16(v));
+        v = quant::fp16_to_fp32(half.back());
+    }
+    return half;
+}
+
 // Query rows, caches and an output buffer for one attention call.
 struct Case {
     ferrox_attention_desc desc{};
     std::vector<float> q, keys, values, out;
+    std::vector<uint16_t> half_keys, half_values;
 
-    Case(const Shape& s, uint32_t n_query, uint32_t pos0, uint32_t window, std::mt19937_64& rng)
+    Case(const Shape& s, uint32_t n_query, uint32_t pos0, uint32_t window, std::mt19937_64& rng,
+         ferrox_kind kv_kind = FERROX_KIND_F32)
         : q(gaussian(size_t{n_query} * s.n_head * s.head_dim_k, rng)),
           keys(gaussian(size_t{pos0 + n_query} * s.n_head_kv * s.head_dim_k, rng)),
           values(gaussian(size_t{pos0 + n_query} * s.n_head_kv * s.head_dim_v, rng)),
-          out(size_t{n_query} * s.n_head * s.head_dim_v, -7.0f) {
+          out(size_t{n_query} * s.n_head * s.head_dim_v, -7.0f),
+          half_keys(to_kind(keys, kv_kind)),
+          half_values(to_kind(values, kv_kind)) {
         desc.struct_size = sizeof desc;
         desc.abi_version = FERROX_ABI_VERSION;
         desc.n_query = n_query;
@@ -35,9 +53,12 @@ struct Case {
         desc.head_dim_k = s.head_dim_k;
         desc.head_dim_v = s.head_dim_v;
         desc.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim_k));
+        desc.kv_kind = kv_kind;
         desc.q = q.data();
-        desc.keys = keys.data();
-        desc.values = values.data();
+        desc.keys = kv_kind == FERROX_KIND_F16 ? static_cast<const void*>(half_keys.data())
+                                               : static_cast<const void*>(keys.data());
+        desc.values = kv_kind == FERROX_KIND_F16 ? static_cast<const void*>(half_values.data())
+                                                 : static_cast<const void*>(values.data());
         desc.out = out.data();
     }
 
@@ -71,22 +92,26 @@ TEST_CASE("the cpu plugin's attention matches the core's loop on every isa path"
         for (const Shape& s : shapes)
             for (uint32_t n_query : {1u, 5u, 9u})
                 for (uint32_t pos0 : {0u, 13u})
-                    for (uint32_t window : {0u, 4u}) {
-                        Case c(s, n_query, pos0, window, rng);
-                        bool host_ran = false;
-                        auto r =
-                            rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; });
-                        INFO("isa " << isa << " heads " << s.n_head << "/" << s.n_head_kv
-                                    << " dims " << s.head_dim_k << "/" << s.head_dim_v << " n "
-                                    << n_query << " pos0 " << pos0 << " window " << window);
-                        REQUIRE(r.has_value());
-                        CHECK_FALSE(host_ran);
-                        CHECK(nmse(c.out, c.reference()) < 1e-10);
-                    }
+                    for (uint32_t window : {0u, 4u})
+                        for (ferrox_kind kv : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+                            Case c(s, n_query, pos0, window, rng, kv);
+                            bool host_ran = false;
+                            auto r = rig.dispatch->attention(c.desc, "attention",
+                                                             [&] { host_ran = true; });
+                            INFO("isa " << isa << " kv " << kind_name(kv) << " heads " << s.n_head
+                                        << "/" << s.n_head_kv << " dims " << s.head_dim_k << "/"
+                                        << s.head_dim_v << " n " << n_query << " pos0 " << pos0
+                                        << " window " << window);
+                            REQUIRE(r.has_value());
+                            CHECK_FALSE(host_ran);
+                            CHECK(nmse(c.out, c.reference()) < 1e-10);
+                        }
     }
 }
 
-TEST_CASE("decode attention over a long context, its positions split across threads, matches the core loop") {
+TEST_CASE(
+    "decode attention over a long context, its positions split across threads, matches the core "
+    "loop") {
     std::mt19937_64 rng(test_seed(0x5911));
     // One query row and one KV head: too few tasks for the pool, so the
     // plugin splits the positions and merges the parts.
@@ -94,7 +119,8 @@ TEST_CASE("decode attention over a long context, its positions split across thre
         CpuRig rig(2, isa);
         for (uint32_t n_query : {1u, 2u})
             for (uint32_t window : {0u, 300u, 1000u}) {
-                Case c({4, 1, 64, 64}, n_query, 700, window, rng);
+                Case c({4, 1, 64, 64}, n_query, 700, window, rng,
+                       window == 300 ? FERROX_KIND_F16 : FERROX_KIND_F32);
                 auto r = rig.dispatch->attention(c.desc, "attention", [] {});
                 INFO("isa " << isa << " n " << n_query << " window " << window);
                 REQUIRE(r.has_value());
@@ -114,6 +140,29 @@ TEST_CASE("attention on the cpu plugin is recorded as a hit on its named kernel"
     CHECK(report.entries[0].key.op == FERROX_OP_ATTENTION);
     CHECK(report.entries[0].outcome == Outcome::Hit);
     CHECK(report.entries[0].detail == "cpu.attention.f32");
+}
+
+TEST_CASE("an f16 cache is recorded under its own kernel, and another kind is refused") {
+    std::mt19937_64 rng(test_seed(8));
+    CpuRig rig(1);
+    Case c({2, 1, 32, 32}, 3, 0, 0, rng, FERROX_KIND_F16);
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
+    c.desc.kv_kind = FERROX_KIND_Q8_0;
+    bool host_ran = false;
+    // No backend claims a Q8_0 cache: the core's loop is asked (and records a miss).
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; }).has_value());
+    CHECK(host_ran);
+    const RegistryReport report = rig.registry.seal();
+    INFO(report.render());
+    REQUIRE(report.entries.size() == 2);
+    bool saw_f16 = false, saw_miss = false;
+    for (const auto& e : report.entries) {
+        saw_f16 |= e.key.kind == FERROX_KIND_F16 && e.outcome == Outcome::Hit &&
+                   e.detail == "cpu.attention.f16";
+        saw_miss |= e.key.kind == FERROX_KIND_Q8_0 && e.outcome == Outcome::Miss;
+    }
+    CHECK(saw_f16);
+    CHECK(saw_miss);
 }
 
 TEST_CASE("a malformed attention descriptor is refused with the reason") {

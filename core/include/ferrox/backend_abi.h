@@ -205,7 +205,8 @@ typedef struct ferrox_option {
  * [first, pos0 + i] where first = 0, or with window > 0 the last `window`
  * positions (itself included). Query head h reads KV head h / (n_head /
  * n_head_kv) (grouped-query attention). For each head:
- * out = softmax(scale * q . k) . v, the softmax max-subtracted. */
+ * out = softmax(scale * q . k) . v, the softmax max-subtracted. The cache
+ * holds `kv_kind` elements (F32 or F16); q and out are always f32. */
 typedef struct ferrox_attention_desc {
     uint32_t struct_size;
     uint32_t abi_version;
@@ -214,10 +215,11 @@ typedef struct ferrox_attention_desc {
     uint32_t window;  /* 0: all earlier positions; else the sliding window */
     uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
     float scale;
-    const float* q;    /* [n_query][n_head * head_dim_k] */
-    const float* keys; /* [pos0 + n_query][n_head_kv * head_dim_k] */
-    const float* values; /* [pos0 + n_query][n_head_kv * head_dim_v] */
-    float* out;        /* [n_query][n_head * head_dim_v] */
+    ferrox_kind kv_kind; /* FERROX_KIND_F32 or FERROX_KIND_F16 */
+    const float* q;      /* [n_query][n_head * head_dim_k] */
+    const void* keys;    /* [pos0 + n_query][n_head_kv * head_dim_k] of kv_kind */
+    const void* values;  /* [pos0 + n_query][n_head_kv * head_dim_v] of kv_kind */
+    float* out;          /* [n_query][n_head * head_dim_v] */
 } ferrox_attention_desc;
 
 /* ---- the backend: a table of entries over the plugin's own context ------ */
@@ -277,8 +279,8 @@ struct ferrox_backend {
                           uint64_t n, float* y, ferrox_message* error);
     /* since 1.1 ---------------------------------------------------------- */
     /* Attention as described by ferrox_attention_desc, on host memory; the
-     * backend names its kernel in kernel_for(FERROX_OP_ATTENTION,
-     * FERROX_KIND_F32). NULL (or a 1.0 plugin): the core runs it itself. */
+     * backend names its kernel in kernel_for(FERROX_OP_ATTENTION, kv_kind).
+     * NULL (or a 1.0 plugin): the core runs it itself. */
     ferrox_status (*attention)(ferrox_backend* backend, const ferrox_attention_desc* desc,
                                ferrox_message* error);
 };

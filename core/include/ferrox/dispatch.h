@@ -46,8 +46,8 @@ class FERROX_API Dispatcher {
     // Records, without running anything, what MATVEC and GEMM on `weight` will use.
     void probe(ferrox_kind kind, std::string_view role,
                std::source_location site = std::source_location::current());
-    // The same for attention (f32 activations and KV cache).
-    void probe_attention(std::string_view role,
+    // The same for attention over a KV cache of `kv_kind` (F32 or F16).
+    void probe_attention(ferrox_kind kv_kind, std::string_view role,
                          std::source_location site = std::source_location::current());
 
     // y[rows] = W x

@@ -83,15 +83,16 @@ void Dispatcher::probe(ferrox_kind kind, std::string_view role, std::source_loca
         record(Phase::Probe, op, kind, role, plan(op, kind), site);
 }
 
-void Dispatcher::probe_attention(std::string_view role, std::source_location site) {
-    record(Phase::Probe, FERROX_OP_ATTENTION, FERROX_KIND_F32, role,
-           plan(FERROX_OP_ATTENTION, FERROX_KIND_F32), site, kHostAttention);
+void Dispatcher::probe_attention(ferrox_kind kv_kind, std::string_view role,
+                                 std::source_location site) {
+    record(Phase::Probe, FERROX_OP_ATTENTION, kv_kind, role, plan(FERROX_OP_ATTENTION, kv_kind),
+           site, kHostAttention);
 }
 
 Expected<void> Dispatcher::attention(const ferrox_attention_desc& desc, std::string_view role,
                                      const std::function<void()>& host_fallback) {
-    const Plan p = plan(FERROX_OP_ATTENTION, FERROX_KIND_F32);
-    record(Phase::Dispatch, FERROX_OP_ATTENTION, FERROX_KIND_F32, role, p,
+    const Plan p = plan(FERROX_OP_ATTENTION, desc.kv_kind);
+    record(Phase::Dispatch, FERROX_OP_ATTENTION, desc.kv_kind, role, p,
            std::source_location::current(), kHostAttention);
     if (p.runner) return backends_[*p.runner]->attention(desc);
     host_fallback();

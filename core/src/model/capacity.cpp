@@ -18,7 +18,7 @@ std::string CapacityPlan::summary() const {
 
 uint64_t kv_cache_bytes(const CapacityInputs& in) {
     return uint64_t{in.n_layer} * in.context * in.n_head_kv *
-           (uint64_t{in.head_dim_k} + in.head_dim_v) * sizeof(float);
+           (uint64_t{in.head_dim_k} + in.head_dim_v) * in.kv_element_bytes;
 }
 
 Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
@@ -31,10 +31,11 @@ Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
     if (p.total_bytes > p.available_bytes)
         return make_error(
             "model does not fit: weights {} B + KV cache {} B ({} layers x {} positions x {} kv "
-            "heads x ({} + {}) dims x 4 B) + scratch {} B = {} B, but only {} B are available "
-            "(MemAvailable); lower the context (-c)",
+            "heads x ({} + {}) dims x {} B) + scratch {} B = {} B, but only {} B are available "
+            "(MemAvailable); lower the context (-c){}",
             p.weight_bytes, p.kv_bytes, in.n_layer, in.context, in.n_head_kv, in.head_dim_k,
-            in.head_dim_v, p.scratch_bytes, p.total_bytes, p.available_bytes);
+            in.head_dim_v, in.kv_element_bytes, p.scratch_bytes, p.total_bytes, p.available_bytes,
+            in.kv_element_bytes > 2 ? " or use an f16 KV cache (--kv-type f16)" : "");
     return p;
 }
 

@@ -140,10 +140,14 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
             FERROX_READ(hp.sliding_window, k.u32("attention.sliding_window"));
             // Gemma 3's architecture: five local layers, then one global
             // (layer il is global when (il + 1) % 6 == 0); local layers use
-            // rope base 10000 and no scaling. Fixed by the architecture, not
-            // stored in the file.
-            hp.swa_period = 6;
-            hp.rope_base_local = 10000.0f;
+            // rope base 10000 and no scaling. Real Gemma 3 files leave these
+            // out, but llama.cpp honours the optional keys below (other
+            // gemma3-architecture models set them), so we must not ignore them.
+            FERROX_READ(hp.swa_period, k.u32_or("attention.sliding_window_pattern", 6));
+            if (hp.swa_period == 0)  // llama.cpp: every layer local
+                return refuse(file, k.key("attention.sliding_window_pattern"),
+                              "0 (no global layer) is not implemented");
+            FERROX_READ(hp.rope_base_local, k.f32_or("rope.freq_base_swa", 10000.0f));
             break;
     }
     if (hp.arch == Arch::Qwen3Moe) {

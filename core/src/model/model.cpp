@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 
 #include "ferrox/log.h"
 #include "ferrox/model/ops.h"
+#include "ferrox/quant/half.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
 #include "weights.h"
@@ -30,7 +32,9 @@ struct Model::Impl {
     // Per layer: [context][n_kv * head_dim]. Left uninitialised: attention only
     // reads positions already written, and untouched pages cost no memory (a
     // 32K context is reserved, not resident).
-    std::vector<std::unique_ptr<float[]>> k_cache, v_cache;
+    std::vector<std::unique_ptr<std::byte[]>> k_cache, v_cache;
+    ferrox_kind kv_kind = FERROX_KIND_F32;
+    std::vector<float> host_keys, host_values;  // f16 caches widened for the core's own loop
     Scratch s;
 
     Impl(const gguf::File& f, Dispatcher& d) : file(f), dispatcher(d) {}
@@ -101,8 +105,8 @@ struct Model::Impl {
                 if (hp.qk_norm) ops::rms_norm(head, L.k_norm, hp.rms_eps, head);
                 ops::rope_rotate(head, cos, sin, hp.rope);
             }
-            std::copy_n(k, k_dim(), &k_cache[il][pos * k_dim()]);
-            std::copy_n(v, v_dim(), &v_cache[il][pos * v_dim()]);
+            store_kv(k_cache[il].get(), pos * k_dim(), {k, k_dim()});
+            store_kv(v_cache[il].get(), pos * v_dim(), {v, v_dim()});
         }
         ferrox_attention_desc desc{};
         desc.struct_size = sizeof desc;
@@ -116,6 +120,7 @@ struct Model::Impl {
         desc.head_dim_k = hp.head_dim_k;
         desc.head_dim_v = hp.head_dim_v;
         desc.scale = hp.attn_scale;
+        desc.kv_kind = kv_kind;
         desc.q = s.q.data();
         desc.keys = k_cache[il].get();
         desc.values = v_cache[il].get();
@@ -146,15 +151,40 @@ struct Model::Impl {
         }
     }
 
+    size_t kv_element_bytes() const { return kv_kind == FERROX_KIND_F16 ? 2 : 4; }
+
+    // Writes one K or V row (`row.size()` values at element `offset`) in the cache's kind.
+    void store_kv(std::byte* cache, uint64_t offset, std::span<const float> row) const {
+        if (kv_kind == FERROX_KIND_F32) {
+            std::memcpy(cache + offset * sizeof(float), row.data(), row.size_bytes());
+            return;
+        }
+        auto* half = reinterpret_cast<uint16_t*>(cache) + offset;
+        for (size_t i = 0; i < row.size(); ++i) half[i] = quant::fp32_to_fp16(row[i]);
+    }
+
+    // The first `count` elements of a cache as floats: in place for f32,
+    // widened into `scratch` for f16.
+    const float* widened(const void* cache, uint64_t count, std::vector<float>& scratch) const {
+        if (kv_kind == FERROX_KIND_F32) return static_cast<const float*>(cache);
+        scratch.resize(count);
+        const auto* half = static_cast<const uint16_t*>(cache);
+        for (uint64_t i = 0; i < count; ++i) scratch[i] = quant::fp16_to_fp32(half[i]);
+        return scratch.data();
+    }
+
     // The core's own loop, for backends without an attention entry.
     void host_attention(const ferrox_attention_desc& desc) {
         const ops::AttentionShape shape{desc.n_head, desc.n_head_kv, desc.head_dim_k,
                                         desc.head_dim_v, desc.scale};
+        const uint64_t rows = uint64_t{desc.pos0} + desc.n_query;
+        const float* keys = widened(desc.keys, rows * k_dim(), host_keys);
+        const float* values = widened(desc.values, rows * v_dim(), host_values);
         for (uint32_t i = 0; i < desc.n_query; ++i) {
             const uint32_t pos = desc.pos0 + i;
             const uint32_t first = desc.window && pos + 1 > desc.window ? pos + 1 - desc.window : 0;
-            ops::attend(shape, {desc.q + i * q_dim(), q_dim()}, desc.keys, desc.values, first, pos,
-                        s.scores, {desc.out + i * o_dim(), o_dim()});
+            ops::attend(shape, {desc.q + i * q_dim(), q_dim()}, keys, values, first, pos, s.scores,
+                        {desc.out + i * o_dim(), o_dim()});
         }
     }
 
@@ -263,8 +293,10 @@ struct Model::Impl {
         k_cache.clear();
         v_cache.clear();
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            k_cache.push_back(std::make_unique_for_overwrite<float[]>(size_t{context} * k_dim()));
-            v_cache.push_back(std::make_unique_for_overwrite<float[]>(size_t{context} * v_dim()));
+            k_cache.push_back(std::make_unique_for_overwrite<std::byte[]>(context * k_dim() *
+                                                                          kv_element_bytes()));
+            v_cache.push_back(std::make_unique_for_overwrite<std::byte[]>(context * v_dim() *
+                                                                          kv_element_bytes()));
         }
     }
 
@@ -294,6 +326,10 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     impl->hp = std::move(*hp);
     impl->context = options.context ? options.context : impl->hp.n_ctx_train;
     impl->max_batch = std::max(1u, std::min(options.max_batch, impl->context));
+    if (options.kv_kind != FERROX_KIND_F32 && options.kv_kind != FERROX_KIND_F16)
+        return make_error("KV cache kind {} is not supported (F32 or F16)",
+                          kind_name(options.kv_kind));
+    impl->kv_kind = options.kv_kind;
 
     CapacityInputs in;
     in.weight_bytes = file.mapping()->bytes().size();
@@ -302,6 +338,7 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     in.n_head_kv = impl->hp.n_head_kv;
     in.head_dim_k = impl->hp.head_dim_k;
     in.head_dim_v = impl->hp.head_dim_v;
+    in.kv_element_bytes = static_cast<uint32_t>(impl->kv_element_bytes());
     in.scratch_bytes = impl->scratch_bytes();
     if (options.available_bytes) {
         in.available_bytes = options.available_bytes;
@@ -316,7 +353,7 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
 
     auto uses = weight_uses(file, impl->hp);
     if (!uses) return uses.error();
-    probe_weights(*uses, dispatcher);
+    probe_weights(*uses, dispatcher, impl->kv_kind);
     if (auto r = enforce_registry(registry.seal(), options.registry_strict); !r) return r.error();
 
     auto weights = bind_weights(file, impl->hp);

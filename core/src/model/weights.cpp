@@ -104,10 +104,10 @@ Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hpara
     return uses;
 }
 
-void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher) {
+void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher, ferrox_kind kv_kind) {
     for (const WeightUse& u : uses) dispatcher.probe(u.kind, u.role);
     // Every layer attends, whatever its weights.
-    if (!uses.empty()) dispatcher.probe_attention("attention");
+    if (!uses.empty()) dispatcher.probe_attention(kv_kind, "attention");
 }
 
 Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 namespace ferrox::cpu {
@@ -31,10 +32,16 @@ uint32_t splits_for(const ferrox_attention_desc& d, unsigned threads) {
     return std::clamp<uint32_t>(longest / kMinSplitPositions, 1, 2 * threads);
 }
 
+// Element `index` of a cache of the descriptor's kind.
+const void* element(const void* cache, size_t index, const ferrox_attention_desc& d) {
+    const size_t bytes = d.kv_kind == FERROX_KIND_F16 ? 2 : 4;
+    return static_cast<const std::byte*>(cache) + index * bytes;
+}
+
 }  // namespace
 
-bool run_attention(ThreadPool& pool, AttendGroup kernel, const ferrox_attention_desc& desc,
-                   const char** error) {
+bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
+                   const ferrox_attention_desc& desc, const char** error) {
     if (desc.struct_size < sizeof desc) {
         *error = "attention: descriptor is older than this plugin's (struct_size too small)";
         return false;
@@ -48,6 +55,11 @@ bool run_attention(ThreadPool& pool, AttendGroup kernel, const ferrox_attention_
         *error = "attention: n_head must be a positive multiple of n_head_kv, head dims positive";
         return false;
     }
+    if (desc.kv_kind != FERROX_KIND_F32 && desc.kv_kind != FERROX_KIND_F16) {
+        *error = "attention: the KV cache kind must be F32 or F16";
+        return false;
+    }
+    const AttendGroup kernel = desc.kv_kind == FERROX_KIND_F16 ? kernels.f16 : kernels.f32;
     if (desc.n_query == 0) return true;
     const Geometry g{desc.n_head / desc.n_head_kv, size_t{desc.n_head_kv} * desc.head_dim_k,
                      size_t{desc.n_head_kv} * desc.head_dim_v,
@@ -92,8 +104,8 @@ bool run_attention(ThreadPool& pool, AttendGroup kernel, const ferrox_attention_
             if (scores.size() < need) scores.resize(need);
             const uint32_t head0 = kv_head * g.group;
             AttentionTask task{desc.q + row * g.q_row + size_t{head0} * desc.head_dim_k,
-                               desc.keys + size_t{kv_head} * desc.head_dim_k,
-                               desc.values + size_t{kv_head} * desc.head_dim_v,
+                               element(desc.keys, size_t{kv_head} * desc.head_dim_k, desc),
+                               element(desc.values, size_t{kv_head} * desc.head_dim_v, desc),
                                g.k_stride,
                                g.v_stride,
                                from,

@@ -11,14 +11,16 @@
 
 namespace ferrox::cpu {
 
-inline constexpr const char* kAttentionKernel = "cpu.attention.f32";
+// Kernel names per KV cache kind, as kernel_for reports them.
+inline constexpr const char* kAttentionF32 = "cpu.attention.f32";
+inline constexpr const char* kAttentionF16 = "cpu.attention.f16";
 
 // One query row against one KV head: `group` query heads (head_dim_k apart in
 // `q`, head_dim_v apart in `out`) over cache positions [first, last].
 struct AttentionTask {
     const float* q;
-    const float* keys;  // row p of this KV head at keys + p * k_stride
-    const float* values;
+    const void* keys;  // row p of this KV head at keys + p * k_stride elements
+    const void* values;
     size_t k_stride, v_stride;
     uint32_t first, last, group, head_dim_k, head_dim_v;
     float scale;
@@ -33,13 +35,19 @@ struct AttentionTask {
 
 using AttendGroup = void (*)(const AttentionTask& task);
 
-AttendGroup attend_group_portable();
-AttendGroup attend_group_avx2();
-AttendGroup attend_group_avx512();
+// One ISA file's routines, per KV cache element kind.
+struct AttentionKernels {
+    AttendGroup f32;  // float cache
+    AttendGroup f16;  // IEEE half cache, widened as it is read
+};
 
-// Checks the descriptor (null pointers, head counts) and runs it.
+AttentionKernels attention_kernels_portable();
+AttentionKernels attention_kernels_avx2();
+AttentionKernels attention_kernels_avx512();
+
+// Checks the descriptor (null pointers, head counts, cache kind) and runs it.
 // Returns false with `error` filled for a malformed descriptor.
-bool run_attention(ThreadPool& pool, AttendGroup kernel, const ferrox_attention_desc& desc,
-                   const char** error);
+bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
+                   const ferrox_attention_desc& desc, const char** error);
 
 }  // namespace ferrox::cpu

@@ -1,2 +1,2 @@
-#define FERROX_ATTENTION_ENTRY attend_group_avx2
+#define FERROX_ATTENTION_ENTRY attention_kernels_avx2
 #include "attention/attention_impl.inc"

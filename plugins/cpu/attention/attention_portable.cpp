@@ -1,2 +1,2 @@
-#define FERROX_ATTENTION_ENTRY attend_group_portable
+#define FERROX_ATTENTION_ENTRY attention_kernels_portable
 #include "attention/attention_impl.inc"

@@ -16,6 +16,7 @@ namespace ferrox::model {
 struct CapacityInputs {
     uint64_t weight_bytes = 0;  // the mapped GGUF file
     uint32_t n_layer = 0, context = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
+    uint32_t kv_element_bytes = 4;  // 4 for an f32 cache, 2 for f16
     uint64_t scratch_bytes = 0;
     uint64_t available_bytes = 0;  // MemAvailable
 };
@@ -26,7 +27,7 @@ struct CapacityPlan {
     FERROX_API std::string summary() const;  // "weights W + KV K + scratch S = T of A available"
 };
 
-// f32 K and V: n_layer x context x n_head_kv x (head_dim_k + head_dim_v) x 4 bytes.
+// K and V: n_layer x context x n_head_kv x (head_dim_k + head_dim_v) x element bytes.
 FERROX_API uint64_t kv_cache_bytes(const CapacityInputs& in);
 
 // The plan, or an Error spelling out the sum that does not fit.

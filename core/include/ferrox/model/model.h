@@ -30,13 +30,18 @@ struct WeightUse {
 // Every weight product the model will make, from the file alone (nothing moves).
 FERROX_API Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp);
 
-// Records MATVEC and GEMM for every use, and attention, into the dispatcher's registry.
-FERROX_API void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher);
+// Records MATVEC and GEMM for every use, and attention over a `kv_kind` KV
+// cache, into the dispatcher's registry.
+FERROX_API void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher,
+                              ferrox_kind kv_kind = FERROX_KIND_F32);
 
 struct ModelOptions {
     uint32_t context = 4096;   // KV cache positions; 0: the training context
     uint32_t max_batch = 256;  // positions per forward chunk (scratch is sized for it)
     bool registry_strict = false;
+    // The KV cache's element kind: F32 (exact) or F16 (half the memory, as
+    // llama.cpp's default cache).
+    ferrox_kind kv_kind = FERROX_KIND_F32;
     // Memory the capacity plan checks against; 0: MemAvailable.
     uint64_t available_bytes = 0;
 };
