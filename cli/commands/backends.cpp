@@ -15,6 +15,7 @@ namespace ferrox::cli {
 namespace {
 
 constexpr ferrox_op kTableOps[] = {FERROX_OP_MATVEC, FERROX_OP_GEMM};
+constexpr ferrox_kind kAttentionKinds[] = {FERROX_KIND_F32, FERROX_KIND_F16};
 
 struct Capability {
     std::string kernel;     // the backend's kernel, or
@@ -76,12 +77,13 @@ nlohmann::json to_json(const Session& s) {
                     if (!c.fallback.empty()) cell["fallback"] = c.fallback;
                     if (!c.by_design.empty()) cell["by_design"] = c.by_design;
                 }
-            const Capability attention =
-                capability(r.backend, FERROX_OP_ATTENTION, FERROX_KIND_F32);
-            nlohmann::json& cell = caps["ATTENTION"]["F32"];
-            cell = nlohmann::json::object();
-            if (!attention.kernel.empty()) cell["kernel"] = attention.kernel;
-            if (!attention.by_design.empty()) cell["by_design"] = attention.by_design;
+            for (ferrox_kind kv : kAttentionKinds) {  // keyed by the KV cache's kind
+                const Capability c = capability(r.backend, FERROX_OP_ATTENTION, kv);
+                nlohmann::json& cell = caps["ATTENTION"][std::string(kind_name(kv))];
+                cell = nlohmann::json::object();
+                if (!c.kernel.empty()) cell["kernel"] = c.kernel;
+                if (!c.by_design.empty()) cell["by_design"] = c.by_design;
+            }
             b["capabilities"] = caps;
         }
         doc["backends"].push_back(std::move(b));
@@ -132,12 +134,14 @@ void print_text(const Session& s) {
             caps.push_back(std::move(row));
         }
         std::cout << render_table(caps);
-        const Capability attention = capability(r.backend, FERROX_OP_ATTENTION, FERROX_KIND_F32);
-        std::cout << fmt::format("  ATTENTION (f32 KV cache): {}\n",
-                                 !attention.kernel.empty() ? attention.kernel
-                                 : !attention.by_design.empty()
-                                     ? "- by design: " + attention.by_design
-                                     : fmt::format("- ({})", Dispatcher::kHostAttention));
+        for (ferrox_kind kv : kAttentionKinds) {
+            const Capability c = capability(r.backend, FERROX_OP_ATTENTION, kv);
+            std::cout << fmt::format("  ATTENTION ({} KV cache): {}\n", kind_name(kv),
+                                     !c.kernel.empty() ? c.kernel
+                                     : !c.by_design.empty()
+                                         ? "- by design: " + c.by_design
+                                         : fmt::format("- ({})", Dispatcher::kHostAttention));
+        }
     }
 }
 
