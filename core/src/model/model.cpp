@@ -20,6 +20,7 @@ struct Scratch {
     std::vector<float> x, xn, q, k, v, att, o, gate, up, ffn, router, expert_gate, expert_up,
         expert_down, scores;
     std::vector<float> rope_cos[2], rope_sin[2];  // [global, local][position][head_dim / 2]
+    std::vector<uint32_t> expert_order;           // router ranking, n_expert
 };
 
 struct Model::Impl {
@@ -201,7 +202,7 @@ struct Model::Impl {
     Expected<void> moe_ffn(const LayerWeights& L, uint32_t n) {
         const uint32_t d = hp.n_embd, f = hp.n_ff_expert;
         std::fill_n(s.ffn.begin(), size_t{n} * d, 0.0f);
-        std::vector<uint32_t> order(hp.n_expert);
+        std::vector<uint32_t>& order = s.expert_order;
         for (uint32_t i = 0; i < n; ++i) {
             const std::span<const float> xi{&s.xn[size_t{i} * d], d};
             std::span<float> probs{s.router.data(), hp.n_expert};
@@ -282,6 +283,7 @@ struct Model::Impl {
         s.up.assign(b * ff, 0);
         s.ffn.assign(b * hp.n_embd, 0);
         s.router.assign(hp.n_expert, 0);
+        s.expert_order.assign(hp.n_expert, 0);
         s.expert_gate.assign(hp.n_ff_expert, 0);
         s.expert_up.assign(hp.n_ff_expert, 0);
         s.expert_down.assign(hp.n_embd, 0);
