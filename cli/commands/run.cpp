@@ -10,7 +10,10 @@
 #include <sstream>
 
 #include "commands/commands.h"
+#include "ferrox/kernel_registry.h"
 #include "ferrox/log.h"
+#include "ferrox/op.h"
+#include "ferrox/quant_kind.h"
 #include "ferrox/sampling.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "ferrox/tokenizer/utf8_streamer.h"
@@ -158,6 +161,24 @@ int run(const CommonOptions& common, RunOptions o) {
     const double eval_tps = n_eval > 0 ? n_eval / eval_s : 0.0;
     std::fprintf(stderr, "prompt eval: %zu tokens, %.2f tok/s; eval: %d tokens, %.2f tok/s\n",
                  n_prompt, prompt_tps, n_eval, eval_tps);
+    // What actually ran, from the registry's dispatch records.
+    nlohmann::json kernels = nlohmann::json::array();
+    uint64_t calls = 0, fallback_calls = 0;
+    for (const RegistryEntry& e : ms->registry->seal().entries) {
+        if (e.phase != Phase::Dispatch) continue;
+        calls += e.count;
+        if (e.outcome == Outcome::Miss) fallback_calls += e.count;
+        kernels.push_back({{"backend", e.key.backend},
+                           {"op", op_name(e.key.op)},
+                           {"role", e.key.role},
+                           {"kind", kind_name(e.key.kind)},
+                           {"outcome", outcome_name(e.outcome)},
+                           {"detail", e.detail},
+                           {"calls", e.count}});
+    }
+    std::fprintf(stderr, "kernels: %llu calls, %llu through a fallback (run --json lists them)\n",
+                 static_cast<unsigned long long>(calls),
+                 static_cast<unsigned long long>(fallback_calls));
     if (o.json) {
         nlohmann::json doc{
             {"model", o.model_path},
@@ -167,7 +188,8 @@ int run(const CommonOptions& common, RunOptions o) {
             {"tokens", std::vector<int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(n_prompt),
                                             tokens.end())},
             {"prompt_tokens_per_s", prompt_tps},
-            {"eval_tokens_per_s", eval_tps}};
+            {"eval_tokens_per_s", eval_tps},
+            {"kernels", kernels}};
         std::cout << doc.dump(2) << "\n";
     }
     return kExitOk;
