@@ -2,66 +2,30 @@
 // core's scalar reference (dequantize, then a double-precision dot), on every
 // ISA path this machine can run (forced with the plugin's `isa` option).
 //
-// Kinds on the int8 path quantize the activations exactly as gguf's Q8_0
-// does, so they are held to the same tight bound against a reference fed the
-// Q8_0-rounded activations, and to a loose one against the float activations
-// (the error that quantizing activations adds, by design).
+// Kinds on the int8 path quantize the activations exactly as llama.cpp's x86
+// CPU backend does for that kind (Q8_0, Q8_1 or Q8_K, its vec_dot_type), so
+// they are held to a tight bound against a reference fed activations rounded
+// by an independent model of those rules written here, and to a loose one
+// against the float activations (the error that quantizing adds, by design).
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <random>
 #include <string>
 
+#include "cpu_rig.h"
 #include "ferrox/cpu_features.h"
 #include "ferrox/dispatch.h"
 #include "ferrox/quant/half.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
-#include "plugin_env.h"
 #include "random_data.h"
 
 using namespace ferrox;
 using namespace ferrox::test;
 
 namespace {
-
-// Sets FERROX_CPU_ISA for the plugin's create() (the config file has no
-// `isa` key yet), and restores the environment after.
-class ScopedIsa {
-  public:
-    explicit ScopedIsa(std::string_view isa) {
-        if (const char* old = std::getenv("FERROX_CPU_ISA")) saved_ = old;
-        ::setenv("FERROX_CPU_ISA", std::string(isa).c_str(), 1);
-    }
-    ~ScopedIsa() {
-        if (saved_)
-            ::setenv("FERROX_CPU_ISA", saved_->c_str(), 1);
-        else
-            ::unsetenv("FERROX_CPU_ISA");
-    }
-    ScopedIsa(const ScopedIsa&) = delete;
-    ScopedIsa& operator=(const ScopedIsa&) = delete;
-
-  private:
-    std::optional<std::string> saved_;
-};
-
-struct CpuRig {
-    TempDir dir;
-    PluginSet plugins;
-    KernelRegistry registry;
-    std::unique_ptr<Dispatcher> dispatch;
-
-    explicit CpuRig(unsigned threads, std::string_view isa = "auto") {
-        install_plugin(real_plugin("cpu"), dir.path());
-        const ScopedIsa forced(isa);
-        plugins = PluginSet::load(
-            config_from(fmt::format("backends: {{order: [cpu]}}\ncpu: {{threads: {}}}", threads)),
-            only_folder(dir.path()));
-        REQUIRE(plugins.selected().size() == 1);
-        dispatch = std::make_unique<Dispatcher>(plugins.selected(), registry);
-    }
-};
 
 // Quantized random weights. Kinds without a quantizer get random blocks whose
 // f16 scale fields (always the first two bytes for these kinds) are sane.
@@ -110,26 +74,11 @@ std::vector<std::byte> random_weights(ferrox_kind kind, uint64_t rows, uint64_t 
     return out;
 }
 
-std::vector<float> reference_product(ferrox_kind kind, const std::vector<std::byte>& w,
-                                     uint64_t rows, uint64_t cols, const std::vector<float>& x,
-                                     uint64_t n) {
-    const uint64_t per_row = *row_bytes(kind, cols);
-    std::vector<float> dense(cols), y(n * rows);
-    for (uint64_t r = 0; r < rows; ++r) {
-        REQUIRE(quant::dequantize_row(kind, w.data() + r * per_row, dense.data(), cols));
-        for (uint64_t j = 0; j < n; ++j) {
-            double acc = 0;
-            for (uint64_t c = 0; c < cols; ++c)
-                acc += static_cast<double>(dense[c]) * static_cast<double>(x[j * cols + c]);
-            y[j * rows + r] = static_cast<float>(acc);
-        }
-    }
-    return y;
-}
+// How llama.cpp's CPU backend quantizes activations for a weight kind
+// (ggml-cpu.c, type_traits_cpu[].vec_dot_type); Float: the plugin keeps f32.
+enum class Acts { Float, Q8_0, Q8_1, Q8_K };
 
-// Kinds whose CPU kernels use f32 activations; every other kind quantizes
-// them to Q8_0 blocks.
-bool float_activations(ferrox_kind kind) {
+Acts acts_of(ferrox_kind kind) {
     switch (kind) {
         case FERROX_KIND_F32:
         case FERROX_KIND_F16:
@@ -141,28 +90,121 @@ bool float_activations(ferrox_kind kind) {
         case FERROX_KIND_IQ3_S:
         case FERROX_KIND_IQ1_S:
         case FERROX_KIND_IQ1_M:
-            return true;
+            return Acts::Float;  // the plugin's f32 path, not ggml's choice
+        case FERROX_KIND_Q4_1:
+        case FERROX_KIND_Q5_1:
+        case FERROX_KIND_Q8_1:
+            return Acts::Q8_1;
+        case FERROX_KIND_Q2_K:
+        case FERROX_KIND_Q3_K:
+        case FERROX_KIND_Q4_K:
+        case FERROX_KIND_Q5_K:
+        case FERROX_KIND_Q6_K:
+        case FERROX_KIND_Q8_K:
+        case FERROX_KIND_IQ4_XS:
+            return Acts::Q8_K;
         default:
-            return false;
+            return Acts::Q8_0;
     }
 }
 
-// The activations as the int8 path sees them: gguf's Q8_0, dequantized.
-std::vector<float> q8_0_rounded(const std::vector<float>& x) {
-    std::vector<std::byte> blocks(*row_bytes(FERROX_KIND_Q8_0, x.size()));
-    std::vector<float> out(x.size());
-    REQUIRE(quant::quantize_row(FERROX_KIND_Q8_0, x.data(), blocks.data(), x.size()));
-    REQUIRE(quant::dequantize_row(FERROX_KIND_Q8_0, blocks.data(), out.data(), x.size()));
-    return out;
+float f16_rounded(float v) { return quant::fp16_to_fp32(quant::fp32_to_fp16(v)); }
+
+// A model of ggml's activation rounding, written from its definition: per
+// block, codes, the scale they are multiplied by, and (Q8_1) the stored
+// f16(d * sum of codes).
+struct ModelActs {
+    uint64_t block = 32;
+    std::vector<int8_t> q;
+    std::vector<float> scale, q8_1_sum;
+};
+
+ModelActs model_quantize(Acts acts, const float* x, uint64_t cols) {
+    ModelActs m;
+    m.block = acts == Acts::Q8_K ? 256 : 32;
+    m.q.resize(cols);
+    for (uint64_t b = 0; b < cols / m.block; ++b) {
+        const float* in = x + b * m.block;
+        int8_t* q = m.q.data() + b * m.block;
+        if (acts == Acts::Q8_K) {  // quantize_row_q8_K_ref
+            float amax = 0, max = 0;
+            for (uint64_t i = 0; i < 256; ++i)
+                if (std::fabs(in[i]) > amax) {
+                    amax = std::fabs(in[i]);
+                    max = in[i];
+                }
+            if (amax == 0) {
+                m.scale.push_back(0.0f);
+                continue;
+            }
+            const float iscale = -127.0f / max;
+            for (uint64_t i = 0; i < 256; ++i)
+                q[i] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * in[i])));
+            m.scale.push_back(1.0f / iscale);
+            continue;
+        }
+        // ggml's AVX quantize_row_q8_0 / q8_1: 127/amax, round half to even.
+        float amax = 0;
+        for (uint64_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(in[i]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (uint64_t i = 0; i < 32; ++i) {
+            q[i] = static_cast<int8_t>(std::nearbyint(in[i] * id));
+            sum += q[i];
+        }
+        m.scale.push_back(f16_rounded(d));
+        m.q8_1_sum.push_back(f16_rounded(d * static_cast<float>(sum)));
+    }
+    return m;
 }
 
-// The ISA paths this machine can run, each forced through the plugin option.
-std::vector<std::string> runnable_isas() {
-    std::vector<std::string> isas{"portable"};
-    const CpuFeatures& f = cpu_features();
-    if (f.avx2 && f.fma && f.f16c) isas.emplace_back("avx2");
-    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni) isas.emplace_back("avx512");
-    return isas;
+// The per-32-block min of Q4_1 / Q5_1 (an f16 after the scale), else 0.
+float block_min(ferrox_kind kind, const std::byte* block) {
+    if (kind != FERROX_KIND_Q4_1 && kind != FERROX_KIND_Q5_1) return 0.0f;
+    uint16_t h;
+    std::memcpy(&h, block + 2, 2);
+    return quant::fp16_to_fp32(h);
+}
+
+// dequantize(w) . x in double, with x rounded as the kernel's activation
+// format rounds it. Q8_1 differs from "dequantize then dot" in one term: the
+// weight's min meets the stored f16 block sum, not the sum of the codes.
+std::vector<float> reference_product(ferrox_kind kind, const std::vector<std::byte>& w,
+                                     uint64_t rows, uint64_t cols, const std::vector<float>& x,
+                                     uint64_t n, bool round_acts) {
+    const Acts acts = round_acts ? acts_of(kind) : Acts::Float;
+    std::vector<ModelActs> models;
+    std::vector<float> xr = x;
+    if (acts != Acts::Float)
+        for (uint64_t j = 0; j < n; ++j) {
+            models.push_back(model_quantize(acts, x.data() + j * cols, cols));
+            const ModelActs& m = models.back();
+            for (uint64_t c = 0; c < cols; ++c)
+                xr[j * cols + c] = m.scale[c / m.block] * static_cast<float>(m.q[c]);
+        }
+    const KindTraits& t = *kind_traits(static_cast<uint32_t>(kind));
+    const uint64_t per_row = *row_bytes(kind, cols);
+    std::vector<float> dense(cols), y(n * rows);
+    for (uint64_t r = 0; r < rows; ++r) {
+        const std::byte* row = w.data() + r * per_row;
+        REQUIRE(quant::dequantize_row(kind, row, dense.data(), cols));
+        for (uint64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (uint64_t c = 0; c < cols; ++c)
+                acc += static_cast<double>(dense[c]) * static_cast<double>(xr[j * cols + c]);
+            if (acts == Acts::Q8_1)
+                for (uint64_t b = 0; b < cols / 32; ++b) {
+                    double sum = 0;
+                    for (uint64_t c = 32 * b; c < 32 * b + 32; ++c)
+                        sum += static_cast<double>(xr[j * cols + c]);
+                    acc += static_cast<double>(block_min(kind, row + b * t.block_bytes)) *
+                           (static_cast<double>(models[j].q8_1_sum[b]) - sum);
+                }
+            y[j * rows + r] = static_cast<float>(acc);
+        }
+    }
+    return y;
 }
 
 // One product through the dispatcher, checked tight against the reference on
@@ -177,13 +219,13 @@ void check_product(CpuRig& rig, ferrox_kind kind, const std::vector<std::byte>& 
         n == 1 ? rig.dispatch->apply(*m, "t", x, y) : rig.dispatch->apply_batch(*m, "t", x, n, y);
     REQUIRE(ok.has_value());
     INFO("n=" << n);
-    const auto exact = reference_product(kind, bytes, rows, cols, x, n);
-    if (float_activations(kind)) {
+    const auto exact = reference_product(kind, bytes, rows, cols, x, n, false);
+    if (acts_of(kind) == Acts::Float) {
         CHECK(nmse(y, exact) < 1e-10);
         return;
     }
-    CHECK(nmse(y, reference_product(kind, bytes, rows, cols, q8_0_rounded(x), n)) < 1e-10);
-    // Q8_0 activations cost ~1e-5; a handful of outputs is too few to judge.
+    CHECK(nmse(y, reference_product(kind, bytes, rows, cols, x, n, true)) < 1e-10);
+    // 8-bit activations cost ~1e-5; a handful of outputs is too few to judge.
     if (rows * n >= 30) CHECK(nmse(y, exact) < 1e-3);
 }
 
@@ -252,15 +294,18 @@ TEST_CASE("the cpu plugin refuses an isa it does not know and names the choices"
     CHECK_THAT(record_of(plugins, "cpu").reason, Catch::Contains("portable, avx2, avx512 or auto"));
 }
 
-TEST_CASE("CPU gemm with 512 activations matches the reference") {
+TEST_CASE("CPU gemm with 512 activations matches the reference for every kind") {
+    // 19 rows: one partial 32-row panel (its second 16-row half partly
+    // filled); 45: a full panel, then one with only part of the first half.
     for (const std::string& isa : runnable_isas()) {
         CpuRig rig(2, isa);
         std::mt19937_64 rng(test_seed(99));
-        for (ferrox_kind kind : {FERROX_KIND_Q4_K, FERROX_KIND_Q8_0, FERROX_KIND_Q5_0,
-                                 FERROX_KIND_Q6_K, FERROX_KIND_F32, FERROX_KIND_IQ2_XS}) {
-            INFO(kind_name(kind) << " isa=" << isa);
-            const uint64_t rows = 19, cols = 256, n = 512;
-            check_product(rig, kind, random_weights(kind, rows, cols, rng), rows, cols, n, rng);
+        for (const KindTraits& t : kAllKinds) {
+            for (uint64_t rows : {19u, 45u}) {
+                INFO(t.name << " isa=" << isa << " rows=" << rows);
+                const uint64_t cols = 256, n = 512;
+                check_product(rig, t.id, random_weights(t.id, rows, cols, rng), rows, cols, n, rng);
+            }
         }
     }
 }
@@ -276,4 +321,119 @@ TEST_CASE("the kinds that used to fall back now run named CPU kernels, correctly
     CHECK(report.misses.empty());
     for (const auto& e : report.entries) CHECK(e.outcome == Outcome::Hit);
     CHECK(report.violations.empty());  // the CPU is not an accelerator
+}
+
+namespace {
+
+// Activations that exercise the rounding rules: gaussian blocks, blocks whose
+// largest |x| is 127 (Q8_0's multiplier and Q8_K's -127/max are then exactly
+// +-1) filled with halves (ties, which round to even), a block scaled so the
+// multiplier is 2 (quarter ties), zero blocks of 32 and of 256, and blocks holding both
+// +amax and -amax (Q8_K takes the sign of the first).
+std::vector<float> rounding_probe(uint64_t cols, std::mt19937_64& rng) {
+    auto x = gaussian(cols, rng);
+    std::uniform_int_distribution<int> half(-254, 254);
+    for (uint64_t b = 0; b < cols / 256; ++b) {
+        float* blk = x.data() + 256 * b;
+        switch (b % 6) {
+            case 0:  // gaussian as drawn
+                break;
+            case 1:
+            case 2:  // ties everywhere, max +127 or -127 first
+                for (int i = 0; i < 256; ++i) blk[i] = 0.5f * static_cast<float>(half(rng));
+                for (int k = 0; k < 8; ++k) blk[32 * k + 3] = b % 6 == 1 ? 127.0f : -127.0f;
+                blk[200] = b % 6 == 1 ? -127.0f : 127.0f;
+                break;
+            case 3:  // amax 63.5: the Q8_0 multiplier is 2, ties at quarters
+                for (int i = 0; i < 256; ++i) blk[i] = 0.25f * static_cast<float>(half(rng) / 2);
+                for (int k = 0; k < 8; ++k) blk[32 * k + 7] = -63.5f;
+                break;
+            case 4:  // zeros, except one non-zero 32-block
+                for (int i = 32; i < 256; ++i) blk[i] = 0.0f;
+                break;
+            default:  // all zero
+                for (int i = 0; i < 256; ++i) blk[i] = 0.0f;
+                break;
+        }
+    }
+    return x;
+}
+
+// One weight 1 per row, at column r, in blocks otherwise zero: y[r] is then
+// exactly the kernel's activation scale times its code at column r (every
+// other product is an exact zero), for Q8_0 (Q8_0 acts) and Q8_K (Q8_K acts).
+std::vector<std::byte> picking_weights(ferrox_kind kind, uint64_t cols) {
+    const KindTraits& t = *kind_traits(static_cast<uint32_t>(kind));
+    const uint64_t per_row = *row_bytes(kind, cols);
+    std::vector<std::byte> w(cols * per_row);
+    for (uint64_t r = 0; r < cols; ++r) {
+        std::byte* blk = w.data() + r * per_row + r / t.block_elements * t.block_bytes;
+        const uint64_t i = r % t.block_elements;
+        if (kind == FERROX_KIND_Q8_K) {
+            const float one = 1.0f;
+            std::memcpy(blk, &one, 4);
+            blk[4 + i] = std::byte{1};
+        } else {
+            const uint16_t one = quant::fp32_to_fp16(1.0f);
+            std::memcpy(blk, &one, 2);
+            blk[2 + i] = std::byte{1};
+        }
+    }
+    return w;
+}
+
+// Q4_1 rows with d = 0 and min 1 in block r only: y[r] is exactly the
+// activation's stored Q8_1 block sum.
+std::vector<std::byte> block_sum_weights(uint64_t cols) {
+    const uint64_t per_row = *row_bytes(FERROX_KIND_Q4_1, cols);
+    std::vector<std::byte> w(cols / 32 * per_row);
+    const uint16_t one = quant::fp32_to_fp16(1.0f);
+    for (uint64_t r = 0; r < cols / 32; ++r)
+        std::memcpy(w.data() + r * per_row + r * 20 + 2, &one, 2);
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "int8 activations are quantized bit for bit as ggml's x86 rules, ties included, on every ISA "
+    "path") {
+    const uint64_t cols = 1536;  // six 256-blocks, one of each probe kind
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        std::mt19937_64 rng(test_seed(31337));
+        for (uint64_t n : {1u, 3u}) {
+            std::vector<float> x;
+            for (uint64_t j = 0; j < n; ++j) {
+                const auto one = rounding_probe(cols, rng);
+                x.insert(x.end(), one.begin(), one.end());
+            }
+            for (ferrox_kind kind : {FERROX_KIND_Q8_0, FERROX_KIND_Q8_K, FERROX_KIND_Q4_1}) {
+                INFO(kind_name(kind) << " isa=" << isa << " n=" << n);
+                const bool sums = kind == FERROX_KIND_Q4_1;
+                const uint64_t rows = sums ? cols / 32 : cols;
+                auto m = WeightMatrix::owned(
+                    "w", kind, rows, cols,
+                    sums ? block_sum_weights(cols) : picking_weights(kind, cols));
+                REQUIRE(m.has_value());
+                std::vector<float> y(n * rows, NAN);
+                const auto ok = n == 1 ? rig.dispatch->apply(*m, "t", x, y)
+                                       : rig.dispatch->apply_batch(*m, "t", x, n, y);
+                REQUIRE(ok.has_value());
+                uint64_t mismatches = 0;
+                for (uint64_t j = 0; j < n; ++j) {
+                    const ModelActs want = model_quantize(acts_of(kind), x.data() + j * cols, cols);
+                    for (uint64_t r = 0; r < rows; ++r) {
+                        const float expect =
+                            sums ? want.q8_1_sum[r]
+                                 : want.scale[r / want.block] * static_cast<float>(want.q[r]);
+                        if (y[j * rows + r] != expect && mismatches++ < 5)
+                            UNSCOPED_INFO("act " << j << " col " << r << ": got " << y[j * rows + r]
+                                                 << ", ggml's rule gives " << expect);
+                    }
+                }
+                CHECK(mismatches == 0);
+            }
+        }
+    }
 }

@@ -7,8 +7,9 @@
 // Two data paths:
 //  - int8: a weight row is decoded to int8 codes with one float scale and one
 //    float additive term per 16 weights (w = scale*q + min); the activation is
-//    quantized to Q8_0-style blocks of 32 (f16-rounded scale, codes rounded
-//    half away from zero: exactly gguf's Q8_0); products are integer dots.
+//    quantized the way llama.cpp's x86 CPU backend quantizes it for that
+//    weight kind (its "vec_dot_type", see ActFormat), so both engines round
+//    the same activations to the same codes; products are integer dots.
 //  - f32: the weight row is decoded to floats, then a float dot (F32, F16,
 //    BF16, and the codebook i-quants).
 #pragma once
@@ -20,11 +21,33 @@
 
 namespace ferrox::cpu {
 
-// An activation vector quantized for the int8 path.
+// How the int8 path quantizes activations for a weight kind: ggml's
+// vec_dot_type for that kind, with the rounding of ggml's x86 code, so that
+// ferrox and llama.cpp see identical activation codes and scales.
+enum class ActFormat : uint8_t {
+    None,  // the f32 path: activations stay float
+    // Blocks of 32: scale f16(amax / 127); codes round-half-even(x * (127 /
+    // amax)), 0 when amax is 0 (ggml's AVX quantize_row_q8_0).
+    Q8_0,
+    // Q8_0's codes and scale; the block sum is kept as f16(d * sum) with the
+    // unrounded d (ggml's block_q8_1.s), see QuantizedActs::scaled_sum.
+    Q8_1,
+    // Blocks of 256: with m the first value of largest |x|, iscale = -127/m,
+    // codes min(127, round-half-even(iscale * x)), scale the f32 1/iscale;
+    // all zero when amax is 0 (ggml's quantize_row_q8_K_ref).
+    Q8_K,
+};
+
+// An activation vector quantized for the int8 path. Every format has one
+// scale per 32 columns at least (Q8_K repeats its block scale), which the
+// fused MATVEC kernels rely on; the tiles read it per 16.
 struct QuantizedActs {
-    int8_t* q;          // cols codes
-    float* scale;       // cols/16: the block's f16-rounded scale (repeated per half)
-    float* scaled_sum;  // cols/16: scale * sum of the 16 codes
+    int8_t* q;     // cols codes
+    float* scale;  // cols/16: the block's scale, repeated per 16
+    // cols/16: scale * sum of the 16 codes; for Q8_1 the whole block's
+    // f16(d * sum) sits in the first half and 0 in the second (the kinds that
+    // use Q8_1, Q4_1 and Q5_1, have one min per 32, so the product is the same).
+    float* scaled_sum;
 };
 
 // A weight row decoded for the int8 path: w = scale * q + offset per 16. On
@@ -45,13 +68,49 @@ using FloatDecoder = void (*)(const std::byte* src, uint64_t blocks, float* out)
 using FusedMatvec = void (*)(const std::byte* const* rows, int n_rows, uint64_t cols,
                              const QuantizedActs& acts, float* y);
 
+// The panel GEMM (prefill). kPanelRows decoded rows are interleaved so that
+// one 64-byte vector holds 4 consecutive columns of 16 rows: a VNNI dot of it
+// against 4 activation bytes broadcast gives 16 rows' partial sums in the 16
+// int32 lanes, so per-row weight scales are per lane, and the float work is
+// one multiply-add per group of `group` columns for 16 rows at once.
+inline constexpr int kPanelRows = 32;
+
+struct PanelBuffer {
+    uint8_t* q;     // kPanelRows * cols codes
+    float* scale;   // kPanelRows * cols/16
+    float* offset;  // kPanelRows * cols/16
+};
+
+// An activation regrouped per `group` columns for the panel GEMM.
+struct PanelActs {
+    const int8_t* q;          // cols codes
+    const int32_t* start;     // cols/group: -code_bias * the group's code sum
+    const float* scale;       // cols/group
+    const float* scaled_sum;  // cols/group
+};
+
+// y[c*y_stride + r] = dot(rows[r], acts[c]) for r < n_rows (<= kPanelRows),
+// c < n, through `panel`.
+using PanelGemm = void (*)(const DecodedRow* rows, int n_rows, const PanelActs* acts, uint64_t n,
+                           uint64_t cols, float* y, uint64_t y_stride, PanelBuffer panel);
+
+struct PanelGemmInfo {
+    PanelGemm gemm;  // nullptr: this ISA has none for the kind (4x4 tiles instead)
+    // The same for activations whose scale is constant per 256 columns
+    // (Q8_K), which saves a multiply per group; nullptr: use `gemm`.
+    PanelGemm gemm_scale256;
+    int group;      // columns per weight scale (16 or 32)
+    int code_bias;  // what the decoder added to each code (128: VNNI's +128)
+};
+
 struct IsaKernels {
     const char* name;  // "portable", "avx2", "avx512vnni"
     // nullptr for kinds this ISA file does not decode (then the other path).
     Int8Decoder (*int8_decoder)(ferrox_kind kind);
     FloatDecoder (*float_decoder)(ferrox_kind kind);
-    // x[cols] -> acts; cols a multiple of 32.
-    void (*quantize_acts)(const float* x, uint64_t cols, QuantizedActs acts);
+    // x[cols] -> acts; cols a multiple of 32 (of 256 for Q8_K). Every ISA
+    // gives the same bits: the vector paths follow the scalar rule exactly.
+    void (*quantize_acts)(ActFormat format, const float* x, uint64_t cols, QuantizedActs acts);
     // y[c*y_stride + r] = dot(rows[r], acts[c]) for r < n_rows (<=4),
     // c < n_acts (<=4).
     void (*int8_tile)(const DecodedRow* rows, int n_rows, const QuantizedActs* acts, int n_acts,
@@ -61,6 +120,7 @@ struct IsaKernels {
                        uint64_t cols, float* y, uint64_t y_stride);
     // The MATVEC fast path for kinds read in registers; nullptr: decode + tile.
     FusedMatvec (*fused_matvec)(ferrox_kind kind);
+    PanelGemmInfo (*panel_gemm)(ferrox_kind kind);
 };
 
 const IsaKernels& isa_kernels_portable();

@@ -6,11 +6,12 @@
 #include <span>
 
 #include "ferrox/backend_abi.h"
+#include "kernels/isa_kernels.h"
 
 namespace ferrox::cpu {
 
 enum class DataPath {
-    Int8,  // weights decoded to int8 codes, activations quantized Q8_0-style
+    Int8,  // weights decoded to int8 codes, activations quantized (ActFormat)
     Float  // weights decoded to f32, f32 activations
 };
 
@@ -19,6 +20,9 @@ struct CpuKernel {
     const char* matvec_name;
     const char* gemm_name;
     DataPath path;
+    // Int8 path: how activations are quantized, llama.cpp's vec_dot_type for
+    // the kind (its type_traits_cpu table); None on the f32 path.
+    ActFormat acts;
 };
 
 std::span<const CpuKernel> kernel_table();

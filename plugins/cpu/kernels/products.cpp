@@ -15,6 +15,9 @@ constexpr int kTileRows = 4;  // rows per micro-tile
 constexpr int kFusedRows = 1;
 constexpr int kTileActs = 4;        // activations per micro-tile
 constexpr uint64_t kGemmRows = 16;  // rows decoded once and reused over all activations
+// Below this many activations the panel's interleave costs more than it
+// saves (measured: level at 4, 2x faster at 16, slower at 2).
+constexpr uint64_t kPanelMinActs = 4;
 
 // Decoded int8 rows for one thread, reused across calls.
 class Int8Rows {
@@ -53,6 +56,54 @@ class QuantizedBatch {
     std::vector<int8_t> q_;
     std::vector<float> scale_, sums_;
 };
+
+// Activations regrouped for the panel GEMM: per `group` columns, the int32
+// dot's start value, the scale and the scaled sum.
+class PanelBatch {
+  public:
+    PanelBatch(uint64_t n, uint64_t cols, int group)
+        : per_(cols / static_cast<uint64_t>(group)),
+          group_(group),
+          start_(n * per_),
+          scale_(n * per_),
+          sums_(n * per_) {}
+    // Fills activation c from its quantized form.
+    void fill(uint64_t c, const QuantizedActs& a, int code_bias) {
+        const uint64_t step = static_cast<uint64_t>(group_ / 16);
+        for (uint64_t g = 0; g < per_; ++g) {
+            int32_t codes = 0;
+            float sum = 0.0f;
+            for (uint64_t k = g * static_cast<uint64_t>(group_);
+                 k < (g + 1) * static_cast<uint64_t>(group_); ++k)
+                codes += a.q[k];
+            for (uint64_t h = 0; h < step; ++h) sum += a.scaled_sum[g * step + h];
+            start_[c * per_ + g] = -code_bias * codes;
+            scale_[c * per_ + g] = a.scale[g * step];
+            sums_[c * per_ + g] = sum;
+        }
+    }
+    PanelActs at(uint64_t c, const QuantizedActs& a) const {
+        return {a.q, start_.data() + c * per_, scale_.data() + c * per_, sums_.data() + c * per_};
+    }
+
+  private:
+    uint64_t per_;
+    int group_;
+    std::vector<int32_t> start_;
+    std::vector<float> scale_, sums_;
+};
+
+// One thread's panel, reused across calls.
+PanelBuffer panel_scratch(uint64_t cols) {
+    thread_local std::vector<uint8_t> q;
+    thread_local std::vector<float> scale, offset;
+    if (q.size() < kPanelRows * cols) q.resize(kPanelRows * cols);
+    if (scale.size() < kPanelRows * cols / 16) {
+        scale.resize(kPanelRows * cols / 16);
+        offset.resize(kPanelRows * cols / 16);
+    }
+    return {q.data(), scale.data(), offset.data()};
+}
 
 std::vector<float>& float_scratch(uint64_t floats) {
     thread_local std::vector<float> buffer;
@@ -116,7 +167,7 @@ void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const 
     const uint64_t grain = grain_for(pool, w.rows);
     if (uses_int8(w)) {
         QuantizedBatch acts(1, w.cols);
-        isa.quantize_acts(x, w.cols, acts.at(0));
+        isa.quantize_acts(w.kernel->acts, x, w.cols, acts.at(0));
         const QuantizedActs a = acts.at(0);
         if (w.fused_matvec) {
             pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
@@ -158,11 +209,45 @@ void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const fl
           float* y) {
     if (n == 0) return;
     const uint64_t tiles = (w.rows + kGemmRows - 1) / kGemmRows;
+    const PanelGemmInfo panel =
+        uses_int8(w) && n >= kPanelMinActs ? isa.panel_gemm(w.kind) : PanelGemmInfo{};
+    if (panel.gemm) {
+        QuantizedBatch acts(n, w.cols);
+        PanelBatch regrouped(n, w.cols, panel.group);
+        pool.parallel_for(n, 8, [&](uint64_t begin, uint64_t end) {
+            for (uint64_t c = begin; c < end; ++c) {
+                isa.quantize_acts(w.kernel->acts, x + c * w.cols, w.cols, acts.at(c));
+                regrouped.fill(c, acts.at(c), panel.code_bias);
+            }
+        });
+        std::vector<PanelActs> views(n);
+        for (uint64_t c = 0; c < n; ++c) views[c] = regrouped.at(c, acts.at(c));
+        const uint64_t panels = (w.rows + kPanelRows - 1) / kPanelRows;
+        const PanelGemm run = w.kernel->acts == ActFormat::Q8_K && panel.gemm_scale256
+                                  ? panel.gemm_scale256
+                                  : panel.gemm;
+        pool.parallel_for(panels, 1, [&](uint64_t begin, uint64_t end) {
+            Int8Rows& buf = int8_scratch(kPanelRows, w.cols);
+            const PanelBuffer scratch = panel_scratch(w.cols);
+            for (uint64_t t = begin; t < end; ++t) {
+                const uint64_t r0 = t * kPanelRows;
+                const uint64_t count = std::min<uint64_t>(kPanelRows, w.rows - r0);
+                DecodedRow rows[kPanelRows];
+                for (uint64_t i = 0; i < count; ++i) {
+                    rows[i] = buf.row(i);
+                    w.int8_decode(row_bytes_at(w, r0 + i), w.blocks_per_row, rows[i]);
+                }
+                run(rows, static_cast<int>(count), views.data(), n, w.cols, y + r0, w.rows,
+                    scratch);
+            }
+        });
+        return;
+    }
     if (uses_int8(w)) {
         QuantizedBatch acts(n, w.cols);
         pool.parallel_for(n, 8, [&](uint64_t begin, uint64_t end) {
             for (uint64_t c = begin; c < end; ++c)
-                isa.quantize_acts(x + c * w.cols, w.cols, acts.at(c));
+                isa.quantize_acts(w.kernel->acts, x + c * w.cols, w.cols, acts.at(c));
         });
         pool.parallel_for(tiles, 1, [&](uint64_t begin, uint64_t end) {
             Int8Rows& buf = int8_scratch(kGemmRows, w.cols);
