@@ -3,17 +3,27 @@
 For each model and prompt: llama.cpp tokenizes the prompt and greedily
 continues it for 32 tokens; both engines then compute teacher-forced logits
 at every position of that sequence, compared by NMSE = sum((a-b)^2)/sum(b^2).
+Models: Gemma 3 270M (real weights) and tiny random-weight llama, qwen2, qwen3,
+qwen3moe and gemma3 models (tests/model/make_tiny_models.py).
 
-What the thresholds mean (measured, docs/models.md): ferrox computes in f32
-with an exact dequantized dot; llama.cpp's CPU path quantizes activations to
-8 bits and tabulates GELU in f16. Against a float64 evaluation of the same
-Gemma 3 weights (test_gemma3_matches_float64_where_llama_cpp_drifts) ferrox
-sits at ~2e-12 NMSE with exact f32 kernels (~9e-4 with the CPU plugin's
-int8-activation kernels) and llama.cpp at ~1.6e-3 mean / 4.5e-3 worst -- so the
-two engines cannot agree to better than llama.cpp's own error. We ask for a
-mean NMSE <= 5e-3 over positions, a worst <= 2e-2, and greedy tokens that
-agree wherever llama.cpp's top-2 gap is larger than the engines' difference
-(3x the RMS logit difference at that position, at least 0.5 logits).
+The reference is configured like for like (REFERENCE_CONFIGS): llama.cpp's KV
+cache in f32 and flash attention off, as ferrox computes attention (llama-cpp-
+python's default f16 cache alone costs ~2e-4 NMSE on the tiny models). Both
+engines then round activations to 8 bits by the same rules (Q8_0 / Q8_K per
+weight kind) and GELU through the same f16 table, so they differ only in the
+order of float sums.
+
+On the tiny models that leaves NMSE far below the issue's 1e-3 (TINY_*). On
+Gemma 3 270M it does not: its large activations make every 8-bit rounding
+that a last-bit difference flips propagate, and ferrox disagrees with itself
+across its own ISA paths (AVX-512 vs portable: the same rules, another sum
+order) by as much as it disagrees with llama.cpp: mean 1.0e-3..1.6e-3, worst
+up to 1.5e-2 (docs/models.md). So the Gemma 3 bounds (GEMMA3_*) are set from
+that floor, and each Gemma 3 prompt is also held relative to it: ferrox's
+distance to llama.cpp may not exceed SELF_RATIO times its distance to its own
+portable path. Greedy tokens must agree wherever llama.cpp's top-2 gap is
+larger than the engines' difference (3x the RMS logit difference at that
+position, at least NEAR_TIE logits).
 
 Skips (exit 77 via run_pytest.py) when llama_cpp, a model or the ferrox binary is absent.
 """
@@ -31,9 +41,28 @@ import pytest
 import llama_ref
 
 GREEDY_TOKENS = 32
-MEAN_NMSE_MAX = 5e-3
-WORST_NMSE_MAX = 2e-2
+# Measured with the f32 reference (docs/models.md): tiny models mean <= 1.6e-4, worst
+# <= 8.7e-4 (tiny gemma3); the issue asks for 1e-3.
+TINY_MEAN_NMSE_MAX = 1e-3
+TINY_WORST_NMSE_MAX = 5e-3
+# Gemma 3 270M: against llama.cpp mean 1.2e-3..2.2e-3 per prompt, worst 2.5e-2 (chat);
+# ferrox against its own portable path mean 1.0e-3..1.6e-3, worst 6e-3..1.5e-2.
+GEMMA3_MEAN_NMSE_MAX = 5e-3
+GEMMA3_WORST_NMSE_MAX = 5e-2
+SELF_RATIO = 4.0  # ferrox vs llama.cpp mean NMSE <= SELF_RATIO * max(self mean, SELF_FLOOR)
+SELF_FLOOR = 1e-3
 NEAR_TIE = 0.5  # logits: a top-2 gap below this may flip on rounding alone
+# ferrox against the exact float64 evaluation of Gemma 3 270M (9 positions): exact f32
+# kernels land at ~2e-12, 8-bit activation kernels at 0.9e-3 (Q8_0 everywhere) to 2.1e-3
+# (Q8_K for K-quants, as llama.cpp); llama.cpp itself at 1.9e-3 (f32 KV) to 4.5e-3
+# (f16 KV). For ferrox's default f32 cache: --kv-type f16 adds ~3e-3 (5.1e-3 measured),
+# so FERROX_PARITY_REFERENCE=f16 fails this test. A decoder bug (window, rope base, layer
+# pattern, scale) costs > 1e-1.
+FLOAT64_WORST_NMSE_MAX = 5e-3
+# tiny-gemma3 against float64: both engines ~1.3e-3 mean (random attention is less
+# forgiving of 8-bit activations than trained attention).
+TINY_FLOAT64_MEAN_NMSE_MAX = 5e-3
+TINY_FLOAT64_WORST_NMSE_MAX = 5e-2
 
 GEMMA3_PROMPTS = [
     "The capital of France is",
@@ -60,14 +89,33 @@ def ferrox_cmd(*args: str) -> list[str]:
     return cmd + list(args)
 
 
-def ferrox_logits(model: pathlib.Path, tokens: list[int], n_vocab: int) -> np.ndarray:
+def ferrox_logits(model: pathlib.Path, tokens: list[int], n_vocab: int, isa: str = "") -> np.ndarray:
+    """Teacher-forced logits from `ferrox logits`; `isa` forces the CPU plugin's path."""
+    env = dict(os.environ)
+    if isa:
+        env["FERROX_CPU_ISA"] = isa
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "logits.f32"
         subprocess.run(
             ferrox_cmd("logits", "-m", str(model), "--tokens", ",".join(map(str, tokens)), "--out", str(out),
-                       "-t", "2", "-c", str(max(len(tokens), 64))),
-            check=True, capture_output=True)
+                       "-t", "2", "-c", str(max(len(tokens), 64)), *REFERENCE_CONFIGS[REFERENCE][1]),
+            check=True, capture_output=True, env=env)
         return np.fromfile(out, dtype=np.float32).reshape(len(tokens), n_vocab)
+
+
+# llama.cpp's KV cache and attention path. llama-cpp-python 0.3.36 keeps K and V in f16
+# unless told otherwise (type_k/type_v) and runs flash attention only when asked
+# (flash_attn=True). ferrox's default cache is f32 with plain softmax attention, so the
+# reference is too: f32 K/V, flash attention off -- like for like, leaving the 8-bit
+# activation rounding in the matmuls as the systematic difference.
+# FERROX_PARITY_REFERENCE=f16 compares both engines with an f16 cache (ferrox --kv-type
+# f16); f16-fa adds llama.cpp's flash attention.
+REFERENCE_CONFIGS = {  # name: (llama_cpp.Llama arguments, extra ferrox arguments)
+    "f32": ({"type_k": 0, "type_v": 0, "flash_attn": False}, []),  # GGML_TYPE_F32 = 0
+    "f16": ({"type_k": 1, "type_v": 1, "flash_attn": False}, ["--kv-type", "f16"]),  # GGML_TYPE_F16 = 1
+    "f16-fa": ({"type_k": 1, "type_v": 1, "flash_attn": True}, ["--kv-type", "f16"]),
+}
+REFERENCE = os.environ.get("FERROX_PARITY_REFERENCE", "f32")
 
 
 class LlamaReference:
@@ -75,7 +123,7 @@ class LlamaReference:
         import llama_cpp
 
         self.llm = llama_cpp.Llama(model_path=str(model), logits_all=True, n_ctx=n_ctx, n_threads=2,
-                                   verbose=False)
+                                   verbose=False, **REFERENCE_CONFIGS[REFERENCE][0])
 
     def greedy(self, prompt_tokens: list[int], n: int) -> list[int]:
         self.llm.reset()
@@ -116,12 +164,12 @@ def compare(model: pathlib.Path, prompt_tokens: list[int], label: str) -> dict:
             flips.append((i, a, b, round(float(top2[0] - top2[1]), 3), round(tie, 3)))
     print(f"\n{label}: {len(seq)} positions, NMSE worst {nmse.max():.2e} (position {int(nmse.argmax())}), "
           f"mean {nmse.mean():.2e}; greedy argmax flips {len(flips)}/{len(seq) - 1 - first} {flips}")
-    return {"nmse": nmse, "flips": flips}
+    return {"nmse": nmse, "flips": flips, "seq": seq, "got": got}
 
 
-def check(result: dict) -> None:
-    assert result["nmse"].mean() <= MEAN_NMSE_MAX
-    assert result["nmse"].max() <= WORST_NMSE_MAX
+def check(result: dict, mean_max: float, worst_max: float) -> None:
+    assert result["nmse"].mean() <= mean_max
+    assert result["nmse"].max() <= worst_max
     for position, ours, theirs, gap, tie in result["flips"]:
         assert gap < tie, f"position {position}: ferrox picks {ours}, llama.cpp {theirs} by {gap:.3f} logits"
 
@@ -141,7 +189,14 @@ def test_gemma3_logits_and_greedy_match_llama_cpp(gemma3, prompt):
 
     ref = LlamaReference(gemma3)
     tokens = list(ref.llm.tokenize(prompt.encode(), add_bos=True, special=True))
-    check(compare(gemma3, tokens, f"gemma3 {prompt[:24]!r}"))
+    result = compare(gemma3, tokens, f"gemma3 {prompt[:24]!r}")
+    check(result, GEMMA3_MEAN_NMSE_MAX, GEMMA3_WORST_NMSE_MAX)
+    # The floor: the same sequence through ferrox's portable path (same rounding rules,
+    # another float summation order).
+    portable = ferrox_logits(gemma3, result["seq"], result["got"].shape[1], isa="portable")
+    own = nmse_rows(result["got"], portable)
+    print(f"ferrox vs its own portable path: worst {own.max():.2e}, mean {own.mean():.2e}")
+    assert result["nmse"].mean() <= SELF_RATIO * max(own.mean(), SELF_FLOOR)
 
 
 def test_gemma3_run_greedy_continuation_matches_llama_cpp(gemma3):
@@ -150,9 +205,14 @@ def test_gemma3_run_greedy_continuation_matches_llama_cpp(gemma3):
     ferrox's token within NEAR_TIE logits of its own pick (rounding, not a wrong forward)."""
     prompt = "The capital of France is"
     reply = subprocess.run(ferrox_cmd("run", "-m", str(gemma3), "-p", prompt, "-n", str(GREEDY_TOKENS),
-                                      "--temp", "0", "-t", "2", "-c", "128", "--json"),
+                                      "--temp", "0", "-t", "2", "-c", "128", "--json",
+                                      *REFERENCE_CONFIGS[REFERENCE][1]),
                            check=True, capture_output=True, text=True)
-    ours = json.loads(reply.stdout)["tokens"]
+    doc = json.loads(reply.stdout)
+    ours = doc["tokens"]
+    # Every product and attention call ran on a named CPU kernel (the registry's records).
+    assert {(k["op"], k["outcome"]) for k in doc["kernels"]} == {("MATVEC", "hit"), ("GEMM", "hit"),
+                                                                 ("ATTENTION", "hit")}
     ref = LlamaReference(gemma3)
     prompt_tokens = list(ref.llm.tokenize(prompt.encode(), add_bos=True, special=True))
     theirs = ref.greedy(prompt_tokens, len(ours))
@@ -168,19 +228,27 @@ def test_gemma3_run_greedy_continuation_matches_llama_cpp(gemma3):
 
 def gemma3_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
     """Gemma 3 in float64 numpy from the gguf package's dequantized weights, written
-    from the architecture's definition: the exact answer both engines approximate."""
+    from the architecture's definition: the exact answer both engines approximate.
+    Hyper-parameters come from the file; without the optional keys, the five-local-one-
+    global layer pattern and the local rope base 10000 are the architecture's."""
     import gguf
     from gguf.quants import dequantize
 
     reader = gguf.GGUFReader(str(path))
     tensors = {t.name: t for t in reader.tensors}
 
+    def meta(key: str, default=None):
+        field = reader.fields.get("gemma3." + key)
+        return default if field is None else field.contents()
+
     def weight(name: str) -> np.ndarray:
         t = tensors[name]
         a = dequantize(t.data, t.tensor_type).astype(np.float64)
         return a.reshape([int(x) for x in reversed(t.shape)]) if len(t.shape) > 1 else a.reshape(-1)
 
-    def rms(x, w, eps=1e-6):
+    eps = float(meta("attention.layer_norm_rms_epsilon"))
+
+    def rms(x, w):
         return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
 
     def gelu(x):
@@ -193,27 +261,33 @@ def gemma3_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
         a, b = x[..., : d // 2], x[..., d // 2:]
         return np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
 
-    n_embd, n_layer, n_head, hd, window = 640, 18, 4, 256, 512
+    n_embd, n_layer = int(meta("embedding_length")), int(meta("block_count"))
+    n_head = int(meta("attention.head_count"))
+    n_kv = int(meta("attention.head_count_kv", n_head))
+    hd = int(meta("attention.key_length", n_embd // n_head))
+    window, period = int(meta("attention.sliding_window")), int(meta("attention.sliding_window_pattern", 6))
+    base_global, base_local = float(meta("rope.freq_base")), float(meta("rope.freq_base_swa", 10000.0))
     n = len(tokens)
     embd = weight("token_embd.weight")
     x = embd[tokens] * np.sqrt(float(n_embd))
     pos = np.arange(n)
     for il in range(n_layer):
         p = f"blk.{il}."
-        is_global = (il + 1) % 6 == 0
+        is_global = (il + 1) % period == 0
         h = rms(x, weight(p + "attn_norm.weight"))
         q = rms((h @ weight(p + "attn_q.weight").T).reshape(n, n_head, hd), weight(p + "attn_q_norm.weight"))
-        k = rms((h @ weight(p + "attn_k.weight").T).reshape(n, 1, hd), weight(p + "attn_k_norm.weight"))
-        v = (h @ weight(p + "attn_v.weight").T).reshape(n, 1, hd)
-        base = 1e6 if is_global else 1e4
+        k = rms((h @ weight(p + "attn_k.weight").T).reshape(n, n_kv, hd), weight(p + "attn_k_norm.weight"))
+        v = (h @ weight(p + "attn_v.weight").T).reshape(n, n_kv, hd)
+        base = base_global if is_global else base_local
         q, k = rope_neox(q, base), rope_neox(k, base)
         visible = (pos[None, :] <= pos[:, None]) & (is_global | (pos[:, None] - pos[None, :] < window))
         out = np.empty((n, n_head, hd))
         for head in range(n_head):
-            scores = q[:, head] @ k[:, 0].T / np.sqrt(hd)
+            kv = head // (n_head // n_kv)
+            scores = q[:, head] @ k[:, kv].T / np.sqrt(hd)
             scores = np.where(visible, scores, -np.inf)
             w = np.exp(scores - scores.max(axis=1, keepdims=True))
-            out[:, head] = (w / w.sum(axis=1, keepdims=True)) @ v[:, 0]
+            out[:, head] = (w / w.sum(axis=1, keepdims=True)) @ v[:, kv]
         o = out.reshape(n, n_head * hd) @ weight(p + "attn_output.weight").T
         x = x + rms(o, weight(p + "post_attention_norm.weight"))
         h = rms(x, weight(p + "ffn_norm.weight"))
@@ -223,33 +297,56 @@ def gemma3_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
     return rms(x, weight("output_norm.weight")) @ embd.T
 
 
-def test_gemma3_matches_float64_where_llama_cpp_drifts(gemma3):
-    """Both engines against an exact float64 evaluation of the same weights: ferrox
-    must sit at f32 rounding; llama.cpp's distance is printed (it is what bounds parity)."""
+def test_gemma3_matches_float64(gemma3):
+    """Both engines against an exact float64 evaluation of the same weights: ferrox must
+    sit at 8-bit activation rounding, as llama.cpp does (its distance is printed)."""
     ref = LlamaReference(gemma3)
     tokens = list(ref.llm.tokenize(b"The capital of France is a city of", add_bos=True, special=True))
     want = gemma3_float64_logits(gemma3, tokens)
     ours = nmse_rows(ferrox_logits(gemma3, tokens, want.shape[1]), want)
     theirs = nmse_rows(ref.logits(tokens), want)
-    print(f"\ngemma3 vs float64 over {len(tokens)} positions: ferrox worst NMSE {ours.max():.2e}, "
-          f"llama.cpp worst {theirs.max():.2e} (mean {theirs.mean():.2e})")
-    # Exact f32 kernels land near 1e-12; kernels that quantize activations to
-    # 8 bits (the CPU plugin's fast path, like llama.cpp's) near 1e-3. A decoder
-    # bug (rope, mask, norm) lands far above both.
-    assert ours.max() < 2e-3
-    assert ours.max() <= theirs.max()
+    print(f"\ngemma3 vs float64 over {len(tokens)} positions: ferrox worst NMSE {ours.max():.2e} "
+          f"(mean {ours.mean():.2e}), llama.cpp worst {theirs.max():.2e} (mean {theirs.mean():.2e})")
+    assert ours.max() <= FLOAT64_WORST_NMSE_MAX
 
 
-TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe"]
+TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3"]
+
+
+def tiny_model(arch: str) -> pathlib.Path:
+    llama_ref.require_llama_cpp()
+    path = tiny_models_dir() / f"tiny-{arch}.gguf"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (python3 tests/model/make_tiny_models.py)")
+    return path
+
+
+def tiny_prompt() -> list[int]:
+    rng = np.random.default_rng(1234)
+    return [1] + [int(t) for t in rng.integers(10, 1000, size=15)]  # 1: BOS of both vocabularies used
 
 
 @pytest.mark.parametrize("arch", TINY_ARCHS)
 def test_tiny_model_logits_match_llama_cpp(arch):
     """Random-weight models from tests/model/make_tiny_models.py."""
-    llama_ref.require_llama_cpp()
-    path = tiny_models_dir() / f"tiny-{arch}.gguf"
-    if not path.exists():
-        pytest.skip(f"{path} is absent (python3 tests/model/make_tiny_models.py)")
-    rng = np.random.default_rng(1234)
-    prompt = [1] + [int(t) for t in rng.integers(10, 1000, size=15)]
-    check(compare(path, prompt, f"tiny {arch}"))
+    path = tiny_model(arch)
+    check(compare(path, tiny_prompt(), f"tiny {arch}"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_gemma3_matches_float64():
+    """tiny-gemma3's 48-token parity sequence crosses its 8-position window six times:
+    ferrox against the exact float64 evaluation, with llama.cpp's distance printed."""
+    path = tiny_model("gemma3")
+    ref = LlamaReference(path)
+    prompt = tiny_prompt()
+    seq = prompt + ref.greedy(prompt, GREEDY_TOKENS)
+    want = gemma3_float64_logits(path, seq)
+    ours = nmse_rows(ferrox_logits(path, seq, want.shape[1]), want)
+    theirs = nmse_rows(ref.logits(seq), want)
+    print(f"\ntiny gemma3 vs float64 over {len(seq)} positions: ferrox worst NMSE {ours.max():.2e} "
+          f"(mean {ours.mean():.2e}), llama.cpp worst {theirs.max():.2e} (mean {theirs.mean():.2e})")
+    # The rounding budget of the llama.cpp comparison: random attention is less forgiving
+    # than trained attention, so 8-bit activations cost more here than on the 270M model;
+    # a decoder bug (window off by one, wrong rope base or layer pattern) costs > 1e-1 mean.
+    assert ours.mean() <= TINY_FLOAT64_MEAN_NMSE_MAX
+    assert ours.max() <= TINY_FLOAT64_WORST_NMSE_MAX
