@@ -1,69 +1,115 @@
 #!/usr/bin/env python3
-"""ferrox's CPU figures beside ggml's.
+"""ferrox's CPU kernels beside ggml's, measured in the same run.
 
-Runs `ferrox bench --json` (decode n=1 and prefill n=512) at 1 and 2 threads
-and prints, per kind: ferrox weight GB/s, its fraction of the memory read
-bandwidth that the same run measured, and GFLOP/s, next to ggml's figures.
+For each thread count and kind, alternately (so drift on a shared machine hits
+both alike) runs `ferrox bench --json` and bench/ggml/ggml_kernel_bench (ggml
+from the installed llama-cpp-python wheel, weights repacked where ggml does
+that), for decode (n=1, cold: both rotate over >= 1 GiB of weight copies) and
+prefill (n=512, hot). Each pair is repeated --rounds times; tables give the
+median over rounds with the min-max, ferrox's fraction of the read bandwidth
+its bench measured, and the ratio ferrox/ggml. The issue's Zen 5 ggml figures
+are printed too, for reference only: they come from another machine.
 
-ggml's figures are the ones stated in issue 3 (Zen 5, 2 vCPU, AVX-512 VNNI),
-NOT measured in this run: a same-run ggml measurement needs the
-llama-cpp-python wheel (~/.cache/ferrox/wheels), whose bundled libggml could
-be driven through ctypes; that is not done yet. The column says so.
-
-Usage: bench/cpu_vs_ggml.py [--ferrox build/cpu3/bin/ferrox] [--threads 1,2]
+Usage: bench/cpu_vs_ggml.py [--ferrox build/release/bin/ferrox] [--threads 1,2]
+       [--kinds Q8_0,Q4_K,...] [--rounds 3] [--json out.json]
 """
 import argparse
 import json
+import os
+import statistics
 import subprocess
 
-# Issue 3: ggml on Zen 5 2 vCPU. decode GB/s (n=1) and prefill GFLOP/s (n=512), {threads: value}.
-GGML_DECODE_GBS = {
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Issue 3: ggml on a Zen 5, 2 vCPU machine (not this one). {threads: value}.
+ISSUE_DECODE_GBS = {
     "Q8_0": {1: 24.9, 2: 34.7}, "Q4_0": {1: 20.9, 2: 34.1}, "Q4_K": {1: 23.4, 2: 35.6},
     "Q5_K": {1: 19.1, 2: 28.1}, "Q6_K": {1: 25.5, 2: 36.6}, "IQ4_XS": {1: 10.6, 2: 22.7},
     "Q2_K": {1: 13.9, 2: 21.0}, "Q3_K": {1: 11.9, 2: 17.8},
 }
-GGML_PREFILL_GFLOPS = {
+ISSUE_PREFILL_GFLOPS = {
     "Q8_0": {1: 126, 2: 199}, "Q4_0": {1: 240, 2: 490}, "Q4_K": {1: 199, 2: 375},
     "Q5_K": {1: 59, 2: 96}, "Q6_K": {1: 76, 2: 133},
 }
 
 
-def ferrox_bench(exe, kinds, threads, batch, shape, reps):
-    out = subprocess.run([exe, "bench", "--json", "--kinds", ",".join(kinds), "--shape", shape,
-                          "-n", str(batch), "-t", str(threads), "--reps", str(reps)],
-                         check=True, capture_output=True, text=True).stdout
+def build_ggml_bench():
+    out = subprocess.run(["bash", os.path.join(HERE, "ggml", "build.sh")], check=True,
+                         capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def ferrox_bench(exe, kind, threads, n, shape, reps):
+    cmd = [exe, "bench", "--json", "--kinds", kind, "--shape", shape, "-n", str(n), "-t", str(threads),
+           "--reps", str(reps)]
+    if n > 1:
+        cmd.append("--hot")
+    doc = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    row = doc["results"][0]
+    row["read_bw"] = doc["read_bandwidth_gb_per_s"]["median"]
+    return row
+
+
+def ggml_bench(exe, kind, threads, n, shape, reps):
+    rows, cols = shape.split("x")
+    rotate = "1024" if n == 1 else "0"
+    out = subprocess.run([exe, kind, rows, cols, str(n), str(threads), str(reps), rotate], check=True,
+                         capture_output=True, text=True).stdout
     return json.loads(out)
 
 
+def spread(values):
+    return statistics.median(values), min(values), max(values)
+
+
+def fmt(values, digits=1):
+    m, lo, hi = spread(values)
+    return f"{m:.{digits}f} [{lo:.{digits}f}-{hi:.{digits}f}]"
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ferrox", default="build/cpu3/bin/ferrox")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ferrox", default="build/release/bin/ferrox")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--shape", default="4096x4096")
-    ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--kinds", default="Q8_0,Q5_0,Q4_0,Q4_K,Q5_K,Q6_K,IQ4_XS,Q2_K,Q3_K")
+    ap.add_argument("--prefill-kinds", default="Q8_0,Q5_0,Q4_0,Q4_K,Q5_K,Q6_K")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", help="also write every measurement here")
     args = ap.parse_args()
-    kinds = args.kinds.split(",")
+    ggml = build_ggml_bench()
+    record = []
     for t in (int(x) for x in args.threads.split(",")):
-        dec = ferrox_bench(args.ferrox, kinds, t, 1, args.shape, args.reps)
-        bw = dec["read_bandwidth_gb_per_s"]["median"]
-        print(f"\n## {t} thread(s), decode n=1, {args.shape}; read bandwidth this run {bw:.1f} GB/s")
-        print("| kind | ferrox GB/s | p10-p90 ms | of read BW | ggml GB/s (issue, not same run) | ferrox/ggml |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for r in dec["results"]:
-            g = GGML_DECODE_GBS.get(r["kind"], {}).get(t)
-            ratio = f"{r['weight_gb_per_s'] / g:.2f}" if g else "-"
-            print(f"| {r['kind']} | {r['weight_gb_per_s']:.2f} | {r['p10_s']*1e3:.2f}-{r['p90_s']*1e3:.2f} | "
-                  f"{100 * r['fraction_of_read_bandwidth']:.0f}% | {g if g else '-'} | {ratio} |")
-        pre_kinds = [k for k in kinds if k in GGML_PREFILL_GFLOPS] or kinds[:1]
-        pre = ferrox_bench(args.ferrox, pre_kinds, t, 512, args.shape, 3)
-        print(f"\n## {t} thread(s), prefill n=512, {args.shape}")
-        print("| kind | ferrox GFLOP/s | ggml GFLOP/s (issue, not same run) | ferrox/ggml |")
-        print("|---|---:|---:|---:|")
-        for r in pre["results"]:
-            g = GGML_PREFILL_GFLOPS.get(r["kind"], {}).get(t)
-            ratio = f"{r['gflop_per_s'] / g:.2f}" if g else "-"
-            print(f"| {r['kind']} | {r['gflop_per_s']:.1f} | {g if g else '-'} | {ratio} |")
+        for mode, n, kinds, reps in (("decode", 1, args.kinds, 15), ("prefill", 512, args.prefill_kinds, 3)):
+            metric = "weight_gb_per_s" if n == 1 else "gflop_per_s"
+            unit = "GB/s" if n == 1 else "GFLOP/s"
+            issue = ISSUE_DECODE_GBS if n == 1 else ISSUE_PREFILL_GFLOPS
+            print(f"\n## {mode}, n={n}, {args.shape}, {t} thread(s); median [min-max] over {args.rounds} rounds")
+            print(f"| kind | ferrox {unit} | ggml {unit} (same run) | ferrox/ggml | ferrox of read BW "
+                  f"| ggml repacked | issue's Zen 5 ggml |")
+            print("|---|---:|---:|---:|---:|---|---:|")
+            for kind in kinds.split(","):
+                ours, theirs, ratios, fractions, repacked = [], [], [], [], "-"
+                for _ in range(args.rounds):
+                    f = ferrox_bench(args.ferrox, kind, t, n, args.shape, reps)
+                    g = ggml_bench(ggml, kind, t, n, args.shape, reps)
+                    if "skipped" in g:
+                        break
+                    ours.append(f[metric])
+                    theirs.append(g[metric])
+                    ratios.append(f[metric] / g[metric])
+                    fractions.append(100 * f["weight_gb_per_s"] / f["read_bw"])
+                    repacked = "yes" if g["repacked"] else "no"
+                    record.append({"mode": mode, "threads": t, "kind": kind, "ferrox": f, "ggml": g})
+                if not ours:
+                    print(f"| {kind} | - | skipped: {g['skipped']} | - | - | - | - |")
+                    continue
+                ref = issue.get(kind, {}).get(t, "-")
+                print(f"| {kind} | {fmt(ours)} | {fmt(theirs)} | {fmt(ratios, 2)} | {fmt(fractions, 0)}% "
+                      f"| {repacked} | {ref} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(record, out, indent=1)
 
 
 if __name__ == "__main__":
