@@ -54,6 +54,13 @@ class ByteReader {
 
     // A GGUF string: uint64 length, then that many bytes (not NUL-terminated).
     Expected<std::string> read_string(std::string_view what) {
+        auto view = read_string_view(what);
+        if (!view) return view.error();
+        return std::string(*view);
+    }
+
+    // The same, viewed in place (valid as long as the bytes are).
+    Expected<std::string_view> read_string_view(std::string_view what) {
         const uint64_t at = offset_;
         auto length = read<uint64_t>(what);
         if (!length) return length.error();
@@ -63,7 +70,7 @@ class ByteReader {
                                 *length, remaining()));
         auto raw = take(*length, what);
         if (!raw) return raw.error();
-        return std::string(reinterpret_cast<const char*>(raw->data()), raw->size());
+        return std::string_view(reinterpret_cast<const char*>(raw->data()), raw->size());
     }
 
   private:

@@ -227,13 +227,19 @@ class Parser {
                                       key, *count, value_type_name(*element), reader_.remaining()));
 
         if (*element == ValueType::String) {
-            std::vector<std::string> strings;
+            // Straight into one buffer: no std::string per element, even for a moment.
+            std::string pool;
+            std::vector<uint64_t> ends;
+            ends.reserve(*count);
+            // Named once, not per element (the error gives the offset).
+            const std::string what = fmt::format("a string in the array of key '{}'", key);
             for (uint64_t i = 0; i < *count; ++i) {
-                auto text = reader_.read_string(fmt::format("string #{} of key '{}'", i, key));
+                auto text = reader_.read_string_view(what);
                 if (!text) return text.error();
-                strings.push_back(std::move(*text));
+                pool += *text;
+                ends.push_back(pool.size());
             }
-            return Array::of_strings(std::move(strings));
+            return Array::of_string_pool(std::move(pool), std::move(ends));
         }
         if (*element == ValueType::Array) {
             std::vector<Array> arrays;

@@ -42,12 +42,32 @@ Array Array::of_scalars(ValueType type, uint64_t count, std::vector<std::byte> p
     return array;
 }
 
-Array Array::of_strings(std::vector<std::string> strings) {
+Array Array::of_strings(const std::vector<std::string>& strings) {
+    std::string pool;
+    std::vector<uint64_t> ends;
+    ends.reserve(strings.size());
+    for (const std::string& s : strings) {
+        pool += s;
+        ends.push_back(pool.size());
+    }
+    return of_string_pool(std::move(pool), std::move(ends));
+}
+
+Array Array::of_string_pool(std::string pool, std::vector<uint64_t> ends) {
     Array array;
     array.element_type_ = ValueType::String;
-    array.size_ = strings.size();
-    array.strings_ = std::move(strings);
+    array.size_ = ends.size();
+    array.string_pool_ = std::move(pool);
+    array.string_ends_ = std::move(ends);
     return array;
+}
+
+std::vector<std::string> Array::strings() const {
+    std::vector<std::string> out;
+    if (element_type_ != ValueType::String) return out;
+    out.reserve(size_);
+    for (uint64_t i = 0; i < size_; ++i) out.emplace_back(string_at(i));
+    return out;
 }
 
 Array Array::of_arrays(std::vector<Array> arrays) {
@@ -78,7 +98,7 @@ Value Array::at(uint64_t i) const {
         case ValueType::Bool:
             return scalars_[i] != std::byte{0};
         case ValueType::String:
-            return strings_[i];
+            return std::string(string_at(i));
         case ValueType::Array:
             return arrays_[i];
         case ValueType::UInt64:
