@@ -275,11 +275,63 @@ TEST_CASE("CPU matvec reads long rows of the decode kinds correctly, odd block c
         CpuRig rig(2, isa);
         std::mt19937_64 rng(test_seed(4242));
         for (ferrox_kind kind : {FERROX_KIND_Q8_0, FERROX_KIND_Q4_0, FERROX_KIND_Q5_0,
-                                 FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_Q6_K}) {
+                                 FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_Q6_K,
+                                 FERROX_KIND_Q2_K, FERROX_KIND_Q3_K, FERROX_KIND_IQ4_XS}) {
             const uint64_t cols =
                 kind_traits(static_cast<uint32_t>(kind))->block_elements == 256 ? 2816 : 1120;
             INFO(kind_name(kind) << " isa=" << isa << " cols=" << cols);
             check_product(rig, kind, random_weights(kind, 23, cols, rng), 23, cols, 1, rng);
+        }
+    }
+}
+
+TEST_CASE("CPU matvec stays exact at the extreme codes and scales of the 256-weight kinds") {
+    // The fused kernels multiply codes by activations in int16 pairs and
+    // apply the integer scales in int32: every block here takes its kind's
+    // largest |code| and |scale| (bytes set by hand, d = 1), against
+    // activation codes of +-127, the worst case for those ranges.
+    struct Extreme {
+        ferrox_kind kind;
+        std::vector<std::pair<int, int>> fills;  // {offset, byte} until the next offset
+        std::vector<int> f16_one;                // offsets of f16 fields set to 1
+    };
+    const std::vector<Extreme> cases = {
+        {FERROX_KIND_Q2_K, {{0, 0xff}}, {80, 82}},            // code 3, scale and min 15
+        {FERROX_KIND_Q3_K, {{0, 0x00}}, {108}},               // code -4, scale -32
+        {FERROX_KIND_Q4_K, {{4, 0xff}}, {0, 2}},              // code 15, scale and min 63
+        {FERROX_KIND_Q5_K, {{4, 0xff}}, {0, 2}},              // code 31, scale and min 63
+        {FERROX_KIND_Q6_K, {{0, 0x00}, {192, 0x80}}, {208}},  // code -32, scale -128
+        {FERROX_KIND_IQ4_XS, {{2, 0x00}}, {0}},               // value -127, scale -32
+    };
+    const uint64_t rows = 2, cols = 512;
+    // Q8_K gives -127 to the first value's sign, +127 to the other; pairs of
+    // one sign (the int16 worst case), and not balanced, so the sum is large.
+    std::vector<float> x(cols);
+    for (uint64_t c = 0; c < cols; ++c) x[c] = c % 4 == 3 ? -0.5f : 0.5f;
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(1, isa);
+        for (const Extreme& e : cases) {
+            const KindTraits& t = *kind_traits(static_cast<uint32_t>(e.kind));
+            std::vector<std::byte> bytes(rows * *row_bytes(e.kind, cols));
+            for (uint64_t off = 0; off < bytes.size(); off += t.block_bytes) {
+                std::byte* block = bytes.data() + off;
+                for (size_t i = 0; i < e.fills.size(); ++i) {
+                    const int end = i + 1 < e.fills.size() ? e.fills[i + 1].first
+                                                           : static_cast<int>(t.block_bytes);
+                    for (int k = e.fills[i].first; k < end; ++k)
+                        block[k] = static_cast<std::byte>(e.fills[i].second);
+                }
+                const uint16_t one = quant::fp32_to_fp16(1.0f);
+                for (int at : e.f16_one) std::memcpy(block + at, &one, 2);
+            }
+            INFO(kind_name(e.kind) << " isa=" << isa);
+            auto m = WeightMatrix::owned("w", e.kind, rows, cols, bytes);
+            REQUIRE(m.has_value());
+            std::vector<float> y(rows, NAN);
+            REQUIRE(rig.dispatch->apply(*m, "t", x, y).has_value());
+            const auto expected = reference_product(e.kind, bytes, rows, cols, x, 1, true);
+            CHECK(std::abs(expected[0]) > 1000.0f);  // the extremes did add up
+            CHECK(nmse(y, expected) < 1e-10);
         }
     }
 }
