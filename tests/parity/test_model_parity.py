@@ -297,16 +297,22 @@ def gemma3_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
     return rms(x, weight("output_norm.weight")) @ embd.T
 
 
+def float64_distances(path: pathlib.Path, ref: LlamaReference, tokens: list[int], label: str) -> np.ndarray:
+    """ferrox's NMSE per position against the float64 evaluation; llama.cpp's is printed."""
+    want = gemma3_float64_logits(path, tokens)
+    ours = nmse_rows(ferrox_logits(path, tokens, want.shape[1]), want)
+    theirs = nmse_rows(ref.logits(tokens), want)
+    print(f"\n{label} vs float64 over {len(tokens)} positions: ferrox worst NMSE {ours.max():.2e} "
+          f"(mean {ours.mean():.2e}), llama.cpp worst {theirs.max():.2e} (mean {theirs.mean():.2e})")
+    return ours
+
+
 def test_gemma3_matches_float64(gemma3):
     """Both engines against an exact float64 evaluation of the same weights: ferrox must
     sit at 8-bit activation rounding, as llama.cpp does (its distance is printed)."""
     ref = LlamaReference(gemma3)
     tokens = list(ref.llm.tokenize(b"The capital of France is a city of", add_bos=True, special=True))
-    want = gemma3_float64_logits(gemma3, tokens)
-    ours = nmse_rows(ferrox_logits(gemma3, tokens, want.shape[1]), want)
-    theirs = nmse_rows(ref.logits(tokens), want)
-    print(f"\ngemma3 vs float64 over {len(tokens)} positions: ferrox worst NMSE {ours.max():.2e} "
-          f"(mean {ours.mean():.2e}), llama.cpp worst {theirs.max():.2e} (mean {theirs.mean():.2e})")
+    ours = float64_distances(gemma3, ref, tokens, "gemma3")
     assert ours.max() <= FLOAT64_WORST_NMSE_MAX
 
 
@@ -340,11 +346,7 @@ def test_tiny_gemma3_matches_float64():
     ref = LlamaReference(path)
     prompt = tiny_prompt()
     seq = prompt + ref.greedy(prompt, GREEDY_TOKENS)
-    want = gemma3_float64_logits(path, seq)
-    ours = nmse_rows(ferrox_logits(path, seq, want.shape[1]), want)
-    theirs = nmse_rows(ref.logits(seq), want)
-    print(f"\ntiny gemma3 vs float64 over {len(seq)} positions: ferrox worst NMSE {ours.max():.2e} "
-          f"(mean {ours.mean():.2e}), llama.cpp worst {theirs.max():.2e} (mean {theirs.mean():.2e})")
+    ours = float64_distances(path, ref, seq, "tiny gemma3")
     # The rounding budget of the llama.cpp comparison: random attention is less forgiving
     # than trained attention, so 8-bit activations cost more here than on the 270M model;
     # a decoder bug (window off by one, wrong rope base or layer pattern) costs > 1e-1 mean.
