@@ -56,7 +56,8 @@ struct KindSummary {
     uint64_t tensors = 0, bytes = 0, elements = 0;
 };
 
-int run(const CommonOptions& common, const std::string& path, bool json) {
+int run(const CommonOptions& common, const std::string& path, bool json,
+        const std::string& kv_type) {
     auto file = gguf::File::open(path);
     if (!file) {
         logger().error("{}", file.error().message());
@@ -83,7 +84,7 @@ int run(const CommonOptions& common, const std::string& path, bool json) {
     if (hp) {
         auto uses = model::weight_uses(*file, *hp);
         if (uses)
-            model::probe_weights(*uses, dispatcher);
+            model::probe_weights(*uses, dispatcher, kind_traits(kv_type)->id);
         else
             model_error = uses.error().message();
     } else {
@@ -152,9 +153,13 @@ Command add_inspect_command(CLI::App& app, CommonOptions& common) {
         "inspect", "Show a GGUF model's metadata, tensors and the kernels each weight will use");
     auto path = std::make_shared<std::string>();
     auto json = std::make_shared<bool>(false);
+    auto kv_type = std::make_shared<std::string>("f32");
     cmd->add_option("model", *path, "GGUF model file")->required();
     cmd->add_flag("--json", *json, "Print one JSON object instead of tables");
-    return {cmd, [path, json, &common]() { return run(common, *path, *json); }};
+    cmd->add_option("--kv-type", *kv_type,
+                    "KV cache kind whose attention kernel to report: f32 or f16")
+        ->check(CLI::IsMember({"f32", "f16"}, CLI::ignore_case));
+    return {cmd, [path, json, kv_type, &common]() { return run(common, *path, *json, *kv_type); }};
 }
 
 }  // namespace ferrox::cli

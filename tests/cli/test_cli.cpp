@@ -179,8 +179,12 @@ TEST_CASE("run needs one prompt source and names a prompt file it cannot read") 
     CHECK_THAT(missing.err, Catch::Contains("/nonexistent/prompt.txt"));
 }
 
-TEST_CASE("run refuses a KV cache kind it does not offer and lists the choices") {
-    const auto r = run_ferrox("run -m /nonexistent/model.gguf -p hi --kv-type q8_0");
-    CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Catch::Contains("f32") && Catch::Contains("f16"));
+TEST_CASE("run and inspect refuse a KV cache kind they do not offer and list the choices") {
+    for (const char* args : {"run -m /nonexistent/model.gguf -p hi --kv-type q8_0",
+                             "inspect /nonexistent/model.gguf --kv-type q8_0"}) {
+        const auto r = run_ferrox(args);
+        INFO(args);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Catch::Contains("f32") && Catch::Contains("f16"));
+    }
 }
