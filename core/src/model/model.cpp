@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <span>
 
 #include "ferrox/log.h"
 #include "ferrox/model/ops.h"
@@ -17,8 +18,11 @@ namespace ferrox::model {
 
 // Buffers sized once for `max_batch` positions: no allocation per token.
 struct Scratch {
-    std::vector<float> x, xn, q, k, v, att, o, gate, up, ffn, router, expert_gate, expert_up,
-        expert_down, scores;
+    std::vector<float> x, xn, router, expert_gate, expert_up, expert_down, scores;
+    // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
+    // live at the same time, so the two blocks lay themselves out in one buffer.
+    std::vector<float> blocks;
+    std::span<float> q, k, v, att, o, gate, up, ffn;
     std::vector<float> rope_cos[2], rope_sin[2];  // [global, local][position][head_dim / 2]
     std::vector<uint32_t> expert_order;           // router ranking, n_expert
 };
@@ -274,14 +278,22 @@ struct Model::Impl {
         const size_t ff = std::max<size_t>(hp.n_ff, 1);
         s.x.assign(b * hp.n_embd, 0);
         s.xn.assign(b * hp.n_embd, 0);
-        s.q.assign(b * q_dim(), 0);
-        s.k.assign(b * k_dim(), 0);
-        s.v.assign(b * v_dim(), 0);
-        s.att.assign(b * o_dim(), 0);
-        s.o.assign(b * hp.n_embd, 0);
-        s.gate.assign(b * ff, 0);
-        s.up.assign(b * ff, 0);
-        s.ffn.assign(b * hp.n_embd, 0);
+        s.blocks.assign(b * block_floats(), 0);
+        std::span<float> rest = s.blocks;
+        const auto carve = [&rest](size_t floats) {
+            std::span<float> part = rest.first(floats);
+            rest = rest.subspan(floats);
+            return part;
+        };
+        s.q = carve(b * q_dim());
+        s.k = carve(b * k_dim());
+        s.v = carve(b * v_dim());
+        s.att = carve(b * o_dim());
+        s.o = carve(b * hp.n_embd);
+        rest = s.blocks;  // the FFN block starts over
+        s.gate = carve(b * ff);
+        s.up = carve(b * ff);
+        s.ffn = carve(b * hp.n_embd);
         s.router.assign(hp.n_expert, 0);
         s.expert_order.assign(hp.n_expert, 0);
         s.expert_gate.assign(hp.n_ff_expert, 0);
@@ -302,11 +314,17 @@ struct Model::Impl {
         }
     }
 
+    // Per position: the larger of the attention block's and the FFN's buffers.
+    uint64_t block_floats() const {
+        const uint64_t attention = q_dim() + k_dim() + v_dim() + o_dim() + hp.n_embd;
+        const uint64_t ffn = 2 * std::max<uint64_t>(hp.n_ff, 1) + hp.n_embd;
+        return std::max(attention, ffn);
+    }
+
     uint64_t scratch_bytes() const {
         const uint64_t b = max_batch;
         const uint64_t floats =
-            b * (4 * uint64_t{hp.n_embd} + q_dim() + k_dim() + v_dim() + o_dim() +
-                 2 * std::max<uint64_t>(hp.n_ff, 1) + 2 * uint64_t{hp.head_dim_k}) +
+            b * (2 * uint64_t{hp.n_embd} + block_floats() + 2 * uint64_t{hp.head_dim_k}) +
             hp.n_expert + 2 * uint64_t{hp.n_ff_expert} + hp.n_embd + context;
         return floats * sizeof(float);
     }
