@@ -156,7 +156,8 @@ struct Model::Impl {
         }
     }
 
-    size_t kv_element_bytes() const { return kv_kind == FERROX_KIND_F16 ? 2 : 4; }
+    // F32 and F16 are one-element blocks: the kind table's block size is the element's.
+    size_t kv_element_bytes() const { return kind_traits(kv_kind)->block_bytes; }
 
     // Writes one K or V row (`row.size()` values at element `offset`) in the cache's kind.
     void store_kv(std::byte* cache, uint64_t offset, std::span<const float> row) const {

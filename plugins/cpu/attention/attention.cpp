@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "ferrox/quant_kind.h"
+
 namespace ferrox::cpu {
 namespace {
 
@@ -34,8 +36,8 @@ uint32_t splits_for(const ferrox_attention_desc& d, unsigned threads) {
 
 // Element `index` of a cache of the descriptor's kind.
 const void* element(const void* cache, size_t index, const ferrox_attention_desc& d) {
-    const size_t bytes = d.kv_kind == FERROX_KIND_F16 ? 2 : 4;
-    return static_cast<const std::byte*>(cache) + index * bytes;
+    // F32 and F16 are one-element blocks: the kind table's block size is the element's.
+    return static_cast<const std::byte*>(cache) + index * kind_traits(d.kv_kind)->block_bytes;
 }
 
 }  // namespace
