@@ -1,6 +1,7 @@
 #include "model_session.h"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include "ferrox/log.h"
@@ -30,6 +31,10 @@ void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
     cmd.add_option("--kv-type", choices.kv_type,
                    "KV cache element kind: f32 (default, exact) or f16 (half the memory)")
         ->check(CLI::IsMember({"f32", "f16"}, CLI::ignore_case));
+    cmd.add_option("--resident", choices.resident,
+                   "auto (default): keep the whole forward pass on the first backend when it "
+                   "has every kernel (ABI 1.2); off: activations in host memory")
+        ->check(CLI::IsMember({"auto", "off"}, CLI::ignore_case));
 }
 
 Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,
@@ -63,6 +68,16 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
             context, train->n_ctx_train, path, train->n_ctx_train);
     options.context = context;
     options.kv_kind = kind_traits(choices.kv_type)->id;
+    std::string resident = choices.resident;
+    for (char& c : resident) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    options.allow_resident = resident != "off";
+    // Progress while weights move to a device: a line per tenth on stderr.
+    options.on_upload = [last = -1](uint64_t done, uint64_t total) mutable {
+        const int tenth = total ? static_cast<int>(done * 10 / total) : 10;
+        if (tenth == last) return;
+        last = tenth;
+        logger().info("uploading weights: {} of {} MiB", done >> 20, total >> 20);
+    };
     auto m = model::Model::load(*ms.file, *ms.dispatcher, *ms.registry, options);
     if (!m) return m.error();
     ms.model = std::move(*m);

@@ -28,12 +28,13 @@ struct ModelSession {
 
 // What every command that loads a model lets the user choose.
 struct ModelChoices {
-    unsigned threads = 0;         // > 0 overrides cpu.threads
-    uint32_t context = 0;         // 0: min(4096, training context)
-    std::string kv_type = "f32";  // the KV cache's element kind: f32 or f16
+    unsigned threads = 0;           // > 0 overrides cpu.threads
+    uint32_t context = 0;           // 0: min(4096, training context)
+    std::string kv_type = "f32";    // the KV cache's element kind: f32 or f16
+    std::string resident = "auto";  // auto | off: may the forward pass live on a device
 };
 
-// Registers -t/--threads, -c/--ctx-size and --kv-type on `cmd`.
+// Registers -t/--threads, -c/--ctx-size, --kv-type and --resident on `cmd`.
 void add_model_choices(CLI::App& cmd, ModelChoices& choices);
 
 Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,

@@ -81,12 +81,16 @@ int run(const CommonOptions& common, const std::string& path, bool json,
     Dispatcher dispatcher(session->plugins.selected(), registry);
     auto hp = model::read_hparams(*file);
     std::string model_error;
+    model::Residency residency;
     if (hp) {
         auto uses = model::weight_uses(*file, *hp);
-        if (uses)
-            model::probe_weights(*uses, dispatcher, kind_traits(kv_type)->id);
+        auto probed =
+            uses ? model::probe_model(*file, *hp, *uses, dispatcher, kind_traits(kv_type)->id)
+                 : Expected<model::Residency>(uses.error());
+        if (probed)
+            residency = std::move(*probed);
         else
-            model_error = uses.error().message();
+            model_error = probed.error().message();
     } else {
         model_error = hp.error().message();
     }
@@ -102,7 +106,10 @@ int run(const CommonOptions& common, const std::string& path, bool json,
             doc["tensor_kinds"][name] = {
                 {"tensors", k.tensors}, {"bytes", k.bytes}, {"elements", k.elements}};
         doc["tensor_count"] = file->tensors().size();
-        if (!model_error.empty()) doc["model_error"] = model_error;
+        if (!model_error.empty())
+            doc["model_error"] = model_error;
+        else
+            doc["residency"] = {{"resident", residency.resident}, {"reason", residency.reason}};
         doc["kernels"] = nlohmann::json::array();
         for (const auto& e : report.entries)
             doc["kernels"].push_back({{"backend", e.key.backend},
@@ -141,6 +148,11 @@ int run(const CommonOptions& common, const std::string& path, bool json,
                      std::string(kind_name(e.key.kind)), std::string(outcome_name(e.outcome)),
                      e.detail, std::to_string(e.count)});
     std::cout << render_table(k);
+    std::cout << (residency.resident
+                      ? fmt::format("forward pass: resident on the {} backend\n",
+                                    session->config.backend_order.front())
+                      : fmt::format("forward pass: activations in host memory ({})\n",
+                                    residency.reason));
     std::cout << fmt::format("{} entries, {} not hits, {} violations\n", report.entries.size(),
                              report.misses.size(), report.violations.size());
     return kExitOk;

@@ -189,7 +189,12 @@ int run(const CommonOptions& common, RunOptions o) {
                                             tokens.end())},
             {"prompt_tokens_per_s", prompt_tps},
             {"eval_tokens_per_s", eval_tps},
-            {"kernels", kernels}};
+            {"kernels", kernels},
+            {"resident", ms->model->residency().resident},
+            {"residency",
+             ms->model->residency().resident
+                 ? "forward pass resident on " + ms->dispatcher->backends().front()->name()
+                 : "activations in host memory: " + ms->model->residency().reason}};
         std::cout << doc.dump(2) << "\n";
     }
     return kExitOk;

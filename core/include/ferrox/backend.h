@@ -58,6 +58,31 @@ class FERROX_API Backend {
     bool has_attention() const;
     Expected<void> attention(const ferrox_attention_desc& desc);
 
+    // Since ABI 1.2: true when every resident-decoding entry (and the buffer
+    // entries they work on) is present, so a forward pass can live here.
+    bool has_resident() const;
+    Expected<ferrox_buffer*> buffer_alloc(uint64_t bytes);
+    void buffer_free(ferrox_buffer* buffer);
+    Expected<void> upload(ferrox_buffer* buffer, uint64_t offset, const void* src, uint64_t bytes);
+    // Waits for all work called before it (ABI 1.2: entries are asynchronous).
+    Expected<void> download(const ferrox_buffer* buffer, uint64_t offset, void* dst,
+                            uint64_t bytes);
+    Expected<void> project(const ferrox_weight* weight, ferrox_tensor x, uint64_t n,
+                           ferrox_tensor y);
+    Expected<void> rms_norm(ferrox_tensor x, ferrox_tensor gamma, uint64_t rows, uint32_t dim,
+                            float eps, ferrox_tensor y);
+    Expected<void> rope(ferrox_tensor x, ferrox_tensor cos, ferrox_tensor sin, uint32_t n_pos,
+                        uint32_t n_heads, uint32_t head_dim, bool neox);
+    Expected<void> add(ferrox_tensor dst, ferrox_tensor src, uint64_t rows, uint32_t dim,
+                       uint64_t src_stride, float alpha);
+    Expected<void> glu(ferrox_glu_kind kind, ferrox_tensor gate, ferrox_tensor up, uint64_t count);
+    Expected<void> convert(ferrox_tensor src, ferrox_tensor dst, ferrox_kind dst_kind,
+                           uint64_t count);
+    Expected<void> get_rows(const ferrox_weight* weight, const int32_t* ids, uint64_t n,
+                            float scale, ferrox_tensor out);
+    Expected<void> attention_resident(const ferrox_attention_desc& desc, ferrox_tensor q,
+                                      ferrox_tensor keys, ferrox_tensor values, ferrox_tensor out);
+
     const ferrox_backend& raw() const { return *raw_; }
 
   private:

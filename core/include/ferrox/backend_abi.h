@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 1u
+#define FERROX_ABI_VERSION_MINOR 2u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -103,7 +103,8 @@ typedef enum ferrox_op {
     FERROX_OP_MUL = 8,
     FERROX_OP_SOFTMAX = 9,
     FERROX_OP_GET_ROWS = 10,
-    FERROX_OP_COUNT = 11
+    FERROX_OP_CONVERT = 11, /* since 1.2: f32 rows into a KV cache of some kind */
+    FERROX_OP_COUNT = 12    /* grows with the list: treat ops >= your own count as unknown */
 } ferrox_op;
 
 /* ---- logging and registry callbacks the core lends to a plugin ---------- */
@@ -222,6 +223,20 @@ typedef struct ferrox_attention_desc {
     float* out;          /* [n_query][n_head * head_dim_v] */
 } ferrox_attention_desc;
 
+/* since 1.2: a run of f32 values (or, for a KV cache, values of its kind)
+ * inside a buffer the backend allocated with buffer_alloc; `offset` is in
+ * bytes from the buffer's start. */
+typedef struct ferrox_tensor {
+    ferrox_buffer* buffer;
+    uint64_t offset;
+} ferrox_tensor;
+
+/* since 1.2: the GLU variants of the `glu` entry. */
+typedef enum ferrox_glu_kind {
+    FERROX_GLU_SWIGLU = 0, /* gate = silu(gate) * up */
+    FERROX_GLU_GEGLU = 1   /* gate = gelu_tanh(gate) * up */
+} ferrox_glu_kind;
+
 /* ---- the backend: a table of entries over the plugin's own context ------ */
 
 typedef struct ferrox_backend ferrox_backend;
@@ -283,6 +298,64 @@ struct ferrox_backend {
      * NULL (or a 1.0 plugin): the core runs it itself. */
     ferrox_status (*attention)(ferrox_backend* backend, const ferrox_attention_desc* desc,
                                ferrox_message* error);
+
+    /* since 1.2: resident decoding ----------------------------------------
+     * A backend that fills every entry below keeps a whole forward pass in
+     * its own buffers: activations, KV cache, norm weights and biases. The
+     * core uploads token ids and RoPE angles and downloads logits (and MoE
+     * router scores); nothing else crosses per step. Entries are executed in
+     * call order (one stream) and may return before the work has run;
+     * buffer_download waits for everything called before it, and reports an
+     * asynchronous failure of earlier work. All tensors are f32 unless a
+     * kind is given. Each entry's kernel is named by kernel_for():
+     *   project      MATVEC (n == 1) or GEMM (n > 1), weight kind
+     *   rms_norm     RMS_NORM, F32      rope    ROPE, F32
+     *   add          ADD, F32           glu     SWIGLU or GEGLU, F32
+     *   convert      CONVERT, dst_kind  get_rows GET_ROWS, weight kind
+     *   attention_resident  ATTENTION, kv_kind
+     * A NULL entry (or a table too short to hold it) means the core keeps
+     * activations in host memory and uses the 1.0/1.1 entries. */
+
+    /* Y[n][rows] = X[n][cols] W^T. */
+    ferrox_status (*project)(ferrox_backend* backend, const ferrox_weight* weight, ferrox_tensor x,
+                             uint64_t n, ferrox_tensor y, ferrox_message* error);
+    /* For each of `rows` rows of `dim`: y = x / sqrt(mean(x^2) + eps) * gamma,
+     * gamma holding `dim` values; y may be x. */
+    ferrox_status (*rms_norm)(ferrox_backend* backend, ferrox_tensor x, ferrox_tensor gamma,
+                              uint64_t rows, uint32_t dim, float eps, ferrox_tensor y,
+                              ferrox_message* error);
+    /* Rotates x = [n_pos][n_heads][head_dim] in place with the angles of
+     * position p: cos, sin = [n_pos][head_dim / 2]. neox == 0 rotates pairs
+     * (2i, 2i + 1), neox != 0 pairs (i, i + head_dim / 2), both by angle i:
+     * (a, b) -> (a cos - b sin, a sin + b cos). */
+    ferrox_status (*rope)(ferrox_backend* backend, ferrox_tensor x, ferrox_tensor cos,
+                          ferrox_tensor sin, uint32_t n_pos, uint32_t n_heads, uint32_t head_dim,
+                          uint32_t neox, ferrox_message* error);
+    /* dst[r][i] += alpha * src[r * src_stride + i] for r < rows, i < dim;
+     * src_stride (in elements) 0 adds the same row to every row (a bias). */
+    ferrox_status (*add)(ferrox_backend* backend, ferrox_tensor dst, ferrox_tensor src,
+                         uint64_t rows, uint32_t dim, uint64_t src_stride, float alpha,
+                         ferrox_message* error);
+    /* gate[i] = act(gate[i]) * up[i] for i < count. GEGLU rounds like
+     * llama.cpp's CPU backend where it can (gelu of the f16-rounded input). */
+    ferrox_status (*glu)(ferrox_backend* backend, ferrox_glu_kind kind, ferrox_tensor gate,
+                         ferrox_tensor up, uint64_t count, ferrox_message* error);
+    /* dst[i] = src[i] (f32) stored as dst_kind (F32, or F16 round-to-nearest-even). */
+    ferrox_status (*convert)(ferrox_backend* backend, ferrox_tensor src, ferrox_tensor dst,
+                             ferrox_kind dst_kind, uint64_t count, ferrox_message* error);
+    /* out[i] = scale * dequantized row ids[i] of `weight`, for i < n; `ids`
+     * is host memory, valid for the call only; the backend rejects an id
+     * outside [0, rows). */
+    ferrox_status (*get_rows)(ferrox_backend* backend, const ferrox_weight* weight,
+                              const int32_t* ids, uint64_t n, float scale, ferrox_tensor out,
+                              ferrox_message* error);
+    /* Attention as ferrox_attention_desc describes (its pointer members are
+     * ignored) over resident q, cache and output tensors; keys and values
+     * hold kv_kind elements. */
+    ferrox_status (*attention_resident)(ferrox_backend* backend,
+                                        const ferrox_attention_desc* desc, ferrox_tensor q,
+                                        ferrox_tensor keys, ferrox_tensor values,
+                                        ferrox_tensor out, ferrox_message* error);
 };
 
 /* ---- the two exported entries ------------------------------------------- */

@@ -64,6 +64,22 @@ class FERROX_API Dispatcher {
                              const std::function<void()>& host_fallback);
 
     static constexpr std::string_view kHostAttention = "core host attention (1 thread)";
+    static constexpr std::string_view kResidentOnlyAttention =
+        "attends only over its own KV cache (ABI 1.2 resident decoding)";
+
+    // Resident decoding (ABI 1.2): a forward pass whose activations and KV
+    // cache live in the first backend's buffers. Only that backend is asked:
+    // a missing kernel there is not handed on but keeps the model on host memory.
+    bool resident_capable() const;
+    Backend& resident_backend() const { return *backends_.front(); }
+    Plan plan_resident(ferrox_op op, ferrox_kind kind) const;
+    void probe_resident(ferrox_op op, ferrox_kind kind, std::string_view role,
+                        std::source_location site = std::source_location::current());
+    // Records a resident op at dispatch; an error when the backend lacks it.
+    Expected<void> resident_step(ferrox_op op, ferrox_kind kind, std::string_view role);
+    // Y[n][rows] = X[n][cols] W^T on resident tensors (MATVEC for n == 1).
+    Expected<void> project_resident(const WeightMatrix& weight, std::string_view role,
+                                    ferrox_tensor x, uint64_t n, ferrox_tensor y);
 
   private:
     void record(Phase phase, ferrox_op op, ferrox_kind kind, std::string_view role,

@@ -41,6 +41,12 @@ Plan Dispatcher::plan(ferrox_op op, ferrox_kind kind) const {
             plan.runner = i;
             return plan;
         }
+        // A 1.2 backend may attend only over its own (resident) KV cache; a
+        // 1.0 table naming a kernel it has no entry for is a plain miss.
+        if (!choice.kernel.empty() && b.has_resident()) {
+            plan.steps.push_back({i, Outcome::ByDesign, std::string(kResidentOnlyAttention)});
+            continue;
+        }
         // A backend's own fallbacks: GEMM as repeated MATVEC when it can matvec
         // this kind, MATVEC by some slower path of its own.
         const bool can_matvec =
@@ -97,6 +103,52 @@ Expected<void> Dispatcher::attention(const ferrox_attention_desc& desc, std::str
     if (p.runner) return backends_[*p.runner]->attention(desc);
     host_fallback();
     return {};
+}
+
+bool Dispatcher::resident_capable() const {
+    return !backends_.empty() && backends_.front()->has_resident();
+}
+
+Plan Dispatcher::plan_resident(ferrox_op op, ferrox_kind kind) const {
+    Plan plan;
+    if (!resident_capable()) return plan;
+    const Backend& b = *backends_.front();
+    if (const KernelChoice choice = b.kernel_for(op, kind); !choice.kernel.empty()) {
+        plan.steps.push_back({0, Outcome::Hit, std::string(choice.kernel)});
+        plan.runner = 0;
+    } else if (op == FERROX_OP_GEMM && !b.kernel_for(FERROX_OP_MATVEC, kind).kernel.empty() &&
+               !b.gemm_fallback().empty()) {
+        plan.steps.push_back({0, Outcome::Miss, std::string(b.gemm_fallback())});
+        plan.runner = 0;
+    } else {
+        plan.steps.push_back({0, Outcome::Miss, "nothing: no resident kernel"});
+    }
+    return plan;
+}
+
+void Dispatcher::probe_resident(ferrox_op op, ferrox_kind kind, std::string_view role,
+                                std::source_location site) {
+    record(Phase::Probe, op, kind, role, plan_resident(op, kind), site);
+}
+
+Expected<void> Dispatcher::resident_step(ferrox_op op, ferrox_kind kind, std::string_view role) {
+    const Plan p = plan_resident(op, kind);
+    record(Phase::Dispatch, op, kind, role, p, std::source_location::current());
+    if (!p.runner)
+        return make_error("{}: the resident backend has no {} kernel for {}", role, op_name(op),
+                          kind_name(kind));
+    return {};
+}
+
+Expected<void> Dispatcher::project_resident(const WeightMatrix& weight, std::string_view role,
+                                            ferrox_tensor x, uint64_t n, ferrox_tensor y) {
+    if (n == 0) return {};
+    if (auto r = resident_step(n == 1 ? FERROX_OP_MATVEC : FERROX_OP_GEMM, weight.kind(), role); !r)
+        return make_error("{}: {}", weight.name(), r.error().message());
+    const auto& backend = backends_.front();
+    auto handle = weight.prepared_on(backend);
+    if (!handle) return handle.error();
+    return backend->project(*handle, x, n, y);
 }
 
 Expected<size_t> Dispatcher::runner_for(ferrox_op op, const WeightMatrix& weight,

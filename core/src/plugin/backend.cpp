@@ -34,6 +34,19 @@ Error missing_entry(std::string_view backend, std::string_view entry) {
     return make_error("{} backend does not provide '{}'", backend, entry);
 }
 
+// Calls entry `fn` of `raw` (named `entry` in errors) with `args` and a
+// message buffer, after checking the plugin's table covers it. `fn` must be
+// the member itself (a reference): covers() measures its offset in the table.
+template <class Fn, class... Args>
+Expected<void> call_entry(ferrox_backend& raw, const std::string& backend, std::string_view entry,
+                          const Fn& fn, Args... args) {
+    if (!callable(raw, fn)) return missing_entry(backend, entry);
+    ferrox_message message{};
+    const ferrox_status s = fn(&raw, args..., &message);
+    if (s != FERROX_OK) return plugin_error(backend, entry, s, message);
+    return {};
+}
+
 void host_log(void* context, ferrox_log_level level, const char* message) {
     const auto* host = static_cast<const HostContext*>(context);
     const auto spd = static_cast<spdlog::level::level_enum>(
@@ -156,6 +169,82 @@ Expected<void> Backend::attention(const ferrox_attention_desc& desc) {
     const ferrox_status s = raw_->attention(raw_, &desc, &message);
     if (s != FERROX_OK) return plugin_error(name_, "attention", s, message);
     return {};
+}
+
+bool Backend::has_resident() const {
+    const ferrox_backend& b = *raw_;
+    return callable(b, b.buffer_alloc) && callable(b, b.buffer_free) &&
+           callable(b, b.buffer_upload) && callable(b, b.buffer_download) &&
+           callable(b, b.project) && callable(b, b.rms_norm) && callable(b, b.rope) &&
+           callable(b, b.add) && callable(b, b.glu) && callable(b, b.convert) &&
+           callable(b, b.get_rows) && callable(b, b.attention_resident);
+}
+
+Expected<ferrox_buffer*> Backend::buffer_alloc(uint64_t bytes) {
+    ferrox_buffer* buffer = nullptr;
+    auto r = call_entry(*raw_, name_, "buffer_alloc", raw_->buffer_alloc, bytes, &buffer);
+    if (!r) return r.error();
+    if (!buffer) return make_error("{} backend: buffer_alloc returned no handle", name_);
+    return buffer;
+}
+
+void Backend::buffer_free(ferrox_buffer* buffer) {
+    if (buffer && callable(*raw_, raw_->buffer_free)) raw_->buffer_free(raw_, buffer);
+}
+
+Expected<void> Backend::upload(ferrox_buffer* buffer, uint64_t offset, const void* src,
+                               uint64_t bytes) {
+    return call_entry(*raw_, name_, "buffer_upload", raw_->buffer_upload, buffer, offset, src,
+                      bytes);
+}
+
+Expected<void> Backend::download(const ferrox_buffer* buffer, uint64_t offset, void* dst,
+                                 uint64_t bytes) {
+    return call_entry(*raw_, name_, "buffer_download", raw_->buffer_download, buffer, offset, dst,
+                      bytes);
+}
+
+Expected<void> Backend::project(const ferrox_weight* weight, ferrox_tensor x, uint64_t n,
+                                ferrox_tensor y) {
+    return call_entry(*raw_, name_, "project", raw_->project, weight, x, n, y);
+}
+
+Expected<void> Backend::rms_norm(ferrox_tensor x, ferrox_tensor gamma, uint64_t rows, uint32_t dim,
+                                 float eps, ferrox_tensor y) {
+    return call_entry(*raw_, name_, "rms_norm", raw_->rms_norm, x, gamma, rows, dim, eps, y);
+}
+
+Expected<void> Backend::rope(ferrox_tensor x, ferrox_tensor cos, ferrox_tensor sin, uint32_t n_pos,
+                             uint32_t n_heads, uint32_t head_dim, bool neox) {
+    return call_entry(*raw_, name_, "rope", raw_->rope, x, cos, sin, n_pos, n_heads, head_dim,
+                      neox ? 1u : 0u);
+}
+
+Expected<void> Backend::add(ferrox_tensor dst, ferrox_tensor src, uint64_t rows, uint32_t dim,
+                            uint64_t src_stride, float alpha) {
+    return call_entry(*raw_, name_, "add", raw_->add, dst, src, rows, dim, src_stride, alpha);
+}
+
+Expected<void> Backend::glu(ferrox_glu_kind kind, ferrox_tensor gate, ferrox_tensor up,
+                            uint64_t count) {
+    return call_entry(*raw_, name_, "glu", raw_->glu, kind, gate, up, count);
+}
+
+Expected<void> Backend::convert(ferrox_tensor src, ferrox_tensor dst, ferrox_kind dst_kind,
+                                uint64_t count) {
+    return call_entry(*raw_, name_, "convert", raw_->convert, src, dst, dst_kind, count);
+}
+
+Expected<void> Backend::get_rows(const ferrox_weight* weight, const int32_t* ids, uint64_t n,
+                                 float scale, ferrox_tensor out) {
+    return call_entry(*raw_, name_, "get_rows", raw_->get_rows, weight, ids, n, scale, out);
+}
+
+Expected<void> Backend::attention_resident(const ferrox_attention_desc& desc, ferrox_tensor q,
+                                           ferrox_tensor keys, ferrox_tensor values,
+                                           ferrox_tensor out) {
+    return call_entry(*raw_, name_, "attention_resident", raw_->attention_resident, &desc, q, keys,
+                      values, out);
 }
 
 }  // namespace ferrox

@@ -19,6 +19,8 @@ struct CapacityInputs {
     uint32_t kv_element_bytes = 4;  // 4 for an f32 cache, 2 for f16
     uint64_t scratch_bytes = 0;
     uint64_t available_bytes = 0;  // MemAvailable
+    // What available_bytes is, for the refusal: "MemAvailable", or a device's free memory.
+    std::string available_what = "MemAvailable";
 };
 
 struct CapacityPlan {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,6 +36,20 @@ FERROX_API Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, 
 FERROX_API void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher,
                               ferrox_kind kv_kind = FERROX_KIND_F32);
 
+// Where a model's forward pass lives: in the first backend's buffers
+// (resident decoding, ABI 1.2) or in host memory; `reason` says why not.
+struct Residency {
+    bool resident = false;
+    std::string reason;
+};
+
+// Decides residency for this model and records what every op will use: the
+// weight products and attention (host memory), or every op of the forward
+// pass on the resident backend. Model::load and `ferrox inspect` both call it.
+FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
+                                           std::span<const WeightUse> uses, Dispatcher& dispatcher,
+                                           ferrox_kind kv_kind, bool allow_resident = true);
+
 struct ModelOptions {
     uint32_t context = 4096;   // KV cache positions; 0: the training context
     uint32_t max_batch = 256;  // positions per forward chunk (scratch is sized for it)
@@ -44,6 +59,11 @@ struct ModelOptions {
     ferrox_kind kv_kind = FERROX_KIND_F32;
     // Memory the capacity plan checks against; 0: MemAvailable.
     uint64_t available_bytes = 0;
+    // Keep the forward pass on the first backend when it can (ABI 1.2);
+    // false keeps activations in host memory whatever the backend.
+    bool allow_resident = true;
+    // Called while weights move to a resident backend: done and total bytes.
+    std::function<void(uint64_t, uint64_t)> on_upload;
 };
 
 class FERROX_API Model {
@@ -60,6 +80,10 @@ class FERROX_API Model {
 
     const Hparams& hparams() const;
     const CapacityPlan& capacity() const;
+    const Residency& residency() const;
+    // The device side of a resident model (weights, KV cache and scratch in
+    // the backend's memory); all zero when the model is not resident.
+    const CapacityPlan& device_capacity() const;
     uint32_t context() const;
     uint64_t vocab() const;
 

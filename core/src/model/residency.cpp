@@ -1,0 +1,70 @@
+#include "residency.h"
+
+#include "ferrox/log.h"
+#include "ferrox/op.h"
+#include "ferrox/quant_kind.h"
+
+namespace ferrox::model {
+
+std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUse> uses,
+                                     ferrox_kind kv_kind, ferrox_kind embedding_kind) {
+    std::vector<ResidentOp> ops{{FERROX_OP_GET_ROWS, embedding_kind, roles::kEmbedding}};
+    for (const WeightUse& u : uses)
+        for (ferrox_op op : {FERROX_OP_MATVEC, FERROX_OP_GEMM}) ops.push_back({op, u.kind, u.role});
+    auto norm = [&](std::string_view role) {
+        ops.push_back({FERROX_OP_RMS_NORM, FERROX_KIND_F32, role});
+    };
+    norm(roles::kAttnNorm);
+    norm(roles::kFfnNorm);
+    norm(roles::kOutputNorm);
+    if (hp.qk_norm) {
+        norm(roles::kQNorm);
+        norm(roles::kKNorm);
+    }
+    if (hp.post_norms) {
+        norm(roles::kPostAttnNorm);
+        norm(roles::kPostFfwNorm);
+    }
+    ops.push_back({FERROX_OP_ROPE, FERROX_KIND_F32, roles::kRope});
+    ops.push_back({FERROX_OP_ADD, FERROX_KIND_F32, roles::kResidual});
+    if (hp.qkv_bias) ops.push_back({FERROX_OP_ADD, FERROX_KIND_F32, roles::kQkvBias});
+    if (hp.n_expert) ops.push_back({FERROX_OP_ADD, FERROX_KIND_F32, roles::kMoeCombine});
+    ops.push_back({hp.activation == FfnActivation::Silu ? FERROX_OP_SWIGLU : FERROX_OP_GEGLU,
+                   FERROX_KIND_F32, roles::kGlu});
+    ops.push_back({FERROX_OP_CONVERT, kv_kind, roles::kKvStore});
+    ops.push_back({FERROX_OP_ATTENTION, kv_kind, roles::kAttention});
+    return ops;
+}
+
+Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& dispatcher,
+                           bool allow_resident) {
+    if (dispatcher.backends().empty()) return {false, "no backend is selected"};
+    const Backend& first = *dispatcher.backends().front();
+    if (!allow_resident) return {false, "resident decoding is switched off"};
+    if (!first.has_resident())
+        return {false, fmt::format("the {} backend keeps no activations of its own (ABI 1.2 "
+                                   "resident entries absent)",
+                                   first.name())};
+    for (const ResidentOp& op : ops)
+        if (!dispatcher.plan_resident(op.op, op.kind).runner)
+            return {false, fmt::format("the {} backend has no {} kernel for {} ({})", first.name(),
+                                       op_name(op.op), kind_name(op.kind), op.role)};
+    return {true, {}};
+}
+
+Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
+                                std::span<const WeightUse> uses, Dispatcher& dispatcher,
+                                ferrox_kind kv_kind, bool allow_resident) {
+    const gguf::Tensor* embedding = file.find_tensor("token_embd.weight");
+    if (!embedding)
+        return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
+    const auto ops = resident_ops(hp, uses, kv_kind, embedding->kind());
+    Residency residency = choose_residency(ops, dispatcher, allow_resident);
+    if (residency.resident)
+        for (const ResidentOp& op : ops) dispatcher.probe_resident(op.op, op.kind, op.role);
+    else
+        probe_weights(uses, dispatcher, kv_kind);
+    return residency;
+}
+
+}  // namespace ferrox::model

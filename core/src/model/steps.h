@@ -1,0 +1,82 @@
+// Where one forward pass's activations live, and the ops that reach them.
+//
+// The decoder (model.cpp) is written once against Steps. HostSteps keeps
+// activations and the KV cache in host memory and runs weight products and
+// attention through the Dispatcher's 1.0/1.1 entries (any backend order, host
+// fallbacks). ResidentSteps keeps all of them in the first backend's buffers
+// (ABI 1.2), so a decode step moves only token ids and RoPE angles in and
+// logits out; every op it issues is recorded in the kernel registry.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "ferrox/backend_abi.h"
+#include "ferrox/dispatch.h"
+#include "ferrox/expected.h"
+#include "ferrox/gguf/file.h"
+#include "ferrox/model/hparams.h"
+#include "ferrox/weight_matrix.h"
+
+namespace ferrox::model {
+
+// A place for values: a host address (HostSteps) or a tensor in a backend
+// buffer (ResidentSteps). Offsets move both, so the decoder need not know which.
+struct Act {
+    std::byte* host = nullptr;
+    ferrox_tensor dev{nullptr, 0};
+
+    Act at_bytes(uint64_t bytes) const {
+        Act a = *this;
+        if (a.host) a.host += bytes;
+        a.dev.offset += bytes;
+        return a;
+    }
+    Act at(uint64_t floats) const { return at_bytes(floats * sizeof(float)); }
+    float* f32() const { return reinterpret_cast<float*>(host); }
+};
+
+class Steps {
+  public:
+    virtual ~Steps() = default;
+    virtual bool resident() const = 0;
+
+    // Memory for `bytes` (activations, a KV cache), left uninitialised.
+    virtual Expected<Act> allocate(uint64_t bytes) = 0;
+    // A constant vector (a norm weight, a bias) the ops may read for the
+    // model's lifetime; `values` must outlive the Steps (HostSteps uses it in place).
+    virtual Expected<Act> constant(std::span<const float> values) = 0;
+
+    virtual Expected<void> upload(std::span<const float> src, Act dst) = 0;
+    virtual Expected<void> download(Act src, std::span<float> dst) = 0;
+
+    // out[i] = scale * row ids[i] of the token embedding (ids already checked).
+    virtual Expected<void> embed(std::span<const int32_t> ids, float scale, Act out) = 0;
+    virtual Expected<void> project(const WeightMatrix& w, std::string_view role, Act x, uint32_t n,
+                                   Act y) = 0;
+    virtual Expected<void> rms_norm(std::string_view role, Act x, Act gamma, uint64_t rows,
+                                    uint32_t dim, float eps, Act y) = 0;
+    virtual Expected<void> rope(Act x, Act cos, Act sin, uint32_t n_pos, uint32_t n_heads,
+                                uint32_t head_dim, RopeStyle style) = 0;
+    // dst[r][i] += alpha * src[r * src_stride + i]; stride 0 broadcasts a row.
+    virtual Expected<void> add(std::string_view role, Act dst, Act src, uint64_t rows, uint32_t dim,
+                               uint64_t src_stride, float alpha) = 0;
+    virtual Expected<void> glu(FfnActivation act, Act gate, Act up, uint64_t count) = 0;
+    // `count` f32 values stored into a cache of `kind` at `cache`.
+    virtual Expected<void> store_kv(Act rows, Act cache, ferrox_kind kind, uint64_t count) = 0;
+    // desc's pointers are filled in by the implementation from the Acts.
+    virtual Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
+                                     Act out) = 0;
+};
+
+// `embedding`: token_embd; `embedding_matrix`: the same bytes as a matrix
+// (resident get_rows needs a prepared weight), which must outlive the Steps.
+std::unique_ptr<Steps> make_host_steps(Dispatcher& dispatcher, const gguf::Tensor& embedding,
+                                       uint32_t n_embd, uint32_t max_context);
+std::unique_ptr<Steps> make_resident_steps(Dispatcher& dispatcher,
+                                           const WeightMatrix& embedding_matrix);
+
+}  // namespace ferrox::model
