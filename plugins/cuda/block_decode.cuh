@@ -1,9 +1,11 @@
 // Device-side decoding of GGUF weight rows, 32 weights ("a granule") at a time.
 //
 // Every kind is decoded in 32-weight granules so that one kernel template
-// serves all of them: a Q8_0/Q4_0 granule is one block, a K-quant granule is
-// one 32-weight sub-block of a 256-weight super-block (sharing its scales),
-// and a float granule is 32 consecutive values (the last one may be short).
+// serves all of them: a legacy (Q4_0 .. Q8_0) or IQ4_NL granule is one block,
+// a K-quant or IQ4_XS granule is one 32-weight slice of a 256-weight
+// super-block (sharing its super-scales; for Q2_K/Q3_K, whose sub-blocks are
+// 16 weights, two sub-blocks), and a float granule is 32 consecutive values
+// (the last one may be short).
 // The math follows the `gguf` Python package's dequantizers (quants.py),
 // including its order of multiplications, so results match the reference.
 // Host-and-device code: tests/cuda runs these very decoders on the CPU and
@@ -56,6 +58,34 @@ __host__ __device__ __forceinline__ void k_scale_min(const uint8_t* scales, int 
     }
 }
 
+// Little-endian u32 from bytes: Q5_0/Q5_1's qh is only 2-byte aligned.
+__host__ __device__ __forceinline__ uint32_t load_u32(const uint8_t* p) {
+    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+           (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// The IQ4 non-linear values {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
+// 25, 38, 53, 69, 89, 113} as int8 bytes, codes 0-7 and 8-15 packed into two
+// words: constexpr scalars are usable in device code where a namespace-scope
+// array is not, and a shift keeps the lookup in registers (no local-memory
+// table). test_cuda_decode checks every code against the reference.
+inline constexpr uint64_t kIq4ValuesLow = 0xf6eaddcfbfad9881ULL;
+inline constexpr uint64_t kIq4ValuesHigh = 0x7159453526190d01ULL;
+
+__host__ __device__ __forceinline__ float iq4_value(int code) {
+    const uint64_t word = code < 8 ? kIq4ValuesLow : kIq4ValuesHigh;
+    return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (code & 7)))));
+}
+
+// Q3_K: signed 6-bit scale of 16-weight sub-block j (0..15), packed in 12
+// bytes: low nibbles in bytes 0-7 (j and j - 8 share a byte), high bit pairs
+// in bytes 8-11.
+__host__ __device__ __forceinline__ int q3_k_scale(const uint8_t* scales, int j) {
+    const int low4 = j < 8 ? scales[j] & 0x0F : scales[j - 8] >> 4;
+    const int high2 = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (low4 | (high2 << 4)) - 32;
+}
+
 template <ferrox_kind>
 inline constexpr bool kUnsupportedKind = false;
 
@@ -102,6 +132,115 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         for (int l = 0; l < 16; ++l) {
             w[l] = d * static_cast<float>((qs[l] & 0x0F) - 8);
             w[l + 16] = d * static_cast<float>((qs[l] >> 4) - 8);
+        }
+        return kGranule;
+    } else if constexpr (Kind == FERROX_KIND_Q4_1) {
+        // 20 bytes: f16 d, f16 m, 16 bytes of nibbles as Q4_0; w = (d * q) + m.
+        const uint8_t* block = row + g * 20;
+        const float d = load_f16(block);
+        const float m = load_f16(block + 2);
+        const uint8_t* qs = block + 4;
+        FERROX_UNROLL
+        for (int l = 0; l < 16; ++l) {
+            w[l] = d * static_cast<float>(qs[l] & 0x0F) + m;
+            w[l + 16] = d * static_cast<float>(qs[l] >> 4) + m;
+        }
+        return kGranule;
+    } else if constexpr (Kind == FERROX_KIND_Q5_0 || Kind == FERROX_KIND_Q5_1) {
+        // Q5_0, 22 bytes: f16 d, u32 qh, 16 bytes of nibbles; w = d * (q - 16).
+        // Q5_1, 24 bytes: f16 d, f16 m, u32 qh, nibbles; w = (d * q) + m.
+        // Bit l of qh is the fifth bit of weight l.
+        constexpr bool kHasMin = Kind == FERROX_KIND_Q5_1;
+        const uint8_t* block = row + g * (kHasMin ? 24 : 22);
+        const float d = load_f16(block);
+        [[maybe_unused]] const float m = kHasMin ? load_f16(block + 2) : 0.0f;
+        const uint32_t qh = load_u32(block + (kHasMin ? 4 : 2));
+        const uint8_t* qs = block + (kHasMin ? 8 : 6);
+        FERROX_UNROLL
+        for (int l = 0; l < 16; ++l) {
+            const int lo = (qs[l] & 0x0F) | static_cast<int>(((qh >> l) & 1u) << 4);
+            const int hi = (qs[l] >> 4) | static_cast<int>(((qh >> (l + 16)) & 1u) << 4);
+            if constexpr (kHasMin) {
+                w[l] = d * static_cast<float>(lo) + m;
+                w[l + 16] = d * static_cast<float>(hi) + m;
+            } else {
+                w[l] = d * static_cast<float>(lo - 16);
+                w[l + 16] = d * static_cast<float>(hi - 16);
+            }
+        }
+        return kGranule;
+    } else if constexpr (Kind == FERROX_KIND_IQ4_NL) {
+        // 18 bytes: f16 d, 16 bytes of nibbles (as Q4_0) indexing the IQ4
+        // values; w = d * value.
+        const uint8_t* block = row + g * 18;
+        const float d = load_f16(block);
+        const uint8_t* qs = block + 2;
+        FERROX_UNROLL
+        for (int l = 0; l < 16; ++l) {
+            w[l] = d * iq4_value(qs[l] & 0x0F);
+            w[l + 16] = d * iq4_value(qs[l] >> 4);
+        }
+        return kGranule;
+    } else if constexpr (Kind == FERROX_KIND_IQ4_XS) {
+        // 136 bytes: f16 d, u16 scales_h (2 high bits per sub-block), 4 bytes
+        // scales_l (a low nibble per sub-block), then 16 bytes of nibbles per
+        // 32-weight sub-block (as IQ4_NL). The 6-bit scale is stored + 32;
+        // w = (d * (scale - 32)) * value.
+        const uint8_t* block = row + (g / 8) * 136;
+        const int s = static_cast<int>(g % 8);
+        const float d = load_f16(block);
+        const int scales_h = block[2] | (block[3] << 8);
+        const int low = (block[4 + s / 2] >> (4 * (s % 2))) & 0x0F;
+        const int high = (scales_h >> (2 * s)) & 3;
+        const float d_scale = d * static_cast<float>((low | (high << 4)) - 32);
+        const uint8_t* qs = block + 8 + 16 * s;
+        FERROX_UNROLL
+        for (int l = 0; l < 16; ++l) {
+            w[l] = d_scale * iq4_value(qs[l] & 0x0F);
+            w[l + 16] = d_scale * iq4_value(qs[l] >> 4);
+        }
+        return kGranule;
+    } else if constexpr (Kind == FERROX_KIND_Q2_K || Kind == FERROX_KIND_Q3_K) {
+        // Both hold 2-bit codes in qs[64]: weight e = 32s + l of granule s
+        // (0..7) is bits 2(s%4).. of qs[32(s/4) + l]. Their 16-weight
+        // sub-blocks 2s (l < 16) and 2s + 1 (l >= 16) have their own scales.
+        // Q2_K, 84 bytes: scales[16] (low nibble scale, high nibble min),
+        // qs[64], f16 d, f16 dmin; w = ((d * scale) * q) - (dmin * min).
+        // Q3_K, 110 bytes: hmask[32], qs[64], scales[12] (signed 6-bit),
+        // f16 d; bit s of hmask[l] *clear* subtracts 4 from the code;
+        // w = (d * scale) * q.
+        constexpr bool kThreeBit = Kind == FERROX_KIND_Q3_K;
+        const uint8_t* block = row + (g / 8) * (kThreeBit ? 110 : 84);
+        const int s = static_cast<int>(g % 8);
+        const uint8_t* qs = block + (kThreeBit ? 32 : 16) + 32 * (s / 4);
+        const int shift = 2 * (s % 4);
+        float d_lo = 0.0f;
+        float d_hi = 0.0f;
+        float m_lo = 0.0f;
+        float m_hi = 0.0f;
+        if constexpr (kThreeBit) {
+            const float d = load_f16(block + 108);
+            d_lo = d * static_cast<float>(q3_k_scale(block + 96, 2 * s));
+            d_hi = d * static_cast<float>(q3_k_scale(block + 96, 2 * s + 1));
+        } else {
+            const float d = load_f16(block + 80);
+            const float dmin = load_f16(block + 82);
+            const uint8_t sc_lo = block[2 * s];
+            const uint8_t sc_hi = block[2 * s + 1];
+            d_lo = d * static_cast<float>(sc_lo & 0x0F);
+            d_hi = d * static_cast<float>(sc_hi & 0x0F);
+            m_lo = dmin * static_cast<float>(sc_lo >> 4);
+            m_hi = dmin * static_cast<float>(sc_hi >> 4);
+        }
+        FERROX_UNROLL
+        for (int l = 0; l < kGranule; ++l) {
+            int q = (qs[l] >> shift) & 3;
+            if constexpr (kThreeBit) {
+                q -= ((block[l] >> s) & 1) ? 0 : 4;
+                w[l] = (l < 16 ? d_lo : d_hi) * static_cast<float>(q);
+            } else {
+                w[l] = (l < 16 ? d_lo : d_hi) * static_cast<float>(q) - (l < 16 ? m_lo : m_hi);
+            }
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_Q4_K || Kind == FERROX_KIND_Q5_K) {

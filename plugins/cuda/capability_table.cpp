@@ -13,13 +13,11 @@ void describe_kernel(ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out) {
         out->abi_version = FERROX_ABI_VERSION;
     if (size >= offsetof(ferrox_kernel_info, kernel) + sizeof(out->kernel))
         out->kernel = find_kernel(op, kind);
-    // The activations and the KV cache live in host memory in ABI 1.1, so
-    // attention stays with a host backend on purpose; it is not a slow path
-    // on this device.
+    // Every op this backend lacks is a plain miss: since ABI 1.2 keeps the KV
+    // cache resident, attention has kernels too and nothing is left to a
+    // host backend on purpose.
     if (size >= offsetof(ferrox_kernel_info, by_design) + sizeof(out->by_design))
-        out->by_design = op == FERROX_OP_ATTENTION
-                             ? "attention runs on the host: ABI 1.1 keeps the KV cache there"
-                             : nullptr;
+        out->by_design = nullptr;
 }
 
 }  // namespace ferrox::cuda

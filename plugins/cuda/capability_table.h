@@ -20,23 +20,69 @@ struct KernelEntry {
     const char* name;  // what kernel_for() reports and the registry records
 };
 
-// MATVEC for every weight kind the decoder meets; GEMM (one weight read per
-// tile of activations) for the four kinds that dominate prefill. A kind with
-// a MATVEC but no GEMM kernel runs GEMM as per-position matvecs.
-inline constexpr std::array<KernelEntry, 12> kKernels{{
+// MATVEC for every weight kind block_decode.cuh decodes; GEMM (one weight
+// read per tile of activations) for every quantized one of them: the tiled
+// template is the MATVEC template with a wider tile, so any kind with a
+// granule decoder gets it unchanged. The float kinds have no GEMM row and run
+// GEMM as per-position matvecs (kGemmFallback). The rows after them are the
+// resident-decoding ops of ABI 1.2 (resident_kernels.cu).
+inline constexpr auto kKernels = std::to_array<KernelEntry>({
+    // MATVEC / GEMM rows: block_decode.cuh decodes each kind.
     {FERROX_OP_MATVEC, FERROX_KIND_F32, "cuda_matvec_f32"},
     {FERROX_OP_MATVEC, FERROX_KIND_F16, "cuda_matvec_f16"},
     {FERROX_OP_MATVEC, FERROX_KIND_BF16, "cuda_matvec_bf16"},
     {FERROX_OP_MATVEC, FERROX_KIND_Q8_0, "cuda_matvec_q8_0"},
     {FERROX_OP_MATVEC, FERROX_KIND_Q4_0, "cuda_matvec_q4_0"},
+    {FERROX_OP_MATVEC, FERROX_KIND_Q4_1, "cuda_matvec_q4_1"},
+    {FERROX_OP_MATVEC, FERROX_KIND_Q5_0, "cuda_matvec_q5_0"},
+    {FERROX_OP_MATVEC, FERROX_KIND_Q5_1, "cuda_matvec_q5_1"},
+    {FERROX_OP_MATVEC, FERROX_KIND_IQ4_NL, "cuda_matvec_iq4_nl"},
+    {FERROX_OP_MATVEC, FERROX_KIND_IQ4_XS, "cuda_matvec_iq4_xs"},
+    {FERROX_OP_MATVEC, FERROX_KIND_Q2_K, "cuda_matvec_q2_k"},
+    {FERROX_OP_MATVEC, FERROX_KIND_Q3_K, "cuda_matvec_q3_k"},
     {FERROX_OP_MATVEC, FERROX_KIND_Q4_K, "cuda_matvec_q4_k"},
     {FERROX_OP_MATVEC, FERROX_KIND_Q5_K, "cuda_matvec_q5_k"},
     {FERROX_OP_MATVEC, FERROX_KIND_Q6_K, "cuda_matvec_q6_k"},
     {FERROX_OP_GEMM, FERROX_KIND_Q8_0, "cuda_gemm_tiled_q8_0"},
     {FERROX_OP_GEMM, FERROX_KIND_Q4_0, "cuda_gemm_tiled_q4_0"},
+    {FERROX_OP_GEMM, FERROX_KIND_Q4_1, "cuda_gemm_tiled_q4_1"},
+    {FERROX_OP_GEMM, FERROX_KIND_Q5_0, "cuda_gemm_tiled_q5_0"},
+    {FERROX_OP_GEMM, FERROX_KIND_Q5_1, "cuda_gemm_tiled_q5_1"},
+    {FERROX_OP_GEMM, FERROX_KIND_IQ4_NL, "cuda_gemm_tiled_iq4_nl"},
+    {FERROX_OP_GEMM, FERROX_KIND_IQ4_XS, "cuda_gemm_tiled_iq4_xs"},
+    {FERROX_OP_GEMM, FERROX_KIND_Q2_K, "cuda_gemm_tiled_q2_k"},
+    {FERROX_OP_GEMM, FERROX_KIND_Q3_K, "cuda_gemm_tiled_q3_k"},
     {FERROX_OP_GEMM, FERROX_KIND_Q4_K, "cuda_gemm_tiled_q4_k"},
+    {FERROX_OP_GEMM, FERROX_KIND_Q5_K, "cuda_gemm_tiled_q5_k"},
     {FERROX_OP_GEMM, FERROX_KIND_Q6_K, "cuda_gemm_tiled_q6_k"},
-}};
+    // Resident-decoding rows (ABI 1.2): elementwise ops are keyed on F32.
+    {FERROX_OP_RMS_NORM, FERROX_KIND_F32, "cuda_rms_norm"},
+    {FERROX_OP_ROPE, FERROX_KIND_F32, "cuda_rope"},
+    {FERROX_OP_ADD, FERROX_KIND_F32, "cuda_add"},
+    {FERROX_OP_SWIGLU, FERROX_KIND_F32, "cuda_swiglu"},
+    {FERROX_OP_GEGLU, FERROX_KIND_F32, "cuda_geglu"},
+    {FERROX_OP_CONVERT, FERROX_KIND_F32, "cuda_convert_f32"},
+    {FERROX_OP_CONVERT, FERROX_KIND_F16, "cuda_convert_f16"},
+    {FERROX_OP_ATTENTION, FERROX_KIND_F32, "cuda_attention_f32"},
+    {FERROX_OP_ATTENTION, FERROX_KIND_F16, "cuda_attention_f16"},
+    // GET_ROWS (embedding lookup) decodes rows with the MATVEC granule
+    // decoder: one row per MATVEC kind (a test holds the two lists equal).
+    {FERROX_OP_GET_ROWS, FERROX_KIND_F32, "cuda_get_rows_f32"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_F16, "cuda_get_rows_f16"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_BF16, "cuda_get_rows_bf16"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q8_0, "cuda_get_rows_q8_0"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q4_0, "cuda_get_rows_q4_0"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q4_1, "cuda_get_rows_q4_1"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q5_0, "cuda_get_rows_q5_0"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q5_1, "cuda_get_rows_q5_1"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_IQ4_NL, "cuda_get_rows_iq4_nl"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_IQ4_XS, "cuda_get_rows_iq4_xs"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q2_K, "cuda_get_rows_q2_k"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q3_K, "cuda_get_rows_q3_k"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q4_K, "cuda_get_rows_q4_k"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q5_K, "cuda_get_rows_q5_k"},
+    {FERROX_OP_GET_ROWS, FERROX_KIND_Q6_K, "cuda_get_rows_q6_k"},
+});
 
 inline constexpr const char* kGemmFallback = "CUDA per-position matvec";
 

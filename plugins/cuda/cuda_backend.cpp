@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "capability_table.h"
@@ -24,6 +25,59 @@ std::optional<uint64_t> checked_product(uint64_t a, uint64_t b) {
 
 bool in_bounds(uint64_t offset, uint64_t bytes, uint64_t size) {
     return offset <= size && bytes <= size - offset;
+}
+
+Status invalid(std::string message) {
+    return Status::fail(FERROX_ERR_INVALID_ARGUMENT, std::move(message));
+}
+
+// The device address of `tensor` after checking that `count` elements of
+// `element_bytes` starting at its offset lie inside its buffer and that the
+// offset is aligned for the element (a misaligned float load faults).
+Status resolve(std::string_view entry, std::string_view name, ferrox_tensor tensor, uint64_t count,
+               uint64_t element_bytes, void*& out) {
+    if (tensor.buffer == nullptr)
+        return invalid(fmt::format("cuda: {}: tensor '{}' has no buffer", entry, name));
+    const ferrox_buffer& buffer = *tensor.buffer;
+    const auto bytes = checked_product(count, element_bytes);
+    if (!bytes)
+        return invalid(
+            fmt::format("cuda: {}: tensor '{}' of {} elements overflows", entry, name, count));
+    if (!in_bounds(tensor.offset, *bytes, buffer.bytes))
+        return invalid(
+            fmt::format("cuda: {}: tensor '{}' needs bytes [{}, {}+{}) but its buffer "
+                        "holds {} bytes",
+                        entry, name, tensor.offset, tensor.offset, *bytes, buffer.bytes));
+    if (tensor.offset % element_bytes != 0)
+        return invalid(
+            fmt::format("cuda: {}: tensor '{}' at byte offset {} is not aligned to its "
+                        "{}-byte elements",
+                        entry, name, tensor.offset, element_bytes));
+    out = static_cast<char*>(buffer.device) + tensor.offset;
+    return Status::ok();
+}
+
+template <class T>
+Status resolve_as(std::string_view entry, std::string_view name, ferrox_tensor tensor,
+                  uint64_t count, T*& out) {
+    void* address = nullptr;
+    if (Status status = resolve(entry, name, tensor, count, sizeof(T), address); !status.is_ok())
+        return status;
+    out = static_cast<T*>(address);
+    return Status::ok();
+}
+
+// n * m, or an INVALID_ARGUMENT naming the entry when it overflows.
+Status product(std::string_view entry, uint64_t n, uint64_t m, uint64_t& out) {
+    const auto value = checked_product(n, m);
+    if (!value) return invalid(fmt::format("cuda: {}: {} x {} elements overflow", entry, n, m));
+    out = *value;
+    return Status::ok();
+}
+
+Status launched(cudaError_t error, std::string_view what) {
+    return error == cudaSuccess ? Status::ok()
+                                : cuda_failure(error, fmt::format("launching {}", what));
 }
 
 }  // namespace
@@ -147,10 +201,15 @@ Status CudaBackend::buffer_upload(ferrox_buffer* buffer, uint64_t offset, const 
                                         offset, offset, bytes, buffer->bytes));
     const std::lock_guard lock(mutex_);
     if (Status current = make_current(); !current.is_ok()) return current;
-    if (const cudaError_t error =
-            cudaMemcpy(static_cast<char*>(buffer->device) + offset, src, bytes, cudaMemcpyDefault);
-        error != cudaSuccess)
-        return cuda_failure(error, "buffer_upload");
+    // On the stream, so resident kernels called earlier that still read these
+    // bytes (the last step's RoPE angles) finish first; then wait, because
+    // `src` is the caller's only for this call (a pinned source would
+    // otherwise be read later). The wait also reports earlier failures.
+    cudaStream_t stream = stream_.get();
+    cudaError_t error = cudaMemcpyAsync(static_cast<char*>(buffer->device) + offset, src, bytes,
+                                        cudaMemcpyDefault, stream);
+    if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
+    if (error != cudaSuccess) return cuda_failure(error, "buffer_upload (or earlier queued work)");
     return Status::ok();
 }
 
@@ -166,10 +225,15 @@ Status CudaBackend::buffer_download(const ferrox_buffer* buffer, uint64_t offset
                                         offset, offset, bytes, buffer->bytes));
     const std::lock_guard lock(mutex_);
     if (Status current = make_current(); !current.is_ok()) return current;
-    if (const cudaError_t error = cudaMemcpy(dst, static_cast<const char*>(buffer->device) + offset,
-                                             bytes, cudaMemcpyDefault);
-        error != cudaSuccess)
-        return cuda_failure(error, "buffer_download");
+    // Our stream is non-blocking, so a plain cudaMemcpy (legacy stream) would
+    // not wait for the resident kernels queued on it: copy in stream order and
+    // wait, which also surfaces a failure of any earlier asynchronous entry.
+    cudaStream_t stream = stream_.get();
+    cudaError_t error = cudaMemcpyAsync(dst, static_cast<const char*>(buffer->device) + offset,
+                                        bytes, cudaMemcpyDefault, stream);
+    if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
+    if (error != cudaSuccess)
+        return cuda_failure(error, "buffer_download (or earlier queued work)");
     return Status::ok();
 }
 
@@ -346,6 +410,272 @@ Status CudaBackend::gemm(const ferrox_weight* weight, const float* x, uint64_t n
                    }
                    return Status::ok();
                });
+}
+
+// ---- ABI 1.2: resident decoding ----------------------------------------------
+
+Status CudaBackend::project(const ferrox_weight* weight, ferrox_tensor x, uint64_t n,
+                            ferrox_tensor y) {
+    constexpr std::string_view kEntry = "project";
+    if (weight == nullptr) return invalid("cuda: project: null weight");
+    if (n == 0) return Status::ok();
+    const DeviceWeightView& view = weight->view;
+    uint64_t x_floats = 0;
+    uint64_t y_floats = 0;
+    if (Status s = product(kEntry, n, view.cols, x_floats); !s.is_ok()) return s;
+    if (Status s = product(kEntry, n, view.rows, y_floats); !s.is_ok()) return s;
+    const float* device_x = nullptr;
+    float* device_y = nullptr;
+    if (Status s = resolve_as(kEntry, "x", x, x_floats, device_x); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "y", y, y_floats, device_y); !s.is_ok()) return s;
+    // Every output reads all of x: writing into x while others read it races.
+    if (x.buffer == y.buffer && x.offset < y.offset + y_floats * sizeof(float) &&
+        y.offset < x.offset + x_floats * sizeof(float))
+        return invalid("cuda: project: y overlaps x");
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    cudaStream_t stream = stream_.get();
+    if (n == 1) return launched(launch_matvec(view, device_x, device_y, stream), "a matvec");
+    if (has_kernel(FERROX_OP_GEMM, view.kind))
+        return launched(launch_gemm(view, device_x, n, device_y, stream), "a tiled gemm");
+    // The named gemm_fallback: one matvec launch per position.
+    for (uint64_t i = 0; i < n; ++i)
+        if (Status s = launched(
+                launch_matvec(view, device_x + i * view.cols, device_y + i * view.rows, stream),
+                "a per-position matvec");
+            !s.is_ok())
+            return s;
+    return Status::ok();
+}
+
+Status CudaBackend::rms_norm(ferrox_tensor x, ferrox_tensor gamma, uint64_t rows, uint32_t dim,
+                             float eps, ferrox_tensor y) {
+    constexpr std::string_view kEntry = "rms_norm";
+    uint64_t count = 0;
+    if (Status s = product(kEntry, rows, dim, count); !s.is_ok()) return s;
+    const float* device_x = nullptr;
+    const float* device_gamma = nullptr;
+    float* device_y = nullptr;
+    if (Status s = resolve_as(kEntry, "x", x, count, device_x); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "gamma", gamma, dim, device_gamma); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "y", y, count, device_y); !s.is_ok()) return s;
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    return launched(
+        launch_rms_norm(device_x, device_gamma, rows, dim, eps, device_y, stream_.get()),
+        "the rms_norm kernel");
+}
+
+Status CudaBackend::rope(ferrox_tensor x, ferrox_tensor cos, ferrox_tensor sin, uint32_t n_pos,
+                         uint32_t n_heads, uint32_t head_dim, uint32_t neox) {
+    constexpr std::string_view kEntry = "rope";
+    if (head_dim % 2 != 0)
+        return invalid(
+            fmt::format("cuda: rope: head_dim {} is odd (RoPE rotates pairs)", head_dim));
+    uint64_t heads = 0;
+    uint64_t elements = 0;
+    if (Status s = product(kEntry, n_pos, n_heads, heads); !s.is_ok()) return s;
+    if (Status s = product(kEntry, heads, head_dim, elements); !s.is_ok()) return s;
+    const uint64_t angles = uint64_t{n_pos} * (head_dim / 2);
+    float* device_x = nullptr;
+    const float* device_cos = nullptr;
+    const float* device_sin = nullptr;
+    if (Status s = resolve_as(kEntry, "x", x, elements, device_x); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "cos", cos, angles, device_cos); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "sin", sin, angles, device_sin); !s.is_ok()) return s;
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    return launched(launch_rope(device_x, device_cos, device_sin, n_pos, n_heads, head_dim,
+                                neox != 0, stream_.get()),
+                    "the rope kernel");
+}
+
+Status CudaBackend::add(ferrox_tensor dst, ferrox_tensor src, uint64_t rows, uint32_t dim,
+                        uint64_t src_stride, float alpha) {
+    constexpr std::string_view kEntry = "add";
+    uint64_t count = 0;
+    if (Status s = product(kEntry, rows, dim, count); !s.is_ok()) return s;
+    // src spans (rows - 1) * src_stride + dim elements (just `dim` for a bias).
+    uint64_t src_count = 0;
+    if (rows != 0) {
+        if (Status s = product(kEntry, rows - 1, src_stride, src_count); !s.is_ok()) return s;
+        if (src_count > std::numeric_limits<uint64_t>::max() - dim)
+            return invalid("cuda: add: source extent overflows");
+        src_count += dim;
+    }
+    float* device_dst = nullptr;
+    const float* device_src = nullptr;
+    if (Status s = resolve_as(kEntry, "dst", dst, count, device_dst); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "src", src, src_count, device_src); !s.is_ok()) return s;
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    return launched(launch_add(device_dst, device_src, rows, dim, src_stride, alpha, stream_.get()),
+                    "the add kernel");
+}
+
+Status CudaBackend::glu(ferrox_glu_kind kind, ferrox_tensor gate, ferrox_tensor up,
+                        uint64_t count) {
+    constexpr std::string_view kEntry = "glu";
+    if (kind != FERROX_GLU_SWIGLU && kind != FERROX_GLU_GEGLU)
+        return Status::fail(FERROX_ERR_UNSUPPORTED,
+                            fmt::format("cuda: glu: unknown GLU kind {}", static_cast<int>(kind)));
+    float* device_gate = nullptr;
+    const float* device_up = nullptr;
+    if (Status s = resolve_as(kEntry, "gate", gate, count, device_gate); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "up", up, count, device_up); !s.is_ok()) return s;
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    return launched(launch_glu(kind, device_gate, device_up, count, stream_.get()),
+                    kind == FERROX_GLU_SWIGLU ? "the swiglu kernel" : "the geglu kernel");
+}
+
+Status CudaBackend::convert(ferrox_tensor src, ferrox_tensor dst, ferrox_kind dst_kind,
+                            uint64_t count) {
+    constexpr std::string_view kEntry = "convert";
+    if (!has_kernel(FERROX_OP_CONVERT, dst_kind))
+        return Status::fail(FERROX_ERR_UNSUPPORTED,
+                            fmt::format("cuda: convert: no kernel converts f32 to {} (kind id {})",
+                                        kind_name(dst_kind), static_cast<int>(dst_kind)));
+    const uint64_t dst_element = dst_kind == FERROX_KIND_F16 ? 2 : 4;
+    const float* device_src = nullptr;
+    void* device_dst = nullptr;
+    if (Status s = resolve_as(kEntry, "src", src, count, device_src); !s.is_ok()) return s;
+    if (Status s = resolve(kEntry, "dst", dst, count, dst_element, device_dst); !s.is_ok())
+        return s;
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    return launched(launch_convert(device_src, device_dst, dst_kind, count, stream_.get()),
+                    "the convert kernel");
+}
+
+Status CudaBackend::stage_ids(const int32_t* ids, uint64_t n, const int32_t*& device_ids) {
+    cudaStream_t stream = stream_.get();
+    if (!ids_copied_) {
+        cudaEvent_t event = nullptr;
+        if (const cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+            error != cudaSuccess)
+            return cuda_failure(error, "creating the get_rows event");
+        ids_copied_.reset(event);
+    }
+    // The previous call's copy out of the staging must be done before the
+    // staging is overwritten; in decode it finished long ago.
+    if (const cudaError_t error = cudaEventSynchronize(ids_copied_.get()); error != cudaSuccess)
+        return cuda_failure(error, "waiting for the previous get_rows ids");
+    if (n > ids_capacity_) {
+        ids_staging_.reset();
+        ids_device_.reset();  // cudaFree waits for kernels still reading it
+        ids_capacity_ = 0;
+        void* pinned = nullptr;
+        if (const cudaError_t error = cudaMallocHost(&pinned, n * sizeof(int32_t));
+            error != cudaSuccess)
+            return cuda_failure(error, fmt::format("allocating pinned staging for {} ids", n));
+        ids_staging_.reset(pinned);
+        cudaError_t error = cudaSuccess;
+        ids_device_ = allocate_device(n * sizeof(int32_t), error);
+        if (error != cudaSuccess)
+            return cuda_failure(error, fmt::format("allocating device scratch for {} ids", n));
+        ids_capacity_ = n;
+    }
+    std::memcpy(ids_staging_.get(), ids, n * sizeof(int32_t));
+    cudaError_t error = cudaMemcpyAsync(ids_device_.get(), ids_staging_.get(), n * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice, stream);
+    if (error == cudaSuccess) error = cudaEventRecord(ids_copied_.get(), stream);
+    if (error != cudaSuccess) return cuda_failure(error, "uploading get_rows ids");
+    device_ids = static_cast<const int32_t*>(ids_device_.get());
+    return Status::ok();
+}
+
+Status CudaBackend::get_rows(const ferrox_weight* weight, const int32_t* ids, uint64_t n,
+                             float scale, ferrox_tensor out) {
+    constexpr std::string_view kEntry = "get_rows";
+    if (weight == nullptr || (ids == nullptr && n != 0))
+        return invalid("cuda: get_rows: null weight or ids");
+    const DeviceWeightView& view = weight->view;
+    if (!has_kernel(FERROX_OP_GET_ROWS, view.kind))
+        return Status::fail(
+            FERROX_ERR_UNSUPPORTED,
+            fmt::format("cuda: get_rows: no kernel for {} weights", kind_name(view.kind)));
+    // Checked here, not on the device: a bad id would read outside the weight.
+    for (uint64_t i = 0; i < n; ++i)
+        if (ids[i] < 0 || static_cast<uint64_t>(ids[i]) >= view.rows)
+            return invalid(
+                fmt::format("cuda: get_rows: id {} (at index {}) is outside [0, {}) "
+                            "of the {} x {} {} weight",
+                            ids[i], i, view.rows, view.rows, view.cols, kind_name(view.kind)));
+    uint64_t count = 0;
+    if (Status s = product(kEntry, n, view.cols, count); !s.is_ok()) return s;
+    float* device_out = nullptr;
+    if (Status s = resolve_as(kEntry, "out", out, count, device_out); !s.is_ok()) return s;
+    if (n == 0) return Status::ok();
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    const int32_t* device_ids = nullptr;
+    if (Status s = stage_ids(ids, n, device_ids); !s.is_ok()) return s;
+    return launched(launch_get_rows(view, device_ids, n, scale, device_out, stream_.get()),
+                    "the get_rows kernel");
+}
+
+Status CudaBackend::attention_resident(const ferrox_attention_desc* desc, ferrox_tensor q,
+                                       ferrox_tensor keys, ferrox_tensor values,
+                                       ferrox_tensor out) {
+    constexpr std::string_view kEntry = "attention_resident";
+    // The pointer members are ignored: a descriptor must reach kv_kind.
+    constexpr size_t kNeeded = offsetof(ferrox_attention_desc, kv_kind) + sizeof(ferrox_kind);
+    if (desc == nullptr || desc->struct_size < kNeeded)
+        return invalid(
+            fmt::format("cuda: attention_resident: null descriptor or one shorter than "
+                        "{} bytes",
+                        kNeeded));
+    const ferrox_attention_desc& d = *desc;
+    if (!has_kernel(FERROX_OP_ATTENTION, d.kv_kind))
+        return Status::fail(FERROX_ERR_UNSUPPORTED,
+                            fmt::format("cuda: attention_resident: no kernel for a {} KV cache",
+                                        kind_name(d.kv_kind)));
+    if (d.n_head == 0 || d.n_head_kv == 0 || d.n_head % d.n_head_kv != 0 || d.head_dim_k == 0 ||
+        d.head_dim_v == 0)
+        return invalid(
+            fmt::format("cuda: attention_resident: {} query heads cannot share {} KV "
+                        "heads of dims {}/{}",
+                        d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v));
+    if (d.head_dim_k > kMaxAttentionHeadDim || d.head_dim_v > kMaxAttentionHeadDim)
+        return Status::fail(FERROX_ERR_UNSUPPORTED,
+                            fmt::format("cuda: attention_resident: head dims {}/{} exceed the "
+                                        "kernel's {}",
+                                        d.head_dim_k, d.head_dim_v, kMaxAttentionHeadDim));
+    if (d.n_query == 0) return Status::ok();
+    const uint64_t positions = uint64_t{d.pos0} + d.n_query;
+    if (positions - 1 > std::numeric_limits<uint32_t>::max())
+        return invalid("cuda: attention_resident: positions past 2^32");
+    const uint64_t element = d.kv_kind == FERROX_KIND_F16 ? 2 : 4;
+    const uint64_t rows = uint64_t{d.n_query} * d.n_head;  // both below 2^32
+    uint64_t q_count = 0;
+    uint64_t o_count = 0;
+    if (Status s = product(kEntry, rows, d.head_dim_k, q_count); !s.is_ok()) return s;
+    if (Status s = product(kEntry, rows, d.head_dim_v, o_count); !s.is_ok()) return s;
+    uint64_t k_count = 0;
+    uint64_t v_count = 0;
+    if (Status s = product(kEntry, positions, uint64_t{d.n_head_kv} * d.head_dim_k, k_count);
+        !s.is_ok())
+        return s;
+    if (Status s = product(kEntry, positions, uint64_t{d.n_head_kv} * d.head_dim_v, v_count);
+        !s.is_ok())
+        return s;
+    AttentionLaunch launch{d.n_query,    d.pos0,       d.window, d.n_head,  d.n_head_kv,
+                           d.head_dim_k, d.head_dim_v, d.scale,  d.kv_kind, nullptr,
+                           nullptr,      nullptr,      nullptr};
+    void* device_keys = nullptr;
+    void* device_values = nullptr;
+    if (Status s = resolve_as(kEntry, "q", q, q_count, launch.q); !s.is_ok()) return s;
+    if (Status s = resolve(kEntry, "keys", keys, k_count, element, device_keys); !s.is_ok())
+        return s;
+    if (Status s = resolve(kEntry, "values", values, v_count, element, device_values); !s.is_ok())
+        return s;
+    if (Status s = resolve_as(kEntry, "out", out, o_count, launch.out); !s.is_ok()) return s;
+    launch.keys = device_keys;
+    launch.values = device_values;
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    return launched(launch_attention(launch, stream_.get()), "the attention kernel");
 }
 
 }  // namespace ferrox::cuda

@@ -17,6 +17,7 @@
 #include "host_log.h"
 #include "kernels.h"
 #include "options.h"
+#include "resident_kernels.h"
 #include "status.h"
 
 // The ABI's opaque handles, defined by this plugin (hidden symbols).
@@ -34,6 +35,18 @@ struct ferrox_weight {
 };
 
 namespace ferrox::cuda {
+
+struct CudaFreeHost {
+    void operator()(void* pointer) const noexcept { static_cast<void>(cudaFreeHost(pointer)); }
+};
+using PinnedAllocation = std::unique_ptr<void, CudaFreeHost>;
+
+struct CudaEventDestroy {
+    void operator()(cudaEvent_t event) const noexcept {
+        static_cast<void>(cudaEventDestroy(event));
+    }
+};
+using OwnedEvent = std::unique_ptr<CUevent_st, CudaEventDestroy>;
 
 class CudaBackend {
   public:
@@ -66,6 +79,22 @@ class CudaBackend {
     Status matvec(const ferrox_weight* weight, const float* x, float* y);
     Status gemm(const ferrox_weight* weight, const float* x, uint64_t n, float* y);
 
+    // ABI 1.2 resident decoding: tensors in this backend's buffers, kernels
+    // launched on the stream without waiting (buffer_download waits).
+    Status project(const ferrox_weight* weight, ferrox_tensor x, uint64_t n, ferrox_tensor y);
+    Status rms_norm(ferrox_tensor x, ferrox_tensor gamma, uint64_t rows, uint32_t dim, float eps,
+                    ferrox_tensor y);
+    Status rope(ferrox_tensor x, ferrox_tensor cos, ferrox_tensor sin, uint32_t n_pos,
+                uint32_t n_heads, uint32_t head_dim, uint32_t neox);
+    Status add(ferrox_tensor dst, ferrox_tensor src, uint64_t rows, uint32_t dim,
+               uint64_t src_stride, float alpha);
+    Status glu(ferrox_glu_kind kind, ferrox_tensor gate, ferrox_tensor up, uint64_t count);
+    Status convert(ferrox_tensor src, ferrox_tensor dst, ferrox_kind dst_kind, uint64_t count);
+    Status get_rows(const ferrox_weight* weight, const int32_t* ids, uint64_t n, float scale,
+                    ferrox_tensor out);
+    Status attention_resident(const ferrox_attention_desc* desc, ferrox_tensor q,
+                              ferrox_tensor keys, ferrox_tensor values, ferrox_tensor out);
+
   private:
     // Only create() constructs (and then on the heap, owned by the core).
     struct ConstructionKey {
@@ -85,6 +114,9 @@ class CudaBackend {
     // Activations up, `launch` on the stream, results down, then wait.
     template <class Launch>
     Status run(uint64_t x_floats, const float* x, uint64_t y_floats, float* y, Launch&& launch);
+    // Puts get_rows' ids on the device, in stream order, without waiting for
+    // the copy: they go through pinned staging the previous copy has left.
+    Status stage_ids(const int32_t* ids, uint64_t n, const int32_t*& device_ids);
 
     HostLog log_;
     DeviceDescription device_;
@@ -98,6 +130,12 @@ class CudaBackend {
     DeviceAllocation y_scratch_;
     uint64_t x_capacity_ = 0;  // floats
     uint64_t y_capacity_ = 0;  // floats
+    // get_rows ids: pinned host staging, its device copy, and the event that
+    // marks the staging free again.
+    PinnedAllocation ids_staging_;
+    DeviceAllocation ids_device_;
+    uint64_t ids_capacity_ = 0;  // ids
+    OwnedEvent ids_copied_;
 };
 
 }  // namespace ferrox::cuda

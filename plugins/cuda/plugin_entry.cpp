@@ -147,6 +147,68 @@ ferrox_status gemm(ferrox_backend* backend, const ferrox_weight* weight, const f
     });
 }
 
+// ABI 1.2 resident decoding.
+ferrox_status project(ferrox_backend* backend, const ferrox_weight* weight, ferrox_tensor x,
+                      uint64_t n, ferrox_tensor y, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).project(weight, x, n, y) : null_backend();
+    });
+}
+
+ferrox_status rms_norm(ferrox_backend* backend, ferrox_tensor x, ferrox_tensor gamma, uint64_t rows,
+                       uint32_t dim, float eps, ferrox_tensor y, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).rms_norm(x, gamma, rows, dim, eps, y) : null_backend();
+    });
+}
+
+ferrox_status rope(ferrox_backend* backend, ferrox_tensor x, ferrox_tensor cos, ferrox_tensor sin,
+                   uint32_t n_pos, uint32_t n_heads, uint32_t head_dim, uint32_t neox,
+                   ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).rope(x, cos, sin, n_pos, n_heads, head_dim, neox)
+                       : null_backend();
+    });
+}
+
+ferrox_status add(ferrox_backend* backend, ferrox_tensor dst, ferrox_tensor src, uint64_t rows,
+                  uint32_t dim, uint64_t src_stride, float alpha, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).add(dst, src, rows, dim, src_stride, alpha)
+                       : null_backend();
+    });
+}
+
+ferrox_status glu(ferrox_backend* backend, ferrox_glu_kind kind, ferrox_tensor gate,
+                  ferrox_tensor up, uint64_t count, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).glu(kind, gate, up, count) : null_backend();
+    });
+}
+
+ferrox_status convert(ferrox_backend* backend, ferrox_tensor src, ferrox_tensor dst,
+                      ferrox_kind dst_kind, uint64_t count, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).convert(src, dst, dst_kind, count) : null_backend();
+    });
+}
+
+ferrox_status get_rows(ferrox_backend* backend, const ferrox_weight* weight, const int32_t* ids,
+                       uint64_t n, float scale, ferrox_tensor out, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).get_rows(weight, ids, n, scale, out) : null_backend();
+    });
+}
+
+ferrox_status attention_resident(ferrox_backend* backend, const ferrox_attention_desc* desc,
+                                 ferrox_tensor q, ferrox_tensor keys, ferrox_tensor values,
+                                 ferrox_tensor out, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).attention_resident(desc, q, keys, values, out)
+                       : null_backend();
+    });
+}
+
 void fill_table(CudaBackend& backend) {
     ferrox_backend& table = backend.table();
     table.struct_size = sizeof(ferrox_backend);
@@ -167,6 +229,18 @@ void fill_table(CudaBackend& backend) {
     table.weight_release = weight_release;
     table.matvec = matvec;
     table.gemm = gemm;
+    // 1.1's host-memory attention stays NULL: the cache would cross PCIe on
+    // every call, so the core keeps that path on a host backend; with 1.2 the
+    // cache is resident and attention_resident runs the ATTENTION kernels.
+    table.attention = nullptr;
+    table.project = project;
+    table.rms_norm = rms_norm;
+    table.rope = rope;
+    table.add = add;
+    table.glu = glu;
+    table.convert = convert;
+    table.get_rows = get_rows;
+    table.attention_resident = attention_resident;
 }
 
 Status create_backend(const ferrox_host* host, std::span<const ferrox_option> options,

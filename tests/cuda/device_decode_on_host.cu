@@ -37,16 +37,19 @@ void run_rows(const uint8_t* weights, uint64_t rows, uint64_t cols, uint64_t row
     }
 }
 
-// The same walk over the table as kernels.cu: exactly the listed kernels.
+// The same walk over the table as kernels.cu: exactly the listed MATVEC and
+// GEMM kernels (the resident ops' rows are other kernels, not row tiles).
 template <size_t Index = 0>
 bool dispatch(ferrox_op op, ferrox_kind kind, auto&& run) {
     if constexpr (Index == kKernels.size()) {
         return false;
     } else {
         constexpr KernelEntry entry = kKernels[Index];
-        if (entry.op == op && entry.kind == kind) {
-            run.template operator()<entry.op, entry.kind>();
-            return true;
+        if constexpr (entry.op == FERROX_OP_MATVEC || entry.op == FERROX_OP_GEMM) {
+            if (entry.op == op && entry.kind == kind) {
+                run.template operator()<entry.op, entry.kind>();
+                return true;
+            }
         }
         return dispatch<Index + 1>(op, kind, run);
     }

@@ -17,7 +17,8 @@ bool decode_row_with_kernel_code(ferrox_kind kind, const void* row, uint64_t col
 
 // Y[n][rows] = X[n][cols] W^T computed by the kernel's per-lane code for `op`
 // (MATVEC: tiles of 1, GEMM: tiles of kGemmTile), the 32 lanes' partials added
-// on the CPU. Returns false when the table lists no kernel for (op, kind).
+// on the CPU. Returns false unless op is MATVEC or GEMM and the table lists a
+// kernel for (op, kind).
 bool run_kernel_code_on_host(ferrox_op op, ferrox_kind kind, const void* weights, uint64_t rows,
                              uint64_t cols, uint64_t row_bytes, const float* x, uint64_t n,
                              float* y);

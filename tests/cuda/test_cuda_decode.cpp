@@ -3,6 +3,8 @@
 // products (granule walk, activation tiles, partial tiles) with NMSE. This
 // checks the kernels' format math and indexing on every host, GPU or not; the
 // GPU tests add the warp sum, the launch and the device's own rounding.
+// The kinds come from the capability table's MATVEC rows: a row added there
+// is checked here without editing this file.
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -23,6 +25,100 @@ bool same_value(float a, float b) {
            std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
 }
 
+std::vector<ferrox_kind> matvec_kinds() {
+    std::vector<ferrox_kind> kinds;
+    for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels)
+        if (entry.op == FERROX_OP_MATVEC) kinds.push_back(entry.kind);
+    return kinds;
+}
+
+// Where a block keeps its f16 scale d and (if any) its f16 min/dmin, and
+// whether d takes either sign (the one-scale formats, whose quantizers divide
+// by the signed extreme value, and the signed-sub-scale K-quants).
+struct ScaleFields {
+    int d;
+    int min;  // -1: none
+    bool signed_d;
+};
+
+ScaleFields scale_fields(ferrox_kind kind) {
+    switch (kind) {
+        case FERROX_KIND_Q8_0:
+        case FERROX_KIND_Q4_0:
+        case FERROX_KIND_Q5_0:
+        case FERROX_KIND_IQ4_NL:
+        case FERROX_KIND_IQ4_XS:
+            return {0, -1, true};
+        case FERROX_KIND_Q4_1:
+        case FERROX_KIND_Q5_1:
+            return {0, 2, true};
+        case FERROX_KIND_Q2_K:
+            return {80, 82, false};
+        case FERROX_KIND_Q3_K:
+            return {108, -1, true};
+        case FERROX_KIND_Q4_K:
+        case FERROX_KIND_Q5_K:
+            return {0, 2, false};
+        case FERROX_KIND_Q6_K:
+            return {208, -1, true};
+        default:
+            FAIL("no scale layout for kind " << ferrox::kind_name(kind)
+                                             << ": add it to scale_fields()");
+            return {0, -1, false};
+    }
+}
+
+// Random codes everywhere, small realistic f16 scales (kernel_check.h's
+// random_matrix knows only the first eight kinds): finite weights, so the
+// dot products compare by NMSE.
+ferrox::test::Matrix realistic_matrix(ferrox_kind kind, uint64_t rows, uint64_t cols,
+                                      std::mt19937& rng) {
+    if (ferrox::is_float_kind(kind)) return ferrox::test::random_matrix(kind, rows, cols, rng);
+    const ferrox::KindTraits& traits = ferrox::test::traits_of(kind);
+    ferrox::test::Matrix m{kind, rows, cols, *ferrox::row_bytes(kind, cols), {}};
+    m.bytes.resize(rows * m.row_bytes);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(ferrox::test::kMaxScale / 20,
+                                                ferrox::test::kMaxScale);
+    for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
+    const ScaleFields fields = scale_fields(kind);
+    for (uint64_t b = 0; b < m.bytes.size() / traits.block_bytes; ++b) {
+        uint8_t* block = &m.bytes[b * traits.block_bytes];
+        const float sign = fields.signed_d && (byte(rng) & 1) ? -1.0f : 1.0f;
+        // K-quant d multiplies a sub-scale of up to 63: keep weights ~kMaxScale.
+        const float divisor = traits.block_elements == 256 ? 16.0f : 1.0f;
+        ferrox::test::put_f16(block + fields.d, sign * scale(rng) / divisor);
+        if (fields.min >= 0) {
+            const float min_sign = byte(rng) & 1 ? -1.0f : 1.0f;
+            ferrox::test::put_f16(block + fields.min, min_sign * scale(rng) / divisor);
+        }
+    }
+    return m;
+}
+
+// Decodes `row` with the kernel code and with the reference; the number of
+// weights that differ in any bit (NaN matching NaN), and the first of them.
+struct Mismatch {
+    uint64_t count = 0;
+    uint64_t first = 0;
+};
+
+Mismatch decode_and_compare(ferrox_kind kind, const std::vector<uint8_t>& row, uint64_t cols) {
+    std::vector<float> want(cols);
+    std::vector<float> got(cols, std::bit_cast<float>(ferrox::test::kPoisonBits));
+    REQUIRE(ferrox::quant::dequantize_row(kind, row.data(), want.data(), cols));
+    REQUIRE(ferrox::cuda::test::decode_row_with_kernel_code(kind, row.data(), cols, got.data()));
+    Mismatch result;
+    for (uint64_t i = 0; i < cols; ++i) {
+        // The poison is a NaN: an unwritten weight must not pass as a NaN weight.
+        const bool unwritten = std::bit_cast<uint32_t>(got[i]) == ferrox::test::kPoisonBits;
+        if (unwritten || !same_value(got[i], want[i])) {
+            if (result.count++ == 0) result.first = i;
+        }
+    }
+    return result;
+}
+
 }  // namespace
 
 TEST_CASE("the kernels decode every MATVEC kind exactly as the scalar reference") {
@@ -31,55 +127,101 @@ TEST_CASE("the kernels decode every MATVEC kind exactly as the scalar reference"
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> byte(0, 255);
     int kinds_checked = 0;
-    for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels) {
-        if (entry.op != FERROX_OP_MATVEC) continue;
-        const ferrox::KindTraits* traits = ferrox::kind_traits(static_cast<uint32_t>(entry.kind));
-        REQUIRE(traits != nullptr);
-        INFO("kind " << traits->name);
+    for (const ferrox_kind kind : matvec_kinds()) {
+        const ferrox::KindTraits& traits = ferrox::test::traits_of(kind);
+        INFO("kind " << traits.name);
         // Floats also get a row length that ends in a short granule.
-        const uint64_t cols = traits->block_elements == 1 ? 1000 + 37 : 8 * traits->block_elements;
+        const uint64_t cols = traits.block_elements == 1 ? 1000 + 37 : 64 * traits.block_elements;
         // Random bytes everywhere, scales included: every bit pattern of the
-        // format (negative Q6_K scales, high bits of the 6-bit K scales, NaN
-        // and Inf f16 scales) must decode as the reference decodes it.
-        std::vector<uint8_t> row(*ferrox::row_bytes(entry.kind, cols));
+        // format (negative d, negative Q3_K/Q6_K/IQ4_XS sub-scales, high bits
+        // of the 6-bit K scales, NaN and Inf f16 scales) must decode as the
+        // reference decodes it.
+        std::vector<uint8_t> row(*ferrox::row_bytes(kind, cols));
         for (auto& b : row) b = static_cast<uint8_t>(byte(rng));
-        std::vector<float> want(cols);
-        std::vector<float> got(cols, -12345.0f);
-        REQUIRE(ferrox::quant::dequantize_row(entry.kind, row.data(), want.data(), cols));
-        REQUIRE(ferrox::cuda::test::decode_row_with_kernel_code(entry.kind, row.data(), cols,
-                                                                got.data()));
-        uint64_t mismatches = 0;
-        uint64_t first_mismatch = cols;
-        for (uint64_t i = 0; i < cols; ++i) {
-            if (!same_value(got[i], want[i])) {
-                if (mismatches++ == 0) first_mismatch = i;
-            }
-        }
-        INFO("first mismatch at weight " << first_mismatch << " of " << cols);
-        CHECK(mismatches == 0);
+        const Mismatch random_bytes = decode_and_compare(kind, row, cols);
+        INFO("random bytes: first mismatch at weight " << random_bytes.first << " of " << cols);
+        CHECK(random_bytes.count == 0);
+
+        // Realistic scales of both signs, the regime real weights live in.
+        const ferrox::test::Matrix m = realistic_matrix(kind, 1, cols, rng);
+        const Mismatch realistic = decode_and_compare(kind, m.bytes, cols);
+        INFO("realistic scales: first mismatch at weight " << realistic.first << " of " << cols);
+        CHECK(realistic.count == 0);
         ++kinds_checked;
     }
-    CHECK(kinds_checked == 8);
+    // F32, F16, BF16 and at least one quantized kind: the loop ran.
+    CHECK(kinds_checked >= 4);
 }
 
-TEST_CASE("the kernel decoders exist for no kind the table does not list") {
-    float out[32];
-    const uint8_t bytes[64] = {1};
-    CHECK_FALSE(ferrox::cuda::test::decode_row_with_kernel_code(FERROX_KIND_Q5_0, bytes, 32, out));
-    CHECK_FALSE(
-        ferrox::cuda::test::decode_row_with_kernel_code(FERROX_KIND_IQ4_NL, bytes, 32, out));
+TEST_CASE("the kernel decoders agree with the reference for every byte value at every offset") {
+    // Each quantized block byte (scale, min, code or high-bit byte) takes all
+    // 256 values in its own row of otherwise random blocks, so every nibble,
+    // bit pair, high bit, IQ4 code and 6-bit scale field is decoded at least
+    // once in each position, not just probably.
+    const uint32_t seed = std::random_device{}();
+    INFO("seed " << seed);
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (const ferrox_kind kind : matvec_kinds()) {
+        const ferrox::KindTraits& traits = ferrox::test::traits_of(kind);
+        if (traits.block_elements == 1) continue;  // floats: covered above
+        INFO("kind " << traits.name);
+        const uint64_t cols = 256 * static_cast<uint64_t>(traits.block_elements);
+        std::vector<uint8_t> row(*ferrox::row_bytes(kind, cols));
+        uint64_t mismatches = 0;
+        for (uint32_t offset = 0; offset < traits.block_bytes; ++offset) {
+            for (auto& b : row) b = static_cast<uint8_t>(byte(rng));
+            for (uint32_t v = 0; v < 256; ++v)
+                row[v * traits.block_bytes + offset] = static_cast<uint8_t>(v);
+            const Mismatch m = decode_and_compare(kind, row, cols);
+            if (m.count != 0) {
+                UNSCOPED_INFO("byte offset " << offset << ": " << m.count
+                                             << " mismatches, first at weight " << m.first);
+            }
+            mismatches += m.count;
+        }
+        CHECK(mismatches == 0);
+    }
+}
+
+TEST_CASE("the kernel decoders exist for exactly the kinds with a MATVEC row") {
+    std::vector<uint8_t> bytes(4096, 0x5A);
+    std::vector<float> out(256);
+    for (const ferrox::KindTraits& traits : ferrox::kAllKinds) {
+        INFO("kind " << traits.name);
+        const uint64_t cols = traits.block_elements == 1 ? 32 : traits.block_elements;
+        CHECK(ferrox::cuda::test::decode_row_with_kernel_code(traits.id, bytes.data(), cols,
+                                                              out.data()) ==
+              ferrox::cuda::has_kernel(FERROX_OP_MATVEC, traits.id));
+    }
+}
+
+TEST_CASE("the row-tile code runs for MATVEC and GEMM rows only, not the resident ops") {
+    std::vector<uint8_t> weights(4096, 0);
+    std::vector<float> x(256, 1.0f);
+    std::vector<float> y(8, 0.0f);
+    for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels) {
+        INFO(entry.name);
+        const bool row_tile = entry.op == FERROX_OP_MATVEC || entry.op == FERROX_OP_GEMM;
+        const uint32_t block = ferrox::test::traits_of(entry.kind).block_elements;
+        CHECK(ferrox::cuda::test::run_kernel_code_on_host(entry.op, entry.kind, weights.data(), 1,
+                                                          block == 1 ? 32 : block, 0, x.data(), 1,
+                                                          y.data()) == row_tile);
+    }
 }
 
 TEST_CASE("every kernel's per-lane code, its lanes summed on the CPU, matches the reference") {
     const uint32_t seed = std::random_device{}();
     INFO("seed " << seed);
     std::mt19937 rng(seed);
+    int kernels_checked = 0;
     for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels) {
+        if (entry.op != FERROX_OP_MATVEC && entry.op != FERROX_OP_GEMM) continue;
         const uint32_t block = ferrox::test::traits_of(entry.kind).block_elements;
         // More than 32 granules so lanes wrap; floats end in a short granule.
         const uint64_t cols = block == 1 ? 1037 : (block == 32 ? 40 * 32 : 5 * 256);
         const uint64_t rows = 5;
-        const ferrox::test::Matrix m = ferrox::test::random_matrix(entry.kind, rows, cols, rng);
+        const ferrox::test::Matrix m = realistic_matrix(entry.kind, rows, cols, rng);
         const std::vector<uint64_t> batches = entry.op == FERROX_OP_GEMM
                                                   ? std::vector<uint64_t>{1, 7, 8, 9, 17}
                                                   : std::vector<uint64_t>{1};
@@ -90,12 +232,19 @@ TEST_CASE("every kernel's per-lane code, its lanes summed on the CPU, matches th
             REQUIRE(ferrox::cuda::test::run_kernel_code_on_host(
                 entry.op, entry.kind, m.bytes.data(), rows, cols, m.row_bytes, x.data(), n,
                 y.data()));
-            const ferrox::test::Agreement a =
-                ferrox::test::compare(y, ferrox::test::reference(m, x, n));
+            const std::vector<float> want = ferrox::test::reference(m, x, n);
+            const ferrox::test::Agreement a = ferrox::test::compare(y, want);
             CHECK(a.unwritten == 0);
             CHECK(a.nan_mismatch == 0);
             // Host floats, only the summation order differs from the reference.
+            UNSCOPED_INFO("nmse " << a.nmse);
             CHECK(a.nmse <= 1e-10);
+            // A finite reference: the NMSE above compared real numbers.
+            uint64_t not_finite = 0;
+            for (const float v : want) not_finite += std::isfinite(v) ? 0 : 1;
+            CHECK(not_finite == 0);
         }
+        ++kernels_checked;
     }
+    CHECK(kernels_checked >= 4);
 }

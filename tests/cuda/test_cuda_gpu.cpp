@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 
 #include "cuda_plugin_library.h"
 #include "ferrox/backend_abi.h"
+#include "ferrox/model/ops.h"
 #include "ferrox/quant/half.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
@@ -326,6 +328,528 @@ TEST_CASE("buffers round-trip bytes and refuse out-of-range copies") {
     CHECK(g_backend->buffer_upload(g_backend, buffer, 32, in.data(), in.size(), &message) ==
           FERROX_ERR_INVALID_ARGUMENT);
     g_backend->buffer_free(g_backend, buffer);
+}
+
+// ---- ABI 1.2: resident decoding ----------------------------------------------
+
+namespace {
+
+namespace ops = ferrox::model::ops;
+
+// A buffer from the backend, freed through it.
+class DeviceBuffer {
+  public:
+    explicit DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
+        ferrox_message message{};
+        if (g_backend->buffer_alloc(g_backend, bytes, &buffer_, &message) != FERROX_OK)
+            throw std::runtime_error(std::string("buffer_alloc: ") + message.text);
+    }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() { g_backend->buffer_free(g_backend, buffer_); }
+
+    ferrox_tensor at(uint64_t offset = 0) const { return {buffer_, offset}; }
+    uint64_t bytes() const { return bytes_; }
+
+    void upload(const void* src, uint64_t bytes, uint64_t offset = 0) const {
+        ferrox_message message{};
+        const ferrox_status status =
+            g_backend->buffer_upload(g_backend, buffer_, offset, src, bytes, &message);
+        INFO("buffer_upload: " << message.text);
+        REQUIRE(status == FERROX_OK);
+    }
+
+    // Waits for every entry called before (the ABI's one synchronisation point).
+    template <class T>
+    std::vector<T> download(uint64_t count, uint64_t offset = 0) const {
+        std::vector<T> out(count);
+        ferrox_message message{};
+        const ferrox_status status = g_backend->buffer_download(
+            g_backend, buffer_, offset, out.data(), count * sizeof(T), &message);
+        INFO("buffer_download: " << message.text);
+        REQUIRE(status == FERROX_OK);
+        return out;
+    }
+
+  private:
+    ferrox_buffer* buffer_ = nullptr;
+    uint64_t bytes_ = 0;
+};
+
+// `values` on the device, after `lead` poisoned floats (so offsets are tested).
+std::unique_ptr<DeviceBuffer> on_device(const std::vector<float>& values, uint64_t lead = 0) {
+    auto buffer = std::make_unique<DeviceBuffer>((lead + values.size()) * sizeof(float) + 64);
+    std::vector<float> all(lead + values.size() + 16, std::bit_cast<float>(kPoisonBits));
+    std::copy(values.begin(), values.end(), all.begin() + static_cast<ptrdiff_t>(lead));
+    buffer->upload(all.data(), all.size() * sizeof(float));
+    return buffer;
+}
+
+std::unique_ptr<DeviceBuffer> poisoned(uint64_t count) {
+    return on_device(std::vector<float>(count, std::bit_cast<float>(kPoisonBits)));
+}
+
+std::vector<float> uniform(uint64_t n, float lo, float hi, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+void require_ok(ferrox_status status, const ferrox_message& message) {
+    INFO("backend message: " << message.text);
+    REQUIRE(status == FERROX_OK);
+}
+
+std::string kernel_name(ferrox_op op, ferrox_kind kind) {
+    ferrox_kernel_info info{};
+    info.struct_size = sizeof(info);
+    g_backend->kernel_for(g_backend, op, kind, &info);
+    return info.kernel ? info.kernel : "(none)";
+}
+
+uint64_t bit_mismatches(const std::vector<float>& got, const std::vector<float>& want) {
+    uint64_t mismatches = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]) &&
+                              std::bit_cast<uint32_t>(got[i]) != kPoisonBits;
+        if (!both_nan && std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want[i]))
+            ++mismatches;
+    }
+    return mismatches;
+}
+
+void check_path(const std::string& path, const Agreement& a) {
+    record_nmse(path, a.nmse);
+    check_agreement(a);
+}
+
+bool table_has_resident_entries() {
+    return g_backend->struct_size >= sizeof(ferrox_backend) && g_backend->project &&
+           g_backend->rms_norm && g_backend->rope && g_backend->add && g_backend->glu &&
+           g_backend->convert && g_backend->get_rows && g_backend->attention_resident;
+}
+
+}  // namespace
+
+TEST_CASE("the backend fills every ABI 1.2 resident-decoding entry") {
+    CHECK(table_has_resident_entries());
+    CHECK(FERROX_ABI_MINOR(g_backend->abi_version) >= 2);
+}
+
+TEST_CASE("rms_norm on device rows matches the core's rms_norm") {
+    std::mt19937 rng(g_seed + 10);
+    struct Shape {
+        uint64_t rows;
+        uint32_t dim;
+    };
+    // Model-dim rows, per-head (qk-norm) rows of 128, and odd small ones.
+    for (const Shape shape : {Shape{5, 2048}, Shape{37 * 8, 128}, Shape{3, 33}, Shape{2, 1}}) {
+        INFO(shape.rows << " x " << shape.dim << ", seed " << g_seed);
+        const std::vector<float> x = uniform(shape.rows * shape.dim, -3.0f, 3.0f, rng);
+        const std::vector<float> gamma = uniform(shape.dim, 0.5f, 1.5f, rng);
+        std::vector<float> want(x.size());
+        for (uint64_t r = 0; r < shape.rows; ++r)
+            ops::rms_norm(std::span(x).subspan(r * shape.dim, shape.dim), gamma, 1e-5f,
+                          std::span(want).subspan(r * shape.dim, shape.dim));
+        const auto dx = on_device(x, 3);
+        const auto dgamma = on_device(gamma);
+        const auto dy = poisoned(x.size());
+        ferrox_message message{};
+        require_ok(g_backend->rms_norm(g_backend, dx->at(3 * sizeof(float)), dgamma->at(),
+                                       shape.rows, shape.dim, 1e-5f, dy->at(), &message),
+                   message);
+        check_path("RMS_NORM cuda_rms_norm", compare(dy->download<float>(x.size()), want));
+        // In place (y = x).
+        require_ok(
+            g_backend->rms_norm(g_backend, dx->at(3 * sizeof(float)), dgamma->at(), shape.rows,
+                                shape.dim, 1e-5f, dx->at(3 * sizeof(float)), &message),
+            message);
+        check_path("RMS_NORM cuda_rms_norm",
+                   compare(dx->download<float>(x.size(), 3 * sizeof(float)), want));
+    }
+}
+
+TEST_CASE("rope rotates device heads like the core, in both styles") {
+    std::mt19937 rng(g_seed + 11);
+    const uint32_t n_pos = 7;
+    const uint32_t n_heads = 6;
+    for (const uint32_t head_dim : {64u, 128u}) {
+        for (const bool neox : {false, true}) {
+            INFO("head_dim " << head_dim << (neox ? " neox" : " normal") << ", seed " << g_seed);
+            const uint32_t half = head_dim / 2;
+            std::vector<float> cos(n_pos * half);
+            std::vector<float> sin(n_pos * half);
+            for (uint32_t p = 0; p < n_pos; ++p)
+                ops::rope_angles(300 + 11 * p, 10000.0f, 1.0f,
+                                 std::span(cos).subspan(p * half, half),
+                                 std::span(sin).subspan(p * half, half));
+            const std::vector<float> x = uniform(n_pos * n_heads * head_dim, -2.0f, 2.0f, rng);
+            std::vector<float> want = x;
+            for (uint32_t p = 0; p < n_pos; ++p)
+                for (uint32_t h = 0; h < n_heads; ++h)
+                    ops::rope_rotate(
+                        std::span(want).subspan((p * n_heads + h) * head_dim, head_dim),
+                        std::span(cos).subspan(p * half, half),
+                        std::span(sin).subspan(p * half, half),
+                        neox ? ferrox::model::RopeStyle::Neox : ferrox::model::RopeStyle::Normal);
+            const auto dx = on_device(x);
+            const auto dcos = on_device(cos);
+            const auto dsin = on_device(sin);
+            ferrox_message message{};
+            require_ok(g_backend->rope(g_backend, dx->at(), dcos->at(), dsin->at(), n_pos, n_heads,
+                                       head_dim, neox ? 1 : 0, &message),
+                       message);
+            const std::vector<float> got = dx->download<float>(x.size());
+            check_path("ROPE cuda_rope", compare(got, want));
+            CHECK(compare(got, x).nmse > 1e-3);  // it really rotated
+        }
+    }
+}
+
+TEST_CASE("add broadcasts a stride-0 bias and strides a padded source, with alpha") {
+    std::mt19937 rng(g_seed + 12);
+    const uint64_t rows = 9;
+    const uint32_t dim = 1000;
+    for (const uint64_t stride : {uint64_t{0}, uint64_t{dim}, uint64_t{dim + 24}}) {
+        const float alpha = stride == 0 ? 1.0f : -0.75f;
+        INFO("src_stride " << stride << " alpha " << alpha << ", seed " << g_seed);
+        const std::vector<float> dst = uniform(rows * dim, -1.0f, 1.0f, rng);
+        const uint64_t src_count = stride == 0 ? dim : (rows - 1) * stride + dim;
+        const std::vector<float> src = uniform(src_count, -1.0f, 1.0f, rng);
+        std::vector<float> want = dst;
+        for (uint64_t r = 0; r < rows; ++r)
+            for (uint32_t i = 0; i < dim; ++i) want[r * dim + i] += alpha * src[r * stride + i];
+        const auto ddst = on_device(dst);
+        const auto dsrc = on_device(src, 5);
+        ferrox_message message{};
+        require_ok(g_backend->add(g_backend, ddst->at(), dsrc->at(5 * sizeof(float)), rows, dim,
+                                  stride, alpha, &message),
+                   message);
+        check_path("ADD cuda_add", compare(ddst->download<float>(dst.size()), want));
+    }
+}
+
+TEST_CASE("swiglu and geglu on device match the core's glu") {
+    std::mt19937 rng(g_seed + 13);
+    const uint64_t count = 100003;
+    for (const ferrox_glu_kind kind : {FERROX_GLU_SWIGLU, FERROX_GLU_GEGLU}) {
+        const bool gelu = kind == FERROX_GLU_GEGLU;
+        INFO((gelu ? "geglu" : "swiglu") << ", seed " << g_seed);
+        // Past +-10 too: GeGLU's clamps.
+        const std::vector<float> gate = uniform(count, -12.0f, 12.0f, rng);
+        const std::vector<float> up = uniform(count, -2.0f, 2.0f, rng);
+        std::vector<float> want = gate;
+        ops::glu(
+            want, up,
+            gelu ? ferrox::model::FfnActivation::GeluTanh : ferrox::model::FfnActivation::Silu);
+        const auto dgate = on_device(gate);
+        const auto dup = on_device(up);
+        ferrox_message message{};
+        require_ok(g_backend->glu(g_backend, kind, dgate->at(), dup->at(), count, &message),
+                   message);
+        const std::vector<float> got = dgate->download<float>(count);
+        check_path(gelu ? "GEGLU cuda_geglu" : "SWIGLU cuda_swiglu", compare(got, want));
+        if (gelu) {
+            // Bit-identical except where the device tanhf's last ulp survives
+            // the f16 rounding: report how often, and bound it.
+            const uint64_t mismatches = bit_mismatches(got, want);
+            std::printf("geglu: %llu of %llu outputs differ in bits from the core's table\n",
+                        static_cast<unsigned long long>(mismatches),
+                        static_cast<unsigned long long>(count));
+            CHECK(mismatches * 100 < count);
+        }
+    }
+}
+
+TEST_CASE("convert stores f32 as f32 and as f16 bit-exact with ferrox_quant") {
+    std::mt19937 rng(g_seed + 14);
+    std::vector<float> src = uniform(50000, -70000.0f, 70000.0f, rng);
+    // Small magnitudes too: f16 subnormals and underflow.
+    const std::vector<float> small = uniform(50000, -1e-4f, 1e-4f, rng);
+    src.insert(src.end(), small.begin(), small.end());
+    const std::vector<float> unit = uniform(50000, -1.0f, 1.0f, rng);
+    src.insert(src.end(), unit.begin(), unit.end());
+    const uint64_t count = src.size();
+    const auto dsrc = on_device(src);
+    {
+        const auto ddst = poisoned(count);
+        ferrox_message message{};
+        require_ok(
+            g_backend->convert(g_backend, dsrc->at(), ddst->at(), FERROX_KIND_F32, count, &message),
+            message);
+        CHECK(bit_mismatches(ddst->download<float>(count), src) == 0);
+    }
+    {
+        DeviceBuffer ddst(count * sizeof(uint16_t) + 2);
+        const std::vector<uint16_t> poison(count + 1, 0x7e55);
+        ddst.upload(poison.data(), poison.size() * sizeof(uint16_t));
+        ferrox_message message{};
+        // At a 2-byte offset: a KV row need not be 4-byte aligned.
+        require_ok(
+            g_backend->convert(g_backend, dsrc->at(), ddst.at(2), FERROX_KIND_F16, count, &message),
+            message);
+        const std::vector<uint16_t> got = ddst.download<uint16_t>(count, 2);
+        uint64_t mismatches = 0;
+        for (uint64_t i = 0; i < count; ++i)
+            if (got[i] != ferrox::quant::fp32_to_fp16(src[i])) ++mismatches;
+        CHECK(mismatches == 0);
+    }
+}
+
+namespace {
+
+// Weights for get_rows: realistic ones where kernel_check.h has a generator,
+// else random bytes (scales included), compared bit for bit only.
+Matrix get_rows_matrix(ferrox_kind kind, uint64_t rows, uint64_t cols, std::mt19937& rng,
+                       bool& realistic) {
+    try {
+        realistic = true;
+        return random_matrix(kind, rows, cols, rng);
+    } catch (const std::logic_error&) {
+        realistic = false;
+        Matrix m{kind, rows, cols, *ferrox::row_bytes(kind, cols), {}};
+        m.bytes.resize(rows * m.row_bytes);
+        std::uniform_int_distribution<int> byte(0, 255);
+        for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
+        return m;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("get_rows looks up scaled rows of every kind it lists as the reference dequantizes") {
+    std::mt19937 rng(g_seed + 15);
+    int kinds_checked = 0;
+    for (uint32_t id = 0; id < FERROX_KIND_ID_LIMIT; ++id) {
+        const auto kind = static_cast<ferrox_kind>(id);
+        ferrox_kernel_info info{};
+        info.struct_size = sizeof(info);
+        g_backend->kernel_for(g_backend, FERROX_OP_GET_ROWS, kind, &info);
+        if (info.kernel == nullptr) continue;
+        const std::string name = info.kernel;
+        INFO("kind " << kind_text(kind) << ", kernel " << name << ", seed " << g_seed);
+        const uint64_t rows = 50;
+        const uint64_t cols = traits_of(kind).block_elements == 1 ? 1037 : 4 * 256;
+        bool realistic = false;
+        const Matrix m = get_rows_matrix(kind, rows, cols, rng, realistic);
+        WeightHandle w;
+        ferrox_message message{};
+        require_ok(prepare(m, w, message), message);
+        const std::vector<int32_t> ids{7, 0, 49, 7, 23};
+        const float scale = 0.5f;
+        std::vector<float> want(ids.size() * cols);
+        for (size_t i = 0; i < ids.size(); ++i) {
+            REQUIRE(ferrox::quant::dequantize_row(
+                kind, &m.bytes[static_cast<uint64_t>(ids[i]) * m.row_bytes], &want[i * cols],
+                cols));
+            for (uint64_t c = 0; c < cols; ++c) want[i * cols + c] *= scale;
+        }
+        const auto dout = poisoned(want.size());
+        require_ok(g_backend->get_rows(g_backend, w.weight, ids.data(), ids.size(), scale,
+                                       dout->at(), &message),
+                   message);
+        const std::vector<float> got = dout->download<float>(want.size());
+        if (realistic) check_path("GET_ROWS " + name, compare(got, want));
+        CHECK(bit_mismatches(got, want) == 0);  // the same decoder, the same multiply
+
+        // An id outside the weight is refused before anything runs.
+        const std::vector<int32_t> bad{3, 50};
+        CHECK(g_backend->get_rows(g_backend, w.weight, bad.data(), bad.size(), scale, dout->at(),
+                                  &message) == FERROX_ERR_INVALID_ARGUMENT);
+        CHECK(std::string_view(message.text).find("id 50") != std::string_view::npos);
+        ++kinds_checked;
+    }
+    CHECK(kinds_checked >= static_cast<int>(kMatvecKinds.size()));
+}
+
+TEST_CASE("attention_resident matches the core's attend: decode, prefill, window, GQA") {
+    struct Case {
+        uint32_t n_query, pos0, window, n_head, n_head_kv, head_dim;
+    };
+    const std::vector<Case> cases{
+        {1, 700, 0, 8, 2, 128},  {37, 0, 0, 8, 2, 128},  {37, 100, 0, 8, 2, 64},
+        {37, 100, 8, 8, 2, 128}, {1, 700, 8, 8, 2, 256}, {5, 40, 0, 4, 4, 256},
+        {1, 700, 0, 8, 8, 64},
+    };
+    std::mt19937 rng(g_seed + 16);
+    for (const Case& c : cases) {
+        for (const ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+            INFO("n_query " << c.n_query << " pos0 " << c.pos0 << " window " << c.window
+                            << " heads " << c.n_head << ":" << c.n_head_kv << " dim " << c.head_dim
+                            << " " << kind_text(kind) << ", seed " << g_seed);
+            const uint32_t positions = c.pos0 + c.n_query;
+            const uint64_t kv_row = uint64_t{c.n_head_kv} * c.head_dim;
+            const uint64_t q_row = uint64_t{c.n_head} * c.head_dim;
+            const std::vector<float> q = uniform(c.n_query * q_row, -1.0f, 1.0f, rng);
+            std::vector<float> keys = uniform(positions * kv_row, -1.0f, 1.0f, rng);
+            std::vector<float> values = uniform(positions * kv_row, -1.0f, 1.0f, rng);
+            std::vector<uint16_t> keys16(keys.size());
+            std::vector<uint16_t> values16(values.size());
+            for (size_t i = 0; i < keys.size(); ++i) {
+                keys16[i] = ferrox::quant::fp32_to_fp16(keys[i]);
+                values16[i] = ferrox::quant::fp32_to_fp16(values[i]);
+                if (kind == FERROX_KIND_F16) {  // the reference reads the same f16 values
+                    keys[i] = ferrox::quant::fp16_to_fp32(keys16[i]);
+                    values[i] = ferrox::quant::fp16_to_fp32(values16[i]);
+                }
+            }
+            const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+            const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim, scale};
+            std::vector<float> want(c.n_query * q_row);
+            std::vector<float> scores(positions);
+            for (uint32_t i = 0; i < c.n_query; ++i) {
+                const uint32_t last = c.pos0 + i;
+                const uint32_t first =
+                    c.window > 0 && last + 1 > c.window ? last + 1 - c.window : 0;
+                ops::attend(shape, std::span(q).subspan(i * q_row, q_row), keys.data(),
+                            values.data(), first, last, scores,
+                            std::span(want).subspan(i * q_row, q_row));
+            }
+            const uint64_t element = kind == FERROX_KIND_F16 ? 2 : 4;
+            DeviceBuffer dkeys(keys.size() * element);
+            DeviceBuffer dvalues(values.size() * element);
+            if (kind == FERROX_KIND_F16) {
+                dkeys.upload(keys16.data(), keys16.size() * 2);
+                dvalues.upload(values16.data(), values16.size() * 2);
+            } else {
+                dkeys.upload(keys.data(), keys.size() * 4);
+                dvalues.upload(values.data(), values.size() * 4);
+            }
+            const auto dq = on_device(q);
+            const auto dout = poisoned(want.size());
+            ferrox_attention_desc desc{};
+            desc.struct_size = sizeof(desc);
+            desc.abi_version = FERROX_ABI_VERSION;
+            desc.n_query = c.n_query;
+            desc.pos0 = c.pos0;
+            desc.window = c.window;
+            desc.n_head = c.n_head;
+            desc.n_head_kv = c.n_head_kv;
+            desc.head_dim_k = c.head_dim;
+            desc.head_dim_v = c.head_dim;
+            desc.scale = scale;
+            desc.kv_kind = kind;
+            ferrox_message message{};
+            require_ok(g_backend->attention_resident(g_backend, &desc, dq->at(), dkeys.at(),
+                                                     dvalues.at(), dout->at(), &message),
+                       message);
+            check_path("ATTENTION " + kernel_name(FERROX_OP_ATTENTION, kind),
+                       compare(dout->download<float>(want.size()), want));
+        }
+    }
+}
+
+TEST_CASE("project runs MATVEC (n = 1) and GEMM (n = 5) on device activations") {
+    std::mt19937 rng(g_seed + 17);
+    // Quantized kinds have a tiled GEMM kernel; F16 takes the per-position fallback.
+    for (const ferrox_kind kind : {FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_F16}) {
+        const uint64_t rows = 37;
+        const uint64_t cols = 512;
+        const Matrix m = random_matrix(kind, rows, cols, rng);
+        WeightHandle w;
+        ferrox_message message{};
+        require_ok(prepare(m, w, message), message);
+        for (const uint64_t n : {uint64_t{1}, uint64_t{5}}) {
+            INFO("kind " << kind_text(kind) << ", n " << n << ", seed " << g_seed);
+            const std::vector<float> x = random_activations(n * cols, rng);
+            const auto dx = on_device(x, 1);
+            const auto dy = poisoned(n * rows);
+            require_ok(g_backend->project(g_backend, w.weight, dx->at(sizeof(float)), n, dy->at(),
+                                          &message),
+                       message);
+            check_path("PROJECT " + kind_text(kind) + (n == 1 ? " n=1" : " n=5"),
+                       compare(dy->download<float>(n * rows), reference(m, x, n)));
+        }
+    }
+}
+
+TEST_CASE("queued resident entries run in call order before one download") {
+    // get_rows -> rms_norm -> project -> add, with no synchronisation between.
+    std::mt19937 rng(g_seed + 18);
+    const uint64_t vocab = 40;
+    const uint64_t dim = 256;
+    const Matrix embed = random_matrix(FERROX_KIND_Q8_0, vocab, dim, rng);
+    const Matrix proj = random_matrix(FERROX_KIND_Q4_K, 64, dim, rng);
+    WeightHandle we;
+    WeightHandle wp;
+    ferrox_message message{};
+    require_ok(prepare(embed, we, message), message);
+    require_ok(prepare(proj, wp, message), message);
+    const std::vector<int32_t> ids{3, 17, 39};
+    const std::vector<float> gamma = uniform(dim, 0.5f, 1.5f, rng);
+    const std::vector<float> bias = uniform(64, -1.0f, 1.0f, rng);
+
+    std::vector<float> h(ids.size() * dim);
+    for (size_t i = 0; i < ids.size(); ++i)
+        REQUIRE(ferrox::quant::dequantize_row(
+            embed.kind, &embed.bytes[static_cast<uint64_t>(ids[i]) * embed.row_bytes], &h[i * dim],
+            dim));
+    for (size_t i = 0; i < ids.size(); ++i)
+        ops::rms_norm(std::span(h).subspan(i * dim, dim), gamma, 1e-6f,
+                      std::span(h).subspan(i * dim, dim));
+    std::vector<float> want = reference(proj, h, ids.size());
+    for (size_t i = 0; i < ids.size(); ++i)
+        for (uint64_t r = 0; r < 64; ++r) want[i * 64 + r] += bias[r];
+
+    const auto dh = poisoned(h.size());
+    const auto dgamma = on_device(gamma);
+    const auto dbias = on_device(bias);
+    const auto dy = poisoned(want.size());
+    require_ok(
+        g_backend->get_rows(g_backend, we.weight, ids.data(), ids.size(), 1.0f, dh->at(), &message),
+        message);
+    require_ok(g_backend->rms_norm(g_backend, dh->at(), dgamma->at(), ids.size(), dim, 1e-6f,
+                                   dh->at(), &message),
+               message);
+    require_ok(g_backend->project(g_backend, wp.weight, dh->at(), ids.size(), dy->at(), &message),
+               message);
+    require_ok(g_backend->add(g_backend, dy->at(), dbias->at(), ids.size(), 64, 0, 1.0f, &message),
+               message);
+    check_path("chain get_rows/rms_norm/project/add",
+               compare(dy->download<float>(want.size()), want));
+}
+
+TEST_CASE("resident entries refuse tensors outside their buffers as invalid arguments") {
+    const auto x = poisoned(64);
+    const auto gamma = poisoned(64);
+    ferrox_message message{};
+    // Offset past the end of the buffer.
+    CHECK(g_backend->rms_norm(g_backend, {x->at().buffer, x->bytes() + 4}, gamma->at(), 1, 64,
+                              1e-6f, x->at(), &message) == FERROX_ERR_INVALID_ARGUMENT);
+    CHECK(std::string_view(message.text).find("'x'") != std::string_view::npos);
+    // In range at its start but not for its extent.
+    CHECK(g_backend->glu(g_backend, FERROX_GLU_SWIGLU, x->at(), gamma->at(), x->bytes(),
+                         &message) == FERROX_ERR_INVALID_ARGUMENT);
+    // Misaligned for floats.
+    CHECK(g_backend->add(g_backend, x->at(2), gamma->at(), 1, 8, 0, 1.0f, &message) ==
+          FERROX_ERR_INVALID_ARGUMENT);
+    // No buffer at all.
+    CHECK(g_backend->add(g_backend, ferrox_tensor{nullptr, 0}, gamma->at(), 1, 8, 0, 1.0f,
+                         &message) == FERROX_ERR_INVALID_ARGUMENT);
+    // A cache too short for pos0 + n_query rows.
+    ferrox_attention_desc desc{};
+    desc.struct_size = sizeof(desc);
+    desc.n_query = 1;
+    desc.pos0 = 100;
+    desc.n_head = 1;
+    desc.n_head_kv = 1;
+    desc.head_dim_k = 64;
+    desc.head_dim_v = 64;
+    desc.scale = 0.125f;
+    desc.kv_kind = FERROX_KIND_F32;
+    CHECK(g_backend->attention_resident(g_backend, &desc, x->at(), x->at(), x->at(), gamma->at(),
+                                        &message) == FERROX_ERR_INVALID_ARGUMENT);
+    CHECK(std::string_view(message.text).find("'keys'") != std::string_view::npos);
+    // A projection into its own input.
+    std::mt19937 rng(g_seed + 19);
+    const Matrix m = random_matrix(FERROX_KIND_Q8_0, 4, 32, rng);
+    WeightHandle w;
+    require_ok(prepare(m, w, message), message);
+    CHECK(g_backend->project(g_backend, w.weight, x->at(), 1, x->at(8), &message) ==
+          FERROX_ERR_INVALID_ARGUMENT);
+    // The refusals left the stream healthy: a download still succeeds.
+    static_cast<void>(x->download<float>(64));
 }
 
 int main(int argc, char** argv) {

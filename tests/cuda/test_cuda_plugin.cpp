@@ -41,11 +41,44 @@ ferrox_host host_table(CapturedLog& log) {
     return host;
 }
 
-const std::set<ferrox_kind> kMatvecKinds{FERROX_KIND_F32,  FERROX_KIND_F16,  FERROX_KIND_BF16,
-                                         FERROX_KIND_Q8_0, FERROX_KIND_Q4_0, FERROX_KIND_Q4_K,
-                                         FERROX_KIND_Q5_K, FERROX_KIND_Q6_K};
-const std::set<ferrox_kind> kGemmKinds{FERROX_KIND_Q8_0, FERROX_KIND_Q4_0, FERROX_KIND_Q4_K,
-                                       FERROX_KIND_Q6_K};
+// What the capability table must say, written out once here (the table is
+// the thing under test, so these lists are not derived from it).
+const std::set<ferrox_kind> kMatvecKinds{
+    FERROX_KIND_F32,  FERROX_KIND_F16,  FERROX_KIND_BF16, FERROX_KIND_Q8_0,   FERROX_KIND_Q4_0,
+    FERROX_KIND_Q4_1, FERROX_KIND_Q5_0, FERROX_KIND_Q5_1, FERROX_KIND_Q2_K,   FERROX_KIND_Q3_K,
+    FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS};
+// The tiled GEMM serves every quantized MATVEC kind; floats use the fallback.
+const std::set<ferrox_kind> kGemmKinds{FERROX_KIND_Q8_0, FERROX_KIND_Q4_0,   FERROX_KIND_Q4_1,
+                                       FERROX_KIND_Q5_0, FERROX_KIND_Q5_1,   FERROX_KIND_Q2_K,
+                                       FERROX_KIND_Q3_K, FERROX_KIND_Q4_K,   FERROX_KIND_Q5_K,
+                                       FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS};
+// The resident-decoding ops (ABI 1.2) other than GET_ROWS, and their kinds:
+// elementwise ops on F32, CONVERT and ATTENTION on each KV-cache kind.
+const std::set<std::pair<ferrox_op, ferrox_kind>> kResidentKernels{
+    {FERROX_OP_RMS_NORM, FERROX_KIND_F32}, {FERROX_OP_ROPE, FERROX_KIND_F32},
+    {FERROX_OP_ADD, FERROX_KIND_F32},      {FERROX_OP_SWIGLU, FERROX_KIND_F32},
+    {FERROX_OP_GEGLU, FERROX_KIND_F32},    {FERROX_OP_CONVERT, FERROX_KIND_F32},
+    {FERROX_OP_CONVERT, FERROX_KIND_F16},  {FERROX_OP_ATTENTION, FERROX_KIND_F32},
+    {FERROX_OP_ATTENTION, FERROX_KIND_F16}};
+
+bool kernel_expected(ferrox_op op, ferrox_kind kind) {
+    switch (op) {
+        case FERROX_OP_MATVEC:
+        case FERROX_OP_GET_ROWS:  // rows decoded with the MATVEC granule decoders
+            return kMatvecKinds.count(kind) == 1;
+        case FERROX_OP_GEMM:
+            return kGemmKinds.count(kind) == 1;
+        default:
+            return kResidentKernels.count({op, kind}) == 1;
+    }
+}
+
+std::string lower(std::string_view text) {
+    std::string out(text);
+    for (char& c : out)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return out;
+}
 
 }  // namespace
 
@@ -176,7 +209,7 @@ TEST_CASE("create refuses null arguments and a host of another ABI major with a 
 // The capability table is tested through the static library the plugin
 // itself links (ferrox_cuda_capabilities): the ABI reaches the table only
 // through a backend, and no backend can be created on a host without a GPU.
-TEST_CASE("the capability table lists MATVEC for the eight supported kinds and nothing else") {
+TEST_CASE("the capability table lists MATVEC for the fifteen decodable kinds and nothing else") {
     for (const ferrox::KindTraits& kind : ferrox::kAllKinds) {
         INFO("kind " << kind.name);
         const char* name = ferrox::cuda::find_kernel(FERROX_OP_MATVEC, kind.id);
@@ -184,7 +217,7 @@ TEST_CASE("the capability table lists MATVEC for the eight supported kinds and n
     }
 }
 
-TEST_CASE("the capability table lists the tiled GEMM for Q8_0, Q4_0, Q4_K and Q6_K only") {
+TEST_CASE("the capability table lists the tiled GEMM for every quantized MATVEC kind only") {
     for (const ferrox::KindTraits& kind : ferrox::kAllKinds) {
         INFO("kind " << kind.name);
         const bool gemm = ferrox::cuda::has_kernel(FERROX_OP_GEMM, kind.id);
@@ -195,16 +228,88 @@ TEST_CASE("the capability table lists the tiled GEMM for Q8_0, Q4_0, Q4_K and Q6
     CHECK(std::string_view(ferrox::cuda::kGemmFallback) == "CUDA per-position matvec");
 }
 
-TEST_CASE("the capability table has no kernel for the other ops yet, and no duplicates") {
-    for (int op = FERROX_OP_RMS_NORM; op < FERROX_OP_COUNT; ++op)
-        for (const ferrox::KindTraits& kind : ferrox::kAllKinds)
-            CHECK_FALSE(ferrox::cuda::has_kernel(static_cast<ferrox_op>(op), kind.id));
+TEST_CASE("GET_ROWS has a kernel for exactly the kinds MATVEC has") {
+    // Embedding lookup decodes with the MATVEC granule decoders: a kind the
+    // model can multiply by but not look rows up in would strand its token
+    // embedding on the host, and the reverse would be a decoder no MATVEC uses.
+    int get_rows = 0;
+    for (const ferrox::KindTraits& kind : ferrox::kAllKinds) {
+        INFO("kind " << kind.name);
+        CHECK(ferrox::cuda::has_kernel(FERROX_OP_GET_ROWS, kind.id) ==
+              ferrox::cuda::has_kernel(FERROX_OP_MATVEC, kind.id));
+        get_rows += ferrox::cuda::has_kernel(FERROX_OP_GET_ROWS, kind.id) ? 1 : 0;
+    }
+    CHECK(get_rows == static_cast<int>(kMatvecKinds.size()));
+}
+
+TEST_CASE("the resident ops have kernels on their kinds, attention included") {
+    for (const auto& [op, kind] : kResidentKernels) {
+        INFO("op " << op << ", kind " << ferrox::kind_name(kind));
+        CHECK(ferrox::cuda::has_kernel(op, kind));
+    }
+    // Attention runs on the device over the resident KV cache (ABI 1.2): a
+    // kernel, and no by-design reason to leave it to a host backend.
+    for (const ferrox_kind kv : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+        INFO("attention on a " << ferrox::kind_name(kv) << " cache");
+        ferrox_kernel_info info{};
+        info.struct_size = sizeof(info);
+        info.by_design = "poison";
+        ferrox::cuda::describe_kernel(FERROX_OP_ATTENTION, kv, &info);
+        REQUIRE(info.kernel != nullptr);
+        CHECK(std::string_view(info.kernel) == "cuda_attention_" + lower(ferrox::kind_name(kv)));
+        CHECK(info.by_design == nullptr);
+    }
+    // A cache kind without a kernel is a plain miss, not a by-design one.
+    ferrox_kernel_info info{};
+    info.struct_size = sizeof(info);
+    info.by_design = "poison";
+    ferrox::cuda::describe_kernel(FERROX_OP_ATTENTION, FERROX_KIND_Q8_0, &info);
+    CHECK(info.kernel == nullptr);
+    CHECK(info.by_design == nullptr);
+}
+
+TEST_CASE("no op or kind outside the listed ones has a kernel") {
+    for (int op = 0; op < FERROX_OP_COUNT; ++op) {
+        for (const ferrox::KindTraits& kind : ferrox::kAllKinds) {
+            INFO("op " << op << ", kind " << kind.name);
+            CHECK(ferrox::cuda::has_kernel(static_cast<ferrox_op>(op), kind.id) ==
+                  kernel_expected(static_cast<ferrox_op>(op), kind.id));
+        }
+    }
+    // Every row is a known op on a known kind (none the loops above skip).
+    for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels) {
+        INFO(entry.name);
+        CHECK(entry.op >= 0);
+        CHECK(entry.op < FERROX_OP_COUNT);
+        CHECK(ferrox::kind_traits(static_cast<uint32_t>(entry.kind)) != nullptr);
+    }
+}
+
+TEST_CASE("every kernel row is unique, by (op, kind) and by name") {
     std::set<std::pair<int, int>> seen;
     std::set<std::string> names;
     for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels) {
+        INFO(entry.name);
         CHECK(seen.insert({entry.op, entry.kind}).second);
         CHECK(names.insert(entry.name).second);
     }
+    CHECK(names.size() == ferrox::cuda::kKernels.size());
+}
+
+TEST_CASE("the weight kernels' names name their op and kind") {
+    // A row copied and half-edited (Q5_1's name on the Q5_0 row) would make
+    // kernel_for() and the registry report the wrong kernel.
+    int weight_rows = 0;
+    for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels) {
+        std::string prefix;
+        if (entry.op == FERROX_OP_MATVEC) prefix = "cuda_matvec_";
+        if (entry.op == FERROX_OP_GEMM) prefix = "cuda_gemm_tiled_";
+        if (entry.op == FERROX_OP_GET_ROWS) prefix = "cuda_get_rows_";
+        if (prefix.empty()) continue;
+        CHECK(std::string(entry.name) == prefix + lower(ferrox::kind_name(entry.kind)));
+        ++weight_rows;
+    }
+    CHECK(weight_rows == static_cast<int>(2 * kMatvecKinds.size() + kGemmKinds.size()));
 }
 
 TEST_CASE("kernel_for fills the ABI struct, and only as much of it as the caller has") {
@@ -216,8 +321,9 @@ TEST_CASE("kernel_for fills the ABI struct, and only as much of it as the caller
     CHECK(std::string_view(info.kernel) == "cuda_gemm_tiled_q4_k");
     CHECK(info.by_design == nullptr);
 
-    ferrox::cuda::describe_kernel(FERROX_OP_GEMM, FERROX_KIND_Q5_K, &info);
-    CHECK(info.kernel == nullptr);  // Q5_K prefill runs the named fallback
+    ferrox::cuda::describe_kernel(FERROX_OP_GEMM, FERROX_KIND_F16, &info);
+    CHECK(info.kernel == nullptr);  // F16 prefill runs the named fallback
+    CHECK(info.by_design == nullptr);
 
     const char marker[] = "untouched";
     ferrox_kernel_info short_info{};

@@ -1,0 +1,134 @@
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "resident_kernels.h"
+#include "resident_ops.cuh"
+#include "resident_ops_on_host.h"
+#include "row_tile.cuh"
+
+namespace ferrox::cuda::test {
+namespace {
+
+// __shfl_xor_sync's butterfly over 32 lanes: every lane ends with the same sum.
+float butterfly_sum(float (&lanes)[kWarpSize]) {
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        float next[kWarpSize];
+        for (int l = 0; l < kWarpSize; ++l) next[l] = lanes[l] + lanes[l ^ offset];
+        for (int l = 0; l < kWarpSize; ++l) lanes[l] = next[l];
+    }
+    return lanes[0];
+}
+
+float load(ferrox_kind kind, const void* base, uint64_t index) {
+    if (kind == FERROX_KIND_F16) return f16_bits_to_f32(static_cast<const uint16_t*>(base)[index]);
+    return static_cast<const float*>(base)[index];
+}
+
+}  // namespace
+
+void rms_norm_on_host(const float* x, const float* gamma, uint64_t rows, uint32_t dim, float eps,
+                      float* y) {
+    const uint32_t warps = rms_norm_warps(dim);
+    const uint32_t threads = warps * kWarpSize;
+    for (uint64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * dim;
+        float* yr = y + r * dim;
+        std::vector<float> warp_sums(warps);
+        for (uint32_t w = 0; w < warps; ++w) {
+            float lanes[kWarpSize];
+            for (uint32_t l = 0; l < kWarpSize; ++l) {
+                float sum = 0.0f;
+                for (uint32_t i = w * kWarpSize + l; i < dim; i += threads) sum += xr[i] * xr[i];
+                lanes[l] = sum;
+            }
+            warp_sums[w] = butterfly_sum(lanes);
+        }
+        float total = 0.0f;
+        for (uint32_t w = 0; w < warps; ++w) total += warp_sums[w];
+        const float scale = rms_scale(total, dim, eps);
+        for (uint32_t i = 0; i < dim; ++i) yr[i] = rms_apply(xr[i], scale, gamma[i]);
+    }
+}
+
+void rope_on_host(float* x, const float* cos, const float* sin, uint32_t n_pos, uint32_t n_heads,
+                  uint32_t head_dim, bool neox) {
+    const uint32_t half = head_dim / 2;
+    for (uint32_t p = 0; p < n_pos; ++p)
+        for (uint32_t h = 0; h < n_heads; ++h)
+            for (uint32_t i = 0; i < half; ++i) {
+                float* head = x + (uint64_t{p} * n_heads + h) * head_dim;
+                uint32_t a = 0;
+                uint32_t b = 0;
+                rope_pair(i, head_dim, neox, a, b);
+                rope_rotate_pair(head[a], head[b], cos[p * half + i], sin[p * half + i]);
+            }
+}
+
+float glu_on_host(ferrox_glu_kind kind, float gate, float up) {
+    return kind == FERROX_GLU_SWIGLU ? swiglu(gate, up) : geglu(gate, up);
+}
+
+float gelu_tanh_f16_on_host(float x) { return gelu_tanh_f16(x); }
+
+uint16_t f32_to_f16_on_host(float x) { return f32_to_f16_bits(x); }
+
+void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_t n_head,
+                       uint32_t n_head_kv, uint32_t head_dim_k, uint32_t head_dim_v, float scale,
+                       ferrox_kind kv_kind, const float* q, const void* keys, const void* values,
+                       float* out) {
+    const uint64_t k_row = uint64_t{n_head_kv} * head_dim_k;
+    const uint64_t v_row = uint64_t{n_head_kv} * head_dim_v;
+    for (uint32_t row = 0; row < n_query; ++row) {
+        for (uint32_t head = 0; head < n_head; ++head) {
+            const uint32_t kv_head = head / (n_head / n_head_kv);
+            const float* qh = q + (uint64_t{row} * n_head + head) * head_dim_k;
+            uint32_t first = 0;
+            uint32_t last = 0;
+            attention_span(pos0, row, window, first, last);
+            float part_max[kAttentionWarps];
+            float part_sum[kAttentionWarps];
+            std::vector<float> part_out(size_t{kAttentionWarps} * head_dim_v, 0.0f);
+            for (int warp = 0; warp < kAttentionWarps; ++warp) {
+                SoftmaxState state = softmax_start();
+                float* acc = &part_out[size_t(warp) * head_dim_v];
+                for (uint32_t p = first + static_cast<uint32_t>(warp); p <= last;
+                     p += kAttentionWarps) {
+                    const uint64_t k_base = p * k_row + uint64_t{kv_head} * head_dim_k;
+                    float lanes[kWarpSize];
+                    for (uint32_t lane = 0; lane < kWarpSize; ++lane) {
+                        float partial = 0.0f;
+                        for (uint32_t i = lane; i < head_dim_k; i += kWarpSize)
+                            partial += qh[i] * load(kv_kind, keys, k_base + i);
+                        lanes[lane] = partial;
+                    }
+                    const float score = butterfly_sum(lanes) * scale;
+                    float weight = 0.0f;
+                    const float rescale = softmax_push(state, score, weight);
+                    const uint64_t v_base = p * v_row + uint64_t{kv_head} * head_dim_v;
+                    for (uint32_t d = 0; d < head_dim_v; ++d)
+                        acc[d] = acc[d] * rescale + weight * load(kv_kind, values, v_base + d);
+                }
+                part_max[warp] = state.max;
+                part_sum[warp] = state.sum;
+            }
+            float total_max = -INFINITY;
+            for (int w = 0; w < kAttentionWarps; ++w) total_max = fmaxf(total_max, part_max[w]);
+            float factor[kAttentionWarps];
+            float denominator = 0.0f;
+            for (int w = 0; w < kAttentionWarps; ++w) {
+                factor[w] = softmax_part_factor(part_max[w], total_max);
+                denominator += part_sum[w] * factor[w];
+            }
+            float* oh = out + (uint64_t{row} * n_head + head) * head_dim_v;
+            for (uint32_t d = 0; d < head_dim_v; ++d) {
+                float sum = 0.0f;
+                for (int w = 0; w < kAttentionWarps; ++w)
+                    sum += part_out[size_t(w) * head_dim_v + d] * factor[w];
+                oh[d] = sum / denominator;
+            }
+        }
+    }
+}
+
+}  // namespace ferrox::cuda::test

@@ -1,0 +1,244 @@
+// The resident-decoding kernels' math (plugins/cuda/resident_ops.cuh), walked
+// in each kernel's own order on the CPU, against the core's host ops
+// (ferrox::model::ops) and ferrox_quant: f16 rounding and GeGLU bit for bit,
+// the rest by NMSE. Runs on every host; the GPU tests add the launches.
+#include <algorithm>
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "ferrox/model/ops.h"
+#include "ferrox/quant/half.h"
+#include "resident_ops_on_host.h"
+
+namespace {
+
+namespace ops = ferrox::model::ops;
+namespace host = ferrox::cuda::test;
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+    double error = 0;
+    double signal = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+        error += d * d;
+        signal += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+    }
+    return signal > 0 ? error / signal : error;
+}
+
+std::vector<float> uniform(size_t n, float lo, float hi, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+bool same_bits(float a, float b) {
+    return (std::isnan(a) && std::isnan(b)) ||
+           std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+}
+
+uint32_t test_seed() {
+    static const uint32_t seed = std::random_device{}();
+    return seed;
+}
+
+// Exact-path math (same float operations, other summation order) stays far
+// below this; a wrong index or formula lands near 1.
+constexpr double kExactNmse = 1e-10;
+
+}  // namespace
+
+TEST_CASE("the kernels' f32 -> f16 rounding matches ferrox_quant bit for bit") {
+    std::mt19937 rng(test_seed());
+    INFO("seed " << test_seed());
+    uint64_t mismatches = 0;
+    auto check = [&](float x) {
+        const uint16_t want = ferrox::quant::fp32_to_fp16(x);
+        const uint16_t got = host::f32_to_f16_on_host(x);
+        const bool want_nan = (want & 0x7c00u) == 0x7c00u && (want & 0x3ffu) != 0;
+        const bool got_nan = (got & 0x7c00u) == 0x7c00u && (got & 0x3ffu) != 0;
+        // NaN payloads differ by design (quiet vs numpy's); both must be NaN.
+        if (want_nan || got_nan ? want_nan != got_nan : want != got) {
+            if (mismatches++ < 5) UNSCOPED_INFO("x bits " << std::bit_cast<uint32_t>(x));
+        }
+    };
+    // Every f16 value, and the f32 values on and next to each rounding midpoint.
+    for (uint32_t h = 0; h < 0x10000u; ++h) {
+        const float value = ferrox::quant::fp16_to_fp32(static_cast<uint16_t>(h));
+        const uint32_t bits = std::bit_cast<uint32_t>(value);
+        check(value);
+        for (uint32_t delta : {0xfffu, 0x1000u, 0x1001u})
+            if ((bits & 0x7f800000u) != 0x7f800000u) check(std::bit_cast<float>(bits + delta));
+    }
+    std::uniform_int_distribution<uint32_t> any;
+    for (int i = 0; i < 1000000; ++i) check(std::bit_cast<float>(any(rng)));
+    CHECK(mismatches == 0);
+}
+
+TEST_CASE("the kernels' GeGLU equals the core's gelu_tanh_f16 bit for bit") {
+    uint64_t mismatches = 0;
+    uint64_t nan_inputs = 0;
+    for (uint32_t h = 0; h < 0x10000u; ++h) {
+        const float x = ferrox::quant::fp16_to_fp32(static_cast<uint16_t>(h));
+        if (std::isnan(x)) {
+            // The kernel keeps a NaN a NaN; the core's table index wraps a NaN
+            // onto a finite entry, so NaN inputs are not compared.
+            CHECK(std::isnan(host::gelu_tanh_f16_on_host(x)));
+            ++nan_inputs;
+            continue;
+        }
+        if (!same_bits(host::gelu_tanh_f16_on_host(x), ops::gelu_tanh_f16(x))) {
+            if (mismatches++ < 5) UNSCOPED_INFO("f16 input bits " << h);
+        }
+    }
+    CHECK(mismatches == 0);
+    CHECK(nan_inputs == 2046);
+
+    // Inputs that are not f16 values round first, exactly as the core's lookup.
+    std::mt19937 rng(test_seed() + 1);
+    INFO("seed " << test_seed());
+    const std::vector<float> gate = uniform(200000, -12.0f, 12.0f, rng);
+    const std::vector<float> up = uniform(gate.size(), -2.0f, 2.0f, rng);
+    std::vector<float> want = gate;
+    ops::glu(want, up, ferrox::model::FfnActivation::GeluTanh);
+    uint64_t glu_mismatches = 0;
+    for (size_t i = 0; i < gate.size(); ++i)
+        if (!same_bits(host::glu_on_host(FERROX_GLU_GEGLU, gate[i], up[i]), want[i]))
+            ++glu_mismatches;
+    CHECK(glu_mismatches == 0);
+}
+
+TEST_CASE("the kernels' SwiGLU matches the core's") {
+    std::mt19937 rng(test_seed() + 2);
+    INFO("seed " << test_seed());
+    const std::vector<float> gate = uniform(100000, -20.0f, 20.0f, rng);
+    const std::vector<float> up = uniform(gate.size(), -2.0f, 2.0f, rng);
+    std::vector<float> want = gate;
+    ops::glu(want, up, ferrox::model::FfnActivation::Silu);
+    std::vector<float> got(gate.size());
+    for (size_t i = 0; i < gate.size(); ++i)
+        got[i] = host::glu_on_host(FERROX_GLU_SWIGLU, gate[i], up[i]);
+    CHECK(nmse(got, want) < kExactNmse);
+}
+
+TEST_CASE("the rms_norm kernel's reduction matches the core's rms_norm") {
+    std::mt19937 rng(test_seed() + 3);
+    INFO("seed " << test_seed());
+    for (const uint32_t dim : {1u, 33u, 128u, 2048u, 5000u}) {
+        const uint64_t rows = 7;
+        INFO("dim " << dim);
+        const std::vector<float> x = uniform(rows * dim, -3.0f, 3.0f, rng);
+        const std::vector<float> gamma = uniform(dim, 0.5f, 1.5f, rng);
+        std::vector<float> want(x.size());
+        for (uint64_t r = 0; r < rows; ++r)
+            ops::rms_norm(std::span(x).subspan(r * dim, dim), gamma, 1e-6f,
+                          std::span(want).subspan(r * dim, dim));
+        std::vector<float> got(x.size(), std::nanf(""));
+        host::rms_norm_on_host(x.data(), gamma.data(), rows, dim, 1e-6f, got.data());
+        CHECK(nmse(got, want) < kExactNmse);
+        // y may be x: the kernel reads a row whole before rewriting it.
+        std::vector<float> in_place = x;
+        host::rms_norm_on_host(in_place.data(), gamma.data(), rows, dim, 1e-6f, in_place.data());
+        CHECK(nmse(in_place, want) < kExactNmse);
+    }
+}
+
+TEST_CASE("the rope kernel's pairs match the core's rope_rotate in both styles") {
+    std::mt19937 rng(test_seed() + 4);
+    INFO("seed " << test_seed());
+    const uint32_t n_pos = 5;
+    const uint32_t n_heads = 3;
+    for (const uint32_t head_dim : {64u, 128u}) {
+        for (const bool neox : {false, true}) {
+            INFO("head_dim " << head_dim << (neox ? " neox" : " normal"));
+            const uint32_t half = head_dim / 2;
+            std::vector<float> cos(n_pos * half);
+            std::vector<float> sin(n_pos * half);
+            for (uint32_t p = 0; p < n_pos; ++p)
+                ops::rope_angles(100 + 37 * p, 10000.0f, 1.0f,
+                                 std::span(cos).subspan(p * half, half),
+                                 std::span(sin).subspan(p * half, half));
+            const std::vector<float> x = uniform(n_pos * n_heads * head_dim, -2.0f, 2.0f, rng);
+            std::vector<float> want = x;
+            for (uint32_t p = 0; p < n_pos; ++p)
+                for (uint32_t h = 0; h < n_heads; ++h)
+                    ops::rope_rotate(
+                        std::span(want).subspan((p * n_heads + h) * head_dim, head_dim),
+                        std::span(cos).subspan(p * half, half),
+                        std::span(sin).subspan(p * half, half),
+                        neox ? ferrox::model::RopeStyle::Neox : ferrox::model::RopeStyle::Normal);
+            std::vector<float> got = x;
+            host::rope_on_host(got.data(), cos.data(), sin.data(), n_pos, n_heads, head_dim, neox);
+            CHECK(nmse(got, want) < kExactNmse);
+            CHECK(nmse(got, x) > 1e-3);  // it really rotated
+        }
+    }
+}
+
+TEST_CASE("the attention kernel's online softmax matches the core's attend") {
+    struct Case {
+        uint32_t n_query, pos0, window, n_head, n_head_kv, head_dim;
+    };
+    const Case cases[] = {
+        {1, 700, 0, 4, 4, 64},    // decode, long context
+        {37, 0, 0, 8, 2, 128},    // prefill from the start, GQA 8:2
+        {37, 100, 0, 8, 2, 64},   // prefill after a prompt
+        {37, 100, 8, 4, 2, 128},  // sliding window
+        {1, 700, 8, 8, 2, 256},   // decode in a window, widest head
+        {3, 5, 0, 2, 1, 256},     // fewer positions than warps
+    };
+    std::mt19937 rng(test_seed() + 5);
+    INFO("seed " << test_seed());
+    for (const Case& c : cases) {
+        for (const ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+            INFO("n_query " << c.n_query << " pos0 " << c.pos0 << " window " << c.window
+                            << " heads " << c.n_head << ":" << c.n_head_kv << " dim " << c.head_dim
+                            << (kind == FERROX_KIND_F16 ? " f16" : " f32"));
+            const uint32_t positions = c.pos0 + c.n_query;
+            const uint64_t kv_row = uint64_t{c.n_head_kv} * c.head_dim;
+            const std::vector<float> q =
+                uniform(uint64_t{c.n_query} * c.n_head * c.head_dim, -1.0f, 1.0f, rng);
+            std::vector<float> keys = uniform(positions * kv_row, -1.0f, 1.0f, rng);
+            std::vector<float> values = uniform(positions * kv_row, -1.0f, 1.0f, rng);
+            std::vector<uint16_t> keys16(keys.size());
+            std::vector<uint16_t> values16(values.size());
+            if (kind == FERROX_KIND_F16) {
+                // The reference reads the cache widened from the same f16 bits.
+                for (size_t i = 0; i < keys.size(); ++i) {
+                    keys16[i] = ferrox::quant::fp32_to_fp16(keys[i]);
+                    values16[i] = ferrox::quant::fp32_to_fp16(values[i]);
+                    keys[i] = ferrox::quant::fp16_to_fp32(keys16[i]);
+                    values[i] = ferrox::quant::fp16_to_fp32(values16[i]);
+                }
+            }
+            const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+            const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim, scale};
+            const uint64_t out_row = uint64_t{c.n_head} * c.head_dim;
+            std::vector<float> want(c.n_query * out_row);
+            std::vector<float> scores(positions);
+            for (uint32_t i = 0; i < c.n_query; ++i) {
+                const uint32_t last = c.pos0 + i;
+                const uint32_t first =
+                    c.window > 0 && last + 1 > c.window ? last + 1 - c.window : 0;
+                ops::attend(shape,
+                            std::span(q).subspan(i * uint64_t{c.n_head} * c.head_dim,
+                                                 uint64_t{c.n_head} * c.head_dim),
+                            keys.data(), values.data(), first, last, scores,
+                            std::span(want).subspan(i * out_row, out_row));
+            }
+            std::vector<float> got(want.size(), std::nanf(""));
+            const void* k = kind == FERROX_KIND_F16 ? static_cast<const void*>(keys16.data())
+                                                    : static_cast<const void*>(keys.data());
+            const void* v = kind == FERROX_KIND_F16 ? static_cast<const void*>(values16.data())
+                                                    : static_cast<const void*>(values.data());
+            host::attention_on_host(c.n_query, c.pos0, c.window, c.n_head, c.n_head_kv, c.head_dim,
+                                    c.head_dim, scale, kind, q.data(), k, v, got.data());
+            CHECK(nmse(got, want) < kExactNmse);
+        }
+    }
+}
