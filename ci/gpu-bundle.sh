@@ -41,7 +41,7 @@ cmake -S "$root" -B "$build" "${args[@]}" >"$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; die "configure"; }
 tests=(test_cuda_gpu test_cuda_plugin test_cuda_capacity ferrox_cuda_bandwidth ferrox_cuda_bench)
 cmake --build "$build" -j "${JOBS:-2}" --target ferrox ferrox_cpu ferrox_cuda \
-    ferrox_packaging_files "${tests[@]}"
+    ferrox_packaging_files ferrox_synth_gguf "${tests[@]}"
 
 # ---- the tarball tree ---------------------------------------------------------
 rm -rf "$bundle"
@@ -54,8 +54,33 @@ for exe in "${tests[@]}"; do
     strip --strip-unneeded "$bundle/bin/$exe"
 done
 # Neither GPU test reads tests/data (they draw random weights), so no test data.
-# Optional: a small GGUF model for the decode step (Gemma 3 270M, ~240 MB, is
-# too big for the 64 MiB the device tool carries; a tiny test model fits).
+# Models for the whole-model step (ci/gpu_model_parity.py): the two smallest
+# tiny test models (llama: SwiGLU, Q4_K/Q6_K mix; gemma3: GeGLU, sliding
+# window, post-norms, f16 embeddings), ~22 MB. Gemma 3 270M (~240 MB) does not
+# fit the 64 MiB the device tool carries: only its header (metadata, tokenizer
+# and tensor table) travels, and bench/synth_gguf fills in random blocks of
+# the same kinds there, which decodes at the real model's speed.
+install -m 0755 "$root/ci/gpu_model_parity.py" "$bundle/bin/gpu_model_parity.py"
+tiny=${FERROX_TINY_MODELS:-$HOME/.cache/ferrox/tiny-models}
+for arch in llama gemma3; do
+    if [[ -f $tiny/tiny-$arch.gguf ]]; then
+        mkdir -p "$bundle/models/tiny"
+        cp "$tiny/tiny-$arch.gguf" "$bundle/models/tiny/"
+    else
+        say "no $tiny/tiny-$arch.gguf (python3 tests/model/make_tiny_models.py): not bundled"
+    fi
+done
+gemma=${FERROX_GEMMA_MODEL:-$HOME/.cache/ferrox/models/gemma-3-270m-q4_k_m.gguf}
+if [[ -f $gemma ]] && [[ -x $build/bin/ferrox_synth_gguf ]]; then
+    mkdir -p "$bundle/models"
+    "$build/bin/ferrox_synth_gguf" strip "$gemma" "$bundle/models/gemma-3-270m.header" >&2 ||
+        die "cannot strip $gemma"
+    install -m 0755 "$build/bin/ferrox_synth_gguf" "$bundle/bin/ferrox_synth_gguf"
+    strip --strip-unneeded "$bundle/bin/ferrox_synth_gguf"
+else
+    say "no $gemma or no ferrox_synth_gguf: the Gemma-shaped decode step will be skipped"
+fi
+# Optional: any other GGUF model for the decode step (counts towards the 64 MiB).
 if [[ -n ${FERROX_GPU_BUNDLE_MODEL:-} ]]; then
     mkdir -p "$bundle/models"
     cp "$FERROX_GPU_BUNDLE_MODEL" "$bundle/models/" || die "cannot copy $FERROX_GPU_BUNDLE_MODEL"
@@ -78,6 +103,19 @@ cpu:
 log:
   level: warn
 YAML
+# The whole-model step compares [cuda] alone (resident, and --resident off)
+# with [cpu] alone.
+for only in cuda cpu; do
+    cat >"$bundle/etc/ferrox/gpu-$only-only.yaml" <<YAML
+# ci/gpu-check.sh, whole-model step: the $only backend alone.
+backends:
+  order: [$only]
+$only:
+  required: true
+log:
+  level: warn
+YAML
+done
 {
     echo "ferrox GPU bundle"
     echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"

@@ -14,9 +14,12 @@
 #      far beyond H200's 50 MB L2), then GEMM n=512 for the tiled GEMM kinds
 #   6. ferrox bench (the core's dispatch, [cuda, cpu]) MATVEC for Q8_0, Q4_0
 #      (the kinds whose reference quantizer makes 8192x28672 in seconds)
-#   7. decode tokens/s with `ferrox run` when $FERROX_GPU_MODEL names a model
+#   7. whole models: the bundled tiny models through ci/gpu_model_parity.py
+#      (cuda resident vs cuda with host activations vs cpu), then decode
+#      tokens/s [cuda] vs [cpu] on a Gemma 3 270M-shaped model filled in from
+#      the carried header (or on $FERROX_GPU_MODEL)
 # then prints one markdown table. Exit 0 only when every step passed; the
-# optional decode step is skipped, not failed, without a model.
+# optional decode step is skipped, not failed, without a model header.
 # Environment: FERROX_GPU_MODEL (a GGUF file; default: the first of the
 # bundle's models/*.gguf, if any), FERROX_GPU_CHECK_SHAPE
 # (default 8192x28672), FERROX_GPU_CHECK_GEMM_SHAPE (default 8192x28672),
@@ -161,36 +164,57 @@ for r in rows:
     print(f"  {r['kind']}: {r['weight_gb_per_s']:.0f} GB/s, {r['median_s'] * 1e3:.3f} ms ({r['kernel']})")
 PY
 
-# ---- 7. decode tokens/s (optional: the model is too big to carry) -------------------------------
-decode_note="skipped: no model (FERROX_GPU_MODEL, or bundle models/*.gguf via FERROX_GPU_BUNDLE_MODEL)"
-if [[ -z ${FERROX_GPU_MODEL:-} ]]; then
-    bundled_models=("$bundle"/models/*.gguf)
-    [[ -f ${bundled_models[0]} ]] && FERROX_GPU_MODEL=${bundled_models[0]}
+# ---- 7. whole models ---------------------------------------------------------------------
+# Tiny test models: cuda resident vs cuda with host activations vs cpu
+# (logits NMSE, greedy tokens; ci/gpu_model_parity.py says the thresholds).
+cuda_only=$bundle/etc/ferrox/gpu-cuda-only.yaml
+cpu_only=$bundle/etc/ferrox/gpu-cpu-only.yaml
+tiny_models=("$bundle"/models/tiny/*.gguf)
+if [[ -f ${tiny_models[0]} ]]; then
+    step "whole models: cuda resident vs cuda host activations vs cpu (${#tiny_models[@]} tiny models)"
+    bounded 150 python3 "$bundle/bin/gpu_model_parity.py" "$ferrox" "$cuda_only" "$cpu_only" \
+        "${tiny_models[@]}" | tee "$work/models.txt" || fail "whole-model checks failed (see above)"
+else
+    echo "(no bundled tiny models: whole-model checks skipped)" | tee "$work/models.txt"
+fi
+
+# Decode speed on a model shaped like Gemma 3 270M: its header was carried,
+# random blocks of the same kinds are filled in here (same bytes moved per
+# token as the real model; the text is nonsense).
+decode_note="skipped: no models/gemma-3-270m.header or no ferrox_synth_gguf in the bundle"
+if [[ -z ${FERROX_GPU_MODEL:-} && -f $bundle/models/gemma-3-270m.header && -x $bundle/bin/ferrox_synth_gguf ]]; then
+    step "ferrox_synth_gguf fill: a Gemma 3 270M-shaped model from the carried header"
+    bounded 60 "$bundle/bin/ferrox_synth_gguf" fill "$bundle/models/gemma-3-270m.header" \
+        "$work/gemma-3-270m-synth.gguf" || fail "ferrox_synth_gguf fill failed"
+    FERROX_GPU_MODEL=$work/gemma-3-270m-synth.gguf
 fi
 if [[ -n ${FERROX_GPU_MODEL:-} ]]; then
-    step "ferrox run on $FERROX_GPU_MODEL (decode tokens/s)"
-    if [[ ! -f $FERROX_GPU_MODEL ]]; then
-        fail "FERROX_GPU_MODEL=$FERROX_GPU_MODEL is not a file"
-    elif ! "$ferrox" run --help >/dev/null 2>&1; then
-        decode_note="skipped: this ferrox has no 'run' command"
-    else
-        bounded 120 "$ferrox" --config "$config" run -m "$FERROX_GPU_MODEL" \
-            -p "The capital of France is" -n 128 --temp 0 --json >"$work/run.json" \
-            2>"$work/run.err" || { cat "$work/run.err" >&2; fail "ferrox run failed"; }
-        decode_note=$(python3 - "$work/run.json" <<'PY'
+    step "ferrox run on $FERROX_GPU_MODEL: decode tokens/s, [cuda] resident vs [cpu]"
+    [[ -f $FERROX_GPU_MODEL ]] || fail "FERROX_GPU_MODEL=$FERROX_GPU_MODEL is not a file"
+    for only in cuda cpu; do
+        bounded 120 "$ferrox" --config "$bundle/etc/ferrox/gpu-$only-only.yaml" run \
+            -m "$FERROX_GPU_MODEL" -p "The capital of France is" -n 128 --temp 0 --json \
+            >"$work/run-$only.json" 2>"$work/run-$only.err" ||
+            { cat "$work/run-$only.err" >&2; fail "ferrox run ([$only]) failed"; }
+    done
+    decode_note=$(python3 - "$work/run-cuda.json" "$work/run-cpu.json" <<'PY'
 import json, sys
-doc = json.load(open(sys.argv[1]))
-print(f"{doc['eval_tokens_per_s']:.1f} tok/s decode, {doc['prompt_tokens_per_s']:.1f} tok/s prompt "
-      f"({doc['model']})")
+cuda, cpu = (json.load(open(p)) for p in sys.argv[1:3])
+ratio = cuda["eval_tokens_per_s"] / cpu["eval_tokens_per_s"] if cpu["eval_tokens_per_s"] else float("nan")
+misses = sum(k["outcome"] != "hit" for k in cuda["kernels"])
+print(f"cuda {cuda['eval_tokens_per_s']:.1f} tok/s decode, {cuda['prompt_tokens_per_s']:.1f} tok/s prompt "
+      f"({'resident' if cuda.get('resident') else 'NOT resident: ' + str(cuda.get('residency'))}, "
+      f"{misses} kernels not hits); cpu {cpu['eval_tokens_per_s']:.1f} tok/s decode; "
+      f"cuda/cpu {ratio:.1f}x ({cuda['model']})")
 PY
 )
-    fi
+    echo "$decode_note"
 fi
 
 # ---- the table ----------------------------------------------------------------------------
 step "summary"
 python3 - "$work/matvec.json" "$work/gemm.json" "$work/dispatch.json" "$copy_gbs" "$goal_kinds" \
-    "$decode_note" <<'PY'
+    "$decode_note" "$work/models.txt" <<'PY'
 import json, sys
 load = lambda path: json.load(open(path))["results"]
 matvec, gemm, dispatch = load(sys.argv[1]), load(sys.argv[2]), load(sys.argv[3])
@@ -211,6 +235,8 @@ for r in gemm:
     print(f"| GEMM | {r['kind']} | {r['shape']} | {r['n']} | {r['kernel']} | {r['median_s'] * 1e3:.3f} "
           f"| {r['weight_gb_per_s']:.0f} | | | {r['gflop_per_s']:.0f} | |")
 print(f"\ndecode: {sys.argv[6]}")
+print("\nwhole models (tiny, vs cuda host activations and vs cpu):")
+print(open(sys.argv[7]).read().rstrip() or "  (none)")
 PY
 echo
 echo "gpu-check: passed in $((SECONDS - started))s (goals are reported, not enforced)"
