@@ -161,3 +161,16 @@ def test_a_model_that_does_not_fit_the_device_is_refused_with_the_arithmetic(plu
     assert r.returncode != 0
     assert "free memory of the resident backend's resident host fixture" in r.stderr, r.stderr
     assert "KV cache" in r.stderr and "lower the context" in r.stderr, r.stderr
+
+
+def test_inspect_predicts_the_resident_pass_before_loading(plugin_dir):
+    model = tiny_model("gemma3")
+    r = ferrox(plugin_dir, "", "inspect", str(model), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["residency"]["resident"] is True, doc["residency"]
+    probed = {(k["op"], k["role"], k["outcome"]) for k in doc["kernels"]}
+    assert ("ATTENTION", "attention", "hit") in probed and ("GEGLU", "ffn_glu", "hit") in probed, probed
+    # A fault-free fixture that lacks nothing: the same prediction in text form.
+    text = ferrox(plugin_dir, "", "inspect", str(model))
+    assert "forward pass: resident on the resident backend" in text.stdout, text.stdout[-600:]
