@@ -102,6 +102,12 @@ Status CudaBackend::create(const HostLog& log, const CudaOptions& options,
         error != cudaSuccess)
         return cuda_failure(error, "creating a stream");
     backend->stream_.reset(stream);
+    int sm_count = 0;
+    if (const cudaError_t error =
+            cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device.ordinal);
+        error != cudaSuccess)
+        return cuda_failure(error, "querying the multiprocessor count");
+    backend->sm_count_ = sm_count > 0 ? static_cast<uint32_t>(sm_count) : 1;
     out = std::move(backend);
     return Status::ok();
 }
@@ -342,6 +348,19 @@ Status CudaBackend::ensure_scratch(uint64_t x_floats, uint64_t y_floats) {
                             fmt::format("allocating {} floats of activation scratch", x_floats));
     if (const cudaError_t error = grow(y_scratch_, y_capacity_, y_floats); error != cudaSuccess)
         return cuda_failure(error, fmt::format("allocating {} floats of result scratch", y_floats));
+    return Status::ok();
+}
+
+Status CudaBackend::ensure_attention_scratch(uint64_t floats) {
+    if (floats <= attention_capacity_) return Status::ok();
+    attention_scratch_.reset();  // cudaFree waits for kernels still using it
+    attention_capacity_ = 0;
+    cudaError_t error = cudaSuccess;
+    attention_scratch_ = allocate_device(floats * sizeof(float), error);
+    if (error != cudaSuccess)
+        return cuda_failure(error,
+                            fmt::format("allocating {} floats of attention split scratch", floats));
+    attention_capacity_ = floats;
     return Status::ok();
 }
 
@@ -673,9 +692,26 @@ Status CudaBackend::attention_resident(const ferrox_attention_desc* desc, ferrox
     if (Status s = resolve_as(kEntry, "out", out, o_count, launch.out); !s.is_ok()) return s;
     launch.keys = device_keys;
     launch.values = device_values;
+    const uint32_t splits = attention_splits(d.n_query, d.pos0, d.window, d.n_head, sm_count_);
     const std::lock_guard lock(mutex_);
     if (Status current = make_current(); !current.is_ok()) return current;
-    return launched(launch_attention(launch, stream_.get()), "the attention kernel");
+    float* split_scratch = nullptr;
+    if (splits > 1) {
+        const uint64_t floats =
+            attention_split_scratch_floats(d.n_query, d.n_head, d.head_dim_v, splits);
+        if (Status s = ensure_attention_scratch(floats); !s.is_ok()) return s;
+        split_scratch = static_cast<float*>(attention_scratch_.get());
+        if (!logged_split_) {
+            logged_split_ = true;
+            log_.debug(fmt::format(
+                "cuda: attention_resident: split decode, {} chunks per (row, head) for {} x {} "
+                "(row, head) over {} positions on {} SMs ({} floats of scratch)",
+                splits, d.n_query, d.n_head, attention_longest_span(d.n_query, d.pos0, d.window),
+                sm_count_, floats));
+        }
+    }
+    return launched(launch_attention(launch, splits, split_scratch, stream_.get()),
+                    splits > 1 ? "the split attention kernels" : "the attention kernel");
 }
 
 }  // namespace ferrox::cuda

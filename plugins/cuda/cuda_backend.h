@@ -62,6 +62,7 @@ class CudaBackend {
     // entry points.
     ferrox_backend& table() { return table_; }
     const HostLog& log() const { return log_; }
+    uint32_t sm_count() const { return sm_count_; }
 
     // One backend drives one device: the one the "device" option chose.
     uint32_t device_count() const { return 1; }
@@ -114,13 +115,16 @@ class CudaBackend {
     // Activations up, `launch` on the stream, results down, then wait.
     template <class Launch>
     Status run(uint64_t x_floats, const float* x, uint64_t y_floats, float* y, Launch&& launch);
+    // Grows the flash-decoding scratch of attention_resident to `floats`.
+    Status ensure_attention_scratch(uint64_t floats);
     // Puts get_rows' ids on the device, in stream order, without waiting for
     // the copy: they go through pinned staging the previous copy has left.
     Status stage_ids(const int32_t* ids, uint64_t n, const int32_t*& device_ids);
 
     HostLog log_;
     DeviceDescription device_;
-    uint64_t budget_ = 0;  // vram_budget; 0 = no cap but free memory
+    uint64_t budget_ = 0;    // vram_budget; 0 = no cap but free memory
+    uint32_t sm_count_ = 0;  // multiprocessors: how far attention splits a decode
     ferrox_backend table_{};
 
     std::mutex mutex_;             // guards everything below
@@ -136,6 +140,13 @@ class CudaBackend {
     DeviceAllocation ids_device_;
     uint64_t ids_capacity_ = 0;  // ids
     OwnedEvent ids_copied_;
+    // attention_resident's split parts (attention_split.h): grown, never
+    // shrunk, like the scratch above and likewise not counted against
+    // vram_budget; bounded by 3 * sm_count_ * (2 + 512) floats (~0.8 MiB on
+    // 132 SMs).
+    DeviceAllocation attention_scratch_;
+    uint64_t attention_capacity_ = 0;  // floats
+    bool logged_split_ = false;        // the first split launch is logged once
 };
 
 }  // namespace ferrox::cuda

@@ -268,8 +268,9 @@ Status create_backend(const ferrox_host* host, std::span<const ferrox_option> op
         return created;
     fill_table(*backend);
     const DeviceDescription& device = probe.device;
-    log.info(fmt::format("cuda: device {} {} (sm_{}{}, {} MiB){}", device.ordinal, device.name,
-                         device.compute_major, device.compute_minor, device.memory_total >> 20,
+    log.info(fmt::format("cuda: device {} {} (sm_{}{}, {} SMs, {} MiB){}", device.ordinal,
+                         device.name, device.compute_major, device.compute_minor,
+                         backend->sm_count(), device.memory_total >> 20,
                          parsed->vram_budget.value_or(0) != 0
                              ? fmt::format(", vram_budget {}", format_bytes(*parsed->vram_budget))
                              : std::string()));

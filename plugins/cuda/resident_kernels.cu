@@ -144,16 +144,22 @@ __global__ void __launch_bounds__(kGetRowsThreads)
     }
 }
 
-// ---- attention: one block per (query row, head) ------------------------------
+// ---- attention: one block per (query row, head[, chunk]) ---------------------
 //
-// The block's warps take the row's cache positions round-robin (warp w:
+// The block's warps take its cache positions round-robin (warp w:
 // first + w, first + w + kAttentionWarps, ...), each keeping an online
 // softmax and its share of the weighted value sum in registers (lane owns
 // value dims lane, lane + 32, ...). Scores are warp dot products over
 // head_dim_k. The warps' parts are merged through shared memory at the end,
 // so shared memory is independent of the context length.
+//
+// Split (flash-decoding, attention_split.h): block (row, head, chunk) walks
+// only its chunk of the row's positions and stores the merged part of its
+// warps unnormalised (max, sum, out) in the scratch; attention_merge_kernel
+// then merges the chunks of each (row, head) the same way.
 
 constexpr int kAttentionSlots = static_cast<int>(kMaxAttentionHeadDim) / kWarpSize;
+constexpr int kMergeThreads = 128;
 
 template <ferrox_kind Kind>
 __device__ __forceinline__ float load_cache(const void* base, uint64_t index) {
@@ -165,15 +171,29 @@ __device__ __forceinline__ float load_cache(const void* base, uint64_t index) {
         static_assert(kUnsupportedKind<Kind>, "no ATTENTION kernel for this cache kind");
 }
 
-template <ferrox_kind Kind>
-__global__ void __launch_bounds__(kAttentionWarps* kWarpSize) attention_kernel(AttentionLaunch a) {
+// Where split part `part` (= (row * n_head + head) * splits + chunk) keeps its
+// state in a scratch of `parts` parts: maxes, then sums, then outputs.
+struct SplitScratch {
+    float* base;
+    uint64_t parts;
+    uint32_t head_dim_v;
+    __device__ float* max_at(uint64_t part) const { return base + part; }
+    __device__ float* sum_at(uint64_t part) const { return base + parts + part; }
+    __device__ float* out_at(uint64_t part) const { return base + 2 * parts + part * head_dim_v; }
+};
+
+template <ferrox_kind Kind, bool Split>
+__global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
+    attention_kernel(AttentionLaunch a, uint32_t splits, SplitScratch scratch) {
     __shared__ float q_shared[kMaxAttentionHeadDim];
     __shared__ float part_max[kAttentionWarps];
     __shared__ float part_sum[kAttentionWarps];
     __shared__ float part_out[kAttentionWarps][kMaxAttentionHeadDim];
 
-    const uint32_t head = blockIdx.x % a.n_head;
-    const uint32_t row = blockIdx.x / a.n_head;
+    const uint32_t chunk = Split ? blockIdx.x % splits : 0;
+    const uint32_t row_head = Split ? blockIdx.x / splits : blockIdx.x;
+    const uint32_t head = row_head % a.n_head;
+    const uint32_t row = row_head / a.n_head;
     const uint32_t kv_head = head / (a.n_head / a.n_head_kv);
     const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
     const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -185,6 +205,7 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize) attention_kernel(A
     uint32_t first = 0;
     uint32_t last = 0;
     attention_span(a.pos0, row, a.window, first, last);
+    if constexpr (Split) attention_chunk(first, last, splits, chunk, first, last);
     const uint64_t k_row = static_cast<uint64_t>(a.n_head_kv) * a.head_dim_k;
     const uint64_t v_row = static_cast<uint64_t>(a.n_head_kv) * a.head_dim_v;
     const uint64_t k_head = static_cast<uint64_t>(kv_head) * a.head_dim_k;
@@ -223,22 +244,45 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize) attention_kernel(A
     }
     __syncthreads();
 
-    float total_max = -INFINITY;
-    for (int w = 0; w < kAttentionWarps; ++w) total_max = fmaxf(total_max, part_max[w]);
     float factor[kAttentionWarps];
-    float denominator = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kAttentionWarps; ++w) {
-        factor[w] = softmax_part_factor(part_max[w], total_max);
-        denominator += part_sum[w] * factor[w];
+    const float denominator = softmax_merge_factors(part_max, part_sum, kAttentionWarps, 1, factor);
+    if constexpr (Split) {
+        // The chunk's part, unnormalised against its own max: the merge
+        // rescales it. An empty chunk stores max -inf, sum 0, out 0.
+        const uint64_t part = blockIdx.x;
+        if (threadIdx.x == 0) {
+            float total_max = -INFINITY;
+            for (int w = 0; w < kAttentionWarps; ++w) total_max = fmaxf(total_max, part_max[w]);
+            *scratch.max_at(part) = total_max;
+            *scratch.sum_at(part) = denominator;
+        }
+        float* out = scratch.out_at(part);
+        for (uint32_t d = threadIdx.x; d < a.head_dim_v; d += blockDim.x)
+            out[d] = softmax_merge_output(&part_out[0][d], kMaxAttentionHeadDim, factor,
+                                          kAttentionWarps, 1.0f);
+    } else {
+        float* out = a.out + (static_cast<uint64_t>(row) * a.n_head + head) * a.head_dim_v;
+        for (uint32_t d = threadIdx.x; d < a.head_dim_v; d += blockDim.x)
+            out[d] = softmax_merge_output(&part_out[0][d], kMaxAttentionHeadDim, factor,
+                                          kAttentionWarps, denominator);
     }
-    float* out = a.out + (static_cast<uint64_t>(row) * a.n_head + head) * a.head_dim_v;
-    for (uint32_t d = threadIdx.x; d < a.head_dim_v; d += blockDim.x) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kAttentionWarps; ++w) sum += part_out[w][d] * factor[w];
-        out[d] = sum / denominator;
-    }
+}
+
+// One block per (row, head): merges its `splits` chunk parts into out.
+__global__ void __launch_bounds__(kMergeThreads)
+    attention_merge_kernel(uint32_t splits, uint32_t head_dim_v, SplitScratch scratch,
+                           float* __restrict__ out) {
+    __shared__ float factor[kMaxAttentionSplits];
+    __shared__ float denominator;
+    const uint64_t first_part = static_cast<uint64_t>(blockIdx.x) * splits;
+    if (threadIdx.x == 0)
+        denominator = softmax_merge_factors(scratch.max_at(first_part), scratch.sum_at(first_part),
+                                            splits, 1, factor);
+    __syncthreads();
+    const float* parts_out = scratch.out_at(first_part);
+    float* dst = out + static_cast<uint64_t>(blockIdx.x) * head_dim_v;
+    for (uint32_t d = threadIdx.x; d < head_dim_v; d += blockDim.x)
+        dst[d] = softmax_merge_output(parts_out + d, head_dim_v, factor, splits, denominator);
 }
 
 // ---- table-driven dispatch ----------------------------------------------------
@@ -323,15 +367,30 @@ cudaError_t launch_get_rows(const DeviceWeightView& weight, const int32_t* ids, 
     });
 }
 
-cudaError_t launch_attention(const AttentionLaunch& launch, cudaStream_t stream) {
+cudaError_t launch_attention(const AttentionLaunch& launch, uint32_t splits, float* split_scratch,
+                             cudaStream_t stream) {
     return dispatch_kind<FERROX_OP_ATTENTION>(launch.kv_kind, [&]<ferrox_kind Kind>() {
-        const uint64_t blocks = static_cast<uint64_t>(launch.n_query) * launch.n_head;
-        if (blocks == 0) return cudaSuccess;
-        if (blocks > kMaxGridX || launch.n_head_kv == 0 || launch.n_head % launch.n_head_kv != 0 ||
-            launch.head_dim_k > kMaxAttentionHeadDim || launch.head_dim_v > kMaxAttentionHeadDim)
+        const uint64_t rows = static_cast<uint64_t>(launch.n_query) * launch.n_head;
+        if (rows == 0) return cudaSuccess;
+        const uint64_t blocks = rows * splits;
+        if (splits == 0 || splits > kMaxAttentionSplits || blocks > kMaxGridX ||
+            launch.n_head_kv == 0 || launch.n_head % launch.n_head_kv != 0 ||
+            launch.head_dim_k > kMaxAttentionHeadDim || launch.head_dim_v > kMaxAttentionHeadDim ||
+            (splits > 1 && split_scratch == nullptr))
             return cudaErrorInvalidValue;
-        attention_kernel<Kind>
-            <<<static_cast<unsigned>(blocks), kAttentionWarps * kWarpSize, 0, stream>>>(launch);
+        const SplitScratch scratch{split_scratch, blocks, launch.head_dim_v};
+        if (splits == 1) {
+            attention_kernel<Kind, false>
+                <<<static_cast<unsigned>(blocks), kAttentionWarps * kWarpSize, 0, stream>>>(
+                    launch, 1, scratch);
+            return cudaGetLastError();
+        }
+        attention_kernel<Kind, true>
+            <<<static_cast<unsigned>(blocks), kAttentionWarps * kWarpSize, 0, stream>>>(
+                launch, splits, scratch);
+        if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+        attention_merge_kernel<<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(
+            splits, launch.head_dim_v, scratch, launch.out);
         return cudaGetLastError();
     });
 }

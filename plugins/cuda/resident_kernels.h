@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "attention_split.h"
 #include "ferrox/backend_abi.h"
 #include "kernels.h"
 
@@ -66,6 +67,12 @@ struct AttentionLaunch {
 };
 
 // cudaErrorNotSupported when the table lists no ATTENTION kernel for kv_kind.
-cudaError_t launch_attention(const AttentionLaunch& launch, cudaStream_t stream);
+// splits == 1: one block per (row, head), single pass. splits > 1 (see
+// attention_splits): one block per (row, head, chunk) writing its partial
+// softmax to `split_scratch` (attention_split_scratch_floats floats, on the
+// device, not read by anything else until this stream passes the merge),
+// then a merge kernel per (row, head).
+cudaError_t launch_attention(const AttentionLaunch& launch, uint32_t splits, float* split_scratch,
+                             cudaStream_t stream);
 
 }  // namespace ferrox::cuda

@@ -140,11 +140,58 @@ __host__ __device__ inline float softmax_part_factor(float part_max, float total
     return part_max == -INFINITY ? 0.0f : expf(part_max - total_max);
 }
 
+// Merges `parts` partial states (stored at part_max[i * stride], part_sum[i *
+// stride]): fills factor[i] with each part's weight against the overall max
+// and returns the softmax denominator. The same order for the warps of one
+// block and for the chunks of a split.
+__host__ __device__ inline float softmax_merge_factors(const float* part_max, const float* part_sum,
+                                                       uint32_t parts, uint32_t stride,
+                                                       float* factor) {
+    float total_max = -INFINITY;
+    for (uint32_t i = 0; i < parts; ++i) total_max = fmaxf(total_max, part_max[i * stride]);
+    float denominator = 0.0f;
+    for (uint32_t i = 0; i < parts; ++i) {
+        factor[i] = softmax_part_factor(part_max[i * stride], total_max);
+        denominator += part_sum[i * stride] * factor[i];
+    }
+    return denominator;
+}
+
+// One merged output element: the parts' unnormalised outputs (part_out[i *
+// stride]) weighted by their factors, over the denominator.
+__host__ __device__ inline float softmax_merge_output(const float* part_out, uint64_t stride,
+                                                      const float* factor, uint32_t parts,
+                                                      float denominator) {
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < parts; ++i) sum += part_out[i * stride] * factor[i];
+    return sum / denominator;
+}
+
 // Cache positions query row `row` (at pos0 + row) sees: [first, last].
 __host__ __device__ inline void attention_span(uint32_t pos0, uint32_t row, uint32_t window,
                                                uint32_t& first, uint32_t& last) {
     last = pos0 + row;
     first = window > 0 && last + 1 > window ? last + 1 - window : 0;
+}
+
+// Chunk `split` of `splits` (contiguous, equal but the last) of [first,
+// last]: [chunk_first, chunk_last]. A row shorter than the longest one
+// can leave late chunks empty: then false, with chunk_first > chunk_last.
+__host__ __device__ inline bool attention_chunk(uint32_t first, uint32_t last, uint32_t splits,
+                                                uint32_t split, uint32_t& chunk_first,
+                                                uint32_t& chunk_last) {
+    const uint64_t length = uint64_t{last} - first + 1;
+    const uint64_t chunk = (length + splits - 1) / splits;
+    const uint64_t begin = first + split * chunk;
+    if (begin > last) {
+        chunk_first = 1;
+        chunk_last = 0;
+        return false;
+    }
+    const uint64_t end = begin + chunk - 1;
+    chunk_first = static_cast<uint32_t>(begin);
+    chunk_last = end < last ? static_cast<uint32_t>(end) : last;
+    return true;
 }
 
 }  // namespace ferrox::cuda

@@ -1,5 +1,6 @@
-// Shared by the CUDA kernel tests: random GGUF weights with realistic scales,
-// the scalar reference product, and the NMSE / NaN / poison comparison.
+// Shared by the CUDA kernel tests and ferrox_cuda_bench: random GGUF weights
+// with realistic scales for every kind the capability table lists, the scalar
+// reference product, and the NMSE / NaN / poison comparison.
 #pragma once
 
 #include <bit>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ferrox/backend_abi.h"
@@ -51,6 +53,46 @@ inline const ferrox::KindTraits& traits_of(ferrox_kind kind) {
     return *traits;
 }
 
+// Where a quantized block keeps its f16 scale d and (if any) its f16
+// min/dmin, and whether d takes either sign (the one-scale formats, whose
+// quantizers divide by the signed extreme value, and the signed-sub-scale
+// K-quants). The one place the tests look up a scale's byte offset.
+struct ScaleFields {
+    uint32_t d;
+    int min;  // -1: none
+    bool signed_d;
+};
+
+inline ScaleFields scale_fields(ferrox_kind kind) {
+    switch (kind) {
+        case FERROX_KIND_Q8_0:
+        case FERROX_KIND_Q4_0:
+        case FERROX_KIND_Q5_0:
+        case FERROX_KIND_IQ4_NL:
+        case FERROX_KIND_IQ4_XS:
+            return {0, -1, true};
+        case FERROX_KIND_Q4_1:
+        case FERROX_KIND_Q5_1:
+            return {0, 2, true};
+        case FERROX_KIND_Q2_K:
+            return {80, 82, false};
+        case FERROX_KIND_Q3_K:
+            return {108, -1, true};
+        case FERROX_KIND_Q4_K:
+        case FERROX_KIND_Q5_K:
+            return {0, 2, false};
+        case FERROX_KIND_Q6_K:
+            return {208, -1, true};
+        default:
+            throw std::logic_error(std::string("no scale layout for kind ") +
+                                   std::string(ferrox::kind_name(kind)) +
+                                   ": add it to scale_fields()");
+    }
+}
+
+// Random codes everywhere, small realistic f16 scales of both signs where the
+// format has them: finite weights near kMaxScale, so dot products compare by
+// NMSE. Covers the float kinds and every kind scale_fields() knows.
 inline Matrix random_matrix(ferrox_kind kind, uint64_t rows, uint64_t cols, std::mt19937& rng) {
     const ferrox::KindTraits& traits = traits_of(kind);
     Matrix m{kind, rows, cols, *ferrox::row_bytes(kind, cols), {}};
@@ -78,26 +120,18 @@ inline Matrix random_matrix(ferrox_kind kind, uint64_t rows, uint64_t cols, std:
         default:
             break;
     }
+    const ScaleFields fields = scale_fields(kind);  // throws for a kind it does not know
     for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
     const uint64_t blocks = m.bytes.size() / traits.block_bytes;
+    // K-quant d multiplies a sub-scale of up to 63: keep weights ~kMaxScale.
+    const float divisor = traits.block_elements == 256 ? 16.0f : 1.0f;
     for (uint64_t b = 0; b < blocks; ++b) {
         uint8_t* block = &m.bytes[b * traits.block_bytes];
-        const float sign = byte(rng) & 1 ? -1.0f : 1.0f;
-        switch (kind) {
-            case FERROX_KIND_Q8_0:
-            case FERROX_KIND_Q4_0:
-                put_f16(block, sign * scale(rng));
-                break;
-            case FERROX_KIND_Q4_K:
-            case FERROX_KIND_Q5_K:
-                put_f16(block, scale(rng) / 8);       // d: times a 6-bit scale
-                put_f16(block + 2, scale(rng) / 16);  // dmin: times a 6-bit min
-                break;
-            case FERROX_KIND_Q6_K:
-                put_f16(block + 208, scale(rng) / 8);
-                break;
-            default:
-                throw std::logic_error("no generator for this kind");
+        const float sign = fields.signed_d && (byte(rng) & 1) ? -1.0f : 1.0f;
+        put_f16(block + fields.d, sign * scale(rng) / divisor);
+        if (fields.min >= 0) {
+            const float min_sign = byte(rng) & 1 ? -1.0f : 1.0f;
+            put_f16(block + fields.min, min_sign * scale(rng) / divisor);
         }
     }
     return m;

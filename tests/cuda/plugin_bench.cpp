@@ -1,7 +1,7 @@
 // ferrox_cuda_bench: MATVEC / GEMM timings of libferrox_cuda.so through its
 // ABI table alone (no core, no dispatch), for ci/gpu-check.sh.
 //
-//   ferrox_cuda_bench [--kinds Q4_K,Q6_K] [--shape 8192x28672] [-n 1]
+//   ferrox_cuda_bench [--kinds Q4_K,Q6_K|all] [--shape 8192x28672] [-n 1]
 //                     [--reps 50] [--rotate-mib 1024] [--hot] [--seed S]
 //
 // Why not only `ferrox bench`: that one makes its weights with the reference
@@ -22,10 +22,12 @@
 #include <cstdlib>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "capability_table.h"
 #include "cuda_plugin_library.h"
 #include "ferrox/backend_abi.h"
 #include "ferrox/quant_kind.h"
@@ -54,6 +56,15 @@ std::vector<std::string> split(std::string_view text, char separator) {
     return parts;
 }
 
+// "--kinds all": every kind the plugin's capability table has a MATVEC
+// kernel for (kernel_check.h makes weights for each of them).
+std::vector<std::string> table_kinds() {
+    std::vector<std::string> kinds;
+    for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels)
+        if (entry.op == FERROX_OP_MATVEC) kinds.emplace_back(ferrox::kind_name(entry.kind));
+    return kinds;
+}
+
 bool parse_args(int argc, char** argv, Options& o) {
     try {
         for (int i = 1; i < argc; ++i) {
@@ -65,7 +76,7 @@ bool parse_args(int argc, char** argv, Options& o) {
             if (i + 1 >= argc) throw std::invalid_argument("missing value");
             const std::string value = argv[++i];
             if (arg == "--kinds") {
-                o.kinds = split(value, ',');
+                o.kinds = value == "all" ? table_kinds() : split(value, ',');
             } else if (arg == "--shape") {
                 const auto dims = split(value, 'x');
                 if (dims.size() != 2) throw std::invalid_argument("shape");
@@ -85,7 +96,7 @@ bool parse_args(int argc, char** argv, Options& o) {
         }
     } catch (const std::exception&) {
         std::fprintf(stderr,
-                     "usage: ferrox_cuda_bench [--kinds K,...] [--shape ROWSxCOLS] [-n N] "
+                     "usage: ferrox_cuda_bench [--kinds K,...|all] [--shape ROWSxCOLS] [-n N] "
                      "[--reps R] [--rotate-mib M] [--hot] [--seed S]\n");
         return false;
     }
@@ -124,7 +135,13 @@ bool bench_kind(ferrox_backend* backend, const char* backend_name, const Options
         return false;
     }
     std::mt19937 rng(o.seed);
-    const ferrox::test::Matrix m = ferrox::test::random_matrix(kind, o.rows, o.cols, rng);
+    ferrox::test::Matrix m{};
+    try {
+        m = ferrox::test::random_matrix(kind, o.rows, o.cols, rng);
+    } catch (const std::logic_error& e) {  // a kind kernel_check.h makes no weights for
+        error = kind_text + ": " + e.what();
+        return false;
+    }
     const uint64_t bytes = m.bytes.size();
     const uint64_t copies = o.hot ? 1 : std::max<uint64_t>(1, (o.rotate_mib << 20) / bytes + 1);
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -73,60 +74,105 @@ float gelu_tanh_f16_on_host(float x) { return gelu_tanh_f16(x); }
 
 uint16_t f32_to_f16_on_host(float x) { return f32_to_f16_bits(x); }
 
+namespace {
+
+struct AttentionShapeOnHost {
+    uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
+    float scale;
+    ferrox_kind kv_kind;
+    const float* q;
+    const void* keys;
+    const void* values;
+};
+
+// One attention block over positions [first, last] of (row, head): its warps'
+// online softmaxes merged as the kernel merges them. Returns the denominator
+// and fills out[head_dim_v] with the unnormalised sum; `block_max` gets the
+// max over the warps.
+float attention_block(const AttentionShapeOnHost& a, uint32_t row, uint32_t head, uint32_t first,
+                      uint32_t last, float& block_max, float* out) {
+    const uint64_t k_row = uint64_t{a.n_head_kv} * a.head_dim_k;
+    const uint64_t v_row = uint64_t{a.n_head_kv} * a.head_dim_v;
+    const uint32_t kv_head = head / (a.n_head / a.n_head_kv);
+    const float* qh = a.q + (uint64_t{row} * a.n_head + head) * a.head_dim_k;
+    float part_max[kAttentionWarps];
+    float part_sum[kAttentionWarps];
+    std::vector<float> part_out(size_t{kAttentionWarps} * kMaxAttentionHeadDim, 0.0f);
+    for (int warp = 0; warp < kAttentionWarps; ++warp) {
+        SoftmaxState state = softmax_start();
+        float* acc = &part_out[size_t(warp) * kMaxAttentionHeadDim];
+        for (uint32_t p = first + static_cast<uint32_t>(warp); p <= last; p += kAttentionWarps) {
+            const uint64_t k_base = p * k_row + uint64_t{kv_head} * a.head_dim_k;
+            float lanes[kWarpSize];
+            for (uint32_t lane = 0; lane < kWarpSize; ++lane) {
+                float partial = 0.0f;
+                for (uint32_t i = lane; i < a.head_dim_k; i += kWarpSize)
+                    partial += qh[i] * load(a.kv_kind, a.keys, k_base + i);
+                lanes[lane] = partial;
+            }
+            const float score = butterfly_sum(lanes) * a.scale;
+            float weight = 0.0f;
+            const float rescale = softmax_push(state, score, weight);
+            const uint64_t v_base = p * v_row + uint64_t{kv_head} * a.head_dim_v;
+            for (uint32_t d = 0; d < a.head_dim_v; ++d)
+                acc[d] = acc[d] * rescale + weight * load(a.kv_kind, a.values, v_base + d);
+        }
+        part_max[warp] = state.max;
+        part_sum[warp] = state.sum;
+    }
+    float factor[kAttentionWarps];
+    const float denominator = softmax_merge_factors(part_max, part_sum, kAttentionWarps, 1, factor);
+    block_max = -INFINITY;
+    for (int w = 0; w < kAttentionWarps; ++w) block_max = fmaxf(block_max, part_max[w]);
+    for (uint32_t d = 0; d < a.head_dim_v; ++d)
+        out[d] =
+            softmax_merge_output(&part_out[d], kMaxAttentionHeadDim, factor, kAttentionWarps, 1.0f);
+    return denominator;
+}
+
+}  // namespace
+
 void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_t n_head,
                        uint32_t n_head_kv, uint32_t head_dim_k, uint32_t head_dim_v, float scale,
                        ferrox_kind kv_kind, const float* q, const void* keys, const void* values,
-                       float* out) {
-    const uint64_t k_row = uint64_t{n_head_kv} * head_dim_k;
-    const uint64_t v_row = uint64_t{n_head_kv} * head_dim_v;
+                       float* out, uint32_t splits) {
+    const AttentionShapeOnHost a{n_head,  n_head_kv, head_dim_k, head_dim_v, scale,
+                                 kv_kind, q,         keys,       values};
+    std::vector<float> block_out(head_dim_v);
+    // The split scratch, laid out as the kernels lay it out (a block per part).
+    const uint64_t parts = uint64_t{n_query} * n_head * splits;
+    std::vector<float> scratch(splits > 1 ? parts * (2 + uint64_t{head_dim_v}) : 0);
     for (uint32_t row = 0; row < n_query; ++row) {
         for (uint32_t head = 0; head < n_head; ++head) {
-            const uint32_t kv_head = head / (n_head / n_head_kv);
-            const float* qh = q + (uint64_t{row} * n_head + head) * head_dim_k;
             uint32_t first = 0;
             uint32_t last = 0;
             attention_span(pos0, row, window, first, last);
-            float part_max[kAttentionWarps];
-            float part_sum[kAttentionWarps];
-            std::vector<float> part_out(size_t{kAttentionWarps} * head_dim_v, 0.0f);
-            for (int warp = 0; warp < kAttentionWarps; ++warp) {
-                SoftmaxState state = softmax_start();
-                float* acc = &part_out[size_t(warp) * head_dim_v];
-                for (uint32_t p = first + static_cast<uint32_t>(warp); p <= last;
-                     p += kAttentionWarps) {
-                    const uint64_t k_base = p * k_row + uint64_t{kv_head} * head_dim_k;
-                    float lanes[kWarpSize];
-                    for (uint32_t lane = 0; lane < kWarpSize; ++lane) {
-                        float partial = 0.0f;
-                        for (uint32_t i = lane; i < head_dim_k; i += kWarpSize)
-                            partial += qh[i] * load(kv_kind, keys, k_base + i);
-                        lanes[lane] = partial;
-                    }
-                    const float score = butterfly_sum(lanes) * scale;
-                    float weight = 0.0f;
-                    const float rescale = softmax_push(state, score, weight);
-                    const uint64_t v_base = p * v_row + uint64_t{kv_head} * head_dim_v;
-                    for (uint32_t d = 0; d < head_dim_v; ++d)
-                        acc[d] = acc[d] * rescale + weight * load(kv_kind, values, v_base + d);
-                }
-                part_max[warp] = state.max;
-                part_sum[warp] = state.sum;
-            }
-            float total_max = -INFINITY;
-            for (int w = 0; w < kAttentionWarps; ++w) total_max = fmaxf(total_max, part_max[w]);
-            float factor[kAttentionWarps];
-            float denominator = 0.0f;
-            for (int w = 0; w < kAttentionWarps; ++w) {
-                factor[w] = softmax_part_factor(part_max[w], total_max);
-                denominator += part_sum[w] * factor[w];
-            }
             float* oh = out + (uint64_t{row} * n_head + head) * head_dim_v;
-            for (uint32_t d = 0; d < head_dim_v; ++d) {
-                float sum = 0.0f;
-                for (int w = 0; w < kAttentionWarps; ++w)
-                    sum += part_out[size_t(w) * head_dim_v + d] * factor[w];
-                oh[d] = sum / denominator;
+            if (splits == 1) {
+                float block_max = 0.0f;
+                const float denominator =
+                    attention_block(a, row, head, first, last, block_max, block_out.data());
+                // The single-pass kernel divides each merged sum in place.
+                for (uint32_t d = 0; d < head_dim_v; ++d) oh[d] = block_out[d] / denominator;
+                continue;
             }
+            const uint64_t first_part = (uint64_t{row} * n_head + head) * splits;
+            for (uint32_t chunk = 0; chunk < splits; ++chunk) {
+                uint32_t chunk_first = 0;
+                uint32_t chunk_last = 0;
+                attention_chunk(first, last, splits, chunk, chunk_first, chunk_last);
+                const uint64_t part = first_part + chunk;
+                scratch[parts + part] = attention_block(a, row, head, chunk_first, chunk_last,
+                                                        scratch[part], block_out.data());
+                std::copy(block_out.begin(), block_out.end(),
+                          scratch.begin() + static_cast<ptrdiff_t>(2 * parts + part * head_dim_v));
+            }
+            float factor[kMaxAttentionSplits];
+            const float denominator = softmax_merge_factors(
+                &scratch[first_part], &scratch[parts + first_part], splits, 1, factor);
+            for (uint32_t d = 0; d < head_dim_v; ++d)
+                oh[d] = softmax_merge_output(&scratch[2 * parts + first_part * head_dim_v + d],
+                                             head_dim_v, factor, splits, denominator);
         }
     }
 }

@@ -5,6 +5,7 @@
 // GPU tests add the warp sum, the launch and the device's own rounding.
 // The kinds come from the capability table's MATVEC rows: a row added there
 // is checked here without editing this file.
+#include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -30,70 +31,6 @@ std::vector<ferrox_kind> matvec_kinds() {
     for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels)
         if (entry.op == FERROX_OP_MATVEC) kinds.push_back(entry.kind);
     return kinds;
-}
-
-// Where a block keeps its f16 scale d and (if any) its f16 min/dmin, and
-// whether d takes either sign (the one-scale formats, whose quantizers divide
-// by the signed extreme value, and the signed-sub-scale K-quants).
-struct ScaleFields {
-    int d;
-    int min;  // -1: none
-    bool signed_d;
-};
-
-ScaleFields scale_fields(ferrox_kind kind) {
-    switch (kind) {
-        case FERROX_KIND_Q8_0:
-        case FERROX_KIND_Q4_0:
-        case FERROX_KIND_Q5_0:
-        case FERROX_KIND_IQ4_NL:
-        case FERROX_KIND_IQ4_XS:
-            return {0, -1, true};
-        case FERROX_KIND_Q4_1:
-        case FERROX_KIND_Q5_1:
-            return {0, 2, true};
-        case FERROX_KIND_Q2_K:
-            return {80, 82, false};
-        case FERROX_KIND_Q3_K:
-            return {108, -1, true};
-        case FERROX_KIND_Q4_K:
-        case FERROX_KIND_Q5_K:
-            return {0, 2, false};
-        case FERROX_KIND_Q6_K:
-            return {208, -1, true};
-        default:
-            FAIL("no scale layout for kind " << ferrox::kind_name(kind)
-                                             << ": add it to scale_fields()");
-            return {0, -1, false};
-    }
-}
-
-// Random codes everywhere, small realistic f16 scales (kernel_check.h's
-// random_matrix knows only the first eight kinds): finite weights, so the
-// dot products compare by NMSE.
-ferrox::test::Matrix realistic_matrix(ferrox_kind kind, uint64_t rows, uint64_t cols,
-                                      std::mt19937& rng) {
-    if (ferrox::is_float_kind(kind)) return ferrox::test::random_matrix(kind, rows, cols, rng);
-    const ferrox::KindTraits& traits = ferrox::test::traits_of(kind);
-    ferrox::test::Matrix m{kind, rows, cols, *ferrox::row_bytes(kind, cols), {}};
-    m.bytes.resize(rows * m.row_bytes);
-    std::uniform_int_distribution<int> byte(0, 255);
-    std::uniform_real_distribution<float> scale(ferrox::test::kMaxScale / 20,
-                                                ferrox::test::kMaxScale);
-    for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
-    const ScaleFields fields = scale_fields(kind);
-    for (uint64_t b = 0; b < m.bytes.size() / traits.block_bytes; ++b) {
-        uint8_t* block = &m.bytes[b * traits.block_bytes];
-        const float sign = fields.signed_d && (byte(rng) & 1) ? -1.0f : 1.0f;
-        // K-quant d multiplies a sub-scale of up to 63: keep weights ~kMaxScale.
-        const float divisor = traits.block_elements == 256 ? 16.0f : 1.0f;
-        ferrox::test::put_f16(block + fields.d, sign * scale(rng) / divisor);
-        if (fields.min >= 0) {
-            const float min_sign = byte(rng) & 1 ? -1.0f : 1.0f;
-            ferrox::test::put_f16(block + fields.min, min_sign * scale(rng) / divisor);
-        }
-    }
-    return m;
 }
 
 // Decodes `row` with the kernel code and with the reference; the number of
@@ -143,7 +80,7 @@ TEST_CASE("the kernels decode every MATVEC kind exactly as the scalar reference"
         CHECK(random_bytes.count == 0);
 
         // Realistic scales of both signs, the regime real weights live in.
-        const ferrox::test::Matrix m = realistic_matrix(kind, 1, cols, rng);
+        const ferrox::test::Matrix m = ferrox::test::random_matrix(kind, 1, cols, rng);
         const Mismatch realistic = decode_and_compare(kind, m.bytes, cols);
         INFO("realistic scales: first mismatch at weight " << realistic.first << " of " << cols);
         CHECK(realistic.count == 0);
@@ -221,7 +158,7 @@ TEST_CASE("every kernel's per-lane code, its lanes summed on the CPU, matches th
         // More than 32 granules so lanes wrap; floats end in a short granule.
         const uint64_t cols = block == 1 ? 1037 : (block == 32 ? 40 * 32 : 5 * 256);
         const uint64_t rows = 5;
-        const ferrox::test::Matrix m = realistic_matrix(entry.kind, rows, cols, rng);
+        const ferrox::test::Matrix m = ferrox::test::random_matrix(entry.kind, rows, cols, rng);
         const std::vector<uint64_t> batches = entry.op == FERROX_OP_GEMM
                                                   ? std::vector<uint64_t>{1, 7, 8, 9, 17}
                                                   : std::vector<uint64_t>{1};
@@ -247,4 +184,39 @@ TEST_CASE("every kernel's per-lane code, its lanes summed on the CPU, matches th
         ++kernels_checked;
     }
     CHECK(kernels_checked >= 4);
+}
+
+TEST_CASE("random_matrix makes finite realistic weights for every kind the table lists") {
+    // The GPU tests and ferrox_cuda_bench take their kinds from the table;
+    // every weight kind in it needs a generator (scale_fields) here.
+    const uint32_t seed = std::random_device{}();
+    INFO("seed " << seed);
+    std::mt19937 rng(seed);
+    for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels) {
+        if (entry.op != FERROX_OP_MATVEC && entry.op != FERROX_OP_GEMM &&
+            entry.op != FERROX_OP_GET_ROWS)
+            continue;
+        INFO(entry.name);
+        const uint32_t block = ferrox::test::traits_of(entry.kind).block_elements;
+        const uint64_t cols = block == 1 ? 100 : 4 * uint64_t{block};
+        ferrox::test::Matrix m{};
+        REQUIRE_NOTHROW(m = ferrox::test::random_matrix(entry.kind, 3, cols, rng));
+        std::vector<float> w(cols);
+        float largest = 0.0f;
+        uint64_t not_finite = 0;
+        for (uint64_t r = 0; r < m.rows; ++r) {
+            REQUIRE(ferrox::quant::dequantize_row(entry.kind, &m.bytes[r * m.row_bytes], w.data(),
+                                                  cols));
+            for (const float v : w) {
+                not_finite += std::isfinite(v) ? 0 : 1;
+                largest = std::max(largest, std::fabs(v));
+            }
+        }
+        CHECK(not_finite == 0);
+        // At most kMaxScale / 16 times the largest sub-scale-code product
+        // (Q6_K's 128 * 32, IQ4_XS's 32 * 127): ~5.1. Random bytes read as the
+        // scale (a wrong offset) decode far larger, or not finite.
+        CHECK(largest > 0.0f);
+        CHECK(largest < 8.0f);
+    }
 }

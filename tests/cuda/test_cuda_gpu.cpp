@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "attention_split.h"
+#include "capability_table.h"
 #include "cuda_plugin_library.h"
 #include "ferrox/backend_abi.h"
 #include "ferrox/model/ops.h"
@@ -45,12 +47,39 @@ using ferrox::test::traits_of;
 CudaPluginLibrary* g_plugin = nullptr;
 ferrox_backend* g_backend = nullptr;
 uint32_t g_seed = 0;
+// What g_backend logged through the host table main() lent it, and the SM
+// count its device line reports (0 if it did not say).
+std::vector<std::string> g_log;
+uint32_t g_sm_count = 0;
 
-const std::vector<ferrox_kind> kMatvecKinds{FERROX_KIND_F32,  FERROX_KIND_F16,  FERROX_KIND_BF16,
-                                            FERROX_KIND_Q8_0, FERROX_KIND_Q4_0, FERROX_KIND_Q4_K,
-                                            FERROX_KIND_Q5_K, FERROX_KIND_Q6_K};
-const std::vector<ferrox_kind> kGemmKinds{FERROX_KIND_Q8_0, FERROX_KIND_Q4_0, FERROX_KIND_Q4_K,
-                                          FERROX_KIND_Q6_K};
+void capture_log(void*, ferrox_log_level, const char* message) {
+    g_log.emplace_back(message);
+    const std::string_view text = message;
+    if (const size_t at = text.find(" SMs"); at != std::string_view::npos) {
+        const size_t start = text.find_last_of(' ', at - 1);
+        if (start != std::string_view::npos)
+            g_sm_count = static_cast<uint32_t>(std::strtoul(message + start + 1, nullptr, 10));
+    }
+}
+
+bool logged(std::string_view needle) {
+    return std::any_of(g_log.begin(), g_log.end(), [needle](const std::string& line) {
+        return line.find(needle) != std::string::npos;
+    });
+}
+
+// The kinds the plugin's capability table lists for `op`: a row added there
+// is tested here without editing this file.
+std::vector<ferrox_kind> table_kinds(ferrox_op op) {
+    std::vector<ferrox_kind> kinds;
+    for (const ferrox::cuda::KernelEntry& entry : ferrox::cuda::kKernels)
+        if (entry.op == op) kinds.push_back(entry.kind);
+    return kinds;
+}
+
+const std::vector<ferrox_kind> kMatvecKinds = table_kinds(FERROX_OP_MATVEC);
+const std::vector<ferrox_kind> kGemmKinds = table_kinds(FERROX_OP_GEMM);
+const std::vector<ferrox_kind> kGetRowsKinds = table_kinds(FERROX_OP_GET_ROWS);
 
 struct WeightHandle {
     ferrox_weight* weight = nullptr;
@@ -196,11 +225,8 @@ TEST_CASE("a NaN scale makes exactly its own row NaN, on the GPU as in the refer
             case FERROX_KIND_BF16:
                 std::memcpy(row, &nan_bf16, 2);
                 break;
-            case FERROX_KIND_Q6_K:
-                std::memcpy(row + 208, &nan_half, 2);
-                break;
-            default:  // Q8_0, Q4_0, Q4_K, Q5_K: d leads the block
-                std::memcpy(row, &nan_half, 2);
+            default:  // the first block's d, wherever its format keeps it
+                std::memcpy(row + ferrox::test::scale_fields(kind).d, &nan_half, 2);
                 break;
         }
         const std::vector<float> x = random_activations(cols, rng);
@@ -236,21 +262,26 @@ TEST_CASE("a prepared weight keeps its own copy: reusing the host bytes changes 
 }
 
 TEST_CASE("a kind without a kernel is refused at prepare time with UNSUPPORTED") {
-    std::vector<uint8_t> bytes(4 * 22, 1);
+    // The first kind the table lists no MATVEC for (Q8_1 today).
+    const auto missing = std::find_if(
+        ferrox::kAllKinds.begin(), ferrox::kAllKinds.end(),
+        [](const auto& traits) { return !ferrox::cuda::has_kernel(FERROX_OP_MATVEC, traits.id); });
+    REQUIRE(missing != ferrox::kAllKinds.end());
+    std::vector<uint8_t> bytes(4 * missing->block_bytes, 1);
     ferrox_weight_desc desc{};
     desc.struct_size = sizeof(desc);
     desc.abi_version = FERROX_ABI_VERSION;
-    desc.kind = FERROX_KIND_Q5_0;
+    desc.kind = missing->id;
     desc.rows = 4;
-    desc.cols = 32;
-    desc.row_bytes = 22;
+    desc.cols = missing->block_elements;
+    desc.row_bytes = missing->block_bytes;
     desc.data = bytes.data();
     ferrox_weight* weight = nullptr;
     ferrox_message message{};
     CHECK(g_backend->weight_prepare(g_backend, &desc, 0, &weight, &message) ==
           FERROX_ERR_UNSUPPORTED);
     CHECK(weight == nullptr);
-    CHECK(std::string_view(message.text).find("Q5_0") != std::string_view::npos);
+    CHECK(std::string_view(message.text).find(missing->name) != std::string_view::npos);
 }
 
 TEST_CASE("vram_budget refuses a weight that would exceed it, as out of memory") {
@@ -597,42 +628,20 @@ TEST_CASE("convert stores f32 as f32 and as f16 bit-exact with ferrox_quant") {
     }
 }
 
-namespace {
-
-// Weights for get_rows: realistic ones where kernel_check.h has a generator,
-// else random bytes (scales included), compared bit for bit only.
-Matrix get_rows_matrix(ferrox_kind kind, uint64_t rows, uint64_t cols, std::mt19937& rng,
-                       bool& realistic) {
-    try {
-        realistic = true;
-        return random_matrix(kind, rows, cols, rng);
-    } catch (const std::logic_error&) {
-        realistic = false;
-        Matrix m{kind, rows, cols, *ferrox::row_bytes(kind, cols), {}};
-        m.bytes.resize(rows * m.row_bytes);
-        std::uniform_int_distribution<int> byte(0, 255);
-        for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
-        return m;
-    }
-}
-
-}  // namespace
-
 TEST_CASE("get_rows looks up scaled rows of every kind it lists as the reference dequantizes") {
     std::mt19937 rng(g_seed + 15);
     int kinds_checked = 0;
-    for (uint32_t id = 0; id < FERROX_KIND_ID_LIMIT; ++id) {
-        const auto kind = static_cast<ferrox_kind>(id);
+    for (const ferrox_kind kind : kGetRowsKinds) {
         ferrox_kernel_info info{};
         info.struct_size = sizeof(info);
         g_backend->kernel_for(g_backend, FERROX_OP_GET_ROWS, kind, &info);
-        if (info.kernel == nullptr) continue;
+        INFO("kind " << kind_text(kind));
+        REQUIRE(info.kernel != nullptr);  // the backend answers from the same table
         const std::string name = info.kernel;
         INFO("kind " << kind_text(kind) << ", kernel " << name << ", seed " << g_seed);
         const uint64_t rows = 50;
         const uint64_t cols = traits_of(kind).block_elements == 1 ? 1037 : 4 * 256;
-        bool realistic = false;
-        const Matrix m = get_rows_matrix(kind, rows, cols, rng, realistic);
+        const Matrix m = random_matrix(kind, rows, cols, rng);
         WeightHandle w;
         ferrox_message message{};
         require_ok(prepare(m, w, message), message);
@@ -650,7 +659,7 @@ TEST_CASE("get_rows looks up scaled rows of every kind it lists as the reference
                                        dout->at(), &message),
                    message);
         const std::vector<float> got = dout->download<float>(want.size());
-        if (realistic) check_path("GET_ROWS " + name, compare(got, want));
+        check_path("GET_ROWS " + name, compare(got, want));
         CHECK(bit_mismatches(got, want) == 0);  // the same decoder, the same multiply
 
         // An id outside the weight is refused before anything runs.
@@ -660,7 +669,8 @@ TEST_CASE("get_rows looks up scaled rows of every kind it lists as the reference
         CHECK(std::string_view(message.text).find("id 50") != std::string_view::npos);
         ++kinds_checked;
     }
-    CHECK(kinds_checked >= static_cast<int>(kMatvecKinds.size()));
+    CHECK(kinds_checked == static_cast<int>(kGetRowsKinds.size()));
+    CHECK(kGetRowsKinds.size() == kMatvecKinds.size());
 }
 
 TEST_CASE("attention_resident matches the core's attend: decode, prefill, window, GQA") {
@@ -668,12 +678,33 @@ TEST_CASE("attention_resident matches the core's attend: decode, prefill, window
         uint32_t n_query, pos0, window, n_head, n_head_kv, head_dim;
     };
     const std::vector<Case> cases{
-        {1, 700, 0, 8, 2, 128},  {37, 0, 0, 8, 2, 128},  {37, 100, 0, 8, 2, 64},
-        {37, 100, 8, 8, 2, 128}, {1, 700, 8, 8, 2, 256}, {5, 40, 0, 4, 4, 256},
+        {1, 700, 0, 8, 2, 128},
+        {37, 0, 0, 8, 2, 128},
+        {37, 100, 0, 8, 2, 64},
+        {37, 100, 8, 8, 2, 128},
+        {1, 700, 8, 8, 2, 256},
+        {5, 40, 0, 4, 4, 256},
         {1, 700, 0, 8, 8, 64},
+        // Long decodes: the split (flash-decoding) path on any GPU with more
+        // SMs than heads (attention_split.h), a window of 512 too.
+        {1, 5000, 0, 8, 2, 128},
+        {1, 5000, 512, 8, 2, 128},
+        {1, 20000, 0, 8, 2, 128},
+        {1, 20000, 0, 32, 8, 128},
     };
     std::mt19937 rng(g_seed + 16);
+    bool split_expected = false;
     for (const Case& c : cases) {
+        // The path the backend takes, by the heuristic it uses and the SM count it reported.
+        const uint32_t splits =
+            ferrox::cuda::attention_splits(c.n_query, c.pos0, c.window, c.n_head, g_sm_count);
+        split_expected = split_expected || splits > 1;
+        std::printf("attention n_query %u pos0 %u window %u heads %u: %s (%u SMs)\n", c.n_query,
+                    c.pos0, c.window, c.n_head,
+                    splits > 1 ? ("split into " + std::to_string(splits) + " chunks").c_str()
+                               : "single pass",
+                    g_sm_count);
+        const std::string path = splits > 1 ? " split" : "";
         for (const ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16}) {
             INFO("n_query " << c.n_query << " pos0 " << c.pos0 << " window " << c.window
                             << " heads " << c.n_head << ":" << c.n_head_kv << " dim " << c.head_dim
@@ -734,10 +765,15 @@ TEST_CASE("attention_resident matches the core's attend: decode, prefill, window
             require_ok(g_backend->attention_resident(g_backend, &desc, dq->at(), dkeys.at(),
                                                      dvalues.at(), dout->at(), &message),
                        message);
-            check_path("ATTENTION " + kernel_name(FERROX_OP_ATTENTION, kind),
+            check_path("ATTENTION " + kernel_name(FERROX_OP_ATTENTION, kind) + path,
                        compare(dout->download<float>(want.size()), want));
         }
     }
+    // The backend says (once, at debug level) when it first splits.
+    INFO("SM count from the device line: " << g_sm_count);
+    CHECK(g_sm_count > 0);
+    CHECK(split_expected);
+    CHECK(logged("attention_resident: split decode") == split_expected);
 }
 
 TEST_CASE("project runs MATVEC (n = 1) and GEMM (n = 5) on device activations") {
@@ -861,7 +897,11 @@ int main(int argc, char** argv) {
     }
     ferrox_backend* raw = nullptr;
     ferrox_message message{};
-    const ferrox_status status = plugin.create(nullptr, nullptr, 0, &raw, &message);
+    ferrox_host host{};
+    host.struct_size = sizeof(host);
+    host.abi_version = FERROX_ABI_VERSION;
+    host.log = capture_log;
+    const ferrox_status status = plugin.create(&host, nullptr, 0, &raw, &message);
     if (status == FERROX_ERR_NO_DRIVER || status == FERROX_ERR_NO_DEVICE) {
         std::printf("SKIPPED: no CUDA device (%s)\n", message.text);
         return 77;

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "attention_split.h"
 #include "ferrox/model/ops.h"
 #include "ferrox/quant/half.h"
 #include "resident_ops_on_host.h"
@@ -180,11 +181,61 @@ TEST_CASE("the rope kernel's pairs match the core's rope_rotate in both styles")
     }
 }
 
+namespace {
+
+struct AttentionCase {
+    uint32_t n_query, pos0, window, n_head, n_head_kv, head_dim;
+};
+
+// Runs the kernels' attention walk (single pass, or `splits` chunks and the
+// merge) on random q/K/V against the core's attend; returns the NMSE.
+double attention_nmse(const AttentionCase& c, ferrox_kind kind, uint32_t splits,
+                      std::mt19937& rng) {
+    const uint32_t positions = c.pos0 + c.n_query;
+    const uint64_t kv_row = uint64_t{c.n_head_kv} * c.head_dim;
+    const std::vector<float> q =
+        uniform(uint64_t{c.n_query} * c.n_head * c.head_dim, -1.0f, 1.0f, rng);
+    std::vector<float> keys = uniform(positions * kv_row, -1.0f, 1.0f, rng);
+    std::vector<float> values = uniform(positions * kv_row, -1.0f, 1.0f, rng);
+    std::vector<uint16_t> keys16(keys.size());
+    std::vector<uint16_t> values16(values.size());
+    if (kind == FERROX_KIND_F16) {
+        // The reference reads the cache widened from the same f16 bits.
+        for (size_t i = 0; i < keys.size(); ++i) {
+            keys16[i] = ferrox::quant::fp32_to_fp16(keys[i]);
+            values16[i] = ferrox::quant::fp32_to_fp16(values[i]);
+            keys[i] = ferrox::quant::fp16_to_fp32(keys16[i]);
+            values[i] = ferrox::quant::fp16_to_fp32(values16[i]);
+        }
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim, scale};
+    const uint64_t out_row = uint64_t{c.n_head} * c.head_dim;
+    std::vector<float> want(c.n_query * out_row);
+    std::vector<float> scores(positions);
+    for (uint32_t i = 0; i < c.n_query; ++i) {
+        const uint32_t last = c.pos0 + i;
+        const uint32_t first = c.window > 0 && last + 1 > c.window ? last + 1 - c.window : 0;
+        ops::attend(shape,
+                    std::span(q).subspan(i * uint64_t{c.n_head} * c.head_dim,
+                                         uint64_t{c.n_head} * c.head_dim),
+                    keys.data(), values.data(), first, last, scores,
+                    std::span(want).subspan(i * out_row, out_row));
+    }
+    std::vector<float> got(want.size(), std::nanf(""));
+    const void* k = kind == FERROX_KIND_F16 ? static_cast<const void*>(keys16.data())
+                                            : static_cast<const void*>(keys.data());
+    const void* v = kind == FERROX_KIND_F16 ? static_cast<const void*>(values16.data())
+                                            : static_cast<const void*>(values.data());
+    host::attention_on_host(c.n_query, c.pos0, c.window, c.n_head, c.n_head_kv, c.head_dim,
+                            c.head_dim, scale, kind, q.data(), k, v, got.data(), splits);
+    return nmse(got, want);
+}
+
+}  // namespace
+
 TEST_CASE("the attention kernel's online softmax matches the core's attend") {
-    struct Case {
-        uint32_t n_query, pos0, window, n_head, n_head_kv, head_dim;
-    };
-    const Case cases[] = {
+    const AttentionCase cases[] = {
         {1, 700, 0, 4, 4, 64},    // decode, long context
         {37, 0, 0, 8, 2, 128},    // prefill from the start, GQA 8:2
         {37, 100, 0, 8, 2, 64},   // prefill after a prompt
@@ -194,51 +245,72 @@ TEST_CASE("the attention kernel's online softmax matches the core's attend") {
     };
     std::mt19937 rng(test_seed() + 5);
     INFO("seed " << test_seed());
-    for (const Case& c : cases) {
+    for (const AttentionCase& c : cases) {
         for (const ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16}) {
             INFO("n_query " << c.n_query << " pos0 " << c.pos0 << " window " << c.window
                             << " heads " << c.n_head << ":" << c.n_head_kv << " dim " << c.head_dim
                             << (kind == FERROX_KIND_F16 ? " f16" : " f32"));
-            const uint32_t positions = c.pos0 + c.n_query;
-            const uint64_t kv_row = uint64_t{c.n_head_kv} * c.head_dim;
-            const std::vector<float> q =
-                uniform(uint64_t{c.n_query} * c.n_head * c.head_dim, -1.0f, 1.0f, rng);
-            std::vector<float> keys = uniform(positions * kv_row, -1.0f, 1.0f, rng);
-            std::vector<float> values = uniform(positions * kv_row, -1.0f, 1.0f, rng);
-            std::vector<uint16_t> keys16(keys.size());
-            std::vector<uint16_t> values16(values.size());
-            if (kind == FERROX_KIND_F16) {
-                // The reference reads the cache widened from the same f16 bits.
-                for (size_t i = 0; i < keys.size(); ++i) {
-                    keys16[i] = ferrox::quant::fp32_to_fp16(keys[i]);
-                    values16[i] = ferrox::quant::fp32_to_fp16(values[i]);
-                    keys[i] = ferrox::quant::fp16_to_fp32(keys16[i]);
-                    values[i] = ferrox::quant::fp16_to_fp32(values16[i]);
+            CHECK(attention_nmse(c, kind, 1, rng) < kExactNmse);
+        }
+    }
+}
+
+TEST_CASE("the split (flash-decoding) attention and its merge match the core's attend") {
+    // Decode takes the split on a GPU with SMs to spare (132: an H200; 16: a
+    // small part); a long context and a sliding window of 512, GQA 8:2 and 4:1.
+    std::mt19937 rng(test_seed() + 6);
+    INFO("seed " << test_seed());
+    for (const uint32_t sm_count : {132u, 16u}) {
+        for (const uint32_t pos0 : {700u, 5000u}) {
+            for (const uint32_t window : {0u, 512u}) {
+                for (const ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+                    const AttentionCase c{1, pos0, window, 8, 2, 128};
+                    const uint32_t splits = ferrox::cuda::attention_splits(
+                        c.n_query, c.pos0, c.window, c.n_head, sm_count);
+                    INFO(sm_count << " SMs, pos0 " << pos0 << " window " << window << ", " << splits
+                                  << " splits" << (kind == FERROX_KIND_F16 ? " f16" : " f32"));
+                    REQUIRE(splits > 1);  // these decodes must take the split path
+                    CHECK(attention_nmse(c, kind, splits, rng) < kExactNmse);
+                    const AttentionCase gqa4{1, pos0, window, 4, 1, 64};
+                    const uint32_t splits4 = ferrox::cuda::attention_splits(
+                        gqa4.n_query, gqa4.pos0, gqa4.window, gqa4.n_head, sm_count);
+                    REQUIRE(splits4 > 1);
+                    CHECK(attention_nmse(gqa4, kind, splits4, rng) < kExactNmse);
                 }
             }
-            const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-            const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim, scale};
-            const uint64_t out_row = uint64_t{c.n_head} * c.head_dim;
-            std::vector<float> want(c.n_query * out_row);
-            std::vector<float> scores(positions);
-            for (uint32_t i = 0; i < c.n_query; ++i) {
-                const uint32_t last = c.pos0 + i;
-                const uint32_t first =
-                    c.window > 0 && last + 1 > c.window ? last + 1 - c.window : 0;
-                ops::attend(shape,
-                            std::span(q).subspan(i * uint64_t{c.n_head} * c.head_dim,
-                                                 uint64_t{c.n_head} * c.head_dim),
-                            keys.data(), values.data(), first, last, scores,
-                            std::span(want).subspan(i * out_row, out_row));
-            }
-            std::vector<float> got(want.size(), std::nanf(""));
-            const void* k = kind == FERROX_KIND_F16 ? static_cast<const void*>(keys16.data())
-                                                    : static_cast<const void*>(keys.data());
-            const void* v = kind == FERROX_KIND_F16 ? static_cast<const void*>(values16.data())
-                                                    : static_cast<const void*>(values.data());
-            host::attention_on_host(c.n_query, c.pos0, c.window, c.n_head, c.n_head_kv, c.head_dim,
-                                    c.head_dim, scale, kind, q.data(), k, v, got.data());
-            CHECK(nmse(got, want) < kExactNmse);
         }
+    }
+    // A few rows whose short spans leave late chunks empty (max -inf, sum 0)
+    // must merge to the same answer; and the largest split count.
+    for (const ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+        CHECK(attention_nmse({20, 0, 0, 2, 1, 64}, kind, 8, rng) < kExactNmse);
+        CHECK(attention_nmse({3, 4000, 0, 2, 2, 128}, kind, ferrox::cuda::kMaxAttentionSplits,
+                             rng) < kExactNmse);
+    }
+}
+
+TEST_CASE("the split heuristic: decode on idle SMs splits, prefill and short spans do not") {
+    using ferrox::cuda::attention_split_scratch_floats;
+    using ferrox::cuda::attention_splits;
+    using ferrox::cuda::kAttentionMinChunk;
+    using ferrox::cuda::kMaxAttentionSplits;
+    // H200 (132 SMs), 32 heads: ceil(264 / 32) = 9 chunks.
+    CHECK(attention_splits(1, 5000, 0, 32, 132) == 9);
+    // 8 heads: 33 chunks; 4 heads: 66, capped at kMaxAttentionSplits.
+    CHECK(attention_splits(1, 20000, 0, 8, 132) == 33);
+    CHECK(attention_splits(1, 20000, 0, 4, 132) == kMaxAttentionSplits);
+    // Chunks keep kAttentionMinChunk positions: 700 positions, at most 10.
+    CHECK(attention_splits(1, 699, 0, 8, 132) == 700 / kAttentionMinChunk);
+    // Short spans, a short window, and enough blocks to fill the SMs stay single-pass.
+    CHECK(attention_splits(1, 200, 0, 8, 132) == 1);
+    CHECK(attention_splits(1, 5000, 128, 8, 132) == 1);
+    CHECK(attention_splits(37, 5000, 0, 8, 132) == 1);
+    CHECK(attention_splits(1, 5000, 0, 132, 132) == 1);
+    // The scratch bound noted in attention_split.h: parts < 3 * SMs.
+    for (uint32_t heads = 1; heads < 132; ++heads) {
+        const uint32_t splits = attention_splits(1, 100000, 0, heads, 132);
+        INFO(heads << " heads, " << splits << " splits");
+        CHECK(uint64_t{heads} * splits < 3 * 132);
+        CHECK(attention_split_scratch_floats(1, heads, 512, splits) < 3 * 132 * 514);
     }
 }
