@@ -43,8 +43,9 @@ class FERROX_API Dispatcher {
 
     Plan plan(ferrox_op op, ferrox_kind kind) const;
 
-    // Records, without running anything, what MATVEC and GEMM on `weight` will use.
-    void probe(ferrox_kind kind, std::string_view role,
+    // Records, without running anything, what MATVEC and GEMM on `weight` will
+    // use; only MATVEC when the weight is never multiplied by a batch.
+    void probe(ferrox_kind kind, std::string_view role, bool batched = true,
                std::source_location site = std::source_location::current());
     // The same for attention over a KV cache of `kv_kind` (F32 or F16).
     void probe_attention(ferrox_kind kv_kind, std::string_view role,

@@ -84,9 +84,10 @@ void Dispatcher::record(Phase phase, ferrox_op op, ferrox_kind kind, std::string
     }
 }
 
-void Dispatcher::probe(ferrox_kind kind, std::string_view role, std::source_location site) {
-    for (ferrox_op op : {FERROX_OP_MATVEC, FERROX_OP_GEMM})
-        record(Phase::Probe, op, kind, role, plan(op, kind), site);
+void Dispatcher::probe(ferrox_kind kind, std::string_view role, bool batched,
+                       std::source_location site) {
+    record(Phase::Probe, FERROX_OP_MATVEC, kind, role, plan(FERROX_OP_MATVEC, kind), site);
+    if (batched) record(Phase::Probe, FERROX_OP_GEMM, kind, role, plan(FERROX_OP_GEMM, kind), site);
 }
 
 void Dispatcher::probe_attention(ferrox_kind kv_kind, std::string_view role,

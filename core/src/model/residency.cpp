@@ -9,8 +9,10 @@ namespace ferrox::model {
 std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUse> uses,
                                      ferrox_kind kv_kind, ferrox_kind embedding_kind) {
     std::vector<ResidentOp> ops{{FERROX_OP_GET_ROWS, embedding_kind, roles::kEmbedding}};
-    for (const WeightUse& u : uses)
-        for (ferrox_op op : {FERROX_OP_MATVEC, FERROX_OP_GEMM}) ops.push_back({op, u.kind, u.role});
+    for (const WeightUse& u : uses) {
+        ops.push_back({FERROX_OP_MATVEC, u.kind, u.role});
+        if (!u.per_position) ops.push_back({FERROX_OP_GEMM, u.kind, u.role});
+    }
     auto norm = [&](std::string_view role) {
         ops.push_back({FERROX_OP_RMS_NORM, FERROX_KIND_F32, role});
     };

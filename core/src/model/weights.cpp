@@ -73,12 +73,13 @@ Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& na
 
 Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp) {
     std::vector<WeightUse> uses;
-    auto add = [&](const std::string& name, std::string role) -> Expected<void> {
+    auto add = [&](const std::string& name, std::string role,
+                   bool per_position = false) -> Expected<void> {
         auto t = require(file, name, hp);
         if (!t) return t.error();
         const auto shape = (*t)->shape();
-        uses.push_back(
-            {name, std::move(role), (*t)->kind(), shape.size() > 1 ? shape[1] : 1, shape[0]});
+        uses.push_back({name, std::move(role), (*t)->kind(), shape.size() > 1 ? shape[1] : 1,
+                        shape[0], per_position});
         return {};
     };
     const bool tied = file.find_tensor("output.weight") == nullptr;
@@ -95,8 +96,9 @@ Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hpara
                     return r.error();
         } else {
             for (const char* part : moe)
-                if (auto r = add(layer_tensor(il, std::string(part) + ".weight"),
-                                 std::string_view(part) == "ffn_gate_inp" ? "moe_router" : part);
+                if (auto r =
+                        add(layer_tensor(il, std::string(part) + ".weight"),
+                            std::string_view(part) == "ffn_gate_inp" ? "moe_router" : part, true);
                     !r)
                     return r.error();
         }
@@ -105,7 +107,7 @@ Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hpara
 }
 
 void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher, ferrox_kind kv_kind) {
-    for (const WeightUse& u : uses) dispatcher.probe(u.kind, u.role);
+    for (const WeightUse& u : uses) dispatcher.probe(u.kind, u.role, !u.per_position);
     // Every layer attends, whatever its weights.
     if (!uses.empty()) dispatcher.probe_attention(kv_kind, "attention");
 }
