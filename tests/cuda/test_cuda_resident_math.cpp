@@ -14,6 +14,7 @@
 #include "ferrox/model/ops.h"
 #include "ferrox/quant/half.h"
 #include "resident_ops_on_host.h"
+#include "rope_case.h"
 
 namespace {
 
@@ -157,22 +158,8 @@ TEST_CASE("the rope kernel's pairs match the core's rope_rotate in both styles")
     for (const uint32_t head_dim : {64u, 128u}) {
         for (const bool neox : {false, true}) {
             INFO("head_dim " << head_dim << (neox ? " neox" : " normal"));
-            const uint32_t half = head_dim / 2;
-            std::vector<float> cos(n_pos * half);
-            std::vector<float> sin(n_pos * half);
-            for (uint32_t p = 0; p < n_pos; ++p)
-                ops::rope_angles(100 + 37 * p, 10000.0f, 1.0f,
-                                 std::span(cos).subspan(p * half, half),
-                                 std::span(sin).subspan(p * half, half));
-            const std::vector<float> x = uniform(n_pos * n_heads * head_dim, -2.0f, 2.0f, rng);
-            std::vector<float> want = x;
-            for (uint32_t p = 0; p < n_pos; ++p)
-                for (uint32_t h = 0; h < n_heads; ++h)
-                    ops::rope_rotate(
-                        std::span(want).subspan((p * n_heads + h) * head_dim, head_dim),
-                        std::span(cos).subspan(p * half, half),
-                        std::span(sin).subspan(p * half, half),
-                        neox ? ferrox::model::RopeStyle::Neox : ferrox::model::RopeStyle::Normal);
+            const auto [x, cos, sin, want] =
+                ferrox::test::rope_case(n_pos, n_heads, head_dim, neox, 100, 37, rng);
             std::vector<float> got = x;
             host::rope_on_host(got.data(), cos.data(), sin.data(), n_pos, n_heads, head_dim, neox);
             CHECK(nmse(got, want) < kExactNmse);
