@@ -2,6 +2,9 @@
 // and its capability table -- what an operator needs to see in one command.
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "commands/commands.h"
 #include "ferrox/cpu_features.h"
@@ -32,6 +35,31 @@ Capability capability(const std::shared_ptr<Backend>& b, ferrox_op op, ferrox_ki
     if (step.outcome == Outcome::Hit) return {step.detail, {}, {}};
     if (step.outcome == Outcome::ByDesign) return {{}, {}, step.detail};
     return {{}, plan.runner ? step.detail : std::string(), {}};
+}
+
+// The resident-decoding ops (ABI 1.2) keyed by element kind, as a pass issues them.
+constexpr std::pair<ferrox_op, ferrox_kind> kResidentOps[] = {
+    {FERROX_OP_RMS_NORM, FERROX_KIND_F32},  {FERROX_OP_ROPE, FERROX_KIND_F32},
+    {FERROX_OP_ADD, FERROX_KIND_F32},       {FERROX_OP_SWIGLU, FERROX_KIND_F32},
+    {FERROX_OP_GEGLU, FERROX_KIND_F32},     {FERROX_OP_CONVERT, FERROX_KIND_F32},
+    {FERROX_OP_CONVERT, FERROX_KIND_F16},   {FERROX_OP_ATTENTION, FERROX_KIND_F32},
+    {FERROX_OP_ATTENTION, FERROX_KIND_F16},
+};
+
+// The kernel a resident pass on `b` would run for (op, kind), or "".
+std::string resident_kernel(const std::shared_ptr<Backend>& b, ferrox_op op, ferrox_kind kind) {
+    KernelRegistry unused;
+    const Plan plan = Dispatcher({b}, unused).plan_resident(op, kind);
+    return plan.runner && plan.steps.front().outcome == Outcome::Hit ? plan.steps.front().detail
+                                                                     : std::string();
+}
+
+// Weight kinds whose rows a resident pass can look up (token embeddings).
+std::vector<std::string> get_rows_kinds(const std::shared_ptr<Backend>& b) {
+    std::vector<std::string> kinds;
+    for (const auto& k : kAllKinds)
+        if (!resident_kernel(b, FERROX_OP_GET_ROWS, k.id).empty()) kinds.emplace_back(k.name);
+    return kinds;
 }
 
 std::string abi_string(uint32_t v) {
@@ -85,6 +113,16 @@ nlohmann::json to_json(const Session& s) {
                 if (!c.by_design.empty()) cell["by_design"] = c.by_design;
             }
             b["capabilities"] = caps;
+            nlohmann::json resident{{"supported", r.backend->has_resident()}};
+            if (r.backend->has_resident()) {
+                for (const auto& [op, kind] : kResidentOps) {
+                    const std::string kernel = resident_kernel(r.backend, op, kind);
+                    resident["ops"][std::string(op_name(op))][std::string(kind_name(kind))] =
+                        kernel.empty() ? nlohmann::json(nullptr) : nlohmann::json(kernel);
+                }
+                resident["get_rows_kinds"] = get_rows_kinds(r.backend);
+            }
+            b["resident"] = std::move(resident);
         }
         doc["backends"].push_back(std::move(b));
     }
@@ -142,6 +180,21 @@ void print_text(const Session& s) {
                                          ? "- by design: " + c.by_design
                                          : fmt::format("- ({})", Dispatcher::kHostAttention));
         }
+        if (!r.backend->has_resident()) {
+            std::cout << "  resident decoding (ABI 1.2): no -- activations stay in host memory\n";
+            continue;
+        }
+        std::cout << "  resident decoding (ABI 1.2): yes -- a model whose every op is listed "
+                     "runs wholly in this backend's memory\n";
+        std::vector<std::vector<std::string>> ops{{"  OP", "KIND", "KERNEL"}};
+        for (const auto& [op, kind] : kResidentOps) {
+            const std::string kernel = resident_kernel(r.backend, op, kind);
+            ops.push_back({"  " + std::string(op_name(op)), std::string(kind_name(kind)),
+                           kernel.empty() ? "-" : kernel});
+        }
+        std::cout << render_table(ops);
+        std::cout << fmt::format("  GET_ROWS (token embeddings): {}\n",
+                                 fmt::join(get_rows_kinds(r.backend), ", "));
     }
 }
 

@@ -174,3 +174,15 @@ def test_inspect_predicts_the_resident_pass_before_loading(plugin_dir):
     # A fault-free fixture that lacks nothing: the same prediction in text form.
     text = ferrox(plugin_dir, "", "inspect", str(model))
     assert "forward pass: resident on the resident backend" in text.stdout, text.stdout[-600:]
+
+
+def test_backends_lists_the_resident_ops(plugin_dir):
+    r = ferrox(plugin_dir, "", "backends", "--json")
+    assert r.returncode == 0, r.stderr
+    backend = next(b for b in json.loads(r.stdout)["backends"] if b["name"] == "resident")
+    assert backend["resident"]["supported"] is True
+    assert backend["resident"]["ops"]["ROPE"]["F32"] == "resident.rope.f32"
+    assert backend["resident"]["ops"]["ATTENTION"]["F16"] == "resident.attention.f16"
+    assert "Q4_K" in backend["resident"]["get_rows_kinds"]
+    text = ferrox(plugin_dir, "", "backends").stdout
+    assert "resident decoding (ABI 1.2): yes" in text, text[-800:]
