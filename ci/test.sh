@@ -44,7 +44,9 @@ fi
 cmake --preset ci-asan >/dev/null
 cmake --build --preset ci-asan -j "$jobs"
 stamp "asan build done"
-# Python-driven parity tests are covered by the ci run; under ASan they only slow down.
+# The llama.cpp parity tests are covered by the ci run (under ASan they only slow
+# down); the resident-decoding one stays: it drives the core's resident path, the
+# fixture plugin and the CLI through ~60 runs in 25 s.
 echo "== ci: everything before passed ($((SECONDS - started)) s); the ASan ctest run closes the log"
-ASAN_OPTIONS=detect_leaks=1 ctest --preset ci-asan -j "$jobs" -E "parity"
+ASAN_OPTIONS=detect_leaks=1 ctest --preset ci-asan -j "$jobs" -E "^(model_parity|tokenizer_parity)$"
 
