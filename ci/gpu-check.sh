@@ -182,6 +182,12 @@ fi
 # random blocks of the same kinds are filled in here (same bytes moved per
 # token as the real model; the text is nonsense).
 decode_note="skipped: no models/gemma-3-270m.header or no ferrox_synth_gguf in the bundle"
+# As the header says: without FERROX_GPU_MODEL, a model the bundle carries
+# (gpu-bundle.sh's FERROX_GPU_BUNDLE_MODEL) comes before the synthetic one.
+if [[ -z ${FERROX_GPU_MODEL:-} ]]; then
+    bundled_models=("$bundle"/models/*.gguf)
+    [[ -f ${bundled_models[0]} ]] && FERROX_GPU_MODEL=${bundled_models[0]}
+fi
 if [[ -z ${FERROX_GPU_MODEL:-} && -f $bundle/models/gemma-3-270m.header && -x $bundle/bin/ferrox_synth_gguf ]]; then
     step "ferrox_synth_gguf fill: a Gemma 3 270M-shaped model from the carried header"
     bounded 60 "$bundle/bin/ferrox_synth_gguf" fill "$bundle/models/gemma-3-270m.header" \

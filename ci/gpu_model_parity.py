@@ -34,9 +34,15 @@ TOKENS = [1, 651, 603, 108, 2, 17, 330, 84, 900, 41, 5, 77, 312, 12, 9, 400, 27,
 GREEDY = 16
 
 
+# Per call: a tiny model takes seconds. Well inside gpu-check.sh's 150 s for the
+# whole step, so a hung call is reported here (and its process killed) instead
+# of the step's timeout killing this script and orphaning the ferrox child.
+CALL_TIMEOUT_S = 45
+
+
 def ferrox(binary, config, *args):
     return subprocess.run([binary, "--config", config, *args], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=CALL_TIMEOUT_S)
 
 
 def logits(binary, config, model, tokens, extra):

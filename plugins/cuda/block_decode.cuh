@@ -46,6 +46,18 @@ __host__ __device__ __forceinline__ float load_f16(const uint8_t* p) {
     return __half2float(__ushort_as_half(bits));
 }
 
+// a * b rounded on its own. nvcc contracts `a * b + c` into one FMA (one
+// rounding) by default, also across statements; the host reference rounds the product first, so a
+// decoded weight with a min/offset would differ in its last bit on the GPU
+// (GET_ROWS is checked bit for bit against ferrox_quant).
+__host__ __device__ __forceinline__ float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
 // Q4_K/Q5_K: 6-bit scale and min of sub-block j, packed in 12 bytes.
 __host__ __device__ __forceinline__ void k_scale_min(const uint8_t* scales, int j, float& scale,
                                                      float& min) {
@@ -142,8 +154,8 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         const uint8_t* qs = block + 4;
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
-            w[l] = d * static_cast<float>(qs[l] & 0x0F) + m;
-            w[l + 16] = d * static_cast<float>(qs[l] >> 4) + m;
+            w[l] = mul_rn(d, static_cast<float>(qs[l] & 0x0F)) + m;
+            w[l + 16] = mul_rn(d, static_cast<float>(qs[l] >> 4)) + m;
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_Q5_0 || Kind == FERROX_KIND_Q5_1) {
@@ -161,8 +173,8 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
             const int lo = (qs[l] & 0x0F) | static_cast<int>(((qh >> l) & 1u) << 4);
             const int hi = (qs[l] >> 4) | static_cast<int>(((qh >> (l + 16)) & 1u) << 4);
             if constexpr (kHasMin) {
-                w[l] = d * static_cast<float>(lo) + m;
-                w[l + 16] = d * static_cast<float>(hi) + m;
+                w[l] = mul_rn(d, static_cast<float>(lo)) + m;
+                w[l + 16] = mul_rn(d, static_cast<float>(hi)) + m;
             } else {
                 w[l] = d * static_cast<float>(lo - 16);
                 w[l + 16] = d * static_cast<float>(hi - 16);
@@ -229,8 +241,9 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
             const uint8_t sc_hi = block[2 * s + 1];
             d_lo = d * static_cast<float>(sc_lo & 0x0F);
             d_hi = d * static_cast<float>(sc_hi & 0x0F);
-            m_lo = dmin * static_cast<float>(sc_lo >> 4);
-            m_hi = dmin * static_cast<float>(sc_hi >> 4);
+            // mul_rn: a plain product here could fuse into the subtraction below.
+            m_lo = mul_rn(dmin, static_cast<float>(sc_lo >> 4));
+            m_hi = mul_rn(dmin, static_cast<float>(sc_hi >> 4));
         }
         FERROX_UNROLL
         for (int l = 0; l < kGranule; ++l) {
@@ -239,7 +252,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
                 q -= ((block[l] >> s) & 1) ? 0 : 4;
                 w[l] = (l < 16 ? d_lo : d_hi) * static_cast<float>(q);
             } else {
-                w[l] = (l < 16 ? d_lo : d_hi) * static_cast<float>(q) - (l < 16 ? m_lo : m_hi);
+                w[l] = mul_rn(l < 16 ? d_lo : d_hi, static_cast<float>(q)) - (l < 16 ? m_lo : m_hi);
             }
         }
         return kGranule;
@@ -259,7 +272,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         float min = 0.0f;
         k_scale_min(block + 4, s, scale, min);
         const float d_scale = d * scale;
-        const float d_min = dmin * min;
+        const float d_min = mul_rn(dmin, min);  // not fused into the subtraction below
         const uint8_t* qh = block + 16;
         const uint8_t* qs = block + (kFiveBit ? 48 : 16) + 32 * (s / 2);
         const int shift = (s & 1) * 4;
@@ -267,7 +280,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         for (int l = 0; l < kGranule; ++l) {
             int q = (qs[l] >> shift) & 0x0F;
             if constexpr (kFiveBit) q |= ((qh[l] >> s) & 1) << 4;
-            w[l] = d_scale * static_cast<float>(q) - d_min;
+            w[l] = mul_rn(d_scale, static_cast<float>(q)) - d_min;
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_Q6_K) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -48,12 +49,15 @@ Status resolve(std::string_view entry, std::string_view name, ferrox_tensor tens
             fmt::format("cuda: {}: tensor '{}' needs bytes [{}, {}+{}) but its buffer "
                         "holds {} bytes",
                         entry, name, tensor.offset, tensor.offset, *bytes, buffer.bytes));
-    if (tensor.offset % element_bytes != 0)
+    // The address, not just the offset: a wrapped host buffer
+    // (buffer_wrap_host) may start at any byte, unlike cudaMalloc's 256.
+    char* const address = static_cast<char*>(buffer.device) + tensor.offset;
+    if (reinterpret_cast<uintptr_t>(address) % element_bytes != 0)
         return invalid(
             fmt::format("cuda: {}: tensor '{}' at byte offset {} is not aligned to its "
                         "{}-byte elements",
                         entry, name, tensor.offset, element_bytes));
-    out = static_cast<char*>(buffer.device) + tensor.offset;
+    out = address;
     return Status::ok();
 }
 
@@ -87,8 +91,17 @@ CudaBackend::CudaBackend(ConstructionKey, const HostLog& log, const CudaOptions&
     : log_(log), device_(device), budget_(options.vram_budget.value_or(0)) {}
 
 CudaBackend::~CudaBackend() {
-    // Owners free in reverse order; make the device current so they free on it.
+    // Owners free in reverse order; make the device current so they free on
+    // it, after the kernels still queued on the stream that use them.
     static_cast<void>(cudaSetDevice(device_.ordinal));
+    drain();
+}
+
+void CudaBackend::drain() const {
+    // Before a cudaFree/cudaHostUnregister of memory that kernels queued on
+    // the stream may still use: not relying on cudaFree's implicit device
+    // synchronisation. A failure is sticky and reappears at the next entry.
+    if (stream_) static_cast<void>(cudaStreamSynchronize(stream_.get()));
 }
 
 Status CudaBackend::create(const HostLog& log, const CudaOptions& options,
@@ -190,6 +203,7 @@ void CudaBackend::buffer_free(ferrox_buffer* buffer) {
     const std::unique_ptr<ferrox_buffer> owned(buffer);
     const std::lock_guard lock(mutex_);
     static_cast<void>(make_current());
+    drain();
     if (owned->memory) resident_bytes_ -= owned->bytes;
     owned->memory.reset();
     owned->registration.reset();
@@ -261,10 +275,13 @@ Status CudaBackend::buffer_wrap_host(void* host, uint64_t bytes, ferrox_buffer**
     auto buffer = std::make_unique<ferrox_buffer>();
     buffer->registration.reset(host);
     void* device = nullptr;
-    if (const cudaError_t error = cudaHostGetDevicePointer(&device, host, 0); error != cudaSuccess)
+    if (const cudaError_t error = cudaHostGetDevicePointer(&device, host, 0);
+        error != cudaSuccess) {
+        static_cast<void>(cudaGetLastError());  // not sticky: clear it
         return Status::fail(FERROX_ERR_UNSUPPORTED,
                             fmt::format("cuda: wrapped host memory has no device address: {}",
                                         describe_cuda_error(error)));
+    }
     buffer->device = device;
     buffer->bytes = bytes;
     *out = buffer.release();  // owned by the core until buffer_free
@@ -309,8 +326,13 @@ Status CudaBackend::weight_prepare(const ferrox_weight_desc* desc, ferrox_weight
     auto weight = std::make_unique<ferrox_weight>();
     cudaError_t error = cudaSuccess;
     weight->memory = allocate_device(*bytes, error);
+    // On our stream and waited for: a cudaMemcpy from pageable memory may
+    // return before its DMA lands, and the legacy stream it would use does not
+    // order our non-blocking stream's kernels after it.
     if (error == cudaSuccess)
-        error = cudaMemcpy(weight->memory.get(), desc->data, *bytes, cudaMemcpyHostToDevice);
+        error = cudaMemcpyAsync(weight->memory.get(), desc->data, *bytes, cudaMemcpyHostToDevice,
+                                stream_.get());
+    if (error == cudaSuccess) error = cudaStreamSynchronize(stream_.get());
     if (error != cudaSuccess) {
         resident_bytes_ -= *bytes;
         return cuda_failure(error, fmt::format("uploading a {} x {} {} weight ({} bytes)",
@@ -328,14 +350,16 @@ void CudaBackend::weight_release(ferrox_weight* weight) {
     const std::unique_ptr<ferrox_weight> owned(weight);
     const std::lock_guard lock(mutex_);
     static_cast<void>(make_current());
+    drain();
     resident_bytes_ -= owned->bytes;
     owned->memory.reset();
 }
 
 Status CudaBackend::ensure_scratch(uint64_t x_floats, uint64_t y_floats) {
     // Grown, never shrunk: after the first prefill, decode allocates nothing.
-    auto grow = [](DeviceAllocation& scratch, uint64_t& capacity, uint64_t floats) {
+    auto grow = [this](DeviceAllocation& scratch, uint64_t& capacity, uint64_t floats) {
         if (floats <= capacity) return cudaSuccess;
+        drain();
         scratch.reset();
         capacity = 0;
         cudaError_t error = cudaSuccess;
@@ -353,7 +377,8 @@ Status CudaBackend::ensure_scratch(uint64_t x_floats, uint64_t y_floats) {
 
 Status CudaBackend::ensure_attention_scratch(uint64_t floats) {
     if (floats <= attention_capacity_) return Status::ok();
-    attention_scratch_.reset();  // cudaFree waits for kernels still using it
+    drain();  // queued split kernels may still use the old scratch
+    attention_scratch_.reset();
     attention_capacity_ = 0;
     cudaError_t error = cudaSuccess;
     attention_scratch_ = allocate_device(floats * sizeof(float), error);
@@ -581,8 +606,9 @@ Status CudaBackend::stage_ids(const int32_t* ids, uint64_t n, const int32_t*& de
     if (const cudaError_t error = cudaEventSynchronize(ids_copied_.get()); error != cudaSuccess)
         return cuda_failure(error, "waiting for the previous get_rows ids");
     if (n > ids_capacity_) {
+        drain();  // queued get_rows kernels may still read the old device ids
         ids_staging_.reset();
-        ids_device_.reset();  // cudaFree waits for kernels still reading it
+        ids_device_.reset();
         ids_capacity_ = 0;
         void* pinned = nullptr;
         if (const cudaError_t error = cudaMallocHost(&pinned, n * sizeof(int32_t));

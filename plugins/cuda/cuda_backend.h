@@ -108,6 +108,8 @@ class CudaBackend {
 
   private:
     Status make_current() const;
+    // Waits for the stream (errors ignored); called before freeing memory.
+    void drain() const;
     // Counts `bytes` as resident, or refuses (out of memory, with the
     // arithmetic) when they exceed vram_budget or the free device memory.
     Status reserve(uint64_t bytes, std::string_view what);

@@ -32,7 +32,11 @@ inline std::string describe_cuda_error(cudaError_t error) {
 }
 
 // Maps a failed runtime call to a typed status; `what` names the operation.
+// Also clears the thread's last error: a non-sticky one (a failed cudaMalloc)
+// would otherwise be returned by the next launch's cudaGetLastError and fail
+// that healthy launch. A sticky one (a kernel fault) is not cleared by this.
 inline Status cuda_failure(cudaError_t error, std::string_view what) {
+    static_cast<void>(cudaGetLastError());
     ferrox_status code = FERROX_ERR_INTERNAL;
     if (error == cudaErrorMemoryAllocation) code = FERROX_ERR_OUT_OF_MEMORY;
     if (error == cudaErrorNotSupported) code = FERROX_ERR_UNSUPPORTED;
