@@ -113,6 +113,20 @@ def test_resident_logits_equal_host_logits(plugin_dir, arch):
     assert ok, how
 
 
+@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])
+def test_resident_without_the_fused_norm_equals_host(plugin_dir, arch):
+    """A backend without add_rms_norm: the core issues add and rms_norm instead."""
+    model = tiny_model(arch)
+    ok, how = agrees(logits(plugin_dir, model, "auto", options="fused_norm: off"),
+                     logits(plugin_dir, model, "off"))
+    print(f"tiny {arch}, no fused norm: {how}")
+    assert ok, how
+    r = ferrox(plugin_dir, "fused_norm: off", "run", "-m", str(model), "-p", "hi", "-n", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    ops = {k["op"] for k in json.loads(r.stdout)["kernels"]}
+    assert "ADD_RMS_NORM" not in ops and {"ADD", "RMS_NORM"} <= ops, ops
+
+
 def test_resident_f16_cache_equals_host_f16_cache(plugin_dir):
     model = tiny_model("gemma3")
     ok, how = agrees(logits(plugin_dir, model, "auto", kv_type="f16"),
@@ -135,6 +149,7 @@ def test_resident_decode_steps_match_host_and_report_every_op_as_a_hit(plugin_di
     ops = {(k["op"], k["role"]) for k in doc["kernels"]}
     assert all(k["outcome"] == "hit" and k["backend"] == "resident" for k in doc["kernels"]), doc["kernels"]
     for op in [("GET_ROWS", "token_embd"), ("RMS_NORM", "attn_norm"), ("ROPE", "rope"),
+               ("ADD_RMS_NORM", "ffn_norm"), ("ADD_RMS_NORM", "attn_norm"),
                ("CONVERT", "kv_store"), ("ATTENTION", "attention"), ("ADD", "residual"),
                ("MATVEC", "output"), ("GEMM", "attn_q")]:
         assert op in ops, f"{op} not recorded: {sorted(ops)}"

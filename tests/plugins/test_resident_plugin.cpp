@@ -455,6 +455,41 @@ TEST_CASE("resident elementwise entries match model::ops") {
     }
 }
 
+TEST_CASE("the fused add_rms_norm is add then rms_norm, and fused_norm: off withdraws it") {
+    std::mt19937_64 rng(test_seed(21));
+    const uint64_t rows = 3;
+    const uint32_t dim = 48;
+    const auto x = gaussian(rows * dim, rng, 2.0f);
+    const auto o = gaussian(rows * dim, rng);
+    const auto gamma = gaussian(dim, rng);
+    {
+        Rig rig;
+        ferrox_kernel_info info{};
+        info.struct_size = sizeof info;
+        rig.b->kernel_for(rig.b, FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, &info);
+        REQUIRE(info.kernel != nullptr);
+        CHECK(std::string_view(info.kernel) == "resident.add_rms_norm.f32");
+        REQUIRE(rig.b->add_rms_norm != nullptr);
+        const ferrox_tensor tx = rig.put(x), to = rig.put(o), tg = rig.put(gamma);
+        const ferrox_tensor ty = rig.room(rows * dim * 4);
+        ferrox_message m{};
+        require_ok(rig.b->add_rms_norm(rig.b, tx, to, dim, 0.5f, tg, rows, dim, 1e-6f, ty, &m), m);
+        std::vector<float> sum = x, want(rows * dim);
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += 0.5f * o[i];
+        for (uint64_t r = 0; r < rows; ++r)
+            model::ops::rms_norm({sum.data() + r * dim, dim}, gamma, 1e-6f,
+                                 {want.data() + r * dim, dim});
+        CHECK(rig.get(tx, rows * dim) == sum);  // the residual stream is updated in place
+        CHECK(nmse(rig.get(ty, rows * dim), want) == 0.0);
+    }
+    Rig plain("fused_norm: off");
+    CHECK(plain.b->add_rms_norm == nullptr);
+    ferrox_kernel_info info{};
+    info.struct_size = sizeof info;
+    plain.b->kernel_for(plain.b, FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, &info);
+    CHECK(info.kernel == nullptr);
+}
+
 TEST_CASE("resident attention matches model::ops::attend") {
     Rig rig;
     for (ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16})

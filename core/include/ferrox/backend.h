@@ -82,6 +82,11 @@ class FERROX_API Backend {
                             float scale, ferrox_tensor out);
     Expected<void> attention_resident(const ferrox_attention_desc& desc, ferrox_tensor q,
                                       ferrox_tensor keys, ferrox_tensor values, ferrox_tensor out);
+    // Optional within 1.2: the fused residual add + RMS norm.
+    bool has_add_rms_norm() const;
+    Expected<void> add_rms_norm(ferrox_tensor dst, ferrox_tensor src, uint64_t src_stride,
+                                float alpha, ferrox_tensor gamma, uint64_t rows, uint32_t dim,
+                                float eps, ferrox_tensor y);
 
     const ferrox_backend& raw() const { return *raw_; }
 

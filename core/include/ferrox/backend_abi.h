@@ -28,7 +28,7 @@ extern "C" {
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
 #define FERROX_ABI_MAJOR(v) (((v) >> 16) & 0xffffu)
-#define FERROX_ABI_MINOR(v) ((v) & 0xffffu)
+#define FERROX_ABI_MINOR(v) ((v)&0xffffu)
 
 #if defined(_WIN32)
 #define FERROX_PLUGIN_EXPORT __declspec(dllexport)
@@ -103,8 +103,9 @@ typedef enum ferrox_op {
     FERROX_OP_MUL = 8,
     FERROX_OP_SOFTMAX = 9,
     FERROX_OP_GET_ROWS = 10,
-    FERROX_OP_CONVERT = 11, /* since 1.2: f32 rows into a KV cache of some kind */
-    FERROX_OP_COUNT = 12    /* grows with the list: treat ops >= your own count as unknown */
+    FERROX_OP_CONVERT = 11,      /* since 1.2: f32 rows into a KV cache of some kind */
+    FERROX_OP_ADD_RMS_NORM = 12, /* since 1.2: residual add fused with the next RMS norm */
+    FERROX_OP_COUNT = 13         /* grows with the list: treat ops >= your own count as unknown */
 } ferrox_op;
 
 /* ---- logging and registry callbacks the core lends to a plugin ---------- */
@@ -118,9 +119,9 @@ typedef enum ferrox_log_level {
 } ferrox_log_level;
 
 typedef enum ferrox_outcome {
-    FERROX_OUTCOME_HIT = 0,       /* the named kernel ran */
-    FERROX_OUTCOME_MISS = 1,      /* a slower named fallback ran instead */
-    FERROX_OUTCOME_BY_DESIGN = 2  /* deliberately elsewhere; not a violation */
+    FERROX_OUTCOME_HIT = 0,      /* the named kernel ran */
+    FERROX_OUTCOME_MISS = 1,     /* a slower named fallback ran instead */
+    FERROX_OUTCOME_BY_DESIGN = 2 /* deliberately elsewhere; not a violation */
 } ferrox_outcome;
 
 typedef struct ferrox_host {
@@ -152,10 +153,7 @@ typedef struct ferrox_plugin_info {
 
 /* ---- devices and buffers ------------------------------------------------ */
 
-typedef enum ferrox_device_type {
-    FERROX_DEVICE_CPU = 0,
-    FERROX_DEVICE_GPU = 1
-} ferrox_device_type;
+typedef enum ferrox_device_type { FERROX_DEVICE_CPU = 0, FERROX_DEVICE_GPU = 1 } ferrox_device_type;
 
 typedef struct ferrox_device_info {
     uint32_t struct_size;
@@ -270,9 +268,8 @@ struct ferrox_backend {
     ferrox_status (*buffer_alloc)(ferrox_backend* backend, uint64_t bytes, ferrox_buffer** out,
                                   ferrox_message* error);
     void (*buffer_free)(ferrox_backend* backend, ferrox_buffer* buffer);
-    ferrox_status (*buffer_upload)(ferrox_backend* backend, ferrox_buffer* buffer,
-                                   uint64_t offset, const void* src, uint64_t bytes,
-                                   ferrox_message* error);
+    ferrox_status (*buffer_upload)(ferrox_backend* backend, ferrox_buffer* buffer, uint64_t offset,
+                                   const void* src, uint64_t bytes, ferrox_message* error);
     ferrox_status (*buffer_download)(ferrox_backend* backend, const ferrox_buffer* buffer,
                                      uint64_t offset, void* dst, uint64_t bytes,
                                      ferrox_message* error);
@@ -287,8 +284,8 @@ struct ferrox_backend {
     void (*weight_release)(ferrox_backend* backend, ferrox_weight* weight);
 
     /* y[rows] = W x[cols]. Host activations in, host results out. */
-    ferrox_status (*matvec)(ferrox_backend* backend, const ferrox_weight* weight,
-                            const float* x, float* y, ferrox_message* error);
+    ferrox_status (*matvec)(ferrox_backend* backend, const ferrox_weight* weight, const float* x,
+                            float* y, ferrox_message* error);
     /* Y[n][rows] = X[n][cols] W^T. */
     ferrox_status (*gemm)(ferrox_backend* backend, const ferrox_weight* weight, const float* x,
                           uint64_t n, float* y, ferrox_message* error);
@@ -352,10 +349,18 @@ struct ferrox_backend {
     /* Attention as ferrox_attention_desc describes (its pointer members are
      * ignored) over resident q, cache and output tensors; keys and values
      * hold kv_kind elements. */
-    ferrox_status (*attention_resident)(ferrox_backend* backend,
-                                        const ferrox_attention_desc* desc, ferrox_tensor q,
-                                        ferrox_tensor keys, ferrox_tensor values,
+    ferrox_status (*attention_resident)(ferrox_backend* backend, const ferrox_attention_desc* desc,
+                                        ferrox_tensor q, ferrox_tensor keys, ferrox_tensor values,
                                         ferrox_tensor out, ferrox_message* error);
+    /* Optional: `add` then `rms_norm` in one pass, as each layer's residual
+     * add is followed by the next norm: dst[r][i] += alpha * src[r * src_stride
+     * + i], then y[r] = rms_norm(dst[r]) * gamma. y must not overlap dst or
+     * src. Named by kernel_for(FERROX_OP_ADD_RMS_NORM, F32); NULL: the core
+     * calls add and rms_norm. */
+    ferrox_status (*add_rms_norm)(ferrox_backend* backend, ferrox_tensor dst, ferrox_tensor src,
+                                  uint64_t src_stride, float alpha, ferrox_tensor gamma,
+                                  uint64_t rows, uint32_t dim, float eps, ferrox_tensor y,
+                                  ferrox_message* error);
 };
 
 /* ---- the two exported entries ------------------------------------------- */

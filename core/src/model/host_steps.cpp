@@ -101,6 +101,13 @@ class HostSteps final : public Steps {
         return {};
     }
 
+    Expected<void> add_rms_norm(std::string_view norm_role, Act dst, Act src, uint64_t src_stride,
+                                float alpha, Act gamma, uint64_t rows, uint32_t dim, float eps,
+                                Act y) override {
+        if (auto r = add({}, dst, src, rows, dim, src_stride, alpha); !r) return r;
+        return rms_norm(norm_role, dst, gamma, rows, dim, eps, y);
+    }
+
     Expected<void> glu(FfnActivation act, Act gate, Act up, uint64_t count) override {
         ops::glu({gate.f32(), count}, {up.f32(), count}, act);
         return {};

@@ -83,8 +83,11 @@ struct Model::Impl {
         const LayerConstants& C = consts[il];
         const uint32_t d = hp.n_embd, hd = hp.head_dim_k;
         Steps& st = *steps;
-        if (auto r = st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp.rms_eps, s.xn); !r)
-            return r;
+        // Later layers get xn from the previous FFN's residual add fused with this norm.
+        if (il == 0)
+            if (auto r = st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp.rms_eps, s.xn);
+                !r)
+                return r;
         if (auto r = st.project(*L.q, "attn_q", s.xn, n, s.q); !r) return r;
         if (auto r = st.project(*L.k, "attn_k", s.xn, n, s.k); !r) return r;
         if (auto r = st.project(*L.v, "attn_v", s.xn, n, s.v); !r) return r;
@@ -144,7 +147,9 @@ struct Model::Impl {
                     st.rms_norm(roles::kPostAttnNorm, s.o, C.post_attn_norm, n, d, hp.rms_eps, s.o);
                 !r)
                 return r;
-        return st.add(roles::kResidual, s.x, s.o, n, d, d, 1.0f);
+        // The residual add and the FFN's norm: xn = ffn_norm(x += o).
+        return st.add_rms_norm(roles::kFfnNorm, s.x, s.o, d, 1.0f, C.ffn_norm, n, d, hp.rms_eps,
+                               s.xn);
     }
 
     // cos/sin per position of this chunk, once for global and once for local
@@ -221,8 +226,7 @@ struct Model::Impl {
         const LayerWeights& L = w.layers[il];
         const LayerConstants& C = consts[il];
         const uint32_t d = hp.n_embd;
-        if (auto r = steps->rms_norm(roles::kFfnNorm, s.x, C.ffn_norm, n, d, hp.rms_eps, s.xn); !r)
-            return r;
+        // xn = ffn_norm(x) already: the attention block's last step.
         auto r = hp.n_expert == 0 ? dense_ffn(L, n) : moe_ffn(L, n);
         if (!r) return r;
         if (hp.post_norms)
@@ -230,7 +234,10 @@ struct Model::Impl {
                                          hp.rms_eps, s.ffn);
                 !p)
                 return p;
-        return steps->add(roles::kResidual, s.x, s.ffn, n, d, d, 1.0f);
+        if (il + 1 == hp.n_layer) return steps->add(roles::kResidual, s.x, s.ffn, n, d, d, 1.0f);
+        // The residual add and the next layer's norm: xn = attn_norm(x += ffn).
+        return steps->add_rms_norm(roles::kAttnNorm, s.x, s.ffn, d, 1.0f, consts[il + 1].attn_norm,
+                                   n, d, hp.rms_eps, s.xn);
     }
 
     // Logits of `n` normalised rows at `xn` into `out` (n * vocab floats): in

@@ -35,7 +35,15 @@ std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUs
                    FERROX_KIND_F32, roles::kGlu});
     ops.push_back({FERROX_OP_CONVERT, kv_kind, roles::kKvStore});
     ops.push_back({FERROX_OP_ATTENTION, kv_kind, roles::kAttention});
+    if (hp.n_layer > 1)  // the FFN's residual add fused with the next layer's norm
+        ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kAttnNorm, true});
+    ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kFfnNorm, true});
     return ops;
+}
+
+bool fused_norm_available(const Dispatcher& dispatcher) {
+    return dispatcher.resident_capable() && dispatcher.resident_backend().has_add_rms_norm() &&
+           dispatcher.plan_resident(FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32).runner.has_value();
 }
 
 Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& dispatcher,
@@ -48,7 +56,7 @@ Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& di
                                    "resident entries absent)",
                                    first.name())};
     for (const ResidentOp& op : ops)
-        if (!dispatcher.plan_resident(op.op, op.kind).runner)
+        if (!op.optional && !dispatcher.plan_resident(op.op, op.kind).runner)
             return {false, fmt::format("the {} backend has no {} kernel for {} ({})", first.name(),
                                        op_name(op.op), kind_name(op.kind), op.role)};
     return {true, {}};
@@ -62,9 +70,11 @@ Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
         return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
     const auto ops = resident_ops(hp, uses, kv_kind, embedding->kind());
     Residency residency = choose_residency(ops, dispatcher, allow_resident);
-    if (residency.resident)
-        for (const ResidentOp& op : ops) dispatcher.probe_resident(op.op, op.kind, op.role);
-    else
+    if (residency.resident) {
+        const bool fused = fused_norm_available(dispatcher);
+        for (const ResidentOp& op : ops)
+            if (!op.optional || fused) dispatcher.probe_resident(op.op, op.kind, op.role);
+    } else
         probe_weights(uses, dispatcher, kv_kind);
     return residency;
 }

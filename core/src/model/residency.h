@@ -40,7 +40,13 @@ struct ResidentOp {
     ferrox_op op;
     ferrox_kind kind;
     std::string_view role;
+    // A fusion the pass uses when the backend has it (ADD_RMS_NORM); its
+    // absence does not keep a model in host memory.
+    bool optional = false;
 };
+
+// Whether the resident backend fuses the residual add with the next RMS norm.
+bool fused_norm_available(const Dispatcher& dispatcher);
 
 // Every (op, kind, role) a resident forward pass of this model issues.
 std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUse> uses,

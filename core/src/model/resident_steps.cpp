@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ferrox/quant_kind.h"
+#include "residency.h"
 #include "steps.h"
 
 namespace ferrox::model {
@@ -16,7 +17,10 @@ ferrox_glu_kind glu_kind(FfnActivation act) {
 class ResidentSteps final : public Steps {
   public:
     ResidentSteps(Dispatcher& dispatcher, const WeightMatrix& embedding)
-        : dispatcher_(dispatcher), backend_(dispatcher.resident_backend()), embedding_(embedding) {}
+        : dispatcher_(dispatcher),
+          backend_(dispatcher.resident_backend()),
+          embedding_(embedding),
+          fused_norm_(fused_norm_available(dispatcher)) {}
 
     ~ResidentSteps() override {
         for (ferrox_buffer* b : buffers_) backend_.buffer_free(b);
@@ -81,6 +85,21 @@ class ResidentSteps final : public Steps {
         return backend_.add(dst.dev, src.dev, rows, dim, src_stride, alpha);
     }
 
+    Expected<void> add_rms_norm(std::string_view norm_role, Act dst, Act src, uint64_t src_stride,
+                                float alpha, Act gamma, uint64_t rows, uint32_t dim, float eps,
+                                Act y) override {
+        if (!fused_norm_) {
+            if (auto r = add(roles::kResidual, dst, src, rows, dim, src_stride, alpha); !r)
+                return r;
+            return rms_norm(norm_role, dst, gamma, rows, dim, eps, y);
+        }
+        if (auto r = dispatcher_.resident_step(FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, norm_role);
+            !r)
+            return r;
+        return backend_.add_rms_norm(dst.dev, src.dev, src_stride, alpha, gamma.dev, rows, dim, eps,
+                                     y.dev);
+    }
+
     Expected<void> glu(FfnActivation act, Act gate, Act up, uint64_t count) override {
         const ferrox_op op = act == FfnActivation::Silu ? FERROX_OP_SWIGLU : FERROX_OP_GEGLU;
         if (auto r = dispatcher_.resident_step(op, FERROX_KIND_F32, "ffn_glu"); !r) return r;
@@ -103,6 +122,7 @@ class ResidentSteps final : public Steps {
     Dispatcher& dispatcher_;
     Backend& backend_;
     const WeightMatrix& embedding_;
+    const bool fused_norm_;  // the backend fuses the residual add with the next norm
     std::vector<ferrox_buffer*> buffers_;
 };
 

@@ -64,6 +64,12 @@ class Steps {
     // dst[r][i] += alpha * src[r * src_stride + i]; stride 0 broadcasts a row.
     virtual Expected<void> add(std::string_view role, Act dst, Act src, uint64_t rows, uint32_t dim,
                                uint64_t src_stride, float alpha) = 0;
+    // add(dst, src, ...) then y = rms_norm(dst) * gamma, recorded under the
+    // norm's role: one pass where the backend fuses them (each layer's
+    // residual add and the next norm), two calls otherwise.
+    virtual Expected<void> add_rms_norm(std::string_view norm_role, Act dst, Act src,
+                                        uint64_t src_stride, float alpha, Act gamma, uint64_t rows,
+                                        uint32_t dim, float eps, Act y) = 0;
     virtual Expected<void> glu(FfnActivation act, Act gate, Act up, uint64_t count) = 0;
     // `count` f32 values stored into a cache of `kind` at `cache`.
     virtual Expected<void> store_kv(Act rows, Act cache, ferrox_kind kind, uint64_t count) = 0;

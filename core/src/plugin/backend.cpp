@@ -247,4 +247,13 @@ Expected<void> Backend::attention_resident(const ferrox_attention_desc& desc, fe
                       values, out);
 }
 
+bool Backend::has_add_rms_norm() const { return callable(*raw_, raw_->add_rms_norm); }
+
+Expected<void> Backend::add_rms_norm(ferrox_tensor dst, ferrox_tensor src, uint64_t src_stride,
+                                     float alpha, ferrox_tensor gamma, uint64_t rows, uint32_t dim,
+                                     float eps, ferrox_tensor y) {
+    return call_entry(*raw_, name_, "add_rms_norm", raw_->add_rms_norm, dst, src, src_stride, alpha,
+                      gamma, rows, dim, eps, y);
+}
+
 }  // namespace ferrox
