@@ -57,6 +57,7 @@ inline constexpr auto kKernels = std::to_array<KernelEntry>({
     {FERROX_OP_GEMM, FERROX_KIND_Q6_K, "cuda_gemm_tiled_q6_k"},
     // Resident-decoding rows (ABI 1.2): elementwise ops are keyed on F32.
     {FERROX_OP_RMS_NORM, FERROX_KIND_F32, "cuda_rms_norm"},
+    {FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, "cuda_add_rms_norm"},
     {FERROX_OP_ROPE, FERROX_KIND_F32, "cuda_rope"},
     {FERROX_OP_ADD, FERROX_KIND_F32, "cuda_add"},
     {FERROX_OP_SWIGLU, FERROX_KIND_F32, "cuda_swiglu"},

@@ -510,6 +510,41 @@ Status CudaBackend::rms_norm(ferrox_tensor x, ferrox_tensor gamma, uint64_t rows
         "the rms_norm kernel");
 }
 
+Status CudaBackend::add_rms_norm(ferrox_tensor dst, ferrox_tensor src, uint64_t src_stride,
+                                 float alpha, ferrox_tensor gamma, uint64_t rows, uint32_t dim,
+                                 float eps, ferrox_tensor y) {
+    constexpr std::string_view kEntry = "add_rms_norm";
+    uint64_t count = 0;
+    if (Status s = product(kEntry, rows, dim, count); !s.is_ok()) return s;
+    uint64_t src_count = 0;  // (rows - 1) * src_stride + dim, as for add
+    if (rows != 0) {
+        if (Status s = product(kEntry, rows - 1, src_stride, src_count); !s.is_ok()) return s;
+        if (src_count > std::numeric_limits<uint64_t>::max() - dim)
+            return invalid("cuda: add_rms_norm: source extent overflows");
+        src_count += dim;
+    }
+    float* device_dst = nullptr;
+    const float* device_src = nullptr;
+    const float* device_gamma = nullptr;
+    float* device_y = nullptr;
+    if (Status s = resolve_as(kEntry, "dst", dst, count, device_dst); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "src", src, src_count, device_src); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "gamma", gamma, dim, device_gamma); !s.is_ok()) return s;
+    if (Status s = resolve_as(kEntry, "y", y, count, device_y); !s.is_ok()) return s;
+    // The kernel writes y while other blocks still read dst and src rows.
+    const auto overlaps = [](const float* a, uint64_t a_count, const float* b, uint64_t b_count) {
+        return a < b + b_count && b < a + a_count;
+    };
+    if (overlaps(device_y, count, device_dst, count) ||
+        overlaps(device_y, count, device_src, src_count))
+        return invalid("cuda: add_rms_norm: y overlaps dst or src");
+    const std::lock_guard lock(mutex_);
+    if (Status current = make_current(); !current.is_ok()) return current;
+    return launched(launch_add_rms_norm(device_dst, device_src, src_stride, alpha, device_gamma,
+                                        rows, dim, eps, device_y, stream_.get()),
+                    "the add_rms_norm kernel");
+}
+
 Status CudaBackend::rope(ferrox_tensor x, ferrox_tensor cos, ferrox_tensor sin, uint32_t n_pos,
                          uint32_t n_heads, uint32_t head_dim, uint32_t neox) {
     constexpr std::string_view kEntry = "rope";

@@ -83,6 +83,9 @@ class CudaBackend {
     // ABI 1.2 resident decoding: tensors in this backend's buffers, kernels
     // launched on the stream without waiting (buffer_download waits).
     Status project(const ferrox_weight* weight, ferrox_tensor x, uint64_t n, ferrox_tensor y);
+    Status add_rms_norm(ferrox_tensor dst, ferrox_tensor src, uint64_t src_stride, float alpha,
+                        ferrox_tensor gamma, uint64_t rows, uint32_t dim, float eps,
+                        ferrox_tensor y);
     Status rms_norm(ferrox_tensor x, ferrox_tensor gamma, uint64_t rows, uint32_t dim, float eps,
                     ferrox_tensor y);
     Status rope(ferrox_tensor x, ferrox_tensor cos, ferrox_tensor sin, uint32_t n_pos,

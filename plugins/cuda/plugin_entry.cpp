@@ -162,6 +162,16 @@ ferrox_status rms_norm(ferrox_backend* backend, ferrox_tensor x, ferrox_tensor g
     });
 }
 
+ferrox_status add_rms_norm(ferrox_backend* backend, ferrox_tensor dst, ferrox_tensor src,
+                           uint64_t src_stride, float alpha, ferrox_tensor gamma, uint64_t rows,
+                           uint32_t dim, float eps, ferrox_tensor y, ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).add_rms_norm(dst, src, src_stride, alpha, gamma, rows,
+                                                          dim, eps, y)
+                       : null_backend();
+    });
+}
+
 ferrox_status rope(ferrox_backend* backend, ferrox_tensor x, ferrox_tensor cos, ferrox_tensor sin,
                    uint32_t n_pos, uint32_t n_heads, uint32_t head_dim, uint32_t neox,
                    ferrox_message* error) {
@@ -235,6 +245,7 @@ void fill_table(CudaBackend& backend) {
     table.attention = nullptr;
     table.project = project;
     table.rms_norm = rms_norm;
+    table.add_rms_norm = add_rms_norm;
     table.rope = rope;
     table.add = add;
     table.glu = glu;

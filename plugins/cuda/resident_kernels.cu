@@ -23,6 +23,7 @@ static_assert(has_kernel(FERROX_OP_ROPE, FERROX_KIND_F32));
 static_assert(has_kernel(FERROX_OP_ADD, FERROX_KIND_F32));
 static_assert(has_kernel(FERROX_OP_SWIGLU, FERROX_KIND_F32));
 static_assert(has_kernel(FERROX_OP_GEGLU, FERROX_KIND_F32));
+static_assert(has_kernel(FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32));
 
 constexpr int kElementThreads = 256;
 // Grid-stride loops cover the rest; enough blocks to fill any current GPU.
@@ -52,26 +53,51 @@ __device__ __forceinline__ uint64_t grid_threads() {
 
 // ---- RMSNorm: one block per row ---------------------------------------------
 
+// The sum of `value` over the block (blockDim.x a multiple of 32, at most
+// 32 warps), the same in every thread. Ends with every thread past a barrier.
+__device__ __forceinline__ float block_sum(float value) {
+    __shared__ float warp_sums[32];
+    value = warp_sum(value);
+    if (threadIdx.x % kWarpSize == 0) warp_sums[threadIdx.x / kWarpSize] = value;
+    __syncthreads();
+    float total = 0.0f;
+    const unsigned warps = blockDim.x / kWarpSize;
+    for (unsigned w = 0; w < warps; ++w) total += warp_sums[w];  // same order in every thread
+    return total;
+}
+
 // x and y may alias: each thread reads its elements for the sum, every
 // thread passes the barrier in block_sum, then each rewrites its own.
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ gamma, uint32_t dim,
                                 float eps, float* y) {
-    __shared__ float warp_sums[32];
     const uint64_t base = static_cast<uint64_t>(blockIdx.x) * dim;
     float sum = 0.0f;
     for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) {
         const float v = x[base + i];
         sum += v * v;
     }
-    sum = warp_sum(sum);
-    if (threadIdx.x % kWarpSize == 0) warp_sums[threadIdx.x / kWarpSize] = sum;
-    __syncthreads();
-    float total = 0.0f;
-    const unsigned warps = blockDim.x / kWarpSize;
-    for (unsigned w = 0; w < warps; ++w) total += warp_sums[w];  // same order in every thread
-    const float scale = rms_scale(total, dim, eps);
+    const float scale = rms_scale(block_sum(sum), dim, eps);
     for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x)
         y[base + i] = rms_apply(x[base + i], scale, gamma[i]);
+}
+
+// The residual add and the next norm in one pass over the row: each thread
+// updates its own elements of dst, then normalises exactly those (it reads
+// back only what it wrote, so no barrier is needed beyond block_sum's).
+__global__ void add_rms_norm_kernel(float* dst, const float* __restrict__ src, uint64_t src_stride,
+                                    float alpha, const float* __restrict__ gamma, uint32_t dim,
+                                    float eps, float* __restrict__ y) {
+    const uint64_t base = static_cast<uint64_t>(blockIdx.x) * dim;
+    const float* src_row = src + static_cast<uint64_t>(blockIdx.x) * src_stride;
+    float sum = 0.0f;
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = dst[base + i] + alpha * src_row[i];
+        dst[base + i] = v;
+        sum += v * v;
+    }
+    const float scale = rms_scale(block_sum(sum), dim, eps);
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x)
+        y[base + i] = rms_apply(dst[base + i], scale, gamma[i]);
 }
 
 // ---- elementwise ------------------------------------------------------------
@@ -311,6 +337,17 @@ cudaError_t launch_rms_norm(const float* x, const float* gamma, uint64_t rows, u
     const uint32_t warps = rms_norm_warps(dim);
     rms_norm_kernel<<<static_cast<unsigned>(rows), warps * kWarpSize, 0, stream>>>(x, gamma, dim,
                                                                                    eps, y);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_add_rms_norm(float* dst, const float* src, uint64_t src_stride, float alpha,
+                                const float* gamma, uint64_t rows, uint32_t dim, float eps,
+                                float* y, cudaStream_t stream) {
+    if (rows == 0 || dim == 0) return cudaSuccess;
+    if (rows > kMaxGridX) return cudaErrorInvalidValue;
+    const uint32_t warps = rms_norm_warps(dim);
+    add_rms_norm_kernel<<<static_cast<unsigned>(rows), warps * kWarpSize, 0, stream>>>(
+        dst, src, src_stride, alpha, gamma, dim, eps, y);
     return cudaGetLastError();
 }
 

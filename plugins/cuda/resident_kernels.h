@@ -26,6 +26,12 @@ constexpr uint32_t rms_norm_warps(uint32_t dim) {
 cudaError_t launch_rms_norm(const float* x, const float* gamma, uint64_t rows, uint32_t dim,
                             float eps, float* y, cudaStream_t stream);
 
+// dst[r][i] += alpha * src[r * src_stride + i], then y[r] = rms_norm(dst[r]) *
+// gamma; y must not overlap dst or src.
+cudaError_t launch_add_rms_norm(float* dst, const float* src, uint64_t src_stride, float alpha,
+                                const float* gamma, uint64_t rows, uint32_t dim, float eps,
+                                float* y, cudaStream_t stream);
+
 // x[n_pos][n_heads][head_dim] rotated in place by cos/sin[n_pos][head_dim / 2].
 cudaError_t launch_rope(float* x, const float* cos, const float* sin, uint32_t n_pos,
                         uint32_t n_heads, uint32_t head_dim, bool neox, cudaStream_t stream);

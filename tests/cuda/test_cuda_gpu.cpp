@@ -502,6 +502,40 @@ TEST_CASE("rms_norm on device rows matches the core's rms_norm") {
     }
 }
 
+TEST_CASE("add_rms_norm updates the residual and normalises it like add then rms_norm") {
+    REQUIRE(g_backend->add_rms_norm != nullptr);
+    std::mt19937 rng(g_seed + 17);
+    const uint64_t rows = 7;
+    const uint32_t dim = 640;  // Gemma 3 270M's model dim; 20 warps' worth, 8 looping
+    for (const uint64_t stride : {uint64_t{dim}, uint64_t{0}}) {
+        INFO("src_stride " << stride << ", seed " << g_seed);
+        const std::vector<float> x = uniform(rows * dim, -3.0f, 3.0f, rng);
+        const std::vector<float> o = uniform(stride ? rows * dim : dim, -1.0f, 1.0f, rng);
+        const std::vector<float> gamma = uniform(dim, 0.5f, 1.5f, rng);
+        std::vector<float> sum = x, want(x.size());
+        for (uint64_t r = 0; r < rows; ++r)
+            for (uint32_t i = 0; i < dim; ++i) sum[r * dim + i] += 0.75f * o[r * stride + i];
+        for (uint64_t r = 0; r < rows; ++r)
+            ops::rms_norm(std::span(sum).subspan(r * dim, dim), gamma, 1e-6f,
+                          std::span(want).subspan(r * dim, dim));
+        const auto dx = on_device(x);
+        const auto dor = on_device(o);
+        const auto dgamma = on_device(gamma);
+        const auto dy = poisoned(x.size());
+        ferrox_message message{};
+        require_ok(g_backend->add_rms_norm(g_backend, dx->at(), dor->at(), stride, 0.75f,
+                                           dgamma->at(), rows, dim, 1e-6f, dy->at(), &message),
+                   message);
+        check_path("ADD_RMS_NORM cuda_add_rms_norm (residual)",
+                   compare(dx->download<float>(x.size()), sum));
+        check_path("ADD_RMS_NORM cuda_add_rms_norm", compare(dy->download<float>(x.size()), want));
+        // y on top of dst is refused: other blocks still read it.
+        CHECK(g_backend->add_rms_norm(g_backend, dx->at(), dor->at(), stride, 0.75f, dgamma->at(),
+                                      rows, dim, 1e-6f, dx->at(),
+                                      &message) == FERROX_ERR_INVALID_ARGUMENT);
+    }
+}
+
 TEST_CASE("rope rotates device heads like the core, in both styles") {
     std::mt19937 rng(g_seed + 11);
     const uint32_t n_pos = 7;

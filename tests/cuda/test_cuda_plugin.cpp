@@ -53,13 +53,14 @@ const std::set<ferrox_kind> kGemmKinds{FERROX_KIND_Q8_0, FERROX_KIND_Q4_0,   FER
                                        FERROX_KIND_Q3_K, FERROX_KIND_Q4_K,   FERROX_KIND_Q5_K,
                                        FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS};
 // The resident-decoding ops (ABI 1.2) other than GET_ROWS, and their kinds:
-// elementwise ops on F32, CONVERT and ATTENTION on each KV-cache kind.
+// elementwise ops (and the fused add + norm) on F32, CONVERT and ATTENTION on
+// each KV-cache kind.
 const std::set<std::pair<ferrox_op, ferrox_kind>> kResidentKernels{
-    {FERROX_OP_RMS_NORM, FERROX_KIND_F32}, {FERROX_OP_ROPE, FERROX_KIND_F32},
-    {FERROX_OP_ADD, FERROX_KIND_F32},      {FERROX_OP_SWIGLU, FERROX_KIND_F32},
-    {FERROX_OP_GEGLU, FERROX_KIND_F32},    {FERROX_OP_CONVERT, FERROX_KIND_F32},
-    {FERROX_OP_CONVERT, FERROX_KIND_F16},  {FERROX_OP_ATTENTION, FERROX_KIND_F32},
-    {FERROX_OP_ATTENTION, FERROX_KIND_F16}};
+    {FERROX_OP_RMS_NORM, FERROX_KIND_F32},  {FERROX_OP_ROPE, FERROX_KIND_F32},
+    {FERROX_OP_ADD, FERROX_KIND_F32},       {FERROX_OP_SWIGLU, FERROX_KIND_F32},
+    {FERROX_OP_GEGLU, FERROX_KIND_F32},     {FERROX_OP_CONVERT, FERROX_KIND_F32},
+    {FERROX_OP_CONVERT, FERROX_KIND_F16},   {FERROX_OP_ATTENTION, FERROX_KIND_F32},
+    {FERROX_OP_ATTENTION, FERROX_KIND_F16}, {FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32}};
 
 bool kernel_expected(ferrox_op op, ferrox_kind kind) {
     switch (op) {
