@@ -77,6 +77,8 @@ std::shared_ptr<Backend> cuda_table_backend() {
         b.attention_resident =
             never_called<const ferrox_attention_desc*, ferrox_tensor, ferrox_tensor, ferrox_tensor,
                          ferrox_tensor, ferrox_message*>;
+        b.add_rms_norm = never_called<ferrox_tensor, ferrox_tensor, uint64_t, float, ferrox_tensor,
+                                      uint64_t, uint32_t, float, ferrox_tensor, ferrox_message*>;
         return b;
     }();
     auto host = std::make_unique<HostContext>();
@@ -139,15 +141,16 @@ TEST_CASE("the CUDA table predicts a fully resident pass with every op a hit") {
             CHECK(p.residency.resident);
             CHECK(p.report.misses.empty());
             CHECK(p.report.violations.empty());
-            bool attention = false, rope = false, embedding = false;
+            bool attention = false, rope = false, embedding = false, fused_norm = false;
             for (const auto& e : p.report.entries) {
                 CHECK(e.key.backend == "cuda");
                 CHECK(e.phase == Phase::Probe);
                 attention |= e.key.op == FERROX_OP_ATTENTION && e.key.kind == kv;
                 rope |= e.key.op == FERROX_OP_ROPE;
                 embedding |= e.key.op == FERROX_OP_GET_ROWS && e.key.role == "token_embd";
+                fused_norm |= e.key.op == FERROX_OP_ADD_RMS_NORM && e.key.role == "ffn_norm";
             }
-            CHECK((attention && rope && embedding));
+            CHECK((attention && rope && embedding && fused_norm));
         }
     }
 }
