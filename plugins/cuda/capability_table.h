@@ -43,6 +43,11 @@ inline constexpr auto kKernels = std::to_array<KernelEntry>({
     {FERROX_OP_MATVEC, FERROX_KIND_Q4_K, "cuda_matvec_q4_k"},
     {FERROX_OP_MATVEC, FERROX_KIND_Q5_K, "cuda_matvec_q5_k"},
     {FERROX_OP_MATVEC, FERROX_KIND_Q6_K, "cuda_matvec_q6_k"},
+    // Float GEMM too: MoE routers (F32) score a whole prefill chunk at once,
+    // and F16/BF16 models would otherwise prefill per position.
+    {FERROX_OP_GEMM, FERROX_KIND_F32, "cuda_gemm_tiled_f32"},
+    {FERROX_OP_GEMM, FERROX_KIND_F16, "cuda_gemm_tiled_f16"},
+    {FERROX_OP_GEMM, FERROX_KIND_BF16, "cuda_gemm_tiled_bf16"},
     {FERROX_OP_GEMM, FERROX_KIND_Q8_0, "cuda_gemm_tiled_q8_0"},
     {FERROX_OP_GEMM, FERROX_KIND_Q4_0, "cuda_gemm_tiled_q4_0"},
     {FERROX_OP_GEMM, FERROX_KIND_Q4_1, "cuda_gemm_tiled_q4_1"},

@@ -48,10 +48,10 @@ const std::set<ferrox_kind> kMatvecKinds{
     FERROX_KIND_Q4_1, FERROX_KIND_Q5_0, FERROX_KIND_Q5_1, FERROX_KIND_Q2_K,   FERROX_KIND_Q3_K,
     FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS};
 // The tiled GEMM serves every quantized MATVEC kind; floats use the fallback.
-const std::set<ferrox_kind> kGemmKinds{FERROX_KIND_Q8_0, FERROX_KIND_Q4_0,   FERROX_KIND_Q4_1,
-                                       FERROX_KIND_Q5_0, FERROX_KIND_Q5_1,   FERROX_KIND_Q2_K,
-                                       FERROX_KIND_Q3_K, FERROX_KIND_Q4_K,   FERROX_KIND_Q5_K,
-                                       FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS};
+const std::set<ferrox_kind> kGemmKinds{
+    FERROX_KIND_F32,  FERROX_KIND_F16,  FERROX_KIND_BF16, FERROX_KIND_Q8_0,   FERROX_KIND_Q4_0,
+    FERROX_KIND_Q4_1, FERROX_KIND_Q5_0, FERROX_KIND_Q5_1, FERROX_KIND_Q2_K,   FERROX_KIND_Q3_K,
+    FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS};
 // The resident-decoding ops (ABI 1.2) other than GET_ROWS, and their kinds:
 // elementwise ops (and the fused add + norm) on F32, CONVERT and ATTENTION on
 // each KV-cache kind.
@@ -218,7 +218,7 @@ TEST_CASE("the capability table lists MATVEC for the fifteen decodable kinds and
     }
 }
 
-TEST_CASE("the capability table lists the tiled GEMM for every quantized MATVEC kind only") {
+TEST_CASE("the capability table lists the tiled GEMM for every MATVEC kind") {
     for (const ferrox::KindTraits& kind : ferrox::kAllKinds) {
         INFO("kind " << kind.name);
         const bool gemm = ferrox::cuda::has_kernel(FERROX_OP_GEMM, kind.id);
@@ -322,8 +322,8 @@ TEST_CASE("kernel_for fills the ABI struct, and only as much of it as the caller
     CHECK(std::string_view(info.kernel) == "cuda_gemm_tiled_q4_k");
     CHECK(info.by_design == nullptr);
 
-    ferrox::cuda::describe_kernel(FERROX_OP_GEMM, FERROX_KIND_F16, &info);
-    CHECK(info.kernel == nullptr);  // F16 prefill runs the named fallback
+    ferrox::cuda::describe_kernel(FERROX_OP_GEMM, FERROX_KIND_IQ2_XXS, &info);
+    CHECK(info.kernel == nullptr);  // no kernel at all: a plain miss, handed on
     CHECK(info.by_design == nullptr);
 
     const char marker[] = "untouched";

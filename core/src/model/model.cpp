@@ -180,18 +180,20 @@ struct Model::Impl {
         return steps->project(*L.down, "ffn_down", s.gate, n, s.ffn);
     }
 
-    // Router softmax, top-k, optional renormalisation on the host (one
-    // download of n_expert scores per position); each chosen expert's FFN
-    // output added into the result with its router weight.
+    // The router scores of all n positions in one product and one download
+    // (the layer's one host round trip, as seed 004 does); softmax, top-k and
+    // optional renormalisation on the host; each chosen expert's FFN output
+    // added into the result with its router weight.
     Expected<void> moe_ffn(const LayerWeights& L, uint32_t n) {
         const uint32_t d = hp.n_embd, f = hp.n_ff_expert;
         Steps& st = *steps;
         if (auto r = st.upload({zeros.data(), size_t{n} * d}, s.ffn); !r) return r;
+        if (auto r = st.project(*L.router, "moe_router", s.xn, n, s.router); !r) return r;
+        if (auto r = st.download(s.router, {router_scores.data(), size_t{n} * hp.n_expert}); !r)
+            return r;
         for (uint32_t i = 0; i < n; ++i) {
             const Act xi = s.xn.at(uint64_t{i} * d);
-            if (auto r = st.project(*L.router, "moe_router", xi, 1, s.router); !r) return r;
-            std::span<float> probs{router_scores.data(), hp.n_expert};
-            if (auto r = st.download(s.router, probs); !r) return r;
+            std::span<float> probs{router_scores.data() + size_t{i} * hp.n_expert, hp.n_expert};
             ops::softmax(probs);
             std::iota(expert_order.begin(), expert_order.end(), 0u);
             std::partial_sort(expert_order.begin(), expert_order.begin() + hp.n_expert_used,
@@ -315,7 +317,7 @@ struct Model::Impl {
         carve(s.up, b * ff);
         carve(s.ffn, b * hp.n_embd);
         used = blocks + b * block_floats();
-        carve(s.router, hp.n_expert);
+        carve(s.router, b * hp.n_expert);
         carve(s.expert_gate, hp.n_ff_expert);
         carve(s.expert_up, hp.n_ff_expert);
         carve(s.expert_down, hp.n_embd);
@@ -334,7 +336,7 @@ struct Model::Impl {
     // scores, and the fallback attention's scores row.
     uint64_t host_scratch_bytes() const {
         const uint64_t half = hp.head_dim_k / 2;
-        return (4 * uint64_t{max_batch} * half + 2 * uint64_t{hp.n_expert} +
+        return (4 * uint64_t{max_batch} * half + (uint64_t{max_batch} + 1) * hp.n_expert +
                 (hp.n_expert ? uint64_t{max_batch} * hp.n_embd : 0) + context) *
                sizeof(float);
     }
@@ -358,7 +360,7 @@ struct Model::Impl {
             rope_cos[local].assign(size_t{max_batch} * half, 0);
             rope_sin[local].assign(size_t{max_batch} * half, 0);
         }
-        router_scores.assign(hp.n_expert, 0);
+        router_scores.assign(size_t{max_batch} * hp.n_expert, 0);
         expert_order.assign(hp.n_expert, 0);
         if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
 

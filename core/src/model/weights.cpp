@@ -95,12 +95,14 @@ Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hpara
                 if (auto r = add(layer_tensor(il, std::string(role) + ".weight"), role); !r)
                     return r.error();
         } else {
-            for (const char* part : moe)
-                if (auto r =
-                        add(layer_tensor(il, std::string(part) + ".weight"),
-                            std::string_view(part) == "ffn_gate_inp" ? "moe_router" : part, true);
+            for (const char* part : moe) {
+                // The router scores a whole chunk at once; experts see one position at a time.
+                const bool router = std::string_view(part) == "ffn_gate_inp";
+                if (auto r = add(layer_tensor(il, std::string(part) + ".weight"),
+                                 router ? "moe_router" : part, !router);
                     !r)
                     return r.error();
+            }
         }
     }
     return uses;

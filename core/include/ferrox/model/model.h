@@ -26,8 +26,8 @@ struct WeightUse {
     std::string role;
     ferrox_kind kind = FERROX_KIND_F32;
     uint64_t rows = 0, cols = 0;
-    // Multiplied one position at a time even in prefill (the MoE router and
-    // experts): MATVEC only, so no GEMM is predicted for it.
+    // Multiplied one position at a time even in prefill (the MoE experts):
+    // MATVEC only, so no GEMM is predicted for it.
     bool per_position = false;
 };
 
