@@ -2,15 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <numeric>
 #include <span>
 
 #include "ferrox/log.h"
 #include "ferrox/model/ops.h"
-#include "ferrox/quant/half.h"
-#include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
 #include "residency.h"
 #include "steps.h"
