@@ -201,3 +201,22 @@ def test_backends_lists_the_resident_ops(plugin_dir):
     assert "Q4_K" in backend["resident"]["get_rows_kinds"]
     text = ferrox(plugin_dir, "", "backends").stdout
     assert "resident decoding (ABI 1.2): yes" in text, text[-800:]
+
+
+@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])
+@pytest.mark.parametrize("fused", ["on", "off"])
+def test_the_probe_predicts_exactly_the_ops_a_resident_run_dispatches(plugin_dir, arch, fused):
+    """The registry's promise: what `inspect` predicts before loading is what runs."""
+    model = str(tiny_model(arch))
+    options = f"fused_norm: {fused}"
+    probe = ferrox(plugin_dir, options, "inspect", model, "--json")
+    run = ferrox(plugin_dir, options, "run", "-m", model, "-p", "hello world", "-n", "3", "--json")
+    assert probe.returncode == 0 and run.returncode == 0, probe.stderr + run.stderr
+    key = lambda k: (k["op"], k["role"], k["kind"])
+    predicted = {key(k) for k in json.loads(probe.stdout)["kernels"]}
+    dispatched = {key(k) for k in json.loads(run.stdout)["kernels"]}
+    assert dispatched <= predicted, f"ran but not predicted: {sorted(dispatched - predicted)}"
+    # `run` needs the last position's logits only; the output GEMM (every
+    # position's logits) is what `ferrox logits` runs.
+    unused = predicted - dispatched
+    assert unused <= {("GEMM", "output", k) for (_, _, k) in predicted}, f"predicted, never ran: {unused}"

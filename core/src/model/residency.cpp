@@ -7,7 +7,8 @@
 namespace ferrox::model {
 
 std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUse> uses,
-                                     ferrox_kind kv_kind, ferrox_kind embedding_kind) {
+                                     ferrox_kind kv_kind, ferrox_kind embedding_kind,
+                                     bool fused_norm) {
     std::vector<ResidentOp> ops{{FERROX_OP_GET_ROWS, embedding_kind, roles::kEmbedding}};
     for (const WeightUse& u : uses) {
         ops.push_back({FERROX_OP_MATVEC, u.kind, u.role});
@@ -16,9 +17,17 @@ std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUs
     auto norm = [&](std::string_view role) {
         ops.push_back({FERROX_OP_RMS_NORM, FERROX_KIND_F32, role});
     };
-    norm(roles::kAttnNorm);
-    norm(roles::kFfnNorm);
+    norm(roles::kAttnNorm);  // layer 0's, or every layer's without the fusion
     norm(roles::kOutputNorm);
+    if (fused_norm) {
+        // The residual adds fused with the next norm: the attention block's
+        // with ffn_norm, each FFN's but the last with the next attn_norm.
+        ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kFfnNorm});
+        if (hp.n_layer > 1)
+            ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kAttnNorm});
+    } else {
+        norm(roles::kFfnNorm);
+    }
     if (hp.qk_norm) {
         norm(roles::kQNorm);
         norm(roles::kKNorm);
@@ -35,9 +44,6 @@ std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUs
                    FERROX_KIND_F32, roles::kGlu});
     ops.push_back({FERROX_OP_CONVERT, kv_kind, roles::kKvStore});
     ops.push_back({FERROX_OP_ATTENTION, kv_kind, roles::kAttention});
-    if (hp.n_layer > 1)  // the FFN's residual add fused with the next layer's norm
-        ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kAttnNorm, true});
-    ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kFfnNorm, true});
     return ops;
 }
 
@@ -56,7 +62,7 @@ Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& di
                                    "resident entries absent)",
                                    first.name())};
     for (const ResidentOp& op : ops)
-        if (!op.optional && !dispatcher.plan_resident(op.op, op.kind).runner)
+        if (!dispatcher.plan_resident(op.op, op.kind).runner)
             return {false, fmt::format("the {} backend has no {} kernel for {} ({})", first.name(),
                                        op_name(op.op), kind_name(op.kind), op.role)};
     return {true, {}};
@@ -68,13 +74,12 @@ Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
     const gguf::Tensor* embedding = file.find_tensor("token_embd.weight");
     if (!embedding)
         return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
-    const auto ops = resident_ops(hp, uses, kv_kind, embedding->kind());
+    const auto ops =
+        resident_ops(hp, uses, kv_kind, embedding->kind(), fused_norm_available(dispatcher));
     Residency residency = choose_residency(ops, dispatcher, allow_resident);
-    if (residency.resident) {
-        const bool fused = fused_norm_available(dispatcher);
-        for (const ResidentOp& op : ops)
-            if (!op.optional || fused) dispatcher.probe_resident(op.op, op.kind, op.role);
-    } else
+    if (residency.resident)
+        for (const ResidentOp& op : ops) dispatcher.probe_resident(op.op, op.kind, op.role);
+    else
         probe_weights(uses, dispatcher, kv_kind);
     return residency;
 }

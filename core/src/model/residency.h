@@ -40,17 +40,17 @@ struct ResidentOp {
     ferrox_op op;
     ferrox_kind kind;
     std::string_view role;
-    // A fusion the pass uses when the backend has it (ADD_RMS_NORM); its
-    // absence does not keep a model in host memory.
-    bool optional = false;
 };
 
-// Whether the resident backend fuses the residual add with the next RMS norm.
+// Whether the resident backend fuses the residual add with the next RMS norm
+// (the optional add_rms_norm entry); ResidentSteps and the probe both ask.
 bool fused_norm_available(const Dispatcher& dispatcher);
 
-// Every (op, kind, role) a resident forward pass of this model issues.
+// Every (op, kind, role) a resident forward pass of this model issues, with
+// the residual adds fused into the next norm or not.
 std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUse> uses,
-                                     ferrox_kind kv_kind, ferrox_kind embedding_kind);
+                                     ferrox_kind kv_kind, ferrox_kind embedding_kind,
+                                     bool fused_norm);
 
 Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& dispatcher,
                            bool allow_resident);
