@@ -146,29 +146,17 @@ void Backend::release_weight(ferrox_weight* weight) {
 }
 
 Expected<void> Backend::matvec(const ferrox_weight* weight, const float* x, float* y) {
-    if (!callable(*raw_, raw_->matvec)) return missing_entry(name_, "matvec");
-    ferrox_message message{};
-    const ferrox_status s = raw_->matvec(raw_, weight, x, y, &message);
-    if (s != FERROX_OK) return plugin_error(name_, "matvec", s, message);
-    return {};
+    return call_entry(*raw_, name_, "matvec", raw_->matvec, weight, x, y);
 }
 
 Expected<void> Backend::gemm(const ferrox_weight* weight, const float* x, uint64_t n, float* y) {
-    if (!callable(*raw_, raw_->gemm)) return missing_entry(name_, "gemm");
-    ferrox_message message{};
-    const ferrox_status s = raw_->gemm(raw_, weight, x, n, y, &message);
-    if (s != FERROX_OK) return plugin_error(name_, "gemm", s, message);
-    return {};
+    return call_entry(*raw_, name_, "gemm", raw_->gemm, weight, x, n, y);
 }
 
 bool Backend::has_attention() const { return callable(*raw_, raw_->attention); }
 
 Expected<void> Backend::attention(const ferrox_attention_desc& desc) {
-    if (!has_attention()) return missing_entry(name_, "attention");
-    ferrox_message message{};
-    const ferrox_status s = raw_->attention(raw_, &desc, &message);
-    if (s != FERROX_OK) return plugin_error(name_, "attention", s, message);
-    return {};
+    return call_entry(*raw_, name_, "attention", raw_->attention, &desc);
 }
 
 bool Backend::has_resident() const {
