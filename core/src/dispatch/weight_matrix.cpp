@@ -1,5 +1,7 @@
 #include "ferrox/weight_matrix.h"
 
+#include <mutex>
+
 #include "ferrox/quant_kind.h"
 
 namespace ferrox {
@@ -74,6 +76,11 @@ void WeightMatrix::release_all() {
 
 Expected<const ferrox_weight*> WeightMatrix::prepared_on(
     const std::shared_ptr<Backend>& backend) const {
+    // Handles are made on first use, which may be two contexts' first decode
+    // on two threads at once over one shared model: one lock for every matrix
+    // (uncontended after the first products, a few tens of ns per call).
+    static std::mutex mutex;
+    const std::lock_guard lock(mutex);
     for (const auto& p : prepared_)
         if (p.backend == backend) return static_cast<const ferrox_weight*>(p.handle);
     ferrox_weight_desc desc{};

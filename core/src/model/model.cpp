@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <span>
 
 #include "ferrox/log.h"
+#include "ferrox/model/context.h"
 #include "ferrox/model/ops.h"
+#include "ferrox/quant/half.h"
 #include "ferrox/quant_kind.h"
 #include "residency.h"
 #include "steps.h"
@@ -15,8 +19,8 @@
 
 namespace ferrox::model {
 
-// Where each activation lives, carved once for `max_batch` positions out of
-// one allocation: no allocation per token, on the host or on a device.
+// Where each activation lives, carved once for a context's `n_batch` rows out
+// of one allocation: no allocation per token, on the host or on a device.
 struct Scratch {
     Act x, xn, router, expert_gate, expert_up, expert_down, logits;
     // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
@@ -45,15 +49,11 @@ struct Model::Impl {
     std::optional<WeightMatrix> embedding_matrix;
     uint32_t context = 0, max_batch = 0;
     ferrox_kind kv_kind = FERROX_KIND_F32;
+    // Holds the constants below (device buffers when resident); contexts
+    // make their own Steps for their cache and scratch.
     std::unique_ptr<Steps> steps;
-    Scratch s;
     std::vector<LayerConstants> consts;
     Act output_norm;
-    // Per layer: [context][n_kv * head_dim] of kv_kind.
-    std::vector<Act> k_cache, v_cache;
-    // Host-side values: RoPE angles before upload, MoE router scores after download.
-    std::vector<float> rope_cos[2], rope_sin[2], router_scores, zeros;
-    std::vector<uint32_t> expert_order;
 
     Impl(const gguf::File& f, Dispatcher& d) : file(f), dispatcher(d) {}
 
@@ -63,6 +63,201 @@ struct Model::Impl {
     uint64_t o_dim() const { return uint64_t{hp.n_head} * hp.head_dim_v; }
     // F32 and F16 are one-element blocks: the kind table's block size is the element's.
     size_t kv_element_bytes() const { return kind_traits(kv_kind)->block_bytes; }
+
+    std::unique_ptr<Steps> make_steps(uint32_t n_ctx) const {
+        if (residency.resident)
+            return make_resident_steps(dispatcher,
+                                       embedding_matrix ? *embedding_matrix : *w.output);
+        return make_host_steps(dispatcher, *w.token_embd, hp.n_embd, n_ctx);
+    }
+
+    // Per position: the larger of the attention block's and the FFN's buffers.
+    uint64_t block_floats() const {
+        const uint64_t attention = q_dim() + k_dim() + v_dim() + o_dim() + hp.n_embd;
+        const uint64_t ffn = 2 * std::max<uint64_t>(hp.n_ff, 1) + hp.n_embd;
+        return std::max(attention, ffn);
+    }
+
+    // The one activation region of a context with `max_batch` rows, in
+    // floats; lays it out into `s` when `base` is given.
+    uint64_t layout(uint32_t n_batch, Scratch* sp, const Act* base) const {
+        Scratch unused;
+        Scratch& s = sp ? *sp : unused;
+        uint64_t used = 0;
+        const auto carve = [&](Act& a, uint64_t floats) {
+            if (base) a = base->at(used);
+            used += floats;
+        };
+        const uint64_t b = n_batch, ff = std::max<uint64_t>(hp.n_ff, 1);
+        const uint64_t half = hp.head_dim_k / 2;
+        carve(s.x, b * hp.n_embd);
+        carve(s.xn, b * hp.n_embd);
+        const uint64_t blocks = used;
+        carve(s.q, b * q_dim());
+        carve(s.k, b * k_dim());
+        carve(s.v, b * v_dim());
+        carve(s.att, b * o_dim());
+        carve(s.o, b * hp.n_embd);
+        used = blocks;  // the FFN block starts over
+        carve(s.gate, b * ff);
+        carve(s.up, b * ff);
+        carve(s.ffn, b * hp.n_embd);
+        used = blocks + b * block_floats();
+        carve(s.router, b * hp.n_expert);
+        carve(s.expert_gate, hp.n_ff_expert);
+        carve(s.expert_up, hp.n_ff_expert);
+        carve(s.expert_down, hp.n_embd);
+        for (int local = 0; local < 2; ++local) {
+            carve(s.rope_cos[local], b * half);
+            carve(s.rope_sin[local], b * half);
+        }
+        if (residency.resident) carve(s.logits, uint64_t{std::min(kLogitRows, n_batch)} * hp.vocab);
+        return used;
+    }
+
+    uint64_t scratch_bytes(uint32_t n_batch, uint32_t n_ctx) const {
+        return layout(n_batch, nullptr, nullptr) * sizeof(float) +
+               host_scratch_bytes(n_batch, n_ctx);
+    }
+
+    // Host memory besides the activation region: angle tables, router
+    // scores, and the fallback attention's scores row.
+    uint64_t host_scratch_bytes(uint32_t n_batch, uint32_t n_ctx) const {
+        const uint64_t half = hp.head_dim_k / 2;
+        return (4 * uint64_t{n_batch} * half + (uint64_t{n_batch} + 1) * hp.n_expert +
+                (hp.n_expert ? uint64_t{n_batch} * hp.n_embd : 0) + n_ctx) *
+               sizeof(float);
+    }
+
+    uint64_t constant_bytes() const {
+        uint64_t floats = w.output_norm.size();
+        for (const LayerWeights& L : w.layers)
+            for (const auto* v :
+                 {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm,
+                  &L.post_ffw_norm, &L.q_bias, &L.k_bias, &L.v_bias})
+                floats += v->size();
+        return floats * sizeof(float);
+    }
+
+    Expected<void> allocate_constants() {
+        const auto constant = [&](const std::vector<float>& v, Act& out) -> Expected<void> {
+            if (v.empty()) return {};
+            auto a = steps->constant(v);
+            if (!a) return a.error();
+            out = *a;
+            return {};
+        };
+        if (auto r = constant(w.output_norm, output_norm); !r) return r;
+        consts.resize(hp.n_layer);
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            const LayerWeights& L = w.layers[il];
+            LayerConstants& C = consts[il];
+            for (auto [v, a] : {std::pair{&L.attn_norm, &C.attn_norm},
+                                {&L.ffn_norm, &C.ffn_norm},
+                                {&L.q_norm, &C.q_norm},
+                                {&L.k_norm, &C.k_norm},
+                                {&L.post_attn_norm, &C.post_attn_norm},
+                                {&L.post_ffw_norm, &C.post_ffw_norm},
+                                {&L.q_bias, &C.q_bias},
+                                {&L.k_bias, &C.k_bias},
+                                {&L.v_bias, &C.v_bias}})
+                if (auto r = constant(*v, *a); !r) return r;
+        }
+        return {};
+    }
+
+    // Every matrix the forward pass multiplies by, once each.
+    std::vector<const WeightMatrix*> matrices() const {
+        std::vector<const WeightMatrix*> all{&*w.output};
+        if (embedding_matrix) all.push_back(&*embedding_matrix);
+        for (const LayerWeights& L : w.layers) {
+            for (const auto* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.router})
+                if (*m) all.push_back(&**m);
+            for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps})
+                for (const WeightMatrix& m : *experts) all.push_back(&m);
+        }
+        return all;
+    }
+
+    // Uploads every weight to the resident backend now, so the first token
+    // does not pay for it and a weight that does not fit fails the load.
+    Expected<void> upload_weights(const std::function<void(uint64_t, uint64_t)>& progress) {
+        const auto all = matrices();
+        uint64_t total = 0, done = 0;
+        for (const WeightMatrix* m : all) total += m->bytes().size();
+        const auto& backend = dispatcher.backends().front();
+        for (const WeightMatrix* m : all) {
+            if (auto h = m->prepared_on(backend); !h) return h.error();
+            done += m->bytes().size();
+            if (progress) progress(done, total);
+        }
+        return {};
+    }
+};
+
+// A batch row's attention unit: consecutive rows of one sequence at
+// consecutive positions (the batch sorted by sequence, then position).
+struct AttentionRun {
+    uint32_t row0 = 0, n = 0, seq = 0;
+    int32_t pos0 = 0;
+    // The sequence's cells each layer kind may see, ordered by position:
+    // [0] every earlier position (global layers), [1] the sliding window's.
+    std::vector<uint32_t> cells[2];
+};
+
+struct Context::Impl {
+    const Model::Impl& model;
+    const Hparams& hp;
+    const ModelWeights& w;
+    Dispatcher& dispatcher;
+    const std::vector<LayerConstants>& consts;
+    const Act& output_norm;
+    const ferrox_kind kv_kind;
+    uint32_t context = 0, max_batch = 0, n_seq = 1;
+    std::unique_ptr<Steps> steps;
+    Scratch s;
+    // Per layer: [cell][n_kv * head_dim] of kv_kind.
+    std::vector<Act> k_cache, v_cache;
+    KvCells cells;
+    // Host-side values: RoPE angles before upload, MoE router scores after download.
+    std::vector<float> rope_cos[2], rope_sin[2], router_scores, zeros;
+    std::vector<uint32_t> expert_order;
+
+    // The decode in progress: the batch sorted by (sequence, position).
+    std::vector<uint32_t> order;  // sorted row -> batch index
+    std::vector<int32_t> row_tokens, row_pos;
+    std::vector<uint32_t> row_cell;  // the cell each row's K/V goes to
+    std::vector<AttentionRun> runs;
+    std::vector<uint32_t> out_rows;  // sorted rows whose logits are wanted
+    std::vector<uint32_t> out_slot;  // their output index, in batch order
+    // A sequence's K/V rows gathered in position order when its cells are
+    // not adjacent (host only), and the hole-aware loop's scratch.
+    std::vector<std::byte> k_gather, v_gather;
+    std::vector<float> k_wide, v_wide, scores;
+    // The last decode's logits (one vocab row per wanted token) and where each
+    // batch token's row is (-1: none).
+    std::unique_ptr<float[]> logits_buffer;
+    uint64_t logits_capacity = 0;
+    std::vector<int32_t> logits_row;
+
+    Impl(const Model::Impl& m, uint32_t n_ctx, uint32_t n_batch, uint32_t seqs)
+        : model(m),
+          hp(m.hp),
+          w(m.w),
+          dispatcher(m.dispatcher),
+          consts(m.consts),
+          output_norm(m.output_norm),
+          kv_kind(m.kv_kind),
+          context(n_ctx),
+          max_batch(n_batch),
+          n_seq(seqs),
+          cells(n_ctx, seqs) {}
+
+    uint64_t q_dim() const { return model.q_dim(); }
+    uint64_t k_dim() const { return model.k_dim(); }
+    uint64_t v_dim() const { return model.v_dim(); }
+    uint64_t o_dim() const { return model.o_dim(); }
+    size_t kv_element_bytes() const { return model.kv_element_bytes(); }
 
     Expected<void> embed(std::span<const int32_t> tokens) {
         for (size_t i = 0; i < tokens.size(); ++i) {
@@ -75,7 +270,7 @@ struct Model::Impl {
         return steps->embed(tokens, scale, s.x);
     }
 
-    Expected<void> attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
+    Expected<void> attention_block(uint32_t il, uint32_t n) {
         const LayerWeights& L = w.layers[il];
         const LayerConstants& C = consts[il];
         const uint32_t d = hp.n_embd, hd = hp.head_dim_k;
@@ -114,30 +309,9 @@ struct Model::Impl {
                 st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp.n_head_kv, hd, hp.rope);
             !r)
             return r;
-        const uint64_t element = kv_element_bytes();
-        if (auto r = st.store_kv(s.k, k_cache[il].at_bytes(pos0 * k_dim() * element), kv_kind,
-                                 n * k_dim());
-            !r)
-            return r;
-        if (auto r = st.store_kv(s.v, v_cache[il].at_bytes(pos0 * v_dim() * element), kv_kind,
-                                 n * v_dim());
-            !r)
-            return r;
-
-        ferrox_attention_desc desc{};
-        desc.struct_size = sizeof desc;
-        desc.abi_version = FERROX_ABI_VERSION;
-        desc.n_query = n;
-        desc.pos0 = pos0;
-        desc.window =
-            local ? hp.sliding_window : 0;  // the last `window` positions, itself included
-        desc.n_head = hp.n_head;
-        desc.n_head_kv = hp.n_head_kv;
-        desc.head_dim_k = hp.head_dim_k;
-        desc.head_dim_v = hp.head_dim_v;
-        desc.scale = hp.attn_scale;
-        desc.kv_kind = kv_kind;
-        if (auto r = st.attention(desc, s.q, k_cache[il], v_cache[il], s.att); !r) return r;
+        if (auto r = store_rows(il, n); !r) return r;
+        for (const AttentionRun& run : runs)
+            if (auto r = attend(il, local, run); !r) return r;
         if (auto r = st.project(*L.o, "attn_output", s.att, n, s.o); !r) return r;
         if (hp.post_norms)
             if (auto r =
@@ -149,16 +323,125 @@ struct Model::Impl {
                                s.xn);
     }
 
-    // cos/sin per position of this chunk, once for global and once for local
+    // Each row's K and V into its cell: one store per run of rows whose
+    // cells are adjacent (a whole prefill chunk, usually).
+    Expected<void> store_rows(uint32_t il, uint32_t n) {
+        const uint64_t element = kv_element_bytes();
+        for (uint32_t r0 = 0; r0 < n;) {
+            uint32_t r1 = r0 + 1;
+            while (r1 < n && row_cell[r1] == row_cell[r1 - 1] + 1) ++r1;
+            const uint64_t cell = row_cell[r0], rows = r1 - r0;
+            if (auto r = steps->store_kv(s.k.at(r0 * k_dim()),
+                                         k_cache[il].at_bytes(cell * k_dim() * element), kv_kind,
+                                         rows * k_dim());
+                !r)
+                return r;
+            if (auto r = steps->store_kv(s.v.at(r0 * v_dim()),
+                                         v_cache[il].at_bytes(cell * v_dim() * element), kv_kind,
+                                         rows * v_dim());
+                !r)
+                return r;
+            r0 = r1;
+        }
+        return {};
+    }
+
+    // One run's attention over its sequence's cells. The K/V rows the
+    // attention entry reads are the sequence's cells in position order:
+    // the cache itself when those cells are adjacent, else gathered. Either
+    // way a sequence's attention reads the same values in the same order
+    // whatever else is in the batch, which keeps its logits batch-invariant.
+    Expected<void> attend(uint32_t il, bool local, const AttentionRun& run) {
+        const std::vector<uint32_t>& list = run.cells[local && hp.sliding_window ? 1 : 0];
+        const uint64_t element = kv_element_bytes();
+        const uint64_t k_row = k_dim() * element, v_row = v_dim() * element;
+        const auto count = static_cast<uint32_t>(list.size());
+        const int32_t base = cells.pos(list.front());
+        const bool adjacent =
+            list.back() - list.front() + 1 == count && std::is_sorted(list.begin(), list.end());
+        // No position missing between the first visible one and the run's last.
+        const bool dense = cells.pos(list.back()) - base + 1 == static_cast<int32_t>(count);
+        Act keys, values;
+        if (adjacent) {
+            keys = k_cache[il].at_bytes(list.front() * k_row);
+            values = v_cache[il].at_bytes(list.front() * v_row);
+        } else if (steps->resident()) {
+            return make_error(
+                "sequence {}: its cells are not adjacent, which a resident context cannot attend "
+                "over yet",
+                run.seq);
+        } else {
+            if (k_gather.size() < count * k_row) k_gather.resize(context * k_row);
+            if (v_gather.size() < count * v_row) v_gather.resize(context * v_row);
+            for (uint32_t j = 0; j < count; ++j) {
+                std::memcpy(k_gather.data() + j * k_row, k_cache[il].host + list[j] * k_row, k_row);
+                std::memcpy(v_gather.data() + j * v_row, v_cache[il].host + list[j] * v_row, v_row);
+            }
+            keys = Act{k_gather.data()};
+            values = Act{v_gather.data()};
+        }
+        const Act q = s.q.at(uint64_t{run.row0} * q_dim());
+        const Act out = s.att.at(uint64_t{run.row0} * o_dim());
+        const uint32_t window = local ? hp.sliding_window : 0;
+        if (!dense) return attend_with_holes(run, window, list, q, keys, values, out);
+
+        ferrox_attention_desc desc{};
+        desc.struct_size = sizeof desc;
+        desc.abi_version = FERROX_ABI_VERSION;
+        desc.n_query = run.n;
+        desc.pos0 = static_cast<uint32_t>(run.pos0 - base);
+        desc.window = window;  // the last `window` positions, itself included
+        desc.n_head = hp.n_head;
+        desc.n_head_kv = hp.n_head_kv;
+        desc.head_dim_k = hp.head_dim_k;
+        desc.head_dim_v = hp.head_dim_v;
+        desc.scale = hp.attn_scale;
+        desc.kv_kind = kv_kind;
+        return steps->attention(desc, q, keys, values, out);
+    }
+
+    // A sequence with positions removed from its middle (seq_remove): the
+    // attention entry wants consecutive positions, so the core's own loop
+    // attends each query over the visible rows of the gathered list.
+    Expected<void> attend_with_holes(const AttentionRun& run, uint32_t window,
+                                     const std::vector<uint32_t>& list, Act q, Act keys, Act values,
+                                     Act out) {
+        const uint64_t count = list.size();
+        const uint64_t k_n = count * k_dim(), v_n = count * v_dim();
+        const auto widen = [&](Act a, uint64_t n, std::vector<float>& wide) -> const float* {
+            if (kv_kind == FERROX_KIND_F32) return a.f32();
+            wide.resize(n);
+            const auto* half = reinterpret_cast<const uint16_t*>(a.host);
+            for (uint64_t i = 0; i < n; ++i) wide[i] = quant::fp16_to_fp32(half[i]);
+            return wide.data();
+        };
+        const float* k = widen(keys, k_n, k_wide);
+        const float* v = widen(values, v_n, v_wide);
+        scores.resize(count);
+        const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
+                                        hp.attn_scale};
+        uint32_t lo = 0, hi = 0;
+        for (uint32_t i = 0; i < run.n; ++i) {
+            const int32_t pos = run.pos0 + static_cast<int32_t>(i);
+            const int32_t first = window ? pos + 1 - static_cast<int32_t>(window) : 0;
+            while (lo < count && cells.pos(list[lo]) < first) ++lo;
+            while (hi + 1 < count && cells.pos(list[hi + 1]) <= pos) ++hi;
+            ops::attend(shape, {q.f32() + i * q_dim(), q_dim()}, k, v, lo, hi, scores,
+                        {out.f32() + i * o_dim(), o_dim()});
+        }
+        return {};
+    }
+
+    // cos/sin per row of this batch, once for global and once for local
     // (sliding-window) layers: every head and layer of a kind shares them.
-    Expected<void> rope_tables(uint32_t n, uint32_t pos0) {
+    Expected<void> rope_tables(uint32_t n) {
         const uint32_t half = hp.head_dim_k / 2;
         for (int local = 0; local < 2; ++local) {
             if (local && hp.sliding_window == 0) break;
             const float base = local ? hp.rope_base_local : hp.rope_base;
             const float freq_scale = local ? 1.0f : hp.rope_freq_scale;
             for (uint32_t i = 0; i < n; ++i)
-                ops::rope_angles(pos0 + i, base, freq_scale,
+                ops::rope_angles(static_cast<uint32_t>(row_pos[i]), base, freq_scale,
                                  {&rope_cos[local][size_t{i} * half], half},
                                  {&rope_sin[local][size_t{i} * half], half});
             const size_t used = size_t{n} * half;
@@ -259,99 +542,39 @@ struct Model::Impl {
         return {};
     }
 
-    // One chunk of at most max_batch positions. `logits`: empty, vocab (last
-    // position) or n * vocab (each position).
-    Expected<void> chunk(std::span<const int32_t> tokens, uint32_t pos0, std::span<float> logits) {
-        const auto n = static_cast<uint32_t>(tokens.size());
+    // The batch's forward pass, once validate() and the cell assignment have
+    // filled the row vectors. `out`: one vocab row per wanted token, in
+    // sorted-row order (decode() puts them back into batch order).
+    Expected<void> run(std::span<float> out) {
+        const auto n = static_cast<uint32_t>(row_tokens.size());
         const uint32_t d = hp.n_embd;
-        if (auto r = embed(tokens); !r) return r;
-        if (auto r = rope_tables(n, pos0); !r) return r;
+        if (auto r = embed(row_tokens); !r) return r;
+        if (auto r = rope_tables(n); !r) return r;
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            if (auto r = attention_block(il, n, pos0); !r) return r;
+            if (auto r = attention_block(il, n); !r) return r;
             if (auto r = ffn_block(il, n); !r) return r;
         }
-        if (logits.empty()) return {};
-        if (logits.size() == hp.vocab) {
-            const Act last = s.x.at(uint64_t{n - 1} * d);
+        const auto n_out = static_cast<uint32_t>(out_rows.size());
+        if (n_out == 0) return {};
+        // Wanted rows normalised into xn, adjacent rows in one call (every row
+        // of a prefill, or the last one alone, as a single sequence asks).
+        for (uint32_t k0 = 0; k0 < n_out;) {
+            uint32_t k1 = k0 + 1;
+            while (k1 < n_out && out_rows[k1] == out_rows[k1 - 1] + 1) ++k1;
             if (auto r =
-                    steps->rms_norm(roles::kOutputNorm, last, output_norm, 1, d, hp.rms_eps, s.xn);
+                    steps->rms_norm(roles::kOutputNorm, s.x.at(uint64_t{out_rows[k0]} * d),
+                                    output_norm, k1 - k0, d, hp.rms_eps, s.xn.at(uint64_t{k0} * d));
                 !r)
                 return r;
-            return output_logits(s.xn, 1, logits);
+            k0 = k1;
         }
-        if (auto r = steps->rms_norm(roles::kOutputNorm, s.x, output_norm, n, d, hp.rms_eps, s.xn);
-            !r)
-            return r;
-        return output_logits(s.xn, n, logits);
-    }
-
-    // Per position: the larger of the attention block's and the FFN's buffers.
-    uint64_t block_floats() const {
-        const uint64_t attention = q_dim() + k_dim() + v_dim() + o_dim() + hp.n_embd;
-        const uint64_t ffn = 2 * std::max<uint64_t>(hp.n_ff, 1) + hp.n_embd;
-        return std::max(attention, ffn);
-    }
-
-    // The one activation region, in floats; lays it out into `s` when `base` is given.
-    uint64_t layout(const Act* base) {
-        uint64_t used = 0;
-        const auto carve = [&](Act& a, uint64_t floats) {
-            if (base) a = base->at(used);
-            used += floats;
-        };
-        const uint64_t b = max_batch, ff = std::max<uint64_t>(hp.n_ff, 1);
-        const uint64_t half = hp.head_dim_k / 2;
-        carve(s.x, b * hp.n_embd);
-        carve(s.xn, b * hp.n_embd);
-        const uint64_t blocks = used;
-        carve(s.q, b * q_dim());
-        carve(s.k, b * k_dim());
-        carve(s.v, b * v_dim());
-        carve(s.att, b * o_dim());
-        carve(s.o, b * hp.n_embd);
-        used = blocks;  // the FFN block starts over
-        carve(s.gate, b * ff);
-        carve(s.up, b * ff);
-        carve(s.ffn, b * hp.n_embd);
-        used = blocks + b * block_floats();
-        carve(s.router, b * hp.n_expert);
-        carve(s.expert_gate, hp.n_ff_expert);
-        carve(s.expert_up, hp.n_ff_expert);
-        carve(s.expert_down, hp.n_embd);
-        for (int local = 0; local < 2; ++local) {
-            carve(s.rope_cos[local], b * half);
-            carve(s.rope_sin[local], b * half);
-        }
-        if (residency.resident)
-            carve(s.logits, uint64_t{std::min(kLogitRows, max_batch)} * hp.vocab);
-        return used;
-    }
-
-    uint64_t scratch_bytes() { return layout(nullptr) * sizeof(float) + host_scratch_bytes(); }
-
-    // Host memory besides the activation region: angle tables, router
-    // scores, and the fallback attention's scores row.
-    uint64_t host_scratch_bytes() const {
-        const uint64_t half = hp.head_dim_k / 2;
-        return (4 * uint64_t{max_batch} * half + (uint64_t{max_batch} + 1) * hp.n_expert +
-                (hp.n_expert ? uint64_t{max_batch} * hp.n_embd : 0) + context) *
-               sizeof(float);
-    }
-
-    uint64_t constant_bytes() const {
-        uint64_t floats = w.output_norm.size();
-        for (const LayerWeights& L : w.layers)
-            for (const auto* v :
-                 {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm,
-                  &L.post_ffw_norm, &L.q_bias, &L.k_bias, &L.v_bias})
-                floats += v->size();
-        return floats * sizeof(float);
+        return output_logits(s.xn, n_out, out);
     }
 
     Expected<void> allocate() {
-        auto region = steps->allocate(layout(nullptr) * sizeof(float));
+        auto region = steps->allocate(model.layout(max_batch, nullptr, nullptr) * sizeof(float));
         if (!region) return region.error();
-        layout(&*region);
+        model.layout(max_batch, &s, &*region);
         const uint64_t half = hp.head_dim_k / 2;
         for (int local = 0; local < 2; ++local) {
             rope_cos[local].assign(size_t{max_batch} * half, 0);
@@ -360,30 +583,6 @@ struct Model::Impl {
         router_scores.assign(size_t{max_batch} * hp.n_expert, 0);
         expert_order.assign(hp.n_expert, 0);
         if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
-
-        const auto constant = [&](const std::vector<float>& v, Act& out) -> Expected<void> {
-            if (v.empty()) return {};
-            auto a = steps->constant(v);
-            if (!a) return a.error();
-            out = *a;
-            return {};
-        };
-        if (auto r = constant(w.output_norm, output_norm); !r) return r;
-        consts.resize(hp.n_layer);
-        for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            const LayerWeights& L = w.layers[il];
-            LayerConstants& C = consts[il];
-            for (auto [v, a] : {std::pair{&L.attn_norm, &C.attn_norm},
-                                {&L.ffn_norm, &C.ffn_norm},
-                                {&L.q_norm, &C.q_norm},
-                                {&L.k_norm, &C.k_norm},
-                                {&L.post_attn_norm, &C.post_attn_norm},
-                                {&L.post_ffw_norm, &C.post_ffw_norm},
-                                {&L.q_bias, &C.q_bias},
-                                {&L.k_bias, &C.k_bias},
-                                {&L.v_bias, &C.v_bias}})
-                if (auto r = constant(*v, *a); !r) return r;
-        }
         k_cache.clear();
         v_cache.clear();
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
@@ -397,32 +596,209 @@ struct Model::Impl {
         return {};
     }
 
-    // Every matrix the forward pass multiplies by, once each.
-    std::vector<const WeightMatrix*> matrices() const {
-        std::vector<const WeightMatrix*> all{&*w.output};
-        if (embedding_matrix) all.push_back(&*embedding_matrix);
-        for (const LayerWeights& L : w.layers) {
-            for (const auto* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.router})
-                if (*m) all.push_back(&**m);
-            for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps})
-                for (const WeightMatrix& m : *experts) all.push_back(&m);
-        }
-        return all;
+    DecodeStatus invalid(std::string message) const {
+        return {DecodeCode::InvalidBatch, std::move(message), 0, 0};
     }
 
-    // Uploads every weight to the resident backend now, so the first token
-    // does not pay for it and a weight that does not fit fails the load.
-    Expected<void> upload_weights(const std::function<void(uint64_t, uint64_t)>& progress) {
-        const auto all = matrices();
-        uint64_t total = 0, done = 0;
-        for (const WeightMatrix* m : all) total += m->bytes().size();
-        const auto& backend = dispatcher.backends().front();
-        for (const WeightMatrix* m : all) {
-            if (auto h = m->prepared_on(backend); !h) return h.error();
-            done += m->bytes().size();
-            if (progress) progress(done, total);
+    // Checks the batch against the context before anything changes, then
+    // sorts it into rows and runs. Every rule a batch can break is here.
+    DecodeStatus validate(const Batch& b) {
+        const size_t n = b.size();
+        if (n == 0) return invalid("decode: the batch is empty");
+        if (b.positions.size() != n || b.seq_ids.size() != n || b.logits.size() != n)
+            return invalid(fmt::format(
+                "decode: the batch's arrays differ in length (tokens {}, positions {}, seq_ids "
+                "{}, logits {})",
+                n, b.positions.size(), b.seq_ids.size(), b.logits.size()));
+        if (n > max_batch)
+            return invalid(
+                fmt::format("decode: a batch of {} tokens exceeds n_batch {}", n, max_batch));
+        for (size_t i = 0; i < n; ++i) {
+            const int32_t id = b.tokens[i];
+            if (id < 0 || static_cast<uint64_t>(id) >= hp.vocab)
+                return invalid(fmt::format(
+                    "decode: token id {} at batch index {} is outside the vocabulary (0..{})", id,
+                    i, hp.vocab - 1));
+            if (b.positions[i] < 0)
+                return invalid(fmt::format("decode: position {} at batch index {} is negative",
+                                           b.positions[i], i));
+            if (b.seq_ids[i].empty())
+                return invalid(fmt::format("decode: batch index {} names no sequence", i));
+            uint64_t mask = 0;
+            for (int32_t seq : b.seq_ids[i]) {
+                if (seq < 0 || static_cast<uint32_t>(seq) >= n_seq)
+                    return invalid(fmt::format(
+                        "decode: sequence id {} at batch index {} is outside 0..{} (n_seq {})", seq,
+                        i, n_seq - 1, n_seq));
+                if (mask >> seq & 1u)
+                    return invalid(
+                        fmt::format("decode: batch index {} names sequence {} twice", i, seq));
+                mask |= uint64_t{1} << seq;
+            }
         }
+        // Per sequence: the batch's positions follow its last cached one,
+        // each exactly once.
+        std::vector<std::vector<int32_t>> seq_positions(n_seq);
+        for (size_t i = 0; i < n; ++i)
+            for (int32_t seq : b.seq_ids[i]) seq_positions[seq].push_back(b.positions[i]);
+        for (uint32_t seq = 0; seq < n_seq; ++seq) {
+            auto& p = seq_positions[seq];
+            if (p.empty()) continue;
+            std::sort(p.begin(), p.end());
+            int32_t next = cells.max_pos(seq) + 1;
+            for (int32_t pos : p) {
+                if (pos != next)
+                    return invalid(fmt::format(
+                        "decode: sequence {} gets position {} where {} comes next (positions "
+                        "must follow the sequence's last one, each once)",
+                        seq, pos, next));
+                ++next;
+            }
+        }
+        // Rows sorted by (attending sequence, position).
+        order.resize(n);
+        std::iota(order.begin(), order.end(), 0u);
+        std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+            const int32_t sx = b.seq_ids[x][0], sy = b.seq_ids[y][0];
+            return sx != sy ? sx < sy : b.positions[x] < b.positions[y];
+        });
         return {};
+    }
+
+    // Cells that no sequence can see again: only when every layer attends
+    // through the sliding window (a global layer may see any earlier cell).
+    // A future query at q > max_pos sees (q - window, q], so a cell at a
+    // position below max_pos + 2 - window is outside every window to come.
+    void reuse_out_of_window() {
+        if (hp.sliding_window == 0) return;
+        for (uint32_t il = 0; il < hp.n_layer; ++il)
+            if (!hp.is_local_layer(il)) return;
+        const auto window = static_cast<int32_t>(hp.sliding_window);
+        for (uint32_t seq = 0; seq < n_seq; ++seq) {
+            const int32_t max = cells.max_pos(seq);
+            if (max >= 0) cells.remove(seq, 0, max + 2 - window);
+        }
+    }
+
+    DecodeStatus decode(const Batch& b, std::span<float> out, bool own_buffer) {
+        if (auto v = validate(b); !v) return v;
+        const auto n = static_cast<uint32_t>(b.size());
+        auto free_cells = cells.find_free(n);
+        if (free_cells.empty()) {
+            reuse_out_of_window();
+            free_cells = cells.find_free(n);
+        }
+        if (free_cells.empty())
+            return {DecodeCode::NoRoom,
+                    fmt::format("decode: {} tokens need {} free KV cells; {} of {} are free", n, n,
+                                cells.free(), cells.size()),
+                    n, cells.free()};
+
+        row_tokens.resize(n);
+        row_pos.resize(n);
+        row_cell.resize(n);
+        out_rows.clear();
+        out_slot.clear();
+        logits_row.assign(n, -1);
+        uint32_t n_out = 0;
+        for (uint32_t i = 0; i < n; ++i)
+            if (b.logits[i]) logits_row[i] = static_cast<int32_t>(n_out++);
+        for (uint32_t r = 0; r < n; ++r) {
+            const uint32_t i = order[r];
+            row_tokens[r] = b.tokens[i];
+            row_pos[r] = b.positions[i];
+            row_cell[r] = free_cells[r];
+            uint64_t mask = 0;
+            for (int32_t seq : b.seq_ids[i]) mask |= uint64_t{1} << seq;
+            cells.occupy(free_cells[r], b.positions[i], mask);
+            if (b.logits[i]) {
+                out_rows.push_back(r);
+                out_slot.push_back(static_cast<uint32_t>(logits_row[i]));
+            }
+        }
+        // Runs: consecutive rows of one attending sequence at consecutive positions.
+        runs.clear();
+        for (uint32_t r = 0; r < n; ++r) {
+            const auto seq = static_cast<uint32_t>(b.seq_ids[order[r]][0]);
+            if (!runs.empty() && runs.back().seq == seq &&
+                runs.back().pos0 + static_cast<int32_t>(runs.back().n) == row_pos[r]) {
+                ++runs.back().n;
+                continue;
+            }
+            AttentionRun run;
+            run.row0 = r;
+            run.n = 1;
+            run.seq = seq;
+            run.pos0 = row_pos[r];
+            runs.push_back(std::move(run));
+        }
+        for (AttentionRun& run : runs) {
+            const int32_t last = run.pos0 + static_cast<int32_t>(run.n) - 1;
+            cells.cells_of(run.seq, 0, last, run.cells[0]);
+            if (hp.sliding_window) {
+                const int32_t first = run.pos0 + 1 - static_cast<int32_t>(hp.sliding_window);
+                cells.cells_of(run.seq, std::max(first, 0), last, run.cells[1]);
+            }
+        }
+        if (steps->resident()) {
+            // The resident attention entry reads a sequence's rows in place.
+            for (const AttentionRun& run : runs)
+                for (const auto& list : run.cells)
+                    if (!list.empty() && (list.back() - list.front() + 1 != list.size() ||
+                                          cells.pos(list.back()) - cells.pos(list.front()) + 1 !=
+                                              static_cast<int32_t>(list.size()))) {
+                        cells.release(free_cells);
+                        return invalid(fmt::format(
+                            "decode: sequence {}'s cells are not one adjacent run in position "
+                            "order, which a resident context needs",
+                            run.seq));
+                    }
+        }
+
+        std::span<float> dst = out;
+        if (own_buffer) {
+            const uint64_t floats = uint64_t{n_out} * hp.vocab;
+            if (floats > logits_capacity) {
+                logits_buffer = std::make_unique_for_overwrite<float[]>(floats);
+                logits_capacity = floats;
+            }
+            dst = {logits_buffer.get(), floats};
+        } else if (out.size() != uint64_t{n_out} * hp.vocab) {
+            cells.release(free_cells);
+            return invalid(
+                fmt::format("decode: the logits span holds {} floats; {} wanted rows "
+                            "need {}",
+                            out.size(), n_out, uint64_t{n_out} * hp.vocab));
+        }
+        if (auto r = run(dst); !r) {
+            // The cells this batch took are given back; the K/V rows written
+            // into them are unreachable, everything else is as it was.
+            cells.release(free_cells);
+            logits_row.assign(n, -1);
+            return {DecodeCode::Failed, r.error().message(), 0, 0};
+        }
+        permute_to_batch_order(dst);
+        return {};
+    }
+
+    // Rows were computed in sorted order; out_slot[k] is where row k belongs.
+    // Cycles of swaps through one spare row put them in place.
+    void permute_to_batch_order(std::span<float> dst) {
+        const size_t n_out = out_slot.size();
+        std::vector<uint32_t> slot = out_slot;
+        std::vector<float> spare;
+        for (size_t k = 0; k < n_out; ++k) {
+            while (slot[k] != k) {
+                const uint32_t to = slot[k];
+                if (spare.empty()) spare.resize(hp.vocab);
+                float* a = dst.data() + k * hp.vocab;
+                float* c = dst.data() + uint64_t{to} * hp.vocab;
+                std::memcpy(spare.data(), c, hp.vocab * sizeof(float));
+                std::memcpy(c, a, hp.vocab * sizeof(float));
+                std::memcpy(a, spare.data(), hp.vocab * sizeof(float));
+                std::swap(slot[k], slot[to]);
+            }
+        }
     }
 };
 
@@ -434,6 +810,7 @@ const Residency& Model::residency() const { return impl_->residency; }
 const CapacityPlan& Model::device_capacity() const { return impl_->device_plan; }
 uint32_t Model::context() const { return impl_->context; }
 uint64_t Model::vocab() const { return impl_->hp.vocab; }
+uint32_t Model::max_batch() const { return impl_->max_batch; }
 
 Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher& dispatcher,
                                              KernelRegistry& registry,
@@ -483,7 +860,8 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
         // The device holds the weights, the KV cache and the activations.
         CapacityInputs device = in;
         for (const WeightMatrix* w : m.matrices()) device.weight_bytes += w->bytes().size();
-        device.scratch_bytes = m.layout(nullptr) * sizeof(float) + m.constant_bytes();
+        device.scratch_bytes =
+            m.layout(m.max_batch, nullptr, nullptr) * sizeof(float) + m.constant_bytes();
         const Backend& backend = *dispatcher.backends().front();
         auto info = backend.device_info(0);
         if (!info) return info.error();
@@ -495,9 +873,9 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
             return make_error("{}: {}", file.path().string(), device_plan.error().message());
         m.device_plan = *device_plan;
         in.kv_element_bytes = 0;  // no KV cache in host memory
-        in.scratch_bytes = m.host_scratch_bytes();
+        in.scratch_bytes = m.host_scratch_bytes(m.max_batch, m.context);
     } else {
-        in.scratch_bytes = m.scratch_bytes();
+        in.scratch_bytes = m.scratch_bytes(m.max_batch, m.context);
     }
     in.weight_bytes = file.mapping()->bytes().size();
     if (options.available_bytes) {
@@ -513,20 +891,26 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
 
     if (auto r = enforce_registry(registry.seal(), options.registry_strict); !r) return r.error();
 
-    if (m.residency.resident) {
-        m.steps =
-            make_resident_steps(dispatcher, m.embedding_matrix ? *m.embedding_matrix : *m.w.output);
+    m.steps = m.make_steps(m.context);
+    if (m.residency.resident)
         if (auto r = m.upload_weights(options.on_upload); !r) return r.error();
-    } else {
-        m.steps = make_host_steps(dispatcher, *m.w.token_embd, m.hp.n_embd, m.context);
-    }
-    if (auto r = m.allocate(); !r) return r.error();
-    return std::unique_ptr<Model>(new Model(std::move(impl)));
+    if (auto r = m.allocate_constants(); !r) return r.error();
+    auto model = std::unique_ptr<Model>(new Model(std::move(impl)));
+    // The context forward() uses, made now so that a cache that cannot be
+    // allocated fails the load as before.
+    ContextOptions single;
+    single.n_ctx = model->impl_->context;
+    single.n_batch = model->impl_->max_batch;
+    auto context = Context::create(*model, single);
+    if (!context) return context.error();
+    model->default_context_ = std::move(*context);
+    return model;
 }
 
 Expected<void> Model::forward(std::span<const int32_t> tokens, uint32_t pos,
                               std::span<float> logits) {
-    Impl& m = *impl_;
+    const Impl& m = *impl_;
+    Context& c = *default_context_;
     const uint64_t n = tokens.size();
     if (n == 0) return make_error("forward: no tokens");
     if (pos + n > m.context)
@@ -536,20 +920,251 @@ Expected<void> Model::forward(std::span<const int32_t> tokens, uint32_t pos,
     if (!logits.empty() && !all && logits.size() != m.hp.vocab)
         return make_error("forward: logits span holds {} floats; expected 0, {} or {}",
                           logits.size(), m.hp.vocab, n * m.hp.vocab);
+    if (auto r = c.seq_remove(0, static_cast<int32_t>(pos), -1); !r) return r;
+    Batch batch;
     for (uint64_t start = 0; start < n; start += m.max_batch) {
         const uint64_t count = std::min<uint64_t>(m.max_batch, n - start);
         const bool last_chunk = start + count == n;
         std::span<float> out;
+        batch.clear();
+        for (uint64_t i = 0; i < count; ++i)
+            batch.add(tokens[start + i], static_cast<int32_t>(pos + start + i), {0},
+                      all || (last_chunk && !logits.empty() && i + 1 == count));
         if (all)
             out = logits.subspan(start * m.hp.vocab, count * m.hp.vocab);
         else if (last_chunk)
             out = logits;
-        // A single-position "all" chunk has vocab floats: that is the last-position path too.
-        if (auto r = m.chunk(tokens.subspan(start, count), static_cast<uint32_t>(pos + start), out);
-            !r)
-            return r;
+        if (auto r = c.decode_into(batch, out); !r) return make_error("{}", r.message);
     }
     return {};
+}
+
+// ---- Context ----------------------------------------------------------------
+
+void Batch::add(int32_t token, int32_t pos, std::initializer_list<int32_t> seqs, bool want_logits) {
+    add(token, pos, std::span<const int32_t>(seqs.begin(), seqs.size()), want_logits);
+}
+
+void Batch::add(int32_t token, int32_t pos, std::span<const int32_t> seqs, bool want_logits) {
+    tokens.push_back(token);
+    positions.push_back(pos);
+    seq_ids.emplace_back(seqs.begin(), seqs.end());
+    logits.push_back(want_logits ? 1 : 0);
+}
+
+void Batch::clear() {
+    tokens.clear();
+    positions.clear();
+    seq_ids.clear();
+    logits.clear();
+}
+
+const char* decode_code_name(DecodeCode code) {
+    switch (code) {
+        case DecodeCode::Ok:
+            return "ok";
+        case DecodeCode::InvalidBatch:
+            return "invalid batch";
+        case DecodeCode::NoRoom:
+            return "no room in the KV cache";
+        case DecodeCode::Failed:
+            return "failed";
+    }
+    return "unknown";
+}
+
+Expected<std::unique_ptr<Context>> Context::create(const Model& model,
+                                                   const ContextOptions& options) {
+    const Model::Impl& m = *model.impl_;
+    const uint32_t n_ctx = options.n_ctx ? options.n_ctx : m.context;
+    const uint32_t n_batch = options.n_batch ? options.n_batch : m.max_batch;
+    if (options.n_seq == 0 || options.n_seq > KvCells::kMaxSeq)
+        return make_error("context: n_seq {} is outside 1..{}", options.n_seq, KvCells::kMaxSeq);
+    if (n_batch > n_ctx)
+        return make_error("context: n_batch {} exceeds n_ctx {} (a batch's tokens need cells)",
+                          n_batch, n_ctx);
+    if (m.residency.resident && options.n_seq > 1)
+        return make_error(
+            "context: {} sequences on a resident model: the resident attention entry reads one "
+            "sequence's cache in place; run with --resident off for several sequences",
+            options.n_seq);
+    auto impl = std::make_unique<Impl>(m, n_ctx, n_batch, options.n_seq);
+    impl->steps = m.make_steps(n_ctx);
+    if (auto r = impl->allocate(); !r) return r.error();
+    return std::unique_ptr<Context>(new Context(std::move(impl)));
+}
+
+Context::Context(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Context::~Context() = default;
+uint32_t Context::n_ctx() const { return impl_->context; }
+uint32_t Context::n_seq() const { return impl_->n_seq; }
+uint32_t Context::n_batch() const { return impl_->max_batch; }
+const KvCells& Context::cells() const { return impl_->cells; }
+
+DecodeStatus Context::decode(const Batch& batch) { return impl_->decode(batch, {}, true); }
+
+DecodeStatus Context::decode_into(const Batch& batch, std::span<float> out) {
+    return impl_->decode(batch, out, false);
+}
+
+std::span<const float> Context::logits(uint32_t index) const {
+    const Impl& c = *impl_;
+    if (index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_buffer) return {};
+    return {c.logits_buffer.get() + uint64_t(c.logits_row[index]) * c.hp.vocab, c.hp.vocab};
+}
+
+namespace {
+Expected<void> check_seq(int32_t seq, uint32_t n_seq, bool allow_all) {
+    if ((seq < 0 && !allow_all) || seq >= static_cast<int32_t>(n_seq))
+        return make_error("sequence id {} is outside 0..{} (n_seq {})", seq, n_seq - 1, n_seq);
+    return {};
+}
+}  // namespace
+
+Expected<void> Context::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
+    if (auto r = check_seq(seq, impl_->n_seq, true); !r) return r;
+    if (seq < 0)
+        impl_->cells.remove_all(p0, p1);
+    else
+        impl_->cells.remove(static_cast<uint32_t>(seq), p0, p1);
+    return {};
+}
+
+Expected<void> Context::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+    if (auto r = check_seq(src, impl_->n_seq, false); !r) return r;
+    if (auto r = check_seq(dst, impl_->n_seq, false); !r) return r;
+    impl_->cells.copy(static_cast<uint32_t>(src), static_cast<uint32_t>(dst), p0, p1);
+    return {};
+}
+
+Expected<void> Context::seq_keep(int32_t seq) {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r;
+    impl_->cells.keep(static_cast<uint32_t>(seq));
+    return {};
+}
+
+void Context::clear() { impl_->cells.clear(); }
+
+namespace {
+// Saved sequence state: a header, the positions, then each layer's K rows
+// and V rows in position order.
+struct StateHeader {
+    char magic[4];  // "FXSQ"
+    uint32_t version;
+    uint32_t n_layer, kv_kind;
+    uint64_t k_row, v_row;  // bytes per cell row
+    uint32_t n_cells, reserved;
+};
+constexpr uint32_t kStateVersion = 1;
+}  // namespace
+
+Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r.error();
+    const Impl& c = *impl_;
+    if (c.steps->resident())
+        return make_error("seq_save: the cache of a resident context lives on the device");
+    std::vector<uint32_t> list;
+    c.cells.cells_of(static_cast<uint32_t>(seq), 0, std::numeric_limits<int32_t>::max(), list);
+    StateHeader h{};
+    std::memcpy(h.magic, "FXSQ", 4);
+    h.version = kStateVersion;
+    h.n_layer = c.hp.n_layer;
+    h.kv_kind = static_cast<uint32_t>(c.kv_kind);
+    h.k_row = c.k_dim() * c.kv_element_bytes();
+    h.v_row = c.v_dim() * c.kv_element_bytes();
+    h.n_cells = static_cast<uint32_t>(list.size());
+    const uint64_t size = sizeof h + list.size() * sizeof(int32_t) +
+                          uint64_t{h.n_layer} * list.size() * (h.k_row + h.v_row);
+    std::vector<std::byte> out(size);
+    std::byte* p = out.data();
+    std::memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    for (uint32_t cell : list) {
+        const int32_t pos = c.cells.pos(cell);
+        std::memcpy(p, &pos, sizeof pos);
+        p += sizeof pos;
+    }
+    for (uint32_t il = 0; il < h.n_layer; ++il) {
+        for (uint32_t cell : list) {
+            std::memcpy(p, c.k_cache[il].host + cell * h.k_row, h.k_row);
+            p += h.k_row;
+        }
+        for (uint32_t cell : list) {
+            std::memcpy(p, c.v_cache[il].host + cell * h.v_row, h.v_row);
+            p += h.v_row;
+        }
+    }
+    return out;
+}
+
+Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> bytes) {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r;
+    Impl& c = *impl_;
+    if (c.steps->resident())
+        return make_error("seq_restore: the cache of a resident context lives on the device");
+    StateHeader h{};
+    if (bytes.size() < sizeof h)
+        return make_error("seq_restore: {} bytes is shorter than the {}-byte header", bytes.size(),
+                          sizeof h);
+    std::memcpy(&h, bytes.data(), sizeof h);
+    if (std::memcmp(h.magic, "FXSQ", 4) != 0 || h.version != kStateVersion)
+        return make_error("seq_restore: not a ferrox sequence state (version {})", kStateVersion);
+    const uint64_t k_row = c.k_dim() * c.kv_element_bytes();
+    const uint64_t v_row = c.v_dim() * c.kv_element_bytes();
+    if (h.n_layer != c.hp.n_layer || h.kv_kind != static_cast<uint32_t>(c.kv_kind) ||
+        h.k_row != k_row || h.v_row != v_row)
+        return make_error(
+            "seq_restore: the state is for {} layers, KV kind {}, rows of {}/{} bytes; this "
+            "context has {} layers, {}, {}/{}",
+            h.n_layer, h.kv_kind, h.k_row, h.v_row, c.hp.n_layer, kind_name(c.kv_kind), k_row,
+            v_row);
+    // Every size the buffer controls is checked against the buffer before use.
+    const uint64_t need = sizeof h + uint64_t{h.n_cells} * sizeof(int32_t) +
+                          uint64_t{h.n_layer} * h.n_cells * (k_row + v_row);
+    if (h.n_cells > c.cells.size() || bytes.size() != need)
+        return make_error(
+            "seq_restore: {} cells need {} bytes; the buffer holds {} (context of {})", h.n_cells,
+            need, bytes.size(), c.cells.size());
+    std::vector<int32_t> positions(h.n_cells);
+    std::memcpy(positions.data(), bytes.data() + sizeof h, h.n_cells * sizeof(int32_t));
+    for (uint32_t i = 0; i < h.n_cells; ++i)
+        if (positions[i] < 0 || (i && positions[i] <= positions[i - 1]))
+            return make_error("seq_restore: position {} at index {} is not after the previous one",
+                              positions[i], i);
+    // The sequence's own cells are given up first; count them as free.
+    std::vector<uint32_t> own;
+    c.cells.cells_of(static_cast<uint32_t>(seq), 0, std::numeric_limits<int32_t>::max(), own);
+    uint32_t reclaim = 0;
+    for (uint32_t cell : own) reclaim += c.cells.seqs(cell) == (uint64_t{1} << seq) ? 1 : 0;
+    if (h.n_cells > c.cells.free() + reclaim)
+        return make_error("seq_restore: {} cells needed, {} free", h.n_cells,
+                          c.cells.free() + reclaim);
+    c.cells.remove(static_cast<uint32_t>(seq), 0, -1);
+    const auto cells = c.cells.find_free(h.n_cells);
+    const std::byte* p = bytes.data() + sizeof h + h.n_cells * sizeof(int32_t);
+    for (uint32_t il = 0; il < h.n_layer; ++il) {
+        for (uint32_t cell : cells) {
+            std::memcpy(c.k_cache[il].host + cell * k_row, p, k_row);
+            p += k_row;
+        }
+        for (uint32_t cell : cells) {
+            std::memcpy(c.v_cache[il].host + cell * v_row, p, v_row);
+            p += v_row;
+        }
+    }
+    for (uint32_t i = 0; i < h.n_cells; ++i)
+        c.cells.occupy(cells[i], positions[i], uint64_t{1} << seq);
+    return {};
+}
+
+Expected<int32_t> Context::seq_min_pos(int32_t seq) const {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r.error();
+    return impl_->cells.min_pos(static_cast<uint32_t>(seq));
+}
+
+Expected<int32_t> Context::seq_max_pos(int32_t seq) const {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r.error();
+    return impl_->cells.max_pos(static_cast<uint32_t>(seq));
 }
 
 }  // namespace ferrox::model

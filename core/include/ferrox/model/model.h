@@ -1,6 +1,8 @@
 // A decoder-only language model over a mapped GGUF file: weights bound by
 // name to borrowed WeightMatrix objects (zero-copy), every product through
-// the Dispatcher, a KV cache and a scratch arena allocated once at load.
+// the Dispatcher. The model is read-only after load; KV caches and scratch
+// belong to contexts (ferrox/model/context.h), several of which may share
+// one model.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +71,8 @@ struct ModelOptions {
     std::function<void(uint64_t, uint64_t)> on_upload;
 };
 
+class Context;
+
 class FERROX_API Model {
   public:
     // Reads hparams, plans capacity, binds and probes weights, enforces the registry.
@@ -90,15 +94,23 @@ class FERROX_API Model {
     uint32_t context() const;
     uint64_t vocab() const;
 
-    // Runs `tokens` at positions [pos, pos + n), writing their K/V into the
-    // cache (later positions are forgotten). `logits` may be empty (none),
-    // hold vocab floats (the last position's) or n * vocab (every position's).
+    // The options' context and max_batch: what Context::create defaults to.
+    uint32_t max_batch() const;
+
+    // The single-sequence convenience over a context the model owns (made on
+    // first use with ModelOptions' context and max_batch, one sequence): runs
+    // `tokens` at positions [pos, pos + n), forgetting positions >= pos
+    // first. `logits` may be empty (none), hold vocab floats (the last
+    // position's) or n * vocab (every position's). Not for shared models:
+    // it mutates that context; use a Context per thread instead.
     Expected<void> forward(std::span<const int32_t> tokens, uint32_t pos, std::span<float> logits);
 
   private:
+    friend class Context;
     struct Impl;
     explicit Model(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
+    std::unique_ptr<Context> default_context_;
 };
 
 }  // namespace ferrox::model

@@ -1,0 +1,121 @@
+// A context: the mutable half of inference over a shared, read-only Model.
+// It owns a unified KV cache of `n_ctx` cells for up to `n_seq` sequences
+// (ferrox/model/kv_cells.h) and the scratch for a batch of up to `n_batch`
+// tokens. decode() runs one batch -- tokens of any sequences at any
+// positions -- as one forward pass: every weight product is one product
+// over all the batch's rows, attention runs per sequence over that
+// sequence's cells only (causal, sliding window per sequence).
+//
+// Threading: a context is used by one thread at a time; several contexts
+// over one model may run on different threads (the model is not written
+// after load).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ferrox/api.h"
+#include "ferrox/expected.h"
+#include "ferrox/model/kv_cells.h"
+#include "ferrox/model/model.h"
+
+namespace ferrox::model {
+
+// Tokens of any sequences at any positions. Token i is stored in one cell
+// that every sequence in seq_ids[i] uses; it attends as seq_ids[i][0] (its
+// cells up to its position). Within each sequence the batch's positions
+// must follow on from the sequence's last cached position, without gaps or
+// repeats.
+struct FERROX_API Batch {
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> positions;
+    std::vector<std::vector<int32_t>> seq_ids;
+    std::vector<uint8_t> logits;  // 1: this token's logits are wanted
+
+    void add(int32_t token, int32_t pos, std::initializer_list<int32_t> seqs, bool want_logits);
+    void add(int32_t token, int32_t pos, std::span<const int32_t> seqs, bool want_logits);
+    void clear();
+    size_t size() const { return tokens.size(); }
+};
+
+struct ContextOptions {
+    uint32_t n_ctx = 0;    // KV cells; 0: the model's context
+    uint32_t n_seq = 1;    // sequence ids 0..n_seq-1 (at most KvCells::kMaxSeq)
+    uint32_t n_batch = 0;  // tokens per decode; 0: the model's max_batch
+};
+
+// What a decode did. Anything but Ok leaves the cache as it was: no cell is
+// taken or overwritten, and the context stays usable.
+enum class DecodeCode {
+    Ok,
+    InvalidBatch,  // a token, sequence id, position or size the batch may not have
+    NoRoom,        // fewer free cells than tokens: cells_needed / cells_free say how many
+    Failed,        // a backend call failed
+};
+
+struct DecodeStatus {
+    DecodeCode code = DecodeCode::Ok;
+    std::string message;
+    uint32_t cells_needed = 0, cells_free = 0;  // NoRoom
+
+    bool ok() const { return code == DecodeCode::Ok; }
+    explicit operator bool() const { return ok(); }
+};
+
+FERROX_API const char* decode_code_name(DecodeCode code);
+
+class FERROX_API Context {
+  public:
+    // `model` must outlive the context.
+    static Expected<std::unique_ptr<Context>> create(const Model& model,
+                                                     const ContextOptions& options);
+    ~Context();
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+    uint32_t n_ctx() const;
+    uint32_t n_seq() const;
+    uint32_t n_batch() const;
+    const KvCells& cells() const;
+
+    DecodeStatus decode(const Batch& batch);
+
+    // Logits (vocab floats) of batch token `index` of the last decode, or an
+    // empty span when it did not ask for them. Valid until the next decode.
+    std::span<const float> logits(uint32_t index) const;
+
+    // Sequence operations (the seq id is checked: >= n_seq is an error).
+    // Positions [p0, p1) of `seq`; p1 < 0: to the end; seq < 0: every sequence.
+    Expected<void> seq_remove(int32_t seq, int32_t p0, int32_t p1);
+    // `dst` shares `src`'s cells of positions [p0, p1) (no K/V is copied).
+    Expected<void> seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1);
+    Expected<void> seq_keep(int32_t seq);
+    void clear();
+    // -1 when the sequence holds no position.
+    Expected<int32_t> seq_min_pos(int32_t seq) const;
+    Expected<int32_t> seq_max_pos(int32_t seq) const;
+
+    // A sequence's positions and K/V rows as bytes (host contexts), and back:
+    // restore replaces `seq`'s cells with the saved ones in free cells; a
+    // buffer for another model shape or KV kind, a truncated one, or too
+    // few free cells is refused and nothing changes.
+    Expected<std::vector<std::byte>> seq_save(int32_t seq) const;
+    Expected<void> seq_restore(int32_t seq, std::span<const std::byte> bytes);
+
+    // The single-sequence form Model::forward uses: `batch` must be one
+    // sequence; logits go to `out` (as many vocab rows as the batch wants,
+    // in batch order) instead of the context's own buffer.
+    DecodeStatus decode_into(const Batch& batch, std::span<float> out);
+
+    struct Impl;
+
+  private:
+    explicit Context(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferrox::model

@@ -1,0 +1,429 @@
+// Many sequences in one context, through the CPU plugin, on the tiny models
+// of every architecture (tests/model/make_tiny_models.py) and Gemma 3 270M:
+//  - batch invariance: a sequence's logits alone vs among others, at other
+//    batch indices and under other sequence ids;
+//  - isolation: changing or removing the other sequences does not move them;
+//  - prefix sharing: 16 sequences that copy a prefix and diverge give the
+//    tokens of 16 independent runs, and the cache holds the prefix once;
+//  - bad batches: a typed error, no cell changed, the context still usable.
+// Exits 77 (skipped, with the reason) when no model file is present.
+// $FERROX_TINY_MODELS names another tiny-model folder.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ferrox/dispatch.h"
+#include "ferrox/gguf/file.h"
+#include "ferrox/model/context.h"
+#include "ferrox/model/model.h"
+#include "ferrox/plugin_loader.h"
+#include "ferrox/sampling.h"
+
+using namespace ferrox;
+using model::Batch;
+using model::Context;
+using model::ContextOptions;
+using model::DecodeCode;
+
+namespace {
+
+int failures = 0;
+void check(bool ok, const std::string& what) {
+    std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
+    if (!ok) ++failures;
+}
+
+double nmse(std::span<const float> got, std::span<const float> want) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double d = double(got[i]) - double(want[i]);
+        e += d * d;
+        r += double(want[i]) * double(want[i]);
+    }
+    return r > 0 ? e / r : e;
+}
+
+using Rows = std::vector<std::vector<float>>;
+
+struct Compare {
+    size_t rows = 0, identical = 0;
+    double worst = 0;
+};
+
+Compare compare(const Rows& got, const Rows& want) {
+    Compare c;
+    c.rows = want.size();
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+        if (got[i].size() == want[i].size() &&
+            std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)) == 0)
+            ++c.identical;
+        else
+            c.worst = std::max(c.worst, nmse(got[i], want[i]));
+    }
+    if (got.size() != want.size()) c.worst = 1;
+    return c;
+}
+
+std::string describe(const Compare& c) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%zu of %zu rows bit-identical, worst NMSE %.3g", c.identical,
+                  c.rows, c.worst);
+    return buf;
+}
+
+// A sequence's part of a scenario: its prompt and the tokens it is fed
+// one at a time afterwards (teacher-forced, so every run sees the same).
+struct Script {
+    std::vector<int32_t> prompt, steps;
+};
+
+Script random_script(std::mt19937& rng, uint64_t vocab, size_t prompt, size_t steps) {
+    Script s;
+    std::uniform_int_distribution<int32_t> tok(
+        0, static_cast<int32_t>(std::min<uint64_t>(vocab, 30000) - 1));
+    for (size_t i = 0; i < prompt; ++i) s.prompt.push_back(tok(rng));
+    for (size_t i = 0; i < steps; ++i) s.steps.push_back(tok(rng));
+    return s;
+}
+
+struct Member {
+    const Script* script;
+    int32_t seq;
+};
+
+// Runs `members` together: one batch with every prompt (in the given
+// order, each token asking for logits), then one batch per step with each
+// member's next token (the order rotated by `rotate` per step). Members
+// whose script has fewer steps drop out; `remove_after` (if >= 0) removes
+// member 0 from the cache after that many steps. Returns the logits rows of
+// the member whose seq is `watch`: every prompt position, then every step.
+Rows run_together(Context& c, const std::vector<Member>& members, int32_t watch, size_t rotate,
+                  int remove_after = -1) {
+    Rows out;
+    c.clear();
+    Batch b;
+    for (const Member& m : members)
+        for (size_t i = 0; i < m.script->prompt.size(); ++i)
+            b.add(m.script->prompt[i], static_cast<int32_t>(i), {m.seq}, true);
+    auto st = c.decode(b);
+    if (!st) {
+        std::printf("decode failed: %s\n", st.message.c_str());
+        return out;
+    }
+    for (size_t i = 0; i < b.size(); ++i)
+        if (b.seq_ids[i][0] == watch) {
+            auto l = c.logits(static_cast<uint32_t>(i));
+            out.emplace_back(l.begin(), l.end());
+        }
+    size_t max_steps = 0;
+    for (const Member& m : members) max_steps = std::max(max_steps, m.script->steps.size());
+    std::vector<bool> removed(members.size(), false);
+    for (size_t step = 0; step < max_steps; ++step) {
+        if (remove_after >= 0 && step == static_cast<size_t>(remove_after)) {
+            (void)c.seq_remove(members[0].seq, 0, -1);
+            removed[0] = true;
+        }
+        b.clear();
+        for (size_t k = 0; k < members.size(); ++k) {
+            const size_t j = (k + step * rotate) % members.size();
+            const Member& m = members[j];
+            if (removed[j] || step >= m.script->steps.size()) continue;
+            const auto pos = static_cast<int32_t>(m.script->prompt.size() + step);
+            b.add(m.script->steps[step], pos, {m.seq}, true);
+        }
+        st = c.decode(b);
+        if (!st) {
+            std::printf("decode failed: %s\n", st.message.c_str());
+            return out;
+        }
+        for (size_t i = 0; i < b.size(); ++i)
+            if (b.seq_ids[i][0] == watch) {
+                auto l = c.logits(static_cast<uint32_t>(i));
+                out.emplace_back(l.begin(), l.end());
+            }
+    }
+    return out;
+}
+
+std::vector<std::pair<uint32_t, std::pair<int32_t, uint64_t>>> snapshot(const Context& c) {
+    std::vector<std::pair<uint32_t, std::pair<int32_t, uint64_t>>> s;
+    for (uint32_t i = 0; i < c.cells().size(); ++i)
+        s.push_back({i, {c.cells().pos(i), c.cells().seqs(i)}});
+    return s;
+}
+
+struct Loaded {
+    std::unique_ptr<KernelRegistry> registry;
+    std::unique_ptr<Dispatcher> dispatcher;
+    std::unique_ptr<gguf::File> file;
+    std::unique_ptr<model::Model> model;
+};
+
+Loaded load(const PluginSet& plugins, const std::filesystem::path& path) {
+    Loaded l;
+    l.registry = std::make_unique<KernelRegistry>();
+    l.dispatcher = std::make_unique<Dispatcher>(plugins.selected(), *l.registry);
+    auto file = gguf::File::open(path);
+    if (!file) {
+        check(false, path.string() + ": " + file.error().message());
+        return l;
+    }
+    l.file = std::make_unique<gguf::File>(std::move(*file));
+    model::ModelOptions options;
+    options.context = 64;
+    options.max_batch = 64;
+    options.allow_resident = false;
+    auto m = model::Model::load(*l.file, *l.dispatcher, *l.registry, options);
+    if (!m) {
+        check(false, path.string() + ": " + m.error().message());
+        return l;
+    }
+    l.model = std::move(*m);
+    return l;
+}
+
+void invariance(const model::Model& m, const std::string& name, std::mt19937& rng,
+                bool require_identical) {
+    const uint64_t vocab = m.vocab();
+    const Script a = random_script(rng, vocab, 11, 5);
+    const Script b = random_script(rng, vocab, 7, 5);
+    const Script c = random_script(rng, vocab, 13, 3);
+    const Script d = random_script(rng, vocab, 4, 5);
+    ContextOptions opt;
+    opt.n_ctx = 128;
+    opt.n_seq = 8;
+    opt.n_batch = 64;
+    auto ctx = Context::create(m, opt);
+    if (!ctx) return check(false, name + ": " + ctx.error().message());
+    Context& cx = **ctx;
+
+    const Rows alone = run_together(cx, {{&a, 0}}, 0, 0);
+    check(alone.size() == a.prompt.size() + a.steps.size(), name + ": alone run gives every row");
+    // Alone again, under another sequence id: the id must not matter.
+    const Rows alone5 = run_together(cx, {{&a, 5}}, 5, 0);
+    const Compare same = compare(alone5, alone);
+    check(same.identical == same.rows, name + ": alone under another seq id: " + describe(same));
+
+    // Among others: a in the middle of the prompt batch, then rotating.
+    const Rows among = run_together(cx, {{&b, 1}, {&a, 3}, {&c, 2}}, 3, 1);
+    const Compare inv = compare(among, alone);
+    std::printf("      %s batch invariance (alone vs among 3, rotating): %s\n", name.c_str(),
+                describe(inv).c_str());
+    const Rows first = run_together(cx, {{&a, 3}, {&b, 1}, {&c, 2}}, 3, 2);
+    const Compare inv2 = compare(first, alone);
+    std::printf("      %s batch invariance (alone vs first of 3): %s\n", name.c_str(),
+                describe(inv2).c_str());
+    // Same batch shape, other sequences' tokens changed: the rows a sees are the same rows.
+    const Rows among_d = run_together(cx, {{&d, 1}, {&a, 3}, {&b, 2}}, 3, 1);
+    const Compare iso = compare(among_d, among);
+    std::printf("      %s isolation (others' tokens and lengths changed): %s\n", name.c_str(),
+                describe(iso).c_str());
+    // Removing a neighbour mid-run.
+    const Rows removed = run_together(cx, {{&b, 1}, {&a, 3}, {&c, 2}}, 3, 1, 2);
+    const Compare iso2 = compare(removed, among);
+    std::printf("      %s isolation (a neighbour removed after 2 steps): %s\n", name.c_str(),
+                describe(iso2).c_str());
+
+    // Measured on the tiny models (Q8_0, Q4_0, F32 weights), CPU plugin:
+    // every row bit-identical, because the plugin's GEMM and MATVEC do each
+    // row's float work in the same order and the batch's attention reads a
+    // sequence's own rows in position order. Required there; on files with
+    // kinds not measured yet (Gemma 3's K-quants) a bound is held instead.
+    const auto holds = [&](const Compare& r) {
+        return require_identical ? r.identical == r.rows : r.worst <= 1e-6;
+    };
+    const std::string rule = require_identical ? "bit-identical" : "within NMSE 1e-6";
+    check(holds(inv) && holds(inv2),
+          name + ": alone vs batched " + rule + " (" + describe(inv) + "; " + describe(inv2) + ")");
+    check(holds(iso) && holds(iso2), name + ": others changed or removed " + rule + " (" +
+                                         describe(iso) + "; " + describe(iso2) + ")");
+}
+
+// 16 sequences copy one prefix and diverge; each is compared with the same
+// tokens run alone in a fresh context with the same prefill chunks.
+void prefix_sharing(const model::Model& m, const std::string& name, std::mt19937& rng,
+                    uint32_t prefix_len) {
+    const uint64_t vocab = m.vocab();
+    const uint32_t n_seq = 16, greedy = 6, chunk = 64;
+    const Script prefix = random_script(rng, vocab, prefix_len, n_seq);  // steps: first tokens
+    ContextOptions opt;
+    opt.n_ctx = prefix_len + n_seq * (greedy + 2);
+    opt.n_seq = n_seq;
+    opt.n_batch = chunk;
+    auto ctx = Context::create(m, opt);
+    if (!ctx) return check(false, name + ": " + ctx.error().message());
+    Context& c = **ctx;
+    Batch b;
+    for (uint32_t start = 0; start < prefix_len; start += chunk) {
+        b.clear();
+        for (uint32_t i = start; i < std::min(prefix_len, start + chunk); ++i)
+            b.add(prefix.prompt[i], static_cast<int32_t>(i), {0}, false);
+        if (auto st = c.decode(b); !st) return check(false, name + ": prefix: " + st.message);
+    }
+    for (int32_t s = 1; s < static_cast<int32_t>(n_seq); ++s) (void)c.seq_copy(0, s, 0, -1);
+    check(c.cells().used() == prefix_len,
+          name + ": 16 sequences sharing the prefix hold " + std::to_string(c.cells().used()) +
+              " cells (the prefix once: " + std::to_string(prefix_len) + ")");
+    std::vector<std::vector<int32_t>> shared(n_seq);
+    std::vector<int32_t> next(n_seq);
+    for (uint32_t s = 0; s < n_seq; ++s) next[s] = prefix.steps[s];
+    for (uint32_t step = 0; step <= greedy; ++step) {
+        b.clear();
+        for (uint32_t s = 0; s < n_seq; ++s) {
+            shared[s].push_back(next[s]);
+            b.add(next[s], static_cast<int32_t>(prefix_len + step), {static_cast<int32_t>(s)},
+                  true);
+        }
+        if (auto st = c.decode(b); !st) return check(false, name + ": shared step: " + st.message);
+        for (uint32_t s = 0; s < n_seq; ++s) next[s] = argmax(c.logits(s));
+    }
+    check(c.cells().used() == prefix_len + n_seq * (greedy + 1),
+          name + ": the cache holds the prefix once plus each sequence's own tokens");
+
+    size_t agree = 0;
+    for (uint32_t s = 0; s < n_seq; ++s) {
+        ContextOptions one = opt;
+        one.n_seq = 1;
+        auto solo = Context::create(m, one);
+        if (!solo) return check(false, name + ": " + solo.error().message());
+        for (uint32_t start = 0; start < prefix_len; start += chunk) {
+            b.clear();
+            for (uint32_t i = start; i < std::min(prefix_len, start + chunk); ++i)
+                b.add(prefix.prompt[i], static_cast<int32_t>(i), {0}, false);
+            (void)(*solo)->decode(b);
+        }
+        std::vector<int32_t> tokens;
+        int32_t t = prefix.steps[s];
+        for (uint32_t step = 0; step <= greedy; ++step) {
+            tokens.push_back(t);
+            b.clear();
+            b.add(t, static_cast<int32_t>(prefix_len + step), {0}, true);
+            (void)(*solo)->decode(b);
+            t = argmax((*solo)->logits(0));
+        }
+        agree += tokens == shared[s] ? 1 : 0;
+    }
+    check(agree == n_seq, name + ": " + std::to_string(agree) +
+                              " of 16 prefix-sharing sequences give the tokens of their "
+                              "independent runs");
+}
+
+void bad_input(const model::Model& m, const std::string& name) {
+    ContextOptions opt;
+    opt.n_ctx = 16;
+    opt.n_seq = 2;
+    opt.n_batch = 8;
+    auto made = Context::create(m, opt);
+    auto control = Context::create(m, opt);
+    if (!made || !control) return check(false, name + ": context");
+    Context& c = **made;
+    const auto vocab = static_cast<int32_t>(m.vocab());
+    Batch setup;
+    for (int32_t p = 0; p < 5; ++p) setup.add(10 + p, p, {0}, false);
+    for (int32_t p = 0; p < 3; ++p) setup.add(20 + p, p, {1}, false);
+    check(bool(c.decode(setup)) && bool((*control)->decode(setup)), name + ": setup batch");
+    const auto before = snapshot(c);
+
+    struct Case {
+        const char* what;
+        Batch batch;
+        DecodeCode code;
+    };
+    std::vector<Case> cases;
+    const auto one = [](int32_t tok, int32_t pos, int32_t seq) {
+        Batch b;
+        b.add(tok, pos, {seq}, true);
+        return b;
+    };
+    cases.push_back({"an empty batch", Batch{}, DecodeCode::InvalidBatch});
+    Batch big;
+    for (int32_t p = 0; p < 9; ++p) big.add(1, 5 + p, {0}, false);
+    cases.push_back({"9 tokens over n_batch 8", big, DecodeCode::InvalidBatch});
+    cases.push_back({"sequence id 2 with n_seq 2", one(1, 0, 2), DecodeCode::InvalidBatch});
+    cases.push_back({"sequence id -1", one(1, 0, -1), DecodeCode::InvalidBatch});
+    cases.push_back({"token id = vocab", one(vocab, 5, 0), DecodeCode::InvalidBatch});
+    cases.push_back({"token id -1", one(-1, 5, 0), DecodeCode::InvalidBatch});
+    cases.push_back({"a position that skips", one(1, 6, 0), DecodeCode::InvalidBatch});
+    cases.push_back({"a position that repeats", one(1, 4, 0), DecodeCode::InvalidBatch});
+    Batch twice;
+    twice.add(1, 5, {0}, false);
+    twice.add(2, 5, {0}, true);
+    cases.push_back({"one position twice in a batch", twice, DecodeCode::InvalidBatch});
+    for (auto& k : cases) {
+        const auto st = c.decode(k.batch);
+        check(st.code == k.code && !st.message.empty() && snapshot(c) == before,
+              name + ": " + k.what + " -> " + model::decode_code_name(st.code) + " (" + st.message +
+                  "), no cell changed");
+    }
+    // The context still works and computes what a context that saw no bad batch computes.
+    const Batch next = one(42, 5, 0);
+    const bool ran = bool(c.decode(next)) && bool((*control)->decode(next));
+    const auto l1 = c.logits(0), l2 = (*control)->logits(0);
+    check(ran && l1.size() == l2.size() && std::memcmp(l1.data(), l2.data(), l1.size_bytes()) == 0,
+          name + ": after the bad batches the context's logits equal the control's");
+
+    // A full cache: 9 cells used; 7 free; 8 tokens need 8.
+    Batch more;
+    for (int32_t p = 0; p < 8; ++p) more.add(1, 3 + p, {1}, false);
+    const auto cells_before = snapshot(c);
+    const auto st = c.decode(more);
+    check(st.code == DecodeCode::NoRoom && st.cells_needed == 8 && st.cells_free == 7 &&
+              snapshot(c) == cells_before,
+          name + ": a full cache -> no room (" + st.message + "), nothing overwritten");
+}
+
+}  // namespace
+
+int main() {
+    const char* home_env = std::getenv("HOME");
+    const std::filesystem::path home = home_env ? home_env : "/root";
+    std::vector<std::filesystem::path> models;
+    const char* tiny_env = std::getenv("FERROX_TINY_MODELS");
+    const std::filesystem::path tiny =
+        tiny_env && *tiny_env ? tiny_env : home / ".cache/ferrox/tiny-models";
+    for (const char* arch : {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"})
+        if (auto p = tiny / (std::string("tiny-") + arch + ".gguf"); std::filesystem::exists(p))
+            models.push_back(p);
+    const auto gemma = home / ".cache/ferrox/models/gemma-3-270m-q4_k_m.gguf";
+    const bool with_gemma = std::filesystem::exists(gemma);
+    if (models.empty() && !with_gemma) {
+        std::printf("SKIP: no tiny models in %s (tests/model/make_tiny_models.py) and no %s\n",
+                    tiny.c_str(), gemma.c_str());
+        return 77;
+    }
+    LoaderOptions loader;
+    const char* plugin_dir = std::getenv("FERROX_PLUGIN_DIR");
+    loader.plugin_dirs = {plugin_dir && *plugin_dir ? plugin_dir : FERROX_PLUGIN_BUILD_DIR};
+    loader.read_environment = false;
+    const PluginSet plugins = PluginSet::load(default_config(), loader);
+    if (plugins.selected().empty()) {
+        std::printf("FAIL: no CPU plugin in %s\n", FERROX_PLUGIN_BUILD_DIR);
+        return 1;
+    }
+    const uint32_t seed = 20261201;
+    std::printf("seed %u\n", seed);
+    std::mt19937 rng(seed);
+    for (const auto& path : models) {
+        Loaded l = load(plugins, path);
+        if (!l.model) continue;
+        const std::string name = path.stem().string();
+        invariance(*l.model, name, rng, true);
+        bad_input(*l.model, name);
+        if (name == "tiny-llama" || name == "tiny-gemma3") prefix_sharing(*l.model, name, rng, 512);
+    }
+    if (with_gemma) {
+        Loaded l = load(plugins, gemma);
+        if (l.model) {
+            invariance(*l.model, "gemma-3-270m", rng, false);
+            prefix_sharing(*l.model, "gemma-3-270m", rng, 64);
+        }
+    }
+    std::printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
