@@ -1,0 +1,105 @@
+// Sampling as a chain of stages over a candidate set: logit bias, penalties
+// (repetition, frequency, presence), top-k, temperature, top-p, min-p, then
+// one terminal stage that picks (greedy, or a seeded draw). A chain holds
+// its own state -- the token history the penalties read and the random
+// stream -- so each sequence gets its own chain (clone_for) and two
+// sequences never share a random stream.
+//
+// SamplerChain::from_params(p) draws exactly the tokens Sampler(p) draws for
+// the same logits and history (tests/model/test_sampler_chain.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ferrox/api.h"
+#include "ferrox/sampling.h"
+
+namespace ferrox {
+
+// The candidates a stage filters or reweights. `sorted`: highest logit
+// first (ties by id); `has_p`: p holds probabilities (softmax ran since the
+// logits last changed).
+struct Candidates {
+    std::vector<Sampler::Candidate> c;
+    bool sorted = false;
+    bool has_p = false;
+
+    void sort();     // by logit, highest first, ties by id
+    void softmax();  // sorts first; sets p
+};
+
+// What a stage may read and change besides the candidates.
+struct SamplerState {
+    std::vector<int32_t> history;  // every accepted token, oldest first
+    std::mt19937_64 rng;
+    double uniform();  // [0, 1), 53 bits: the same doubles for a seed everywhere
+};
+
+class FERROX_API SamplerStage {
+  public:
+    virtual ~SamplerStage() = default;
+    virtual const char* name() const = 0;
+    // Filters or reweights; a terminal stage returns the chosen id (>= 0),
+    // the others return -1.
+    virtual int32_t apply(Candidates& c, SamplerState& state) = 0;
+    virtual bool terminal() const { return false; }
+    virtual std::unique_ptr<SamplerStage> clone() const = 0;
+};
+
+// Stages. Each is off at its neutral value.
+FERROX_API std::unique_ptr<SamplerStage> logit_bias_stage(
+    std::vector<std::pair<int32_t, float>> bias);  // added to a token's logit; -inf bans it
+// Over the last `last_n` tokens of the history: a seen token's logit is
+// divided by `repeat` when positive (multiplied when negative), then lowered
+// by count * frequency + presence (llama.cpp's penalties sampler, in order).
+FERROX_API std::unique_ptr<SamplerStage> penalties_stage(uint32_t last_n, float repeat,
+                                                         float frequency, float presence);
+FERROX_API std::unique_ptr<SamplerStage> top_k_stage(uint32_t k);  // 0: off
+FERROX_API std::unique_ptr<SamplerStage> temperature_stage(float t);
+FERROX_API std::unique_ptr<SamplerStage> top_p_stage(float p);      // 1: off
+FERROX_API std::unique_ptr<SamplerStage> min_p_stage(float min_p);  // 0: off
+FERROX_API std::unique_ptr<SamplerStage> greedy_stage();            // terminal
+FERROX_API std::unique_ptr<SamplerStage> distribution_stage();      // terminal, seeded draw
+
+class FERROX_API SamplerChain {
+  public:
+    explicit SamplerChain(uint64_t seed = 0);
+    SamplerChain(const SamplerChain& other);
+    SamplerChain& operator=(const SamplerChain& other);
+    SamplerChain(SamplerChain&&) = default;
+    SamplerChain& operator=(SamplerChain&&) = default;
+
+    // The chain `ferrox run` has always used: penalty, then greedy when
+    // temperature <= 0, else top-k, temperature, top-p, min-p and a draw.
+    static SamplerChain from_params(const SamplerParams& params);
+
+    SamplerChain& add(std::unique_ptr<SamplerStage> stage);
+    size_t size() const { return stages_.size(); }
+    const SamplerStage& stage(size_t i) const { return *stages_[i]; }
+
+    // Runs the stages over `logits` (vocab floats) and returns the token the
+    // terminal stage picks (greedy when the chain has none). Does not
+    // accept it: call accept() with the token actually used.
+    int32_t sample(std::span<const float> logits);
+    void accept(int32_t token) { state_.history.push_back(token); }
+    void accept(std::span<const int32_t> tokens);
+    const std::vector<int32_t>& history() const { return state_.history; }
+
+    // The same stages with an empty history and a fresh stream from `seed`:
+    // one chain per sequence.
+    SamplerChain clone_for(uint64_t seed) const;
+    void reset(uint64_t seed);
+
+  private:
+    std::vector<std::unique_ptr<SamplerStage>> stages_;
+    SamplerState state_;
+    Candidates work_;
+};
+
+}  // namespace ferrox
