@@ -6,6 +6,7 @@
 #   upgrade 0.1.0 -> 0.1.1 keeps an edited /etc/ferrox/ferrox.yaml;
 #   removing ferrox-cuda -> CPU only again;
 #   libferrox-dev builds examples/plugin-template, which ferrox loads (ready);
+#   libferrox-dev builds examples/batched (the C API), which runs;
 #   purging everything leaves no file behind.
 #
 #   sudo packaging/test-install-chroot.sh [WORK_DIR]   (default build/chroot-test)
@@ -140,6 +141,22 @@ expect_eq "template state" "$(state "$json" template)" "ready"
 pc_libs=$(in_root "$jail" pkg-config --libs ferrox)
 [[ " $pc_libs " == *" -lferrox_core "*"-lspdlog "* ]] && pass "pkg-config --libs ferrox: $pc_libs" ||
     fail "pkg-config --libs ferrox: $pc_libs"
+
+step "libferrox-dev: build examples/batched (ferrox.h, 4 prompts at once) in the root"
+rm -rf "$jail/tmp/batched"
+cp -r "$root_dir/examples/batched" "$jail/tmp/batched"
+if in_root "$jail" sh -c 'cd /tmp/batched && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build' >"$work/batched.log" 2>&1; then
+    pass "the C API example builds against the installed libferrox-dev"
+else
+    fail "the C API example build failed"; cat "$work/batched.log"
+fi
+# No model in the root: it must run, link against the installed library and print its usage.
+rc=0
+in_root "$jail" /tmp/batched/build/ferrox-batched >"$work/batched-run.log" 2>&1 || rc=$?
+expect_eq "ferrox-batched without a model exits" "$rc" "2"
+grep -q '^usage: ' "$work/batched-run.log" && pass "ferrox-batched prints its usage" ||
+    fail "ferrox-batched: $(head -3 "$work/batched-run.log")"
+rm -rf "$jail/tmp/batched"
 
 # ---- purge -------------------------------------------------------------------------
 step "purge everything: no file left behind"

@@ -1,0 +1,285 @@
+/* ferrox.h: the public C API of the ferrox engine (docs/api.md).
+ *
+ * Plain C99, the conventions of the plugin ABI (backend_abi.h):
+ *  - Parameter structs begin with `struct_size`; fill it with sizeof and
+ *    start from the *_default() function. Members are only ever appended, so
+ *    a caller built against an older header passes a smaller struct_size and
+ *    gets the defaults for what it does not know.
+ *  - Every call that can fail returns a ferrox_code and, when `status` is not
+ *    NULL (its struct_size set), writes the code and a NUL-terminated message
+ *    into it. Getters that cannot fail return their value directly.
+ *  - Ownership: every handle a *_new / *_load returns is the caller's and is
+ *    released with the matching *_free (NULL is accepted). Pointers a call
+ *    returns into a handle (logits, the chat template) stay owned by that
+ *    handle; how long each stays valid is stated at the call.
+ *  - Threading: a ferrox_model is read-only after load; its functions and
+ *    ferrox_context_new may be called from any number of threads at once.
+ *    A ferrox_context (and a ferrox_sampler, a ferrox_detok_stream) is used by
+ *    one thread at a time; a context entered by a second thread while a call
+ *    is in progress fails that call with FERROX_CODE_BUSY (detected, not
+ *    waited on). Distinct contexts over one model may run concurrently.
+ *
+ * \since API 0.1 unless marked otherwise. */
+#ifndef FERROX_FERROX_H
+#define FERROX_FERROX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FERROX_C_API __declspec(dllexport)
+#else
+#define FERROX_C_API __attribute__((visibility("default")))
+#endif
+
+#define FERROX_API_VERSION_MAJOR 0u
+#define FERROX_API_VERSION_MINOR 1u
+
+/* The library's API version, major << 16 | minor. */
+FERROX_C_API uint32_t ferrox_api_version(void);
+
+/* ---- status ------------------------------------------------------------- */
+
+typedef enum ferrox_code {
+    FERROX_CODE_OK = 0,
+    FERROX_CODE_INVALID_ARGUMENT = 1, /* NULL, a wrong struct_size, a bad id or size */
+    FERROX_CODE_NO_ROOM = 2,          /* the KV cache has too few free cells */
+    FERROX_CODE_IO = 3,               /* a file could not be read or written */
+    FERROX_CODE_BACKEND = 4,          /* a backend (plugin) call failed */
+    FERROX_CODE_CANCELLED = 5,        /* the progress callback asked to stop */
+    FERROX_CODE_BUSY = 6,             /* the context is in use by another thread */
+    FERROX_CODE_BUFFER_TOO_SMALL = 7  /* the output did not fit; *needed says how much */
+} ferrox_code;
+
+#define FERROX_STATUS_MESSAGE_CAPACITY 512
+
+typedef struct ferrox_call_status {
+    uint32_t struct_size;
+    ferrox_code code;
+    char message[FERROX_STATUS_MESSAGE_CAPACITY];
+    /* FERROX_CODE_NO_ROOM: the cells a decode needed and those free. */
+    uint32_t cells_needed, cells_free;
+} ferrox_call_status;
+
+/* A short English name for `code` ("ok", "no room", ...); static storage. */
+FERROX_C_API const char* ferrox_code_name(ferrox_code code);
+
+/* ---- model -------------------------------------------------------------- */
+
+typedef struct ferrox_model ferrox_model;
+
+typedef enum ferrox_kv_kind { FERROX_KV_F32 = 0, FERROX_KV_F16 = 1 } ferrox_kv_kind;
+
+/* Called while a model loads with a fraction in [0, 1]; return nonzero to
+ * cancel the load (ferrox_model_load then fails with FERROX_CODE_CANCELLED). */
+typedef int (*ferrox_progress_fn)(float fraction, void* user);
+
+typedef struct ferrox_model_params {
+    uint32_t struct_size;
+    const char* config_path; /* a ferrox.yaml; NULL: the usual search (docs/config.md) */
+    /* Backend order, e.g. {"cuda", "cpu"}; NULL: the configuration's. */
+    const char* const* backends;
+    uint32_t n_backends;
+    const char* plugin_dir; /* NULL: the installed plugins folder */
+    uint32_t threads;       /* CPU threads; 0: the configuration's */
+    /* The KV kind every context of this model uses: attention kernels are
+     * chosen for it at load. */
+    ferrox_kv_kind kv_kind;
+    uint32_t n_ctx_max;   /* KV cells a context may have; 0: min(4096, training) */
+    uint32_t n_batch_max; /* tokens per decode a context may have; 0: 256 */
+    int allow_resident;   /* nonzero (default): keep the pass on a 1.2 backend */
+    ferrox_progress_fn progress;
+    void* progress_user;
+} ferrox_model_params;
+
+FERROX_C_API void ferrox_model_params_default(ferrox_model_params* params);
+
+/* Loads a GGUF file. On success *out is the caller's (ferrox_model_free). */
+FERROX_C_API ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* params,
+                                           ferrox_model** out, ferrox_call_status* status);
+FERROX_C_API void ferrox_model_free(ferrox_model* model);
+
+FERROX_C_API uint32_t ferrox_model_vocab(const ferrox_model* model);
+FERROX_C_API uint32_t ferrox_model_n_ctx_train(const ferrox_model* model);
+/* Token ids; -1 when the vocabulary has none. */
+FERROX_C_API int32_t ferrox_model_bos(const ferrox_model* model);
+FERROX_C_API int32_t ferrox_model_eos(const ferrox_model* model);
+/* EOS, EOT and the end-of-turn control tokens: nonzero ends generation. */
+FERROX_C_API int ferrox_model_is_end_of_generation(const ferrox_model* model, int32_t token);
+
+/* A metadata value by GGUF key ("general.architecture"), written as text
+ * (numbers in decimal, arrays as "[n items]") into buf with a NUL. *needed
+ * (may be NULL) gets the length without the NUL; a value longer than
+ * capacity - 1 fails with FERROX_CODE_BUFFER_TOO_SMALL and writes nothing. An
+ * absent key fails with FERROX_CODE_INVALID_ARGUMENT. */
+FERROX_C_API ferrox_code ferrox_model_meta(const ferrox_model* model, const char* key, char* buf,
+                                           size_t capacity, size_t* needed,
+                                           ferrox_call_status* status);
+
+/* The chat template (tokenizer.chat_template), NUL-terminated, owned by the
+ * model and valid until ferrox_model_free; *out is NULL when the file has none. */
+FERROX_C_API ferrox_code ferrox_model_chat_template(const ferrox_model* model, const char** out,
+                                                    ferrox_call_status* status);
+
+/* ---- text --------------------------------------------------------------- */
+
+/* add_special: BOS/EOS as the metadata says; parse_special: control tokens
+ * written in the text ("<start_of_turn>") become those tokens. Writes at most
+ * capacity ids; *n_tokens gets the count; FERROX_CODE_BUFFER_TOO_SMALL when
+ * it exceeds capacity (call again with *n_tokens). */
+FERROX_C_API ferrox_code ferrox_tokenize(const ferrox_model* model, const char* text, size_t len,
+                                         int add_special, int parse_special, int32_t* tokens,
+                                         size_t capacity, size_t* n_tokens,
+                                         ferrox_call_status* status);
+
+/* The text of `n` tokens (control tokens give nothing), as ferrox_model_meta
+ * writes into buf. A token id outside the vocabulary is an error. */
+FERROX_C_API ferrox_code ferrox_detokenize(const ferrox_model* model, const int32_t* tokens,
+                                           size_t n, char* buf, size_t capacity, size_t* needed,
+                                           ferrox_call_status* status);
+
+/* Streaming text: push tokens one at a time and get only whole UTF-8
+ * characters back (a character split across tokens waits for its end). */
+typedef struct ferrox_detok_stream ferrox_detok_stream;
+FERROX_C_API ferrox_code ferrox_detok_stream_new(const ferrox_model* model,
+                                                 ferrox_detok_stream** out,
+                                                 ferrox_call_status* status);
+FERROX_C_API void ferrox_detok_stream_free(ferrox_detok_stream* stream);
+/* token >= 0: its bytes are added; token < 0: the stream ends (what is held
+ * back is written as is). The complete characters so far go into buf. */
+FERROX_C_API ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* stream, int32_t token,
+                                                  char* buf, size_t capacity, size_t* needed,
+                                                  ferrox_call_status* status);
+
+/* ---- context ------------------------------------------------------------ */
+
+typedef struct ferrox_context ferrox_context;
+
+typedef struct ferrox_context_params {
+    uint32_t struct_size;
+    uint32_t n_ctx;   /* KV cells, shared by every sequence; 0: the model's n_ctx_max */
+    uint32_t n_seq;   /* sequence ids 0..n_seq-1, at most 64; default 1 */
+    uint32_t n_batch; /* tokens per decode; 0: the model's n_batch_max */
+} ferrox_context_params;
+
+FERROX_C_API void ferrox_context_params_default(ferrox_context_params* params);
+
+/* The model must outlive the context. */
+FERROX_C_API ferrox_code ferrox_context_new(const ferrox_model* model,
+                                            const ferrox_context_params* params,
+                                            ferrox_context** out, ferrox_call_status* status);
+FERROX_C_API void ferrox_context_free(ferrox_context* ctx);
+
+/* Tokens of any sequences at any positions. Token i goes into one KV cell
+ * of sequence seq_ids[i]; within each sequence the positions must continue
+ * from the sequence's last one (ferrox_seq_max_pos + 1), without gaps or
+ * repeats. logits[i] nonzero: token i's logits are wanted (NULL: only the
+ * batch's last token's). */
+typedef struct ferrox_batch {
+    uint32_t struct_size;
+    uint32_t n_tokens;
+    const int32_t* tokens;
+    const int32_t* positions;
+    const int32_t* seq_ids;
+    const uint8_t* logits;
+} ferrox_batch;
+
+/* One forward pass over the whole batch. Any failure leaves the KV cache as
+ * it was (no cell taken or overwritten); FERROX_CODE_NO_ROOM sets the
+ * status's cells_needed / cells_free. */
+FERROX_C_API ferrox_code ferrox_decode(ferrox_context* ctx, const ferrox_batch* batch,
+                                       ferrox_call_status* status);
+
+/* The logits (ferrox_model_vocab floats) of batch token `index` of the last
+ * decode; owned by the context, valid until its next decode or free.
+ * FERROX_CODE_INVALID_ARGUMENT when that token did not ask for logits. */
+FERROX_C_API ferrox_code ferrox_logits(ferrox_context* ctx, uint32_t index, const float** out,
+                                       ferrox_call_status* status);
+
+/* Sequence operations. seq_remove: positions [p0, p1) of `seq` (p1 < 0: to
+ * the end; seq < 0: every sequence). seq_copy: `dst` shares `src`'s cells of
+ * [p0, p1) -- no K/V is copied, a shared prefix is stored once. seq_keep:
+ * drops every other sequence. clear: every cell. min/max: -1 when empty. */
+FERROX_C_API ferrox_code ferrox_seq_remove(ferrox_context* ctx, int32_t seq, int32_t p0, int32_t p1,
+                                           ferrox_call_status* status);
+FERROX_C_API ferrox_code ferrox_seq_copy(ferrox_context* ctx, int32_t src, int32_t dst, int32_t p0,
+                                         int32_t p1, ferrox_call_status* status);
+FERROX_C_API ferrox_code ferrox_seq_keep(ferrox_context* ctx, int32_t seq,
+                                         ferrox_call_status* status);
+FERROX_C_API ferrox_code ferrox_kv_clear(ferrox_context* ctx, ferrox_call_status* status);
+FERROX_C_API ferrox_code ferrox_seq_pos_range(ferrox_context* ctx, int32_t seq, int32_t* min_pos,
+                                              int32_t* max_pos, ferrox_call_status* status);
+/* Cells in use (shared cells count once) and in all. */
+FERROX_C_API ferrox_code ferrox_kv_usage(ferrox_context* ctx, uint32_t* used, uint32_t* total,
+                                         ferrox_call_status* status);
+
+/* ---- sampling ----------------------------------------------------------- */
+
+typedef struct ferrox_sampler ferrox_sampler;
+
+typedef struct ferrox_logit_bias {
+    int32_t token;
+    float bias; /* added to the logit; -INFINITY bans the token */
+} ferrox_logit_bias;
+
+/* The chain, in order: logit bias, penalties (over the last repeat_last_n
+ * accepted tokens: repetition divides positive / multiplies negative logits,
+ * then count * frequency + presence is subtracted), then greedy when
+ * temperature <= 0, else top-k, temperature, top-p, min-p and a draw from a
+ * stream seeded by `seed`. Neutral values switch a stage off. */
+typedef struct ferrox_sampler_params {
+    uint32_t struct_size;
+    float temperature;                         /* default 0.8; <= 0: greedy */
+    uint32_t top_k;                            /* default 40; 0: off */
+    float top_p;                               /* default 0.95; 1: off */
+    float min_p;                               /* default 0.05; 0: off */
+    float repeat_penalty;                      /* default 1: off */
+    uint32_t repeat_last_n;                    /* default 64 */
+    float frequency_penalty, presence_penalty; /* default 0: off */
+    uint64_t seed;
+    const ferrox_logit_bias* logit_bias; /* copied at ferrox_sampler_new */
+    uint32_t n_logit_bias;
+} ferrox_sampler_params;
+
+FERROX_C_API void ferrox_sampler_params_default(ferrox_sampler_params* params);
+
+/* One sampler per sequence: its own history and random stream. */
+FERROX_C_API ferrox_code ferrox_sampler_new(const ferrox_sampler_params* params,
+                                            ferrox_sampler** out, ferrox_call_status* status);
+FERROX_C_API void ferrox_sampler_free(ferrox_sampler* sampler);
+/* Picks a token from n_vocab logits; does not accept it. */
+FERROX_C_API ferrox_code ferrox_sampler_sample(ferrox_sampler* sampler, const float* logits,
+                                               uint32_t n_vocab, int32_t* token,
+                                               ferrox_call_status* status);
+/* Adds tokens to the history the penalties read (the prompt, then each
+ * token generated). */
+FERROX_C_API ferrox_code ferrox_sampler_accept(ferrox_sampler* sampler, const int32_t* tokens,
+                                               size_t n, ferrox_call_status* status);
+
+/* ---- per-sequence state ------------------------------------------------- */
+
+/* A sequence's cached positions and their K/V rows, to memory: with buf NULL
+ * (or too small) *needed gets the size. The bytes are for this model and KV
+ * kind only (the header says which; a mismatch is refused on restore). */
+FERROX_C_API ferrox_code ferrox_seq_state_save(ferrox_context* ctx, int32_t seq, void* buf,
+                                               size_t capacity, size_t* needed,
+                                               ferrox_call_status* status);
+/* Replaces `seq`'s cells with the saved ones (into free cells; NO_ROOM when
+ * too few are free, and then nothing changes). */
+FERROX_C_API ferrox_code ferrox_seq_state_restore(ferrox_context* ctx, int32_t seq, const void* buf,
+                                                  size_t size, ferrox_call_status* status);
+FERROX_C_API ferrox_code ferrox_seq_state_save_file(ferrox_context* ctx, int32_t seq,
+                                                    const char* path, ferrox_call_status* status);
+FERROX_C_API ferrox_code ferrox_seq_state_restore_file(ferrox_context* ctx, int32_t seq,
+                                                       const char* path,
+                                                       ferrox_call_status* status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FERROX_FERROX_H */

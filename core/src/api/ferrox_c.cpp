@@ -1,0 +1,620 @@
+// The public C API (ferrox/ferrox.h) over the C++ core: each handle owns
+// the C++ objects it stands for; every entry checks its arguments, turns
+// Expected/DecodeStatus into a ferrox_code plus message, and never lets an
+// exception cross into C.
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferrox/config.h"
+#include "ferrox/dispatch.h"
+#include "ferrox/ferrox.h"
+#include "ferrox/gguf/file.h"
+#include "ferrox/kernel_registry.h"
+#include "ferrox/model/context.h"
+#include "ferrox/model/model.h"
+#include "ferrox/plugin_loader.h"
+#include "ferrox/sampler_chain.h"
+#include "ferrox/tokenizer/tokenizer.h"
+#include "ferrox/tokenizer/utf8_streamer.h"
+
+using namespace ferrox;
+
+struct ferrox_model {
+    Config config;
+    std::unique_ptr<PluginSet> plugins;
+    std::unique_ptr<KernelRegistry> registry;
+    std::unique_ptr<Dispatcher> dispatcher;
+    std::unique_ptr<gguf::File> file;
+    std::unique_ptr<model::Model> model;
+    std::unique_ptr<Tokenizer> tokenizer;
+    std::string chat_template;
+    bool has_template = false;
+};
+
+struct ferrox_context {
+    const ferrox_model* owner = nullptr;
+    std::unique_ptr<model::Context> ctx;
+    std::atomic<bool> busy{false};
+    model::Batch batch;  // reused per decode
+};
+
+struct ferrox_sampler {
+    SamplerChain chain;
+};
+
+struct ferrox_detok_stream {
+    const ferrox_model* owner = nullptr;
+    Utf8Streamer streamer;
+};
+
+namespace {
+
+// The fields a caller's status struct has room for, by its struct_size.
+ferrox_code report(ferrox_call_status* status, ferrox_code code, const std::string& message = {},
+                   uint32_t needed = 0, uint32_t free = 0) {
+    if (!status) return code;
+    const size_t size = status->struct_size;
+    if (size >= offsetof(ferrox_call_status, code) + sizeof(status->code)) status->code = code;
+    if (size >= offsetof(ferrox_call_status, message) + sizeof(status->message)) {
+        const size_t n = std::min(message.size(), sizeof(status->message) - 1);
+        std::memcpy(status->message, message.data(), n);
+        status->message[n] = '\0';
+    }
+    if (size >= offsetof(ferrox_call_status, cells_free) + sizeof(status->cells_free)) {
+        status->cells_needed = needed;
+        status->cells_free = free;
+    }
+    return code;
+}
+
+ferrox_code ok(ferrox_call_status* status) { return report(status, FERROX_CODE_OK); }
+
+ferrox_code invalid(ferrox_call_status* status, const std::string& message) {
+    return report(status, FERROX_CODE_INVALID_ARGUMENT, message);
+}
+
+// Copies a caller's versioned struct over the defaults: only the bytes the
+// caller says it has, so an older, smaller struct keeps newer defaults.
+template <class T>
+bool read_params(const T* given, T& out, ferrox_call_status* status, const char* what) {
+    if (!given) return true;
+    if (given->struct_size < sizeof(uint32_t) || given->struct_size > sizeof(T)) {
+        invalid(status, fmt::format("{}: struct_size {} is not between 4 and {}", what,
+                                    given->struct_size, sizeof(T)));
+        return false;
+    }
+    std::memcpy(&out, given, given->struct_size);
+    out.struct_size = sizeof(T);
+    return true;
+}
+
+// Writes `text` into buf as the header says (NUL, *needed, BUFFER_TOO_SMALL).
+ferrox_code write_text(const std::string& text, char* buf, size_t capacity, size_t* needed,
+                       ferrox_call_status* status) {
+    if (needed) *needed = text.size();
+    if (!buf || capacity < text.size() + 1)
+        return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
+                      fmt::format("{} bytes (and a NUL) do not fit in {}", text.size(), capacity));
+    std::memcpy(buf, text.data(), text.size());
+    buf[text.size()] = '\0';
+    return ok(status);
+}
+
+// Marks a context in use for one call; a second thread gets BUSY.
+class Entered {
+  public:
+    explicit Entered(ferrox_context* c) : c_(c) {
+        bool expected = false;
+        entered_ = c_->busy.compare_exchange_strong(expected, true, std::memory_order_acquire);
+    }
+    ~Entered() {
+        if (entered_) c_->busy.store(false, std::memory_order_release);
+    }
+    Entered(const Entered&) = delete;
+    Entered& operator=(const Entered&) = delete;
+    bool entered() const { return entered_; }
+
+  private:
+    ferrox_context* c_;
+    bool entered_ = false;
+};
+
+#define FERROX_ENTER(ctx, status)                          \
+    if (!(ctx)) return invalid(status, "context is NULL"); \
+    Entered entered_guard(ctx);                            \
+    if (!entered_guard.entered())                          \
+        return report(status, FERROX_CODE_BUSY,            \
+                      "the context is in use by another thread (one thread at a time)");
+
+template <class F>
+ferrox_code guarded(ferrox_call_status* status, F&& body) {
+    try {
+        return body();
+    } catch (const std::exception& e) {
+        return report(status, FERROX_CODE_BACKEND, std::string("internal error: ") + e.what());
+    } catch (...) {
+        return report(status, FERROX_CODE_BACKEND, "internal error");
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t ferrox_api_version(void) {
+    return FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR;
+}
+
+const char* ferrox_code_name(ferrox_code code) {
+    switch (code) {
+        case FERROX_CODE_OK:
+            return "ok";
+        case FERROX_CODE_INVALID_ARGUMENT:
+            return "invalid argument";
+        case FERROX_CODE_NO_ROOM:
+            return "no room";
+        case FERROX_CODE_IO:
+            return "i/o error";
+        case FERROX_CODE_BACKEND:
+            return "backend error";
+        case FERROX_CODE_CANCELLED:
+            return "cancelled";
+        case FERROX_CODE_BUSY:
+            return "busy";
+        case FERROX_CODE_BUFFER_TOO_SMALL:
+            return "buffer too small";
+    }
+    return "unknown";
+}
+
+void ferrox_model_params_default(ferrox_model_params* p) {
+    if (!p) return;
+    *p = ferrox_model_params{};
+    p->struct_size = sizeof *p;
+    p->kv_kind = FERROX_KV_F32;
+    p->allow_resident = 1;
+}
+
+ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given,
+                              ferrox_model** out, ferrox_call_status* status) {
+    if (!path || !out) return invalid(status, "ferrox_model_load: path or out is NULL");
+    *out = nullptr;
+    ferrox_model_params p;
+    ferrox_model_params_default(&p);
+    if (!read_params(given, p, status, "ferrox_model_params")) return FERROX_CODE_INVALID_ARGUMENT;
+    if (p.kv_kind != FERROX_KV_F32 && p.kv_kind != FERROX_KV_F16)
+        return invalid(status, fmt::format("kv_kind {} is neither F32 nor F16", int(p.kv_kind)));
+    if (p.n_backends && !p.backends) return invalid(status, "n_backends > 0 with backends NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        auto m = std::make_unique<ferrox_model>();
+        auto file = gguf::File::open(path);
+        if (!file) return report(status, FERROX_CODE_IO, file.error().message());
+        m->file = std::make_unique<gguf::File>(std::move(*file));
+        ConfigSearch search;
+        if (p.config_path) search.explicit_path = p.config_path;
+        auto config = load_config(search);
+        if (!config) return report(status, FERROX_CODE_IO, config.error().message());
+        m->config = std::move(*config);
+        if (p.n_backends) {
+            std::vector<std::string> order;
+            std::vector<BackendConfig> backends;
+            for (uint32_t i = 0; i < p.n_backends; ++i) {
+                if (!p.backends[i]) return invalid(status, fmt::format("backends[{}] is NULL", i));
+                order.emplace_back(p.backends[i]);
+                const BackendConfig* known = m->config.backend(p.backends[i]);
+                backends.push_back(known ? *known : BackendConfig{p.backends[i], false, {}});
+            }
+            m->config.backend_order = std::move(order);
+            m->config.backends = std::move(backends);
+        }
+        if (p.threads)
+            for (auto& b : m->config.backends) {
+                if (b.name != "cpu") continue;
+                bool set = false;
+                for (auto& [key, value] : b.options)
+                    if (key == "threads") value = std::to_string(p.threads), set = true;
+                if (!set) b.options.emplace_back("threads", std::to_string(p.threads));
+            }
+        LoaderOptions loader;
+        if (p.plugin_dir) loader.plugin_dirs = {p.plugin_dir};
+        m->plugins = std::make_unique<PluginSet>(PluginSet::load(m->config, loader));
+        if (m->plugins->selected().empty())
+            return report(status, FERROX_CODE_BACKEND, "no backend could be loaded");
+        m->registry = std::make_unique<KernelRegistry>();
+        m->dispatcher = std::make_unique<Dispatcher>(m->plugins->selected(), *m->registry);
+        if (p.progress && p.progress(0.0f, p.progress_user))
+            return report(status, FERROX_CODE_CANCELLED, "cancelled before loading the model");
+        auto train = model::read_hparams(*m->file);
+        if (!train) return invalid(status, train.error().message());
+        model::ModelOptions options;
+        options.registry_strict = m->config.registry_strict;
+        options.context = p.n_ctx_max ? p.n_ctx_max : std::min(4096u, train->n_ctx_train);
+        if (p.n_batch_max) options.max_batch = p.n_batch_max;
+        options.kv_kind = p.kv_kind == FERROX_KV_F16 ? FERROX_KIND_F16 : FERROX_KIND_F32;
+        options.allow_resident = p.allow_resident != 0;
+        bool cancelled = false;
+        if (p.progress)
+            options.on_upload = [&](uint64_t done, uint64_t total) {
+                const float f =
+                    total ? 0.1f + 0.9f * static_cast<float>(done) / static_cast<float>(total)
+                          : 1.0f;
+                if (!cancelled && p.progress(f, p.progress_user)) cancelled = true;
+            };
+        auto model = model::Model::load(*m->file, *m->dispatcher, *m->registry, options);
+        if (!model) return report(status, FERROX_CODE_BACKEND, model.error().message());
+        m->model = std::move(*model);
+        if (cancelled || (p.progress && p.progress(1.0f, p.progress_user)))
+            return report(status, FERROX_CODE_CANCELLED, "cancelled by the progress callback");
+        auto tok = Tokenizer::from_gguf(*m->file);
+        if (!tok) return invalid(status, tok.error().message());
+        m->tokenizer = std::move(*tok);
+        if (const auto* v = m->file->find("tokenizer.chat_template"))
+            if (const auto* s = std::get_if<std::string>(v)) {
+                m->chat_template = *s;
+                m->has_template = true;
+            }
+        *out = m.release();
+        return ok(status);
+    });
+}
+
+void ferrox_model_free(ferrox_model* model) { delete model; }
+
+uint32_t ferrox_model_vocab(const ferrox_model* m) {
+    return m ? static_cast<uint32_t>(m->model->vocab()) : 0;
+}
+uint32_t ferrox_model_n_ctx_train(const ferrox_model* m) {
+    return m ? m->model->hparams().n_ctx_train : 0;
+}
+int32_t ferrox_model_bos(const ferrox_model* m) { return m ? m->tokenizer->bos() : -1; }
+int32_t ferrox_model_eos(const ferrox_model* m) { return m ? m->tokenizer->eos() : -1; }
+int ferrox_model_is_end_of_generation(const ferrox_model* m, int32_t token) {
+    return m && m->tokenizer->is_end_of_generation(token) ? 1 : 0;
+}
+
+ferrox_code ferrox_model_meta(const ferrox_model* m, const char* key, char* buf, size_t capacity,
+                              size_t* needed, ferrox_call_status* status) {
+    if (!m || !key) return invalid(status, "ferrox_model_meta: model or key is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        const gguf::Value* v = m->file->find(key);
+        if (!v) return invalid(status, fmt::format("no metadata key '{}'", key));
+        std::string text;
+        if (const auto* s = std::get_if<std::string>(v))
+            text = *s;
+        else if (const auto* a = std::get_if<gguf::Array>(v))
+            text = fmt::format("[{} items]", a->size());
+        else
+            text = gguf::to_display_string(*v);
+        return write_text(text, buf, capacity, needed, status);
+    });
+}
+
+ferrox_code ferrox_model_chat_template(const ferrox_model* m, const char** out,
+                                       ferrox_call_status* status) {
+    if (!m || !out) return invalid(status, "ferrox_model_chat_template: model or out is NULL");
+    *out = m->has_template ? m->chat_template.c_str() : nullptr;
+    return ok(status);
+}
+
+ferrox_code ferrox_tokenize(const ferrox_model* m, const char* text, size_t len, int add_special,
+                            int parse_special, int32_t* tokens, size_t capacity, size_t* n_tokens,
+                            ferrox_call_status* status) {
+    if (!m || (!text && len) || !n_tokens)
+        return invalid(status, "ferrox_tokenize: model, text or n_tokens is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        const auto ids = m->tokenizer->encode(std::string_view(text ? text : "", len),
+                                              add_special != 0, parse_special != 0);
+        *n_tokens = ids.size();
+        if (!tokens || capacity < ids.size())
+            return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
+                          fmt::format("{} tokens do not fit in {}", ids.size(), capacity));
+        std::copy(ids.begin(), ids.end(), tokens);
+        return ok(status);
+    });
+}
+
+ferrox_code ferrox_detokenize(const ferrox_model* m, const int32_t* tokens, size_t n, char* buf,
+                              size_t capacity, size_t* needed, ferrox_call_status* status) {
+    if (!m || (!tokens && n)) return invalid(status, "ferrox_detokenize: model or tokens is NULL");
+    const uint64_t vocab = m->model->vocab();
+    for (size_t i = 0; i < n; ++i)
+        if (tokens[i] < 0 || static_cast<uint64_t>(tokens[i]) >= vocab)
+            return invalid(status, fmt::format("token {} at index {} is outside 0..{}", tokens[i],
+                                               i, vocab - 1));
+    return guarded(status, [&]() -> ferrox_code {
+        return write_text(m->tokenizer->decode({tokens, n}), buf, capacity, needed, status);
+    });
+}
+
+ferrox_code ferrox_detok_stream_new(const ferrox_model* m, ferrox_detok_stream** out,
+                                    ferrox_call_status* status) {
+    if (!m || !out) return invalid(status, "ferrox_detok_stream_new: model or out is NULL");
+    *out = new ferrox_detok_stream{m, {}};
+    return ok(status);
+}
+
+void ferrox_detok_stream_free(ferrox_detok_stream* s) { delete s; }
+
+ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* s, int32_t token, char* buf,
+                                     size_t capacity, size_t* needed, ferrox_call_status* status) {
+    if (!s) return invalid(status, "ferrox_detok_stream_push: stream is NULL");
+    if (token >= 0 && static_cast<uint64_t>(token) >= s->owner->model->vocab())
+        return invalid(status, fmt::format("token {} is outside the vocabulary", token));
+    return guarded(status, [&]() -> ferrox_code {
+        // The piece goes in before the size check, so a too-small buffer
+        // loses nothing: the text waits in pending for the next push.
+        std::string text = token >= 0 ? s->streamer.feed(s->owner->tokenizer->token_to_piece(token))
+                                      : s->streamer.flush();
+        const ferrox_code code = write_text(text, buf, capacity, needed, status);
+        if (code != FERROX_CODE_OK) {
+            Utf8Streamer back;
+            (void)back.feed(text);
+            s->streamer = std::move(back);
+        }
+        return code;
+    });
+}
+
+void ferrox_context_params_default(ferrox_context_params* p) {
+    if (!p) return;
+    *p = ferrox_context_params{};
+    p->struct_size = sizeof *p;
+    p->n_seq = 1;
+}
+
+ferrox_code ferrox_context_new(const ferrox_model* m, const ferrox_context_params* given,
+                               ferrox_context** out, ferrox_call_status* status) {
+    if (!m || !out) return invalid(status, "ferrox_context_new: model or out is NULL");
+    *out = nullptr;
+    ferrox_context_params p;
+    ferrox_context_params_default(&p);
+    if (!read_params(given, p, status, "ferrox_context_params"))
+        return FERROX_CODE_INVALID_ARGUMENT;
+    return guarded(status, [&]() -> ferrox_code {
+        model::ContextOptions o;
+        o.n_ctx = p.n_ctx;
+        o.n_seq = p.n_seq;
+        o.n_batch = p.n_batch;
+        auto ctx = model::Context::create(*m->model, o);
+        if (!ctx) return invalid(status, ctx.error().message());
+        auto c = std::make_unique<ferrox_context>();
+        c->owner = m;
+        c->ctx = std::move(*ctx);
+        *out = c.release();
+        return ok(status);
+    });
+}
+
+void ferrox_context_free(ferrox_context* c) { delete c; }
+
+ferrox_code ferrox_decode(ferrox_context* c, const ferrox_batch* b, ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (!b) return invalid(status, "ferrox_decode: batch is NULL");
+    if (b->struct_size < offsetof(ferrox_batch, logits) || b->struct_size > sizeof(ferrox_batch))
+        return invalid(status, fmt::format("ferrox_batch: struct_size {} is not between {} and {}",
+                                           b->struct_size, offsetof(ferrox_batch, logits),
+                                           sizeof(ferrox_batch)));
+    const uint8_t* want = b->struct_size >= sizeof(ferrox_batch) ? b->logits : nullptr;
+    if (b->n_tokens && (!b->tokens || !b->positions || !b->seq_ids))
+        return invalid(status, "ferrox_batch: tokens, positions or seq_ids is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        model::Batch& batch = c->batch;
+        batch.clear();
+        for (uint32_t i = 0; i < b->n_tokens; ++i)
+            batch.add(b->tokens[i], b->positions[i], {b->seq_ids[i]},
+                      want ? want[i] != 0 : i + 1 == b->n_tokens);
+        const auto st = c->ctx->decode(batch);
+        switch (st.code) {
+            case model::DecodeCode::Ok:
+                return ok(status);
+            case model::DecodeCode::InvalidBatch:
+                return invalid(status, st.message);
+            case model::DecodeCode::NoRoom:
+                return report(status, FERROX_CODE_NO_ROOM, st.message, st.cells_needed,
+                              st.cells_free);
+            case model::DecodeCode::Failed:
+                break;
+        }
+        return report(status, FERROX_CODE_BACKEND, st.message);
+    });
+}
+
+ferrox_code ferrox_logits(ferrox_context* c, uint32_t index, const float** out,
+                          ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (!out) return invalid(status, "ferrox_logits: out is NULL");
+    const auto l = c->ctx->logits(index);
+    if (l.empty())
+        return invalid(status,
+                       fmt::format("batch token {} of the last decode asked for no logits", index));
+    *out = l.data();
+    return ok(status);
+}
+
+namespace {
+ferrox_code from(const Expected<void>& r, ferrox_call_status* status) {
+    return r ? ok(status) : invalid(status, r.error().message());
+}
+}  // namespace
+
+ferrox_code ferrox_seq_remove(ferrox_context* c, int32_t seq, int32_t p0, int32_t p1,
+                              ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    return from(c->ctx->seq_remove(seq, p0, p1), status);
+}
+
+ferrox_code ferrox_seq_copy(ferrox_context* c, int32_t src, int32_t dst, int32_t p0, int32_t p1,
+                            ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    return from(c->ctx->seq_copy(src, dst, p0, p1), status);
+}
+
+ferrox_code ferrox_seq_keep(ferrox_context* c, int32_t seq, ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    return from(c->ctx->seq_keep(seq), status);
+}
+
+ferrox_code ferrox_kv_clear(ferrox_context* c, ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    c->ctx->clear();
+    return ok(status);
+}
+
+ferrox_code ferrox_seq_pos_range(ferrox_context* c, int32_t seq, int32_t* min_pos, int32_t* max_pos,
+                                 ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    auto lo = c->ctx->seq_min_pos(seq);
+    if (!lo) return invalid(status, lo.error().message());
+    if (min_pos) *min_pos = *lo;
+    if (max_pos) *max_pos = *c->ctx->seq_max_pos(seq);
+    return ok(status);
+}
+
+ferrox_code ferrox_kv_usage(ferrox_context* c, uint32_t* used, uint32_t* total,
+                            ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (used) *used = c->ctx->cells().used();
+    if (total) *total = c->ctx->cells().size();
+    return ok(status);
+}
+
+void ferrox_sampler_params_default(ferrox_sampler_params* p) {
+    if (!p) return;
+    *p = ferrox_sampler_params{};
+    p->struct_size = sizeof *p;
+    const SamplerParams d;
+    p->temperature = d.temperature;
+    p->top_k = d.top_k;
+    p->top_p = d.top_p;
+    p->min_p = d.min_p;
+    p->repeat_penalty = d.repeat_penalty;
+    p->repeat_last_n = d.repeat_last_n;
+    p->seed = d.seed;
+}
+
+ferrox_code ferrox_sampler_new(const ferrox_sampler_params* given, ferrox_sampler** out,
+                               ferrox_call_status* status) {
+    if (!out) return invalid(status, "ferrox_sampler_new: out is NULL");
+    *out = nullptr;
+    ferrox_sampler_params p;
+    ferrox_sampler_params_default(&p);
+    if (!read_params(given, p, status, "ferrox_sampler_params"))
+        return FERROX_CODE_INVALID_ARGUMENT;
+    const auto finite = [](float x) { return std::isfinite(x); };
+    if (!finite(p.temperature) || !finite(p.top_p) || p.top_p < 0 || p.top_p > 1 ||
+        !finite(p.min_p) || p.min_p < 0 || p.min_p > 1 || !finite(p.repeat_penalty) ||
+        p.repeat_penalty <= 0 || !finite(p.frequency_penalty) || !finite(p.presence_penalty))
+        return invalid(status,
+                       "ferrox_sampler_params: temperature and penalties must be finite, top_p and "
+                       "min_p in [0, 1], repeat_penalty > 0");
+    if (p.n_logit_bias && !p.logit_bias)
+        return invalid(status, "n_logit_bias > 0, logit_bias NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        SamplerChain chain(p.seed);
+        if (p.n_logit_bias) {
+            std::vector<std::pair<int32_t, float>> bias;
+            for (uint32_t i = 0; i < p.n_logit_bias; ++i)
+                bias.emplace_back(p.logit_bias[i].token, p.logit_bias[i].bias);
+            chain.add(logit_bias_stage(std::move(bias)));
+        }
+        chain.add(penalties_stage(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty,
+                                  p.presence_penalty));
+        if (p.temperature <= 0) {
+            chain.add(greedy_stage());
+        } else {
+            chain.add(top_k_stage(p.top_k));
+            chain.add(temperature_stage(p.temperature));
+            chain.add(top_p_stage(p.top_p));
+            chain.add(min_p_stage(p.min_p));
+            chain.add(distribution_stage());
+        }
+        *out = new ferrox_sampler{std::move(chain)};
+        return ok(status);
+    });
+}
+
+void ferrox_sampler_free(ferrox_sampler* s) { delete s; }
+
+ferrox_code ferrox_sampler_sample(ferrox_sampler* s, const float* logits, uint32_t n_vocab,
+                                  int32_t* token, ferrox_call_status* status) {
+    if (!s || !logits || !token || n_vocab == 0)
+        return invalid(status, "ferrox_sampler_sample: sampler, logits or token is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        *token = s->chain.sample({logits, n_vocab});
+        if (*token < 0) return invalid(status, "every token was filtered out");
+        return ok(status);
+    });
+}
+
+ferrox_code ferrox_sampler_accept(ferrox_sampler* s, const int32_t* tokens, size_t n,
+                                  ferrox_call_status* status) {
+    if (!s || (!tokens && n)) return invalid(status, "ferrox_sampler_accept: NULL argument");
+    s->chain.accept({tokens, n});
+    return ok(status);
+}
+
+ferrox_code ferrox_seq_state_save(ferrox_context* c, int32_t seq, void* buf, size_t capacity,
+                                  size_t* needed, ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    return guarded(status, [&]() -> ferrox_code {
+        auto bytes = c->ctx->seq_save(seq);
+        if (!bytes) return invalid(status, bytes.error().message());
+        if (needed) *needed = bytes->size();
+        if (!buf || capacity < bytes->size())
+            return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
+                          fmt::format("{} bytes do not fit in {}", bytes->size(), capacity));
+        std::memcpy(buf, bytes->data(), bytes->size());
+        return ok(status);
+    });
+}
+
+ferrox_code ferrox_seq_state_restore(ferrox_context* c, int32_t seq, const void* buf, size_t size,
+                                     ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (!buf && size) return invalid(status, "ferrox_seq_state_restore: buf is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        return from(c->ctx->seq_restore(seq, {static_cast<const std::byte*>(buf), size}), status);
+    });
+}
+
+ferrox_code ferrox_seq_state_save_file(ferrox_context* c, int32_t seq, const char* path,
+                                       ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (!path) return invalid(status, "ferrox_seq_state_save_file: path is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        auto bytes = c->ctx->seq_save(seq);
+        if (!bytes) return invalid(status, bytes.error().message());
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        f.write(reinterpret_cast<const char*>(bytes->data()),
+                static_cast<std::streamsize>(bytes->size()));
+        f.close();
+        if (!f) return report(status, FERROX_CODE_IO, fmt::format("{}: cannot write", path));
+        return ok(status);
+    });
+}
+
+ferrox_code ferrox_seq_state_restore_file(ferrox_context* c, int32_t seq, const char* path,
+                                          ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (!path) return invalid(status, "ferrox_seq_state_restore_file: path is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        std::ifstream f(path, std::ios::binary);
+        if (!f) return report(status, FERROX_CODE_IO, fmt::format("{}: cannot open", path));
+        std::vector<char> bytes((std::istreambuf_iterator<char>(f)),
+                                std::istreambuf_iterator<char>());
+        if (f.bad()) return report(status, FERROX_CODE_IO, fmt::format("{}: cannot read", path));
+        auto r = c->ctx->seq_restore(
+            seq, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
+        if (!r) return invalid(status, fmt::format("{}: {}", path, r.error().message()));
+        return ok(status);
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,111 @@
+// ferrox.h without a model: argument checks, versioned structs, the sampler
+// through the C API. (With a model: examples/batched run by ctest.)
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ferrox/ferrox.h"
+#include "ferrox/sampler_chain.h"
+
+namespace {
+ferrox_call_status fresh_status() {
+    ferrox_call_status st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    return st;
+}
+}  // namespace
+
+TEST_CASE("NULL arguments are refused with a message, never dereferenced") {
+    auto st = fresh_status();
+    ferrox_model* model = nullptr;
+    CHECK(ferrox_model_load(nullptr, nullptr, &model, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(std::strlen(st.message) > 0);
+    CHECK(ferrox_decode(nullptr, nullptr, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(ferrox_logits(nullptr, 0, nullptr, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(ferrox_context_new(nullptr, nullptr, nullptr, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(ferrox_sampler_sample(nullptr, nullptr, 0, nullptr, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    // A NULL status is allowed: the code alone comes back.
+    CHECK(ferrox_seq_remove(nullptr, 0, 0, -1, nullptr) == FERROX_CODE_INVALID_ARGUMENT);
+    ferrox_model_free(nullptr);
+    ferrox_context_free(nullptr);
+    ferrox_sampler_free(nullptr);
+}
+
+TEST_CASE("a struct_size larger than the library knows, or too small, is refused") {
+    auto st = fresh_status();
+    ferrox_model_params mp;
+    ferrox_model_params_default(&mp);
+    mp.struct_size = sizeof mp + 8;
+    ferrox_model* model = nullptr;
+    CHECK(ferrox_model_load("/nonexistent.gguf", &mp, &model, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(std::string(st.message).find("struct_size") != std::string::npos);
+    ferrox_sampler_params sp;
+    ferrox_sampler_params_default(&sp);
+    sp.struct_size = 2;
+    ferrox_sampler* s = nullptr;
+    CHECK(ferrox_sampler_new(&sp, &s, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(s == nullptr);
+}
+
+TEST_CASE("an older, shorter status struct gets only the fields it has") {
+    // A caller that knows only struct_size and code: the message is not written.
+    struct Old {
+        uint32_t struct_size;
+        ferrox_code code;
+        char guard[8];
+    } old{};
+    old.struct_size = offsetof(ferrox_call_status, message);
+    std::memset(old.guard, 'x', sizeof old.guard);
+    ferrox_model* model = nullptr;
+    CHECK(
+        ferrox_model_load(nullptr, nullptr, &model, reinterpret_cast<ferrox_call_status*>(&old)) ==
+        FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(old.code == FERROX_CODE_INVALID_ARGUMENT);
+    for (char c : old.guard) CHECK(c == 'x');
+}
+
+TEST_CASE("a missing model file is an i/o error naming the file") {
+    auto st = fresh_status();
+    ferrox_model* model = nullptr;
+    ferrox_model_params mp;
+    ferrox_model_params_default(&mp);
+    mp.plugin_dir = FERROX_PLUGIN_BUILD_DIR;
+    const auto code = ferrox_model_load("/nonexistent/model.gguf", &mp, &model, &st);
+    CHECK(code != FERROX_CODE_OK);
+    CHECK(model == nullptr);
+    CHECK(std::string(st.message).find("/nonexistent/model.gguf") != std::string::npos);
+}
+
+TEST_CASE("the C sampler draws what the C++ chain with the same stages draws") {
+    std::vector<float> logits(200);
+    for (size_t i = 0; i < logits.size(); ++i)
+        logits[i] = std::sin(static_cast<float>(i) * 0.37f) * 4.0f;
+    ferrox_sampler_params sp;
+    ferrox_sampler_params_default(&sp);
+    sp.seed = 77;
+    sp.temperature = 0.9f;
+    sp.frequency_penalty = 0.3f;
+    auto st = fresh_status();
+    ferrox_sampler* s = nullptr;
+    REQUIRE(ferrox_sampler_new(&sp, &s, &st) == FERROX_CODE_OK);
+    ferrox::SamplerChain chain(77);
+    chain.add(ferrox::penalties_stage(sp.repeat_last_n, 1.0f, 0.3f, 0.0f))
+        .add(ferrox::top_k_stage(sp.top_k))
+        .add(ferrox::temperature_stage(0.9f))
+        .add(ferrox::top_p_stage(sp.top_p))
+        .add(ferrox::min_p_stage(sp.min_p))
+        .add(ferrox::distribution_stage());
+    for (int i = 0; i < 30; ++i) {
+        int32_t a = -1;
+        REQUIRE(ferrox_sampler_sample(s, logits.data(), 200, &a, &st) == FERROX_CODE_OK);
+        const int32_t b = chain.sample(logits);
+        REQUIRE(a == b);
+        ferrox_sampler_accept(s, &a, 1, &st);
+        chain.accept(b);
+    }
+    ferrox_sampler_free(s);
+    sp.top_p = 1.5f;
+    CHECK(ferrox_sampler_new(&sp, &s, &st) == FERROX_CODE_INVALID_ARGUMENT);
+}
