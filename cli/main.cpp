@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
     const Command commands[] = {
         add_backends_command(app, common),
         add_bench_command(app, common),
+        add_batched_bench_command(app, common),
         add_run_command(app, common),
         add_inspect_command(app, common),
         add_logits_command(app, common),

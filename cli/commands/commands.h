@@ -16,6 +16,7 @@ struct Command {
 
 Command add_backends_command(CLI::App& app, CommonOptions& common);
 Command add_bench_command(CLI::App& app, CommonOptions& common);
+Command add_batched_bench_command(CLI::App& app, CommonOptions& common);
 Command add_run_command(CLI::App& app, CommonOptions& common);
 Command add_inspect_command(CLI::App& app, CommonOptions& common);
 Command add_logits_command(CLI::App& app, CommonOptions& common);

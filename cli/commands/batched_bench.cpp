@@ -1,0 +1,226 @@
+// `ferrox batched-bench`: prefill and decode throughput of many sequences in
+// one context, with llama.cpp's llama-batched-bench habits: for each -npl,
+// npl prompts of -npp tokens (one shared prompt with --pps), then -ntg decode
+// steps of npl tokens each. Aggregate tokens/s for both phases, time per
+// decode step, the cells the cache used and the process's RSS; --reps runs
+// each row several times (median, min and max). A program, never a test.
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "commands/commands.h"
+#include "ferrox/log.h"
+#include "ferrox/model/context.h"
+#include "model_session.h"
+
+namespace ferrox::cli {
+namespace {
+
+struct BatchedBenchOptions {
+    std::string model_path;
+    ModelChoices model;
+    std::vector<uint32_t> npp{128}, ntg{128}, npl{1, 2, 4, 8, 16, 32};
+    uint32_t n_batch = 2048;
+    bool pps = false;
+    unsigned reps = 1;
+    bool json = false;
+};
+
+struct Stat {
+    double median = 0, min = 0, max = 0;
+};
+
+Stat stat_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return {v[v.size() / 2], v.front(), v.back()};
+}
+
+struct Row {
+    uint32_t pp = 0, tg = 0, pl = 0, n_kv = 0, cells_used = 0;
+    Stat t_pp, t_tg;  // seconds
+    uint64_t rss_kib = 0;
+};
+
+uint64_t rss_kib() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+    return 0;
+}
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// One (npp, ntg, npl) measurement: prefill seconds, decode seconds.
+Expected<std::pair<double, double>> measure(model::Context& c, uint32_t vocab, uint32_t npp,
+                                            uint32_t ntg, uint32_t npl, bool pps,
+                                            std::mt19937& rng) {
+    c.clear();
+    std::uniform_int_distribution<int32_t> tok(0,
+                                               static_cast<int32_t>(std::min(vocab, 30000u)) - 1);
+    model::Batch b;
+    const uint32_t n_batch = c.n_batch();
+    const auto flush = [&]() -> Expected<void> {
+        if (b.size() == 0) return {};
+        auto st = c.decode(b);
+        b.clear();
+        if (!st) return make_error("{}: {}", model::decode_code_name(st.code), st.message);
+        return {};
+    };
+    const auto t0 = Clock::now();
+    const uint32_t prompts = pps ? 1 : npl;
+    for (uint32_t s = 0; s < prompts; ++s)
+        for (uint32_t i = 0; i < npp; ++i) {
+            b.add(tok(rng), static_cast<int32_t>(i), {static_cast<int32_t>(s)}, i + 1 == npp);
+            if (b.size() == n_batch)
+                if (auto r = flush(); !r) return r.error();
+        }
+    if (auto r = flush(); !r) return r.error();
+    if (pps)
+        for (uint32_t s = 1; s < npl; ++s)
+            if (auto r = c.seq_copy(0, static_cast<int32_t>(s), 0, -1); !r) return r.error();
+    const double t_pp = seconds_since(t0);
+    const auto t1 = Clock::now();
+    for (uint32_t step = 0; step < ntg; ++step) {
+        for (uint32_t s = 0; s < npl; ++s)
+            b.add(tok(rng), static_cast<int32_t>(npp + step), {static_cast<int32_t>(s)}, true);
+        if (auto r = flush(); !r) return r.error();
+    }
+    return std::pair{t_pp, seconds_since(t1)};
+}
+
+int run(const CommonOptions& common, const BatchedBenchOptions& o) {
+    const uint32_t max_pl = *std::max_element(o.npl.begin(), o.npl.end());
+    const uint32_t max_pp = *std::max_element(o.npp.begin(), o.npp.end());
+    const uint32_t max_tg = *std::max_element(o.ntg.begin(), o.ntg.end());
+    const uint32_t cells = (o.pps ? max_pp : max_pp * max_pl) + max_tg * max_pl;
+    ModelChoices choices = o.model;
+    // The model's own single-sequence context stays small; the bench makes its own.
+    if (choices.context == 0) choices.context = 256;
+    auto ms = open_model(common, o.model_path, choices);
+    if (!ms) {
+        logger().error("{}", ms.error().message());
+        return kExitBadInput;
+    }
+    const uint64_t rss_loaded = rss_kib();
+    model::ContextOptions co;
+    co.n_ctx = cells;
+    co.n_seq = max_pl;
+    co.n_batch = std::min(o.n_batch, cells);
+    auto ctx = model::Context::create(*ms->model, co);
+    if (!ctx) {
+        logger().error("{}", ctx.error().message());
+        return kExitBadInput;
+    }
+    std::mt19937 rng(1);
+    const auto vocab = static_cast<uint32_t>(ms->model->vocab());
+    std::vector<Row> rows;
+    for (uint32_t pp : o.npp)
+        for (uint32_t tg : o.ntg)
+            for (uint32_t pl : o.npl) {
+                Row row{pp, tg, pl, (o.pps ? pp : pp * pl) + tg * pl, 0, {}, {}, 0};
+                std::vector<double> tpp, ttg;
+                for (unsigned r = 0; r < std::max(1u, o.reps); ++r) {
+                    auto t = measure(**ctx, vocab, pp, tg, pl, o.pps, rng);
+                    if (!t) {
+                        logger().error("batched-bench: npp {} ntg {} npl {}: {}", pp, tg, pl,
+                                       t.error().message());
+                        return kExitFailure;
+                    }
+                    tpp.push_back(t->first);
+                    ttg.push_back(t->second);
+                }
+                row.t_pp = stat_of(tpp);
+                row.t_tg = stat_of(ttg);
+                row.cells_used = (*ctx)->cells().used();
+                row.rss_kib = rss_kib();
+                rows.push_back(row);
+                if (!o.json)
+                    logger().info("npp {} ntg {} npl {}: decode {:.1f} tok/s", pp, tg, pl,
+                                  double(tg) * pl / row.t_tg.median);
+            }
+    if (o.json) {
+        nlohmann::json out;
+        out["model"] = o.model_path;
+        out["pps"] = o.pps;
+        out["reps"] = o.reps;
+        out["n_batch"] = co.n_batch;
+        out["n_ctx"] = co.n_ctx;
+        out["rss_after_load_kib"] = rss_loaded;
+        for (const Row& r : rows) {
+            const double pp_tokens = double(o.pps ? r.pp : r.pp * r.pl);
+            const double tg_tokens = double(r.tg) * r.pl;
+            out["rows"].push_back({{"npp", r.pp},
+                                   {"ntg", r.tg},
+                                   {"npl", r.pl},
+                                   {"n_kv", r.n_kv},
+                                   {"cells_used", r.cells_used},
+                                   {"t_pp_s", r.t_pp.median},
+                                   {"t_pp_min_s", r.t_pp.min},
+                                   {"t_pp_max_s", r.t_pp.max},
+                                   {"s_pp_tok_s", pp_tokens / r.t_pp.median},
+                                   {"t_tg_s", r.t_tg.median},
+                                   {"t_tg_min_s", r.t_tg.min},
+                                   {"t_tg_max_s", r.t_tg.max},
+                                   {"s_tg_tok_s", tg_tokens / r.t_tg.median},
+                                   {"step_ms", 1e3 * r.t_tg.median / r.tg},
+                                   {"rss_kib", r.rss_kib}});
+        }
+        std::cout << out.dump(2) << "\n";
+        return kExitOk;
+    }
+    std::cout << fmt::format(
+        "| {:>5} | {:>5} | {:>4} | {:>6} | {:>8} | {:>9} | {:>8} | {:>9} | {:>8} | {:>9} |\n", "PP",
+        "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "step ms", "RSS MiB");
+    std::cout << "|-------|-------|------|--------|----------|-----------|----------|-----------|"
+                 "----------|-----------|\n";
+    for (const Row& r : rows) {
+        const double pp_tokens = double(o.pps ? r.pp : r.pp * r.pl);
+        const double tg_tokens = double(r.tg) * r.pl;
+        std::cout << fmt::format(
+            "| {:>5} | {:>5} | {:>4} | {:>6} | {:>8.3f} | {:>9.2f} | {:>8.3f} | {:>9.2f} | "
+            "{:>8.2f} | {:>9.1f} |\n",
+            r.pp, r.tg, r.pl, r.n_kv, r.t_pp.median, pp_tokens / r.t_pp.median, r.t_tg.median,
+            tg_tokens / r.t_tg.median, 1e3 * r.t_tg.median / r.tg, double(r.rss_kib) / 1024);
+    }
+    if (o.reps > 1)
+        std::cout << fmt::format("(medians of {} runs; --json gives min and max)\n", o.reps);
+    return kExitOk;
+}
+
+}  // namespace
+
+Command add_batched_bench_command(CLI::App& app, CommonOptions& common) {
+    auto* cmd = app.add_subcommand(
+        "batched-bench",
+        "Prefill and decode throughput of many sequences in one context (llama-batched-bench)");
+    auto o = std::make_shared<BatchedBenchOptions>();
+    cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
+    cmd->add_option("--npp", o->npp, "Prompt tokens per sequence (list; default 128)")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 1u << 20));
+    cmd->add_option("--ntg", o->ntg, "Generated tokens per sequence (list; default 128)")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 1u << 20));
+    cmd->add_option("--npl", o->npl, "Parallel sequences (list; default 1,2,4,8,16,32)")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 64u));
+    cmd->add_flag("--pps", o->pps, "One prompt shared by every sequence (copied cells)");
+    cmd->add_option("-b,--batch-size", o->n_batch, "Tokens per decode call (default 2048)")
+        ->check(CLI::Range(1u, 1u << 20));
+    cmd->add_option("--reps", o->reps, "Runs per row; the table shows medians (default 1)")
+        ->check(CLI::Range(1u, 100u));
+    cmd->add_flag("--json", o->json, "JSON instead of the markdown table");
+    add_model_choices(*cmd, o->model);
+    return {cmd, [o, &common]() { return run(common, *o); }};
+}
+
+}  // namespace ferrox::cli
