@@ -1,12 +1,17 @@
 // `ferrox logits`: teacher-forced logits at every position, raw float32
-// [n_tokens x vocab], for parity tests against another engine.
+// [n_tokens x vocab], for parity tests against another engine. Runs on the
+// public C API (ferrox/ferrox.h).
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include "commands/commands.h"
+#include "ferrox/ferrox.h"
 #include "ferrox/log.h"
-#include "ferrox/tokenizer/tokenizer.h"
 #include "model_session.h"
 
 namespace ferrox::cli {
@@ -35,12 +40,50 @@ Expected<std::vector<int32_t>> parse_tokens(const std::string& csv) {
     return ids;
 }
 
+// The C API's status, turned into a log line; true when the call succeeded.
+bool succeeded(ferrox_code code, const ferrox_call_status& st) {
+    if (code == FERROX_CODE_OK) return true;
+    logger().error("{}", st.message);
+    return false;
+}
+
+// Through ferrox.h, as any program would: the CLI is the C API's first user.
 int run(const CommonOptions& common, const LogitsOptions& o) {
-    auto ms = open_model(common, o.model_path, o.model);
-    if (!ms) {
-        logger().error("{}", ms.error().message());
+    // The configuration's log level (the API reads the file again for the rest).
+    if (auto config = load_session_config(common); !config) {
+        logger().error("{}", config.error().message());
         return kExitBadInput;
     }
+    ferrox_call_status st{};
+    st.struct_size = sizeof st;
+    ferrox_model_params mp;
+    ferrox_model_params_default(&mp);
+    const std::string config_path = common.config_path ? common.config_path->string() : "";
+    if (common.config_path) mp.config_path = config_path.c_str();
+    std::vector<std::string> dir_strings;
+    for (const auto& d : common.plugin_dirs) dir_strings.push_back(d.string());
+    std::vector<const char*> dirs;
+    for (const auto& d : dir_strings) dirs.push_back(d.c_str());
+    mp.plugin_dirs = dirs.data();
+    mp.n_plugin_dirs = static_cast<uint32_t>(dirs.size());
+    mp.threads = o.model.threads;
+    mp.n_ctx_max = o.model.context;
+    mp.kv_kind =
+        o.model.kv_type == "f16" || o.model.kv_type == "F16" ? FERROX_KV_F16 : FERROX_KV_F32;
+    std::string resident = o.model.resident;
+    for (char& c : resident) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    mp.allow_resident = resident != "off";
+    ferrox_model* raw_model = nullptr;
+    const ferrox_code loaded = ferrox_model_load(o.model_path.c_str(), &mp, &raw_model, &st);
+    if (!succeeded(loaded, st)) return loaded == FERROX_CODE_BACKEND ? kExitFailure : kExitBadInput;
+    const std::unique_ptr<ferrox_model, decltype(&ferrox_model_free)> model(raw_model,
+                                                                            ferrox_model_free);
+    const uint32_t train = ferrox_model_n_ctx_train(model.get());
+    const uint32_t n_ctx = o.model.context ? o.model.context : std::min(4096u, train);
+    if (n_ctx > train)
+        logger().warn("context {} exceeds the {} positions {} was trained on", n_ctx, train,
+                      o.model_path);
+
     std::vector<int32_t> tokens;
     if (!o.tokens_csv.empty()) {
         auto ids = parse_tokens(o.tokens_csv);
@@ -50,33 +93,63 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
         }
         tokens = std::move(*ids);
     } else {
-        auto tok = Tokenizer::from_gguf(*ms->file);
-        if (!tok) {
-            logger().error("{}", tok.error().message());
-            return kExitBadInput;
-        }
-        tokens = (*tok)->encode(o.prompt, true, true);
+        size_t n = 0;
+        ferrox_code code = ferrox_tokenize(model.get(), o.prompt.data(), o.prompt.size(), 1, 1,
+                                           nullptr, 0, &n, &st);
+        tokens.resize(n);
+        if (code == FERROX_CODE_BUFFER_TOO_SMALL)
+            code = ferrox_tokenize(model.get(), o.prompt.data(), o.prompt.size(), 1, 1,
+                                   tokens.data(), tokens.size(), &n, &st);
+        if (!succeeded(code, st)) return kExitBadInput;
     }
-    model::Model& m = *ms->model;
-    if (tokens.size() > m.context()) {
-        logger().error("{} tokens do not fit the context of {}; raise -c", tokens.size(),
-                       m.context());
+    if (tokens.size() > n_ctx) {
+        logger().error("{} tokens do not fit the context of {}; raise -c", tokens.size(), n_ctx);
         return kExitBadInput;
     }
-    std::vector<float> logits(tokens.size() * m.vocab());
-    if (auto r = m.forward(tokens, 0, logits); !r) {
-        logger().error("{}", r.error().message());
-        return kExitFailure;
+    ferrox_context_params cp;
+    ferrox_context_params_default(&cp);
+    ferrox_context* raw_ctx = nullptr;
+    if (!succeeded(ferrox_context_new(model.get(), &cp, &raw_ctx, &st), st)) return kExitFailure;
+    const std::unique_ptr<ferrox_context, decltype(&ferrox_context_free)> ctx(raw_ctx,
+                                                                              ferrox_context_free);
+    const uint32_t vocab = ferrox_model_vocab(model.get());
+    std::vector<float> logits(tokens.size() * vocab);
+    // Chunks of the context's n_batch (the model's max_batch, 256), as
+    // Model::forward runs a prompt: the same products, the same logits.
+    const size_t chunk = 256;
+    std::vector<int32_t> positions, seqs;
+    std::vector<uint8_t> want;
+    for (size_t start = 0; start < tokens.size(); start += chunk) {
+        const size_t n = std::min(chunk, tokens.size() - start);
+        positions.resize(n);
+        seqs.assign(n, 0);
+        want.assign(n, 1);
+        for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(start + i);
+        ferrox_batch b{};
+        b.struct_size = sizeof b;
+        b.n_tokens = static_cast<uint32_t>(n);
+        b.tokens = tokens.data() + start;
+        b.positions = positions.data();
+        b.seq_ids = seqs.data();
+        b.logits = want.data();
+        if (!succeeded(ferrox_decode(ctx.get(), &b, &st), st)) return kExitFailure;
+        for (uint32_t i = 0; i < n; ++i) {
+            const float* row = nullptr;
+            if (!succeeded(ferrox_logits(ctx.get(), i, &row, &st), st)) return kExitFailure;
+            std::copy(row, row + vocab,
+                      logits.begin() + static_cast<std::ptrdiff_t>((start + i) * vocab));
+        }
     }
     std::ofstream out(o.out_path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(logits.data()),
               static_cast<std::streamsize>(logits.size() * sizeof(float)));
+    out.close();
     if (!out) {
         logger().error("{}: cannot write the logits", o.out_path);
         return kExitFailure;
     }
     std::cerr << fmt::format("wrote {} x {} float32 logits to {} (tokens: {})\n", tokens.size(),
-                             m.vocab(), o.out_path, fmt::join(tokens, ","));
+                             vocab, o.out_path, fmt::join(tokens, ","));
     return kExitOk;
 }
 

@@ -71,7 +71,9 @@ TEST_CASE("a missing model file is an i/o error naming the file") {
     ferrox_model* model = nullptr;
     ferrox_model_params mp;
     ferrox_model_params_default(&mp);
-    mp.plugin_dir = FERROX_PLUGIN_BUILD_DIR;
+    const char* dirs[] = {FERROX_PLUGIN_BUILD_DIR};
+    mp.plugin_dirs = dirs;
+    mp.n_plugin_dirs = 1;
     const auto code = ferrox_model_load("/nonexistent/model.gguf", &mp, &model, &st);
     CHECK(code != FERROX_CODE_OK);
     CHECK(model == nullptr);

@@ -84,8 +84,11 @@ typedef struct ferrox_model_params {
     /* Backend order, e.g. {"cuda", "cpu"}; NULL: the configuration's. */
     const char* const* backends;
     uint32_t n_backends;
-    const char* plugin_dir; /* NULL: the installed plugins folder */
-    uint32_t threads;       /* CPU threads; 0: the configuration's */
+    /* Folders searched for plugins first, in order (then $FERROX_PLUGIN_PATH,
+     * the configuration's plugins.paths and the installed folder). */
+    const char* const* plugin_dirs;
+    uint32_t n_plugin_dirs;
+    uint32_t threads; /* CPU threads; 0: the configuration's */
     /* The KV kind every context of this model uses: attention kernels are
      * chosen for it at load. */
     ferrox_kv_kind kv_kind;

@@ -192,6 +192,8 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
     if (p.kv_kind != FERROX_KV_F32 && p.kv_kind != FERROX_KV_F16)
         return invalid(status, fmt::format("kv_kind {} is neither F32 nor F16", int(p.kv_kind)));
     if (p.n_backends && !p.backends) return invalid(status, "n_backends > 0 with backends NULL");
+    if (p.n_plugin_dirs && !p.plugin_dirs)
+        return invalid(status, "n_plugin_dirs > 0 with plugin_dirs NULL");
     return guarded(status, [&]() -> ferrox_code {
         auto m = std::make_unique<ferrox_model>();
         auto file = gguf::File::open(path);
@@ -223,7 +225,11 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
                 if (!set) b.options.emplace_back("threads", std::to_string(p.threads));
             }
         LoaderOptions loader;
-        if (p.plugin_dir) loader.plugin_dirs = {p.plugin_dir};
+        for (uint32_t i = 0; i < p.n_plugin_dirs; ++i) {
+            if (!p.plugin_dirs[i])
+                return invalid(status, fmt::format("plugin_dirs[{}] is NULL", i));
+            loader.plugin_dirs.emplace_back(p.plugin_dirs[i]);
+        }
         m->plugins = std::make_unique<PluginSet>(PluginSet::load(m->config, loader));
         if (m->plugins->selected().empty())
             return report(status, FERROX_CODE_BACKEND, "no backend could be loaded");
