@@ -189,7 +189,7 @@ Loaded load(const PluginSet& plugins, const std::filesystem::path& path) {
 }
 
 void invariance(const model::Model& m, const std::string& name, std::mt19937& rng,
-                bool require_identical) {
+                bool require_identical, double bound) {
     const uint64_t vocab = m.vocab();
     const Script a = random_script(rng, vocab, 11, 5);
     const Script b = random_script(rng, vocab, 7, 5);
@@ -230,25 +230,36 @@ void invariance(const model::Model& m, const std::string& name, std::mt19937& rn
     std::printf("      %s isolation (a neighbour removed after 2 steps): %s\n", name.c_str(),
                 describe(iso2).c_str());
 
-    // Measured on the tiny models (Q8_0, Q4_0, F32 weights), CPU plugin:
-    // every row bit-identical, because the plugin's GEMM and MATVEC do each
-    // row's float work in the same order and the batch's attention reads a
-    // sequence's own rows in position order. Required there; on files with
-    // kinds not measured yet (Gemma 3's K-quants) a bound is held instead.
+    // Measured, CPU plugin: a sequence's rows come out bit-identical when
+    // both runs take the same product path -- MATVEC for 1 row, the tile
+    // GEMM for 2-3, the panel GEMM from 4 -- and every prompt here has >= 4
+    // rows. The decode steps here compare 1 row with 3: identical on the tiny
+    // models' Q8_0/Q4_0/F32 kinds, not on K-quants (kGemmaBound), where
+    // `bound` holds instead.
     const auto holds = [&](const Compare& r) {
-        return require_identical ? r.identical == r.rows : r.worst <= 1e-6;
+        return require_identical ? r.identical == r.rows : r.worst <= bound;
     };
-    const std::string rule = require_identical ? "bit-identical" : "within NMSE 1e-6";
+    const std::string rule =
+        require_identical ? "bit-identical" : "within NMSE " + std::to_string(bound);
     check(holds(inv) && holds(inv2),
           name + ": alone vs batched " + rule + " (" + describe(inv) + "; " + describe(inv2) + ")");
-    check(holds(iso) && holds(iso2), name + ": others changed or removed " + rule + " (" +
-                                         describe(iso) + "; " + describe(iso2) + ")");
+    // Same batch shape, other rows' tokens changed: bit-identical on every
+    // kind (activations are quantized per row; a row's sums never see another).
+    check(
+        iso.identical == iso.rows,
+        name + ": others' tokens changed, same batch shape: bit-identical (" + describe(iso) + ")");
+    // A neighbour removed changes the batch's row count, which on K-quant
+    // kinds changes the GEMM's tile remainder: the same rule as alone vs batched.
+    check(holds(iso2),
+          name + ": a neighbour removed mid-run " + rule + " (" + describe(iso2) + ")");
 }
 
 // 16 sequences copy one prefix and diverge; each is compared with the same
 // tokens run alone in a fresh context with the same prefill chunks.
+// The first shared step's logits are held to `bound`; with `exact` the
+// greedy tokens of every step must agree too (otherwise they are reported).
 void prefix_sharing(const model::Model& m, const std::string& name, std::mt19937& rng,
-                    uint32_t prefix_len) {
+                    uint32_t prefix_len, bool exact, double bound) {
     const uint64_t vocab = m.vocab();
     const uint32_t n_seq = 16, greedy = 6, chunk = 64;
     const Script prefix = random_script(rng, vocab, prefix_len, n_seq);  // steps: first tokens
@@ -272,6 +283,7 @@ void prefix_sharing(const model::Model& m, const std::string& name, std::mt19937
               " cells (the prefix once: " + std::to_string(prefix_len) + ")");
     std::vector<std::vector<int32_t>> shared(n_seq);
     std::vector<int32_t> next(n_seq);
+    Rows first_shared(n_seq), first_solo(n_seq);
     for (uint32_t s = 0; s < n_seq; ++s) next[s] = prefix.steps[s];
     for (uint32_t step = 0; step <= greedy; ++step) {
         b.clear();
@@ -281,7 +293,10 @@ void prefix_sharing(const model::Model& m, const std::string& name, std::mt19937
                   true);
         }
         if (auto st = c.decode(b); !st) return check(false, name + ": shared step: " + st.message);
-        for (uint32_t s = 0; s < n_seq; ++s) next[s] = argmax(c.logits(s));
+        for (uint32_t s = 0; s < n_seq; ++s) {
+            if (step == 0) first_shared[s].assign(c.logits(s).begin(), c.logits(s).end());
+            next[s] = argmax(c.logits(s));
+        }
     }
     check(c.cells().used() == prefix_len + n_seq * (greedy + 1),
           name + ": the cache holds the prefix once plus each sequence's own tokens");
@@ -305,13 +320,23 @@ void prefix_sharing(const model::Model& m, const std::string& name, std::mt19937
             b.clear();
             b.add(t, static_cast<int32_t>(prefix_len + step), {0}, true);
             (void)(*solo)->decode(b);
+            if (step == 0)
+                first_solo[s].assign((*solo)->logits(0).begin(), (*solo)->logits(0).end());
             t = argmax((*solo)->logits(0));
         }
         agree += tokens == shared[s] ? 1 : 0;
     }
-    check(agree == n_seq, name + ": " + std::to_string(agree) +
-                              " of 16 prefix-sharing sequences give the tokens of their "
-                              "independent runs");
+    const Compare first = compare(first_shared, first_solo);
+    const std::string what = name + ": " + std::to_string(agree) +
+                             " of 16 prefix-sharing sequences give the tokens of their independent "
+                             "runs; first step " +
+                             describe(first);
+    // 16 rows take the CPU plugin's panel GEMM, one row its MATVEC: another
+    // sum order on every kind (measured NMSE 2.5e-6 tiny llama, 2.6e-4 tiny
+    // gemma3, 1.8e-3 Gemma 3 270M), so the logits are held to the bound and,
+    // where that is far below a near tie, the tokens must agree.
+    check(first.worst <= bound && (!exact || agree == n_seq),
+          what + " (NMSE bound " + std::to_string(bound) + ")");
 }
 
 void bad_input(const model::Model& m, const std::string& name) {
@@ -462,6 +487,15 @@ void middle_removal(const model::Model& m, const std::string& name, std::mt19937
 
 }  // namespace
 
+// Gemma 3 270M's K-quant kinds: the CPU plugin's MATVEC (one row) and its
+// GEMM (several; a panel path from 4 rows) sum each row's blocks in other
+// orders, and Gemma's large activations turn those last-bit differences into
+// flipped 8-bit roundings: measured 11 of 16 rows bit-identical (the prompt
+// rows, GEMM both ways), worst NMSE 5.9e-3 and 2.3e-2 (two random scripts)
+// on the decode rows. The bound is
+// the parity tests' own floor for this model (GEMMA3_WORST_NMSE_MAX).
+constexpr double kGemmaBound = 5e-2;
+
 int main() {
     const char* home_env = std::getenv("HOME");
     const std::filesystem::path home = home_env ? home_env : "/root";
@@ -495,17 +529,21 @@ int main() {
         Loaded l = load(plugins, path);
         if (!l.model) continue;
         const std::string name = path.stem().string();
-        invariance(*l.model, name, rng, true);
+        // tiny-gemma3 carries Gemma 3's K-quant mix (see kGemmaBound); its
+        // bound is the parity tests' worst tiny-model NMSE (TINY_WORST_NMSE_MAX).
+        const bool exact = name != "tiny-gemma3";
+        invariance(*l.model, name, rng, exact, 5e-3);
         bad_input(*l.model, name);
         state_round_trip(*l.model, name, rng);
         middle_removal(*l.model, name, rng);
-        if (name == "tiny-llama" || name == "tiny-gemma3") prefix_sharing(*l.model, name, rng, 512);
+        if (name == "tiny-llama" || name == "tiny-gemma3")
+            prefix_sharing(*l.model, name, rng, 512, exact, 5e-3);
     }
     if (with_gemma) {
         Loaded l = load(plugins, gemma);
         if (l.model) {
-            invariance(*l.model, "gemma-3-270m", rng, false);
-            prefix_sharing(*l.model, "gemma-3-270m", rng, 64);
+            invariance(*l.model, "gemma-3-270m", rng, false, kGemmaBound);
+            prefix_sharing(*l.model, "gemma-3-270m", rng, 64, false, kGemmaBound);
         }
     }
     std::printf("%d failure(s)\n", failures);
