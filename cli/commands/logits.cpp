@@ -1,16 +1,21 @@
 // `ferrox logits`: teacher-forced logits at every position, raw float32
 // [n_tokens x vocab], for parity tests against another engine.
-#include <fstream>
+#include <algorithm>
 #include <iostream>
+#include <span>
 #include <sstream>
 
 #include "commands/commands.h"
 #include "ferrox/log.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "model_session.h"
+#include "output.h"
 
 namespace ferrox::cli {
 namespace {
+
+// Logits held at once: 64 MiB, i.e. 64 positions of a 256K vocabulary.
+constexpr uint64_t kLogitsChunkBytes = uint64_t{64} << 20;
 
 struct LogitsOptions {
     std::string model_path, tokens_csv, prompt, out_path;
@@ -63,20 +68,29 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
                        m.context());
         return kExitBadInput;
     }
-    std::vector<float> logits(tokens.size() * m.vocab());
-    if (auto r = m.forward(tokens, 0, logits); !r) {
-        logger().error("{}", r.error().message());
-        return kExitFailure;
-    }
-    std::ofstream out(o.out_path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(logits.data()),
-              static_cast<std::streamsize>(logits.size() * sizeof(float)));
-    if (!out) {
-        logger().error("{}: cannot write the logits", o.out_path);
+    // n x vocab floats can be far more than memory (a 128K context of a 256K
+    // vocabulary is 128 GiB): positions run and stream out a chunk at a time.
+    const uint64_t chunk = std::max<uint64_t>(1, kLogitsChunkBytes / sizeof(float) / m.vocab());
+    std::vector<float> logits(std::min<uint64_t>(chunk, tokens.size()) * m.vocab());
+    auto written = write_file_atomically(o.out_path, o.model_path, [&](const ByteSink& sink) {
+        for (size_t start = 0; start < tokens.size(); start += chunk) {
+            const size_t n = std::min<size_t>(chunk, tokens.size() - start);
+            const std::span<float> out(logits.data(), n * m.vocab());
+            if (auto r = m.forward(std::span<const int32_t>(tokens).subspan(start, n),
+                                   static_cast<uint32_t>(start), out);
+                !r) {
+                return Expected<void>(r.error());
+            }
+            if (!sink(std::as_bytes(out))) return Expected<void>();  // errno reported by the writer
+        }
+        return Expected<void>();
+    });
+    if (!written) {
+        logger().error("{}", written.error().message());
         return kExitFailure;
     }
     std::cerr << fmt::format("wrote {} x {} float32 logits to {} (tokens: {})\n", tokens.size(),
-                             m.vocab(), o.out_path, fmt::join(tokens, ","));
+                             m.vocab(), shown(o.out_path), fmt::join(tokens, ","));
     return kExitOk;
 }
 
