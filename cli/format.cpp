@@ -1,8 +1,10 @@
 #include "format.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
-#include <fmt/format.h>
+#include "ferrox/escape.h"
 
 namespace ferrox::cli {
 
@@ -17,7 +19,13 @@ std::string human_bytes(uint64_t bytes) {
     return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, units[unit]);
 }
 
-std::string render_table(const std::vector<std::vector<std::string>>& rows) {
+std::string render_table(const std::vector<std::vector<std::string>>& raw) {
+    // Cells quote paths, plugin reasons and tensor roles: escaped, then measured.
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& row : raw) {
+        auto& out = rows.emplace_back();
+        for (const auto& cell : row) out.push_back(escape_text(cell, EscapeFor::Line));
+    }
     std::vector<size_t> widths;
     for (const auto& row : rows) {
         if (widths.size() < row.size()) widths.resize(row.size(), 0);

@@ -10,6 +10,7 @@ namespace ferrox::cli {
 std::string human_bytes(uint64_t bytes);  // "23.4 GiB"
 
 // Left-aligned columns, two spaces apart; the last column is not padded.
+// Every cell is escaped (escape_text, one line).
 std::string render_table(const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace ferrox::cli

@@ -3,17 +3,23 @@
 #include <iostream>
 
 #include "commands/commands.h"
+#include "ferrox/gguf/truncation_guard.h"
 #include "ferrox/log.h"
+#include "output.h"
+#include "usage_errors.h"
 
 int main(int argc, char** argv) {
     using namespace ferrox::cli;
+    ignore_sigpipe();  // a closed stdout is an EPIPE reported by finish_stdout
+    ferrox::gguf::install_truncation_guard();  // a model truncated under us: named, exit 1
     CLI::App app{"ferrox: run GGUF language models on CPU and GPU backend plugins"};
     app.set_version_flag("--version", std::string("ferrox ") + FERROX_VERSION);
     app.require_subcommand(1);
     app.fallthrough();
     app.footer(
-        "Exit status: 0 success, 1 a required backend or a run failed, 2 bad flags, config or "
-        "input.\nConfig lookup: --config, $FERROX_CONFIG, $XDG_CONFIG_HOME/ferrox/ferrox.yaml, "
+        "Exit status: 0 success, 1 a required backend or a run failed (or stdout could not be "
+        "written), 2 bad flags, config or input, 130 generation stopped by Ctrl-C.\nConfig lookup: "
+        "--config, $FERROX_CONFIG, $XDG_CONFIG_HOME/ferrox/ferrox.yaml, "
         "/etc/ferrox/ferrox.yaml, built-in default.\nPlugin search: --plugin-dir, "
         "$FERROX_PLUGIN_PATH, plugins.paths, the install folder, <exe>/../lib/ferrox/plugins.");
 
@@ -21,7 +27,8 @@ int main(int argc, char** argv) {
     std::string config_path;
     app.add_option("--config", config_path, "Configuration file (YAML)");
     app.add_option("--plugin-dir", common.plugin_dirs,
-                   "Folder to search for libferrox_<name>.so first (repeatable)");
+                   "Folder to search for libferrox_<name>.so first (repeatable)")
+        ->check(non_empty_folder_name("--plugin-dir"));
     app.add_option("--log-level", common.log_level,
                    "trace, debug, info, warn, error or off (overrides log.level)");
 
@@ -37,6 +44,7 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
+        if (report_unknown_subcommand(app, argc, argv)) return kExitBadInput;
         const int code = app.exit(e);
         return code == 0 ? kExitOk : kExitBadInput;
     }
@@ -45,10 +53,10 @@ int main(int argc, char** argv) {
     for (const Command& command : commands)
         if (command.app->parsed()) {
             try {
-                return command.run();
+                return finish_stdout(command.run());
             } catch (const std::exception& e) {
                 ferrox::logger().error("{}", e.what());
-                return kExitFailure;
+                return finish_stdout(kExitFailure);
             }
         }
     return kExitBadInput;

@@ -50,6 +50,16 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
     for (const PluginRecord* r : plugins.required_failures())
         return make_error("required backend '{}' is {}: {}", r->name, state_name(r->state),
                           r->reason);
+    // Every backend optional and none ready: refused now, not at the first token.
+    if (plugins.selected().empty()) {
+        std::vector<std::string> states;
+        for (const auto& r : plugins.records())
+            if (r.state != PluginState::NotSelected)
+                states.push_back(
+                    fmt::format("{} is {}: {}", r.name, state_name(r.state), r.reason));
+        return make_error("no backend of backends.order [{}] is ready ({}); see `ferrox backends`",
+                          fmt::join(config->backend_order, ", "), fmt::join(states, "; "));
+    }
     ModelSession ms{Session{std::move(*config), std::move(plugins)}, {}, {}, {}, {}};
     ms.registry = std::make_unique<KernelRegistry>();
     ms.dispatcher = std::make_unique<Dispatcher>(ms.session.plugins.selected(), *ms.registry);

@@ -13,6 +13,7 @@
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
 #include "format.h"
+#include "output.h"
 
 namespace ferrox::cli {
 namespace {
@@ -83,6 +84,7 @@ nlohmann::json to_json(const Session& s) {
                          {"found_in", r.found_in},
                          {"state", state_name(r.state)},
                          {"reason", r.reason},
+                         {"metadata", r.metadata_source},
                          {"required", r.required},
                          {"abi_version", abi_string(r.abi_version)},
                          {"version", r.version},
@@ -131,13 +133,13 @@ nlohmann::json to_json(const Session& s) {
 
 void print_text(const Session& s) {
     std::cout << fmt::format("ferrox {} (plugin ABI {}), config: {}\n", FERROX_VERSION,
-                             abi_string(FERROX_ABI_VERSION), s.config.source);
+                             abi_string(FERROX_ABI_VERSION), shown(s.config.source));
     std::cout << fmt::format("backends.order: [{}]   cpu features: {}\n\n",
                              fmt::join(s.config.backend_order, ", "), cpu_features().summary());
     std::cout << "plugin search path:\n";
     for (size_t i = 0; i < s.plugins.search_dirs().size(); ++i) {
         const auto& d = s.plugins.search_dirs()[i];
-        std::cout << fmt::format("  {}. {} ({})\n", i + 1, d.path.string(), d.origin);
+        std::cout << fmt::format("  {}. {} ({})\n", i + 1, shown(d.path.string()), d.origin);
     }
     std::cout << "\n";
 
@@ -154,7 +156,7 @@ void print_text(const Session& s) {
         for (size_t i = 0; i < r.devices.size(); ++i) {
             const auto& d = r.devices[i];
             std::cout << fmt::format("  [{}] {} {}: {} total, {} free\n", i,
-                                     d.type == FERROX_DEVICE_GPU ? "gpu" : "cpu", d.name,
+                                     d.type == FERROX_DEVICE_GPU ? "gpu" : "cpu", shown(d.name),
                                      human_bytes(d.memory_total), human_bytes(d.memory_free));
         }
         std::cout << fmt::format("{}: capabilities (kernel, or (fallback) it runs instead, or -)\n",
@@ -212,7 +214,7 @@ Command add_backends_command(CLI::App& app, CommonOptions& common) {
                     return kExitBadInput;
                 }
                 if (*json)
-                    std::cout << to_json(*session).dump(2) << "\n";
+                    print_json(to_json(*session));
                 else
                     print_text(*session);
                 const auto failed = session->plugins.required_failures();

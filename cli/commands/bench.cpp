@@ -10,12 +10,14 @@
 #include <random>
 #include <thread>
 
+#include "bench_sizes.h"
 #include "commands/commands.h"
 #include "ferrox/dispatch.h"
 #include "ferrox/log.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
 #include "format.h"
+#include "output.h"
 
 namespace ferrox::cli {
 namespace {
@@ -79,17 +81,6 @@ Bandwidth measure_read_bandwidth(unsigned threads, uint64_t mib) {
     return {rates[rates.size() / 2], rates.back()};
 }
 
-Expected<std::pair<uint64_t, uint64_t>> parse_shape(const std::string& s) {
-    const size_t x = s.find('x');
-    try {
-        if (x != std::string::npos)
-            return std::pair<uint64_t, uint64_t>{std::stoull(s.substr(0, x)),
-                                                 std::stoull(s.substr(x + 1))};
-    } catch (const std::exception&) {
-    }
-    return make_error("bad shape '{}': expected ROWSxCOLS, e.g. 4096x4096", s);
-}
-
 Expected<std::vector<std::byte>> quantized_weights(ferrox_kind kind, uint64_t rows, uint64_t cols,
                                                    uint64_t seed) {
     const auto per_row = row_bytes(kind, cols);
@@ -142,11 +133,22 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
         logger().error("no backend is ready; see `ferrox backends`");
         return kExitFailure;
     }
-    for (const auto& kind_text : o.kinds)  // before the bandwidth run, which takes seconds
+    for (const auto& kind_text : o.kinds) {  // before the bandwidth run, which takes seconds
         if (!kind_traits(kind_text)) {
             logger().error("unknown kind '{}' (ferrox backends lists them)", kind_text);
             return kExitBadInput;
         }
+        for (const auto& shape_text : o.shapes) {  // and every size, before any allocation
+            auto shape = parse_shape(shape_text);
+            auto fits = shape ? bench_footprint(kind_traits(kind_text)->id, *shape, o.batch, o.hot,
+                                                o.rotate_mib)
+                              : Expected<BenchFootprint>(shape.error());
+            if (!fits) {
+                logger().error("{}", fits.error().message());
+                return kExitBadInput;
+            }
+        }
+    }
     KernelRegistry registry;
     Dispatcher dispatch(plugins.selected(), registry);
     const unsigned bw_threads =
@@ -163,14 +165,14 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
                 return kExitBadInput;
             }
             const auto [r, c] = *shape;
+            const uint64_t copies =
+                bench_footprint(traits->id, *shape, o.batch, o.hot, o.rotate_mib)->copies;
             auto bytes = quantized_weights(traits->id, r, c, o.seed);
             if (!bytes) {
                 logger().error("{}", bytes.error().message());
                 return kExitBadInput;
             }
             // Distinct copies so each call streams from memory, not cache.
-            const uint64_t copies =
-                o.hot ? 1 : std::max<uint64_t>(1, (o.rotate_mib << 20) / bytes->size() + 1);
             std::vector<WeightMatrix> mats;
             for (uint64_t i = 0; i < copies; ++i) {
                 auto m = WeightMatrix::owned(fmt::format("bench.{}", i), traits->id, r, c, *bytes);
@@ -249,7 +251,7 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
                                       {"weight_gb_per_s", row.weight_gbs},
                                       {"gflop_per_s", row.gflops},
                                       {"fraction_of_read_bandwidth", row.bandwidth_fraction}});
-        std::cout << doc.dump(2) << "\n";
+        print_json(std::move(doc));
         return kExitOk;
     }
     std::cout << fmt::format("weights: {}; {} reps (n=1), fewer for n>1; median [p10, p90]\n",
@@ -282,7 +284,8 @@ Command add_bench_command(CLI::App& app, CommonOptions& common) {
         ->delimiter(',');
     cmd->add_option("-t,--threads", o->threads, "CPU threads (default: the config's cpu.threads)");
     cmd->add_option("--reps", o->reps, "Timed repetitions")->check(CLI::Range(1u, 100000u));
-    cmd->add_option("--rotate-mib", o->rotate_mib, "MiB of distinct weight copies to rotate over");
+    cmd->add_option("--rotate-mib", o->rotate_mib, "MiB of distinct weight copies to rotate over")
+        ->check(CLI::Range(uint64_t{0}, kMaxRotateMib));
     cmd->add_flag("--hot", o->hot, "Reuse one weight copy (cache-hot) instead of rotating");
     cmd->add_option("--seed", o->seed, "Random seed for weights and activations");
     cmd->add_flag("--json", o->json, "Print JSON instead of a markdown table");

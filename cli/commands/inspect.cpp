@@ -15,6 +15,7 @@
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
 #include "format.h"
+#include "output.h"
 
 namespace ferrox::cli {
 namespace {
@@ -42,14 +43,21 @@ nlohmann::json scalar_json(const gguf::Value& v) {
         v);
 }
 
+// A JSON rendering for one terminal line, whatever bytes the file held.
+std::string one_line(nlohmann::json j) {
+    make_encodable(j);
+    return escape_text(j.dump(), EscapeFor::Text);
+}
+
 std::string value_text(const gguf::Value& v) {
     if (const auto* a = std::get_if<gguf::Array>(&v)) {
-        std::string items = array_json(*a, true).dump();
+        std::string items = one_line(array_json(*a, true));
         if (a->size() > kShownArrayItems)
             items.insert(items.size() - 1, fmt::format(", ... ({} items)", a->size()));
         return fmt::format("{}[{}] {}", value_type_name(a->element_type()), a->size(), items);
     }
-    return scalar_json(v).dump();
+    if (const auto* s = std::get_if<std::string>(&v)) return "\"" + shown(*s) + "\"";
+    return one_line(scalar_json(v));
 }
 
 struct KindSummary {
@@ -120,14 +128,15 @@ int run(const CommonOptions& common, const std::string& path, bool json,
                                       {"detail", e.detail},
                                       {"count", e.count},
                                       {"violation", e.is_violation()}});
-        std::cout << doc.dump(2) << "\n";
+        print_json(std::move(doc));
         return model_error.empty() ? kExitOk : kExitBadInput;
     }
 
-    std::cout << fmt::format("{}: GGUF v{}, {} metadata keys, {} tensors\n\nmetadata:\n", path,
-                             file->version(), file->metadata().size(), file->tensors().size());
+    std::cout << fmt::format("{}: GGUF v{}, {} metadata keys, {} tensors\n\nmetadata:\n",
+                             shown(path), file->version(), file->metadata().size(),
+                             file->tensors().size());
     for (const auto& kv : file->metadata())
-        std::cout << fmt::format("  {} = {}\n", kv.key, value_text(kv.value));
+        std::cout << fmt::format("  {} = {}\n", shown(kv.key), value_text(kv.value));
     std::cout << "\ntensors by kind:\n";
     std::vector<std::vector<std::string>> rows{{"  KIND", "TENSORS", "ELEMENTS", "SIZE"}};
     for (const auto& [name, k] : kinds)

@@ -3,9 +3,9 @@
 // public C API (ferrox/ferrox.h).
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <vector>
 
@@ -13,6 +13,7 @@
 #include "ferrox/ferrox.h"
 #include "ferrox/log.h"
 #include "model_session.h"
+#include "output.h"
 
 namespace ferrox::cli {
 namespace {
@@ -113,43 +114,45 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
     const std::unique_ptr<ferrox_context, decltype(&ferrox_context_free)> ctx(raw_ctx,
                                                                               ferrox_context_free);
     const uint32_t vocab = ferrox_model_vocab(model.get());
-    std::vector<float> logits(tokens.size() * vocab);
     // Chunks of the context's n_batch (the model's max_batch, 256), as
-    // Model::forward runs a prompt: the same products, the same logits.
+    // Model::forward runs a prompt: the same products, the same logits. Each
+    // row goes from the context's own logits straight to the file, so n x vocab
+    // floats (128 GiB for a 128K context of a 256K vocabulary) are never held.
     const size_t chunk = 256;
     std::vector<int32_t> positions, seqs;
     std::vector<uint8_t> want;
-    for (size_t start = 0; start < tokens.size(); start += chunk) {
-        const size_t n = std::min(chunk, tokens.size() - start);
-        positions.resize(n);
-        seqs.assign(n, 0);
-        want.assign(n, 1);
-        for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(start + i);
-        ferrox_batch b{};
-        b.struct_size = sizeof b;
-        b.n_tokens = static_cast<uint32_t>(n);
-        b.tokens = tokens.data() + start;
-        b.positions = positions.data();
-        b.seq_ids = seqs.data();
-        b.logits = want.data();
-        if (!succeeded(ferrox_decode(ctx.get(), &b, &st), st)) return kExitFailure;
-        for (uint32_t i = 0; i < n; ++i) {
-            const float* row = nullptr;
-            if (!succeeded(ferrox_logits(ctx.get(), i, &row, &st), st)) return kExitFailure;
-            std::copy(row, row + vocab,
-                      logits.begin() + static_cast<std::ptrdiff_t>((start + i) * vocab));
+    auto written = write_file_atomically(o.out_path, o.model_path, [&](const ByteSink& sink) {
+        for (size_t start = 0; start < tokens.size(); start += chunk) {
+            const size_t n = std::min(chunk, tokens.size() - start);
+            positions.resize(n);
+            seqs.assign(n, 0);
+            want.assign(n, 1);
+            for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(start + i);
+            ferrox_batch b{};
+            b.struct_size = sizeof b;
+            b.n_tokens = static_cast<uint32_t>(n);
+            b.tokens = tokens.data() + start;
+            b.positions = positions.data();
+            b.seq_ids = seqs.data();
+            b.logits = want.data();
+            if (ferrox_decode(ctx.get(), &b, &st) != FERROX_CODE_OK)
+                return Expected<void>(make_error("{}", st.message));
+            for (uint32_t i = 0; i < n; ++i) {
+                const float* row = nullptr;
+                if (ferrox_logits(ctx.get(), i, &row, &st) != FERROX_CODE_OK)
+                    return Expected<void>(make_error("{}", st.message));
+                if (!sink(std::as_bytes(std::span<const float>(row, vocab))))
+                    return Expected<void>();  // errno reported by the writer
+            }
         }
-    }
-    std::ofstream out(o.out_path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(logits.data()),
-              static_cast<std::streamsize>(logits.size() * sizeof(float)));
-    out.close();
-    if (!out) {
-        logger().error("{}: cannot write the logits", o.out_path);
+        return Expected<void>();
+    });
+    if (!written) {
+        logger().error("{}", written.error().message());
         return kExitFailure;
     }
     std::cerr << fmt::format("wrote {} x {} float32 logits to {} (tokens: {})\n", tokens.size(),
-                             vocab, o.out_path, fmt::join(tokens, ","));
+                             vocab, shown(o.out_path), fmt::join(tokens, ","));
     return kExitOk;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -17,7 +18,11 @@
 #include "ferrox/sampling.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "ferrox/tokenizer/utf8_streamer.h"
+#include "flag_checks.h"
+#include "input.h"
 #include "model_session.h"
+#include "output.h"
+#include "signals.h"
 
 namespace ferrox::cli {
 namespace {
@@ -53,23 +58,13 @@ struct RunOptions {
     bool chat = false, json = false;
 };
 
-// The whole file, byte for byte (a prompt may be any text, newlines included).
-Expected<std::string> read_prompt_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error("--file {}: cannot open: {}", path, std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) return make_error("--file {}: read failed", path);
-    return text.str();
-}
-
 int run(const CommonOptions& common, RunOptions o) {
     if (o.prompt.empty() && o.prompt_file.empty()) {
         logger().error("run: give the prompt with -p/--prompt or -f/--file");
         return kExitBadInput;
     }
     if (!o.prompt_file.empty()) {
-        auto text = read_prompt_file(o.prompt_file);
+        auto text = read_text_file(o.prompt_file, "--file");
         if (!text) {
             logger().error("{}", text.error().message());
             return kExitBadInput;
@@ -77,7 +72,7 @@ int run(const CommonOptions& common, RunOptions o) {
         o.prompt = std::move(*text);
     }
     const auto load_start = Clock::now();
-    std::fprintf(stderr, "loading %s ...\n", o.model_path.c_str());
+    std::fprintf(stderr, "loading %s ...\n", shown(o.model_path).c_str());
     auto ms = open_model(common, o.model_path, o.model);
     if (!ms) {
         logger().error("{}", ms.error().message());
@@ -119,6 +114,7 @@ int run(const CommonOptions& common, RunOptions o) {
     }
 
     std::vector<float> logits(m.vocab());
+    catch_interrupts();  // from here a first Ctrl-C stops after the current token
     const auto prompt_start = Clock::now();
     if (auto r = m.forward(tokens, 0, logits); !r) {
         logger().error("{}", r.error().message());
@@ -132,7 +128,7 @@ int run(const CommonOptions& common, RunOptions o) {
     int n_eval = 0;
     bool stopped = false;
     const auto eval_start = Clock::now();
-    for (int i = 0; i < o.n_predict && !stopped; ++i) {
+    for (int i = 0; i < o.n_predict && !stopped && !interrupted(); ++i) {
         const int32_t next = sampler.sample(logits, tokens);
         if ((*tok)->is_end_of_generation(next)) break;
         tokens.push_back(next);
@@ -141,7 +137,8 @@ int run(const CommonOptions& common, RunOptions o) {
         size_t emit = pending.size() - stop.hold;
         if (stop.found != std::string::npos) emit = stop.found, stopped = true;
         generated += pending.substr(0, emit);
-        if (!o.json) std::cout << pending.substr(0, emit) << std::flush;
+        if (!o.json) std::cout << escape_text(pending.substr(0, emit), EscapeFor::Text);
+        if (!o.json && !stdout_ok()) break;  // main() reports the write error
         pending.erase(0, stopped ? pending.size() : emit);
         if (stopped || i + 1 == o.n_predict) break;
         if (auto r = m.forward(std::span<const int32_t>(&tokens.back(), 1),
@@ -154,8 +151,11 @@ int run(const CommonOptions& common, RunOptions o) {
     }
     if (!stopped) pending += streamer.flush();
     if (!stopped) generated += pending;
-    if (!o.json) std::cout << (stopped ? "" : pending) << "\n" << std::flush;
+    if (!o.json) std::cout << escape_text(stopped ? "" : pending, EscapeFor::Text) << "\n";
     const double eval_s = seconds_since(eval_start);
+    if (interrupted())
+        std::fprintf(stderr, "interrupted: stopped after %zu generated tokens\n",
+                     tokens.size() - n_prompt);
 
     const double prompt_tps = static_cast<double>(n_prompt) / prompt_s;
     const double eval_tps = n_eval > 0 ? n_eval / eval_s : 0.0;
@@ -195,9 +195,10 @@ int run(const CommonOptions& common, RunOptions o) {
              ms->model->residency().resident
                  ? "forward pass resident on " + ms->dispatcher->backends().front()->name()
                  : "activations in host memory: " + ms->model->residency().reason}};
-        std::cout << doc.dump(2) << "\n";
+        if (interrupted()) doc["interrupted"] = true;
+        print_json(std::move(doc));
     }
-    return kExitOk;
+    return interrupted() ? kExitInterrupted : kExitOk;
 }
 
 }  // namespace
@@ -209,17 +210,25 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
     auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
     auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from this file");
     prompt->excludes(file);
-    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 128)");
+    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 128)")
+        ->check(CLI::Range(0, std::numeric_limits<int>::max()));
     add_model_choices(*cmd, o->model);
-    cmd->add_option("--seed", o->sampling.seed, "RNG seed (same seed, same output)");
-    cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy (default 0.8)");
-    cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0 = off (default 40)");
-    cmd->add_option("--top-p", o->sampling.top_p, "Top-p, 1 = off (default 0.95)");
-    cmd->add_option("--min-p", o->sampling.min_p, "Min-p, 0 = off (default 0.05)");
+    cmd->add_option("--seed", o->sampling.seed, "RNG seed (same seed, same output)")
+        ->check(unsigned_digits());
+    cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy (default 0.8)")
+        ->check(finite_in(0, 100));
+    cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0 = off (default 40)")
+        ->check(unsigned_digits());
+    cmd->add_option("--top-p", o->sampling.top_p, "Top-p, 1 = off (default 0.95)")
+        ->check(finite_in(0, 1));
+    cmd->add_option("--min-p", o->sampling.min_p, "Min-p, 0 = off (default 0.05)")
+        ->check(finite_in(0, 1));
     cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
-                    "Repetition penalty, 1 = off (default 1.0)");
+                    "Repetition penalty, 1 = off (default 1.0)")
+        ->check(finite_in(0, 100, true));
     cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n,
-                    "Tokens the repetition penalty looks back over (default 64)");
+                    "Tokens the repetition penalty looks back over (default 64)")
+        ->check(unsigned_digits());
     cmd->add_option("--stop", o->stops, "Stop when this text is generated (repeatable)");
     cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model family's chat template");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");

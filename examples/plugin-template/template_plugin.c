@@ -6,6 +6,7 @@
  * must be libferrox_<name>.so), and grow the capability table.
  */
 #include <ferrox/backend_abi.h>
+#include <ferrox/plugin_note.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,14 @@ static void template_destroy(ferrox_backend* backend) {
 
 /* ---- the two exported entries ------------------------------------------- */
 
+#define TEMPLATE_DESCRIPTION "Template backend: F32 MATVEC on the host CPU (example third-party plugin)"
+
+/* The same metadata as an ELF note, which the core reads from the file and
+ * checks (ABI, name, ISA) before it loads it: no code of a plugin built for
+ * another ABI or a CPU feature this host lacks ever runs. Baseline x86-64,
+ * no driver library. */
+FERROX_PLUGIN_NOTE(TEMPLATE_NAME, TEMPLATE_VERSION, "", "", TEMPLATE_DESCRIPTION);
+
 FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* info) {
     if (!info || info->struct_size < sizeof *info) return FERROX_ERR_INVALID_ARGUMENT;
     info->abi_version = FERROX_ABI_VERSION;
@@ -190,7 +199,7 @@ FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* in
     info->version = TEMPLATE_VERSION;
     info->isa_required = "";     /* baseline x86-64 */
     info->driver_libraries = ""; /* opens no library */
-    info->description = "Template backend: F32 MATVEC on the host CPU (example third-party plugin)";
+    info->description = TEMPLATE_DESCRIPTION;
     return FERROX_OK;
 }
 

@@ -15,6 +15,7 @@
 #include "attention/attention.h"
 #include "cpu_isa.h"
 #include "ferrox/backend_abi.h"
+#include "ferrox/plugin_note.h"
 #include "ferrox/quant_kind.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/kernel_table.h"
@@ -35,7 +36,10 @@ struct ferrox_buffer {
 namespace ferrox::cpu {
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+#define FERROX_CPU_VERSION "0.1.0"
+#define FERROX_CPU_DESCRIPTION \
+    "CPU backend: int8 and f32 kernels, AVX2 / AVX-512 VNNI chosen at run time"
+constexpr const char* kVersion = FERROX_CPU_VERSION;
 
 struct CpuBackend {
     ferrox_backend table{};
@@ -302,6 +306,9 @@ ferrox_status parse_isa_option(const ferrox_option* options, size_t n, Isa& isa,
 }  // namespace
 }  // namespace ferrox::cpu
 
+// Baseline x86-64 (faster paths are chosen at run time), no driver library.
+FERROX_PLUGIN_NOTE("cpu", FERROX_CPU_VERSION, "", "", FERROX_CPU_DESCRIPTION);
+
 extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* info) {
     if (!info || info->struct_size < sizeof(ferrox_plugin_info)) return FERROX_ERR_INVALID_ARGUMENT;
     info->abi_version = FERROX_ABI_VERSION;
@@ -309,7 +316,7 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plug
     info->version = ferrox::cpu::kVersion;
     info->isa_required = "";  // baseline x86-64; faster paths are chosen at run time
     info->driver_libraries = "";
-    info->description = "CPU backend: int8 and f32 kernels, AVX2 / AVX-512 VNNI chosen at run time";
+    info->description = FERROX_CPU_DESCRIPTION;
     return FERROX_OK;
 }
 

@@ -15,6 +15,7 @@
 #include "cuda_backend.h"
 #include "device_probe.h"
 #include "ferrox/backend_abi.h"
+#include "ferrox/plugin_note.h"
 #include "host_log.h"
 #include "options.h"
 #include "status.h"
@@ -299,6 +300,14 @@ void set_if_covered(ferrox_plugin_info* info, Member ferrox_plugin_info::*member
 }  // namespace
 }  // namespace ferrox::cuda
 
+#define FERROX_CUDA_DESCRIPTION                                                    \
+    "NVIDIA GPUs through CUDA " FERROX_CUDA_RUNTIME_TEXT                           \
+    " (static runtime; driver >= 580), "                                          \
+    "kernels for sm " FERROX_CUDA_ARCHS_TEXT
+
+// Read by the core from the file before it is loaded (ferrox/plugin_note.h).
+FERROX_PLUGIN_NOTE("cuda", FERROX_CUDA_PLUGIN_VERSION, "", "libcuda.so.1", FERROX_CUDA_DESCRIPTION);
+
 extern "C" {
 
 FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* info) {
@@ -317,9 +326,7 @@ FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* in
                                 offsetof(ferrox_plugin_info, driver_libraries), "libcuda.so.1");
     set_if_covered<const char*>(info, &ferrox_plugin_info::description,
                                 offsetof(ferrox_plugin_info, description),
-                                "NVIDIA GPUs through CUDA " FERROX_CUDA_RUNTIME_TEXT
-                                " (static runtime; driver >= 580), "
-                                "kernels for sm " FERROX_CUDA_ARCHS_TEXT);
+                                FERROX_CUDA_DESCRIPTION);
     return FERROX_OK;
 }
 

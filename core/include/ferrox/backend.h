@@ -43,6 +43,8 @@ class FERROX_API Backend {
     bool is_accelerator() const { return accelerator_; }
     HostContext& host_context() { return *host_; }
 
+    // At most kMaxDevices, whatever the plugin claims.
+    static constexpr uint32_t kMaxDevices = 256;
     uint32_t device_count() const;
     Expected<ferrox_device_info> device_info(uint32_t device) const;
 

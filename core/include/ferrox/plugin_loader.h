@@ -1,6 +1,8 @@
 // Finds libferrox_<name>.so files, opens only the backends the configuration
-// selects, checks each one's ABI before running any of its code beyond
-// describe(), and gives every file a visible, typed state.
+// selects from files and folders only root or the running user can write,
+// checks each one's ABI and ISA from its ELF note before running any of its
+// code (describe() for plugins without one), and gives every file a visible,
+// typed state.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@ enum class PluginState {
     MissingSymbol,        // lacks ferrox_plugin_describe / ferrox_plugin_create
     AbiMismatch,          // built for another ABI major
     IsaUnsupported,       // needs CPU features this host (or its OS) lacks
-    InsecurePermissions,  // world-writable file
+    InsecurePermissions,  // the file or a folder above it is writable by another user
     NoDriver,             // its driver library is absent or too old
     NoDevice,             // driver present, no usable device
     InitFailed,           // create() or a later check failed
@@ -47,9 +49,12 @@ struct PluginRecord {
     std::filesystem::path path;  // empty for NotFound
     std::string found_in;        // which search folder rule found it
     PluginState state = PluginState::NotSelected;
-    std::string reason;          // human message for every state but Ready
+    std::string reason;  // human message for every state but Ready
     bool required = false;
-    uint32_t abi_version = 0;    // as describe() reported it, 0 if never described
+    uint32_t abi_version = 0;  // from the note or describe(), 0 if never read
+    // "elf-note" when the metadata came from the file before loading it, else
+    // "describe() (...)" with why it could not (empty: never opened).
+    std::string metadata_source;
     std::string version, isa_required, driver_libraries, description;
     std::vector<DeviceSummary> devices;
     std::shared_ptr<Backend> backend;  // set when Ready
@@ -68,12 +73,14 @@ struct LoaderOptions {
 };
 
 // Search order: --plugin-dir, FERROX_PLUGIN_PATH, plugins.paths, the install
-// folder, <exe>/../lib/ferrox/plugins. Never the current directory.
+// folder, <exe>/../lib/ferrox/plugins. Never the current directory: relative
+// FERROX_PLUGIN_PATH entries are ignored with a warning (--plugin-dir may be
+// relative; it is made absolute once).
 FERROX_API std::vector<SearchDir> plugin_search_dirs(const Config& config,
                                                      const LoaderOptions& options);
 
 class FERROX_API PluginSet {
-public:
+  public:
     static PluginSet load(const Config& config, const LoaderOptions& options = {});
 
     const std::vector<PluginRecord>& records() const { return records_; }
@@ -83,7 +90,7 @@ public:
     // Records of required backends that are not Ready.
     std::vector<const PluginRecord*> required_failures() const;
 
-private:
+  private:
     std::vector<PluginRecord> records_;
     std::vector<SearchDir> search_dirs_;
     std::vector<std::shared_ptr<Backend>> selected_;

@@ -1,6 +1,9 @@
 // Finding and reading the configuration file: --config, $FERROX_CONFIG, the XDG
 // user folder, the system folder, else the built-in default.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -31,8 +34,23 @@ Expected<std::string> read_small_file(const std::filesystem::path& path) {
     if (std::filesystem::is_directory(path, ec)) {
         return make_error("{}: is a folder, not a configuration file", path.string());
     }
-    FileHandle file(std::fopen(path.c_str(), "rb"));
+    // O_NONBLOCK: a FIFO named as the configuration must not hang the open.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        return make_error("{}: cannot open the configuration file: {}", path.string(),
+                          std::generic_category().message(errno));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return make_error(
+            "{}: not a regular file (a FIFO, device or socket), not a "
+            "configuration file",
+            path.string());
+    }
+    FileHandle file(::fdopen(fd, "rb"));
     if (!file) {
+        ::close(fd);
         return make_error("{}: cannot open the configuration file: {}", path.string(),
                           std::generic_category().message(errno));
     }

@@ -9,6 +9,7 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "config/scalar_parse.h"
 #include "config/yaml_document.h"
 #include "ferrox/config.h"
+#include "ferrox/seeded_hash.h"
 
 namespace ferrox {
 namespace config_detail {
@@ -169,6 +171,9 @@ class ConfigParser {
 Expected<std::vector<MapEntry>> ConfigParser::entries_of(const YAML::Node& map,
                                                          std::string_view where) const {
     std::vector<MapEntry> entries;
+    // key -> index in entries: a duplicate check that stays linear for a file
+    // of many keys (a linear search per key was quadratic).
+    std::unordered_map<std::string, size_t, SeededHash, std::equal_to<>> seen;
     for (const auto& pair : map) {
         const YAML::Node& key_node = pair.first;
         if (!key_node.IsScalar()) {
@@ -176,13 +181,12 @@ Expected<std::vector<MapEntry>> ConfigParser::entries_of(const YAML::Node& map,
                                                   describe(key_node)));
         }
         const std::string& key = key_node.Scalar();
-        const auto earlier = std::find_if(entries.begin(), entries.end(),
-                                          [&](const MapEntry& e) { return e.key == key; });
-        if (earlier != entries.end()) {
-            const YAML::Mark first = earlier->key_node.Mark();
+        if (const auto earlier = seen.find(key); earlier != seen.end()) {
+            const YAML::Mark first = entries[earlier->second].key_node.Mark();
             return error_at(key_node, fmt::format("duplicate key '{}' {} (first at line {})", key,
                                                   where, first.line + 1));
         }
+        seen.emplace(key, entries.size());
         entries.push_back(MapEntry{key, key_node, pair.second});
     }
     return entries;

@@ -11,6 +11,8 @@
 #include <new>
 #include <utility>
 
+#include "ferrox/gguf/truncation_guard.h"
+
 namespace ferrox::gguf {
 namespace {
 
@@ -44,7 +46,8 @@ void MappedFile::AlignedDelete::operator()(std::byte* p) const {
 }
 
 Expected<MappedFile> MappedFile::open(const std::filesystem::path& path) {
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO named as a model must not hang the open (refused below).
+    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (fd.get() < 0) return make_error("{}: cannot open: {}", path.string(), std::strerror(errno));
     struct stat info {};
     if (::fstat(fd.get(), &info) != 0)
@@ -63,6 +66,7 @@ Expected<MappedFile> MappedFile::open(const std::filesystem::path& path) {
                           std::strerror(errno));
     file.data_ = static_cast<const std::byte*>(address);
     file.mmapped_ = true;
+    register_mapping(address, file.size_, path.c_str());  // named if it is truncated later
     return file;
 }
 
@@ -105,7 +109,10 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 MappedFile::~MappedFile() { release(); }
 
 void MappedFile::release() noexcept {
-    if (mmapped_) ::munmap(const_cast<std::byte*>(data_), size_);
+    if (mmapped_) {
+        unregister_mapping(data_);
+        ::munmap(const_cast<std::byte*>(data_), size_);
+    }
     owned_.reset();
     data_ = nullptr;
     size_ = 0;

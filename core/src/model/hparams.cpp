@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "hparams_sanity.h"
+
 namespace ferrox::model {
 namespace {
 
@@ -166,6 +168,7 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
     }
 #undef FERROX_READ
+    if (auto sane = check_hparams_sane(file, hp, *name); !sane) return sane.error();
     return hp;
 }
 

@@ -94,7 +94,15 @@ Backend::~Backend() {
 }
 
 uint32_t Backend::device_count() const {
-    return callable(*raw_, raw_->device_count) ? raw_->device_count(raw_) : 0;
+    const uint32_t claimed = callable(*raw_, raw_->device_count) ? raw_->device_count(raw_) : 0;
+    // The core asks each device for its info: a plugin's count bounds that
+    // loop, so it is clamped rather than trusted (4 billion calls is a hang).
+    if (claimed > kMaxDevices) {
+        logger().warn("{} backend claims {} devices; only the first {} are used", name_, claimed,
+                      kMaxDevices);
+        return kMaxDevices;
+    }
+    return claimed;
 }
 
 Expected<ferrox_device_info> Backend::device_info(uint32_t device) const {

@@ -1,17 +1,17 @@
 #include "ferrox/plugin_loader.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 
 #include <boost/dll/shared_library.hpp>
 
+#include "elf_note.h"
 #include "ferrox/cpu_features.h"
+#include "ferrox/escape.h"
 #include "ferrox/log.h"
+#include "trusted_open.h"
 
 namespace fs = std::filesystem;
 
@@ -63,22 +63,23 @@ fs::path executable_dir() {
     return ec ? fs::path() : exe.parent_path();
 }
 
-void append_path_list(std::vector<SearchDir>& dirs, std::string_view list, std::string_view origin) {
+void append_path_list(std::vector<SearchDir>& dirs, std::string_view list,
+                      std::string_view origin) {
     while (!list.empty()) {
         const size_t colon = list.find(':');
         const std::string_view item = list.substr(0, colon);
-        // An empty entry would mean "the current directory" to a shell; never here.
-        if (!item.empty()) dirs.push_back({fs::path(item), std::string(origin)});
+        // An empty entry would mean "the current directory" to a shell, and a
+        // relative one resolves against it: neither is searched.
+        if (!item.empty() && fs::path(item).is_relative())
+            logger().warn(
+                "{}: ignoring relative entry '{}' (the current directory is never "
+                "searched; give an absolute folder)",
+                origin, escape_text(item));
+        else if (!item.empty())
+            dirs.push_back({fs::path(item), std::string(origin)});
         if (colon == std::string_view::npos) break;
         list.remove_prefix(colon + 1);
     }
-}
-
-bool is_elf(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    char magic[4] = {};
-    in.read(magic, sizeof magic);
-    return in.gcount() == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
 }
 
 struct Opened {
@@ -106,31 +107,72 @@ std::string message_text(const ferrox_message& m) {
 
 std::string or_empty(const char* s) { return s ? std::string(s) : std::string(); }
 
+// The checks the file alone can answer (from its note), before any of its code runs.
+bool check_metadata(PluginRecord& record) {
+    if (FERROX_ABI_MAJOR(record.abi_version) != FERROX_ABI_VERSION_MAJOR) {
+        record.state = PluginState::AbiMismatch;
+        record.reason =
+            fmt::format("plugin speaks ABI {}.{}, this ferrox speaks {}.{}",
+                        FERROX_ABI_MAJOR(record.abi_version), FERROX_ABI_MINOR(record.abi_version),
+                        FERROX_ABI_VERSION_MAJOR, FERROX_ABI_VERSION_MINOR);
+        return false;
+    }
+    if (auto lacking = cpu_features().missing(record.isa_required); !lacking.empty()) {
+        record.state = PluginState::IsaUnsupported;
+        record.reason = fmt::format("needs CPU features this host or its OS does not enable: {}",
+                                    fmt::join(lacking, ", "));
+        return false;
+    }
+    return true;
+}
+
+bool check_name(PluginRecord& record, const std::string& described, std::string_view where) {
+    if (described == record.name) return true;
+    record.state = PluginState::InitFailed;
+    record.reason = fmt::format("file is named for backend '{}' but its {} says '{}'", record.name,
+                                where, described);
+    return false;
+}
+
 // Everything from file checks to create(); fills `record` and returns the
-// state. Plugin code beyond describe() runs only after the ABI check.
+// state. No plugin code runs before the file's trust chain, its ELF header and
+// (when it has one) its note were checked; describe() runs before the ABI check
+// only for a plugin without the note.
 void open_plugin(PluginRecord& record, const BackendConfig* settings) {
-    struct stat st {};
-    if (::stat(record.path.c_str(), &st) != 0) {
-        record.state = PluginState::NotALibrary;
-        record.reason = fmt::format("cannot stat {}: {}", record.path.string(), std::strerror(errno));
+    auto opened = plugin::open_trusted(record.path);
+    if (auto* failure = std::get_if<plugin::TrustFailure>(&opened)) {
+        record.state =
+            failure->insecure ? PluginState::InsecurePermissions : PluginState::NotALibrary;
+        record.reason = failure->reason;
         return;
     }
-    if (st.st_mode & S_IWOTH) {
-        record.state = PluginState::InsecurePermissions;
-        record.reason = fmt::format(
-            "refused: {} is world-writable (mode {:o}); any user could replace its code",
-            record.path.string(), st.st_mode & 07777);
+    const plugin::TrustedFile& file = std::get<plugin::TrustedFile>(opened);
+    const plugin::NoteResult note =
+        plugin::read_plugin_note(file.fd.get(), file.size, record.path.string());
+    if (const auto* bad = std::get_if<plugin::NotALibrary>(&note)) {
+        record.state = PluginState::NotALibrary;
+        record.reason = bad->reason;
         return;
     }
-    if (!S_ISREG(st.st_mode) || !is_elf(record.path)) {
-        record.state = PluginState::NotALibrary;
-        record.reason = fmt::format("{} is not an ELF shared library", record.path.string());
-        return;
+    const auto* from_note = std::get_if<plugin::PluginNote>(&note);
+    if (from_note) {
+        record.metadata_source = "elf-note";
+        record.abi_version = from_note->abi_version;
+        record.version = from_note->version;
+        record.isa_required = from_note->isa;
+        record.driver_libraries = from_note->drivers;
+        record.description = from_note->description;
+        if (!check_name(record, from_note->name, "note") || !check_metadata(record)) return;
+    } else {
+        record.metadata_source = fmt::format("describe() (ran after loading: {})",
+                                             std::get<plugin::NoNote>(note).reason);
     }
 
     auto library = std::make_shared<boost::dll::shared_library>();
     try {
-        library->load(record.path,
+        // The descriptor that was checked, not the path: a file swapped in since
+        // cannot be the one loaded.
+        library->load(plugin::fd_path(file.fd),
                       boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     } catch (const std::exception& e) {
         const Opened o = classify_dlopen_failure(e.what());
@@ -155,32 +197,24 @@ void open_plugin(PluginRecord& record, const BackendConfig* settings) {
         record.reason = "describe() failed";
         return;
     }
-    record.abi_version = info.abi_version;
-    // Only the members both sides know: an older plugin wrote a shorter prefix.
-    record.version = or_empty(info.version);
-    record.isa_required = or_empty(info.isa_required);
-    record.driver_libraries = or_empty(info.driver_libraries);
-    record.description = or_empty(info.description);
-
-    if (FERROX_ABI_MAJOR(info.abi_version) != FERROX_ABI_VERSION_MAJOR) {
-        record.state = PluginState::AbiMismatch;
-        record.reason = fmt::format("plugin speaks ABI {}.{}, this ferrox speaks {}.{}",
-                                    FERROX_ABI_MAJOR(info.abi_version),
-                                    FERROX_ABI_MINOR(info.abi_version), FERROX_ABI_VERSION_MAJOR,
-                                    FERROX_ABI_VERSION_MINOR);
-        return;
-    }
-    if (or_empty(info.name) != record.name) {
-        record.state = PluginState::InitFailed;
-        record.reason = fmt::format("file is named for backend '{}' but describes itself as '{}'",
-                                    record.name, or_empty(info.name));
-        return;
-    }
-    if (auto lacking = cpu_features().missing(record.isa_required); !lacking.empty()) {
-        record.state = PluginState::IsaUnsupported;
-        record.reason = fmt::format("needs CPU features this host or its OS does not enable: {}",
-                                    fmt::join(lacking, ", "));
-        return;
+    if (from_note) {
+        // One plugin, one truth: a stale note is refused rather than believed.
+        if (info.abi_version != from_note->abi_version) {
+            record.state = PluginState::InitFailed;
+            record.reason = fmt::format("its note says ABI {:#x} but describe() says {:#x}",
+                                        from_note->abi_version, info.abi_version);
+            return;
+        }
+        if (!check_name(record, or_empty(info.name), "describe()")) return;
+    } else {
+        record.abi_version = info.abi_version;
+        // Only the members both sides know: an older plugin wrote a shorter prefix.
+        record.version = or_empty(info.version);
+        record.isa_required = or_empty(info.isa_required);
+        record.driver_libraries = or_empty(info.driver_libraries);
+        record.description = or_empty(info.description);
+        if (!check_metadata(record) || !check_name(record, or_empty(info.name), "describe()"))
+            return;
     }
 
     std::vector<ferrox_option> options;
@@ -190,9 +224,9 @@ void open_plugin(PluginRecord& record, const BackendConfig* settings) {
     auto host = std::make_unique<HostContext>();
     host->backend_name = record.name;
     const ferrox_host table = make_host_table(host.get());
-    auto create = library->get<ferrox_status(const ferrox_host*, const ferrox_option*, size_t,
-                                             ferrox_backend**, ferrox_message*)>(
-        FERROX_PLUGIN_CREATE_SYMBOL);
+    auto create =
+        library->get<ferrox_status(const ferrox_host*, const ferrox_option*, size_t,
+                                   ferrox_backend**, ferrox_message*)>(FERROX_PLUGIN_CREATE_SYMBOL);
     ferrox_backend* raw = nullptr;
     ferrox_message message{};
     const ferrox_status status = create(&table, options.data(), options.size(), &raw, &message);
@@ -202,7 +236,8 @@ void open_plugin(PluginRecord& record, const BackendConfig* settings) {
                                                         : PluginState::InitFailed;
         record.reason = message_text(message);
         if (record.reason.empty())
-            record.reason = raw ? "create() failed without a message" : "create() returned no backend";
+            record.reason =
+                raw ? "create() failed without a message" : "create() returned no backend";
         return;
     }
     if (FERROX_ABI_MAJOR(raw->abi_version) != FERROX_ABI_VERSION_MAJOR ||
@@ -239,9 +274,9 @@ std::vector<SearchDir> plugin_search_dirs(const Config& config, const LoaderOpti
         if (const char* env = std::getenv("FERROX_PLUGIN_PATH"))
             append_path_list(dirs, env, "FERROX_PLUGIN_PATH");
     for (const auto& d : config.plugin_paths) dirs.push_back({d, "plugins.paths"});
-    dirs.push_back({options.install_dir.empty() ? fs::path(FERROX_INSTALL_PLUGIN_DIR)
-                                                : options.install_dir,
-                    "install folder"});
+    dirs.push_back(
+        {options.install_dir.empty() ? fs::path(FERROX_INSTALL_PLUGIN_DIR) : options.install_dir,
+         "install folder"});
     const fs::path exe = options.exe_dir ? *options.exe_dir : executable_dir();
     if (!exe.empty())
         dirs.push_back({(exe / ".." / "lib" / "ferrox" / "plugins").lexically_normal(),
@@ -308,7 +343,6 @@ PluginSet PluginSet::load(const Config& config, const LoaderOptions& options) {
             record.reason = "not in backends.order; not opened";
     return set;
 }
-
 
 std::vector<const PluginRecord*> PluginSet::required_failures() const {
     std::vector<const PluginRecord*> out;

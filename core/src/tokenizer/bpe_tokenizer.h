@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "ferrox/seeded_hash.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/vocab.h"
@@ -26,7 +27,8 @@ class BpeTokenizer final : public Tokenizer {
     std::optional<int32_t> merge_rank(std::string_view left, std::string_view right) const;
 
     PreTokenizerInfo pre_;
-    std::unordered_map<std::string, int32_t> ranks_;  // key: see merge_key()
+    // key: see merge_key(); keyed hash, since the merges come from the file
+    std::unordered_map<std::string, int32_t, SeededHash, std::equal_to<>> ranks_;
 };
 
 }  // namespace ferrox::tokenizer_detail

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cctype>
 
+#include "ferrox/seeded_hash.h"
+
 namespace ferrox::tokenizer_detail {
 namespace {
 
@@ -38,7 +40,7 @@ constexpr std::array<std::string_view, 22> kEndOfGenerationTexts = {
 
 std::optional<int32_t> Vocab::find(std::string_view text) const {
     const size_t mask = slots_.size() - 1;
-    for (size_t i = std::hash<std::string_view>{}(text)&mask;; i = (i + 1) & mask) {
+    for (size_t i = SeededHash{}(text)&mask;; i = (i + 1) & mask) {
         const int32_t id = slots_[i];
         if (id == kNoToken) return std::nullopt;
         if (this->text(id) == text) return id;
@@ -73,7 +75,7 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
     const size_t mask = vocab.slots_.size() - 1;
     for (size_t id = 0; id < n; ++id) {
         const std::string_view text = vocab.text(static_cast<int32_t>(id));
-        size_t i = std::hash<std::string_view>{}(text)&mask;
+        size_t i = SeededHash{}(text)&mask;
         // A repeated text maps to its last id, as in llama.cpp.
         while (vocab.slots_[i] != kNoToken && vocab.text(vocab.slots_[i]) != text)
             i = (i + 1) & mask;

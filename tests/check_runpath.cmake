@@ -1,0 +1,52 @@
+# cmake -DBUILD_DIR=<build tree> -DREADELF=<readelf> -P check_runpath.cmake
+#
+# Every ELF file the build produced: no RUNPATH/RPATH entry may be empty or
+# relative unless it starts with $ORIGIN. The dynamic loader reads an empty or
+# relative entry against the *current* directory, so a library named like one
+# of ferrox's dependencies, dropped where a user runs ferrox, would run inside
+# it (issue 15, class 1).
+if(NOT BUILD_DIR OR NOT READELF)
+  message(FATAL_ERROR "usage: cmake -DBUILD_DIR=... -DREADELF=... -P check_runpath.cmake")
+endif()
+file(GLOB_RECURSE candidates LIST_DIRECTORIES false "${BUILD_DIR}/*")
+set(checked 0)
+set(bad "")
+foreach(file IN LISTS candidates)
+  if(file MATCHES "/CMakeFiles/" OR file MATCHES "\\.(o|a|cmake|txt|ninja|json|log|py|gguf|bin)$")
+    continue()
+  endif()
+  file(SIZE "${file}" size)
+  if(size LESS 64)
+    continue()
+  endif()
+  file(READ "${file}" magic LIMIT 4 HEX)
+  if(NOT magic STREQUAL "7f454c46")
+    continue()
+  endif()
+  execute_process(COMMAND "${READELF}" -d "${file}" OUTPUT_VARIABLE dynamic ERROR_QUIET)
+  math(EXPR checked "${checked} + 1")
+  string(REGEX MATCHALL "\\((RUNPATH|RPATH)\\)[^\n]*\\[[^]\n]*\\]" entries "${dynamic}")
+  foreach(entry IN LISTS entries)
+    string(REGEX REPLACE ".*\\[([^]]*)\\].*" "\\1" path_list "${entry}")
+    # An empty list item is an empty RUNPATH entry: keep it visible to the loop.
+    string(REPLACE ":" ";" items "${path_list}")
+    if(path_list STREQUAL "" OR path_list MATCHES "^:|:$|::")
+      list(APPEND bad "${file}: empty entry in [${path_list}]")
+      continue()
+    endif()
+    foreach(item IN LISTS items)
+      if(NOT item MATCHES "^/" AND NOT item MATCHES "^\\$ORIGIN")
+        list(APPEND bad "${file}: relative entry '${item}' in [${path_list}]")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(checked EQUAL 0)
+  message(FATAL_ERROR "no ELF file found under ${BUILD_DIR}: nothing was checked")
+endif()
+if(bad)
+  list(JOIN bad "\n  " text)
+  message(FATAL_ERROR "RUNPATH entries the loader would resolve against the current "
+                      "directory:\n  ${text}")
+endif()
+message(STATUS "${checked} ELF files, every RUNPATH entry absolute or $ORIGIN-relative")
