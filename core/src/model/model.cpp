@@ -8,6 +8,7 @@
 
 #include "ferrox/log.h"
 #include "ferrox/model/ops.h"
+#include "ferrox/model/rope_tables.h"
 #include "ferrox/quant_kind.h"
 #include "residency.h"
 #include "steps.h"
@@ -53,6 +54,7 @@ struct Model::Impl {
     std::vector<Act> k_cache, v_cache;
     // Host-side values: RoPE angles before upload, MoE router scores after download.
     std::vector<float> rope_cos[2], rope_sin[2], router_scores, zeros;
+    RopeSpec rope[2];  // [global, local]: how a position becomes angles
     std::vector<uint32_t> expert_order;
 
     Impl(const gguf::File& f, Dispatcher& d) : file(f), dispatcher(d) {}
@@ -155,12 +157,7 @@ struct Model::Impl {
         const uint32_t half = hp.head_dim_k / 2;
         for (int local = 0; local < 2; ++local) {
             if (local && hp.sliding_window == 0) break;
-            const float base = local ? hp.rope_base_local : hp.rope_base;
-            const float freq_scale = local ? 1.0f : hp.rope_freq_scale;
-            for (uint32_t i = 0; i < n; ++i)
-                ops::rope_angles(pos0 + i, base, freq_scale,
-                                 {&rope_cos[local][size_t{i} * half], half},
-                                 {&rope_sin[local][size_t{i} * half], half});
+            rope_table(rope[local], pos0, n, half, rope_cos[local], rope_sin[local]);
             const size_t used = size_t{n} * half;
             if (auto r = steps->upload({rope_cos[local].data(), used}, s.rope_cos[local]); !r)
                 return r;
@@ -455,6 +452,9 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     auto weights = bind_weights(file, m.hp);
     if (!weights) return weights.error();
     m.w = std::move(*weights);
+    for (int local = 0; local < 2; ++local)
+        m.rope[local] =
+            rope_spec(m.hp, rope_factors_for(m.hp, m.w.rope_factors, m.context), local != 0);
     auto residency = probe_model(file, m.hp, *uses, dispatcher, m.kv_kind, options.allow_resident);
     if (!residency) return residency.error();
     m.residency = std::move(*residency);
