@@ -92,39 +92,35 @@ Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& na
     return WeightMatrix::borrowed(name, t->kind(), rows, cols, t->data(), t->mapping());
 }
 
+// Derived from what bind_weights binds, so the products predicted (probes,
+// `ferrox inspect`, the residency check) are the matrices the pass multiplies
+// by: a tensor cannot be predicted and not bound, or bound and not predicted.
 Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp) {
+    auto w = bind_weights(file, hp);
+    if (!w) return w.error();
     std::vector<WeightUse> uses;
-    auto add = [&](const std::string& name, std::string role,
-                   bool per_position = false) -> Expected<void> {
-        auto t = require(file, name, hp);
-        if (!t) return t.error();
-        const auto shape = (*t)->shape();
-        uses.push_back({name, std::move(role), (*t)->kind(), shape.size() > 1 ? shape[1] : 1,
-                        shape[0], per_position});
-        return {};
+    const auto add = [&](const WeightMatrix& m, std::string tensor, std::string role,
+                         bool per_position) {
+        uses.push_back(
+            {std::move(tensor), std::move(role), m.kind(), m.rows(), m.cols(), per_position});
     };
-    const bool tied = file.find_tensor("output.weight") == nullptr;
-    if (auto r = add(tied ? "token_embd.weight" : "output.weight", "output"); !r) return r.error();
+    add(*w->output, w->output->name(), "output", false);
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        for (const char* role : {"attn_q", "attn_k", "attn_v", "attn_output"})
-            if (auto r = add(layer_tensor(il, std::string(role) + ".weight"), role); !r)
-                return r.error();
-        const char* const dense[] = {"ffn_gate", "ffn_up", "ffn_down"};
-        const char* const moe[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
-        if (hp.n_expert == 0) {
-            for (const char* role : dense)
-                if (auto r = add(layer_tensor(il, std::string(role) + ".weight"), role); !r)
-                    return r.error();
-        } else {
-            for (const char* part : moe) {
-                // The router scores a whole chunk at once; experts see one position at a time.
-                const bool router = std::string_view(part) == "ffn_gate_inp";
-                if (auto r = add(layer_tensor(il, std::string(part) + ".weight"),
-                                 router ? "moe_router" : part, !router);
-                    !r)
-                    return r.error();
-            }
-        }
+        const LayerWeights& L = w->layers[il];
+        const std::pair<const std::optional<WeightMatrix>*, const char*> dense[] = {
+            {&L.q, "attn_q"},      {&L.k, "attn_k"},  {&L.v, "attn_v"},     {&L.o, "attn_output"},
+            {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}};
+        for (const auto& [m, role] : dense)
+            if (*m) add(**m, (*m)->name(), role, false);
+        // The router scores a whole chunk at once; experts see one position at a time.
+        if (L.router) add(*L.router, L.router->name(), "moe_router", false);
+        const std::pair<const std::vector<WeightMatrix>*, const char*> experts[] = {
+            {&L.gate_exps, "ffn_gate_exps"},
+            {&L.up_exps, "ffn_up_exps"},
+            {&L.down_exps, "ffn_down_exps"}};
+        for (const auto& [views, role] : experts)
+            if (!views->empty())
+                add(views->front(), layer_tensor(il, std::string(role) + ".weight"), role, true);
     }
     return uses;
 }
