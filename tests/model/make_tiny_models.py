@@ -53,6 +53,48 @@ MODELS = {
     "gemma3": ("llama-spm", {}),  # made by make_gemma3
 }
 
+
+def llama3_rope_freqs(n_rot: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float,
+                      original_context: int) -> np.ndarray:
+    """Llama 3.1's per-pair frequency divisors (its rope_scaling "llama3" recipe, as
+    written into `rope_freqs.weight`): wavelengths beyond original_context /
+    low_freq_factor are divided by `factor`, those below original_context /
+    high_freq_factor kept, a smooth blend between."""
+    inv_freq = base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+    wavelen = 2 * np.pi / inv_freq
+    low, high = original_context / low_freq_factor, original_context / high_freq_factor
+    smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    divisor = np.where(wavelen < high, 1.0, np.where(wavelen > low, factor, 1.0 / ((1 - smooth) / factor + smooth)))
+    return divisor.astype(np.float32)
+
+
+# Variants shaped like specific real models, after the five above (their seeds
+# follow, so the five files stay byte-identical). Each: (arch, vocab, options).
+#   llama31:   Llama 3.1/3.2/3.3 -- the llama-bpe vocabulary, rope base 5e5, and
+#              `rope_freqs.weight` with no rope.scaling key; an original context of
+#              64 (not 8192) so that the divisors matter within the test's 1000 positions.
+#   llama-yarn / llama-longrope: llama with YaRN (factor 4 over an original 64
+#              positions) and with LongRoPE (short/long factor tensors and an
+#              attention factor), the schemes llama.cpp applies to any llama file.
+#   llama-bias: optional q/k/v biases (llama.cpp adds them when present).
+#   llama-extra: one tensor no architecture has (both engines must refuse it).
+#   llama-attn-out-bias: an attention output bias llama.cpp uses and ferrox does not
+#              implement (ferrox must refuse it, not drop it).
+#   gemma3-27b: Gemma 3 27B's 62 layers, so that the attention scale is
+#              1/sqrt(n_embd / n_head) (here 1/sqrt(32)), not 1/sqrt(head_dim = 64).
+SHAPED = {
+    "llama31": ("llama", "llama-bpe", {"tied": True, "n_ctx": 2048, "rope_base": 5e5,
+                                       "rope_freqs": {"factor": 8.0, "low": 1.0, "high": 4.0, "orig": 64}}),
+    "llama-yarn": ("llama", "llama-spm", {"tied": False, "n_ctx": 1024,
+                                          "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 64}}),
+    "llama-longrope": ("llama", "llama-spm", {"tied": False, "n_ctx": 1024,
+                                              "rope_scaling": {"type": "longrope", "orig": 64, "attn_factor": 1.19}}),
+    "llama-bias": ("llama", "llama-spm", {"tied": False, "bias": True}),
+    "llama-extra": ("llama", "llama-spm", {"tied": False, "extra": "blk.1.attn_gate_scale.weight"}),
+    "llama-attn-out-bias": ("llama", "llama-spm", {"tied": False, "extra": "blk.0.attn_output.bias"}),
+    "gemma3-27b": ("gemma3", "llama-spm", {"n_layer": 62}),
+}
+
 # tiny-gemma3: every row length a multiple of 256 so that K-quants apply.
 G_EMBD, G_HEAD, G_HEAD_KV, G_HEAD_DIM, G_FF, G_LAYER, G_WINDOW = 256, 8, 2, 64, 512, 6, 8
 
@@ -115,15 +157,15 @@ def gemma_norm(rng, n: int, scale: float, sigma: float) -> np.ndarray:
     return (scale * np.exp(sigma * rng.standard_normal(n))).astype(np.float32)
 
 
-def make_gemma3(out_dir: pathlib.Path, seed: int) -> pathlib.Path:
+def make_gemma3(out_dir: pathlib.Path, seed: int, name: str = "gemma3", n_layer: int = G_LAYER) -> pathlib.Path:
     rng = np.random.default_rng(seed)
-    path = out_dir / "tiny-gemma3.gguf"
+    path = out_dir / f"tiny-{name}.gguf"
     w = gguf.GGUFWriter(str(path), "gemma3")
-    w.add_name("tiny random gemma3")
+    w.add_name(f"tiny random {name}")
     n_vocab = copy_tokenizer(w, VOCAB_DIR / f"ggml-vocab-{MODELS['gemma3'][0]}.gguf")
     w.add_context_length(N_CTX)
     w.add_embedding_length(G_EMBD)
-    w.add_block_count(G_LAYER)
+    w.add_block_count(n_layer)
     w.add_feed_forward_length(G_FF)
     w.add_head_count(G_HEAD)
     w.add_head_count_kv(G_HEAD_KV)
@@ -138,7 +180,7 @@ def make_gemma3(out_dir: pathlib.Path, seed: int) -> pathlib.Path:
     add_quantized(w, "token_embd.weight", matrix(rng, n_vocab, G_EMBD), Q.Q8_0)
     w.add_tensor("output_norm.weight", gemma_norm(rng, G_EMBD, 4.0, 0.8))
     q_dim, kv_dim = G_HEAD * G_HEAD_DIM, G_HEAD_KV * G_HEAD_DIM
-    for il in range(G_LAYER):
+    for il in range(n_layer):
         p = f"blk.{il}."
         w.add_tensor(p + "attn_norm.weight", gemma_norm(rng, G_EMBD, 3.0, 0.6))
         add_quantized(w, p + "attn_q.weight", matrix(rng, q_dim, G_EMBD), Q.Q5_0)
@@ -160,16 +202,19 @@ def make_gemma3(out_dir: pathlib.Path, seed: int) -> pathlib.Path:
     return path
 
 
-def make(arch: str, out_dir: pathlib.Path, seed: int) -> pathlib.Path:
+def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name: str = "",
+         opt: dict | None = None) -> pathlib.Path:
+    name = name or arch
     if arch == "gemma3":
-        return make_gemma3(out_dir, seed)
-    vocab_name, opt = MODELS[arch]
+        return make_gemma3(out_dir, seed, name, **(opt or {}))
+    if opt is None:
+        vocab_name, opt = MODELS[arch]
     rng = np.random.default_rng(seed)
-    path = out_dir / f"tiny-{arch}.gguf"
+    path = out_dir / f"tiny-{name}.gguf"
     w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(f"tiny random {arch}")
+    w.add_name(f"tiny random {name}")
     n_vocab = copy_tokenizer(w, VOCAB_DIR / f"ggml-vocab-{vocab_name}.gguf")
-    w.add_context_length(N_CTX)
+    w.add_context_length(opt.get("n_ctx", N_CTX))
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
     w.add_head_count(N_HEAD)
@@ -177,7 +222,15 @@ def make(arch: str, out_dir: pathlib.Path, seed: int) -> pathlib.Path:
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
     w.add_rope_dimension_count(HEAD_DIM)
-    w.add_rope_freq_base(10000.0 if arch == "llama" else 1e6)
+    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch == "llama" else 1e6))
+    if "rope_scaling" in opt:
+        rs = opt["rope_scaling"]
+        w.add_string(f"{arch}.rope.scaling.type", rs["type"])
+        if "factor" in rs:
+            w.add_rope_scaling_factor(rs["factor"])
+        w.add_rope_scaling_orig_ctx_len(rs["orig"])
+        if "attn_factor" in rs:
+            w.add_float32(f"{arch}.rope.scaling.attn_factor", rs["attn_factor"])
     w.add_layer_norm_rms_eps(1e-6)
     if opt.get("moe"):
         w.add_expert_count(N_EXPERT)
@@ -192,6 +245,15 @@ def make(arch: str, out_dir: pathlib.Path, seed: int) -> pathlib.Path:
     w.add_tensor("output_norm.weight", norm(rng, N_EMBD))
     if not opt["tied"]:
         add_quantized(w, "output.weight", matrix(rng, n_vocab, N_EMBD), Q.Q8_0)
+    if "rope_freqs" in opt:
+        rf = opt["rope_freqs"]
+        w.add_tensor("rope_freqs.weight", llama3_rope_freqs(HEAD_DIM, opt["rope_base"], rf["factor"], rf["low"],
+                                                            rf["high"], rf["orig"]))
+    if opt.get("rope_scaling", {}).get("type") == "longrope":
+        # Phi-3's shape of factors: near 1 for the fast pairs, growing for the slow ones.
+        ramp = np.linspace(0.0, 1.0, HEAD_DIM // 2)
+        w.add_tensor("rope_factors_short.weight", (1.0 + 0.5 * ramp ** 2).astype(np.float32))
+        w.add_tensor("rope_factors_long.weight", (1.0 + 7.0 * ramp ** 2).astype(np.float32))
     q_dim, kv_dim = N_HEAD * HEAD_DIM, N_HEAD_KV * HEAD_DIM
     for il in range(N_LAYER):
         p = f"blk.{il}."
@@ -219,6 +281,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int) -> pathlib.Path:
             add_quantized(w, p + "ffn_gate.weight", matrix(rng, N_FF, N_EMBD), Q.Q4_0)
             add_quantized(w, p + "ffn_up.weight", matrix(rng, N_FF, N_EMBD), Q.Q4_0)
             add_quantized(w, p + "ffn_down.weight", matrix(rng, N_EMBD, N_FF), Q.Q4_0)
+    if "extra" in opt:
+        w.add_tensor(opt["extra"], (0.1 * rng.standard_normal(N_EMBD)).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -234,6 +298,11 @@ def main() -> int:
             print(make(arch, out_dir, 1000 + seed))
         except ImportError as e:  # tiny-gemma3's K-quants need llama-cpp-python's libggml
             print(f"WARN: tiny-{arch} not made: {e} (ci/llama_cpp.sh installs llama-cpp-python)", file=sys.stderr)
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(SHAPED.items(), start=1000 + len(MODELS)):
+        try:
+            print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
+        except ImportError as e:
+            print(f"WARN: tiny-{name} not made: {e} (ci/llama_cpp.sh installs llama-cpp-python)", file=sys.stderr)
     return 0
 
 

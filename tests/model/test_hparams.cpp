@@ -73,12 +73,12 @@ TEST_CASE("an unknown architecture and an unimplemented rope scaling are refused
     CHECK_THAT(a.error().message(),
                Catch::Contains("general.architecture") && Catch::Contains("mamba"));
 
-    auto yarn = gemma3_like().str("gemma3.rope.scaling.type", "yarn").parse();
-    REQUIRE(yarn);
-    auto b = model::read_hparams(*yarn);
+    auto ntk = gemma3_like().str("gemma3.rope.scaling.type", "dynamic_ntk").parse();
+    REQUIRE(ntk);
+    auto b = model::read_hparams(*ntk);
     REQUIRE_FALSE(b);
     CHECK_THAT(b.error().message(),
-               Catch::Contains("gemma3.rope.scaling.type") && Catch::Contains("yarn"));
+               Catch::Contains("gemma3.rope.scaling.type") && Catch::Contains("dynamic_ntk"));
 
     auto kv = gemma3_like()
                   .without("gemma3.attention.head_count_kv")
@@ -129,4 +129,123 @@ TEST_CASE("a model that does not fit is refused with the arithmetic spelled out"
                         Catch::Contains("18 layers x 32768 positions x 1 kv heads") &&
                         Catch::Contains("1461073576") && Catch::Contains("536870912") &&
                         Catch::Contains("--kv-type f16"));
+}
+
+TEST_CASE(
+    "Gemma 3 27B (62 layers) scales attention by 1/sqrt(n_embd / n_head), others by head_dim") {
+    // n_embd / n_head = 16 differs from head_dim 32, so the two rules differ.
+    auto g27 = gemma3_like().without("gemma3.block_count").u32("gemma3.block_count", 62).parse();
+    REQUIRE(g27);
+    auto hp = model::read_hparams(*g27);
+    REQUIRE(hp);
+    CHECK(hp->attn_scale == Approx(1.0 / std::sqrt(16.0)));
+    auto g61 = gemma3_like().without("gemma3.block_count").u32("gemma3.block_count", 61).parse();
+    REQUIRE(g61);
+    auto other = model::read_hparams(*g61);
+    REQUIRE(other);
+    CHECK(other->attn_scale == Approx(1.0 / std::sqrt(32.0)));
+}
+
+TEST_CASE("rope scaling keys are read as llama.cpp reads them") {
+    SECTION("no keys: linear with factor 1, the original context is the trained one") {
+        auto hp = model::read_hparams(*gemma3_like().parse());
+        REQUIRE(hp);
+        CHECK(hp->rope_scaling == model::RopeScaling::Linear);
+        CHECK(hp->rope_freq_scale == 1.0f);
+        CHECK(hp->rope_n_ctx_orig == 32768);
+        CHECK(hp->n_rot == 32);
+    }
+    SECTION("a factor without a type is linear; the older rope.scale_linear counts too") {
+        auto f = gemma3_like().f32("gemma3.rope.scaling.factor", 8.0f).parse();
+        REQUIRE(f);
+        auto hp = model::read_hparams(*f);
+        REQUIRE(hp);
+        CHECK(hp->rope_freq_scale == 0.125f);
+        auto old = gemma3_like().f32("gemma3.rope.scale_linear", 4.0f).parse();
+        REQUIRE(old);
+        auto hp2 = model::read_hparams(*old);
+        REQUIRE(hp2);
+        CHECK(hp2->rope_freq_scale == 0.25f);
+    }
+    SECTION("'none' never scales") {
+        auto f = gemma3_like()
+                     .str("gemma3.rope.scaling.type", "none")
+                     .f32("gemma3.rope.scaling.factor", 8.0f)
+                     .parse();
+        REQUIRE(f);
+        auto hp = model::read_hparams(*f);
+        REQUIRE(hp);
+        CHECK(hp->rope_freq_scale == 1.0f);
+    }
+    SECTION("yarn: factor, original context and attention factor") {
+        auto f = gemma3_like()
+                     .str("gemma3.rope.scaling.type", "yarn")
+                     .f32("gemma3.rope.scaling.factor", 4.0f)
+                     .u32("gemma3.rope.scaling.original_context_length", 8192)
+                     .f32("gemma3.rope.scaling.attn_factor", 0.5f)
+                     .f32("gemma3.rope.scaling.yarn_beta_fast", 32.0f)  // llama.cpp's own value
+                     .parse();
+        REQUIRE(f);
+        auto hp = model::read_hparams(*f);
+        REQUIRE(hp);
+        CHECK(hp->rope_scaling == model::RopeScaling::Yarn);
+        CHECK(hp->rope_freq_scale == 0.25f);
+        CHECK(hp->rope_n_ctx_orig == 8192);
+        CHECK(hp->rope_attn_factor == 0.5f);
+    }
+    SECTION("a YaRN tuning key llama.cpp does not read here is refused, not half-honoured") {
+        for (const char* key :
+             {"gemma3.rope.scaling.yarn_beta_fast", "gemma3.rope.scaling.yarn_beta_slow",
+              "gemma3.rope.scaling.yarn_log_multiplier"}) {
+            INFO(key);
+            auto f = gemma3_like().str("gemma3.rope.scaling.type", "yarn").f32(key, 7.0f).parse();
+            REQUIRE(f);
+            auto hp = model::read_hparams(*f);
+            REQUIRE_FALSE(hp);
+            CHECK_THAT(hp.error().message(), Catch::Contains(key));
+        }
+    }
+    SECTION("a negative factor is refused by key") {
+        auto f = gemma3_like().f32("gemma3.rope.scaling.factor", -2.0f).parse();
+        REQUIRE(f);
+        auto hp = model::read_hparams(*f);
+        REQUIRE_FALSE(hp);
+        CHECK_THAT(hp.error().message(), Catch::Contains("gemma3.rope.scaling.factor"));
+    }
+    SECTION("partial rotary is refused until the rope op rotates a prefix") {
+        auto f = gemma3_like().u32("gemma3.rope.dimension_count", 16).parse();
+        REQUIRE(f);
+        auto hp = model::read_hparams(*f);
+        REQUIRE_FALSE(hp);
+        CHECK_THAT(hp.error().message(),
+                   Catch::Contains("gemma3.rope.dimension_count") && Catch::Contains("16 of 32"));
+    }
+}
+
+TEST_CASE("adapters, vision projectors and embedding models are refused for what they are") {
+    struct Case {
+        ferrox::test::TinyGguf file;
+        const char* key;
+        const char* says;
+    };
+    Case cases[] = {
+        {gemma3_like().str("general.type", "adapter").str("adapter.type", "lora"), "general.type",
+         "LoRA adapter"},
+        {gemma3_like().str("general.type", "mmproj"), "general.type", "vision projector"},
+        {gemma3_like().without("general.architecture").str("general.architecture", "clip"),
+         "general.architecture", "vision projector"},
+        {gemma3_like().u32("gemma3.pooling_type", 1), "gemma3.pooling_type", "embedding"},
+    };
+    for (auto& c : cases) {
+        INFO(c.says);
+        auto file = c.file.parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE_FALSE(hp);
+        CHECK_THAT(hp.error().message(), Catch::Contains(c.key) && Catch::Contains(c.says));
+    }
+    // pooling_type 0 (none) is a plain decoder.
+    auto none = gemma3_like().u32("gemma3.pooling_type", 0).parse();
+    REQUIRE(none);
+    CHECK(model::read_hparams(*none));
 }

@@ -41,6 +41,69 @@ Error refuse(const gguf::File& f, std::string_view key, std::string_view why) {
     return make_error("{}: metadata key '{}': {}", f.path().string(), key, why);
 }
 
+// rope.scaling.*, as llama.cpp reads it: the type defaults to linear, the
+// factor (or the older rope.scale_linear) to 1, and "none" never scales.
+// YaRN's tuning keys are read by llama.cpp only for other architectures, so
+// one that would change its answer here is refused rather than half-honoured.
+Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, Hparams& hp) {
+    auto type = file.get_string_or(k.key("rope.scaling.type"), "linear");
+    if (!type) return type.error();
+    if (*type == "none")
+        hp.rope_scaling = RopeScaling::None;
+    else if (*type == "linear")
+        hp.rope_scaling = RopeScaling::Linear;
+    else if (*type == "yarn")
+        hp.rope_scaling = RopeScaling::Yarn;
+    else if (*type == "longrope")
+        hp.rope_scaling = RopeScaling::LongRope;
+    else
+        return refuse(file, k.key("rope.scaling.type"),
+                      fmt::format("rope scaling '{}' is not implemented (none, linear, yarn, "
+                                  "longrope)",
+                                  *type));
+    const char* factor_key =
+        k.has("rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
+    auto factor = k.f32_or(factor_key, 0.0f);
+    if (!factor) return factor.error();
+    if (*factor < 0 || !std::isfinite(*factor))
+        return refuse(file, k.key(factor_key), fmt::format("{} is not a scaling factor", *factor));
+    // 0 means unset, as in llama.cpp.
+    hp.rope_freq_scale =
+        *factor == 0.0f || hp.rope_scaling == RopeScaling::None ? 1.0f : 1.0f / *factor;
+    auto attn = k.f32_or("rope.scaling.attn_factor", 1.0f);
+    if (!attn) return attn.error();
+    if (!(*attn > 0) || !std::isfinite(*attn))
+        return refuse(file, k.key("rope.scaling.attn_factor"), "must be > 0");
+    hp.rope_attn_factor = *attn;
+    auto orig = k.u32_or("rope.scaling.original_context_length", hp.n_ctx_train);
+    if (!orig) return orig.error();
+    hp.rope_n_ctx_orig = *orig != 0 ? *orig : hp.n_ctx_train;
+    if (hp.rope_scaling == RopeScaling::Yarn && hp.rope_n_ctx_orig == 0)
+        return refuse(file, k.key("rope.scaling.original_context_length"), "is 0");
+
+    struct Fixed {
+        const char* key;
+        float value;
+    };
+    const Fixed fixed[] = {
+        {"rope.scaling.yarn_beta_fast", hp.rope_yarn_beta_fast},
+        {"rope.scaling.yarn_beta_slow", hp.rope_yarn_beta_slow},
+        {"rope.scaling.yarn_log_multiplier", hp.rope_yarn_log_mul},
+        {"rope.scaling.yarn_ext_factor", hp.rope_scaling == RopeScaling::Yarn ? 1.0f : 0.0f},
+        {"rope.scaling.yarn_attn_factor", 1.0f}};
+    for (const Fixed& f : fixed) {
+        if (!k.has(f.key)) continue;
+        auto v = k.f32(f.key);
+        if (!v) return v.error();
+        if (*v != f.value)
+            return refuse(file, k.key(f.key),
+                          fmt::format("{} is not implemented for architecture '{}' (llama.cpp "
+                                      "uses {} for it)",
+                                      *v, hp.arch_name, f.value));
+    }
+    return {};
+}
+
 }  // namespace
 
 std::string_view arch_name(Arch arch) {
@@ -49,9 +112,37 @@ std::string_view arch_name(Arch arch) {
     return "unknown";
 }
 
+// Files that are not a chat or base language model say so before anything
+// else is read: a LoRA adapter, a vision projector, an embedding model.
+Expected<void> refuse_non_decoder(const gguf::File& file, std::string_view arch) {
+    auto type = file.get_string_or("general.type", "model");
+    if (!type) return type.error();
+    if (*type == "adapter")
+        return refuse(file, "general.type",
+                      "is 'adapter': a LoRA adapter, which ferrox does not apply yet (merge it "
+                      "into its base model, e.g. with llama.cpp's llama-export-lora)");
+    if (*type == "mmproj" || arch == "clip")
+        return refuse(file, *type == "mmproj" ? "general.type" : "general.architecture",
+                      "this is a vision projector (mmproj), which ferrox does not run yet; "
+                      "load the language model's own GGUF");
+    const std::string pooling = fmt::format("{}.pooling_type", arch);
+    if (file.find(pooling)) {
+        auto v = file.get_u32(pooling);
+        if (!v) return v.error();
+        static constexpr std::string_view kPooling[] = {"none", "mean", "cls", "last", "rank"};
+        if (*v != 0)
+            return refuse(file, pooling,
+                          fmt::format("is {} ({}): an embedding or reranking model, which ferrox "
+                                      "does not run yet (it generates text)",
+                                      *v, *v < std::size(kPooling) ? kPooling[*v] : "unknown"));
+    }
+    return {};
+}
+
 Expected<Hparams> read_hparams(const gguf::File& file) {
     auto name = file.get_string("general.architecture");
     if (!name) return name.error();
+    if (auto r = refuse_non_decoder(file, *name); !r) return r.error();
     Hparams hp;
     hp.arch_name = *name;
     bool known = false;
@@ -90,28 +181,15 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     if (hp.head_dim_k % 2 != 0)
         return refuse(file, k.key("attention.key_length"),
                       fmt::format("{} is odd; RoPE rotates pairs", hp.head_dim_k));
-    if (k.has("rope.dimension_count")) {
-        uint32_t n_rot = 0;
-        FERROX_READ(n_rot, k.u32("rope.dimension_count"));
-        if (n_rot != hp.head_dim_k)
-            return refuse(file, k.key("rope.dimension_count"),
-                          fmt::format("partial RoPE ({} of {} dims) is not implemented", n_rot,
-                                      hp.head_dim_k));
-    }
+    FERROX_READ(hp.n_rot, k.u32_or("rope.dimension_count", hp.head_dim_k));
+    if (hp.n_rot != hp.head_dim_k)
+        // The rope op rotates whole heads (NeoX pairs i with i + head_dim / 2),
+        // so a rotated prefix needs the op to know n_rot; rope_table already does.
+        return refuse(file, k.key("rope.dimension_count"),
+                      fmt::format("partial RoPE ({} of {} dims) is not implemented", hp.n_rot,
+                                  hp.head_dim_k));
     FERROX_READ(hp.rope_base, k.f32_or("rope.freq_base", 10000.0f));
-    if (k.has("rope.scaling.type")) {
-        auto type = file.get_string(k.key("rope.scaling.type"));
-        if (!type) return type.error();
-        if (*type == "linear") {
-            float factor = 1;
-            FERROX_READ(factor, k.f32("rope.scaling.factor"));
-            if (!(factor > 0)) return refuse(file, k.key("rope.scaling.factor"), "must be > 0");
-            hp.rope_freq_scale = 1.0f / factor;
-        } else if (*type != "none") {
-            return refuse(file, k.key("rope.scaling.type"),
-                          fmt::format("rope scaling '{}' is not implemented", *type));
-        }
-    }
+    if (auto r = read_rope_scaling(file, k, hp); !r) return r.error();
     for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"})
         if (k.has(cap)) return refuse(file, k.key(cap), "logit soft-capping is not implemented");
 
@@ -120,13 +198,16 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     hp.vocab = embd->row_count();
 
     hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    // Optional for every architecture, as in llama.cpp: a file with q/k/v biases
+    // gets them added (qwen2's always have them).
+    hp.qkv_bias = file.find_tensor("blk.0.attn_q.bias") || file.find_tensor("blk.0.attn_k.bias") ||
+                  file.find_tensor("blk.0.attn_v.bias");
     switch (hp.arch) {
         case Arch::Llama:
             hp.rope = RopeStyle::Normal;
             break;
         case Arch::Qwen2:
             hp.rope = RopeStyle::Neox;
-            hp.qkv_bias = true;
             break;
         case Arch::Qwen3:
         case Arch::Qwen3Moe:
@@ -150,6 +231,11 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
                 return refuse(file, k.key("attention.sliding_window_pattern"),
                               "0 (no global layer) is not implemented");
             FERROX_READ(hp.rope_base_local, k.f32_or("rope.freq_base_swa", 10000.0f));
+            // Gemma 3 27B (62 layers) scales q by 1/sqrt(n_embd / n_head) = 1/sqrt(168),
+            // not 1/sqrt(head_dim = 128), as its reference implementation and
+            // llama.cpp do; llama.cpp recognises it by the layer count alone.
+            if (hp.n_layer == 62)
+                hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
             break;
     }
     if (hp.arch == Arch::Qwen3Moe) {

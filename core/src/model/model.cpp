@@ -11,6 +11,7 @@
 #include "ferrox/log.h"
 #include "ferrox/model/context.h"
 #include "ferrox/model/ops.h"
+#include "ferrox/model/rope_tables.h"
 #include "ferrox/quant/half.h"
 #include "ferrox/quant_kind.h"
 #include "residency.h"
@@ -54,6 +55,7 @@ struct Model::Impl {
     std::unique_ptr<Steps> steps;
     std::vector<LayerConstants> consts;
     Act output_norm;
+    RopeSpec rope[2];  // [global, local]: how a position becomes angles
 
     Impl(const gguf::File& f, Dispatcher& d) : file(f), dispatcher(d) {}
 
@@ -438,12 +440,8 @@ struct Context::Impl {
         const uint32_t half = hp.head_dim_k / 2;
         for (int local = 0; local < 2; ++local) {
             if (local && hp.sliding_window == 0) break;
-            const float base = local ? hp.rope_base_local : hp.rope_base;
-            const float freq_scale = local ? 1.0f : hp.rope_freq_scale;
-            for (uint32_t i = 0; i < n; ++i)
-                ops::rope_angles(static_cast<uint32_t>(row_pos[i]), base, freq_scale,
-                                 {&rope_cos[local][size_t{i} * half], half},
-                                 {&rope_sin[local][size_t{i} * half], half});
+            rope_table(model.rope[local], {row_pos.data(), n}, half, rope_cos[local],
+                       rope_sin[local]);
             const size_t used = size_t{n} * half;
             if (auto r = steps->upload({rope_cos[local].data(), used}, s.rope_cos[local]); !r)
                 return r;
@@ -832,6 +830,9 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     auto weights = bind_weights(file, m.hp);
     if (!weights) return weights.error();
     m.w = std::move(*weights);
+    for (int local = 0; local < 2; ++local)
+        m.rope[local] =
+            rope_spec(m.hp, rope_factors_for(m.hp, m.w.rope_factors, m.context), local != 0);
     auto residency = probe_model(file, m.hp, *uses, dispatcher, m.kv_kind, options.allow_resident);
     if (!residency) return residency.error();
     m.residency = std::move(*residency);

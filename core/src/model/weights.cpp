@@ -1,5 +1,8 @@
 #include "weights.h"
 
+#include <cmath>
+#include <unordered_set>
+
 #include "ferrox/model/model.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
@@ -55,6 +58,24 @@ Expected<std::vector<WeightMatrix>> bind_experts(const gguf::File& file, const s
     return views;
 }
 
+// A tensor name from the file, safe for a terminal: non-printable bytes as \xNN.
+std::string printable(std::string_view name) {
+    std::string out;
+    for (const char c : name) {
+        const auto b = static_cast<unsigned char>(c);
+        if (b >= 0x20 && b < 0x7f && b != '\\')
+            out.push_back(c);
+        else
+            out += fmt::format("\\x{:02x}", b);
+    }
+    return out;
+}
+
+// Tensors an architecture's files may hold that ferrox deliberately does not
+// read. None so far: llama.cpp refuses a file with a tensor it does not load,
+// and every tensor it loads for these architectures changes the output.
+bool ignorable(const Hparams&, std::string_view) { return false; }
+
 }  // namespace
 
 std::string layer_tensor(uint32_t il, std::string_view suffix) {
@@ -71,39 +92,35 @@ Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& na
     return WeightMatrix::borrowed(name, t->kind(), rows, cols, t->data(), t->mapping());
 }
 
+// Derived from what bind_weights binds, so the products predicted (probes,
+// `ferrox inspect`, the residency check) are the matrices the pass multiplies
+// by: a tensor cannot be predicted and not bound, or bound and not predicted.
 Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp) {
+    auto w = bind_weights(file, hp);
+    if (!w) return w.error();
     std::vector<WeightUse> uses;
-    auto add = [&](const std::string& name, std::string role,
-                   bool per_position = false) -> Expected<void> {
-        auto t = require(file, name, hp);
-        if (!t) return t.error();
-        const auto shape = (*t)->shape();
-        uses.push_back({name, std::move(role), (*t)->kind(), shape.size() > 1 ? shape[1] : 1,
-                        shape[0], per_position});
-        return {};
+    const auto add = [&](const WeightMatrix& m, std::string tensor, std::string role,
+                         bool per_position) {
+        uses.push_back(
+            {std::move(tensor), std::move(role), m.kind(), m.rows(), m.cols(), per_position});
     };
-    const bool tied = file.find_tensor("output.weight") == nullptr;
-    if (auto r = add(tied ? "token_embd.weight" : "output.weight", "output"); !r) return r.error();
+    add(*w->output, w->output->name(), "output", false);
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        for (const char* role : {"attn_q", "attn_k", "attn_v", "attn_output"})
-            if (auto r = add(layer_tensor(il, std::string(role) + ".weight"), role); !r)
-                return r.error();
-        const char* const dense[] = {"ffn_gate", "ffn_up", "ffn_down"};
-        const char* const moe[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
-        if (hp.n_expert == 0) {
-            for (const char* role : dense)
-                if (auto r = add(layer_tensor(il, std::string(role) + ".weight"), role); !r)
-                    return r.error();
-        } else {
-            for (const char* part : moe) {
-                // The router scores a whole chunk at once; experts see one position at a time.
-                const bool router = std::string_view(part) == "ffn_gate_inp";
-                if (auto r = add(layer_tensor(il, std::string(part) + ".weight"),
-                                 router ? "moe_router" : part, !router);
-                    !r)
-                    return r.error();
-            }
-        }
+        const LayerWeights& L = w->layers[il];
+        const std::pair<const std::optional<WeightMatrix>*, const char*> dense[] = {
+            {&L.q, "attn_q"},      {&L.k, "attn_k"},  {&L.v, "attn_v"},     {&L.o, "attn_output"},
+            {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}};
+        for (const auto& [m, role] : dense)
+            if (*m) add(**m, (*m)->name(), role, false);
+        // The router scores a whole chunk at once; experts see one position at a time.
+        if (L.router) add(*L.router, L.router->name(), "moe_router", false);
+        const std::pair<const std::vector<WeightMatrix>*, const char*> experts[] = {
+            {&L.gate_exps, "ffn_gate_exps"},
+            {&L.up_exps, "ffn_up_exps"},
+            {&L.down_exps, "ffn_down_exps"}};
+        for (const auto& [views, role] : experts)
+            if (!views->empty())
+                add(views->front(), layer_tensor(il, std::string(role) + ".weight"), role, true);
     }
     return uses;
 }
@@ -116,10 +133,12 @@ void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher, ferr
 
 Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
     ModelWeights mw;
+    std::unordered_set<std::string> bound;
     const uint64_t d = hp.n_embd;
     auto embd = require(file, "token_embd.weight", hp);
     if (!embd) return embd.error();
     mw.token_embd = *embd;
+    bound.insert("token_embd.weight");
     if (mw.token_embd->row_length() != d)
         return make_error("{}: tensor 'token_embd.weight' rows are {} long, embedding_length is {}",
                           file.path().string(), mw.token_embd->row_length(), d);
@@ -127,9 +146,37 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
     auto output = bind_matrix(file, tied ? "token_embd.weight" : "output.weight", hp.vocab, d);
     if (!output) return output.error();
     mw.output = std::move(*output);
+    bound.insert(mw.output->name());
     auto onorm = bind_vector(file, "output_norm.weight", d);
     if (!onorm) return onorm.error();
     mw.output_norm = std::move(*onorm);
+    bound.insert("output_norm.weight");
+
+    // Per-pair RoPE divisors, optional, one set for all layers (llama.cpp
+    // reads them for llama; LongRoPE's pair only with that scaling).
+    const auto optional_vector = [&](std::vector<float>& dst,
+                                     const std::string& name) -> Expected<void> {
+        if (!file.find_tensor(name)) return {};
+        auto v = bind_vector(file, name, hp.n_rot / 2);
+        if (!v) return v.error();
+        for (const float f : *v)
+            if (!(f > 0) || !std::isfinite(f))
+                return make_error("{}: tensor '{}' holds {}, not a frequency divisor",
+                                  file.path().string(), name, f);
+        dst = std::move(*v);
+        bound.insert(name);
+        return {};
+    };
+    if (hp.arch == Arch::Llama) {
+        if (hp.rope_scaling == RopeScaling::LongRope) {
+            for (auto r :
+                 {optional_vector(mw.rope_factors.short_factors, "rope_factors_short.weight"),
+                  optional_vector(mw.rope_factors.long_factors, "rope_factors_long.weight")})
+                if (!r) return r.error();
+        } else if (auto r = optional_vector(mw.rope_factors.freqs, "rope_freqs.weight"); !r) {
+            return r.error();
+        }
+    }
 
     const uint64_t q_dim = uint64_t{hp.n_head} * hp.head_dim_k;
     const uint64_t k_dim = uint64_t{hp.n_head_kv} * hp.head_dim_k;
@@ -141,13 +188,16 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
                           uint64_t cols) -> Expected<void> {
             auto m = bind_matrix(file, layer_tensor(il, suffix), rows, cols);
             if (!m) return m.error();
+            bound.insert(m->name());
             dst = std::move(*m);
             return {};
         };
         auto vector = [&](std::vector<float>& dst, std::string_view suffix,
                           uint64_t n) -> Expected<void> {
-            auto v = bind_vector(file, layer_tensor(il, suffix), n);
+            auto name = layer_tensor(il, suffix);
+            auto v = bind_vector(file, name, n);
             if (!v) return v.error();
+            bound.insert(std::move(name));
             dst = std::move(*v);
             return {};
         };
@@ -187,12 +237,21 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
             auto dn =
                 bind_experts(file, layer_tensor(il, "ffn_down_exps.weight"), d, f, hp.n_expert);
             if (!dn) return dn.error();
+            for (const char* part :
+                 {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"})
+                bound.insert(layer_tensor(il, part));
             lw.gate_exps = std::move(*g);
             lw.up_exps = std::move(*u);
             lw.down_exps = std::move(*dn);
         }
         mw.layers.push_back(std::move(lw));
     }
+    for (const gguf::Tensor& t : file.tensors())
+        if (!bound.contains(t.name()) && !ignorable(hp, t.name()))
+            return make_error(
+                "{}: tensor '{}' is not used by ferrox's '{}' decoder; refusing the file rather "
+                "than running it without that tensor",
+                file.path().string(), printable(t.name()), hp.arch_name);
     return mw;
 }
 

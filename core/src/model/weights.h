@@ -10,6 +10,7 @@
 #include "ferrox/expected.h"
 #include "ferrox/gguf/file.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/model/rope_tables.h"
 #include "ferrox/weight_matrix.h"
 
 namespace ferrox::model {
@@ -27,6 +28,7 @@ struct ModelWeights {
     const gguf::Tensor* token_embd = nullptr;  // rows read by get_rows (dequantized)
     std::optional<WeightMatrix> output;        // token_embd itself when tied
     std::vector<float> output_norm;
+    RopeFactors rope_factors;  // optional per-pair RoPE divisors (llama)
     std::vector<LayerWeights> layers;
 };
 
@@ -35,6 +37,9 @@ std::string layer_tensor(uint32_t il, std::string_view suffix);
 
 Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& name, uint64_t rows,
                                    uint64_t cols);
+// Binds every tensor the architecture runs; a file holding any other tensor is
+// refused, naming it: an unused tensor is a bias, scale or variant the
+// forward pass would silently drop (as `rope_freqs.weight` once was).
 Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp);
 
 }  // namespace ferrox::model

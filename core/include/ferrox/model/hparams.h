@@ -19,6 +19,10 @@ enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3 };
 // Neox pairs (i, i + d/2) (qwen, gemma).
 enum class RopeStyle { Normal, Neox };
 
+// How positions past the trained context are squeezed in (`rope.scaling.type`);
+// the numbers are in rope_tables.h.
+enum class RopeScaling { None, Linear, Yarn, LongRope };
+
 enum class FfnActivation { Silu, GeluTanh };  // SwiGLU or GeGLU: act(gate) * up
 
 struct Hparams {
@@ -33,14 +37,21 @@ struct Hparams {
     float rms_eps = 0;
 
     RopeStyle rope = RopeStyle::Normal;
-    float rope_base = 10000.0f;        // global layers
-    float rope_freq_scale = 1.0f;      // 1 / linear rope scaling factor (global layers)
+    uint32_t n_rot = 0;          // rotated dimensions of a head (rope.dimension_count)
+    float rope_base = 10000.0f;  // global layers
+    RopeScaling rope_scaling = RopeScaling::None;
+    float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (global layers)
+    float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: multiplies cos and sin
+    uint32_t rope_n_ctx_orig = 0;   // rope.scaling.original_context_length (n_ctx_train)
+    // YaRN's ramp ends and DeepSeek-style log multiplier: llama.cpp's values for
+    // the architectures here (their keys are refused unless they say the same).
+    float rope_yarn_beta_fast = 32.0f, rope_yarn_beta_slow = 1.0f, rope_yarn_log_mul = 0.0f;
     float rope_base_local = 10000.0f;  // sliding-window layers
     uint32_t sliding_window = 0;       // 0: every layer attends to the whole past
     uint32_t swa_period = 0;           // every swa_period-th layer is global; 0: none local
 
     FfnActivation activation = FfnActivation::Silu;
-    float attn_scale = 1.0f;   // applied to q . k
+    float attn_scale = 1.0f;   // applied to q . k: 1/sqrt(head_dim), Gemma 3 27B's own rule
     bool embed_scale = false;  // multiply embeddings by sqrt(n_embd) (gemma)
     bool post_norms = false;   // post_attention_norm and post_ffw_norm (gemma3)
     bool qk_norm = false;      // per-head RMSNorm on q and k (qwen3, gemma3)
