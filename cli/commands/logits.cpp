@@ -50,12 +50,7 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
         }
         tokens = std::move(*ids);
     } else {
-        auto tok = Tokenizer::from_gguf(*ms->file);
-        if (!tok) {
-            logger().error("{}", tok.error().message());
-            return kExitBadInput;
-        }
-        tokens = (*tok)->encode(o.prompt, true, true);
+        tokens = ms->tokenizer->encode(o.prompt, true, o.model.special);
     }
     model::Model& m = *ms->model;
     if (tokens.size() > m.context()) {
