@@ -313,3 +313,25 @@ def test_a_first_shard_under_another_name_is_refused(models, tmp_path):
     shutil.copy(models[1][0], renamed)
     err = refused(renamed)
     assert renamed.name in err and "-00001-of-00003.gguf" in err
+
+
+def test_a_shard_naming_another_model_is_named(models, tmp_path):
+    """A later shard that carries general.name must carry the first shard's."""
+    copies = broken_copy(models[1], tmp_path)
+    w = gguf.GGUFWriter(str(copies[1]), "llama")
+    w.add_name("another model")
+    w.add_uint16("split.no", 1)
+    w.add_uint16("split.count", SHARDS)
+    w.add_int32("split.tensors.count", 3 + 9 * N_LAYER)
+    part = weights(7, N_LAYER, len(vocab()[0]))[TENSORS_PER_SHARD:2 * TENSORS_PER_SHARD]
+    for tensor_name, data, qtype in part:
+        if qtype is None:
+            w.add_tensor(tensor_name, data)
+        else:
+            w.add_tensor(tensor_name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    err = refused(copies[0])
+    assert copies[1].name in err and "general.name" in err and "another model" in err
