@@ -74,12 +74,14 @@ def weights(seed: int, n_layer: int, n_vocab: int) -> list[tuple[str, np.ndarray
 
 
 def write_model(path: pathlib.Path, *, seed: int = 7, n_layer: int = N_LAYER, split: int = 0,
-                name: str = "tiny split llama") -> list[pathlib.Path]:
-    """Writes the model (split into shards of `split` tensors when > 0); returns its files."""
+                name: str = "tiny split llama", tokenizer_model: str = "llama",
+                drop: tuple[str, ...] = ()) -> list[pathlib.Path]:
+    """Writes the model (split into shards of `split` tensors when > 0, without the
+    tensors named in `drop`); returns its files."""
     tokens, scores, types = vocab()
     w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split)
     w.add_name(name)
-    w.add_tokenizer_model("llama")
+    w.add_tokenizer_model(tokenizer_model)
     w.add_token_list(tokens)
     w.add_token_scores(scores)
     w.add_token_types(types)
@@ -98,6 +100,8 @@ def write_model(path: pathlib.Path, *, seed: int = 7, n_layer: int = N_LAYER, sp
     w.add_feed_forward_length(N_FF)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     for tensor_name, data, qtype in weights(seed, n_layer, len(tokens)):
+        if tensor_name in drop:
+            continue
         if qtype is None:
             w.add_tensor(tensor_name, data)
         else:
