@@ -9,13 +9,21 @@ cache="${FERROX_CACHE_DIR:-$HOME/.cache/ferrox}"
 sdist_dir="$cache/sdist"
 vocab_dir="$cache/vocab"
 sdist="$sdist_dir/llama_cpp_python-$version.tar.gz"
-vocabs=(llama-spm llama-bpe qwen2 gpt-2 phi-3)
+# With .inp/.out (Hugging Face's ids for the .inp strings): one per pre-tokenizer
+# family that llama.cpp ships a test vocabulary for.
+vocabs=(llama-spm llama-bpe qwen2 gpt-2 phi-3 qwen35 command-r deepseek-coder falcon mpt refact starcoder)
+# Vocabularies only (no .inp/.out): gpt-neox has no tokenizer.ggml.pre key (the
+# "default" split, with a warning); deepseek-llm names a split ferrox refuses.
+plain_vocabs=(gpt-neox deepseek-llm)
 
 missing=0
 for v in "${vocabs[@]}"; do
   for f in "ggml-vocab-$v.gguf" "ggml-vocab-$v.gguf.inp" "ggml-vocab-$v.gguf.out"; do
     [[ -s "$vocab_dir/$f" ]] || missing=1
   done
+done
+for v in "${plain_vocabs[@]}"; do
+  [[ -s "$vocab_dir/ggml-vocab-$v.gguf" ]] || missing=1
 done
 [[ $missing == 0 ]] && exit 0
 
@@ -31,5 +39,8 @@ for v in "${vocabs[@]}"; do
   for suffix in "" .inp .out; do
     members+=("llama_cpp_python-$version/vendor/llama.cpp/models/ggml-vocab-$v.gguf$suffix")
   done
+done
+for v in "${plain_vocabs[@]}"; do
+  members+=("llama_cpp_python-$version/vendor/llama.cpp/models/ggml-vocab-$v.gguf")
 done
 tar -xzf "$sdist" -C "$vocab_dir" --strip-components=4 "${members[@]}"

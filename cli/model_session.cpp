@@ -35,6 +35,9 @@ void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
                    "auto (default): keep the whole forward pass on the first backend when it "
                    "has every kernel (ABI 1.2); off: activations in host memory")
         ->check(CLI::IsMember({"auto", "off"}, CLI::ignore_case));
+    cmd.add_flag("--special", choices.special,
+                 "Parse special-token text in the prompt (\"<|im_end|>\" becomes that token); "
+                 "by default a prompt's text stays text");
 }
 
 Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,
@@ -60,12 +63,15 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
         return make_error("no backend of backends.order [{}] is ready ({}); see `ferrox backends`",
                           fmt::join(config->backend_order, ", "), fmt::join(states, "; "));
     }
-    ModelSession ms{Session{std::move(*config), std::move(plugins)}, {}, {}, {}, {}};
+    ModelSession ms{Session{std::move(*config), std::move(plugins)}, {}, {}, {}, {}, {}};
     ms.registry = std::make_unique<KernelRegistry>();
     ms.dispatcher = std::make_unique<Dispatcher>(ms.session.plugins.selected(), *ms.registry);
     auto file = gguf::File::open(path);
     if (!file) return file.error();
     ms.file = std::make_unique<gguf::File>(std::move(*file));
+    auto tokenizer = Tokenizer::from_gguf(*ms.file);
+    if (!tokenizer) return tokenizer.error();
+    ms.tokenizer = std::move(*tokenizer);
     model::ModelOptions options;
     options.registry_strict = ms.session.config.registry_strict;
     auto train = model::read_hparams(*ms.file);

@@ -12,6 +12,7 @@
 #include "ferrox/gguf/file.h"
 #include "ferrox/kernel_registry.h"
 #include "ferrox/model/model.h"
+#include "ferrox/tokenizer/tokenizer.h"
 #include "session.h"
 
 namespace ferrox::cli {
@@ -23,6 +24,9 @@ struct ModelSession {
     std::unique_ptr<KernelRegistry> registry;
     std::unique_ptr<Dispatcher> dispatcher;
     std::unique_ptr<gguf::File> file;
+    // Built from the file before any weight is bound, so that a tokenizer
+    // ferrox refuses stops the load before the weights cost anything.
+    std::unique_ptr<Tokenizer> tokenizer;
     std::unique_ptr<model::Model> model;
 };
 
@@ -32,9 +36,10 @@ struct ModelChoices {
     uint32_t context = 0;           // 0: min(4096, training context)
     std::string kv_type = "f32";    // the KV cache's element kind: f32 or f16
     std::string resident = "auto";  // auto | off: may the forward pass live on a device
+    bool special = false;           // --special: special-token text in the prompt is parsed
 };
 
-// Registers -t/--threads, -c/--ctx-size, --kv-type and --resident on `cmd`.
+// Registers -t/--threads, -c/--ctx-size, --kv-type, --resident and --special on `cmd`.
 void add_model_choices(CLI::App& cmd, ModelChoices& choices);
 
 Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,

@@ -1,4 +1,4 @@
-// `ferrox inspect`: a GGUF file's metadata, its tensors by kind, and -- before
+// `ferrox inspect`: a GGUF file's metadata (and shards), its tensors by kind, and -- before
 // any weight moves -- which kernel each selected backend will use for every
 // weight role (the kernel registry's probe report).
 #include <iostream>
@@ -114,6 +114,12 @@ int run(const CommonOptions& common, const std::string& path, bool json,
             doc["tensor_kinds"][name] = {
                 {"tensors", k.tensors}, {"bytes", k.bytes}, {"elements", k.elements}};
         doc["tensor_count"] = file->tensors().size();
+        doc["shards"] = nlohmann::json::array();
+        for (const auto& shard : file->shards())
+            doc["shards"].push_back({{"file", shard.path.string()},
+                                     {"tensors", shard.tensor_count},
+                                     {"tensor_bytes", shard.tensor_bytes},
+                                     {"file_bytes", shard.mapping->bytes().size()}});
         if (!model_error.empty())
             doc["model_error"] = model_error;
         else
@@ -137,6 +143,15 @@ int run(const CommonOptions& common, const std::string& path, bool json,
                              file->tensors().size());
     for (const auto& kv : file->metadata())
         std::cout << fmt::format("  {} = {}\n", shown(kv.key), value_text(kv.value));
+    if (file->is_split()) {
+        std::cout << fmt::format("\nshards: {} files, {} mapped\n", file->shards().size(),
+                                 human_bytes(file->mapped_bytes()));
+        std::vector<std::vector<std::string>> shard_rows{{"  FILE", "TENSORS", "TENSOR BYTES"}};
+        for (const auto& shard : file->shards())
+            shard_rows.push_back({"  " + shown(shard.path.string()), std::to_string(shard.tensor_count),
+                                  human_bytes(shard.tensor_bytes)});
+        std::cout << render_table(shard_rows);
+    }
     std::cout << "\ntensors by kind:\n";
     std::vector<std::vector<std::string>> rows{{"  KIND", "TENSORS", "ELEMENTS", "SIZE"}};
     for (const auto& [name, k] : kinds)

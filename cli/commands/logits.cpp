@@ -94,12 +94,14 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
         }
         tokens = std::move(*ids);
     } else {
+        // Text in the prompt stays text unless --special asks for control tokens.
+        const int parse = o.model.special ? 1 : 0;
         size_t n = 0;
-        ferrox_code code = ferrox_tokenize(model.get(), o.prompt.data(), o.prompt.size(), 1, 1,
+        ferrox_code code = ferrox_tokenize(model.get(), o.prompt.data(), o.prompt.size(), 1, parse,
                                            nullptr, 0, &n, &st);
         tokens.resize(n);
         if (code == FERROX_CODE_BUFFER_TOO_SMALL)
-            code = ferrox_tokenize(model.get(), o.prompt.data(), o.prompt.size(), 1, 1,
+            code = ferrox_tokenize(model.get(), o.prompt.data(), o.prompt.size(), 1, parse,
                                    tokens.data(), tokens.size(), &n, &st);
         if (!succeeded(code, st)) return kExitBadInput;
     }

@@ -85,11 +85,7 @@ int run(const CommonOptions& common, RunOptions o) {
                  static_cast<unsigned long long>(hp.vocab), m.context(),
                  m.capacity().summary().c_str(), seconds_since(load_start));
 
-    auto tok = Tokenizer::from_gguf(*ms->file);
-    if (!tok) {
-        logger().error("{}", tok.error().message());
-        return kExitBadInput;
-    }
+    const Tokenizer* tok = ms->tokenizer.get();
     std::string text = o.prompt;
     if (o.chat) {
         auto wrapped = chat_prompt(hp.arch, o.prompt);
@@ -99,7 +95,8 @@ int run(const CommonOptions& common, RunOptions o) {
         }
         text = *wrapped;
     }
-    std::vector<int32_t> tokens = (*tok)->encode(text, true, true);
+    // The chat template's own text parses special tokens; the prompt only with --special.
+    std::vector<int32_t> tokens = tok->encode(text, true, o.chat || o.model.special);
     if (tokens.empty()) {
         logger().error("the prompt encodes to no tokens");
         return kExitBadInput;
@@ -130,9 +127,9 @@ int run(const CommonOptions& common, RunOptions o) {
     const auto eval_start = Clock::now();
     for (int i = 0; i < o.n_predict && !stopped && !interrupted(); ++i) {
         const int32_t next = sampler.sample(logits, tokens);
-        if ((*tok)->is_end_of_generation(next)) break;
+        if (tok->is_end_of_generation(next)) break;
         tokens.push_back(next);
-        pending += streamer.feed((*tok)->token_to_piece(next));
+        pending += streamer.feed(tok->token_to_piece(next));
         const StopMatch stop = find_stop(pending, o.stops);
         size_t emit = pending.size() - stop.hold;
         if (stop.found != std::string::npos) emit = stop.found, stopped = true;

@@ -85,3 +85,23 @@ TEST_CASE("bpe: control tokens are parsed only with parse_special and render as 
     CHECK(tok->token_to_piece(end).empty());
     CHECK(tok->is_end_of_generation(end));
 }
+
+TEST_CASE("bpe: segments cut special tokens only where allowed, and merge across edges") {
+    VocabSpec spec = bpe_vocab({"a", "b", "<", ">", "x", "ab"}, {"a b"});
+    spec.tokens.push_back("<x>");
+    spec.types.push_back(TokenType::control);
+    auto tok = make_tokenizer(spec);
+    const int32_t control = id_of(*tok, "<x>");
+    // The template's "<x>" is the control token; the user's "<x>" stays text.
+    const std::vector<ferrox::TextSegment> chat = {{"a<x>", true}, {"<x>b", false}};
+    CHECK(tok->encode(chat, false) == Ids{id_of(*tok, "a"), control, id_of(*tok, "<"),
+                                          id_of(*tok, "x"), id_of(*tok, ">"), id_of(*tok, "b")});
+    // Text runs on over a segment edge: "a" + "b" is the word "ab", merged.
+    const std::vector<ferrox::TextSegment> split_word = {{"a", false}, {"b", true}};
+    CHECK(tok->encode(split_word, false) == Ids{id_of(*tok, "ab")});
+    CHECK(tok->encode(split_word, false) == tok->encode("ab", false, false));
+    // A special token's text over two segments is not that token.
+    const std::vector<ferrox::TextSegment> halves = {{"<x", true}, {">", true}};
+    CHECK(tok->encode(halves, false) == tok->encode("<x>", false, false));
+    CHECK(tok->encode("<x>", false, true) == Ids{control});
+}

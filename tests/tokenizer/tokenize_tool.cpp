@@ -4,7 +4,11 @@
 //   {"op":"encode","text_hex":"48690a","add_special":true,"parse_special":false} -> {"ids":[...]}
 //   {"op":"pieces","ids":[1,2]}  -> {"pieces_hex":["..",".."]}
 //   {"op":"decode","ids":[1,2]}  -> {"text_hex":"..."}
+//   {"op":"encode_segments","segments":[{"text_hex":"..","parse_special":true},..],
+//    "add_special":true} -> {"ids":[...]}
 //   {"op":"info"} -> {"vocab_size":N,"bos":B,"eos":E,"eog":[...]}
+// ferrox_tokenize_tool --pre-names: the pre-tokenizer table as one JSON array
+// ({"name","llama_type","supported","scanner","ignore_merges","add_bos"}), no model needed.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,6 +16,7 @@
 
 #include "ferrox/gguf/file.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 
 namespace {
 
@@ -43,6 +48,17 @@ nlohmann::json answer(const ferrox::Tokenizer& tokenizer, const nlohmann::json& 
         return {{"ids", tokenizer.encode(text, request.value("add_special", false),
                                          request.value("parse_special", false))}};
     }
+    if (op == "encode_segments") {
+        std::vector<std::string> texts;
+        std::vector<bool> parse;
+        for (const auto& segment : request.at("segments")) {
+            texts.push_back(from_hex(segment.at("text_hex").get<std::string>()));
+            parse.push_back(segment.value("parse_special", false));
+        }
+        std::vector<ferrox::TextSegment> segments;
+        for (size_t i = 0; i < texts.size(); ++i) segments.push_back({texts[i], parse[i]});
+        return {{"ids", tokenizer.encode(segments, request.value("add_special", false))}};
+    }
     if (op == "pieces") {
         nlohmann::json pieces = nlohmann::json::array();
         for (const int32_t id : request.at("ids").get<std::vector<int32_t>>())
@@ -67,7 +83,25 @@ nlohmann::json answer(const ferrox::Tokenizer& tokenizer, const nlohmann::json& 
 
 }  // namespace
 
+nlohmann::json pre_tokenizer_table() {
+    nlohmann::json names = nlohmann::json::array();
+    for (const auto& entry : ferrox::tokenizer_detail::pre_tokenizer_names())
+        names.push_back(
+            {{"name", entry.name},
+             {"llama_type", entry.llama_type},
+             {"supported", entry.info.has_value()},
+             {"scanner",
+              entry.info ? ferrox::tokenizer_detail::scanner_name(entry.info->kind) : ""},
+             {"ignore_merges", entry.info && entry.info->ignore_merges},
+             {"add_bos", entry.info && entry.info->add_bos}});
+    return names;
+}
+
 int main(int argc, char** argv) {
+    if (argc == 2 && std::string_view(argv[1]) == "--pre-names") {
+        std::cout << pre_tokenizer_table().dump() << '\n';
+        return 0;
+    }
     if (argc != 2) {
         std::fprintf(stderr, "usage: %s MODEL.gguf < requests.jsonl\n", argv[0]);
         return 2;

@@ -408,13 +408,20 @@ class Parser {
 
 Expected<File> File::parse(std::shared_ptr<const MappedFile> mapping) {
     if (!mapping) return Error("gguf: File::parse was given no mapping");
-    return Parser(std::move(mapping)).run();
+    auto file = Parser(mapping).run();
+    if (!file) return file;
+    uint64_t bytes = 0;
+    for (const Tensor& t : file->tensors_) bytes += t.byte_size();
+    file->shards_.push_back({mapping->path(), mapping, file->tensors_.size(), bytes});
+    return file;
 }
 
 Expected<File> File::open(const std::filesystem::path& path) {
     auto mapped = MappedFile::open(path);
     if (!mapped) return mapped.error();
-    return parse(std::make_shared<const MappedFile>(std::move(*mapped)));
+    auto file = parse(std::make_shared<const MappedFile>(std::move(*mapped)));
+    if (!file) return file;
+    return open_other_shards(std::move(*file));
 }
 
 }  // namespace ferrox::gguf

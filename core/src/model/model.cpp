@@ -878,7 +878,7 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     } else {
         in.scratch_bytes = m.scratch_bytes(m.max_batch, m.context);
     }
-    in.weight_bytes = file.mapping()->bytes().size();
+    in.weight_bytes = file.mapped_bytes();  // every shard of a split model
     if (options.available_bytes) {
         in.available_bytes = options.available_bytes;
     } else if (auto avail = mem_available_bytes()) {

@@ -42,12 +42,12 @@ std::optional<int32_t> BpeTokenizer::merge_rank(std::string_view left,
     return it->second;
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special,
-                                          bool parse_special) const {
+std::vector<int32_t> BpeTokenizer::encode_fragments(std::span<const Fragment> fragments,
+                                                    bool add_special) const {
     const Vocab& v = vocab();
     std::vector<int32_t> out;
     if (add_special && v.add_bos && v.bos != kNoToken) out.push_back(v.bos);
-    for (const Fragment& f : split_special(v, text, parse_special)) {
+    for (const Fragment& f : fragments) {
         if (f.token != kNoToken) {
             out.push_back(f.token);
             continue;

@@ -10,6 +10,7 @@
 #include "ferrox/seeded_hash.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/special_split.h"
 #include "tokenizer/vocab.h"
 
 namespace ferrox::tokenizer_detail {
@@ -18,8 +19,8 @@ class BpeTokenizer final : public Tokenizer {
   public:
     BpeTokenizer(std::unique_ptr<const Vocab> vocab, PreTokenizerInfo pre,
                  std::span<const std::string> merges);
-    std::vector<int32_t> encode(std::string_view text, bool add_special,
-                                bool parse_special) const override;
+    std::vector<int32_t> encode_fragments(std::span<const Fragment> fragments,
+                                          bool add_special) const override;
     std::string token_to_piece(int32_t id) const override;
 
   private:

@@ -1,5 +1,6 @@
 // Tokenizer::from_gguf: reads the tokenizer.ggml.* keys into a VocabSpec.
 #include "ferrox/gguf/file.h"
+#include "ferrox/log.h"
 #include "ferrox/tokenizer/tokenizer.h"
 
 namespace ferrox {
@@ -38,6 +39,12 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
     auto pre = file.get_string_or("tokenizer.ggml.pre", "");
     if (!pre) return pre.error();
     spec.pre = *pre;
+    // As llama.cpp does: the "default" split, which is rarely the model's own.
+    if (spec.model == "gpt2" && file.find("tokenizer.ggml.pre") == nullptr)
+        logger().warn(
+            "{}: no tokenizer.ggml.pre key; using the 'default' pre-tokenizer, which may split "
+            "text differently from the model's own tokenizer (re-convert the model to fix)",
+            file.path().string());
 
     auto name = file.get_string_or("general.name", "");
     if (!name) return name.error();

@@ -28,15 +28,15 @@ std::string escape_spaces(std::string_view text) {
 
 SpmTokenizer::SpmTokenizer(std::unique_ptr<const Vocab> vocab) : Tokenizer(std::move(vocab)) {}
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_special,
-                                          bool parse_special) const {
+std::vector<int32_t> SpmTokenizer::encode_fragments(std::span<const Fragment> fragments,
+                                                    bool add_special) const {
     const Vocab& v = vocab();
     std::vector<int32_t> out;
     if (add_special && v.add_bos && v.bos != kNoToken) out.push_back(v.bos);
     // SentencePiece's dummy prefix: a space before text that starts the input
     // or follows a special token, so "Hello" at the start encodes as " Hello".
     bool after_special = true;
-    for (const Fragment& f : split_special(v, text, parse_special)) {
+    for (const Fragment& f : fragments) {
         if (f.token != kNoToken) {
             out.push_back(f.token);
             after_special = true;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "ferrox/tokenizer/tokenizer.h"
+#include "tokenizer/special_split.h"
 #include "tokenizer/vocab.h"
 
 namespace ferrox::tokenizer_detail {
@@ -13,8 +14,8 @@ namespace ferrox::tokenizer_detail {
 class SpmTokenizer final : public Tokenizer {
   public:
     explicit SpmTokenizer(std::unique_ptr<const Vocab> vocab);
-    std::vector<int32_t> encode(std::string_view text, bool add_special,
-                                bool parse_special) const override;
+    std::vector<int32_t> encode_fragments(std::span<const Fragment> fragments,
+                                          bool add_special) const override;
     std::string token_to_piece(int32_t id) const override;
 
   private:

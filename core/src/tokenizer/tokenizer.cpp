@@ -1,16 +1,49 @@
 #include "ferrox/tokenizer/tokenizer.h"
 
+#include <deque>
+
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/special_split.h"
 #include "tokenizer/spm_tokenizer.h"
 #include "tokenizer/vocab.h"
 
 namespace ferrox {
 
+using tokenizer_detail::Fragment;
 using tokenizer_detail::kNoToken;
+using tokenizer_detail::split_special;
 using tokenizer_detail::Vocab;
 
 Tokenizer::Tokenizer(std::unique_ptr<const Vocab> vocab) : vocab_(std::move(vocab)) {}
 Tokenizer::~Tokenizer() = default;
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
+    const TextSegment whole{text, parse_special};
+    return encode(std::span<const TextSegment>(&whole, 1), add_special);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::span<const TextSegment> segments,
+                                       bool add_special) const {
+    std::vector<Fragment> fragments;
+    // Raw text that runs across a segment edge is joined here, so that the
+    // model's algorithm sees it whole (deque: growing it moves no string).
+    std::deque<std::string> joined;
+    for (const TextSegment& segment : segments) {
+        for (const Fragment& f : split_special(*vocab_, segment.text, segment.parse_special)) {
+            Fragment* last = fragments.empty() ? nullptr : &fragments.back();
+            if (f.token != kNoToken || last == nullptr || last->token != kNoToken) {
+                fragments.push_back(f);
+                continue;
+            }
+            if (joined.empty() || joined.back().data() != last->text.data())
+                joined.emplace_back(last->text);
+            joined.back() += f.text;
+            last->text = joined.back();
+        }
+    }
+    return encode_fragments(fragments, add_special);
+}
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
     std::string out;

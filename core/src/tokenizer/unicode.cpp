@@ -15,7 +15,8 @@ constexpr FlagRun kFlagRuns[] = {
 #include "tokenizer/unicode_tables.inc"
 };
 
-constexpr uint8_t kLetter = 1, kNumber = 2, kPunctuation = 4, kWhitespace = 8;
+constexpr uint8_t kLetter = 1, kNumber = 2, kPunctuation = 4, kWhitespace = 8, kMark = 16,
+                  kSymbol = 32;
 
 bool is_continuation(uint8_t byte) { return (byte & 0xC0) == 0x80; }
 
@@ -88,8 +89,8 @@ CodepointClass classify(char32_t cp) {
         std::upper_bound(std::begin(kFlagRuns), std::end(kFlagRuns), static_cast<uint32_t>(cp),
                          [](uint32_t value, const FlagRun& run) { return value < run.first; });
     const uint8_t flags = std::prev(next)->flags;
-    return {(flags & kLetter) != 0, (flags & kNumber) != 0, (flags & kPunctuation) != 0,
-            (flags & kWhitespace) != 0};
+    return {(flags & kLetter) != 0,     (flags & kNumber) != 0, (flags & kPunctuation) != 0,
+            (flags & kWhitespace) != 0, (flags & kMark) != 0,   (flags & kSymbol) != 0};
 }
 
 }  // namespace ferrox::tokenizer_detail

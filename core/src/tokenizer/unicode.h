@@ -1,5 +1,6 @@
 // UTF-8 decoding the way the reference tokenizer does it, and the code point
-// classes (letter, number, punctuation, whitespace) the pre-tokenizers need.
+// classes (letter, number, punctuation, mark, symbol, whitespace) the
+// pre-tokenizers need.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,8 @@ struct CodepointClass {
     bool number = false;
     bool punctuation = false;
     bool whitespace = false;
+    bool mark = false;    // \p{M}: combining marks
+    bool symbol = false;  // \p{S}: math, currency, modifier and other symbols
 };
 
 CodepointClass classify(char32_t cp);

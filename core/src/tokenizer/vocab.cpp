@@ -36,6 +36,28 @@ constexpr std::array<std::string_view, 22> kEndOfGenerationTexts = {
     "<\uFF5Cend\u2581of\u2581sentence\uFF5C>",
     "[e~["};
 
+// Fill-in-the-middle markers as llama.cpp recognises them by text: each is a
+// control token; the pad, repository and file-separator ones also end
+// generation. (The texts, per FIM role, are llama.cpp's.)
+struct FimTexts {
+    bool ends_generation;
+    std::array<std::string_view, 8> texts;
+};
+constexpr std::array<FimTexts, 6> kFimTexts = {{
+    {false,
+     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\uFF5Cfim\u2581begin\uFF5C>", "<PRE>",
+      "\u2581<PRE>", "<|code_prefix|>", "<|prefix|>"}},
+    {false,
+     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\uFF5Cfim\u2581hole\uFF5C>", "<SUF>",
+      "\u2581<SUF>", "<|code_suffix|>", "<|suffix|>"}},
+    {false,
+     {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\uFF5Cfim\u2581end\uFF5C>", "<MID>",
+      "\u2581<MID>", "<|code_middle|>", "<|middle|>"}},
+    {true, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+    {true, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+    {true, {"<|file_sep|>"}},
+}};
+
 }  // namespace
 
 std::optional<int32_t> Vocab::find(std::string_view text) const {
@@ -110,6 +132,15 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
     for (std::string_view text : kEndOfGenerationTexts) {
         if (auto id = vocab.find(text)) {
             vocab.end_of_generation_.insert(*id);
+            auto& type = vocab.types_[static_cast<size_t>(*id)];
+            if (type != TokenType::control && type != TokenType::unknown) type = TokenType::control;
+        }
+    }
+    for (const FimTexts& fim : kFimTexts) {
+        for (std::string_view text : fim.texts) {
+            const auto id = text.empty() ? std::nullopt : vocab.find(text);
+            if (!id) continue;
+            if (fim.ends_generation) vocab.end_of_generation_.insert(*id);
             auto& type = vocab.types_[static_cast<size_t>(*id)];
             if (type != TokenType::control && type != TokenType::unknown) type = TokenType::control;
         }

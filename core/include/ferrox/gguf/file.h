@@ -1,6 +1,12 @@
 // A parsed, validated GGUF file (versions 2 and 3, little-endian): metadata,
 // tensor infos, and tensor bytes borrowed zero-copy from the mapping.
 //
+// A model split into shards ("name-00001-of-00003.gguf", keys split.no,
+// split.count, split.tensors.count, as llama.cpp's gguf-split writes them) is
+// one File too: opening the first shard maps all of them, checks that the set
+// is complete and belongs together, and lists every shard's tensors, each
+// borrowing its own shard's mapping. Metadata is the first shard's.
+//
 // Every structural fact is checked before it is trusted: a truncated, corrupt
 // or hostile file yields an Error naming the path, the byte offset and the
 // problem, never an out-of-bounds read.
@@ -66,9 +72,20 @@ class FERROX_API Tensor {
     std::shared_ptr<const MappedFile> mapping_;
 };
 
+// One file of a model: the file itself, or one shard of a split model.
+struct Shard {
+    std::filesystem::path path;
+    std::shared_ptr<const MappedFile> mapping;
+    uint64_t tensor_count = 0;
+    uint64_t tensor_bytes = 0;  // the bytes of the tensors stored in this shard
+};
+
 class FERROX_API File {
   public:
+    // A split model's first shard opens every shard (see above); opening any
+    // other shard is an error naming the first one.
     static Expected<File> open(const std::filesystem::path& path);
+    // One file's bytes, never its sibling shards (for in-memory files and the fuzzer).
     static Expected<File> parse(std::shared_ptr<const MappedFile> mapping);
 
     const std::filesystem::path& path() const { return mapping_->path(); }
@@ -102,13 +119,21 @@ class FERROX_API File {
     Expected<bool> get_bool_or(std::string_view key, bool fallback) const;
     Expected<std::string> get_string_or(std::string_view key, std::string fallback) const;
 
-    // ---- tensors, in file order ----
+    // ---- tensors, in file order (shard by shard) ----
     const std::vector<Tensor>& tensors() const { return tensors_; }
     const Tensor* find_tensor(std::string_view name) const;  // nullptr when absent
+
+    // ---- the files behind it: one, or every shard in split.no order ----
+    const std::vector<Shard>& shards() const { return shards_; }
+    bool is_split() const { return shards_.size() > 1; }
+    uint64_t mapped_bytes() const;  // every shard's whole file
 
   private:
     File() = default;
     friend class Parser;
+    // `first` is a parsed file; when it is a split model's first shard, the
+    // other shards are opened, checked and their tensors added (split.cpp).
+    static Expected<File> open_other_shards(File first);
 
     std::shared_ptr<const MappedFile> mapping_;
     uint32_t version_ = 0;
@@ -118,6 +143,7 @@ class FERROX_API File {
     std::map<std::string, std::size_t, std::less<>> key_index_;
     std::vector<Tensor> tensors_;
     std::map<std::string, std::size_t, std::less<>> tensor_index_;
+    std::vector<Shard> shards_;
 };
 
 }  // namespace ferrox::gguf

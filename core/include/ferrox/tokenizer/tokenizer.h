@@ -24,7 +24,8 @@ class File;
 
 namespace tokenizer_detail {
 class Vocab;
-}
+struct Fragment;
+}  // namespace tokenizer_detail
 
 // tokenizer.ggml.token_type values.
 enum class TokenType : int32_t {
@@ -54,6 +55,14 @@ struct FERROX_API VocabSpec {
     std::string model_name;
 };
 
+// One piece of a prompt, and whether special-token text inside it becomes
+// special tokens. A chat template's own text does; what a user typed does not,
+// so "<end_of_turn>" in a message stays text and cannot end the turn early.
+struct TextSegment {
+    std::string_view text;
+    bool parse_special = false;
+};
+
 class FERROX_API Tokenizer {
   public:
     // Refuses an unknown tokenizer.ggml.model / tokenizer.ggml.pre, naming key and value.
@@ -67,8 +76,14 @@ class FERROX_API Tokenizer {
     // add_special: prepend BOS / append EOS as the metadata says.
     // parse_special: "<start_of_turn>" in the text becomes that control token
     // (user-defined tokens are matched either way, as in HF and llama.cpp).
-    virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
-                                        bool parse_special) const = 0;
+    // Text from a user is encoded with parse_special = false unless the user
+    // asked otherwise (the CLI's --special).
+    std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+    // The concatenation of `segments`, encoded as one text (words and merges
+    // run across segment edges), with special tokens cut out only inside the
+    // segments whose parse_special is set; a special token's text split over
+    // two segments stays text.
+    std::vector<int32_t> encode(std::span<const TextSegment> segments, bool add_special) const;
     // The bytes a token stands for ("▁" -> " ", <0x0A> -> "\n"); control,
     // unknown and unused tokens give "". An id out of range gives "".
     virtual std::string token_to_piece(int32_t id) const = 0;
@@ -83,6 +98,9 @@ class FERROX_API Tokenizer {
 
   protected:
     explicit Tokenizer(std::unique_ptr<const tokenizer_detail::Vocab> vocab);
+    // The model's own algorithm over text already cut at special tokens.
+    virtual std::vector<int32_t> encode_fragments(
+        std::span<const tokenizer_detail::Fragment> fragments, bool add_special) const = 0;
     const tokenizer_detail::Vocab& vocab() const { return *vocab_; }
 
   private:
