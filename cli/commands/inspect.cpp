@@ -14,6 +14,7 @@
 #include "ferrox/model/model.h"
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
+#include "chat_prompt.h"
 #include "format.h"
 
 namespace ferrox::cli {
@@ -106,6 +107,7 @@ int run(const CommonOptions& common, const std::string& path, bool json,
             doc["tensor_kinds"][name] = {
                 {"tensors", k.tensors}, {"bytes", k.bytes}, {"elements", k.elements}};
         doc["tensor_count"] = file->tensors().size();
+        doc["chat_template"] = chat_template_report(*file);
         if (!model_error.empty())
             doc["model_error"] = model_error;
         else
@@ -134,6 +136,7 @@ int run(const CommonOptions& common, const std::string& path, bool json,
         rows.push_back({"  " + name, std::to_string(k.tensors), std::to_string(k.elements),
                         human_bytes(k.bytes)});
     std::cout << render_table(rows);
+    std::cout << "\n" << chat_template_summary(chat_template_report(*file)) << "\n";
     if (!model_error.empty()) {
         std::cout << "\n";
         logger().error("{}", model_error);

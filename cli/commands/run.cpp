@@ -17,6 +17,7 @@
 #include "ferrox/sampling.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "ferrox/tokenizer/utf8_streamer.h"
+#include "chat_prompt.h"
 #include "model_session.h"
 
 namespace ferrox::cli {
@@ -28,22 +29,6 @@ double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The family's chat template for one user turn.
-Expected<std::string> chat_prompt(model::Arch arch, const std::string& user) {
-    switch (arch) {
-        case model::Arch::Gemma3:
-            return "<start_of_turn>user\n" + user + "<end_of_turn>\n<start_of_turn>model\n";
-        case model::Arch::Qwen2:
-        case model::Arch::Qwen3:
-        case model::Arch::Qwen3Moe:
-            return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
-        case model::Arch::Llama:
-            return "<|start_header_id|>user<|end_header_id|>\n\n" + user +
-                   "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
-    }
-    return make_error("--chat: no chat template for this architecture");
-}
-
 struct RunOptions {
     std::string model_path, prompt, prompt_file;
     int n_predict = 128;
@@ -51,6 +36,7 @@ struct RunOptions {
     SamplerParams sampling;
     std::vector<std::string> stops;
     bool chat = false, json = false;
+    ChatOptions chat_options;
 };
 
 // The whole file, byte for byte (a prompt may be any text, newlines included).
@@ -95,16 +81,19 @@ int run(const CommonOptions& common, RunOptions o) {
         logger().error("{}", tok.error().message());
         return kExitBadInput;
     }
-    std::string text = o.prompt;
-    if (o.chat) {
-        auto wrapped = chat_prompt(hp.arch, o.prompt);
-        if (!wrapped) {
-            logger().error("{}", wrapped.error().message());
+    ChatPrompt prompt{o.prompt, {}};
+    if (o.chat || !o.chat_options.chat_template.empty()) {
+        auto rendered = single_turn_prompt(*ms->file, **tok, o.chat_options, o.prompt);
+        if (!rendered) {
+            logger().error("{}", rendered.error().message());
             return kExitBadInput;
         }
-        text = *wrapped;
+        prompt = std::move(*rendered);
+    } else {
+        prompt.tokens = (*tok)->encode(prompt.text, true, true);
     }
-    std::vector<int32_t> tokens = (*tok)->encode(text, true, true);
+    if (o.chat_options.verbose_prompt) print_verbose_prompt(prompt);
+    std::vector<int32_t> tokens = std::move(prompt.tokens);
     if (tokens.empty()) {
         logger().error("the prompt encodes to no tokens");
         return kExitBadInput;
@@ -221,7 +210,10 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
     cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n,
                     "Tokens the repetition penalty looks back over (default 64)");
     cmd->add_option("--stop", o->stops, "Stop when this text is generated (repeatable)");
-    cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model family's chat template");
+    cmd->add_flag("--chat", o->chat,
+                  "Wrap the prompt as one user turn in the chat template (the file's, or "
+                  "--chat-template's, which implies --chat)");
+    add_chat_options(*cmd, o->chat_options);
     cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");
     return {cmd, [o, &common]() { return run(common, *o); }};
 }

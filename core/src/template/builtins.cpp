@@ -229,6 +229,7 @@ std::string str_format(const std::string& fmt, const Args& args) {
         } else if (std::all_of(field.begin(), field.end(), [](char d) {
                        return std::isdigit(static_cast<unsigned char>(d)) != 0;
                    })) {
+            if (field.size() > 6) fail("Replacement index out of range for positional args tuple");
             const size_t k = std::stoul(field);
             if (k >= args.positional.size())
                 fail("Replacement index out of range for positional args tuple");
@@ -443,6 +444,7 @@ Value attr_path(const Value& obj, const std::string& path) {
         bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
             return std::isdigit(static_cast<unsigned char>(c));
         });
+        numeric = numeric && part.size() < 18;  // beyond that it cannot index anything
         v = get_item(v, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
         if (dot == std::string::npos) return v;
         i = dot + 1;

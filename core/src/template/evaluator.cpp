@@ -354,8 +354,13 @@ class Evaluator {
 
     Value make_macro(const std::string& name, const std::vector<MacroParam>& params,
                      const Body& body, const FramePtr& defined_in, const void*) {
-        return make_callable(name, [this, name, &params, &body, defined_in](Args& args) -> Value {
-            auto f = std::make_shared<Frame>(Frame{defined_in, {}});
+        // The frame holds the macro and the macro needs the frame: an owning
+        // capture would be a reference cycle (a leak). The evaluator keeps the
+        // frame alive for the whole render; the macro holds a non-owning pointer.
+        keep_alive_.push_back(defined_in);
+        FramePtr scope(FramePtr(), defined_in.get());
+        return make_callable(name, [this, name, &params, &body, scope](Args& args) -> Value {
+            auto f = std::make_shared<Frame>(Frame{scope, {}});
             if (args.positional.size() > params.size())
                 throw ValueError("macro '" + name + "' takes not more than " +
                                  std::to_string(params.size()) + " argument(s)");
@@ -544,6 +549,7 @@ class Evaluator {
     }
 
     const RenderLimits& limits_;
+    std::vector<FramePtr> keep_alive_;  // frames macros were defined in
     uint64_t steps_ = 0;
     int call_depth_ = 0;
 };
