@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "chat_prompt.h"
 #include "commands/commands.h"
 #include "ferrox/dispatch.h"
 #include "ferrox/gguf/file.h"
@@ -14,7 +15,6 @@
 #include "ferrox/model/model.h"
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
-#include "chat_prompt.h"
 #include "format.h"
 
 namespace ferrox::cli {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "chat_prompt.h"
 #include "commands/commands.h"
 #include "ferrox/kernel_registry.h"
 #include "ferrox/log.h"
@@ -17,7 +18,6 @@
 #include "ferrox/sampling.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "ferrox/tokenizer/utf8_streamer.h"
-#include "chat_prompt.h"
 #include "model_session.h"
 
 namespace ferrox::cli {
