@@ -8,9 +8,10 @@ build=build/fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFERROX_WERROR=ON -DFERROX_FUZZ=ON -DFERROX_CUDA=OFF \
   -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
-ninja -C "$build" fuzz_dequant fuzz_gguf
+ninja -C "$build" fuzz_dequant fuzz_gguf fuzz_template
 # target name -> its committed seed corpus
-declare -A corpora=([fuzz_dequant]=tests/quant/fuzz_corpus [fuzz_gguf]=tests/gguf/fuzz_corpus)
+declare -A corpora=([fuzz_dequant]=tests/quant/fuzz_corpus [fuzz_gguf]=tests/gguf/fuzz_corpus
+                     [fuzz_template]=tests/template/fuzz_corpus)
 for target in "${!corpora[@]}"; do
   work="$build/corpus-$target"   # new inputs land here; the committed corpus stays read-only
   mkdir -p "$work"

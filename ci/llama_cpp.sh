@@ -35,3 +35,4 @@ fi
 
 "$python" -c 'import pytest' 2>/dev/null || "$python" -m pip install -q --disable-pip-version-check pytest >/dev/null
 "$here/fetch_test_data.sh"
+"$here/fetch_templates.sh"

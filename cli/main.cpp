@@ -39,10 +39,17 @@ int main(int argc, char** argv) {
         add_run_command(app, common),
         add_inspect_command(app, common),
         add_logits_command(app, common),
+        add_chat_command(app, common),
     };
 
+    // llama-cli spells the system prompt -sys; CLI11 takes single-dash names of one letter only.
+    std::vector<std::string> args(argv, argv + argc);
+    for (std::string& a : args)
+        if (a == "-sys") a = "--sys";
+
     try {
-        app.parse(argc, argv);
+        std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
+        app.parse(reversed);
     } catch (const CLI::ParseError& e) {
         if (report_unknown_subcommand(app, argc, argv)) return kExitBadInput;
         const int code = app.exit(e);

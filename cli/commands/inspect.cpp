@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "chat_prompt.h"
 #include "commands/commands.h"
 #include "ferrox/dispatch.h"
 #include "ferrox/gguf/file.h"
@@ -120,6 +121,7 @@ int run(const CommonOptions& common, const std::string& path, bool json,
                                      {"tensors", shard.tensor_count},
                                      {"tensor_bytes", shard.tensor_bytes},
                                      {"file_bytes", shard.mapping->bytes().size()}});
+        doc["chat_template"] = chat_template_report(*file);
         if (!model_error.empty())
             doc["model_error"] = model_error;
         else
@@ -158,6 +160,7 @@ int run(const CommonOptions& common, const std::string& path, bool json,
         rows.push_back({"  " + name, std::to_string(k.tensors), std::to_string(k.elements),
                         human_bytes(k.bytes)});
     std::cout << render_table(rows);
+    std::cout << "\n" << chat_template_summary(chat_template_report(*file)) << "\n";
     if (!model_error.empty()) {
         std::cout << "\n";
         logger().error("{}", model_error);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "chat_prompt.h"
 #include "commands/commands.h"
 #include "ferrox/kernel_registry.h"
 #include "ferrox/log.h"
@@ -33,22 +34,6 @@ double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The family's chat template for one user turn.
-Expected<std::string> chat_prompt(model::Arch arch, const std::string& user) {
-    switch (arch) {
-        case model::Arch::Gemma3:
-            return "<start_of_turn>user\n" + user + "<end_of_turn>\n<start_of_turn>model\n";
-        case model::Arch::Qwen2:
-        case model::Arch::Qwen3:
-        case model::Arch::Qwen3Moe:
-            return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
-        case model::Arch::Llama:
-            return "<|start_header_id|>user<|end_header_id|>\n\n" + user +
-                   "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
-    }
-    return make_error("--chat: no chat template for this architecture");
-}
-
 struct RunOptions {
     std::string model_path, prompt, prompt_file;
     int n_predict = 128;
@@ -56,6 +41,7 @@ struct RunOptions {
     SamplerParams sampling;
     std::vector<std::string> stops;
     bool chat = false, json = false;
+    ChatOptions chat_options;
 };
 
 int run(const CommonOptions& common, RunOptions o) {
@@ -85,18 +71,21 @@ int run(const CommonOptions& common, RunOptions o) {
                  static_cast<unsigned long long>(hp.vocab), m.context(),
                  m.capacity().summary().c_str(), seconds_since(load_start));
 
-    const Tokenizer* tok = ms->tokenizer.get();
-    std::string text = o.prompt;
-    if (o.chat) {
-        auto wrapped = chat_prompt(hp.arch, o.prompt);
-        if (!wrapped) {
-            logger().error("{}", wrapped.error().message());
+    const Tokenizer& tok = *ms->tokenizer;
+    ChatPrompt prompt{o.prompt, {}};
+    if (o.chat || !o.chat_options.chat_template.empty()) {
+        auto rendered = single_turn_prompt(*ms->file, tok, o.chat_options, o.prompt);
+        if (!rendered) {
+            logger().error("{}", rendered.error().message());
             return kExitBadInput;
         }
-        text = *wrapped;
+        prompt = std::move(*rendered);
+    } else {
+        // The prompt's own special-token text stays text unless --special asks.
+        prompt.tokens = tok.encode(prompt.text, true, o.model.special);
     }
-    // The chat template's own text parses special tokens; the prompt only with --special.
-    std::vector<int32_t> tokens = tok->encode(text, true, o.chat || o.model.special);
+    if (o.chat_options.verbose_prompt) print_verbose_prompt(prompt);
+    std::vector<int32_t> tokens = std::move(prompt.tokens);
     if (tokens.empty()) {
         logger().error("the prompt encodes to no tokens");
         return kExitBadInput;
@@ -127,9 +116,9 @@ int run(const CommonOptions& common, RunOptions o) {
     const auto eval_start = Clock::now();
     for (int i = 0; i < o.n_predict && !stopped && !interrupted(); ++i) {
         const int32_t next = sampler.sample(logits, tokens);
-        if (tok->is_end_of_generation(next)) break;
+        if (tok.is_end_of_generation(next)) break;
         tokens.push_back(next);
-        pending += streamer.feed(tok->token_to_piece(next));
+        pending += streamer.feed(tok.token_to_piece(next));
         const StopMatch stop = find_stop(pending, o.stops);
         size_t emit = pending.size() - stop.hold;
         if (stop.found != std::string::npos) emit = stop.found, stopped = true;
@@ -227,7 +216,10 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
                     "Tokens the repetition penalty looks back over (default 64)")
         ->check(unsigned_digits());
     cmd->add_option("--stop", o->stops, "Stop when this text is generated (repeatable)");
-    cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model family's chat template");
+    cmd->add_flag("--chat", o->chat,
+                  "Wrap the prompt as one user turn in the chat template (the file's, or "
+                  "--chat-template's, which implies --chat)");
+    add_chat_options(*cmd, o->chat_options);
     cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");
     return {cmd, [o, &common]() { return run(common, *o); }};
 }

@@ -1,0 +1,230 @@
+// `ferrox chat`: a multi-turn conversation with a GGUF model, llama-cli style.
+// Every turn renders the whole conversation through the chat template, keeps
+// the KV cache for the tokens it shares with what the cache already holds, and
+// prefills only the rest. On a terminal: a "> " prompt, streaming answers,
+// Ctrl-C stops an answer (a second Ctrl-C, or one at the prompt, exits). When
+// stdin is not a terminal: one message per line, each answer on stdout then a
+// newline -- so a script or a test can drive it.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "chat_prompt.h"
+#include "commands/commands.h"
+#include "ferrox/log.h"
+#include "ferrox/sampling.h"
+#include "ferrox/tokenizer/tokenizer.h"
+#include "ferrox/tokenizer/utf8_streamer.h"
+#include "model_session.h"
+
+namespace ferrox::cli {
+namespace {
+
+struct ChatCommandOptions {
+    std::string model_path, system_prompt;
+    int n_predict = -1;  // per answer; -1: until end of turn or a full context
+    ModelChoices model;
+    SamplerParams sampling;
+    ChatOptions chat;
+};
+
+// Ctrl-C: while an answer streams, the first stops it; otherwise it exits.
+std::atomic<bool> g_generating{false};
+std::atomic<bool> g_stop_answer{false};
+
+extern "C" void on_sigint(int) {
+    if (g_generating.load() && !g_stop_answer.load()) {
+        g_stop_answer.store(true);
+        return;
+    }
+    constexpr char kBye[] = "\n";
+    (void)!::write(STDERR_FILENO, kBye, sizeof kBye - 1);
+    ::_exit(130);
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    return n;
+}
+
+class Conversation {
+  public:
+    Conversation(model::Model& m, const Tokenizer& tok, ChatRenderer renderer,
+                 const ChatCommandOptions& o, bool interactive)
+        : m_(m),
+          tok_(tok),
+          renderer_(std::move(renderer)),
+          o_(o),
+          sampler_(o.sampling),
+          interactive_(interactive),
+          logits_(m.vocab()) {
+        clear();
+    }
+
+    void clear() {
+        messages_ = nlohmann::ordered_json::array();
+        if (!o_.system_prompt.empty())
+            messages_.push_back({{"role", "system"}, {"content", o_.system_prompt}});
+        // The cache keeps its contents; the next prefill's common prefix decides what is reused.
+    }
+
+    // One user turn: false when the run must end (a forward pass failed).
+    bool turn(const std::string& user) {
+        messages_.push_back({{"role", "user"}, {"content", user}});
+        auto prompt = renderer_.render(messages_, true);
+        if (!prompt) {
+            logger().error("{}", prompt.error().message());
+            messages_.erase(messages_.end() - 1);
+            return true;
+        }
+        std::vector<int32_t> tokens = std::move(prompt->tokens);
+        if (tokens.empty() || tokens.size() >= m_.context()) {
+            logger().error(
+                "the conversation ({} tokens) no longer fits the context ({}); /clear "
+                "starts over, -c raises it",
+                tokens.size(), m_.context());
+            messages_.erase(messages_.end() - 1);
+            return true;
+        }
+        // Reuse what the cache holds; at least the last token runs, for its logits.
+        size_t keep = common_prefix(cached_, tokens);
+        if (keep == tokens.size()) --keep;
+        if (o_.chat.verbose_prompt) {
+            print_verbose_prompt(ChatPrompt{prompt->text, tokens});
+            std::fprintf(stderr, "prefill: %zu new tokens, %zu reused from the cache\n",
+                         tokens.size() - keep, keep);
+        }
+        const std::span<const int32_t> fresh(tokens.data() + keep, tokens.size() - keep);
+        if (auto r = m_.forward(fresh, static_cast<uint32_t>(keep), logits_); !r) {
+            logger().error("{}", r.error().message());
+            return false;
+        }
+        cached_ = tokens;
+
+        std::string answer;
+        Utf8Streamer streamer;
+        g_stop_answer.store(false);
+        g_generating.store(true);
+        for (int i = 0; o_.n_predict < 0 || i < o_.n_predict; ++i) {
+            if (g_stop_answer.load()) break;
+            const int32_t next = sampler_.sample(logits_, tokens);
+            if (tok_.is_end_of_generation(next)) break;
+            tokens.push_back(next);
+            emit(streamer.feed(tok_.token_to_piece(next)), answer);
+            if (tokens.size() >= m_.context()) {
+                logger().warn("the context is full ({} tokens); the answer stops here",
+                              m_.context());
+                break;
+            }
+            if (auto r = m_.forward(std::span<const int32_t>(&tokens.back(), 1),
+                                    static_cast<uint32_t>(tokens.size() - 1), logits_);
+                !r) {
+                g_generating.store(false);
+                logger().error("{}", r.error().message());
+                return false;
+            }
+            cached_.push_back(next);
+        }
+        g_generating.store(false);
+        emit(streamer.flush(), answer);
+        std::cout << "\n" << std::flush;
+        if (g_stop_answer.load() && interactive_) std::fprintf(stderr, "[answer stopped]\n");
+        messages_.push_back({{"role", "assistant"}, {"content", answer}});
+        return true;
+    }
+
+  private:
+    void emit(const std::string& piece, std::string& answer) {
+        answer += piece;
+        std::cout << (interactive_ ? terminal_safe(piece) : piece) << std::flush;
+    }
+
+    model::Model& m_;
+    const Tokenizer& tok_;
+    ChatRenderer renderer_;
+    const ChatCommandOptions& o_;
+    Sampler sampler_;
+    bool interactive_;
+    std::vector<float> logits_;
+    nlohmann::ordered_json messages_;
+    std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds, in order
+};
+
+int run(const CommonOptions& common, const ChatCommandOptions& o) {
+    const bool interactive = ::isatty(STDIN_FILENO) == 1;
+    auto ms = open_model(common, o.model_path, o.model);
+    if (!ms) {
+        logger().error("{}", ms.error().message());
+        return kExitBadInput;
+    }
+    const Tokenizer& tok = *ms->tokenizer;  // built before the weights were mapped
+    auto chosen = choose_chat_template(*ms->file, o.chat.chat_template);
+    if (!chosen) {
+        logger().error("{}", chosen.error().message());
+        return kExitBadInput;
+    }
+    Conversation conv(*ms->model, tok, ChatRenderer(std::move(*chosen), *ms->file, tok), o,
+                      interactive);
+
+    struct sigaction action {
+    }, previous{};
+    action.sa_handler = on_sigint;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous);
+    if (interactive)
+        std::fprintf(stderr,
+                     "chat with %s: /exit ends, /clear starts over, Ctrl-C stops an answer\n",
+                     o.model_path.c_str());
+    int code = kExitOk;
+    std::string line;
+    while (true) {
+        if (interactive) std::cout << "> " << std::flush;
+        if (!std::getline(std::cin, line)) break;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line == "/exit" || line == "/quit") break;
+        if (line == "/clear") {
+            conv.clear();
+            if (interactive) std::fprintf(stderr, "[conversation cleared]\n");
+            continue;
+        }
+        if (line.empty()) continue;
+        if (!conv.turn(line)) {
+            code = kExitFailure;
+            break;
+        }
+    }
+    sigaction(SIGINT, &previous, nullptr);
+    return code;
+}
+
+}  // namespace
+
+Command add_chat_command(CLI::App& app, CommonOptions& common) {
+    auto* cmd = app.add_subcommand(
+        "chat",
+        "Talk with a GGUF model, turn by turn (one message per line when stdin is not a terminal)");
+    auto o = std::make_shared<ChatCommandOptions>();
+    cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
+    cmd->add_option("--sys,--system-prompt", o->system_prompt,
+                    "System prompt (also -sys, as llama-cli spells it)");
+    cmd->add_option("-n,--n-predict", o->n_predict,
+                    "Tokens per answer at most (default -1: until the end of the turn)");
+    add_model_choices(*cmd, o->model);
+    cmd->add_option("--seed", o->sampling.seed, "RNG seed (same seed, same output)");
+    cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy (default 0.8)");
+    cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0 = off (default 40)");
+    cmd->add_option("--top-p", o->sampling.top_p, "Top-p, 1 = off (default 0.95)");
+    cmd->add_option("--min-p", o->sampling.min_p, "Min-p, 0 = off (default 0.05)");
+    cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
+                    "Repetition penalty, 1 = off (default 1.0)");
+    add_chat_options(*cmd, o->chat);
+    return {cmd, [o, &common]() { return run(common, *o); }};
+}
+
+}  // namespace ferrox::cli

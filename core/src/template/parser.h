@@ -1,0 +1,17 @@
+// Tokens -> the statement tree, with jinja2's grammar and operator precedence.
+#pragma once
+
+#include <string_view>
+
+#include "template/ast.h"
+#include "template/lexer.h"
+
+namespace ferrox::tmpl {
+
+// Throws TemplateError (line, construct) on a syntax error or an unknown tag.
+// Nesting deeper than kMaxParseDepth is refused rather than overflowing the stack.
+Program parse(std::string_view source, const LexOptions& options = {});
+
+inline constexpr int kMaxParseDepth = 200;
+
+}  // namespace ferrox::tmpl

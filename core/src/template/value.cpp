@@ -1,0 +1,442 @@
+#include "template/value.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace ferrox::tmpl {
+
+Value::Value(List l, bool tuple)
+    : kind_(Kind::Seq), tuple_(tuple), list_(std::make_shared<List>(std::move(l))) {}
+Value::Value(std::shared_ptr<Dict> d) : kind_(Kind::Map), dict_(std::move(d)) {}
+Value::Value(std::shared_ptr<Callable> c) : kind_(Kind::Func), callable_(std::move(c)) {}
+
+bool Value::truthy() const {
+    switch (kind_) {
+        case Kind::Undefined:
+        case Kind::None:
+            return false;
+        case Kind::Bool:
+        case Kind::Int:
+            return int_ != 0;
+        case Kind::Float:
+            return float_ != 0.0;
+        case Kind::String:
+            return !str_.empty();
+        case Kind::Seq:
+            return generator_ || !list_->empty();
+        case Kind::Map:
+            return dict_->is_namespace || !dict_->items.empty();
+        case Kind::Func:
+            return true;
+    }
+    return false;
+}
+
+std::string Value::type_name() const {
+    switch (kind_) {
+        case Kind::Undefined:
+            return "Undefined";
+        case Kind::None:
+            return "NoneType";
+        case Kind::Bool:
+            return "bool";
+        case Kind::Int:
+            return "int";
+        case Kind::Float:
+            return "float";
+        case Kind::String:
+            return "str";
+        case Kind::Seq:
+            return generator_ ? "generator" : tuple_ ? "tuple" : "list";
+        case Kind::Map:
+            return dict_->is_namespace ? "Namespace" : "dict";
+        case Kind::Func:
+            return "function";
+    }
+    return "?";
+}
+
+const Value* Dict::find(const Value& key) const {
+    for (const auto& [k, v] : items)
+        if (py_equal(k, key)) return &v;
+    return nullptr;
+}
+
+const Value* Dict::find(std::string_view key) const {
+    for (const auto& [k, v] : items)
+        if (k.is_string() && k.as_string() == key) return &v;
+    return nullptr;
+}
+
+void Dict::set(Value key, Value value) {
+    for (auto& [k, v] : items)
+        if (py_equal(k, key)) {
+            v = std::move(value);
+            return;
+        }
+    items.emplace_back(std::move(key), std::move(value));
+}
+
+Value Args::get(size_t index, std::string_view name, Value fallback) const {
+    if (index < positional.size()) return positional[index];
+    for (const auto& [k, v] : keyword)
+        if (k == name) return v;
+    return fallback;
+}
+
+bool Args::has(size_t index, std::string_view name) const {
+    if (index < positional.size()) return true;
+    for (const auto& [k, v] : keyword)
+        if (k == name) return true;
+    return false;
+}
+
+Value make_dict() { return Value(std::make_shared<Dict>()); }
+
+Value make_callable(std::string name, std::function<Value(Args&)> call) {
+    return Value(std::make_shared<Callable>(Callable{std::move(name), std::move(call)}));
+}
+
+std::string py_float_repr(double d) {
+    if (std::isnan(d)) return "nan";
+    if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
+    // The shortest digits that round-trip (what repr() uses), then Python's layout:
+    // positional for exponents in [-4, 16), otherwise d.ddde+XX.
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+    std::string sci(buf, res.ptr);
+    std::string sign;
+    if (sci[0] == '-') sign = "-", sci.erase(0, 1);
+    const size_t e_pos = sci.find('e');
+    std::string digits = sci.substr(0, e_pos);
+    digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+    const int exp = std::stoi(sci.substr(e_pos + 1));
+    while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+    if (exp >= -4 && exp < 16) {
+        std::string out;
+        if (exp < 0) {
+            out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+        } else {
+            const size_t int_digits = static_cast<size_t>(exp) + 1;
+            if (digits.size() <= int_digits) {
+                out = digits + std::string(int_digits - digits.size(), '0') + ".0";
+            } else {
+                out = digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+            }
+        }
+        return sign + out;
+    }
+    std::string mant = digits.substr(0, 1);
+    if (digits.size() > 1) mant += "." + digits.substr(1);
+    char e[16];
+    std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    return sign + mant + e;
+}
+
+namespace {
+
+std::string repr_string(const std::string& s) {
+    const bool has_single = s.find('\'') != std::string::npos;
+    const bool has_double = s.find('"') != std::string::npos;
+    const char quote = (has_single && !has_double) ? '"' : '\'';
+    std::string out(1, quote);
+    for (unsigned char c : s) {
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == static_cast<unsigned char>(quote))
+            out += std::string("\\") + quote;
+        else if (c == '\n')
+            out += "\\n";
+        else if (c == '\r')
+            out += "\\r";
+        else if (c == '\t')
+            out += "\\t";
+        else if (c < 0x20 || c == 0x7f) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\x%02x", c);
+            out += b;
+        } else
+            out += static_cast<char>(c);
+    }
+    out += quote;
+    return out;
+}
+
+void json_string(std::string& out, const std::string& s) {
+    out += '"';
+    for (unsigned char c : s) {
+        switch (c) {
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
+            default:
+                if (c < 0x20) {
+                    char b[8];
+                    std::snprintf(b, sizeof b, "\\u%04x", c);
+                    out += b;
+                } else
+                    out += static_cast<char>(c);
+        }
+    }
+    out += '"';
+}
+
+struct JsonWriter {
+    int indent;
+    std::string item_sep, key_sep;
+    bool sort_keys;
+    std::string out;
+
+    void newline(int depth) {
+        out += '\n';
+        out.append(static_cast<size_t>(indent * depth), ' ');
+    }
+
+    void write(const Value& v, int depth) {
+        switch (v.kind()) {
+            case Value::Kind::None:
+                out += "null";
+                return;
+            case Value::Kind::Bool:
+                out += v.as_bool() ? "true" : "false";
+                return;
+            case Value::Kind::Int:
+                out += std::to_string(v.as_int());
+                return;
+            case Value::Kind::Float: {
+                const double d = v.as_float();
+                if (std::isnan(d))
+                    out += "NaN";
+                else if (std::isinf(d))
+                    out += d < 0 ? "-Infinity" : "Infinity";
+                else
+                    out += py_float_repr(d);
+                return;
+            }
+            case Value::Kind::String:
+                json_string(out, v.as_string());
+                return;
+            case Value::Kind::Seq: {
+                if (v.is_generator()) break;
+                const List& l = v.as_list();
+                if (l.empty()) {
+                    out += "[]";
+                    return;
+                }
+                out += '[';
+                for (size_t i = 0; i < l.size(); ++i) {
+                    if (i) out += item_sep;
+                    if (indent >= 0) newline(depth + 1);
+                    write(l[i], depth + 1);
+                }
+                if (indent >= 0) newline(depth);
+                out += ']';
+                return;
+            }
+            case Value::Kind::Map: {
+                if (v.as_dict().is_namespace) break;
+                std::vector<const std::pair<Value, Value>*> items;
+                for (const auto& kv : v.as_dict().items) items.push_back(&kv);
+                if (sort_keys)
+                    std::stable_sort(items.begin(), items.end(),
+                                     [](auto* a, auto* b) { return py_less(a->first, b->first); });
+                if (items.empty()) {
+                    out += "{}";
+                    return;
+                }
+                out += '{';
+                for (size_t i = 0; i < items.size(); ++i) {
+                    if (i) out += item_sep;
+                    if (indent >= 0) newline(depth + 1);
+                    const Value& k = items[i]->first;
+                    if (k.is_string())
+                        json_string(out, k.as_string());
+                    else if (k.is_none())
+                        out += "\"null\"";
+                    else if (k.is_bool())
+                        out += k.as_bool() ? "\"true\"" : "\"false\"";
+                    else if (k.is_int() || k.is_float())
+                        json_string(out, py_str(k));
+                    else
+                        throw ValueError("keys must be str, int, float, bool or None, not " +
+                                         k.type_name());
+                    out += key_sep;
+                    write(items[i]->second, depth + 1);
+                }
+                if (indent >= 0) newline(depth);
+                out += '}';
+                return;
+            }
+            default:
+                break;
+        }
+        throw ValueError("Object of type " + v.type_name() + " is not JSON serializable");
+    }
+};
+
+}  // namespace
+
+std::string py_str(const Value& v) {
+    switch (v.kind()) {
+        case Value::Kind::Undefined:
+            return "";
+        case Value::Kind::String:
+            return v.as_string();
+        default:
+            return py_repr(v);
+    }
+}
+
+std::string py_repr(const Value& v) {
+    switch (v.kind()) {
+        case Value::Kind::Undefined:
+            return "";
+        case Value::Kind::None:
+            return "None";
+        case Value::Kind::Bool:
+            return v.as_bool() ? "True" : "False";
+        case Value::Kind::Int:
+            return std::to_string(v.as_int());
+        case Value::Kind::Float:
+            return py_float_repr(v.as_float());
+        case Value::Kind::String:
+            return repr_string(v.as_string());
+        case Value::Kind::Seq: {
+            if (v.is_generator())
+                throw ValueError(
+                    "printing a generator (jinja2 prints its memory address); add |list");
+            const List& l = v.as_list();
+            std::string out = v.is_tuple() ? "(" : "[";
+            for (size_t i = 0; i < l.size(); ++i) {
+                if (i) out += ", ";
+                out += py_repr(l[i]);
+            }
+            if (v.is_tuple() && l.size() == 1) out += ",";
+            return out + (v.is_tuple() ? ")" : "]");
+        }
+        case Value::Kind::Map: {
+            std::string out = v.as_dict().is_namespace ? "<Namespace {" : "{";
+            bool first = true;
+            for (const auto& [k, val] : v.as_dict().items) {
+                if (!first) out += ", ";
+                first = false;
+                out += py_repr(k) + ": " + py_repr(val);
+            }
+            return out + (v.as_dict().is_namespace ? "}>" : "}");
+        }
+        case Value::Kind::Func:
+            return "<function " + v.as_callable().name + ">";
+    }
+    return "";
+}
+
+std::string json_dumps(const Value& v, int indent, const std::optional<std::string>& item_sep,
+                       const std::optional<std::string>& key_sep, bool sort_keys) {
+    JsonWriter w{
+        indent, item_sep.value_or(indent >= 0 ? "," : ", "), key_sep.value_or(": "), sort_keys, {}};
+    w.write(v, 0);
+    return std::move(w.out);
+}
+
+bool py_equal(const Value& a, const Value& b) {
+    if (a.is_number() && b.is_number()) {
+        if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
+        return a.as_int() == b.as_int();
+    }
+    if (a.kind() != b.kind()) return false;
+    switch (a.kind()) {
+        case Value::Kind::Undefined:
+        case Value::Kind::None:
+            return true;
+        case Value::Kind::String:
+            return a.as_string() == b.as_string();
+        case Value::Kind::Seq: {
+            if (a.is_generator() || b.is_generator()) return a.list_ptr() == b.list_ptr();
+            if (a.is_tuple() != b.is_tuple()) return false;
+            const List &x = a.as_list(), &y = b.as_list();
+            if (x.size() != y.size()) return false;
+            for (size_t i = 0; i < x.size(); ++i)
+                if (!py_equal(x[i], y[i])) return false;
+            return true;
+        }
+        case Value::Kind::Map: {
+            const Dict &x = a.as_dict(), &y = b.as_dict();
+            if (&x == &y) return true;
+            if (x.is_namespace || y.is_namespace || x.items.size() != y.items.size()) return false;
+            for (const auto& [k, v] : x.items) {
+                const Value* other = y.find(k);
+                if (!other || !py_equal(v, *other)) return false;
+            }
+            return true;
+        }
+        case Value::Kind::Func:
+            return &a.as_callable() == &b.as_callable();
+        default:
+            return false;
+    }
+}
+
+bool py_less(const Value& a, const Value& b) {
+    if (a.is_number() && b.is_number()) {
+        if (a.is_float() || b.is_float()) return a.as_float() < b.as_float();
+        return a.as_int() < b.as_int();
+    }
+    if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();
+    if (a.is_list() && b.is_list()) {
+        const List &x = a.as_list(), &y = b.as_list();
+        for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+            if (py_less(x[i], y[i])) return true;
+            if (py_less(y[i], x[i])) return false;
+        }
+        return x.size() < y.size();
+    }
+    throw ValueError("'<' not supported between instances of '" + a.type_name() + "' and '" +
+                     b.type_name() + "'");
+}
+
+std::vector<std::string> utf8_chars(std::string_view s) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < s.size();) {
+        size_t n = 1;
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0xf0)
+            n = 4;
+        else if (c >= 0xe0)
+            n = 3;
+        else if (c >= 0xc0)
+            n = 2;
+        n = std::min(n, s.size() - i);
+        out.emplace_back(s.substr(i, n));
+        i += n;
+    }
+    return out;
+}
+
+size_t utf8_length(std::string_view s) {
+    size_t n = 0;
+    for (unsigned char c : s)
+        if ((c & 0xc0) != 0x80) ++n;
+    return n;
+}
+
+}  // namespace ferrox::tmpl

@@ -1,0 +1,162 @@
+// The values a chat template computes with, and the Python semantics the output
+// depends on: jinja2 prints values with Python's str(), so a float, a list or a
+// dict must print exactly as CPython would for the prompt to be byte-identical.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ferrox::tmpl {
+
+// A render or parse failure: the template line and the construct that failed.
+struct TemplateError : std::runtime_error {
+    TemplateError(int at_line, std::string what_construct, const std::string& message)
+        : std::runtime_error(message), line(at_line), construct(std::move(what_construct)) {}
+    int line;               // 1-based; 0 when unknown
+    std::string construct;  // "filter 'tojson'", "for", "call to 'raise_exception'", ...
+};
+
+// Thrown by a builtin that has no line of its own; the evaluator adds the line.
+struct ValueError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+class Value;
+using List = std::vector<Value>;
+struct Dict;
+struct Callable;
+
+class Value {
+  public:
+    enum class Kind { Undefined, None, Bool, Int, Float, String, Seq, Map, Func };
+
+    Value() = default;  // undefined
+    static Value none() { return Value(Kind::None); }
+    // `why`: the message an error raises when the value is used ("'x' is undefined").
+    static Value undefined(std::string why = {}) {
+        Value v;
+        v.str_ = std::move(why);
+        return v;
+    }
+    Value(bool b) : kind_(Kind::Bool), int_(b) {}
+    Value(int i) : kind_(Kind::Int), int_(i) {}
+    Value(int64_t i) : kind_(Kind::Int), int_(i) {}
+    Value(double d) : kind_(Kind::Float), float_(d) {}
+    Value(std::string s) : kind_(Kind::String), str_(std::move(s)) {}
+    Value(const char* s) : kind_(Kind::String), str_(s) {}
+    Value(List l, bool tuple = false);
+    // What map/select/selectattr/reject/rejectattr return in jinja2: a Python
+    // generator. It iterates like a list but is always truthy, has no len(), no
+    // index, and tojson refuses it -- templates depend on each of those.
+    static Value generator(List l) {
+        Value v(std::move(l));
+        v.generator_ = true;
+        return v;
+    }
+    // A markupsafe.Markup string (from |safe or |escape): `Markup + str` escapes the str.
+    static Value markup(std::string s) {
+        Value v(std::move(s));
+        v.markup_ = true;
+        return v;
+    }
+    Value(std::shared_ptr<Dict> d);
+    Value(std::shared_ptr<Callable> c);
+
+    Kind kind() const { return kind_; }
+    bool is_undefined() const { return kind_ == Kind::Undefined; }
+    bool is_none() const { return kind_ == Kind::None; }
+    bool is_bool() const { return kind_ == Kind::Bool; }
+    bool is_int() const { return kind_ == Kind::Int; }
+    bool is_float() const { return kind_ == Kind::Float; }
+    bool is_number() const { return is_int() || is_float() || is_bool(); }
+    bool is_string() const { return kind_ == Kind::String; }
+    bool is_list() const { return kind_ == Kind::Seq; }
+    bool is_tuple() const { return kind_ == Kind::Seq && tuple_; }
+    bool is_generator() const { return kind_ == Kind::Seq && generator_; }
+    bool is_markup() const { return kind_ == Kind::String && markup_; }
+    bool is_dict() const { return kind_ == Kind::Map; }
+    bool is_callable() const { return kind_ == Kind::Func; }
+
+    bool as_bool() const { return int_ != 0; }
+    int64_t as_int() const { return int_; }
+    double as_float() const { return is_float() ? float_ : static_cast<double>(int_); }
+    const std::string& as_string() const { return str_; }
+    const std::string& undefined_name() const { return str_; }
+    const List& as_list() const { return *list_; }
+    List& as_list() { return *list_; }
+    const std::shared_ptr<List>& list_ptr() const { return list_; }
+    Dict& as_dict() const { return *dict_; }
+    const std::shared_ptr<Dict>& dict_ptr() const { return dict_; }
+    Callable& as_callable() const { return *callable_; }
+
+    bool truthy() const;
+    // Python's type name: 'str', 'int', 'list', 'dict', ... (for error messages).
+    std::string type_name() const;
+
+  private:
+    explicit Value(Kind k) : kind_(k) {}
+    Kind kind_ = Kind::Undefined;
+    bool tuple_ = false;
+    bool generator_ = false;
+    bool markup_ = false;
+    int64_t int_ = 0;
+    double float_ = 0;
+    std::string str_;
+    std::shared_ptr<List> list_;
+    std::shared_ptr<Dict> dict_;
+    std::shared_ptr<Callable> callable_;
+};
+
+// An insertion-ordered dict, as Python's. Chat-template dicts are small, so a
+// linear search beats hashing and keeps the order for free.
+struct Dict {
+    std::vector<std::pair<Value, Value>> items;
+    bool is_namespace = false;  // namespace(): its attributes may be assigned
+    const Value* find(const Value& key) const;
+    const Value* find(std::string_view key) const;
+    void set(Value key, Value value);
+};
+
+// Positional and keyword arguments of a call.
+struct Args {
+    std::vector<Value> positional;
+    std::vector<std::pair<std::string, Value>> keyword;
+    // The argument at `index` or named `name`, or `fallback` when absent.
+    Value get(size_t index, std::string_view name, Value fallback = Value()) const;
+    bool has(size_t index, std::string_view name) const;
+};
+
+struct Callable {
+    std::string name;
+    std::function<Value(Args&)> call;
+};
+
+Value make_dict();
+Value make_callable(std::string name, std::function<Value(Args&)> call);
+
+// Python's str() and repr().
+std::string py_str(const Value& v);
+std::string py_repr(const Value& v);
+std::string py_float_repr(double d);
+// json.dumps(v, ensure_ascii=False, indent=indent, separators=..., sort_keys=...):
+// indent < 0 means None; absent separators take json.dumps' defaults.
+std::string json_dumps(const Value& v, int indent, const std::optional<std::string>& item_sep,
+                       const std::optional<std::string>& key_sep, bool sort_keys);
+
+// Python's ==, and < for the orderable pairs (numbers, strings, lists); < throws
+// ValueError for pairs Python refuses to order.
+bool py_equal(const Value& a, const Value& b);
+bool py_less(const Value& a, const Value& b);
+
+// Unicode-aware helpers: Python counts and slices code points, not bytes.
+std::vector<std::string> utf8_chars(std::string_view s);
+size_t utf8_length(std::string_view s);
+
+}  // namespace ferrox::tmpl

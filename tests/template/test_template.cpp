@@ -1,0 +1,147 @@
+// The Jinja engine against Python semantics: every case in python_semantics.json
+// carries the output jinja2 gives (make_semantics_cases.py), and the bad-input
+// cases must fail with an error naming the template line and construct.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ferrox/template/chat_template.h"
+
+using ferrox::ChatTemplate;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+Json load_cases() {
+    std::ifstream in(FERROX_TEMPLATE_CASES);
+    REQUIRE(in);
+    std::stringstream s;
+    s << in.rdbuf();
+    return Json::parse(s.str());
+}
+
+std::string render(const std::string& source, const Json& ctx = Json::object()) {
+    auto t = ChatTemplate::parse(source, "t.jinja");
+    if (!t) FAIL(t.error().message());
+    auto r = t->render(ctx);
+    if (!r) FAIL(r.error().message());
+    return *r;
+}
+
+// The error a template gives, parse or render; "" when it renders.
+std::string error_of(const std::string& source, const Json& ctx = Json::object(),
+                     ferrox::ChatTemplateLimits limits = {}) {
+    auto t = ChatTemplate::parse(source, "bad.jinja");
+    if (!t) return t.error().message();
+    t->set_limits(limits);
+    auto r = t->render(ctx);
+    return r ? std::string() : r.error().message();
+}
+
+}  // namespace
+
+TEST_CASE("templates render as jinja2 renders them (python_semantics.json)") {
+    const Json cases = load_cases();
+    REQUIRE(cases.size() >= 20);
+    for (const auto& c : cases) {
+        const std::string source = c["template"];
+        INFO(source);
+        CHECK(render(source, c["context"]) == c["expected"].get<std::string>());
+    }
+}
+
+TEST_CASE("a file's key order is kept, as a Python dict keeps it") {
+    const Json ctx = Json::parse(R"({"d": {"zeta": 1, "alpha": 2, "mid": {"y": 1, "b": 2}}})");
+    CHECK(
+        render("{{ d|tojson }} {{ d }}", ctx) ==
+        R"({"zeta": 1, "alpha": 2, "mid": {"y": 1, "b": 2}} {'zeta': 1, 'alpha': 2, 'mid': {'y': 1, 'b': 2}})");
+}
+
+TEST_CASE("an unknown filter or test is refused at parse time with its line") {
+    CHECK(error_of("line one\n{{ x|frobnicate }}") ==
+          "bad.jinja:2: filter 'frobnicate': no filter named 'frobnicate'");
+    CHECK(error_of("\n\n{% if x is shiny %}{% endif %}") ==
+          "bad.jinja:3: test 'shiny': no test named 'shiny'");
+}
+
+TEST_CASE("raise_exception fails the render with the template's message and line") {
+    const std::string src =
+        "{% if messages|length == 0 %}\n{{ raise_exception('need a message') }}\n{% endif %}";
+    CHECK(error_of(src, Json::parse(R"({"messages": []})")) ==
+          "bad.jinja:2: call to 'raise_exception': raise_exception: need a message");
+    CHECK(error_of(src, Json::parse(R"({"messages": [1]})")).empty());
+}
+
+TEST_CASE("an endless loop stops at the step budget") {
+    ferrox::ChatTemplateLimits limits;
+    limits.max_steps = 100000;
+    const std::string err = error_of(
+        "{% for i in range(100000) %}\n{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}",
+        Json::object(), limits);
+    CHECK_THAT(err, Catch::Contains("steps (an endless loop?)"));
+    CHECK_THAT(err, Catch::StartsWith("bad.jinja:"));
+}
+
+TEST_CASE("runaway recursion stops at the call-depth budget") {
+    const std::string err = error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}\n{{ f(0) }}");
+    CHECK_THAT(err, Catch::Contains("call to 'f'"));
+    CHECK_THAT(err, Catch::Contains("nested deeper than 100"));
+}
+
+TEST_CASE("deeply nested syntax is refused, not a stack overflow") {
+    const std::string src = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
+    CHECK_THAT(error_of(src), Catch::Contains("nesting deeper than"));
+    const std::string lists = "{{ " + std::string(5000, '[') + " }}";
+    CHECK_THAT(error_of(lists), Catch::Contains("bad.jinja:1:"));
+}
+
+TEST_CASE("huge outputs and ranges are refused") {
+    CHECK_THAT(error_of("{{ 'x' * 1000000000 }}"), Catch::Contains("output limit"));
+    CHECK_THAT(error_of("{% for i in range(1000000000) %}{% endfor %}"),
+               Catch::Contains("MAX_RANGE"));
+}
+
+TEST_CASE("syntax errors and unsupported tags name line and construct") {
+    CHECK(error_of("a\n{% if x %}unclosed") ==
+          "bad.jinja:2: if: missing '{% endif %}' (reached the end of the template)");
+    CHECK(error_of("{{ 'open") == "bad.jinja:1: string: unterminated string literal");
+    CHECK(error_of("x\ny\n{% include 'other.jinja' %}") ==
+          "bad.jinja:3: tag 'include': unknown or unsupported tag 'include'");
+    CHECK(error_of("{{ x }") == "bad.jinja:1: expression: unclosed tag: no '}}'");
+    CHECK(error_of("{% endfor %}").find("bad.jinja:1:") == 0);
+}
+
+TEST_CASE("using undefined values the way Python refuses them is an error") {
+    CHECK(error_of("{{ x.y.z }}", Json::parse(R"({"x": {}})")) ==
+          "bad.jinja:1: attribute 'z': 'dict object' has no attribute 'y'");
+    CHECK(error_of("{{ missing.attr }}") ==
+          "bad.jinja:1: attribute 'attr': 'missing' is undefined");
+    CHECK(error_of("{{ 1 + 'a' }}") ==
+          "bad.jinja:1: operator '+': unsupported operand type(s) for +: 'int' and 'str'");
+    CHECK_THAT(error_of("{% set x = [] %}{{ x.append(1) }}"), Catch::Contains("unsafe"));
+}
+
+TEST_CASE("every built-in template parses and renders a conversation") {
+    const Json messages =
+        Json::parse(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])");
+    for (const auto& b : ferrox::builtin_chat_templates()) {
+        INFO(b.name);
+        auto t = ChatTemplate::parse(std::string(b.source), "builtin");
+        REQUIRE(t);
+        auto r = t->render(ferrox::chat_context(messages, true, "<s>", "</s>"));
+        REQUIRE(r);
+        CHECK(r->find('U') != std::string::npos);
+    }
+    auto chatml =
+        ChatTemplate::parse(std::string(ferrox::find_builtin_chat_template("chatml")->source), "b");
+    CHECK(
+        *chatml->render(ferrox::chat_context(messages, true, "", "")) ==
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+    auto gemma =
+        ChatTemplate::parse(std::string(ferrox::find_builtin_chat_template("gemma")->source), "b");
+    CHECK(*gemma->render(ferrox::chat_context(messages, true, "", "")) ==
+          "<start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\n");
+    CHECK(ferrox::builtin_chat_template_for_arch("qwen3")->name == "chatml");
+    CHECK(ferrox::builtin_chat_template_for_arch("nope") == nullptr);
+}
