@@ -21,6 +21,7 @@
 #include "ferrox/tokenizer/tokenizer.h"
 #include "ferrox/tokenizer/utf8_streamer.h"
 #include "model_session.h"
+#include "output.h"
 
 namespace ferrox::cli {
 namespace {
@@ -37,7 +38,7 @@ struct ChatCommandOptions {
 std::atomic<bool> g_generating{false};
 std::atomic<bool> g_stop_answer{false};
 
-extern "C" void on_sigint(int) {
+void on_chat_sigint(int) {
     if (g_generating.load() && !g_stop_answer.load()) {
         g_stop_answer.store(true);
         return;
@@ -174,13 +175,13 @@ int run(const CommonOptions& common, const ChatCommandOptions& o) {
 
     struct sigaction action {
     }, previous{};
-    action.sa_handler = on_sigint;
+    action.sa_handler = on_chat_sigint;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &previous);
     if (interactive)
         std::fprintf(stderr,
                      "chat with %s: /exit ends, /clear starts over, Ctrl-C stops an answer\n",
-                     o.model_path.c_str());
+                     shown(o.model_path).c_str());
     int code = kExitOk;
     std::string line;
     while (true) {
