@@ -163,12 +163,14 @@ void check_round_trip(const fs::path& model, const TempDir& dir) {
     INFO((result ? "" : result.error().message()));
     REQUIRE(result);
 
-    // The header is the original's bytes up to its data section, and small.
+    // The header is the original's bytes up to its data section and holds no
+    // tensor data (a tiny model with a 128K vocabulary is mostly header, so no
+    // ratio is asserted).
     const std::string header_bytes = slurp(header);
     const auto orig_bytes = original->mapping()->bytes();
     REQUIRE(header_bytes.size() == original->data_offset());
     CHECK(std::memcmp(header_bytes.data(), orig_bytes.data(), header_bytes.size()) == 0);
-    CHECK(header_bytes.size() * 4 < orig_bytes.size());
+    CHECK(header_bytes.size() < orig_bytes.size());
     const auto bytes = result->mapping()->bytes();
     CHECK(std::memcmp(bytes.data(), orig_bytes.data(), header_bytes.size()) == 0);
     CHECK(bytes.size() == orig_bytes.size());

@@ -199,6 +199,10 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
         auto file = gguf::File::open(path);
         if (!file) return report(status, FERROX_CODE_IO, file.error().message());
         m->file = std::make_unique<gguf::File>(std::move(*file));
+        // Before any plugin or weight: a refused tokenizer is the first error.
+        auto tok = Tokenizer::from_gguf(*m->file);
+        if (!tok) return invalid(status, tok.error().message());
+        m->tokenizer = std::move(*tok);
         ConfigSearch search;
         if (p.config_path) search.explicit_path = p.config_path;
         auto config = load_config(search);
@@ -258,9 +262,6 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
         m->model = std::move(*model);
         if (cancelled || (p.progress && p.progress(1.0f, p.progress_user)))
             return report(status, FERROX_CODE_CANCELLED, "cancelled by the progress callback");
-        auto tok = Tokenizer::from_gguf(*m->file);
-        if (!tok) return invalid(status, tok.error().message());
-        m->tokenizer = std::move(*tok);
         if (const auto* v = m->file->find("tokenizer.chat_template"))
             if (const auto* s = std::get_if<std::string>(v)) {
                 m->chat_template = *s;
