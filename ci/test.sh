@@ -13,6 +13,9 @@ stamp() { echo "== ci: $1 ($((SECONDS - started)) s)"; }
 
 bash ci/install-deps.sh
 stamp "dependencies ready"
+# Every C/C++/CUDA source as .clang-format says (clang-format -i fixes it).
+git ls-files -z '*.c' '*.h' '*.cpp' '*.cu' '*.cuh' | xargs -0 clang-format --dry-run -Werror
+stamp "format check passed"
 # llama.cpp (llama-cpp-python, built once into ~/.cache/ferrox/wheels), its vocab test
 # files, and Gemma 3 270M: the independent references of the parity tests.
 bash ci/llama_cpp.sh

@@ -33,12 +33,9 @@ int main(int argc, char** argv) {
                    "trace, debug, info, warn, error or off (overrides log.level)");
 
     const Command commands[] = {
-        add_backends_command(app, common),
-        add_bench_command(app, common),
-        add_batched_bench_command(app, common),
-        add_run_command(app, common),
-        add_inspect_command(app, common),
-        add_logits_command(app, common),
+        add_backends_command(app, common),      add_bench_command(app, common),
+        add_batched_bench_command(app, common), add_run_command(app, common),
+        add_inspect_command(app, common),       add_logits_command(app, common),
         add_chat_command(app, common),
     };
 

@@ -30,7 +30,7 @@ Expected<Session> open_session(const CommonOptions& options);
 
 // Exit codes, documented in --help.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;     // a required backend failed, a run failed
-inline constexpr int kExitBadInput = 2;    // bad flags, config or model file
+inline constexpr int kExitFailure = 1;   // a required backend failed, a run failed
+inline constexpr int kExitBadInput = 2;  // bad flags, config or model file
 
 }  // namespace ferrox::cli

@@ -69,8 +69,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (ggml_quantize_requires_imatrix((enum ggml_type)type)) {
-        printf("{\"kind\": \"%s\", \"skipped\": \"ggml needs an importance matrix to quantize it\"}\n",
-               argv[1]);
+        printf(
+            "{\"kind\": \"%s\", \"skipped\": \"ggml needs an importance matrix to quantize it\"}\n",
+            argv[1]);
         return 0;
     }
 
@@ -79,8 +80,9 @@ int main(int argc, char** argv) {
     ggml_backend_cpu_set_n_threads(backend, threads);
     ggml_backend_dev_t dev = ggml_backend_get_device(backend);
     ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
-    ggml_backend_dev_get_extra_bufts_t get_extra = (ggml_backend_dev_get_extra_bufts_t)
-        ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    ggml_backend_dev_get_extra_bufts_t get_extra =
+        (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(
+            reg, "ggml_backend_dev_get_extra_bufts");
 
     const size_t weight_bytes = ggml_row_size((enum ggml_type)type, cols) * (size_t)rows;
     int copies = 1;
@@ -96,14 +98,15 @@ int main(int argc, char** argv) {
     ggml_quantize_chunk((enum ggml_type)type, values, quantized, 0, rows, cols, NULL);
     free(values);
 
-    struct ggml_init_params meta = {ggml_tensor_overhead() * (size_t)(2 * copies + 8) +
-                                        ggml_graph_overhead() * (size_t)copies,
-                                    NULL, true};
+    struct ggml_init_params meta = {
+        ggml_tensor_overhead() * (size_t)(2 * copies + 8) + ggml_graph_overhead() * (size_t)copies,
+        NULL, true};
     struct ggml_context* wctx = ggml_init(meta);
     struct ggml_context* actx = ggml_init(meta);
     struct ggml_tensor** w = malloc(sizeof *w * (size_t)copies);
     struct ggml_tensor** y = malloc(sizeof *y * (size_t)copies);
-    for (int c = 0; c < copies; ++c) w[c] = ggml_new_tensor_2d(wctx, (enum ggml_type)type, cols, rows);
+    for (int c = 0; c < copies; ++c)
+        w[c] = ggml_new_tensor_2d(wctx, (enum ggml_type)type, cols, rows);
     struct ggml_tensor* x = ggml_new_tensor_2d(actx, GGML_TYPE_F32, cols, n);
     for (int c = 0; c < copies; ++c) y[c] = ggml_mul_mat(actx, w[c], x);
 
@@ -122,7 +125,10 @@ int main(int argc, char** argv) {
             } else {
                 ggml_backend_buffer_free(wbuf);
                 wbuf = NULL;
-                for (int c = 0; c < copies; ++c) { w[c]->buffer = NULL; w[c]->data = NULL; }
+                for (int c = 0; c < copies; ++c) {
+                    w[c]->buffer = NULL;
+                    w[c]->data = NULL;
+                }
             }
         }
     }
@@ -155,13 +161,14 @@ int main(int argc, char** argv) {
     }
     qsort(times, (size_t)reps, sizeof(double), by_value);
     const double median = times[reps / 2], p10 = times[reps / 10], p90 = times[(reps * 9) / 10];
-    printf("{\"kind\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"n\": %lld, \"threads\": %d, "
-           "\"repacked\": %s, \"copies\": %d, \"median_s\": %.9f, \"p10_s\": %.9f, \"p90_s\": %.9f, "
-           "\"weight_gb_per_s\": %.3f, \"gflop_per_s\": %.3f}\n",
-           ggml_type_name((enum ggml_type)type), (long long)rows, (long long)cols, (long long)n,
-           threads, repacked ? "true" : "false", copies, median, p10, p90,
-           (double)weight_bytes / median / 1e9,
-           2.0 * (double)rows * (double)cols * (double)n / median / 1e9);
+    printf(
+        "{\"kind\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"n\": %lld, \"threads\": %d, "
+        "\"repacked\": %s, \"copies\": %d, \"median_s\": %.9f, \"p10_s\": %.9f, \"p90_s\": %.9f, "
+        "\"weight_gb_per_s\": %.3f, \"gflop_per_s\": %.3f}\n",
+        ggml_type_name((enum ggml_type)type), (long long)rows, (long long)cols, (long long)n,
+        threads, repacked ? "true" : "false", copies, median, p10, p90,
+        (double)weight_bytes / median / 1e9,
+        2.0 * (double)rows * (double)cols * (double)n / median / 1e9);
 
     free(times);
     free(graphs);

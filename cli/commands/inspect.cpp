@@ -150,7 +150,8 @@ int run(const CommonOptions& common, const std::string& path, bool json,
                                  human_bytes(file->mapped_bytes()));
         std::vector<std::vector<std::string>> shard_rows{{"  FILE", "TENSORS", "TENSOR BYTES"}};
         for (const auto& shard : file->shards())
-            shard_rows.push_back({"  " + shown(shard.path.string()), std::to_string(shard.tensor_count),
+            shard_rows.push_back({"  " + shown(shard.path.string()),
+                                  std::to_string(shard.tensor_count),
                                   human_bytes(shard.tensor_bytes)});
         std::cout << render_table(shard_rows);
     }

@@ -7,7 +7,6 @@
  */
 #include <ferrox/backend_abi.h>
 #include <ferrox/plugin_note.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +66,8 @@ static void template_kernel_for(const ferrox_backend* backend, ferrox_op op, fer
     (void)backend;
     if (!out || out->struct_size < sizeof *out) return;
     out->abi_version = FERROX_ABI_VERSION;
-    out->kernel = (op == FERROX_OP_MATVEC && kind == FERROX_KIND_F32) ? TEMPLATE_MATVEC_KERNEL : NULL;
+    out->kernel =
+        (op == FERROX_OP_MATVEC && kind == FERROX_KIND_F32) ? TEMPLATE_MATVEC_KERNEL : NULL;
     out->by_design = NULL; /* anything else is a plain miss: the next backend runs it */
 }
 
@@ -105,9 +105,9 @@ static ferrox_status template_buffer_wrap_host(ferrox_backend* b, void* host, ui
 
 /* ---- weights ------------------------------------------------------------ */
 
-static ferrox_status template_weight_prepare(ferrox_backend* backend, const ferrox_weight_desc* desc,
-                                             int borrow, ferrox_weight** out,
-                                             ferrox_message* error) {
+static ferrox_status template_weight_prepare(ferrox_backend* backend,
+                                             const ferrox_weight_desc* desc, int borrow,
+                                             ferrox_weight** out, ferrox_message* error) {
     (void)backend;
     if (!desc || !out || desc->struct_size < sizeof *desc || !desc->data) {
         write_message(error, "weight_prepare: missing descriptor or data");
@@ -184,7 +184,8 @@ static void template_destroy(ferrox_backend* backend) {
 
 /* ---- the two exported entries ------------------------------------------- */
 
-#define TEMPLATE_DESCRIPTION "Template backend: F32 MATVEC on the host CPU (example third-party plugin)"
+#define TEMPLATE_DESCRIPTION \
+    "Template backend: F32 MATVEC on the host CPU (example third-party plugin)"
 
 /* The same metadata as an ELF note, which the core reads from the file and
  * checks (ABI, name, ISA) before it loads it: no code of a plugin built for

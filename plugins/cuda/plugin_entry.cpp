@@ -300,9 +300,9 @@ void set_if_covered(ferrox_plugin_info* info, Member ferrox_plugin_info::*member
 }  // namespace
 }  // namespace ferrox::cuda
 
-#define FERROX_CUDA_DESCRIPTION                                                    \
-    "NVIDIA GPUs through CUDA " FERROX_CUDA_RUNTIME_TEXT                           \
-    " (static runtime; driver >= 580), "                                          \
+#define FERROX_CUDA_DESCRIPTION                          \
+    "NVIDIA GPUs through CUDA " FERROX_CUDA_RUNTIME_TEXT \
+    " (static runtime; driver >= 580), "                 \
     "kernels for sm " FERROX_CUDA_ARCHS_TEXT
 
 // Read by the core from the file before it is loaded (ferrox/plugin_note.h).
@@ -325,8 +325,7 @@ FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* in
     set_if_covered<const char*>(info, &ferrox_plugin_info::driver_libraries,
                                 offsetof(ferrox_plugin_info, driver_libraries), "libcuda.so.1");
     set_if_covered<const char*>(info, &ferrox_plugin_info::description,
-                                offsetof(ferrox_plugin_info, description),
-                                FERROX_CUDA_DESCRIPTION);
+                                offsetof(ferrox_plugin_info, description), FERROX_CUDA_DESCRIPTION);
     return FERROX_OK;
 }
 

@@ -4,11 +4,10 @@
 
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
 #include <string_view>
-
-#include <catch2/catch.hpp>
 
 #include "ferrox/config.h"
 #include "ferrox/plugin_loader.h"

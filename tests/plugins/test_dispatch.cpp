@@ -20,7 +20,8 @@ struct Rig {
     std::unique_ptr<Dispatcher> dispatch;
 
     explicit Rig(std::string_view order) {
-        for (const char* f : {"fakemetal", "fakecuda", "fake"}) install_plugin(fixture(f), dir.path());
+        for (const char* f : {"fakemetal", "fakecuda", "fake"})
+            install_plugin(fixture(f), dir.path());
         install_plugin(real_plugin("cpu"), dir.path());
         plugins = PluginSet::load(config_from(fmt::format("backends: {{order: [{}]}}", order)),
                                   only_folder(dir.path()));
@@ -73,7 +74,8 @@ TEST_CASE("a CUDA prefill without a GEMM is recorded as a per-position matvec lo
     rig.dispatch->probe(FERROX_KIND_Q4_K, "ffn_down");
     const RegistryReport report = rig.registry.seal();
     INFO(report.render());
-    CHECK(has_entry(report, "fakecuda", FERROX_OP_MATVEC, FERROX_KIND_Q4_K, Outcome::Hit, "cuda.matvec"));
+    CHECK(has_entry(report, "fakecuda", FERROX_OP_MATVEC, FERROX_KIND_Q4_K, Outcome::Hit,
+                    "cuda.matvec"));
     CHECK(has_entry(report, "fakecuda", FERROX_OP_GEMM, FERROX_KIND_Q4_K, Outcome::Miss,
                     "CUDA per-position matvec"));
     CHECK(report.violations.size() == 1);
@@ -89,7 +91,8 @@ TEST_CASE("an f32 weight is recorded without being a violation") {
     INFO(report.render());
     CHECK_FALSE(report.misses.empty());
     CHECK(report.violations.empty());
-    CHECK(has_entry(report, "cpu", FERROX_OP_MATVEC, FERROX_KIND_F32, Outcome::Hit, "cpu.f32.matvec"));
+    CHECK(has_entry(report, "cpu", FERROX_OP_MATVEC, FERROX_KIND_F32, Outcome::Hit,
+                    "cpu.f32.matvec"));
 }
 
 TEST_CASE("dispatch records the same decision the probe predicted, and counts calls") {
@@ -118,11 +121,13 @@ TEST_CASE("dispatch records the same decision the probe predicted, and counts ca
             ++dispatch_hits;
         }
     CHECK(dispatch_hits == 1);
-    CHECK(has_entry(report, "fake", FERROX_OP_MATVEC, FERROX_KIND_F32, Outcome::Hit, "fixture.f32.matvec"));
+    CHECK(has_entry(report, "fake", FERROX_OP_MATVEC, FERROX_KIND_F32, Outcome::Hit,
+                    "fixture.f32.matvec"));
     // And the fixture's product is right (it computes in double).
     for (uint64_t r = 0; r < rows; ++r) {
         double want = 0;
-        for (uint64_t c = 0; c < cols; ++c) want += static_cast<double>(w[r * cols + c]) * static_cast<double>(x[c]);
+        for (uint64_t c = 0; c < cols; ++c)
+            want += static_cast<double>(w[r * cols + c]) * static_cast<double>(x[c]);
         CHECK(y[r] == Approx(want).epsilon(1e-5));
     }
 }
@@ -133,7 +138,8 @@ TEST_CASE("strict mode turns violations into an error naming them while non-stri
     const RegistryReport report = rig.registry.seal();
     const auto strict = enforce_registry(report, true);
     REQUIRE_FALSE(strict.has_value());
-    CHECK_THAT(strict.error().message(), Catch::Contains("IQ2_XXS") && Catch::Contains("2 violation"));
+    CHECK_THAT(strict.error().message(),
+               Catch::Contains("IQ2_XXS") && Catch::Contains("2 violation"));
     CHECK(enforce_registry(report, false).has_value());
 }
 
@@ -156,7 +162,8 @@ TEST_CASE("a product no selected backend can run is an error, not a crash") {
     std::vector<float> x(32, 1.0f), y(2);
     const auto r = rig.dispatch->apply(*m, "ffn_up", x, y);
     REQUIRE_FALSE(r.has_value());
-    CHECK_THAT(r.error().message(), Catch::Contains("no selected backend") && Catch::Contains("IQ4_NL"));
+    CHECK_THAT(r.error().message(),
+               Catch::Contains("no selected backend") && Catch::Contains("IQ4_NL"));
 }
 
 TEST_CASE("a shape mismatch between weight and activations is refused") {

@@ -1,14 +1,13 @@
 // Seeded random inputs for tests; the seed is printed so a failure can be replayed.
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <span>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace ferrox::test {
 

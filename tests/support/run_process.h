@@ -28,7 +28,8 @@ inline std::string slurp(const std::filesystem::path& p) {
 inline ProcessResult run_process(const std::string& command) {
     TempDir io;
     const auto out = io / "stdout", err = io / "stderr";
-    const std::string full = command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
+    const std::string full =
+        command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
     const int status = std::system(full.c_str());
     ProcessResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

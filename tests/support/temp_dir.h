@@ -10,9 +10,10 @@
 namespace ferrox::test {
 
 class TempDir {
-public:
+  public:
     TempDir() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "ferrox-test-XXXXXX").string();
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "ferrox-test-XXXXXX").string();
         if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
         path_ = pattern;
     }
@@ -33,7 +34,7 @@ public:
         return file;
     }
 
-private:
+  private:
     std::filesystem::path path_;
 };
 

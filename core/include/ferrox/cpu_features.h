@@ -13,7 +13,7 @@ namespace ferrox {
 
 struct FERROX_API CpuFeatures {
     bool sse42 = false;
-    bool avx = false;   // CPUID and OS-enabled YMM state
+    bool avx = false;  // CPUID and OS-enabled YMM state
     bool avx2 = false;
     bool fma = false;
     bool f16c = false;

@@ -59,13 +59,13 @@ struct RegistryReport {
 };
 
 class FERROX_API KernelRegistry {
-public:
+  public:
     void record(Phase phase, const RegistryKey& key, Outcome outcome, std::string_view detail,
                 bool accelerator, std::source_location site = std::source_location::current());
     RegistryReport seal() const;
     void clear();
 
-private:
+  private:
     using Slot = std::tuple<RegistryKey, Phase, Outcome, std::string>;
     mutable std::mutex mutex_;
     std::map<Slot, RegistryEntry> entries_;

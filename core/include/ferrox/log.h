@@ -1,10 +1,10 @@
 // The core's logger: spdlog on stderr. Plugins reach it through ferrox_host.log.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <memory>
 #include <string_view>
-
-#include <spdlog/spdlog.h>
 
 #include "ferrox/api.h"
 #include "ferrox/expected.h"

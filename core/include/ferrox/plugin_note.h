@@ -29,9 +29,10 @@
 #define FERROX_PLUGIN_NOTE_OWNER "ferrox"
 #define FERROX_PLUGIN_NOTE_TYPE 0x46580001u /* "FX" 1 */
 
-#define FERROX_PLUGIN_NOTE_TEXT_(name, version, isa, drivers, description)              \
-    "name=" name "\0version=" version "\0isa=" isa "\0drivers=" drivers "\0description" \
-                                                                        "=" description
+#define FERROX_PLUGIN_NOTE_TEXT_(name, version, isa, drivers, description) \
+    "name=" name "\0version=" version "\0isa=" isa "\0drivers=" drivers    \
+    "\0description"                                                        \
+    "=" description
 
 /* The note with an explicit ABI version; FERROX_PLUGIN_NOTE uses this
  * header's. (Test fixtures use this form to pretend another ABI.) */

@@ -17,7 +17,7 @@
 namespace ferrox {
 
 class FERROX_API WeightMatrix {
-public:
+  public:
     // `name` appears in errors ("blk.0.ffn_down.weight").
     static Expected<WeightMatrix> borrowed(std::string name, ferrox_kind kind, uint64_t rows,
                                            uint64_t cols, std::span<const std::byte> bytes,
@@ -42,7 +42,7 @@ public:
     // an address outlives the mapping that gave it out (the seeds' MapId bug).
     Expected<const ferrox_weight*> prepared_on(const std::shared_ptr<Backend>& backend) const;
 
-private:
+  private:
     WeightMatrix() = default;
     static Expected<WeightMatrix> make(std::string name, ferrox_kind kind, uint64_t rows,
                                        uint64_t cols, std::span<const std::byte> bytes);

@@ -527,9 +527,8 @@ Expected<void> ConfigParser::parse_backend_section(const MapEntry& section) {
                     rest = bar == std::string_view::npos ? "" : rest.substr(bar + 1);
                 }
                 if (!allowed) {
-                    return error_at(value_mark(entry),
-                                    fmt::format("{} must be one of {}, got '{}'", key_path,
-                                                rule->choices, word));
+                    return error_at(value_mark(entry), fmt::format("{} must be one of {}, got '{}'",
+                                                                   key_path, rule->choices, word));
                 }
                 backend.options.emplace_back(entry.key, word);
                 break;

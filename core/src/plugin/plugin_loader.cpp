@@ -1,11 +1,10 @@
 #include "ferrox/plugin_loader.h"
 
 #include <algorithm>
+#include <boost/dll/shared_library.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-
-#include <boost/dll/shared_library.hpp>
 
 #include "elf_note.h"
 #include "ferrox/cpu_features.h"
@@ -19,18 +18,30 @@ namespace ferrox {
 
 std::string_view state_name(PluginState state) {
     switch (state) {
-        case PluginState::Ready: return "ready";
-        case PluginState::NotSelected: return "not-selected";
-        case PluginState::NotFound: return "not-found";
-        case PluginState::NotALibrary: return "not-a-library";
-        case PluginState::MissingLibrary: return "missing-library";
-        case PluginState::MissingSymbol: return "missing-symbol";
-        case PluginState::AbiMismatch: return "abi-mismatch";
-        case PluginState::IsaUnsupported: return "isa-unsupported";
-        case PluginState::InsecurePermissions: return "insecure-permissions";
-        case PluginState::NoDriver: return "no-driver";
-        case PluginState::NoDevice: return "no-device";
-        case PluginState::InitFailed: return "init-failed";
+        case PluginState::Ready:
+            return "ready";
+        case PluginState::NotSelected:
+            return "not-selected";
+        case PluginState::NotFound:
+            return "not-found";
+        case PluginState::NotALibrary:
+            return "not-a-library";
+        case PluginState::MissingLibrary:
+            return "missing-library";
+        case PluginState::MissingSymbol:
+            return "missing-symbol";
+        case PluginState::AbiMismatch:
+            return "abi-mismatch";
+        case PluginState::IsaUnsupported:
+            return "isa-unsupported";
+        case PluginState::InsecurePermissions:
+            return "insecure-permissions";
+        case PluginState::NoDriver:
+            return "no-driver";
+        case PluginState::NoDevice:
+            return "no-device";
+        case PluginState::InitFailed:
+            return "init-failed";
     }
     return "?";
 }

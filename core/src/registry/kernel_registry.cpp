@@ -1,8 +1,8 @@
 #include "ferrox/kernel_registry.h"
 
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
@@ -11,24 +11,25 @@ namespace ferrox {
 
 std::string_view outcome_name(Outcome outcome) {
     switch (outcome) {
-        case Outcome::Hit: return "hit";
-        case Outcome::Miss: return "miss";
-        case Outcome::ByDesign: return "by-design";
+        case Outcome::Hit:
+            return "hit";
+        case Outcome::Miss:
+            return "miss";
+        case Outcome::ByDesign:
+            return "by-design";
     }
     return "?";
 }
 
-std::string_view phase_name(Phase phase) {
-    return phase == Phase::Probe ? "probe" : "dispatch";
-}
+std::string_view phase_name(Phase phase) { return phase == Phase::Probe ? "probe" : "dispatch"; }
 
 std::string RegistryEntry::to_string() const {
     std::string_view label = outcome == Outcome::Hit    ? "kernel"
                              : outcome == Outcome::Miss ? "fallback"
                                                         : "reason";
-    return fmt::format("{:<8} {:<6} {:<9} {:<16} {:<8} {:<9} {} '{}' ({}, x{}){}", phase_name(phase),
-                       key.backend, op_name(key.op), key.role, kind_name(key.kind),
-                       outcome_name(outcome), label, detail, site, count,
+    return fmt::format("{:<8} {:<6} {:<9} {:<16} {:<8} {:<9} {} '{}' ({}, x{}){}",
+                       phase_name(phase), key.backend, op_name(key.op), key.role,
+                       kind_name(key.kind), outcome_name(outcome), label, detail, site, count,
                        is_violation() ? "  VIOLATION" : "");
 }
 

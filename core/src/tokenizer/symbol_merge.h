@@ -54,7 +54,8 @@ void merge_symbols(std::vector<Symbol>& symbols, std::string_view text, Priority
         if (const std::optional<double> p = priority(text_of(left), text_of(right)))
             queue.push({left, right, *p, text_of(left).size() + text_of(right).size()});
     };
-    for (size_t i = 1; i < symbols.size(); ++i) try_pair(static_cast<int>(i - 1), static_cast<int>(i));
+    for (size_t i = 1; i < symbols.size(); ++i)
+        try_pair(static_cast<int>(i - 1), static_cast<int>(i));
 
     while (!queue.empty()) {
         const Bigram top = queue.top();
