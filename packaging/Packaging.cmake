@@ -165,7 +165,7 @@ state and ferrox uses the next backend.")
 # libferrox-dev
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libferrox-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "ferrox (= ${FERROX_DEB_VERSION}), libspdlog-dev, libfmt-dev")
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "ferrox (= ${FERROX_DEB_VERSION}), libspdlog-dev, libfmt-dev, nlohmann-json3-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
 "development files for libferrox_core and ferrox backend plugins
 ferrox runs GGUF-quantized language models with backend plugins.

@@ -83,7 +83,7 @@ for path in /usr/include/ferrox/backend_abi.h /usr/include/ferrox/expected.h \
     $multiarch/cmake/ferrox/ferroxTargets.cmake /usr/share/doc/libferrox-dev/copyright; do
     has "$d" "$path" libferrox-dev
 done
-expect_eq "libferrox-dev Depends" "$(field libferrox-dev Depends)" "ferrox (= $debver), libspdlog-dev, libfmt-dev"
+expect_eq "libferrox-dev Depends" "$(field libferrox-dev Depends)" "ferrox (= $debver), libspdlog-dev, libfmt-dev, nlohmann-json3-dev"
 all=$( (echo "$f"; echo "$c"; echo "$d") | sort | uniq -d)
 expect_eq "files shared by any two packages" "$all" ""
 
