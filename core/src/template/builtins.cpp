@@ -328,13 +328,13 @@ Value string_method(const Value& obj, const std::string& name) {
          }},
         {"removeprefix",
          [](const Value& o, Args& a) {
-             const std::string& p = need_string(a.get(0, "prefix"), "removeprefix");
+             const std::string p = need_string(a.get(0, "prefix"), "removeprefix");
              const std::string& s = o.as_string();
              return Value(s.compare(0, p.size(), p) == 0 ? s.substr(p.size()) : s);
          }},
         {"removesuffix",
          [](const Value& o, Args& a) {
-             const std::string& p = need_string(a.get(0, "suffix"), "removesuffix");
+             const std::string p = need_string(a.get(0, "suffix"), "removesuffix");
              const std::string& s = o.as_string();
              return Value(!p.empty() && s.size() >= p.size() &&
                                   s.compare(s.size() - p.size(), p.size(), p) == 0
@@ -1170,7 +1170,7 @@ void add_globals(Dict& g) {
               fail("raise_exception: " + py_str(a.get(0, "message", Value(""))));
           }));
     g.set(Value("strftime_now"), make_callable("strftime_now", [](Args& a) -> Value {
-              const std::string& fmt = need_string(a.get(0, "format"), "strftime_now");
+              const std::string fmt = need_string(a.get(0, "format"), "strftime_now");
               const std::time_t now = std::time(nullptr);
               std::tm tm{};
               localtime_r(&now, &tm);
