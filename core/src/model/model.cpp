@@ -825,15 +825,14 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
                           kind_name(options.kv_kind));
     m.kv_kind = options.kv_kind;
 
-    auto uses = weight_uses(file, m.hp);
-    if (!uses) return uses.error();
     auto weights = bind_weights(file, m.hp);
     if (!weights) return weights.error();
     m.w = std::move(*weights);
+    const std::vector<WeightUse> uses = uses_of(m.w, m.hp);
     for (int local = 0; local < 2; ++local)
         m.rope[local] =
             rope_spec(m.hp, rope_factors_for(m.hp, m.w.rope_factors, m.context), local != 0);
-    auto residency = probe_model(file, m.hp, *uses, dispatcher, m.kv_kind, options.allow_resident);
+    auto residency = probe_model(file, m.hp, uses, dispatcher, m.kv_kind, options.allow_resident);
     if (!residency) return residency.error();
     m.residency = std::move(*residency);
     if (m.residency.resident) {
@@ -896,21 +895,22 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     if (m.residency.resident)
         if (auto r = m.upload_weights(options.on_upload); !r) return r.error();
     if (auto r = m.allocate_constants(); !r) return r.error();
-    auto model = std::unique_ptr<Model>(new Model(std::move(impl)));
-    // The context forward() uses, made now so that a cache that cannot be
-    // allocated fails the load as before.
-    ContextOptions single;
-    single.n_ctx = model->impl_->context;
-    single.n_batch = model->impl_->max_batch;
-    auto context = Context::create(*model, single);
-    if (!context) return context.error();
-    model->default_context_ = std::move(*context);
-    return model;
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
 Expected<void> Model::forward(std::span<const int32_t> tokens, uint32_t pos,
                               std::span<float> logits) {
     const Impl& m = *impl_;
+    // Made on first use: a model whose callers make their own contexts (the
+    // C API, batched-bench) must not also hold a whole-context KV cache.
+    if (!default_context_) {
+        ContextOptions single;
+        single.n_ctx = m.context;
+        single.n_batch = m.max_batch;
+        auto context = Context::create(*this, single);
+        if (!context) return context.error();
+        default_context_ = std::move(*context);
+    }
     Context& c = *default_context_;
     const uint64_t n = tokens.size();
     if (n == 0) return make_error("forward: no tokens");

@@ -98,6 +98,11 @@ Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& na
 Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp) {
     auto w = bind_weights(file, hp);
     if (!w) return w.error();
+    return uses_of(*w, hp);
+}
+
+std::vector<WeightUse> uses_of(const ModelWeights& weights, const Hparams& hp) {
+    const ModelWeights* w = &weights;
     std::vector<WeightUse> uses;
     const auto add = [&](const WeightMatrix& m, std::string tensor, std::string role,
                          bool per_position) {

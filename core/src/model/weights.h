@@ -10,6 +10,7 @@
 #include "ferrox/expected.h"
 #include "ferrox/gguf/file.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/model/model.h"
 #include "ferrox/model/rope_tables.h"
 #include "ferrox/weight_matrix.h"
 
@@ -41,5 +42,7 @@ Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& na
 // refused, naming it: an unused tensor is a bias, scale or variant the
 // forward pass would silently drop (as `rope_freqs.weight` once was).
 Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp);
+// The products the pass runs with these weights (weight_uses without binding again).
+std::vector<WeightUse> uses_of(const ModelWeights& weights, const Hparams& hp);
 
 }  // namespace ferrox::model
