@@ -9,7 +9,7 @@ debs=(
   libboost-dev libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
   clang-14 libclang-rt-14-dev          # libFuzzer targets
   clang-format                          # the format check (Debian 12: clang-format 14)
-  dpkg-dev fakeroot lintian file debootstrap  # packaging tests
+  dpkg-dev fakeroot lintian file debootstrap strace  # packaging tests
   binutils                              # readelf for the CUDA plugin's NEEDED check
 )
 missing=()

@@ -74,23 +74,27 @@ step "install ferrox $old_version (dependencies from the mirror)"
 apt_install "$(deb ferrox $old_version)"
 expect_eq "ferrox --version" "$(ferrox --version)" "ferrox $old_version"
 
-step "CPU only: backends, and LD_DEBUG shows no CUDA"
+step "CPU only: backends, and no CUDA file is ever opened (strace)"
 json=$(ferrox backends --json 2>/dev/null) && pass "ferrox backends exit 0" || fail "ferrox backends exit $?"
 expect_eq "cpu state" "$(state "$json" cpu)" "ready"
 ferrox backends >/dev/null 2>&1 && pass "ferrox backends (table) exit 0" || fail "ferrox backends (table) failed"
-libs=$(in_root "$jail" env LD_DEBUG=libs ferrox backends 2>&1 >/dev/null)
-grep -qE 'libcuda|libferrox_cuda' <<<"$libs" && fail "LD_DEBUG shows CUDA: $(grep -E 'libcuda|libferrox_cuda' <<<"$libs" | head -3)" ||
-    pass "LD_DEBUG=libs: no libcuda, no libferrox_cuda"
-grep -q 'libferrox_cpu.so' <<<"$libs" && pass "LD_DEBUG=libs: libferrox_cpu.so loaded" || fail "libferrox_cpu.so not loaded"
+opens_in_root "$work/opens.log" "$jail" ferrox backends >/dev/null 2>&1 || fail "ferrox backends under strace failed"
+grep -E 'libcuda|libferrox_cuda' "$work/opens.log" && fail "CUDA files were opened (above)" ||
+    pass "strace: no open of libcuda or libferrox_cuda"
+# A successful open of the plugin file, then the dlopen of its descriptor.
+grep -E '"libferrox_cpu\.so".* = [0-9]+$' "$work/opens.log" >/dev/null && pass "strace: libferrox_cpu.so opened" ||
+    fail "libferrox_cpu.so not opened: $(grep -c . "$work/opens.log") opens logged"
+grep -E '"/proc/self/fd/+[0-9]+".* = [0-9]+$' "$work/opens.log" >/dev/null && pass "strace: a plugin descriptor was dlopened" ||
+    fail "no /proc/self/fd/N open: the plugin was not loaded by descriptor"
 
 # ---- ferrox-cuda ----------------------------------------------------------------
 step "install ferrox-cuda $old_version; not selected -> never opened"
 apt_install "$(deb ferrox-cuda $old_version)"
 json=$(ferrox backends --json 2>/dev/null) || fail "ferrox backends exit $? with ferrox-cuda installed"
 expect_eq "cuda state with order [cpu]" "$(state "$json" cuda)" "not-selected"
-libs=$(in_root "$jail" env LD_DEBUG=libs ferrox backends 2>&1 >/dev/null)
-grep -qE 'libcuda|libferrox_cuda' <<<"$libs" && fail "unselected cuda plugin was opened" ||
-    pass "LD_DEBUG=libs: unselected libferrox_cuda not opened"
+opens_in_root "$work/opens.log" "$jail" ferrox backends >/dev/null 2>&1 || fail "ferrox backends under strace failed"
+grep -E 'libcuda|libferrox_cuda' "$work/opens.log" && fail "unselected cuda plugin was opened (above)" ||
+    pass "strace: unselected libferrox_cuda never opened"
 
 step "select [cuda, cpu] in /etc/ferrox/ferrox.yaml: no driver is a typed state"
 sed -i 's/^  order: \[cpu\]$/  order: [cuda, cpu]   # edited by the install test/' "$jail/etc/ferrox/ferrox.yaml"

@@ -57,3 +57,14 @@ in_root() {
     env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
         DEBIAN_FRONTEND=noninteractive chroot "$root" "$@"
 }
+
+# opens_in_root <log> <dir> <command...>: in_root under the host's strace, which
+# logs every open the command attempts. ferrox dlopens plugins through
+# /proc/self/fd/N (see core/src/plugin/trusted_open.cpp), so LD_DEBUG would only
+# show those names; the open of the plugin file itself names it.
+opens_in_root() {
+    local log=$1 root=$2
+    shift 2
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+        strace -f -qq -e trace=open,openat,openat2 -o "$log" chroot "$root" "$@"
+}
