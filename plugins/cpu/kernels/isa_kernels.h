@@ -63,10 +63,13 @@ struct DecodedRow {
 using Int8Decoder = void (*)(const std::byte* src, uint64_t blocks, DecodedRow out);
 // Decodes `blocks` whole blocks to floats.
 using FloatDecoder = void (*)(const std::byte* src, uint64_t blocks, float* out);
-// y[r] = dot(rows[r], acts) for r < n_rows (<= 4), reading the weight blocks
-// directly (no decode buffer); cols a multiple of the kind's block.
-using FusedMatvec = void (*)(const std::byte* const* rows, int n_rows, uint64_t cols,
-                             const QuantizedActs& acts, float* y);
+// y[a * y_stride] = dot(row, acts[a]) for a < n_acts (<= kFusedMaxActs),
+// reading the weight blocks directly (no decode buffer), each block once for
+// all the activations; cols a multiple of the kind's block. Each result is
+// bit-identical to the n_acts = 1 call with that activation.
+constexpr int kFusedMaxActs = 4;
+using FusedMatvec = void (*)(const std::byte* row, uint64_t cols, const QuantizedActs* acts,
+                             int n_acts, float* y, uint64_t y_stride);
 
 // The panel GEMM (prefill). kPanelRows decoded rows are interleaved so that
 // one 64-byte vector holds 4 consecutive columns of 16 rows: a VNNI dot of it

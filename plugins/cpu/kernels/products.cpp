@@ -9,15 +9,16 @@
 namespace ferrox::cpu {
 namespace {
 
-constexpr int kTileRows = 4;  // rows per micro-tile
-// Rows per fused MATVEC call: one, so a thread reads one sequential stream
-// (interleaving 4 short rows left the hardware prefetchers behind).
-constexpr int kFusedRows = 1;
+constexpr int kTileRows = 4;        // rows per micro-tile
 constexpr int kTileActs = 4;        // activations per micro-tile
 constexpr uint64_t kGemmRows = 16;  // rows decoded once and reused over all activations
 // Below this many activations the panel's interleave costs more than it
 // saves (measured: level at 4, 2x faster at 16, slower at 2).
 constexpr uint64_t kPanelMinActs = 4;
+// Up to this many activations, kinds with a fused MATVEC kernel take it for
+// GEMM too (faster than decoding rows first at decode batch sizes; measured
+// in docs/cpu.md), and their results equal MATVEC's bit for bit.
+constexpr uint64_t kFusedMaxGemmActs = 16;
 
 // Decoded int8 rows for one thread, reused across calls.
 class Int8Rows {
@@ -170,13 +171,11 @@ void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const 
         isa.quantize_acts(w.kernel->acts, x, w.cols, acts.at(0));
         const QuantizedActs a = acts.at(0);
         if (w.fused_matvec) {
+            // One row per call, so a thread reads one sequential stream
+            // (interleaving 4 short rows left the hardware prefetchers behind).
             pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
-                for (uint64_t r = begin; r < end; r += kFusedRows) {
-                    const uint64_t count = std::min<uint64_t>(kFusedRows, end - r);
-                    const std::byte* rows[kFusedRows];
-                    for (uint64_t i = 0; i < count; ++i) rows[i] = row_bytes_at(w, r + i);
-                    w.fused_matvec(rows, static_cast<int>(count), w.cols, a, y + r);
-                }
+                for (uint64_t r = begin; r < end; ++r)
+                    w.fused_matvec(row_bytes_at(w, r), w.cols, &a, 1, y + r, 0);
             });
             return;
         }
@@ -208,6 +207,26 @@ void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const 
 void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x, uint64_t n,
           float* y) {
     if (n == 0) return;
+    if (w.fused_matvec && n <= kFusedMaxGemmActs) {
+        // Decode-sized batches: each row is read once for up to kFusedMaxActs
+        // activations (again, from cache, for the next ones), and every
+        // result is the MATVEC's to the bit, so a sequence's step does not
+        // depend on how many others share the batch.
+        QuantizedBatch acts(n, w.cols);
+        for (uint64_t c = 0; c < n; ++c)
+            isa.quantize_acts(w.kernel->acts, x + c * w.cols, w.cols, acts.at(c));
+        std::vector<QuantizedActs> views(n);
+        for (uint64_t c = 0; c < n; ++c) views[c] = acts.at(c);
+        pool.parallel_for(w.rows, grain_for(pool, w.rows), [&](uint64_t begin, uint64_t end) {
+            for (uint64_t r = begin; r < end; ++r)
+                for (uint64_t c = 0; c < n; c += kFusedMaxActs) {
+                    const int count = static_cast<int>(std::min<uint64_t>(kFusedMaxActs, n - c));
+                    w.fused_matvec(row_bytes_at(w, r), w.cols, views.data() + c, count,
+                                   y + c * w.rows + r, w.rows);
+                }
+        });
+        return;
+    }
     const uint64_t tiles = (w.rows + kGemmRows - 1) / kGemmRows;
     const PanelGemmInfo panel =
         uses_int8(w) && n >= kPanelMinActs ? isa.panel_gemm(w.kind) : PanelGemmInfo{};
