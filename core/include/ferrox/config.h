@@ -3,6 +3,7 @@
 // taken from the built-in default, which holds the same values as the shipped file.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -25,6 +26,22 @@ struct BackendConfig {
     std::vector<std::pair<std::string, std::string>> options;
 };
 
+// The `server:` section: what `ferrox serve` uses unless a flag overrides it
+// (docs/config.md, docs/server.md).
+struct ServerConfig {
+    std::string host = "127.0.0.1";  // loopback unless asked
+    uint32_t port = 8080;            // 0: any free port (the bound one is logged)
+    uint32_t parallel = 4;           // sequences decoded together
+    uint32_t context = 0;            // KV positions per sequence; 0: min(4096, training)
+    std::string kv_type = "f32";     // f32 | f16
+    std::string api_key_file;        // empty: $FERROX_API_KEY, else no keys
+    std::string alias;               // the model id /v1/models reports; empty: file name
+    uint32_t max_queue = 64;         // waiting requests past the running ones; more: 503
+    uint32_t request_timeout = 600;  // seconds from arrival to the last token
+    uint32_t drain_timeout = 30;     // seconds in-flight requests get after SIGTERM
+    uint64_t max_body_bytes = 4u << 20;
+};
+
 struct FERROX_API Config {
     std::string source;  // the file it came from, or "<built-in default>"
     std::vector<std::filesystem::path> plugin_paths;  // plugins.paths, relative ones resolved
@@ -33,6 +50,7 @@ struct FERROX_API Config {
     std::vector<BackendConfig> backends;  // one per name in backend_order, in that order
     bool registry_strict = false;         // registry.strict
     std::string log_level = "info";       // log.level: trace|debug|info|warn|error|off
+    ServerConfig server;                  // server.*
 
     // The entry for `name`, or nullptr when backends.order does not list it.
     const BackendConfig* backend(std::string_view name) const;

@@ -160,6 +160,7 @@ class ConfigParser {
     Expected<void> parse_plugins(const MapEntry& section);
     Expected<void> parse_registry(const MapEntry& section);
     Expected<void> parse_log(const MapEntry& section);
+    Expected<void> parse_server(const MapEntry& section);
     Expected<void> parse_backend_section(const MapEntry& section);
 
     std::string source_;
@@ -340,7 +341,8 @@ Expected<void> ConfigParser::parse_root(const YAML::Node& root) {
         if (auto parsed = parse_backends(*backends); !parsed) return parsed;
     }
 
-    std::vector<std::string> valid_keys{"plugins", "backends", "cpu", "cuda", "registry", "log"};
+    std::vector<std::string> valid_keys{"plugins",  "backends", "cpu",   "cuda",
+                                        "registry", "log",      "server"};
     for (const std::string& name : config_.backend_order) {
         if (std::find(valid_keys.begin(), valid_keys.end(), name) == valid_keys.end()) {
             valid_keys.push_back(name);
@@ -357,6 +359,8 @@ Expected<void> ConfigParser::parse_root(const YAML::Node& root) {
             parsed = parse_registry(entry);
         } else if (entry.key == "log") {
             parsed = parse_log(entry);
+        } else if (entry.key == "server") {
+            parsed = parse_server(entry);
         } else if (std::find(valid_keys.begin(), valid_keys.end(), entry.key) != valid_keys.end()) {
             parsed = parse_backend_section(entry);
         } else {
@@ -466,6 +470,70 @@ Expected<void> ConfigParser::parse_log(const MapEntry& section) {
         auto level = read_choice(entry, "log.level", kLogLevels);
         if (!level) return level.error();
         config_.log_level = std::move(*level);
+    }
+    return {};
+}
+
+Expected<void> ConfigParser::parse_server(const MapEntry& section) {
+    auto entries = section_entries(section);
+    if (!entries) return entries.error();
+    static const std::array<std::string, 11> kKeys{
+        "host",  "port",      "parallel",        "context",       "kv_type",       "api_key_file",
+        "alias", "max_queue", "request_timeout", "drain_timeout", "max_body_bytes"};
+    static constexpr std::array<std::string_view, 2> kKvTypes{"f32", "f16"};
+    ServerConfig& s = config_.server;
+    const auto text = [&](const MapEntry& entry, std::string& out) -> Expected<void> {
+        if (!entry.value.IsScalar() || entry.value.Scalar().empty())
+            return error_at(value_mark(entry),
+                            fmt::format("server.{} must be a non-empty string, got {}", entry.key,
+                                        describe(entry.value)));
+        out = entry.value.Scalar();
+        return {};
+    };
+    const auto number = [&](const MapEntry& entry, uint32_t& out, std::int64_t min,
+                            std::int64_t max) -> Expected<void> {
+        auto v = read_integer(entry, "server." + entry.key, min, max);
+        if (!v) return v.error();
+        out = static_cast<uint32_t>(*v);
+        return {};
+    };
+    for (const MapEntry& entry : *entries) {
+        Expected<void> parsed;
+        const std::string& k = entry.key;
+        if (k == "host") {
+            parsed = text(entry, s.host);
+        } else if (k == "port") {
+            parsed = number(entry, s.port, 0, 65535);
+        } else if (k == "parallel") {
+            parsed = number(entry, s.parallel, 1, 64);
+        } else if (k == "context") {
+            parsed = number(entry, s.context, 0, 1 << 20);
+        } else if (k == "kv_type") {
+            auto v = read_choice(entry, "server.kv_type", kKvTypes);
+            if (!v) return v.error();
+            s.kv_type = *v;
+        } else if (k == "api_key_file") {
+            parsed = text(entry, s.api_key_file);
+        } else if (k == "alias") {
+            parsed = text(entry, s.alias);
+        } else if (k == "max_queue") {
+            parsed = number(entry, s.max_queue, 0, 1 << 16);
+        } else if (k == "request_timeout") {
+            parsed = number(entry, s.request_timeout, 1, 86400);
+        } else if (k == "drain_timeout") {
+            parsed = number(entry, s.drain_timeout, 0, 86400);
+        } else if (k == "max_body_bytes") {
+            auto v = read_byte_size(entry, "server.max_body_bytes");
+            if (!v) return v.error();
+            if (*v < 1024 || *v > (1ull << 30))
+                return error_at(
+                    value_mark(entry),
+                    fmt::format("server.max_body_bytes must be between 1KiB and 1GiB, got {}", *v));
+            s.max_body_bytes = *v;
+        } else {
+            return unknown_key(entry, "in section 'server'", kKeys);
+        }
+        if (!parsed) return parsed;
     }
     return {};
 }

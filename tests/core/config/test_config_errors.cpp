@@ -57,8 +57,8 @@ TEST_CASE("an unknown key with nothing close lists the valid keys") {
 TEST_CASE("a section for a backend that backends.order does not list is refused") {
     CHECK(error_of("\nmy_npu:\n  required: true\n") ==
           "bad.yaml:2:1: unknown key 'my_npu' at the top level; valid keys are 'plugins', "
-          "'backends', 'cpu', 'cuda', 'registry', 'log' (a section for a third-party backend "
-          "is allowed only when backends.order lists it)");
+          "'backends', 'cpu', 'cuda', 'registry', 'log', 'server' (a section for a third-party "
+          "backend is allowed only when backends.order lists it)");
 }
 
 TEST_CASE("a value of the wrong type names the key, the expected type and what was found") {
@@ -85,8 +85,8 @@ TEST_CASE("a value of the wrong type names the key, the expected type and what w
           "got 'cpu'");
     CHECK(error_of("backends:\n  order: [cpu]\n  \nzz:\n") ==
           "bad.yaml:4:1: unknown key 'zz' at the top level; valid keys are 'plugins', "
-          "'backends', 'cpu', 'cuda', 'registry', 'log' (a section for a third-party backend "
-          "is allowed only when backends.order lists it)");
+          "'backends', 'cpu', 'cuda', 'registry', 'log', 'server' (a section for a third-party "
+          "backend is allowed only when backends.order lists it)");
 }
 
 TEST_CASE("a third-party option must be a single value") {
@@ -204,4 +204,19 @@ TEST_CASE("files that cannot be read give an error naming the path") {
 TEST_CASE("cpu.isa accepts only the paths the CPU plugin has") {
     CHECK(error_of("cpu:\n  isa: sse9\n") ==
           "bad.yaml:2:8: cpu.isa must be one of auto|portable|avx2|avx512, got 'sse9'");
+}
+
+TEST_CASE("server keys are checked: unknown keys, ranges, kinds") {
+    CHECK(error_of("server:\n  prot: 80\n") ==
+          "bad.yaml:2:3: unknown key 'prot' in section 'server'; did you mean 'port'?");
+    CHECK(error_of("server:\n  port: 70000\n") ==
+          "bad.yaml:2:9: server.port must be between 0 and 65535, got 70000");
+    CHECK(error_of("server:\n  parallel: 0\n") ==
+          "bad.yaml:2:13: server.parallel must be between 1 and 64, got 0");
+    CHECK(error_of("server:\n  kv_type: q8\n").find("server.kv_type must be one of") !=
+          std::string::npos);
+    CHECK(error_of("server:\n  host: [a]\n").find("server.host must be a non-empty string") !=
+          std::string::npos);
+    CHECK(error_of("server:\n  max_body_bytes: 10\n").find("between 1KiB and 1GiB") !=
+          std::string::npos);
 }

@@ -138,3 +138,25 @@ TEST_CASE("parse_config anchors relative plugin paths to the folder of its sourc
     REQUIRE(from_stdin.has_value());
     CHECK(from_stdin->plugin_paths == std::vector<std::filesystem::path>{"p"});
 }
+
+TEST_CASE("the server section: every key, and its defaults") {
+    const ferrox::Config d = parse_ok("server:\n");
+    CHECK(d.server.host == "127.0.0.1");
+    CHECK(d.server.port == 8080);
+    CHECK(d.server.parallel == 4);
+    const ferrox::Config c = parse_ok(
+        "server:\n  host: 0.0.0.0\n  port: 0\n  parallel: 16\n  context: 2048\n"
+        "  kv_type: f16\n  api_key_file: /etc/ferrox/keys\n  alias: gemma\n  max_queue: 8\n"
+        "  request_timeout: 30\n  drain_timeout: 5\n  max_body_bytes: 1MiB\n");
+    CHECK(c.server.host == "0.0.0.0");
+    CHECK(c.server.port == 0);
+    CHECK(c.server.parallel == 16);
+    CHECK(c.server.context == 2048);
+    CHECK(c.server.kv_type == "f16");
+    CHECK(c.server.api_key_file == "/etc/ferrox/keys");
+    CHECK(c.server.alias == "gemma");
+    CHECK(c.server.max_queue == 8);
+    CHECK(c.server.request_timeout == 30);
+    CHECK(c.server.drain_timeout == 5);
+    CHECK(c.server.max_body_bytes == (1u << 20));
+}

@@ -1,0 +1,24 @@
+// API keys: `Authorization: Bearer <key>` checked against every configured key
+// in time that does not depend on where a guess first differs.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferrox/expected.h"
+
+namespace ferrox::server {
+
+// Keys from `path` (one a line; blank lines and lines starting with '#' skipped),
+// else from $FERROX_API_KEY; none: the server is open. A file that cannot be
+// read, or holds no key, is an error.
+Expected<std::vector<std::string>> load_api_keys(const std::string& path);
+
+// Equal contents, in time that depends only on the lengths.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+// True when `authorization` (the header's value) carries one of `keys`, or keys is empty.
+bool authorized(const std::vector<std::string>& keys, std::string_view authorization);
+
+}  // namespace ferrox::server

@@ -1,0 +1,75 @@
+#include "metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace ferrox::server {
+
+void Histogram::observe(double seconds) {
+    std::lock_guard lock(m_);
+    for (size_t i = 0; i < kBounds.size(); ++i)
+        if (seconds <= kBounds[i]) {
+            ++buckets_[i];
+            break;
+        }
+    ++count_;
+    sum_ += seconds;
+}
+
+std::string Histogram::render(const std::string& name, const std::string& help) const {
+    std::lock_guard lock(m_);
+    std::string out = fmt::format("# HELP {0} {1}\n# TYPE {0} histogram\n", name, help);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < kBounds.size(); ++i) {
+        cumulative += buckets_[i];
+        out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, kBounds[i], cumulative);
+    }
+    out += fmt::format("{0}_bucket{{le=\"+Inf\"}} {1}\n{0}_sum {2}\n{0}_count {1}\n", name, count_,
+                       sum_);
+    return out;
+}
+
+void Metrics::count_outcome(int http_status) {
+    std::lock_guard lock(m_);
+    ++outcomes_[http_status];
+}
+
+std::string Metrics::render() const {
+    std::string out;
+    const auto one = [&](const char* name, const char* type, const char* help, auto value) {
+        out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+    };
+    one("ferrox:num_requests_running", "gauge", "Requests holding a sequence (prefill or decode).",
+        running.load());
+    one("ferrox:num_requests_waiting", "gauge", "Requests admitted and waiting for a sequence.",
+        waiting.load());
+    const double total = std::max<uint32_t>(1, kv_total.load());
+    one("ferrox:kv_cache_usage_perc", "gauge",
+        "Fraction of KV-cache cells in use, 0..1 (finished prompts kept for prefix reuse count).",
+        kv_used.load() / total);
+    one("ferrox:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+        prompt_tokens.load());
+    one("ferrox:generation_tokens_total", "counter", "Generated tokens.", generation_tokens.load());
+    one("ferrox:prefix_cache_hits_total", "counter",
+        "Requests whose prompt reused cached cells of an earlier prompt.", prefix_hits.load());
+    one("ferrox:prefix_cache_hit_tokens_total", "counter",
+        "Prompt tokens taken from the cache instead of computed.", prefix_tokens.load());
+    {
+        std::lock_guard lock(m_);
+        out +=
+            "# HELP ferrox:request_outcomes_total Finished HTTP requests by status code.\n"
+            "# TYPE ferrox:request_outcomes_total counter\n";
+        for (const auto& [code, n] : outcomes_)
+            out += fmt::format("ferrox:request_outcomes_total{{code=\"{}\"}} {}\n", code, n);
+    }
+    out += ttft.render("ferrox:time_to_first_token_seconds",
+                       "Seconds from arrival to the first generated token.");
+    out += tpot.render("ferrox:time_per_output_token_seconds",
+                       "Seconds per generated token after the first.");
+    out += e2e.render("ferrox:e2e_request_latency_seconds",
+                      "Seconds from arrival to the last token of a generation request.");
+    return out;
+}
+
+}  // namespace ferrox::server

@@ -1,0 +1,46 @@
+// The server's Prometheus metrics, kept by hand (text exposition format 0.0.4):
+// gauges of running and waiting requests and KV-cache use, token counters,
+// prefix-cache hits, outcomes by HTTP status, and three latency histograms.
+// Names follow vLLM's (which the Gateway API Inference Extension reads) with
+// a ferrox: prefix; docs/server.md lists them.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace ferrox::server {
+
+class Histogram {
+  public:
+    static constexpr std::array<double, 14> kBounds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                    1,     2.5,  5,     10,   30,  60,   300};
+    void observe(double seconds);
+    std::string render(const std::string& name, const std::string& help) const;
+
+  private:
+    mutable std::mutex m_;
+    std::array<uint64_t, kBounds.size()> buckets_{};  // cumulative when rendered
+    uint64_t count_ = 0;
+    double sum_ = 0;
+};
+
+struct Metrics {
+    std::atomic<int64_t> running{0}, waiting{0};
+    std::atomic<uint32_t> kv_used{0}, kv_total{1};
+    std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0};
+    std::atomic<uint64_t> prefix_hits{0}, prefix_tokens{0};
+    Histogram ttft, tpot, e2e;
+
+    void count_outcome(int http_status);
+    std::string render() const;
+
+  private:
+    mutable std::mutex m_;
+    std::map<int, uint64_t> outcomes_;
+};
+
+}  // namespace ferrox::server
