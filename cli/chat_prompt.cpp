@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ferrox/escape.h"
 #include "ferrox/log.h"
 
 namespace ferrox::cli {
@@ -156,25 +157,12 @@ Expected<ChatPrompt> ChatRenderer::render(const nlohmann::ordered_json& messages
     return p;
 }
 
-std::string terminal_safe(const std::string& text) {
-    std::string out;
-    for (unsigned char c : text) {
-        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\x%02x", c);
-            out += b;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out;
-}
-
 void print_verbose_prompt(const ChatPrompt& prompt) {
     std::string ids;
     for (int32_t t : prompt.tokens) ids += (ids.empty() ? "" : ", ") + std::to_string(t);
     std::fprintf(stderr, "prompt (%zu bytes):\n%s\nprompt tokens (%zu): [%s]\n", prompt.text.size(),
-                 terminal_safe(prompt.text).c_str(), prompt.tokens.size(), ids.c_str());
+                 escape_text(prompt.text, EscapeFor::Text).c_str(), prompt.tokens.size(),
+                 ids.c_str());
 }
 
 }  // namespace ferrox::cli
@@ -231,7 +219,7 @@ std::string chat_template_summary(const nlohmann::json& r) {
                 (r["in_file"].get<bool>() ? "" : ", the file has none: built-in fallback") + ")";
     line += r["renders"].get<bool>() ? ", renders a system + user turn"
                                      : "; does not render: " + r.value("error", std::string());
-    return terminal_safe(line);
+    return escape_text(line, EscapeFor::Text);
 }
 
 Expected<ChatPrompt> single_turn_prompt(const gguf::File& file, const Tokenizer& tok,

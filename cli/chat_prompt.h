@@ -54,9 +54,6 @@ class ChatRenderer {
 // --verbose-prompt: the rendered prompt (escaped for the terminal) and its token ids, on stderr.
 void print_verbose_prompt(const ChatPrompt& prompt);
 
-// Bytes safe to print: control characters other than newline and tab as \xNN.
-std::string terminal_safe(const std::string& text);
-
 }  // namespace ferrox::cli
 
 namespace ferrox::cli {

@@ -143,7 +143,7 @@ class Conversation {
   private:
     void emit(const std::string& piece, std::string& answer) {
         answer += piece;
-        std::cout << (interactive_ ? terminal_safe(piece) : piece) << std::flush;
+        std::cout << (interactive_ ? escape_text(piece, EscapeFor::Text) : piece) << std::flush;
     }
 
     model::Model& m_;
@@ -199,6 +199,7 @@ int run(const CommonOptions& common, const ChatCommandOptions& o) {
             code = kExitFailure;
             break;
         }
+        if (!stdout_ok()) break;  // main() reports the write error
     }
     sigaction(SIGINT, &previous, nullptr);
     return code;
