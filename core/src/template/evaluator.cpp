@@ -184,6 +184,17 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, size_t m
 class Evaluator {
   public:
     Evaluator(const RenderLimits& limits) : limits_(limits) {}
+    // `set ns.x = ns` (or a value that holds ns) makes a namespace own
+    // itself: a reference cycle that would outlive the render. Emptying every
+    // namespace that was assigned to, once the render is over, breaks them.
+    ~Evaluator() {
+        for (const auto& ns : assigned_namespaces_) {
+            auto doomed = std::move(ns->items);
+            ns->items.clear();
+        }
+    }
+    Evaluator(const Evaluator&) = delete;
+    Evaluator& operator=(const Evaluator&) = delete;
 
     std::string run(const Program& p, const Dict& variables) {
         auto root = std::make_shared<Frame>();
@@ -252,6 +263,7 @@ class Evaluator {
                     if (!target || !target->is_dict() || !target->as_dict().is_namespace)
                         throw ValueError("cannot assign attribute on non-namespace object");
                     target->as_dict().set(Value(s.attr), std::move(v));
+                    assigned_namespaces_.push_back(target->dict_ptr());
                 } else {
                     assign(s.targets, std::move(v), *frame);
                 }
@@ -550,6 +562,7 @@ class Evaluator {
 
     const RenderLimits& limits_;
     std::vector<FramePtr> keep_alive_;  // frames macros were defined in
+    std::vector<std::shared_ptr<Dict>> assigned_namespaces_;
     uint64_t steps_ = 0;
     int call_depth_ = 0;
 };
