@@ -11,6 +11,7 @@ debs=(
   clang-format                          # the format check (Debian 12: clang-format 14)
   dpkg-dev fakeroot lintian file debootstrap strace  # packaging tests
   binutils                              # readelf for the CUDA plugin's NEEDED check
+  curl                                  # the server tests call ferrox serve with curl too
 )
 missing=()
 for p in "${debs[@]}"; do

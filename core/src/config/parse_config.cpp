@@ -477,9 +477,10 @@ Expected<void> ConfigParser::parse_log(const MapEntry& section) {
 Expected<void> ConfigParser::parse_server(const MapEntry& section) {
     auto entries = section_entries(section);
     if (!entries) return entries.error();
-    static const std::array<std::string, 11> kKeys{
-        "host",  "port",      "parallel",        "context",       "kv_type",       "api_key_file",
-        "alias", "max_queue", "request_timeout", "drain_timeout", "max_body_bytes"};
+    static const std::array<std::string, 14> kKeys{
+        "model",           "host",          "port",         "parallel",    "context",
+        "kv_type",         "api_key_file",  "alias",        "max_queue",   "request_timeout",
+        "drain_timeout",   "read_timeout",  "cors_origin",  "max_body_bytes"};
     static constexpr std::array<std::string_view, 2> kKvTypes{"f32", "f16"};
     ServerConfig& s = config_.server;
     const auto text = [&](const MapEntry& entry, std::string& out) -> Expected<void> {
@@ -500,7 +501,9 @@ Expected<void> ConfigParser::parse_server(const MapEntry& section) {
     for (const MapEntry& entry : *entries) {
         Expected<void> parsed;
         const std::string& k = entry.key;
-        if (k == "host") {
+        if (k == "model") {
+            parsed = text(entry, s.model);
+        } else if (k == "host") {
             parsed = text(entry, s.host);
         } else if (k == "port") {
             parsed = number(entry, s.port, 0, 65535);
@@ -522,6 +525,10 @@ Expected<void> ConfigParser::parse_server(const MapEntry& section) {
             parsed = number(entry, s.request_timeout, 1, 86400);
         } else if (k == "drain_timeout") {
             parsed = number(entry, s.drain_timeout, 0, 86400);
+        } else if (k == "read_timeout") {
+            parsed = number(entry, s.read_timeout, 1, 3600);
+        } else if (k == "cors_origin") {
+            parsed = text(entry, s.cors_origin);
         } else if (k == "max_body_bytes") {
             auto v = read_byte_size(entry, "server.max_body_bytes");
             if (!v) return v.error();

@@ -1,0 +1,254 @@
+// `ferrox serve`: the OpenAI-compatible HTTP server (docs/server.md). The
+// listener starts first (so /health answers and /ready says "loading"),
+// then the model loads and the scheduler starts. SIGTERM or SIGINT drains:
+// /ready turns 503, nothing new is taken, running requests get
+// server.drain_timeout to finish, the rest are cancelled, exit 0. A second
+// signal exits at once.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "auth.h"
+#include "chat_prompt.h"
+#include "commands/commands.h"
+#include "ferrox/log.h"
+#include "ferrox/model/context.h"
+#include "http_server.h"
+#include "metrics.h"
+#include "model_session.h"
+#include "openai_api.h"
+#include "scheduler.h"
+
+namespace ferrox::cli {
+namespace {
+
+struct ServeOptions {
+    ServerConfig flags;  // only the members whose flag was given are used
+    unsigned threads = 0;
+    ChatOptions chat;
+    CLI::App* cmd = nullptr;
+};
+
+// The configuration's server section with every given flag on top.
+ServerConfig merged(const ServerConfig& from_config, const ServeOptions& o) {
+    ServerConfig s = from_config;
+    const auto given = [&](const char* name) { return o.cmd->count(name) > 0; };
+    if (given("--model")) s.model = o.flags.model;
+    if (given("--host")) s.host = o.flags.host;
+    if (given("--port")) s.port = o.flags.port;
+    if (given("--parallel")) s.parallel = o.flags.parallel;
+    if (given("--ctx-size")) s.context = o.flags.context;
+    if (given("--kv-type")) s.kv_type = o.flags.kv_type;
+    if (given("--api-key-file")) s.api_key_file = o.flags.api_key_file;
+    if (given("--alias")) s.alias = o.flags.alias;
+    if (given("--max-queue")) s.max_queue = o.flags.max_queue;
+    if (given("--request-timeout")) s.request_timeout = o.flags.request_timeout;
+    if (given("--drain-timeout")) s.drain_timeout = o.flags.drain_timeout;
+    if (given("--read-timeout")) s.read_timeout = o.flags.read_timeout;
+    return s;
+}
+
+// Signals arrive at one thread (sigwait), never inside the engine's threads.
+class SignalWatch {
+  public:
+    SignalWatch() {
+        sigemptyset(&set_);
+        sigaddset(&set_, SIGTERM);
+        sigaddset(&set_, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // every thread started later inherits it
+        thread_ = std::thread([this] { watch(); });
+        thread_.detach();
+    }
+    // Waits for the first signal.
+    void wait() {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return count_ > 0; });
+    }
+    bool signalled() {
+        std::lock_guard lock(m_);
+        return count_ > 0;
+    }
+    std::atomic<bool> exit_at_once_on_first{true};  // while loading: nothing to drain
+
+  private:
+    void watch() {
+        for (;;) {
+            int sig = 0;
+            if (sigwait(&set_, &sig) != 0) continue;
+            int n;
+            {
+                std::lock_guard lock(m_);
+                n = ++count_;
+            }
+            if (n == 1 && exit_at_once_on_first) {
+                logger().info("serve: {} while loading; exiting", strsignal(sig));
+                logger().flush();
+                ::_exit(0);
+            }
+            if (n >= 2) {
+                logger().warn("serve: second {}; exiting without finishing requests",
+                              strsignal(sig));
+                logger().flush();
+                ::_exit(1);
+            }
+            logger().info("serve: {}: draining", strsignal(sig));
+            cv_.notify_all();
+        }
+    }
+    sigset_t set_;
+    std::thread thread_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    int count_ = 0;
+};
+
+int run(const CommonOptions& common, const ServeOptions& o) {
+    auto config = load_session_config(common);
+    if (!config) {
+        logger().error("{}", config.error().message());
+        return kExitBadInput;
+    }
+    const ServerConfig s = merged(config->server, o);
+    if (s.model.empty()) {
+        logger().error("serve: no model: give -m FILE or set server.model in the configuration");
+        return kExitBadInput;
+    }
+    auto keys = server::load_api_keys(s.api_key_file);
+    if (!keys) {
+        logger().error("serve: {}", keys.error().message());
+        return kExitBadInput;
+    }
+    SignalWatch signals;
+    server::Metrics metrics;
+    server::ApiOptions api_options;
+    api_options.model_id =
+        s.alias.empty() ? std::filesystem::path(s.model).filename().string() : s.alias;
+    api_options.api_keys = std::move(*keys);
+    api_options.cors_origin = s.cors_origin;
+    api_options.request_timeout = std::chrono::seconds(s.request_timeout);
+    server::Api api(api_options, metrics);
+    server::HttpLimits limits;
+    limits.max_body_bytes = s.max_body_bytes;
+    limits.read_timeout = std::chrono::seconds(s.read_timeout);
+    server::HttpServer http(limits, [&api](const server::HttpRequest& r, server::Responder& out) {
+        api.handle(r, out);
+    });
+    if (auto started = http.start(s.host, static_cast<uint16_t>(s.port)); !started) {
+        logger().error("serve: {}", started.error().message());
+        return kExitFailure;
+    }
+    logger().info("serve: listening on http://{}:{} ({} API keys); loading {}", s.host, http.port(),
+                  api_options.api_keys.size(), s.model);
+
+    ModelChoices choices;
+    choices.threads = o.threads;
+    choices.kv_type = s.kv_type;
+    choices.context = 256;  // the model's own single-sequence context; serving makes its own
+    auto ms = open_model(common, s.model, choices);
+    if (!ms) {
+        api.set_state(server::ServerState::Failed);
+        logger().error("serve: {}", ms.error().message());
+        return kExitBadInput;
+    }
+    auto tmpl = choose_chat_template(*ms->file, o.chat.chat_template);
+    if (!tmpl) {
+        api.set_state(server::ServerState::Failed);
+        logger().error("serve: {}", tmpl.error().message());
+        return kExitBadInput;
+    }
+    const ChatRenderer renderer(std::move(*tmpl), *ms->file, *ms->tokenizer);
+    const uint32_t n_train = ms->model->hparams().n_ctx_train;
+    model::ContextOptions co;
+    co.n_seq = s.parallel;
+    co.n_ctx = s.context ? s.context : s.parallel * std::min(4096u, n_train);
+    co.n_batch = std::max<uint32_t>(512, s.parallel);
+    auto ctx = model::Context::create(*ms->model, co);
+    if (!ctx) {
+        api.set_state(server::ServerState::Failed);
+        logger().error("serve: {}", ctx.error().message());
+        return kExitBadInput;
+    }
+    server::SchedulerOptions so;
+    so.n_seq = s.parallel;
+    so.max_queue = s.max_queue;
+    server::Scheduler scheduler(*ms->model, *ms->tokenizer, std::move(*ctx), so, metrics);
+    server::LoadedModel loaded;
+    loaded.tokenizer = ms->tokenizer.get();
+    loaded.scheduler = &scheduler;
+    loaded.max_positions = std::min(co.n_ctx, n_train);
+    loaded.render_chat =
+        [&renderer](const nlohmann::ordered_json& messages) -> Expected<server::RenderedChat> {
+        auto p = renderer.render(messages, true);
+        if (!p) return p.error();
+        return server::RenderedChat{std::move(p->text), std::move(p->tokens)};
+    };
+    api.set_model(std::move(loaded));
+    signals.exit_at_once_on_first = false;
+    api.set_state(signals.signalled() ? server::ServerState::Draining : server::ServerState::Ready);
+    logger().info("serve: ready: {} sequences over {} KV cells, up to {} positions a request",
+                  co.n_seq, co.n_ctx, std::min(co.n_ctx, n_train));
+
+    signals.wait();
+    // Connections are still accepted while draining, so that /ready answers
+    // 503 (a router takes the replica out) and new work is refused by status.
+    api.set_state(server::ServerState::Draining);
+    scheduler.begin_drain();
+    const bool drained =
+        scheduler.wait_idle(server::Clock::now() + std::chrono::seconds(s.drain_timeout));
+    if (!drained)
+        logger().warn("serve: server.drain_timeout ({} s) passed; cancelling what still runs",
+                      s.drain_timeout);
+    scheduler.stop();
+    http.stop(std::chrono::milliseconds(3000));
+    logger().info("serve: stopped{}", drained ? "" : " (requests were cancelled)");
+    if (http.open_connections() > 0) {  // a thread still holds a connection: do not unwind under it
+        logger().flush();
+        ::_exit(kExitOk);
+    }
+    return kExitOk;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app, CommonOptions& common) {
+    auto* cmd = app.add_subcommand(
+        "serve", "OpenAI-compatible HTTP server with continuous batching (docs/server.md)");
+    auto o = std::make_shared<ServeOptions>();
+    o->cmd = cmd;
+    ServerConfig& f = o->flags;
+    cmd->add_option("-m,--model", f.model, "GGUF model file (overrides server.model)");
+    cmd->add_option("--host", f.host, "Address to bind (default 127.0.0.1, loopback)");
+    cmd->add_option("--port", f.port, "TCP port (default 8080; 0: any free port)")
+        ->check(CLI::Range(0u, 65535u));
+    cmd->add_option("--parallel", f.parallel, "Sequences decoded together (default 4)")
+        ->check(CLI::Range(1u, 64u));
+    cmd->add_option("-c,--ctx-size", f.context,
+                    "KV cells shared by all sequences (default parallel x min(4096, training))")
+        ->check(CLI::Range(0u, 1u << 20));
+    cmd->add_option("--kv-type", f.kv_type, "KV cache element kind: f32 (default) or f16")
+        ->check(CLI::IsMember({"f32", "f16"}));
+    cmd->add_option("--api-key-file", f.api_key_file,
+                    "File of API keys, one a line (default $FERROX_API_KEY, else none)");
+    cmd->add_option("--alias", f.alias, "Model id /v1/models reports (default the file name)");
+    cmd->add_option("--max-queue", f.max_queue, "Requests that may wait (default 64)")
+        ->check(CLI::Range(0u, 65536u));
+    cmd->add_option("--request-timeout", f.request_timeout,
+                    "Seconds from arrival to the last token (default 600)")
+        ->check(CLI::Range(1u, 86400u));
+    cmd->add_option("--drain-timeout", f.drain_timeout,
+                    "Seconds running requests get after SIGTERM (default 30)")
+        ->check(CLI::Range(0u, 86400u));
+    cmd->add_option("--read-timeout", f.read_timeout,
+                    "Seconds a client has to send a whole request (default 30)")
+        ->check(CLI::Range(1u, 3600u));
+    cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
+    add_chat_options(*cmd, o->chat);
+    return {cmd, [o, &common]() { return run(common, *o); }};
+}
+
+}  // namespace ferrox::cli

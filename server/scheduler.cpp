@@ -1,0 +1,443 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ferrox/log.h"
+#include "ferrox/sampler_chain.h"
+#include "ferrox/tokenizer/utf8_streamer.h"
+#include "stop_strings.h"
+
+namespace ferrox::server {
+
+std::optional<Event> Job::next(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(m_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+    Event e = std::move(events_.front());
+    events_.pop_front();
+    return e;
+}
+
+void Job::push(Event e) {
+    {
+        std::lock_guard lock(m_);
+        events_.push_back(std::move(e));
+    }
+    cv_.notify_one();
+}
+
+struct Scheduler::Slot {
+    int32_t seq = 0;
+    std::shared_ptr<Job> job;
+    std::vector<int32_t> cached;  // the tokens in this sequence's cells, position 0 on
+    bool generating = false;      // the prompt is in; next_token waits to be decoded
+    int32_t next_token = -1;
+    int batch_index = -1;
+    uint32_t generated = 0, reused = 0;
+    uint64_t last_use = 0;
+    uint64_t admitted = 0;  // admission order: prompts are prefilled oldest first
+    size_t canonical = 0;   // leading cached positions computed in whole prefill chunks
+    SamplerChain chain;
+    Utf8Streamer utf8;
+    std::optional<StopScanner> stops;
+    Clock::time_point last_token_at;
+};
+
+namespace {
+
+SamplerChain chain_for(const SamplingRequest& s) {
+    SamplerChain chain(s.seed);
+    if (!s.logit_bias.empty()) chain.add(logit_bias_stage(s.logit_bias));
+    if (s.frequency_penalty != 0 || s.presence_penalty != 0)
+        chain.add(penalties_stage(64, 1.0f, s.frequency_penalty, s.presence_penalty));
+    if (s.temperature <= 0) {
+        chain.add(greedy_stage());
+        return chain;
+    }
+    if (s.top_k > 0) chain.add(top_k_stage(s.top_k));
+    chain.add(temperature_stage(s.temperature));
+    if (s.top_p < 1) chain.add(top_p_stage(s.top_p));
+    if (s.min_p > 0) chain.add(min_p_stage(s.min_p));
+    chain.add(distribution_stage());
+    return chain;
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) ++i;
+    return i;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+Event error_event(int status, std::string why) {
+    Event e;
+    e.kind = Event::Kind::Error;
+    e.http_status = status;
+    e.error = std::move(why);
+    return e;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const model::Model& model, const Tokenizer& tokenizer,
+                     std::unique_ptr<model::Context> context, SchedulerOptions options,
+                     Metrics& metrics)
+    : model_(model),
+      tok_(tokenizer),
+      ctx_(std::move(context)),
+      options_(options),
+      metrics_(metrics),
+      n_ctx_(ctx_->n_ctx()) {
+    options_.n_seq = std::min(options_.n_seq, ctx_->n_seq());
+    slots_.resize(options_.n_seq);
+    for (uint32_t i = 0; i < options_.n_seq; ++i) slots_[i].seq = static_cast<int32_t>(i);
+    metrics_.kv_total = n_ctx_;
+    thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+Scheduler::Submitted Scheduler::submit(GenerationRequest request) {
+    std::lock_guard lock(m_);
+    if (draining_ || stopping_) return {nullptr, Refusal::Draining, "the server is shutting down"};
+    if (request.prompt.empty()) return {nullptr, Refusal::TooLong, "the prompt has no tokens"};
+    if (request.prompt.size() + request.max_tokens > n_ctx_)
+        return {nullptr, Refusal::TooLong,
+                fmt::format("{} prompt tokens + max_tokens {} exceed the context's {} cells",
+                            request.prompt.size(), request.max_tokens, n_ctx_)};
+    if (waiting_.size() >= options_.max_queue)
+        return {nullptr, Refusal::QueueFull,
+                fmt::format("{} requests are waiting (server.max_queue)", waiting_.size())};
+    auto job = std::make_shared<Job>(std::move(request));
+    waiting_.push_back(job);
+    metrics_.waiting = static_cast<int64_t>(waiting_.size());
+    wake_.notify_one();
+    return {job, Refusal::None, {}};
+}
+
+void Scheduler::begin_drain() {
+    std::lock_guard lock(m_);
+    draining_ = true;
+}
+
+bool Scheduler::wait_idle(Clock::time_point deadline) {
+    std::unique_lock lock(m_);
+    return idle_.wait_until(lock, deadline, [&] { return running_ == 0 && waiting_.empty(); });
+}
+
+void Scheduler::stop() {
+    {
+        std::lock_guard lock(m_);
+        if (stopping_ && !thread_.joinable()) return;
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::loop() {
+    for (;;) {
+        {
+            std::unique_lock lock(m_);
+            if (stopping_) break;
+            admit(lock);
+        }
+        if (step()) continue;
+        std::unique_lock lock(m_);
+        wake_.wait_for(lock, std::chrono::milliseconds(100),
+                       [&] { return stopping_ || !waiting_.empty(); });
+    }
+    // Shutting down: whatever is still running or waiting ends with an error.
+    for (Slot& s : slots_)
+        if (s.job)
+            finish(s, error_event(503, "the server stopped before the answer was done"), false);
+    std::unique_lock lock(m_);
+    for (auto& job : waiting_)
+        job->push(error_event(503, "the server stopped before the request was taken"));
+    waiting_.clear();
+    metrics_.waiting = 0;
+    idle_.notify_all();
+}
+
+// Moves waiting jobs into free slots. Called with m_ held; the context is
+// touched only by this thread.
+void Scheduler::admit(std::unique_lock<std::mutex>&) {
+    while (!waiting_.empty()) {
+        auto free_slot =
+            std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.job; });
+        if (free_slot == slots_.end()) break;
+        std::shared_ptr<Job> job = waiting_.front();
+        waiting_.pop_front();
+        if (job->cancelled()) continue;
+        if (Clock::now() > job->request.deadline) {
+            job->push(error_event(504, "server.request_timeout passed while the request waited"));
+            continue;
+        }
+        const std::vector<int32_t>& prompt = job->request.prompt;
+        // The slot whose cells share the longest prefix with the prompt; at
+        // least the prompt's last token is computed, for its logits.
+        // Only whole prefill chunks are shared (see prefill_step), and the
+        // prompt's last token is always computed, for its logits.
+        const size_t chunk = options_.prefill_chunk;
+        const size_t most = (prompt.size() - 1) / chunk * chunk;
+        Slot* best = nullptr;
+        size_t reuse = 0;
+        for (Slot& s : slots_) {
+            const size_t l =
+                std::min({common_prefix(s.cached, prompt), s.canonical, most}) / chunk * chunk;
+            if (l > reuse) reuse = l, best = &s;
+        }
+        Slot* target = nullptr;
+        if (best && !best->job && reuse > 0) {
+            target = best;
+        } else {
+            for (Slot& s : slots_)
+                if (!s.job && (!target || s.last_use < target->last_use)) target = &s;
+        }
+        bool ok = true;
+        if (target != best && reuse > 0) {
+            ok = ctx_->seq_remove(target->seq, 0, -1) &&
+                 ctx_->seq_copy(best->seq, target->seq, 0, static_cast<int32_t>(reuse));
+            target->cached.assign(prompt.begin(), prompt.begin() + static_cast<long>(reuse));
+        } else {
+            ok = bool(ctx_->seq_remove(target->seq, static_cast<int32_t>(reuse), -1));
+            target->cached.resize(reuse);
+        }
+        target->canonical = reuse;
+        if (!ok) {  // cannot happen with valid ids; start the slot empty rather than wrong
+            (void)ctx_->seq_remove(target->seq, 0, -1);
+            target->cached.clear();
+            target->canonical = 0;
+        }
+        Slot& s = *target;
+        s.job = job;
+        s.admitted = ++admit_clock_;
+        s.generating = false;
+        s.next_token = -1;
+        s.generated = 0;
+        s.reused = static_cast<uint32_t>(s.cached.size());
+        s.chain = chain_for(job->request.sampling);
+        s.chain.accept(prompt);
+        s.utf8 = Utf8Streamer();
+        s.stops.emplace(job->request.stop);
+        ++running_;
+        metrics_.prompt_tokens += prompt.size();
+        if (s.reused > 0) {
+            ++metrics_.prefix_hits;
+            metrics_.prefix_tokens += s.reused;
+        }
+    }
+    metrics_.waiting = static_cast<int64_t>(waiting_.size());
+    metrics_.running = static_cast<int64_t>(running_);
+}
+
+void Scheduler::finish(Slot& slot, Event done, bool keep_cells) {
+    const auto now = Clock::now();
+    if (done.kind == Event::Kind::Done) {
+        done.prompt_tokens = static_cast<uint32_t>(slot.job->request.prompt.size());
+        done.completion_tokens = slot.generated;
+        done.cached_tokens = slot.reused;
+        metrics_.e2e.observe(seconds(now - slot.job->request.arrival));
+    }
+    slot.job->push(std::move(done));
+    if (!keep_cells) {
+        (void)ctx_->seq_remove(slot.seq, 0, -1);
+        slot.cached.clear();
+        slot.canonical = 0;
+    }
+    slot.job.reset();
+    slot.generating = false;
+    slot.last_use = ++use_clock_;
+    {
+        std::lock_guard lock(m_);
+        --running_;
+        metrics_.running = static_cast<int64_t>(running_);
+    }
+    idle_.notify_all();
+}
+
+void Scheduler::sample_slot(Slot& slot, std::span<const float> logits) {
+    const GenerationRequest& r = slot.job->request;
+    const auto now = Clock::now();
+    TokenLogprob lp;
+    const int32_t token = slot.chain.sample(logits);
+    slot.chain.accept(token);
+    if (r.logprobs) {
+        // log-softmax of the model's own distribution (before any sampling stage).
+        const double top = *std::max_element(logits.begin(), logits.end());
+        double sum = 0;
+        for (float v : logits) sum += std::exp(double(v) - top);
+        const double log_z = top + std::log(sum);
+        lp.token = token;
+        lp.piece = tok_.token_to_piece(token);
+        lp.logprob = static_cast<float>(double(logits[static_cast<size_t>(token)]) - log_z);
+        if (r.top_logprobs > 0) {
+            std::vector<int32_t> ids(logits.size());
+            std::iota(ids.begin(), ids.end(), 0);
+            const size_t k = std::min<size_t>(r.top_logprobs, ids.size());
+            std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(k), ids.end(),
+                              [&](int32_t a, int32_t b) {
+                                  return logits[size_t(a)] > logits[size_t(b)] ||
+                                         (logits[size_t(a)] == logits[size_t(b)] && a < b);
+                              });
+            for (size_t i = 0; i < k; ++i)
+                lp.top.emplace_back(tok_.token_to_piece(ids[i]),
+                                    static_cast<float>(double(logits[size_t(ids[i])]) - log_z));
+        }
+    }
+    if (tok_.is_end_of_generation(token)) {
+        Event tail;
+        tail.text = slot.stops->push(slot.utf8.flush()).emit + slot.stops->flush();
+        if (!tail.text.empty()) slot.job->push(std::move(tail));
+        Event done;
+        done.kind = Event::Kind::Done;
+        done.finish_reason = "stop";
+        finish(slot, std::move(done), true);
+        return;
+    }
+    if (slot.generated == 0) {
+        slot.job->first_token_at = now;
+        metrics_.ttft.observe(seconds(now - r.arrival));
+    } else {
+        metrics_.tpot.observe(seconds(now - slot.last_token_at));
+    }
+    slot.last_token_at = now;
+    ++slot.generated;
+    ++metrics_.generation_tokens;
+    auto step = slot.stops->push(slot.utf8.feed(tok_.token_to_piece(token)));
+    Event text;
+    text.text = std::move(step.emit);
+    if (r.logprobs) text.logprobs.push_back(std::move(lp));
+    const bool at_length = slot.generated >= r.max_tokens;
+    if (!step.stopped && at_length)
+        text.text += slot.stops->push(slot.utf8.flush()).emit + slot.stops->flush();
+    if (!text.text.empty() || !text.logprobs.empty()) slot.job->push(std::move(text));
+    if (step.stopped || at_length) {
+        Event done;
+        done.kind = Event::Kind::Done;
+        done.finish_reason = step.stopped ? "stop" : "length";
+        finish(slot, std::move(done), true);
+        return;
+    }
+    slot.next_token = token;
+    slot.generating = true;
+}
+
+void Scheduler::publish_usage() { metrics_.kv_used = ctx_->cells().used(); }
+
+// Evicts the cells idle slots keep for prefix reuse (least recently used
+// first) until `batch` fits, then decodes it.
+model::DecodeStatus Scheduler::decode_making_room(const model::Batch& batch) {
+    auto status = ctx_->decode(batch);
+    if (status.code != model::DecodeCode::NoRoom) return status;
+    std::vector<Slot*> idle;
+    for (Slot& s : slots_)
+        if (!s.job && !s.cached.empty()) idle.push_back(&s);
+    std::sort(idle.begin(), idle.end(),
+              [](const Slot* a, const Slot* b) { return a->last_use < b->last_use; });
+    for (Slot* s : idle) {
+        (void)ctx_->seq_remove(s->seq, 0, -1);
+        s->cached.clear();
+        s->canonical = 0;
+        if (ctx_->cells().free() >= batch.size()) break;
+    }
+    return ctx_->decode(batch);
+}
+
+void Scheduler::fail_batch(const model::DecodeStatus& status, const std::vector<Slot*>& in) {
+    logger().error("server: decode failed: {}", status.message);
+    for (Slot* s : in) finish(*s, error_event(500, "decode failed: " + status.message), false);
+}
+
+// One call per group of at most kDecodeRowsPerCall generating sequences: a
+// product of that many rows equals the single-row product bit for bit, so a
+// token does not depend on what else the server is doing.
+void Scheduler::decode_step() {
+    std::vector<Slot*> generating;
+    for (Slot& s : slots_)
+        if (s.job && s.generating) generating.push_back(&s);
+    for (size_t g = 0; g < generating.size(); g += kDecodeRowsPerCall) {
+        const size_t end = std::min(generating.size(), g + kDecodeRowsPerCall);
+        std::vector<Slot*> group(generating.begin() + long(g), generating.begin() + long(end));
+        model::Batch batch;
+        for (Slot* s : group)
+            batch.add(s->next_token, static_cast<int32_t>(s->cached.size()), {s->seq}, true);
+        auto status = decode_making_room(batch);
+        if (status.code == model::DecodeCode::NoRoom) {
+            // Still full: the longest of these requests ends where it is.
+            Slot* longest = *std::max_element(group.begin(), group.end(), [](Slot* a, Slot* b) {
+                return a->cached.size() < b->cached.size();
+            });
+            logger().warn("server: KV cache full ({} cells); a request ends at {} positions",
+                          n_ctx_, longest->cached.size());
+            Event done;
+            done.kind = Event::Kind::Done;
+            done.finish_reason = "length";
+            finish(*longest, std::move(done), false);
+            continue;
+        }
+        if (!status) {
+            fail_batch(status, group);
+            continue;
+        }
+        for (size_t i = 0; i < group.size(); ++i) {
+            group[i]->cached.push_back(batch.tokens[i]);
+            sample_slot(*group[i], ctx_->logits(static_cast<uint32_t>(i)));
+        }
+    }
+}
+
+// One chunk of the longest-waiting prompt, alone in its call, ending at the
+// next multiple of prefill_chunk: a position is always computed in the same
+// chunk of the same prompt tokens, so cells reused from another request hold
+// exactly what this request would have computed itself.
+void Scheduler::prefill_step() {
+    Slot* next = nullptr;
+    for (Slot& s : slots_)
+        if (s.job && !s.generating && (!next || s.admitted < next->admitted)) next = &s;
+    if (!next) return;
+    const auto& prompt = next->job->request.prompt;
+    const size_t chunk = options_.prefill_chunk;
+    const size_t from = next->cached.size();
+    const size_t to = std::min(prompt.size(), (from / chunk + 1) * chunk);
+    model::Batch batch;
+    for (size_t p = from; p < to; ++p)
+        batch.add(prompt[p], static_cast<int32_t>(p), {next->seq}, p + 1 == prompt.size());
+    auto status = decode_making_room(batch);
+    if (status.code == model::DecodeCode::NoRoom) {
+        const bool others = std::any_of(slots_.begin(), slots_.end(),
+                                        [&](const Slot& s) { return s.job && s.generating; });
+        if (!others)  // nothing will free cells: this prompt cannot fit now
+            finish(*next, error_event(503, fmt::format("the KV cache is full ({} cells)", n_ctx_)),
+                   false);
+        return;  // else try again once running requests finish
+    }
+    if (!status) return fail_batch(status, {next});
+    next->cached.insert(next->cached.end(), prompt.begin() + long(from), prompt.begin() + long(to));
+    if (to - from == chunk && to % chunk == 0) next->canonical = to;
+    if (to == prompt.size()) sample_slot(*next, ctx_->logits(static_cast<uint32_t>(to - from - 1)));
+}
+
+bool Scheduler::step() {
+    const auto now = Clock::now();
+    for (Slot& s : slots_) {
+        if (!s.job) continue;
+        if (s.job->cancelled())
+            finish(s, error_event(499, "the client closed the connection"), false);
+        else if (now > s.job->request.deadline)
+            finish(s, error_event(504, "server.request_timeout passed"), false);
+    }
+    if (std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return bool(s.job); })) {
+        publish_usage();
+        return false;
+    }
+    decode_step();
+    prefill_step();
+    publish_usage();
+    return true;
+}
+
+}  // namespace ferrox::server
