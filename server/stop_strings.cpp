@@ -10,8 +10,16 @@ StopScanner::StopScanner(std::vector<std::string> stops) : stops_(std::move(stop
 
 StopScanner::Step StopScanner::push(std::string_view text) {
     held_ += text;
-    size_t first = std::string::npos;
-    for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+    // The stop that completes first, as if the text came one byte at a time
+    // (so where the pieces split cannot change the answer); of two that end
+    // on the same byte, the longer.
+    size_t first = std::string::npos, first_end = std::string::npos;
+    for (const std::string& stop : stops_) {
+        const size_t at = held_.find(stop);
+        if (at == std::string::npos) continue;
+        const size_t end = at + stop.size();
+        if (end < first_end || (end == first_end && at < first)) first = at, first_end = end;
+    }
     if (first != std::string::npos) {
         Step step{held_.substr(0, first), true};
         held_.clear();

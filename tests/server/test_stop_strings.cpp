@@ -1,0 +1,94 @@
+// Stop strings over streamed pieces, and the JSON depth pre-check. The
+// expected text is computed independently, byte by byte over the whole
+// output; streaming must reproduce it for every way of splitting the output
+// into pieces.
+#include <catch2/catch.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "openai_api.h"
+#include "stop_strings.h"
+
+using namespace ferrox::server;
+
+namespace {
+
+// The reference: the text read one byte at a time, stopped at the first byte
+// that completes a stop string, cut where that stop begins (the longest, when
+// several complete on that byte).
+std::pair<std::string, bool> cut_at_first_stop(const std::string& text,
+                                               const std::vector<std::string>& stops) {
+    for (size_t end = 1; end <= text.size(); ++end) {
+        size_t cut = std::string::npos;
+        for (const auto& s : stops)
+            if (s.size() <= end && text.compare(end - s.size(), s.size(), s) == 0)
+                cut = std::min(cut, end - s.size());
+        if (cut != std::string::npos) return {text.substr(0, cut), true};
+    }
+    return {text, false};
+}
+
+std::pair<std::string, bool> streamed(const std::vector<std::string>& pieces,
+                                      const std::vector<std::string>& stops) {
+    StopScanner scanner(stops);
+    std::string out;
+    for (const auto& p : pieces) {
+        auto step = scanner.push(p);
+        out += step.emit;
+        if (step.stopped) return {out, true};
+    }
+    return {out + scanner.flush(), false};
+}
+
+}  // namespace
+
+TEST_CASE("a stop string split across pieces is cut exactly where the whole text has it") {
+    std::mt19937 rng(14);
+    const std::string alphabet = "ab<|>x ";
+    for (int trial = 0; trial < 2000; ++trial) {
+        std::string text;
+        const int len = 1 + static_cast<int>(rng() % 40);
+        for (int i = 0; i < len; ++i) text += alphabet[rng() % alphabet.size()];
+        std::vector<std::string> stops;
+        const int n_stops = 1 + static_cast<int>(rng() % 3);
+        for (int s = 0; s < n_stops; ++s) {
+            std::string stop;
+            const int slen = 1 + static_cast<int>(rng() % 4);
+            for (int i = 0; i < slen; ++i) stop += alphabet[rng() % alphabet.size()];
+            stops.push_back(stop);
+        }
+        std::vector<std::string> pieces;
+        for (size_t at = 0; at < text.size();) {
+            const size_t take = std::min<size_t>(1 + rng() % 5, text.size() - at);
+            pieces.push_back(text.substr(at, take));
+            at += take;
+        }
+        std::string described = "text '" + text + "' stops";
+        for (const auto& s : stops) described += " '" + s + "'";
+        described += " pieces";
+        for (const auto& p : pieces) described += " '" + p + "'";
+        INFO(described);
+        CHECK(streamed(pieces, stops) == cut_at_first_stop(text, stops));
+    }
+}
+
+TEST_CASE("text that cannot start a stop string is not held back") {
+    StopScanner scanner({"<|end|>"});
+    CHECK(scanner.push("hello ").emit == "hello ");
+    const auto held = scanner.push("wor<|");
+    CHECK(held.emit == "wor");  // "<|" may begin the stop
+    CHECK_FALSE(held.stopped);
+    CHECK(scanner.push("x").emit == "<|x");
+    const auto stop = scanner.push("a<|end|>tail");
+    CHECK(stop.stopped);
+    CHECK(stop.emit == "a");
+}
+
+TEST_CASE("json_depth counts brackets outside strings only") {
+    CHECK(json_depth("{}") == 1);
+    CHECK(json_depth(R"({"a": [[1], {"b": []}]})") == 4);
+    CHECK(json_depth(R"({"a": "[[[[[[[[\"]]]]"})") == 1);
+    CHECK(json_depth(std::string(100, '[') + std::string(100, ']')) == 100);
+    CHECK(json_depth("") == 0);
+}
