@@ -46,10 +46,14 @@ std::string token_text(const gguf::File& file, int32_t id) {
 
 }  // namespace
 
-void add_chat_options(CLI::App& cmd, ChatOptions& options) {
-    cmd.add_option("--chat-template", options.chat_template,
+void add_chat_template_option(CLI::App& cmd, std::string& chat_template) {
+    cmd.add_option("--chat-template", chat_template,
                    "Chat template: a Jinja file, or a built-in (" + builtin_names() +
                        "); default: the model file's tokenizer.chat_template");
+}
+
+void add_chat_options(CLI::App& cmd, ChatOptions& options) {
+    add_chat_template_option(cmd, options.chat_template);
     cmd.add_flag("--verbose-prompt", options.verbose_prompt,
                  "Print the rendered prompt and its token ids to stderr before generating");
 }

@@ -23,6 +23,8 @@ struct ChatOptions {
     bool verbose_prompt = false;
 };
 void add_chat_options(CLI::App& cmd, ChatOptions& options);
+// --chat-template alone (serve renders many prompts: it has no --verbose-prompt).
+void add_chat_template_option(CLI::App& cmd, std::string& chat_template);
 
 // The template to use and where it came from. The GGUF's own unless `flag`
 // names a file or a built-in; a file without one falls back to the family's

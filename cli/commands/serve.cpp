@@ -247,7 +247,7 @@ Command add_serve_command(CLI::App& app, CommonOptions& common) {
                     "Seconds a client has to send a whole request (default 30)")
         ->check(CLI::Range(1u, 3600u));
     cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
-    add_chat_options(*cmd, o->chat);
+    add_chat_template_option(*cmd, o->chat.chat_template);
     return {cmd, [o, &common]() { return run(common, *o); }};
 }
 
