@@ -232,6 +232,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
     }
     metrics_.waiting = static_cast<int64_t>(waiting_.size());
     metrics_.running = static_cast<int64_t>(running_);
+    idle_.notify_all();  // dropped waiters may have left nothing to wait for
 }
 
 void Scheduler::finish(Slot& slot, Event done, bool keep_cells) {
