@@ -222,8 +222,9 @@ def test_an_unused_tensor_is_refused_naming_it_and_the_file(workdir):
 
 
 def llama3_divisors(n_pairs: int) -> np.ndarray:
-    """Per-pair divisors != 1 on the slow pairs, as Llama 3.1's recipe gives for a short
-    original context (the parity test, test_model_parity.py, checks the numbers)."""
+    """A step: the fast half of the pairs kept (1), the slow half divided by 8 -- the two
+    ends of Llama 3.1's recipe. The recipe itself, against llama.cpp over 1033 positions,
+    is test_model_parity.py's tiny-llama31 case."""
     return np.where(np.arange(n_pairs) < n_pairs // 2, 1.0, 8.0).astype(np.float32)
 
 
@@ -244,6 +245,7 @@ def test_an_optional_tensor_the_decoder_uses_is_bound_and_changes_the_output(wor
     # Position 0 is not rotated at all, so it agrees; later positions must not.
     assert np.allclose(plain[0], scaled[0], rtol=1e-5, atol=1e-5)
     moved = np.abs(plain[1:] - scaled[1:]).max(axis=1)
+    print(f"rope_freqs moves positions 1.. by {moved.min():.3g} .. {moved.max():.3g} (max |logit| change)")
     assert (moved > 1e-3).mean() > 0.9, moved
     # All ones is llama.cpp's identity, so the same logits as without the tensor.
     ones = write_decoder(workdir / "rope-freqs-ones.gguf",
