@@ -69,6 +69,8 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
     auto file = gguf::File::open(path);
     if (!file) return file.error();
     ms.file = std::make_unique<gguf::File>(std::move(*file));
+    // An adapter or projector has no tokenizer: say what the file is instead.
+    if (auto r = model::refuse_non_decoder(*ms.file); !r) return r.error();
     auto tokenizer = Tokenizer::from_gguf(*ms.file);
     if (!tokenizer) return tokenizer.error();
     ms.tokenizer = std::move(*tokenizer);

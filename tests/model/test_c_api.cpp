@@ -1,12 +1,17 @@
 // ferrox.h without a model: argument checks, versioned structs, the sampler
 // through the C API. (With a model: examples/batched run by ctest.)
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "ferrox/ferrox.h"
 #include "ferrox/sampler_chain.h"
+#include "tiny_gguf.h"
 
 namespace {
 ferrox_call_status fresh_status() {
@@ -78,6 +83,36 @@ TEST_CASE("a missing model file is an i/o error naming the file") {
     CHECK(code != FERROX_CODE_OK);
     CHECK(model == nullptr);
     CHECK(std::string(st.message).find("/nonexistent/model.gguf") != std::string::npos);
+}
+
+TEST_CASE("a LoRA adapter is refused for what it is, not for its missing tokenizer") {
+    // As convert_lora_to_gguf.py marks one: the base model's architecture, no tokenizer.
+    const auto path = (std::filesystem::temp_directory_path() /
+                       ("ferrox-c-api-adapter-" + std::to_string(::getpid()) + ".gguf"))
+                          .string();
+    REQUIRE(ferrox::test::TinyGguf{}
+                .str("general.architecture", "llama")
+                .str("general.type", "adapter")
+                .str("adapter.type", "lora")
+                .f32("adapter.lora.alpha", 16.0f)
+                .tensor("blk.0.attn_q.weight.lora_a", 64, 8, 0.5f)
+                .write(path));
+    auto st = fresh_status();
+    ferrox_model* model = nullptr;
+    ferrox_model_params mp;
+    ferrox_model_params_default(&mp);
+    const char* dirs[] = {FERROX_PLUGIN_BUILD_DIR};
+    mp.plugin_dirs = dirs;
+    mp.n_plugin_dirs = 1;
+    const auto code = ferrox_model_load(path.c_str(), &mp, &model, &st);
+    std::filesystem::remove(path);
+    CHECK(code == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(model == nullptr);
+    const std::string message = st.message;
+    CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("'general.type'") &&
+                            Catch::Contains("LoRA adapter") &&
+                            Catch::Contains("does not apply yet"));
+    CHECK_THAT(message, !Catch::Contains("tokenizer"));
 }
 
 TEST_CASE("the C sampler draws what the C++ chain with the same stages draws") {

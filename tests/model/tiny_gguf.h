@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,15 @@ class TinyGguf {
         const std::vector<std::byte> bytes = build();
         return gguf::File::parse(std::make_shared<const gguf::MappedFile>(
             gguf::MappedFile::copy_of(bytes, "tiny.gguf")));
+    }
+
+    // The same bytes as a file, for loaders that open a path (the C API, the CLI).
+    bool write(const std::string& path) const {
+        const std::vector<std::byte> bytes = build();
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        out.write(reinterpret_cast<const char*>(bytes.data()),
+                  static_cast<std::streamsize>(bytes.size()));
+        return static_cast<bool>(out);
     }
 
   private:

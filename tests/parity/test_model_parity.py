@@ -369,7 +369,8 @@ def test_tiny_gemma3_matches_float64():
 def test_tiny_llama31_rope_freqs_match_llama_cpp_over_1000_positions():
     """Llama 3.1+ files carry their RoPE scaling as `rope_freqs.weight` (per-pair divisors)
     and no rope.scaling key; tiny-llama31 has the llama-bpe vocabulary and divisors that
-    matter from position ~16 on. Ignoring them costs NMSE ~1 over these 1032 positions."""
+    matter from position ~16 on. Ignoring them (the tensor skipped) measured NMSE 6.0e-2 mean,
+    3.4e-1 worst over these 1033 positions, against 4.2e-5 / 2.6e-4 with them."""
     path = tiny_model("llama31")
     rng = np.random.default_rng(31)
     prompt = [128000] + [int(t) for t in rng.integers(1000, 120000, size=1000)]  # <|begin_of_text|>

@@ -103,7 +103,13 @@ def agrees(got: np.ndarray, want: np.ndarray) -> tuple[bool, str]:
     return ok, f"worst NMSE {nmse.max():.3g}, argmax equal {same_argmax}, finite {finite}"
 
 
-@pytest.mark.parametrize("arch", TINY_ARCHS)
+# Issue 13's shaped models: rope_freqs divisors (they matter from position ~16, inside the
+# 21 tokens), llama's optional q/k/v biases, Gemma 3 27B's attention scale -- the resident
+# pass must take the same angle tables, biases and scale as the host pass.
+SHAPED = ["llama31", "llama-bias", "gemma3-27b"]
+
+
+@pytest.mark.parametrize("arch", TINY_ARCHS + SHAPED)
 def test_resident_logits_equal_host_logits(plugin_dir, arch):
     model = tiny_model(arch)
     host = logits(plugin_dir, model, "off")

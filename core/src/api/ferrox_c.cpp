@@ -18,6 +18,7 @@
 #include "ferrox/gguf/file.h"
 #include "ferrox/kernel_registry.h"
 #include "ferrox/model/context.h"
+#include "ferrox/model/hparams.h"
 #include "ferrox/model/model.h"
 #include "ferrox/plugin_loader.h"
 #include "ferrox/sampler_chain.h"
@@ -199,7 +200,10 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
         auto file = gguf::File::open(path);
         if (!file) return report(status, FERROX_CODE_IO, file.error().message());
         m->file = std::make_unique<gguf::File>(std::move(*file));
-        // Before any plugin or weight: a refused tokenizer is the first error.
+        // Before any plugin or weight: what the file is (an adapter or projector
+        // has no tokenizer), then a refused tokenizer, are the first errors.
+        if (auto r = model::refuse_non_decoder(*m->file); !r)
+            return invalid(status, r.error().message());
         auto tok = Tokenizer::from_gguf(*m->file);
         if (!tok) return invalid(status, tok.error().message());
         m->tokenizer = std::move(*tok);

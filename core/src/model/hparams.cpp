@@ -113,22 +113,34 @@ std::string_view arch_name(Arch arch) {
 }
 
 // Files that are not a chat or base language model say so before anything
-// else is read: a LoRA adapter, a vision projector, an embedding model.
-Expected<void> refuse_non_decoder(const gguf::File& file, std::string_view arch) {
+// else is read. llama.cpp's converters mark them: `general.type` is
+// "adapter" (convert_lora_to_gguf), "mmproj" with architecture "clip" (a
+// vision projector; older ones carry only the architecture) or "imatrix"
+// (llama-imatrix, which writes no architecture); an embedding or reranking
+// model is a decoder's architecture with a nonzero `<arch>.pooling_type`.
+Expected<void> refuse_non_decoder(const gguf::File& file) {
     auto type = file.get_string_or("general.type", "model");
     if (!type) return type.error();
     if (*type == "adapter")
         return refuse(file, "general.type",
                       "is 'adapter': a LoRA adapter, which ferrox does not apply yet (merge it "
                       "into its base model, e.g. with llama.cpp's llama-export-lora)");
-    if (*type == "mmproj" || arch == "clip")
+    if (*type == "imatrix")
+        return refuse(file, "general.type",
+                      "is 'imatrix': an importance matrix for quantizing (llama-imatrix), not a "
+                      "model; ferrox does not read it");
+    auto arch = file.get_string_or("general.architecture", "");
+    if (!arch) return arch.error();
+    if (*type == "mmproj" || *arch == "clip")
         return refuse(file, *type == "mmproj" ? "general.type" : "general.architecture",
                       "this is a vision projector (mmproj), which ferrox does not run yet; "
                       "load the language model's own GGUF");
-    const std::string pooling = fmt::format("{}.pooling_type", arch);
+    if (arch->empty()) return {};  // read_hparams names the missing key
+    const std::string pooling = fmt::format("{}.pooling_type", *arch);
     if (file.find(pooling)) {
         auto v = file.get_u32(pooling);
         if (!v) return v.error();
+        // llama.cpp's enum llama_pooling_type; 0 is a plain decoder.
         static constexpr std::string_view kPooling[] = {"none", "mean", "cls", "last", "rank"};
         if (*v != 0)
             return refuse(file, pooling,
@@ -140,9 +152,9 @@ Expected<void> refuse_non_decoder(const gguf::File& file, std::string_view arch)
 }
 
 Expected<Hparams> read_hparams(const gguf::File& file) {
+    if (auto r = refuse_non_decoder(file); !r) return r.error();
     auto name = file.get_string("general.architecture");
     if (!name) return name.error();
-    if (auto r = refuse_non_decoder(file, *name); !r) return r.error();
     Hparams hp;
     hp.arch_name = *name;
     bool known = false;

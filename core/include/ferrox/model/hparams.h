@@ -69,6 +69,13 @@ struct Hparams {
 
 FERROX_API std::string_view arch_name(Arch arch);
 
+// Refuses a file that is not a decoder ferrox runs, saying what it is: a LoRA
+// adapter, a vision projector (mmproj), an importance matrix, an embedding or
+// reranking model (`<arch>.pooling_type` nonzero). Loaders call it before the
+// tokenizer: these files have none, and "tokenizer.ggml.model is missing"
+// would not tell the user what they loaded. read_hparams calls it too.
+FERROX_API Expected<void> refuse_non_decoder(const gguf::File& file);
+
 // Reads and checks every hyper-parameter; the Error names the file and the key.
 FERROX_API Expected<Hparams> read_hparams(const gguf::File& file);
 
