@@ -160,6 +160,29 @@ else
     fail "systemd-analyze not found (Debian package systemd)"
 fi
 
+step "sandbox: the packaged ferrox under the unit's system-call filter and W^X (strace)"
+# The unit cannot be started here (no systemd as PID 1), so check from what the
+# packaged binary does: packaging/tests/sandbox-syscalls.py runs it under strace
+# and fails on a system call outside @system-service (SystemCallFilter=) or a
+# writable+executable mapping (MemoryDenyWriteExecute=yes). Then it must catch
+# both kinds of fault, injected.
+if command -v strace >/dev/null && command -v systemd-analyze >/dev/null; then
+    tiny=${FERROX_TINY_MODELS:-$HOME/.cache/ferrox/tiny-models}/tiny-llama.gguf
+    [[ -f $tiny ]] || python3 "$root/tests/model/make_tiny_models.py" >/dev/null
+    sandbox="$root/packaging/tests/sandbox-syscalls.py"
+    fx=(env LD_LIBRARY_PATH="$x$multiarch" "$x/usr/bin/ferrox" --config "$x/etc/ferrox/ferrox.yaml"
+        --plugin-dir "$x$plugins")
+    out=$("$sandbox" -- "${fx[@]}" run -m "$tiny" -p "hello" -n 4 -t 2 2>&1) && pass "ferrox run: $out" ||
+        fail "ferrox run would be stopped by the unit's sandbox: $out"
+    # Exit status 1 is a violation found (2 would be the command failing).
+    rc=0; "$sandbox" --filter @basic-io -- "${fx[@]}" run -m "$tiny" -p "hello" -n 4 -t 2 >/dev/null 2>&1 || rc=$?
+    expect_eq "sandbox check on calls outside a narrower filter (@basic-io): exit" "$rc" "1"
+    rc=0; "$sandbox" -- python3 -c 'import mmap; mmap.mmap(-1, 4096, prot=7)' >/dev/null 2>&1 || rc=$?
+    expect_eq "sandbox check on a writable+executable mapping: exit" "$rc" "1"
+else
+    fail "strace or systemd-analyze not found"
+fi
+
 step "lintian"
 lintian_out=$(lintian --fail-on none --display-info "$(deb ferrox)" "$(deb ferrox-cuda)" "$(deb libferrox-dev)" 2>&1 || true)
 echo "$lintian_out" | sed 's/^/  lintian: /'
