@@ -1,19 +1,19 @@
 """bench/openai_load.py against a scripted OpenAI-style SSE server on loopback.
 
-The server (stdlib http.server, written here) streams chat chunks the way the OpenAI
+The server (fake_openai_server.py: stdlib http.server, written for these tests) streams chat chunks the way the OpenAI
 API documents them and records what it was sent, so each test knows the true token
 counts, delays and concurrency without trusting the load generator: usage counts are
 deliberately different from the number of content chunks, the first content chunk is
 held back by a known delay, and some requests are made to fail.
 """
 import json
+import os
 import pathlib
 import random
 import subprocess
 import sys
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import numpy
 import pytest
@@ -22,95 +22,11 @@ BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 import openai_load  # noqa: E402
 
-FIRST_TOKEN_DELAY = 0.05  # seconds before the first content chunk
-USAGE_EXTRA = 3  # usage.completion_tokens = content chunks + this
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+from fake_openai_server import FIRST_TOKEN_DELAY, USAGE_EXTRA, Script, make_handler  # noqa: E402
 
-class Script:
-    """What the fake server does and what it saw."""
-
-    def __init__(self, send_usage=True, fail_prompt=None, no_finish=False, hold=0.0):
-        self.send_usage, self.fail_prompt, self.no_finish, self.hold = send_usage, fail_prompt, no_finish, hold
-        self.lock = threading.Lock()
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.requests = []  # request bodies, in arrival order
-
-
-def chunk(content=None, finish=None, role=None):
-    delta = {}
-    if role:
-        delta["role"] = role
-    if content is not None:
-        delta["content"] = content
-    return {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "fake",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-
-def make_handler(script: Script):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def send_json(self, code, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            if self.path == "/v1/models":
-                self.send_json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model",
-                                                                  "created": 0, "owned_by": "test"}]})
-            else:
-                self.send_json(404, {"error": {"message": "no such path"}})
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            prompt = body["messages"][0]["content"]
-            with script.lock:
-                script.requests.append(body)
-                script.in_flight += 1
-                script.max_in_flight = max(script.max_in_flight, script.in_flight)
-            try:
-                if prompt == script.fail_prompt:
-                    self.send_json(500, {"error": {"message": "scripted failure"}})
-                    return
-                # As many content chunks as max_tokens asks, minus one: never the usage figure.
-                n = max(1, body["max_tokens"] - 1)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                events = [chunk(role="assistant", content="")]
-                self.write_event(events[0])
-                time.sleep(FIRST_TOKEN_DELAY)
-                for i in range(n):
-                    self.write_event(chunk(content=f"t{i} "))
-                    time.sleep(script.hold / n)
-                if not script.no_finish:
-                    self.write_event(chunk(finish="length"))
-                if script.send_usage and body.get("stream_options", {}).get("include_usage"):
-                    self.write_event({"id": "c1", "object": "chat.completion.chunk", "created": 0,
-                                      "model": "fake", "choices": [],
-                                      "usage": {"prompt_tokens": 5, "completion_tokens": n + USAGE_EXTRA,
-                                                "total_tokens": n + USAGE_EXTRA + 5}})
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-                self.close_connection = True
-            finally:
-                with script.lock:
-                    script.in_flight -= 1
-
-        def write_event(self, obj):
-            self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
-            self.wfile.flush()
-
-    return Handler
+FAKE_SERVER = pathlib.Path(__file__).resolve().parent / "fake_openai_server.py"
 
 
 @pytest.fixture
@@ -205,3 +121,32 @@ def test_percentile_matches_numpy():
 def test_printable_escapes_control_characters():
     assert openai_load.printable("a\x1b[2Jb\x00\n") == "a\\x1b[2Jb\\x00\\n"
     assert len(openai_load.printable("x" * 1000, limit=10)) == 13
+
+
+def run_smoke(tmp_path, exit_on_term):
+    """serve_vs_llama_server.py --smoke with the fake server standing in for ferrox."""
+    fake = tmp_path / "ferrox"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_SERVER} \"$@\"\n")
+    fake.chmod(0o755)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")  # never opened by the fake
+    env = dict(os.environ, FAKE_EXIT_ON_TERM=str(exit_on_term))
+    return subprocess.run([sys.executable, str(BENCH / "serve_vs_llama_server.py"), "--smoke", "--ferrox", str(fake),
+                           "--model", str(model)], capture_output=True, text=True, timeout=150, env=env)
+
+
+def test_serve_bench_smoke_runs_the_server_and_prints_the_table(tmp_path):
+    p = run_smoke(tmp_path, exit_on_term=0)
+    assert p.returncode == 0, p.stderr
+    rows = [line for line in p.stdout.splitlines() if line.startswith("| 1 |") or line.startswith("| 4 |")]
+    assert len(rows) == 2, p.stdout
+    # 1 client x 2 requests and 4 x 2, max_tokens 8: 7 content chunks, usage 7 + 3 each.
+    assert rows[0].split("|")[5].strip().startswith(str(2 * (7 + USAGE_EXTRA)))
+    assert rows[1].split("|")[5].strip().startswith(str(8 * (7 + USAGE_EXTRA)))
+    assert "tokens from usage" in p.stdout
+
+
+def test_serve_bench_fails_when_ferrox_does_not_exit_0_after_sigterm(tmp_path):
+    p = run_smoke(tmp_path, exit_on_term=3)
+    assert p.returncode == 1
+    assert "ferrox exited 3 after SIGTERM" in p.stderr
