@@ -2,9 +2,9 @@
 """`ferrox batched-bench` beside llama.cpp's `llama-batched-bench` on one model.
 
 llama-batched-bench is built from the llama-cpp-python sdist CI already caches
-(~/.cache/ferrox/sdist, ci/fetch_test_data.sh) into ~/.cache/ferrox/llama-batched-bench
-(once; never committed). Then, for --rounds rounds, the two engines run alternately
-(so drift on a shared machine hits both alike) with the same -npp/-ntg/-npl and
+(~/.cache/ferrox/sdist, ci/fetch_test_data.sh) into ~/.cache/ferrox/llama.cpp-<version>
+(once, by bench/llama_build.py; never committed). Then, for --rounds rounds, the two
+engines run alternately (so drift on a shared machine hits both alike) with the same -npp/-ntg/-npl and
 threads; the tables give, per -npl, the median over rounds of aggregate prefill and
 decode tokens/s with the min-max, and ferrox / llama.cpp for decode.
 
@@ -13,42 +13,14 @@ Usage: bench/batched_vs_llama.py --model M.gguf [--ferrox build/release/bin/ferr
        [--rounds 3] [--json out.json]
 """
 import argparse
-import glob
 import json
-import os
 import pathlib
 import re
 import statistics
 import subprocess
 import sys
-import tarfile
 
-CACHE = pathlib.Path(os.environ.get("FERROX_CACHE_DIR", pathlib.Path.home() / ".cache/ferrox"))
-VERSION = os.environ.get("LLAMA_CPP_PYTHON_VERSION", "0.3.36")
-
-
-def build_llama_batched_bench() -> pathlib.Path:
-    root = CACHE / "llama-batched-bench"
-    exe = root / "build" / "bin" / "llama-batched-bench"
-    if exe.exists():
-        return exe
-    sdists = glob.glob(str(CACHE / "sdist" / f"llama_cpp_python-{VERSION}.tar.gz"))
-    if not sdists:
-        sys.exit(f"no llama-cpp-python {VERSION} sdist in {CACHE / 'sdist'}: run ci/fetch_test_data.sh")
-    src = root / "src"
-    if not src.exists():
-        src.mkdir(parents=True)
-        with tarfile.open(sdists[0]) as t:
-            t.extractall(src, filter="data")
-    llama = next(src.glob("llama_cpp_python-*/vendor/llama.cpp"))
-    subprocess.run(["cmake", "-S", str(llama), "-B", str(root / "build"), "-DCMAKE_BUILD_TYPE=Release",
-                    "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-                    "-DLLAMA_BUILD_EXAMPLES=ON", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=OFF"],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", str(root / "build"), "--target", "llama-batched-bench",
-                    "-j", str(os.cpu_count() or 2)], check=True, stdout=subprocess.DEVNULL)
-    return exe
-
+from llama_build import build_llama_tool
 
 ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
                  r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|")
@@ -78,7 +50,7 @@ def main() -> int:
     a = ap.parse_args()
     npl = [int(x) for x in a.npl.split(",")]
     cells = a.npp * max(npl) + a.ntg * max(npl)
-    llama = build_llama_batched_bench()
+    llama = build_llama_tool("llama-batched-bench")
     llama_cmd = [str(llama), "-m", a.model, "-c", str(max(cells, 8192)), "-b", "2048", "-ub", "512",
                  "-npp", str(a.npp), "-ntg", str(a.ntg), "-npl", a.npl, "-t", str(a.threads),
                  "-ctk", a.kv, "-ctv", a.kv]

@@ -10,6 +10,7 @@ debs=(
   clang-14 libclang-rt-14-dev          # libFuzzer targets
   clang-format                          # the format check (Debian 12: clang-format 14)
   dpkg-dev fakeroot lintian file debootstrap strace  # packaging tests
+  systemd                               # systemd-analyze verify of the server unit (test-debs.sh)
   binutils                              # readelf for the CUDA plugin's NEEDED check
   curl                                  # the server tests call ferrox serve with curl too
 )
@@ -24,6 +25,7 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Independent references for the tests: the gguf package's quant formats and writer.
+# Independent references for the tests: the gguf package's quant formats and writer;
+# the official OpenAI client (server tests, bench/openai_load.py).
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
-  "gguf==0.19.0" numpy pytest 2>&1 | grep -v "^WARNING" || true
+  "gguf==0.19.0" numpy pytest openai 2>&1 | grep -v "^WARNING" || true

@@ -49,6 +49,20 @@ endif()
 install(FILES "${PROJECT_SOURCE_DIR}/config/ferrox.yaml"
         DESTINATION "${ferrox_config_destination}" COMPONENT ferrox)
 
+# The systemd unit of `ferrox serve` (not enabled: no maintainer script touches
+# it), and, in ferrox-cuda, the drop-in that opens /dev/nvidia* to it. Only for
+# prefix /usr: the unit names /usr/bin/ferrox and /etc/ferrox/ferrox.yaml, and
+# a relocatable tree must not write outside itself. /lib, not /usr/lib: where
+# Debian 12 packages put units (lintian warns about /usr/lib/systemd/system).
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  install(FILES "${FERROX_PACKAGING_DIR}/systemd/ferrox-server.service"
+          DESTINATION /lib/systemd/system COMPONENT ferrox)
+  if(TARGET ferrox_cuda)
+    install(FILES "${FERROX_PACKAGING_DIR}/systemd/ferrox-server.service.d/cuda.conf"
+            DESTINATION /lib/systemd/system/ferrox-server.service.d COMPONENT cuda)
+  endif()
+endif()
+
 # gzip -n: no name or time stamp in the header, so the .gz is reproducible.
 find_program(FERROX_GZIP gzip REQUIRED)
 set(ferrox_gz_outputs "")

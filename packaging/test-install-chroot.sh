@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Slow install test: installs the .debs into a real Debian 12 (bookworm)
 # minbase root with dpkg/apt and checks what an operator would see:
-#   ferrox alone -> cpu ready, libcuda and libferrox_cuda never touched;
+#   ferrox alone -> cpu ready, libcuda and libferrox_cuda never touched, the
+#   server unit installed and not enabled;
 #   + ferrox-cuda, [cuda, cpu] -> cuda in the typed no-driver state, exit 0;
 #   upgrade 0.1.0 -> 0.1.1 keeps an edited /etc/ferrox/ferrox.yaml;
 #   removing ferrox-cuda -> CPU only again;
@@ -73,6 +74,11 @@ state() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(" ".join
 step "install ferrox $old_version (dependencies from the mirror)"
 apt_install "$(deb ferrox $old_version)"
 expect_eq "ferrox --version" "$(ferrox --version)" "ferrox $old_version"
+# The server unit is installed but nothing enables it (test-debs.sh verifies its content).
+[[ -f $jail/lib/systemd/system/ferrox-server.service ]] && pass "ferrox-server.service installed" ||
+    fail "no /lib/systemd/system/ferrox-server.service"
+[[ -z $(find "$jail/etc/systemd" -name 'ferrox*' 2>/dev/null) ]] && pass "ferrox-server.service not enabled" ||
+    fail "ferrox-server.service enabled: $(find "$jail/etc/systemd" -name 'ferrox*')"
 
 step "CPU only: backends, and no CUDA file is ever opened (strace)"
 json=$(ferrox backends --json 2>/dev/null) && pass "ferrox backends exit 0" || fail "ferrox backends exit $?"
@@ -124,6 +130,8 @@ step "remove ferrox-cuda: CPU only again"
 in_root "$jail" apt-get remove -y -q ferrox-cuda >"$work/apt.log" 2>&1 || cat "$work/apt.log"
 [[ -e $jail/usr/lib/x86_64-linux-gnu/ferrox/plugins/libferrox_cuda.so ]] && fail "libferrox_cuda.so still there" ||
     pass "libferrox_cuda.so removed"
+[[ -e $jail/lib/systemd/system/ferrox-server.service.d/cuda.conf ]] && fail "the unit's cuda.conf drop-in still there" ||
+    pass "the unit's cuda.conf drop-in removed"
 json=$(ferrox backends --json 2>/dev/null) && pass "backends exit 0 without ferrox-cuda" || fail "backends exit $?"
 expect_eq "cuda state after removal" "$(state "$json" cuda)" "not-found"
 expect_eq "cpu state after removal" "$(state "$json" cpu)" "ready"
