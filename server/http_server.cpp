@@ -304,6 +304,10 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
             if (stopping_) c->keep_alive = false;
         }
         Responder responder(*c);
+        {
+            std::lock_guard lock(m_);
+            ++handling_;
+        }
         try {
             handler_(request, responder);
         } catch (const std::exception& e) {
@@ -314,6 +318,8 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
             c->keep_alive = false;
             responder.send(500, "application/json", error_json("no response", "server_error"));
         }
+        std::lock_guard lock(m_);
+        if (--handling_ == 0) all_closed_.notify_all();
     }
     std::lock_guard lock(m_);
     open_.erase(c.get());
@@ -341,6 +347,11 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
     // here never touches a descriptor number that was reused.
     for (auto& [raw, connection] : open_) ::shutdown(connection->stream.fd(), SHUT_RDWR);
     all_closed_.wait_for(lock, grace, [&] { return open_.empty(); });
+}
+
+bool HttpServer::wait_handlers_done(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(m_);
+    return all_closed_.wait_for(lock, timeout, [&] { return handling_ == 0; });
 }
 
 size_t HttpServer::open_connections() const {

@@ -81,6 +81,9 @@ class HttpServer {
     // and waits up to `grace` for their threads.
     void stop(std::chrono::milliseconds grace);
     size_t open_connections() const;
+    // Waits until no handler is running (idle keep-alive connections do not
+    // count), at most `timeout`; true when none is.
+    bool wait_handlers_done(std::chrono::milliseconds timeout);
 
   private:
     friend class Connection;
@@ -96,6 +99,7 @@ class HttpServer {
     std::condition_variable all_closed_;
     std::map<Connection*, std::shared_ptr<Connection>> open_;
     bool stopping_ = false;
+    size_t handling_ = 0;  // handlers running now
 };
 
 }  // namespace ferrox::server

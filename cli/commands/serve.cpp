@@ -204,6 +204,8 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         logger().warn("serve: server.drain_timeout ({} s) passed; cancelling what still runs",
                       s.drain_timeout);
     scheduler.stop();
+    // Every answer is complete in the scheduler; let the connections send the rest.
+    http.wait_handlers_done(std::chrono::milliseconds(5000));
     http.stop(std::chrono::milliseconds(3000));
     logger().info("serve: stopped{}", drained ? "" : " (requests were cancelled)");
     if (http.open_connections() > 0) {  // a thread still holds a connection: do not unwind under it
