@@ -391,35 +391,52 @@ void Scheduler::decode_step() {
     }
 }
 
-// One chunk of the longest-waiting prompt, alone in its call, ending at the
-// next multiple of prefill_chunk: a position is always computed in the same
-// chunk of the same prompt tokens, so cells reused from another request hold
-// exactly what this request would have computed itself.
+// Chunks of the pending prompts, oldest first, each alone in its call and
+// ending at the next multiple of prefill_chunk, until prefill_budget tokens
+// are spent: a position is always computed in the same chunk of the same
+// prompt tokens, so cells reused from another request hold exactly what this
+// request would have computed itself. Several short prompts per step keep the
+// time to first token down when many requests arrive at once.
 void Scheduler::prefill_step() {
-    Slot* next = nullptr;
+    std::vector<Slot*> pending;
     for (Slot& s : slots_)
-        if (s.job && !s.generating && (!next || s.admitted < next->admitted)) next = &s;
-    if (!next) return;
-    const auto& prompt = next->job->request.prompt;
+        if (s.job && !s.generating) pending.push_back(&s);
+    std::sort(pending.begin(), pending.end(),
+              [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
+    size_t spent = 0;
+    for (Slot* next : pending) {
+        if (spent >= options_.prefill_budget) break;
+        const size_t done = prefill_chunk_of(*next);
+        if (done == 0) break;
+        spent += done;
+    }
+}
+
+size_t Scheduler::prefill_chunk_of(Slot& slot) {
+    const auto& prompt = slot.job->request.prompt;
     const size_t chunk = options_.prefill_chunk;
-    const size_t from = next->cached.size();
+    const size_t from = slot.cached.size();
     const size_t to = std::min(prompt.size(), (from / chunk + 1) * chunk);
     model::Batch batch;
     for (size_t p = from; p < to; ++p)
-        batch.add(prompt[p], static_cast<int32_t>(p), {next->seq}, p + 1 == prompt.size());
+        batch.add(prompt[p], static_cast<int32_t>(p), {slot.seq}, p + 1 == prompt.size());
     auto status = decode_making_room(batch);
     if (status.code == model::DecodeCode::NoRoom) {
         const bool others = std::any_of(slots_.begin(), slots_.end(),
                                         [&](const Slot& s) { return s.job && s.generating; });
         if (!others)  // nothing will free cells: this prompt cannot fit now
-            finish(*next, error_event(503, fmt::format("the KV cache is full ({} cells)", n_ctx_)),
+            finish(slot, error_event(503, fmt::format("the KV cache is full ({} cells)", n_ctx_)),
                    false);
-        return;  // else try again once running requests finish
+        return 0;  // else try again once running requests finish
     }
-    if (!status) return fail_batch(status, {next});
-    next->cached.insert(next->cached.end(), prompt.begin() + long(from), prompt.begin() + long(to));
-    if (to - from == chunk && to % chunk == 0) next->canonical = to;
-    if (to == prompt.size()) sample_slot(*next, ctx_->logits(static_cast<uint32_t>(to - from - 1)));
+    if (!status) {
+        fail_batch(status, {&slot});
+        return to - from;
+    }
+    slot.cached.insert(slot.cached.end(), prompt.begin() + long(from), prompt.begin() + long(to));
+    if (to - from == chunk && to % chunk == 0) slot.canonical = to;
+    if (to == prompt.size()) sample_slot(slot, ctx_->logits(static_cast<uint32_t>(to - from - 1)));
+    return to - from;
 }
 
 bool Scheduler::step() {

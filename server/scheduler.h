@@ -1,8 +1,8 @@
 // Continuous batching for `ferrox serve`: one thread owns the shared context
 // and its sequence slots. Each step it admits waiting requests into free
 // slots (reusing whole cached prefill chunks of their prompt), decodes every
-// generating slot's next token (16 sequences a call), then one chunk of the
-// oldest pending prompt, so a long new prompt is prefilled in pieces between
+// generating slot's next token (16 sequences a call), then chunks of the
+// oldest pending prompts, so a long new prompt is prefilled in pieces between
 // the running streams' tokens. The shapes are chosen so that a request's
 // tokens are the same whatever else runs (docs/server.md, "Determinism").
 // Connection threads submit Jobs and read their Events.
@@ -95,6 +95,8 @@ struct SchedulerOptions {
     // Prompt tokens per step beside the decoding sequences; also the unit in
     // which a cached prefix is shared.
     uint32_t prefill_chunk = 128;
+    // Prompt positions computed per step (the last chunk may go past it).
+    uint32_t prefill_budget = 256;
 };
 
 class Scheduler {
@@ -128,6 +130,7 @@ class Scheduler {
     bool step();  // false when there was nothing to do
     void decode_step();
     void prefill_step();
+    size_t prefill_chunk_of(Slot& slot);  // positions computed; 0: no room for it now
     model::DecodeStatus decode_making_room(const model::Batch& batch);
     void fail_batch(const model::DecodeStatus& status, const std::vector<Slot*>& in);
     // The CPU products of up to 16 rows equal the single-row ones to the bit.
