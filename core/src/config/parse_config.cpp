@@ -478,9 +478,9 @@ Expected<void> ConfigParser::parse_server(const MapEntry& section) {
     auto entries = section_entries(section);
     if (!entries) return entries.error();
     static const std::array<std::string, 14> kKeys{
-        "model",           "host",          "port",         "parallel",    "context",
-        "kv_type",         "api_key_file",  "alias",        "max_queue",   "request_timeout",
-        "drain_timeout",   "read_timeout",  "cors_origin",  "max_body_bytes"};
+        "model",         "host",         "port",        "parallel",      "context",
+        "kv_type",       "api_key_file", "alias",       "max_queue",     "request_timeout",
+        "drain_timeout", "read_timeout", "cors_origin", "max_body_bytes"};
     static constexpr std::array<std::string_view, 2> kKvTypes{"f32", "f16"};
     ServerConfig& s = config_.server;
     const auto text = [&](const MapEntry& entry, std::string& out) -> Expected<void> {
