@@ -8,7 +8,9 @@ set -euo pipefail
 
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 cache="${FERROX_CACHE_DIR:-$HOME/.cache/ferrox}"
-wheels="$cache/wheels"
+# A folder of its own for wheels built without AMX (see the build below), so a
+# cache holding an earlier AMX build is not reused.
+wheels="$cache/wheels/no-amx"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 python="${PYTHON:-python3}"
 
@@ -22,7 +24,12 @@ if [[ "$(installed_version)" != "$version" ]]; then
   if (( ${#found[@]} == 0 )); then
     mkdir -p "$wheels"
     log="$wheels/build-$version.log"
-    if ! CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF" \
+    # Native SIMD, but no AMX: on a CPU that has it, -march=native turns on
+    # ggml's AMX matmul, which segfaults on the tiny test models (seen in
+    # ggml_backend_amx_mul_mat). Explicit -mno flags win over -march=native.
+    no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    if ! CFLAGS="$no_amx" CXXFLAGS="$no_amx" \
+        CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF" \
         "$python" -m pip wheel -q --no-deps "llama-cpp-python==$version" -w "$wheels" >"$log" 2>&1; then
       echo "llama_cpp.sh: building the llama-cpp-python wheel failed; see $log" >&2
       exit 1
