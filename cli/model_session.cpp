@@ -86,6 +86,7 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
             context, train->n_ctx_train, path, train->n_ctx_train);
     options.context = context;
     options.kv_kind = kind_traits(choices.kv_type)->id;
+    options.profile = choices.profile;
     std::string resident = choices.resident;
     for (char& c : resident) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     options.allow_resident = resident != "off";

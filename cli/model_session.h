@@ -32,11 +32,12 @@ struct ModelSession {
 
 // What every command that loads a model lets the user choose.
 struct ModelChoices {
-    unsigned threads = 0;           // > 0 overrides cpu.threads
-    uint32_t context = 0;           // 0: min(4096, training context)
-    std::string kv_type = "f32";    // the KV cache's element kind: f32 or f16
-    std::string resident = "auto";  // auto | off: may the forward pass live on a device
-    bool special = false;           // --special: special-token text in the prompt is parsed
+    unsigned threads = 0;                   // > 0 overrides cpu.threads
+    uint32_t context = 0;                   // 0: min(4096, training context)
+    std::string kv_type = "f32";            // the KV cache's element kind: f32 or f16
+    std::string resident = "auto";          // auto | off: may the forward pass live on a device
+    bool special = false;                   // --special: special-token text in the prompt is parsed
+    model::StepProfile* profile = nullptr;  // set by --profile: Model::forward's ops are timed
 };
 
 // Registers -t/--threads, -c/--ctx-size, --kv-type, --resident and --special on `cmd`.

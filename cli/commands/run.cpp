@@ -23,6 +23,7 @@
 #include "input.h"
 #include "model_session.h"
 #include "output.h"
+#include "profile_report.h"
 #include "signals.h"
 
 namespace ferrox::cli {
@@ -40,7 +41,7 @@ struct RunOptions {
     ModelChoices model;
     SamplerParams sampling;
     std::vector<std::string> stops;
-    bool chat = false, json = false;
+    bool chat = false, json = false, profile = false;
     ChatOptions chat_options;
 };
 
@@ -57,6 +58,9 @@ int run(const CommonOptions& common, RunOptions o) {
         }
         o.prompt = std::move(*text);
     }
+    // --profile: the prompt's ops, then (after a swap) the generation's.
+    model::StepProfile profile, prompt_profile;
+    if (o.profile) o.model.profile = &profile;
     const auto load_start = Clock::now();
     std::fprintf(stderr, "loading %s ...\n", shown(o.model_path).c_str());
     auto ms = open_model(common, o.model_path, o.model);
@@ -107,6 +111,8 @@ int run(const CommonOptions& common, RunOptions o) {
         return kExitFailure;
     }
     const double prompt_s = seconds_since(prompt_start);
+    std::swap(profile, prompt_profile);
+    profile.launch_times = prompt_profile.launch_times;
 
     Sampler sampler(o.sampling);
     Utf8Streamer streamer;
@@ -115,7 +121,11 @@ int run(const CommonOptions& common, RunOptions o) {
     bool stopped = false;
     const auto eval_start = Clock::now();
     for (int i = 0; i < o.n_predict && !stopped && !interrupted(); ++i) {
-        const int32_t next = sampler.sample(logits, tokens);
+        int32_t next;
+        {
+            model::ScopedStepTimer timer(o.profile ? &profile : nullptr, "sample", "sample");
+            next = sampler.sample(logits, tokens);
+        }
         if (tok.is_end_of_generation(next)) break;
         tokens.push_back(next);
         pending += streamer.feed(tok.token_to_piece(next));
@@ -165,6 +175,13 @@ int run(const CommonOptions& common, RunOptions o) {
     std::fprintf(stderr, "kernels: %llu calls, %llu through a fallback (run --json lists them)\n",
                  static_cast<unsigned long long>(calls),
                  static_cast<unsigned long long>(fallback_calls));
+    if (o.profile && !o.json)
+        std::fprintf(stderr,
+                     "\nprofile, prompt (%zu tokens in one pass per %u):\n%s\nprofile, "
+                     "generation (%d steps):\n%s",
+                     n_prompt, m.max_batch(), render_profile(prompt_profile, prompt_s, 1).c_str(),
+                     n_eval,
+                     render_profile(profile, eval_s, static_cast<uint64_t>(n_eval)).c_str());
     if (o.json) {
         nlohmann::json doc{
             {"model", o.model_path},
@@ -181,6 +198,10 @@ int run(const CommonOptions& common, RunOptions o) {
              ms->model->residency().resident
                  ? "forward pass resident on " + ms->dispatcher->backends().front()->name()
                  : "activations in host memory: " + ms->model->residency().reason}};
+        if (o.profile)
+            doc["profile"] = {
+                {"prompt", profile_json(prompt_profile, prompt_s, 1)},
+                {"generation", profile_json(profile, eval_s, static_cast<uint64_t>(n_eval))}};
         if (interrupted()) doc["interrupted"] = true;
         print_json(std::move(doc));
     }
@@ -221,6 +242,10 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
                   "--chat-template's, which implies --chat)");
     add_chat_options(*cmd, o->chat_options);
     cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");
+    cmd->add_flag("--profile", o->profile,
+                  "Time every op of the forward pass (per op, tensor role and kind) and print "
+                  "the table on stderr, prompt and generation apart (with --json: a \"profile\" "
+                  "object)");
     return {cmd, [o, &common]() { return run(common, *o); }};
 }
 

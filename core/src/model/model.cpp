@@ -50,6 +50,7 @@ struct Model::Impl {
     std::optional<WeightMatrix> embedding_matrix;
     uint32_t context = 0, max_batch = 0;
     ferrox_kind kv_kind = FERROX_KIND_F32;
+    StepProfile* options_profile = nullptr;  // for forward()'s own context
     // Holds the constants below (device buffers when resident); contexts
     // make their own Steps for their cache and scratch.
     std::unique_ptr<Steps> steps;
@@ -824,6 +825,7 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
         return make_error("KV cache kind {} is not supported (F32 or F16)",
                           kind_name(options.kv_kind));
     m.kv_kind = options.kv_kind;
+    m.options_profile = options.profile;
 
     auto weights = bind_weights(file, m.hp);
     if (!weights) return weights.error();
@@ -907,6 +909,7 @@ Expected<void> Model::forward(std::span<const int32_t> tokens, uint32_t pos,
         ContextOptions single;
         single.n_ctx = m.context;
         single.n_batch = m.max_batch;
+        single.profile = m.options_profile;
         auto context = Context::create(*this, single);
         if (!context) return context.error();
         default_context_ = std::move(*context);
@@ -991,6 +994,8 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model,
             options.n_seq);
     auto impl = std::make_unique<Impl>(m, n_ctx, n_batch, options.n_seq);
     impl->steps = m.make_steps(n_ctx);
+    if (options.profile)
+        impl->steps = make_profiling_steps(std::move(impl->steps), *options.profile);
     if (auto r = impl->allocate(); !r) return r.error();
     return std::unique_ptr<Context>(new Context(std::move(impl)));
 }

@@ -19,6 +19,7 @@
 #include "ferrox/expected.h"
 #include "ferrox/gguf/file.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/model/step_profile.h"
 #include "ferrox/weight_matrix.h"
 
 namespace ferrox::model {
@@ -84,5 +85,7 @@ std::unique_ptr<Steps> make_host_steps(Dispatcher& dispatcher, const gguf::Tenso
                                        uint32_t n_embd, uint32_t max_context);
 std::unique_ptr<Steps> make_resident_steps(Dispatcher& dispatcher,
                                            const WeightMatrix& embedding_matrix);
+// `inner` with every op timed into `profile` (which must outlive the result).
+std::unique_ptr<Steps> make_profiling_steps(std::unique_ptr<Steps> inner, StepProfile& profile);
 
 }  // namespace ferrox::model

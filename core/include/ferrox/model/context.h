@@ -22,6 +22,7 @@
 #include "ferrox/expected.h"
 #include "ferrox/model/kv_cells.h"
 #include "ferrox/model/model.h"
+#include "ferrox/model/step_profile.h"
 
 namespace ferrox::model {
 
@@ -46,6 +47,9 @@ struct ContextOptions {
     uint32_t n_ctx = 0;    // KV cells; 0: the model's context
     uint32_t n_seq = 1;    // sequence ids 0..n_seq-1 (at most KvCells::kMaxSeq)
     uint32_t n_batch = 0;  // tokens per decode; 0: the model's max_batch
+    // Times every op of every decode into this profile (not owned; must
+    // outlive the context); nullptr: no clock is read.
+    StepProfile* profile = nullptr;
 };
 
 // What a decode did. Anything but Ok leaves the cache as it was: no cell is

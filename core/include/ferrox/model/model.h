@@ -55,6 +55,8 @@ FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams
                                            std::span<const WeightUse> uses, Dispatcher& dispatcher,
                                            ferrox_kind kv_kind, bool allow_resident = true);
 
+class StepProfile;
+
 struct ModelOptions {
     uint32_t context = 4096;   // KV cache positions; 0: the training context
     uint32_t max_batch = 256;  // positions per forward chunk (scratch is sized for it)
@@ -69,6 +71,9 @@ struct ModelOptions {
     bool allow_resident = true;
     // Called while weights move to a resident backend: done and total bytes.
     std::function<void(uint64_t, uint64_t)> on_upload;
+    // Model::forward's own context times its ops into this profile (not
+    // owned; must outlive the model): `ferrox run --profile`.
+    StepProfile* profile = nullptr;
 };
 
 class Context;
