@@ -1,6 +1,6 @@
-"""Resident decoding (ABI 1.2) against host-memory decoding, on the real CLI.
+"""Resident decoding (ABI 1.2, and 1.3's attention_cells) against host-memory decoding, on the real CLI.
 
-The test fixture plugin libferrox_resident.so implements every ABI 1.2 entry
+The test fixture plugin libferrox_resident.so implements every ABI 1.3 entry
 on host memory with the core's own reference math, and its 1.0 entries with
 the same math. So `--resident auto` (the forward pass in the plugin's
 buffers) and `--resident off` (activations in host memory, the same plugin
