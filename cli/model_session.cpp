@@ -90,6 +90,7 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
     std::string resident = choices.resident;
     for (char& c : resident) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     options.allow_resident = resident != "off";
+    options.max_sequences = choices.sequences;
     // Progress while weights move to a device: a line per tenth on stderr.
     options.on_upload = [last = -1](uint64_t done, uint64_t total) mutable {
         const int tenth = total ? static_cast<int>(done * 10 / total) : 10;

@@ -38,6 +38,9 @@ struct ModelChoices {
     std::string resident = "auto";          // auto | off: may the forward pass live on a device
     bool special = false;                   // --special: special-token text in the prompt is parsed
     model::StepProfile* profile = nullptr;  // set by --profile: Model::forward's ops are timed
+    // Sequences one context will hold (serve --parallel, batched-bench -npl):
+    // a resident backend that can hold only one keeps the model in host memory.
+    uint32_t sequences = 1;
 };
 
 // Registers -t/--threads, -c/--ctx-size, --kv-type, --resident and --special on `cmd`.

@@ -123,6 +123,8 @@ nlohmann::json to_json(const Session& s) {
                         kernel.empty() ? nlohmann::json(nullptr) : nlohmann::json(kernel);
                 }
                 resident["get_rows_kinds"] = get_rows_kinds(r.backend);
+                resident["many_sequences"] = r.backend->has_attention_cells();
+                resident["abi"] = r.backend->abi_version_text();
             }
             b["resident"] = std::move(resident);
         }
@@ -197,6 +199,11 @@ void print_text(const Session& s) {
         std::cout << render_table(ops);
         std::cout << fmt::format("  GET_ROWS (token embeddings): {}\n",
                                  fmt::join(get_rows_kinds(r.backend), ", "));
+        std::cout << (r.backend->has_attention_cells()
+                          ? std::string("  many sequences per context (ABI 1.3): yes\n")
+                          : fmt::format("  many sequences per context (ABI 1.3): no -- the plugin "
+                                        "is ABI {}: one sequence per resident context\n",
+                                        r.backend->abi_version_text()));
     }
 }
 

@@ -105,6 +105,7 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
     ModelChoices choices = o.model;
     // The model's own single-sequence context stays small; the bench makes its own.
     if (choices.context == 0) choices.context = 256;
+    choices.sequences = max_pl;
     auto ms = open_model(common, o.model_path, choices);
     if (!ms) {
         logger().error("{}", ms.error().message());

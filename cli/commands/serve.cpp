@@ -149,6 +149,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     choices.threads = o.threads;
     choices.kv_type = s.kv_type;
     choices.context = 256;  // the model's own single-sequence context; serving makes its own
+    choices.sequences = s.parallel;
     auto ms = open_model(common, s.model, choices);
     if (!ms) {
         api.set_state(server::ServerState::Failed);

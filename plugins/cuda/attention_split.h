@@ -1,4 +1,5 @@
-// How attention_resident spreads a short batch over the GPU (flash-decoding).
+// How attention_resident and attention_cells spread a short batch over the
+// GPU (flash-decoding).
 //
 // One block per (query row, head) leaves most SMs idle in decode: 8-32 heads
 // against 100+ SMs, each block walking thousands of cache positions alone.
@@ -34,15 +35,21 @@ constexpr uint64_t attention_longest_span(uint32_t n_query, uint32_t pos0, uint3
 // leave SMs idle and the longest span exceeds kAttentionSplitMinSpan; then
 // enough to give every SM kAttentionBlocksPerSm blocks, within
 // kAttentionMinChunk positions per chunk and kMaxAttentionSplits.
-constexpr uint32_t attention_splits(uint32_t n_query, uint32_t pos0, uint32_t window,
-                                    uint32_t n_head, uint32_t sm_count) {
+// attention_cells gives `span` (its desc's max_span) directly.
+constexpr uint32_t attention_splits_for_span(uint32_t n_query, uint32_t n_head, uint64_t span,
+                                             uint32_t sm_count) {
     const uint64_t blocks = uint64_t{n_query} * n_head;
-    const uint64_t span = attention_longest_span(n_query, pos0, window);
     if (blocks == 0 || blocks >= sm_count || span <= kAttentionSplitMinSpan) return 1;
     uint64_t splits = (kAttentionBlocksPerSm * sm_count + blocks - 1) / blocks;
     if (splits > span / kAttentionMinChunk) splits = span / kAttentionMinChunk;
     if (splits > kMaxAttentionSplits) splits = kMaxAttentionSplits;
     return splits < 2 ? 1 : static_cast<uint32_t>(splits);
+}
+
+constexpr uint32_t attention_splits(uint32_t n_query, uint32_t pos0, uint32_t window,
+                                    uint32_t n_head, uint32_t sm_count) {
+    return attention_splits_for_span(n_query, n_head, attention_longest_span(n_query, pos0, window),
+                                     sm_count);
 }
 
 // Floats of split scratch: per (row, head, chunk) its max, its sum and its

@@ -754,25 +754,96 @@ Status CudaBackend::attention_resident(const ferrox_attention_desc* desc, ferrox
     launch.keys = device_keys;
     launch.values = device_values;
     const uint32_t splits = attention_splits(d.n_query, d.pos0, d.window, d.n_head, sm_count_);
+    return run_attention(launch, splits, kEntry,
+                         attention_longest_span(d.n_query, d.pos0, d.window));
+}
+
+Status CudaBackend::run_attention(const AttentionLaunch& launch, uint32_t splits,
+                                  std::string_view entry, uint64_t span) {
     const std::lock_guard lock(mutex_);
     if (Status current = make_current(); !current.is_ok()) return current;
     float* split_scratch = nullptr;
     if (splits > 1) {
-        const uint64_t floats =
-            attention_split_scratch_floats(d.n_query, d.n_head, d.head_dim_v, splits);
+        const uint64_t floats = attention_split_scratch_floats(launch.n_query, launch.n_head,
+                                                               launch.head_dim_v, splits);
         if (Status s = ensure_attention_scratch(floats); !s.is_ok()) return s;
         split_scratch = static_cast<float*>(attention_scratch_.get());
         if (!logged_split_) {
             logged_split_ = true;
-            log_.debug(fmt::format(
-                "cuda: attention_resident: split decode, {} chunks per (row, head) for {} x {} "
-                "(row, head) over {} positions on {} SMs ({} floats of scratch)",
-                splits, d.n_query, d.n_head, attention_longest_span(d.n_query, d.pos0, d.window),
-                sm_count_, floats));
+            log_.debug(
+                fmt::format("cuda: {}: split decode, {} chunks per (row, head) for {} x {} "
+                            "(row, head) over {} positions on {} SMs ({} floats of scratch)",
+                            entry, splits, launch.n_query, launch.n_head, span, sm_count_, floats));
         }
     }
     return launched(launch_attention(launch, splits, split_scratch, stream_.get()),
                     splits > 1 ? "the split attention kernels" : "the attention kernel");
+}
+
+Status CudaBackend::attention_cells(const ferrox_attention_cells_desc* desc, ferrox_tensor q,
+                                    ferrox_tensor keys, ferrox_tensor values,
+                                    ferrox_tensor cell_index, ferrox_tensor spans,
+                                    ferrox_tensor out) {
+    constexpr std::string_view kEntry = "attention_cells";
+    constexpr size_t kNeeded = offsetof(ferrox_attention_cells_desc, max_span) + sizeof(uint32_t);
+    if (desc == nullptr || desc->struct_size < kNeeded)
+        return invalid(fmt::format(
+            "cuda: attention_cells: null descriptor or one shorter than {} bytes", kNeeded));
+    const ferrox_attention_cells_desc& d = *desc;
+    if (!has_kernel(FERROX_OP_ATTENTION, d.kv_kind))
+        return Status::fail(FERROX_ERR_UNSUPPORTED,
+                            fmt::format("cuda: attention_cells: no kernel for a {} KV cache",
+                                        kind_name(d.kv_kind)));
+    if (d.n_head == 0 || d.n_head_kv == 0 || d.n_head % d.n_head_kv != 0 || d.head_dim_k == 0 ||
+        d.head_dim_v == 0)
+        return invalid(fmt::format(
+            "cuda: attention_cells: {} query heads cannot share {} KV heads of dims {}/{}",
+            d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v));
+    if (d.head_dim_k > kMaxAttentionHeadDim || d.head_dim_v > kMaxAttentionHeadDim)
+        return Status::fail(FERROX_ERR_UNSUPPORTED,
+                            fmt::format("cuda: attention_cells: head dims {}/{} exceed the "
+                                        "kernel's {}",
+                                        d.head_dim_k, d.head_dim_v, kMaxAttentionHeadDim));
+    if (d.n_query == 0) return Status::ok();
+    const uint64_t element = d.kv_kind == FERROX_KIND_F16 ? 2 : 4;
+    const uint64_t rows = uint64_t{d.n_query} * d.n_head;  // both below 2^32
+    uint64_t q_count = 0;
+    uint64_t o_count = 0;
+    uint64_t k_count = 0;
+    uint64_t v_count = 0;
+    if (Status s = product(kEntry, rows, d.head_dim_k, q_count); !s.is_ok()) return s;
+    if (Status s = product(kEntry, rows, d.head_dim_v, o_count); !s.is_ok()) return s;
+    if (Status s = product(kEntry, d.n_cells, uint64_t{d.n_head_kv} * d.head_dim_k, k_count);
+        !s.is_ok())
+        return s;
+    if (Status s = product(kEntry, d.n_cells, uint64_t{d.n_head_kv} * d.head_dim_v, v_count);
+        !s.is_ok())
+        return s;
+    // The indices live on the device: their extents are checked here, their
+    // values by the kernel (a cell >= n_cells or a span past n_index is skipped).
+    AttentionLaunch launch{d.n_query,    0,       0,         d.n_head, d.n_head_kv, d.head_dim_k,
+                           d.head_dim_v, d.scale, d.kv_kind, nullptr,  nullptr,     nullptr,
+                           nullptr};
+    launch.n_cells = d.n_cells;
+    launch.n_index = d.n_index;
+    void* device_keys = nullptr;
+    void* device_values = nullptr;
+    if (Status s = resolve_as(kEntry, "q", q, q_count, launch.q); !s.is_ok()) return s;
+    if (Status s = resolve(kEntry, "keys", keys, k_count, element, device_keys); !s.is_ok())
+        return s;
+    if (Status s = resolve(kEntry, "values", values, v_count, element, device_values); !s.is_ok())
+        return s;
+    if (Status s = resolve_as(kEntry, "cell_index", cell_index, d.n_index, launch.cell_index);
+        !s.is_ok())
+        return s;
+    if (Status s = resolve_as(kEntry, "spans", spans, 2 * uint64_t{d.n_query}, launch.spans);
+        !s.is_ok())
+        return s;
+    if (Status s = resolve_as(kEntry, "out", out, o_count, launch.out); !s.is_ok()) return s;
+    launch.keys = device_keys;
+    launch.values = device_values;
+    const uint32_t splits = attention_splits_for_span(d.n_query, d.n_head, d.max_span, sm_count_);
+    return run_attention(launch, splits, kEntry, d.max_span);
 }
 
 }  // namespace ferrox::cuda

@@ -98,6 +98,10 @@ class CudaBackend {
                     ferrox_tensor out);
     Status attention_resident(const ferrox_attention_desc* desc, ferrox_tensor q,
                               ferrox_tensor keys, ferrox_tensor values, ferrox_tensor out);
+    // ABI 1.3: the same kernels walking each row's span of a cell list.
+    Status attention_cells(const ferrox_attention_cells_desc* desc, ferrox_tensor q,
+                           ferrox_tensor keys, ferrox_tensor values, ferrox_tensor cell_index,
+                           ferrox_tensor spans, ferrox_tensor out);
 
   private:
     // Only create() constructs (and then on the heap, owned by the core).
@@ -122,6 +126,9 @@ class CudaBackend {
     Status run(uint64_t x_floats, const float* x, uint64_t y_floats, float* y, Launch&& launch);
     // Grows the flash-decoding scratch of attention_resident to `floats`.
     Status ensure_attention_scratch(uint64_t floats);
+    // Both attention entries' launch, once their tensors are resolved.
+    Status run_attention(const AttentionLaunch& launch, uint32_t splits, std::string_view entry,
+                         uint64_t span);
     // Puts get_rows' ids on the device, in stream order, without waiting for
     // the copy: they go through pinned staging the previous copy has left.
     Status stage_ids(const int32_t* ids, uint64_t n, const int32_t*& device_ids);

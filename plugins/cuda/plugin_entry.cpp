@@ -220,6 +220,17 @@ ferrox_status attention_resident(ferrox_backend* backend, const ferrox_attention
     });
 }
 
+ferrox_status attention_cells(ferrox_backend* backend, const ferrox_attention_cells_desc* desc,
+                              ferrox_tensor q, ferrox_tensor keys, ferrox_tensor values,
+                              ferrox_tensor cell_index, ferrox_tensor spans, ferrox_tensor out,
+                              ferrox_message* error) {
+    return guarded(error, [&] {
+        return backend ? backend_of(backend).attention_cells(desc, q, keys, values, cell_index,
+                                                             spans, out)
+                       : null_backend();
+    });
+}
+
 void fill_table(CudaBackend& backend) {
     ferrox_backend& table = backend.table();
     table.struct_size = sizeof(ferrox_backend);
@@ -253,6 +264,7 @@ void fill_table(CudaBackend& backend) {
     table.convert = convert;
     table.get_rows = get_rows;
     table.attention_resident = attention_resident;
+    table.attention_cells = attention_cells;
 }
 
 Status create_backend(const ferrox_host* host, std::span<const ferrox_option> options,

@@ -230,7 +230,10 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
 
     uint32_t first = 0;
     uint32_t last = 0;
-    attention_span(a.pos0, row, a.window, first, last);
+    if (a.spans != nullptr)
+        attention_cells_span(a.spans, a.n_index, row, first, last);
+    else
+        attention_span(a.pos0, row, a.window, first, last);
     if constexpr (Split) attention_chunk(first, last, splits, chunk, first, last);
     const uint64_t k_row = static_cast<uint64_t>(a.n_head_kv) * a.head_dim_k;
     const uint64_t v_row = static_cast<uint64_t>(a.n_head_kv) * a.head_dim_v;
@@ -243,14 +246,18 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
     for (int j = 0; j < kAttentionSlots; ++j) acc[j] = 0.0f;
 
     for (uint32_t p = first + static_cast<uint32_t>(warp); p <= last; p += kAttentionWarps) {
-        const uint64_t k_base = p * k_row + k_head;
+        // 1.3: p indexes the row's cell list; the same walk over cells.
+        // Warp-uniform: every lane of a warp holds the same p.
+        const uint64_t cell = a.cell_index != nullptr ? a.cell_index[p] : p;
+        if (a.cell_index != nullptr && cell >= a.n_cells) continue;
+        const uint64_t k_base = cell * k_row + k_head;
         float partial = 0.0f;
         for (uint32_t i = static_cast<uint32_t>(lane); i < a.head_dim_k; i += kWarpSize)
             partial += q_shared[i] * load_cache<Kind>(a.keys, k_base + i);
         const float score = warp_sum(partial) * a.scale;
         float weight = 0.0f;
         const float rescale = softmax_push(state, score, weight);
-        const uint64_t v_base = p * v_row + v_head;
+        const uint64_t v_base = cell * v_row + v_head;
 #pragma unroll
         for (int j = 0; j < kAttentionSlots; ++j) {
             const uint32_t d = static_cast<uint32_t>(j * kWarpSize + lane);

@@ -61,7 +61,8 @@ inline constexpr int kAttentionWarps = 8;
 // Largest head_dim_k / head_dim_v the attention kernel takes.
 inline constexpr uint32_t kMaxAttentionHeadDim = 512;
 
-// What the attention kernel needs of a ferrox_attention_desc, plus device pointers.
+// What the attention kernel needs of a ferrox_attention_desc (1.2) or a
+// ferrox_attention_cells_desc (1.3), plus device pointers.
 struct AttentionLaunch {
     uint32_t n_query, pos0, window, n_head, n_head_kv, head_dim_k, head_dim_v;
     float scale;
@@ -70,6 +71,12 @@ struct AttentionLaunch {
     const void* keys;
     const void* values;
     float* out;
+    // 1.3: row r walks cells cell_index[spans[2r]] .. cell_index[spans[2r + 1] - 1]
+    // (pos0 and window unused); a cell >= n_cells or a span past n_index is
+    // skipped. nullptr (1.2): row r walks cache rows attention_span(pos0, r, window).
+    const uint32_t* cell_index = nullptr;
+    const uint32_t* spans = nullptr;
+    uint32_t n_cells = 0, n_index = 0;
 };
 
 // cudaErrorNotSupported when the table lists no ATTENTION kernel for kv_kind.

@@ -174,6 +174,24 @@ __host__ __device__ inline void attention_span(uint32_t pos0, uint32_t row, uint
     first = window > 0 && last + 1 > window ? last + 1 - window : 0;
 }
 
+// attention_cells' row `row`: its span [first, last] of the cell list, the
+// end clamped to the list's n_index entries; an empty or inverted span
+// comes out as first > last (nothing walked).
+__host__ __device__ inline void attention_cells_span(const uint32_t* spans, uint32_t n_index,
+                                                     uint32_t row, uint32_t& first,
+                                                     uint32_t& last) {
+    const uint32_t begin = spans[2 * static_cast<uint64_t>(row)];
+    uint32_t end = spans[2 * static_cast<uint64_t>(row) + 1];
+    if (end > n_index) end = n_index;
+    if (begin >= end) {
+        first = 1;
+        last = 0;
+        return;
+    }
+    first = begin;
+    last = end - 1;
+}
+
 // Chunk `split` of `splits` (contiguous, equal but the last) of [first,
 // last]: [chunk_first, chunk_last]. A row shorter than the longest one
 // can leave late chunks empty: then false, with chunk_first > chunk_last.

@@ -83,6 +83,9 @@ struct AttentionShapeOnHost {
     const float* q;
     const void* keys;
     const void* values;
+    // attention_cells: the list positions index, and its bound; nullptr: identity.
+    const uint32_t* cell_index = nullptr;
+    uint32_t n_cells = 0;
 };
 
 // One attention block over positions [first, last] of (row, head): its warps'
@@ -102,7 +105,9 @@ float attention_block(const AttentionShapeOnHost& a, uint32_t row, uint32_t head
         SoftmaxState state = softmax_start();
         float* acc = &part_out[size_t(warp) * kMaxAttentionHeadDim];
         for (uint32_t p = first + static_cast<uint32_t>(warp); p <= last; p += kAttentionWarps) {
-            const uint64_t k_base = p * k_row + uint64_t{kv_head} * a.head_dim_k;
+            const uint64_t cell = a.cell_index != nullptr ? a.cell_index[p] : p;
+            if (a.cell_index != nullptr && cell >= a.n_cells) continue;
+            const uint64_t k_base = cell * k_row + uint64_t{kv_head} * a.head_dim_k;
             float lanes[kWarpSize];
             for (uint32_t lane = 0; lane < kWarpSize; ++lane) {
                 float partial = 0.0f;
@@ -113,7 +118,7 @@ float attention_block(const AttentionShapeOnHost& a, uint32_t row, uint32_t head
             const float score = butterfly_sum(lanes) * a.scale;
             float weight = 0.0f;
             const float rescale = softmax_push(state, score, weight);
-            const uint64_t v_base = p * v_row + uint64_t{kv_head} * a.head_dim_v;
+            const uint64_t v_base = cell * v_row + uint64_t{kv_head} * a.head_dim_v;
             for (uint32_t d = 0; d < a.head_dim_v; ++d)
                 acc[d] = acc[d] * rescale + weight * load(a.kv_kind, a.values, v_base + d);
         }
@@ -130,14 +135,10 @@ float attention_block(const AttentionShapeOnHost& a, uint32_t row, uint32_t head
     return denominator;
 }
 
-}  // namespace
-
-void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_t n_head,
-                       uint32_t n_head_kv, uint32_t head_dim_k, uint32_t head_dim_v, float scale,
-                       ferrox_kind kv_kind, const float* q, const void* keys, const void* values,
-                       float* out, uint32_t splits) {
-    const AttentionShapeOnHost a{n_head,  n_head_kv, head_dim_k, head_dim_v, scale,
-                                 kv_kind, q,         keys,       values};
+// Both entries' walk: row spans from pos0/window (1.2) or from `spans` (1.3).
+void attention_walk(const AttentionShapeOnHost& a, uint32_t n_query, uint32_t pos0, uint32_t window,
+                    const uint32_t* spans, uint32_t n_index, float* out, uint32_t splits) {
+    const uint32_t n_head = a.n_head, head_dim_v = a.head_dim_v;
     std::vector<float> block_out(head_dim_v);
     // The split scratch, laid out as the kernels lay it out (a block per part).
     const uint64_t parts = uint64_t{n_query} * n_head * splits;
@@ -146,7 +147,10 @@ void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_
         for (uint32_t head = 0; head < n_head; ++head) {
             uint32_t first = 0;
             uint32_t last = 0;
-            attention_span(pos0, row, window, first, last);
+            if (spans != nullptr)
+                attention_cells_span(spans, n_index, row, first, last);
+            else
+                attention_span(pos0, row, window, first, last);
             float* oh = out + (uint64_t{row} * n_head + head) * head_dim_v;
             if (splits == 1) {
                 float block_max = 0.0f;
@@ -175,6 +179,27 @@ void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_
                                              head_dim_v, factor, splits, denominator);
         }
     }
+}
+
+}  // namespace
+
+void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_t n_head,
+                       uint32_t n_head_kv, uint32_t head_dim_k, uint32_t head_dim_v, float scale,
+                       ferrox_kind kv_kind, const float* q, const void* keys, const void* values,
+                       float* out, uint32_t splits) {
+    const AttentionShapeOnHost a{n_head,  n_head_kv, head_dim_k, head_dim_v, scale,
+                                 kv_kind, q,         keys,       values};
+    attention_walk(a, n_query, pos0, window, nullptr, 0, out, splits);
+}
+
+void attention_cells_on_host(uint32_t n_query, uint32_t n_head, uint32_t n_head_kv,
+                             uint32_t head_dim_k, uint32_t head_dim_v, float scale,
+                             ferrox_kind kv_kind, const float* q, const void* keys,
+                             const void* values, uint32_t n_cells, const uint32_t* cell_index,
+                             uint32_t n_index, const uint32_t* spans, float* out, uint32_t splits) {
+    const AttentionShapeOnHost a{n_head, n_head_kv, head_dim_k, head_dim_v, scale,  kv_kind,
+                                 q,      keys,      values,     cell_index, n_cells};
+    attention_walk(a, n_query, 0, 0, spans, n_index, out, splits);
 }
 
 }  // namespace ferrox::cuda::test

@@ -38,4 +38,14 @@ void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_
                        ferrox_kind kv_kind, const float* q, const void* keys, const void* values,
                        float* out, uint32_t splits = 1);
 
+// The same kernels as attention_cells (ABI 1.3) runs them: row r walks cells
+// cell_index[spans[2r]] .. cell_index[spans[2r + 1] - 1] of a cache of
+// n_cells rows, splits as above.
+void attention_cells_on_host(uint32_t n_query, uint32_t n_head, uint32_t n_head_kv,
+                             uint32_t head_dim_k, uint32_t head_dim_v, float scale,
+                             ferrox_kind kv_kind, const float* q, const void* keys,
+                             const void* values, uint32_t n_cells, const uint32_t* cell_index,
+                             uint32_t n_index, const uint32_t* spans, float* out,
+                             uint32_t splits = 1);
+
 }  // namespace ferrox::cuda::test

@@ -797,6 +797,107 @@ TEST_CASE("attention_resident matches the core's attend: decode, prefill, window
     CHECK(logged("attention_resident: split decode") == split_expected);
 }
 
+TEST_CASE("attention_cells over scrambled cells equals attention_resident over them in order") {
+    // Two sequences whose cells interleave at random in one cache, both in
+    // one call (ABI 1.3); each must equal, bit for bit, attention_resident
+    // over its own rows laid out in position order (the kernels walk the
+    // same positions in the same order), single pass and split.
+    REQUIRE(g_backend->attention_cells != nullptr);
+    std::mt19937 rng(g_seed + 17);
+    const uint32_t n_head = 8, n_head_kv = 2, dim = 128, rows = 1;
+    const uint64_t kv_row = uint64_t{n_head_kv} * dim, q_row = uint64_t{n_head} * dim;
+    for (const uint32_t length : {40u, 5000u}) {
+        for (const uint32_t window : {0u, 512u}) {
+            INFO("length " << length << " window " << window << ", seed " << g_seed);
+            const uint32_t lengths[2] = {length, length / 2 + 3};
+            const uint32_t n_cells = lengths[0] + lengths[1] + 4;
+            const std::vector<float> keys = uniform(n_cells * kv_row, -1.0f, 1.0f, rng);
+            const std::vector<float> values = uniform(n_cells * kv_row, -1.0f, 1.0f, rng);
+            std::vector<uint32_t> order(n_cells);
+            for (uint32_t c = 0; c < n_cells; ++c) order[c] = c;
+            std::shuffle(order.begin(), order.end(), rng);
+            std::vector<uint32_t> cell_index, spans;
+            uint32_t max_span = 0;
+            for (uint32_t s = 0; s < 2; ++s) {
+                const auto base = static_cast<uint32_t>(cell_index.size());
+                for (uint32_t p = 0; p < lengths[s]; ++p)
+                    cell_index.push_back(order[(s ? lengths[0] : 0) + p]);
+                const uint32_t last = lengths[s] - 1;
+                const uint32_t first = window && last + 1 > window ? last + 1 - window : 0;
+                spans.push_back(base + first);
+                spans.push_back(base + last + 1);
+                max_span = std::max(max_span, last + 1 - first);
+            }
+            const std::vector<float> q = uniform(2 * rows * q_row, -1.0f, 1.0f, rng);
+            const auto dq = on_device(q), dkeys = on_device(keys), dvalues = on_device(values);
+            DeviceBuffer dindex(cell_index.size() * 4), dspans(spans.size() * 4);
+            dindex.upload(cell_index.data(), cell_index.size() * 4);
+            dspans.upload(spans.data(), spans.size() * 4);
+            const auto dout = poisoned(2 * rows * q_row);
+            ferrox_attention_cells_desc d{};
+            d.struct_size = sizeof d;
+            d.abi_version = FERROX_ABI_VERSION;
+            d.n_query = 2 * rows;
+            d.n_head = n_head;
+            d.n_head_kv = n_head_kv;
+            d.head_dim_k = d.head_dim_v = dim;
+            d.scale = 1.0f / std::sqrt(static_cast<float>(dim));
+            d.kv_kind = FERROX_KIND_F32;
+            d.n_cells = n_cells;
+            d.n_index = static_cast<uint32_t>(cell_index.size());
+            d.max_span = max_span;
+            ferrox_message message{};
+            require_ok(
+                g_backend->attention_cells(g_backend, &d, dq->at(), dkeys->at(), dvalues->at(),
+                                           dindex.at(), dspans.at(), dout->at(), &message),
+                message);
+            const auto got = dout->download<float>(2 * rows * q_row);
+            for (uint32_t s = 0; s < 2; ++s) {
+                std::vector<float> k, v;
+                for (uint32_t p = 0; p < lengths[s]; ++p) {
+                    const uint32_t cell = order[(s ? lengths[0] : 0) + p];
+                    k.insert(k.end(), keys.begin() + cell * kv_row,
+                             keys.begin() + (cell + 1) * kv_row);
+                    v.insert(v.end(), values.begin() + cell * kv_row,
+                             values.begin() + (cell + 1) * kv_row);
+                }
+                const auto sq = on_device(std::vector<float>(q.begin() + s * rows * q_row,
+                                                             q.begin() + (s + 1) * rows * q_row));
+                const auto sk = on_device(k), sv = on_device(v);
+                const auto sout = poisoned(rows * q_row);
+                ferrox_attention_desc one{};
+                one.struct_size = sizeof one;
+                one.abi_version = FERROX_ABI_VERSION;
+                one.n_query = rows;
+                one.pos0 = lengths[s] - rows;
+                one.window = window;
+                one.n_head = n_head;
+                one.n_head_kv = n_head_kv;
+                one.head_dim_k = one.head_dim_v = dim;
+                one.scale = d.scale;
+                one.kv_kind = FERROX_KIND_F32;
+                require_ok(g_backend->attention_resident(g_backend, &one, sq->at(), sk->at(),
+                                                         sv->at(), sout->at(), &message),
+                           message);
+                const auto want = sout->download<float>(rows * q_row);
+                // Bit-identical when both calls take the same split count.
+                const bool same_split =
+                    ferrox::cuda::attention_splits_for_span(2 * rows, n_head, max_span,
+                                                            g_sm_count) ==
+                    ferrox::cuda::attention_splits(rows, one.pos0, window, n_head, g_sm_count);
+                if (same_split)
+                    CHECK(std::memcmp(got.data() + s * rows * q_row, want.data(),
+                                      want.size() * sizeof(float)) == 0);
+                else
+                    check_path("ATTENTION cells vs resident",
+                               compare(std::vector<float>(got.begin() + s * rows * q_row,
+                                                          got.begin() + (s + 1) * rows * q_row),
+                                       want));
+            }
+        }
+    }
+}
+
 TEST_CASE("project runs MATVEC (n = 1) and GEMM (n = 5) on device activations") {
     std::mt19937 rng(g_seed + 17);
     // Every MATVEC kind, F16 included, has a tiled GEMM kernel now.

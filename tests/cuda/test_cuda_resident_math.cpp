@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -300,4 +301,86 @@ TEST_CASE("the split heuristic: decode on idle SMs splits, prefill and short spa
         CHECK(uint64_t{heads} * splits < 3 * 132);
         CHECK(attention_split_scratch_floats(1, heads, 512, splits) < 3 * 132 * 514);
     }
+}
+
+TEST_CASE("attention_cells walks a sequence's scrambled cells as 1.2 walks its rows in place") {
+    // Two sequences whose cells interleave at random in one cache (as decode
+    // steps of several sequences take cells), all rows in one call; each
+    // sequence's rows must come out bit-identical to the 1.2 walk over its
+    // own rows laid out in position order, single pass and split.
+    std::mt19937 rng(test_seed() + 7);
+    INFO("seed " << test_seed());
+    const uint32_t n_head = 8, n_head_kv = 2, dim = 64, rows = 3;
+    const uint64_t kv_row = uint64_t{n_head_kv} * dim, q_row = uint64_t{n_head} * dim;
+    for (const uint32_t length : {20u, 700u}) {
+        for (const uint32_t window : {0u, 8u}) {
+            const uint32_t lengths[2] = {length, length / 2 + 3};
+            const uint32_t n_cells = lengths[0] + lengths[1] + 4;  // 4 cells nobody holds
+            std::vector<float> keys = uniform(n_cells * kv_row, -1.0f, 1.0f, rng);
+            std::vector<float> values = uniform(n_cells * kv_row, -1.0f, 1.0f, rng);
+            std::vector<uint32_t> order(n_cells);
+            for (uint32_t c = 0; c < n_cells; ++c) order[c] = c;
+            std::shuffle(order.begin(), order.end(), rng);
+            std::vector<uint32_t> cell_index, spans;
+            uint32_t max_span = 0;
+            for (uint32_t s = 0; s < 2; ++s) {
+                const auto base = static_cast<uint32_t>(cell_index.size());
+                for (uint32_t p = 0; p < lengths[s]; ++p)
+                    cell_index.push_back(order[(s ? lengths[0] : 0) + p]);
+                for (uint32_t r = 0; r < rows; ++r) {
+                    const uint32_t last = lengths[s] - rows + r;
+                    const uint32_t first = window && last + 1 > window ? last + 1 - window : 0;
+                    spans.push_back(base + first);
+                    spans.push_back(base + last + 1);
+                    max_span = std::max(max_span, last + 1 - first);
+                }
+            }
+            const std::vector<float> q = uniform(2 * rows * q_row, -1.0f, 1.0f, rng);
+            const float scale = 0.125f;
+            for (const uint32_t splits : {1u, 4u}) {
+                INFO("length " << length << " window " << window << " splits " << splits);
+                std::vector<float> got(2 * rows * q_row, std::nanf(""));
+                host::attention_cells_on_host(
+                    2 * rows, n_head, n_head_kv, dim, dim, scale, FERROX_KIND_F32, q.data(),
+                    keys.data(), values.data(), n_cells, cell_index.data(),
+                    static_cast<uint32_t>(cell_index.size()), spans.data(), got.data(), splits);
+                for (uint32_t s = 0; s < 2; ++s) {
+                    std::vector<float> k, v;
+                    for (uint32_t p = 0; p < lengths[s]; ++p) {
+                        const uint32_t cell = order[(s ? lengths[0] : 0) + p];
+                        k.insert(k.end(), keys.begin() + cell * kv_row,
+                                 keys.begin() + (cell + 1) * kv_row);
+                        v.insert(v.end(), values.begin() + cell * kv_row,
+                                 values.begin() + (cell + 1) * kv_row);
+                    }
+                    std::vector<float> want(rows * q_row);
+                    host::attention_on_host(rows, lengths[s] - rows, window, n_head, n_head_kv, dim,
+                                            dim, scale, FERROX_KIND_F32,
+                                            q.data() + s * rows * q_row, k.data(), v.data(),
+                                            want.data(), splits);
+                    CHECK(std::memcmp(got.data() + s * rows * q_row, want.data(),
+                                      want.size() * sizeof(float)) == 0);
+                }
+                // The splits the backend picks from max_span, as attention_resident's.
+                CHECK(ferrox::cuda::attention_splits_for_span(1, n_head, max_span, 132) ==
+                      ferrox::cuda::attention_splits(1, length - 1, window, n_head, 132));
+            }
+        }
+    }
+}
+
+TEST_CASE("attention_cells skips a cell past the cache and clamps a span past the list") {
+    std::mt19937 rng(test_seed() + 8);
+    const uint32_t dim = 32;
+    const std::vector<float> keys = uniform(4 * dim, -1.0f, 1.0f, rng);
+    const std::vector<float> values = uniform(4 * dim, -1.0f, 1.0f, rng);
+    const std::vector<float> q = uniform(dim, -1.0f, 1.0f, rng);
+    std::vector<float> clean(dim), bad(dim);
+    const std::vector<uint32_t> index{1, 3, 2}, spans{0, 3};
+    host::attention_cells_on_host(1, 1, 1, dim, dim, 0.2f, FERROX_KIND_F32, q.data(), keys.data(),
+                                  values.data(), 4, index.data(), 3, spans.data(), clean.data());
+    const std::vector<uint32_t> wild{1, 3, 2, 99}, long_spans{0, 9};
+    host::attention_cells_on_host(1, 1, 1, dim, dim, 0.2f, FERROX_KIND_F32, q.data(), keys.data(),
+                                  values.data(), 4, wild.data(), 4, long_spans.data(), bad.data());
+    CHECK(std::memcmp(clean.data(), bad.data(), dim * sizeof(float)) == 0);
 }

@@ -1,6 +1,6 @@
-"""Resident decoding (ABI 1.2) against host-memory decoding, on the real CLI.
+"""Resident decoding (ABI 1.2, and 1.3's attention_cells) against host-memory decoding, on the real CLI.
 
-The test fixture plugin libferrox_resident.so implements every ABI 1.2 entry
+The test fixture plugin libferrox_resident.so implements every ABI 1.3 entry
 on host memory with the core's own reference math, and its 1.0 entries with
 the same math. So `--resident auto` (the forward pass in the plugin's
 buffers) and `--resident off` (activations in host memory, the same plugin
@@ -205,8 +205,12 @@ def test_backends_lists_the_resident_ops(plugin_dir):
     assert backend["resident"]["ops"]["ROPE"]["F32"] == "resident.rope.f32"
     assert backend["resident"]["ops"]["ATTENTION"]["F16"] == "resident.attention.f16"
     assert "Q4_K" in backend["resident"]["get_rows_kinds"]
+    assert backend["resident"]["many_sequences"] is True and backend["resident"]["abi"] == "1.3"
     text = ferrox(plugin_dir, "", "backends").stdout
     assert "resident decoding (ABI 1.2): yes" in text, text[-800:]
+    assert "many sequences per context (ABI 1.3): yes" in text, text[-800:]
+    old = ferrox(plugin_dir, 'abi: "1.2"', "backends").stdout
+    assert "many sequences per context (ABI 1.3): no -- the plugin is ABI 1.2" in old, old[-800:]
 
 
 @pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])
@@ -226,3 +230,69 @@ def test_the_probe_predicts_exactly_the_ops_a_resident_run_dispatches(plugin_dir
     # position's logits) is what `ferrox logits` runs.
     unused = predicted - dispatched
     assert unused <= {("GEMM", "output", k) for (_, _, k) in predicted}, f"predicted, never ran: {unused}"
+
+
+def serve_completions(plugins: pathlib.Path, options: str, model: pathlib.Path, parallel: int,
+                      prompts: list[str]) -> tuple[list[str], str]:
+    """`ferrox serve` on the fixture: the prompts sent at once (greedy), their texts and the log."""
+    import signal
+    import socket
+    import threading
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config(pathlib.Path(tmp), options)
+        log_path = pathlib.Path(tmp) / "serve.log"
+        with open(log_path, "w+b") as log:
+            proc = subprocess.Popen(
+                [str(ferrox_bin()), "--config", str(cfg), "--plugin-dir", str(plugins), "serve", "-m",
+                 str(model), "--port", str(port), "--parallel", str(parallel), "-c", "1024"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                base = f"http://127.0.0.1:{port}"
+                end = time.time() + 60
+                while True:
+                    assert proc.poll() is None, log_path.read_text(errors="replace")
+                    try:
+                        with urllib.request.urlopen(base + "/ready", timeout=5) as r:
+                            if r.status == 200:
+                                break
+                    except OSError:
+                        pass
+                    assert time.time() < end, "not ready:\n" + log_path.read_text(errors="replace")
+                    time.sleep(0.1)
+                texts: list[str] = [""] * len(prompts)
+
+                def one(i: int) -> None:
+                    body = json.dumps({"prompt": prompts[i], "max_tokens": 8, "temperature": 0}).encode()
+                    req = urllib.request.Request(base + "/v1/completions", data=body, method="POST",
+                                                 headers={"Content-Type": "application/json"})
+                    with urllib.request.urlopen(req, timeout=120) as r:
+                        texts[i] = json.loads(r.read())["choices"][0]["text"]
+
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(60)
+        return texts, log_path.read_text(errors="replace")
+
+
+def test_serve_runs_several_sequences_resident_and_a_1_2_plugin_in_host_memory(plugin_dir):
+    """ABI 1.3: `serve --parallel 2` stays resident; a 1.2 plugin falls back to host memory, saying why."""
+    model = tiny_model("llama")
+    prompts = ["hello world, this is", "the quick brown fox jumps over"]
+    resident, log = serve_completions(plugin_dir, "", model, 2, prompts)
+    assert "resident decoding on the resident backend" in log, log[-2000:]
+    assert "ready: 2 sequences" in log, log[-2000:]
+    host, old_log = serve_completions(plugin_dir, 'abi: "1.2"', model, 2, prompts)
+    assert "resident decoding on the resident backend" not in old_log, old_log[-2000:]
+    assert "plugin is ABI 1.2" in old_log and "attention_cells" in old_log, old_log[-2000:]
+    assert all(resident) and resident == host, (resident, host)

@@ -2,9 +2,11 @@
 // loader: every ABI 1.2 entry against model::ops and the quant reference, its
 // bounds checks, and its fault option, which must really change each op's
 // result (model tests rely on it to prove a parity check can fail).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
+#include <tuple>
 
 #include "ferrox/model/ops.h"
 #include "ferrox/quant/half.h"
@@ -270,6 +272,84 @@ Result case_attention(Rig& rig, ferrox_kind kv_kind, uint32_t window) {
     return r;
 }
 
+// attention_cells over a cache of `n_cells` rows whose cells are scrambled:
+// `n_seq` sequences of a few positions each, their cells interleaved (as
+// decode steps of several sequences take cells), each sequence's query rows
+// at its last `rows` positions. The reference: ops::attend over each row's
+// visible cells gathered in position order.
+Result case_attention_cells(Rig& rig, ferrox_kind kv_kind, uint32_t window, uint32_t n_seq) {
+    std::mt19937_64 rng(test_seed(19));
+    const uint32_t n_head = 4, n_head_kv = 2, dk = 16, dv = 8, length = 9, rows = 3;
+    const uint32_t n_cells = n_seq * length + 5;  // a few cells no sequence holds
+    const uint64_t k_row = uint64_t{n_head_kv} * dk, v_row = uint64_t{n_head_kv} * dv;
+    auto keys = gaussian(n_cells * k_row, rng);
+    auto values = gaussian(n_cells * v_row, rng);
+    ferrox_tensor tk{}, tv{};
+    if (kv_kind == FERROX_KIND_F16) {
+        std::vector<uint16_t> hk, hv;
+        for (float& v : keys) v = quant::fp16_to_fp32(hk.emplace_back(quant::fp32_to_fp16(v)));
+        for (float& v : values) v = quant::fp16_to_fp32(hv.emplace_back(quant::fp32_to_fp16(v)));
+        tk = rig.put(hk);
+        tv = rig.put(hv);
+    } else {
+        tk = rig.put(keys);
+        tv = rig.put(values);
+    }
+    // Sequence s's position p sits in cell order[s * length + p], order a
+    // random permutation of the cells.
+    std::vector<uint32_t> order(n_cells);
+    for (uint32_t c = 0; c < n_cells; ++c) order[c] = c;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<uint32_t> cell_index, spans;
+    uint32_t max_span = 0;
+    const uint32_t n_query = n_seq * rows;
+    for (uint32_t seq = 0; seq < n_seq; ++seq) {
+        const auto base = static_cast<uint32_t>(cell_index.size());
+        for (uint32_t p = 0; p < length; ++p) cell_index.push_back(order[seq * length + p]);
+        for (uint32_t r = 0; r < rows; ++r) {
+            const uint32_t pos = length - rows + r;
+            const uint32_t first = window && pos + 1 > window ? pos + 1 - window : 0;
+            spans.push_back(base + first);
+            spans.push_back(base + pos + 1);
+            max_span = std::max(max_span, pos + 1 - first);
+        }
+    }
+    const auto q = gaussian(size_t{n_query} * n_head * dk, rng);
+    ferrox_attention_cells_desc d{};
+    d.struct_size = sizeof d;
+    d.abi_version = FERROX_ABI_VERSION;
+    d.n_query = n_query;
+    d.n_head = n_head;
+    d.n_head_kv = n_head_kv;
+    d.head_dim_k = dk;
+    d.head_dim_v = dv;
+    d.scale = 0.25f;
+    d.kv_kind = kv_kind;
+    d.n_cells = n_cells;
+    d.n_index = static_cast<uint32_t>(cell_index.size());
+    d.max_span = max_span;
+    const ferrox_tensor tq = rig.put(q), ti = rig.put(cell_index), ts = rig.put(spans);
+    const ferrox_tensor to = rig.room(size_t{n_query} * n_head * dv * 4);
+    ferrox_message m{};
+    require_ok(rig.b->attention_cells(rig.b, &d, tq, tk, tv, ti, ts, to, &m), m);
+    Result r{rig.get(to, size_t{n_query} * n_head * dv),
+             std::vector<float>(size_t{n_query} * n_head * dv)};
+    const model::ops::AttentionShape shape{n_head, n_head_kv, dk, dv, d.scale};
+    for (uint32_t i = 0; i < n_query; ++i) {
+        std::vector<float> k, v;
+        for (uint32_t j = spans[2 * i]; j < spans[2 * i + 1]; ++j) {
+            const uint32_t cell = cell_index[j];
+            k.insert(k.end(), keys.begin() + cell * k_row, keys.begin() + (cell + 1) * k_row);
+            v.insert(v.end(), values.begin() + cell * v_row, values.begin() + (cell + 1) * v_row);
+        }
+        std::vector<float> scores(spans[2 * i + 1] - spans[2 * i]);
+        model::ops::attend(shape, {q.data() + size_t{i} * n_head * dk, size_t{n_head} * dk},
+                           k.data(), v.data(), 0, static_cast<uint32_t>(scores.size() - 1), scores,
+                           {r.want.data() + size_t{i} * n_head * dv, size_t{n_head} * dv});
+    }
+    return r;
+}
+
 enum class Product { Matvec, Gemm, Project };
 
 Result case_project(Rig& rig, ferrox_kind kind, uint64_t n, Product via = Product::Project) {
@@ -300,10 +380,12 @@ Result case_project(Rig& rig, ferrox_kind kind, uint64_t n, Product via = Produc
     return r;
 }
 
-// One case per fault option, with the op it breaks.
+// One case per fault option, with the op it breaks; `also` names another
+// fault that breaks the same case (the attention fault breaks both entries).
 struct FaultCase {
     const char* fault;
     std::function<Result(Rig&)> run;
+    const char* also = "";
 };
 const std::vector<FaultCase>& fault_cases() {
     static const std::vector<FaultCase> cases{
@@ -315,13 +397,17 @@ const std::vector<FaultCase>& fault_cases() {
         {"get_rows", [](Rig& r) { return case_get_rows(r, FERROX_KIND_Q8_0); }},
         {"attention", [](Rig& r) { return case_attention(r, FERROX_KIND_F32, 0); }},
         {"project", [](Rig& r) { return case_project(r, FERROX_KIND_Q4_K, 1); }},
+        // One sequence: the attention fault shows, the leak cannot.
+        {"attention", [](Rig& r) { return case_attention_cells(r, FERROX_KIND_F32, 0, 1); }},
+        {"seq_leak", [](Rig& r) { return case_attention_cells(r, FERROX_KIND_F32, 0, 3); },
+         "attention"},
     };
     return cases;
 }
 
 }  // namespace
 
-TEST_CASE("the resident fixture loads as a GPU backend with every ABI 1.2 entry") {
+TEST_CASE("the resident fixture loads as a GPU backend with every ABI 1.3 entry") {
     Rig rig("memory_total: 1000000, memory_free: 600000");
     const auto& rec = record_of(rig.plugins, "resident");
     REQUIRE(rec.devices.size() == 1);
@@ -342,6 +428,7 @@ TEST_CASE("the resident fixture loads as a GPU backend with every ABI 1.2 entry"
     CHECK(rig.b->convert != nullptr);
     CHECK(rig.b->get_rows != nullptr);
     CHECK(rig.b->attention_resident != nullptr);
+    CHECK(rig.b->attention_cells != nullptr);
 
     const auto kernel = [&](ferrox_op op, ferrox_kind kind) {
         return std::string(rig.backend->kernel_for(op, kind).kernel);
@@ -500,6 +587,68 @@ TEST_CASE("resident attention matches model::ops::attend") {
         }
 }
 
+TEST_CASE("resident attention over cells matches model::ops::attend over each row's cells") {
+    Rig rig;
+    for (ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16})
+        for (uint32_t window : {0u, 4u})
+            for (uint32_t n_seq : {1u, 3u}) {
+                INFO(kind_name(kind) << " window " << window << ", " << n_seq << " sequences");
+                const Result r = case_attention_cells(rig, kind, window, n_seq);
+                CHECK(nmse(r.got, r.want) == 0.0);
+            }
+}
+
+TEST_CASE("attention_cells rejects cells outside the cache and spans outside the list") {
+    Rig rig;
+    const uint32_t dim = 8;
+    std::mt19937_64 rng(test_seed(24));
+    const ferrox_tensor cache = rig.put(gaussian(4 * dim, rng));  // 4 cells of one head
+    const ferrox_tensor q = rig.put(gaussian(2 * dim, rng)), out = rig.room(2 * dim * 4);
+    ferrox_attention_cells_desc d{};
+    d.struct_size = sizeof d;
+    d.abi_version = FERROX_ABI_VERSION;
+    d.n_query = 2;
+    d.n_head = d.n_head_kv = 1;
+    d.head_dim_k = d.head_dim_v = dim;
+    d.scale = 1.0f;
+    d.kv_kind = FERROX_KIND_F32;
+    d.n_cells = 4;
+    d.n_index = 3;
+    d.max_span = 3;
+    const auto call = [&](const std::vector<uint32_t>& index, const std::vector<uint32_t>& spans) {
+        ferrox_message m{};
+        const ferrox_status s = rig.b->attention_cells(rig.b, &d, q, cache, cache, rig.put(index),
+                                                       rig.put(spans), out, &m);
+        return std::pair{s, std::string(m.text)};
+    };
+    CHECK(call({2, 0, 3}, {0, 2, 1, 3}).first == FERROX_OK);
+    auto [s, text] = call({2, 4, 3}, {0, 2, 1, 3});
+    CHECK(s == FERROX_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(text, Catch::Contains("cell_index[1] = 4"));
+    std::tie(s, text) = call({2, 0, 3}, {0, 2, 1, 4});
+    CHECK(s == FERROX_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(text, Catch::Contains("row 1") && Catch::Contains("[1, 4)"));
+    std::tie(s, text) = call({2, 0, 3}, {1, 1, 0, 3});
+    CHECK(s == FERROX_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(text, Catch::Contains("row 0") && Catch::Contains("empty"));
+    d.n_index = 5;  // the list tensor holds 3
+    std::tie(s, text) = call({2, 0, 3}, {0, 2, 1, 3});
+    CHECK(s == FERROX_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(text, Catch::Contains("cell_index"));
+}
+
+TEST_CASE("abi: 1.2 hands over a 1.2 plugin's table, which still loads") {
+    Rig rig("abi: \"1.2\"");
+    CHECK(rig.b->abi_version == ((1u << 16) | 2u));
+    CHECK(rig.b->struct_size == offsetof(ferrox_backend, attention_cells));
+    CHECK(rig.backend->has_resident());
+    CHECK_FALSE(rig.backend->has_attention_cells());
+    CHECK(rig.backend->abi_version_text() == "1.2");
+    Rig current;
+    CHECK(current.backend->has_attention_cells());
+    CHECK(current.backend->abi_version_text() == "1.3");
+}
+
 TEST_CASE("resident entries reject tensors outside their buffers and ids outside the weight") {
     Rig rig;
     ferrox_buffer* small = rig.alloc(256);  // 64 floats
@@ -565,7 +714,8 @@ TEST_CASE("each fault option breaks exactly its own op") {
         CHECK(nmse(bad.got, bad.want) > 1e-3);
         // Every other op is still right under this fault.
         for (const auto& other : fault_cases()) {
-            if (std::string_view(other.fault) == c.fault) continue;
+            if (std::string_view(other.fault) == c.fault || std::string_view(other.also) == c.fault)
+                continue;
             INFO("unaffected op " << other.fault);
             const Result r = other.run(faulty);
             CHECK(nmse(r.got, r.want) < 1e-12);

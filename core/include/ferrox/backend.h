@@ -90,6 +90,16 @@ class FERROX_API Backend {
                                 float alpha, ferrox_tensor gamma, uint64_t rows, uint32_t dim,
                                 float eps, ferrox_tensor y);
 
+    // Since ABI 1.3: attention over a resident cache of cells for a batch of
+    // many sequences; without it (a 1.2 plugin) a resident context holds one.
+    bool has_attention_cells() const;
+    Expected<void> attention_cells(const ferrox_attention_cells_desc& desc, ferrox_tensor q,
+                                   ferrox_tensor keys, ferrox_tensor values,
+                                   ferrox_tensor cell_index, ferrox_tensor spans,
+                                   ferrox_tensor out);
+    // "1.2": the ABI version the plugin's table was built against.
+    std::string abi_version_text() const;
+
     const ferrox_backend& raw() const { return *raw_; }
 
   private:

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 2u
+#define FERROX_ABI_VERSION_MINOR 3u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -229,6 +229,33 @@ typedef struct ferrox_tensor {
     uint64_t offset;
 } ferrox_tensor;
 
+/* since 1.3: attention for a batch of query rows of any sequences over a
+ * resident KV cache of cells (the attention_cells entry). The cache is
+ * `n_cells` rows of keys and values; `cell_index` (n_index uint32 cells, each
+ * < n_cells) lists cells, and `spans` (n_query pairs of uint32 {begin, end},
+ * begin < end <= n_index) gives each query row its part of that list: row i
+ * attends over cells cell_index[begin_i], ..., cell_index[end_i - 1], in that
+ * order. The core lists each sequence's cells in position order and cuts
+ * each row's span by its sequence, its position (causal mask) and the sliding
+ * window, so the backend needs no positions: a row sees exactly the cells
+ * its span names, never another sequence's. Rows of one sequence share one
+ * list; sequences sharing a prefix list the same cells. For each row and head:
+ * out = softmax(scale * q . k) . v over the span, max-subtracted, query head h
+ * reading KV head h / (n_head / n_head_kv). A backend should walk a span in
+ * the same order whatever else the call holds, so that a sequence's result
+ * does not depend on the rest of the batch. */
+typedef struct ferrox_attention_cells_desc {
+    uint32_t struct_size;
+    uint32_t abi_version;
+    uint32_t n_query; /* query rows (and span pairs) */
+    uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
+    float scale;
+    ferrox_kind kv_kind; /* FERROX_KIND_F32 or FERROX_KIND_F16 */
+    uint32_t n_cells;    /* rows of keys and values */
+    uint32_t n_index;    /* entries of cell_index */
+    uint32_t max_span;   /* the longest span (end - begin) of any row: sizes the work */
+} ferrox_attention_cells_desc;
+
 /* since 1.2: the GLU variants of the `glu` entry. */
 typedef enum ferrox_glu_kind {
     FERROX_GLU_SWIGLU = 0, /* gate = silu(gate) * up */
@@ -310,6 +337,7 @@ struct ferrox_backend {
      *   add          ADD, F32           glu     SWIGLU or GEGLU, F32
      *   convert      CONVERT, dst_kind  get_rows GET_ROWS, weight kind
      *   attention_resident  ATTENTION, kv_kind
+     *   attention_cells     ATTENTION, kv_kind (since 1.3)
      * A NULL entry (or a table too short to hold it) means the core keeps
      * activations in host memory and uses the 1.0/1.1 entries. */
 
@@ -361,6 +389,24 @@ struct ferrox_backend {
                                   uint64_t src_stride, float alpha, ferrox_tensor gamma,
                                   uint64_t rows, uint32_t dim, float eps, ferrox_tensor y,
                                   ferrox_message* error);
+
+    /* since 1.3: many sequences per resident context --------------------- */
+    /* Attention as ferrox_attention_cells_desc describes over resident q
+     * [n_query][n_head * head_dim_k], keys and values [n_cells][n_head_kv *
+     * head_dim_k|v] of kv_kind, the uint32 tensors cell_index [n_index] and
+     * spans [n_query][2], into out [n_query][n_head * head_dim_v]. The core
+     * uploads cell_index and spans with buffer_upload before the call. A
+     * backend that cannot check the indices before it runs (they live on
+     * its device) must still never read outside keys and values: a cell >=
+     * n_cells or a span past n_index is skipped, not followed. With this
+     * entry the core runs every resident attention through it, one call per
+     * layer for the whole batch, and a context may hold many sequences;
+     * NULL (a 1.2 plugin): attention_resident, one sequence per context. */
+    ferrox_status (*attention_cells)(ferrox_backend* backend,
+                                     const ferrox_attention_cells_desc* desc, ferrox_tensor q,
+                                     ferrox_tensor keys, ferrox_tensor values,
+                                     ferrox_tensor cell_index, ferrox_tensor spans,
+                                     ferrox_tensor out, ferrox_message* error);
 };
 
 /* ---- the two exported entries ------------------------------------------- */

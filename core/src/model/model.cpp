@@ -231,8 +231,15 @@ struct Context::Impl {
     std::vector<int32_t> row_tokens, row_pos;
     std::vector<uint32_t> row_cell;  // the cell each row's K/V goes to
     std::vector<AttentionRun> runs;
-    std::vector<uint32_t> out_rows;  // sorted rows whose logits are wanted
-    std::vector<uint32_t> out_slot;  // their output index, in batch order
+    // Attention over cells (ABI 1.3): every run's cells in position order,
+    // one after another, and per sorted row its {begin, end} in that list for
+    // global [0] and sliding-window [1] layers; uploaded once per batch.
+    std::vector<uint32_t> cell_list, spans[2];
+    uint32_t max_span[2] = {0, 0};
+    Act cell_list_dev, spans_dev[2];
+    uint64_t cell_list_capacity = 0;  // entries cell_list_dev holds
+    std::vector<uint32_t> out_rows;   // sorted rows whose logits are wanted
+    std::vector<uint32_t> out_slot;   // their output index, in batch order
     // A sequence's K/V rows gathered in position order when its cells are
     // not adjacent (host only), and the hole-aware loop's scratch.
     std::vector<std::byte> k_gather, v_gather;
@@ -313,8 +320,12 @@ struct Context::Impl {
             !r)
             return r;
         if (auto r = store_rows(il, n); !r) return r;
-        for (const AttentionRun& run : runs)
-            if (auto r = attend(il, local, run); !r) return r;
+        if (steps->attends_over_cells()) {
+            if (auto r = attend_cells(il, local, n); !r) return r;
+        } else {
+            for (const AttentionRun& run : runs)
+                if (auto r = attend(il, local, run); !r) return r;
+        }
         if (auto r = st.project(*L.o, "attn_output", s.att, n, s.o); !r) return r;
         if (hp.post_norms)
             if (auto r =
@@ -401,6 +412,67 @@ struct Context::Impl {
         desc.scale = hp.attn_scale;
         desc.kv_kind = kv_kind;
         return steps->attention(desc, q, keys, values, out);
+    }
+
+    // Every row of the batch in one call (ABI 1.3): each attends over the
+    // span of cell_list that decode() cut for it, so sequences never see
+    // each other's cells, and a sequence's span is the same list in the same
+    // order whatever else the batch holds.
+    Expected<void> attend_cells(uint32_t il, bool local, uint32_t n) {
+        const int list = local && hp.sliding_window ? 1 : 0;
+        ferrox_attention_cells_desc desc{};
+        desc.struct_size = sizeof desc;
+        desc.abi_version = FERROX_ABI_VERSION;
+        desc.n_query = n;
+        desc.n_head = hp.n_head;
+        desc.n_head_kv = hp.n_head_kv;
+        desc.head_dim_k = hp.head_dim_k;
+        desc.head_dim_v = hp.head_dim_v;
+        desc.scale = hp.attn_scale;
+        desc.kv_kind = kv_kind;
+        desc.n_cells = context;
+        desc.n_index = static_cast<uint32_t>(cell_list.size());
+        desc.max_span = max_span[list];
+        return steps->attention_cells(desc, s.q, k_cache[il], v_cache[il], cell_list_dev,
+                                      spans_dev[list], s.att);
+    }
+
+    // The batch's cell lists and spans for attend_cells: a run's rows share
+    // its sequence's list (cells at positions up to the run's last); row i
+    // at position p sees the list's cells at positions <= p (global layers)
+    // and, with a sliding window w, those above p - w too.
+    Expected<void> cut_spans(uint32_t n) {
+        cell_list.clear();
+        for (int k = 0; k < 2; ++k) {
+            spans[k].assign(2 * size_t{n}, 0);
+            max_span[k] = 0;
+        }
+        const auto window = static_cast<int32_t>(hp.sliding_window);
+        for (const AttentionRun& run : runs) {
+            const auto base = static_cast<uint32_t>(cell_list.size());
+            const std::vector<uint32_t>& own = run.cells[0];
+            cell_list.insert(cell_list.end(), own.begin(), own.end());
+            uint32_t lo = 0, hi = 0;  // into own: first visible (window), one past the last
+            for (uint32_t i = 0; i < run.n; ++i) {
+                const int32_t pos = run.pos0 + static_cast<int32_t>(i);
+                while (hi < own.size() && cells.pos(own[hi]) <= pos) ++hi;
+                while (window && lo < hi && cells.pos(own[lo]) <= pos - window) ++lo;
+                const uint32_t row = run.row0 + i;
+                const uint32_t bounds[2][2] = {{base, base + hi}, {base + lo, base + hi}};
+                for (int k = 0; k < 2; ++k) {
+                    spans[k][2 * size_t{row}] = bounds[k][0];
+                    spans[k][2 * size_t{row} + 1] = bounds[k][1];
+                    max_span[k] = std::max(max_span[k], bounds[k][1] - bounds[k][0]);
+                }
+            }
+        }
+        if (cell_list.size() > cell_list_capacity)
+            return make_error("decode: the batch's cell lists hold {} entries; room for {}",
+                              cell_list.size(), cell_list_capacity);
+        if (auto r = steps->upload_words(cell_list, cell_list_dev); !r) return r;
+        for (int k = 0; k < (hp.sliding_window ? 2 : 1); ++k)
+            if (auto r = steps->upload_words(spans[k], spans_dev[k]); !r) return r;
+        return {};
     }
 
     // A sequence with positions removed from its middle (seq_remove): the
@@ -592,6 +664,19 @@ struct Context::Impl {
             k_cache.push_back(*k);
             v_cache.push_back(*v);
         }
+        if (steps->attends_over_cells()) {
+            // A batch has at most min(n_seq, n_batch) runs, each listing at
+            // most every cell once.
+            cell_list_capacity = uint64_t{std::min(n_seq, max_batch)} * context;
+            auto list = steps->allocate(cell_list_capacity * sizeof(uint32_t));
+            if (!list) return list.error();
+            cell_list_dev = *list;
+            for (Act& spans_act : spans_dev) {
+                auto a = steps->allocate(2 * uint64_t{max_batch} * sizeof(uint32_t));
+                if (!a) return a.error();
+                spans_act = *a;
+            }
+        }
         return {};
     }
 
@@ -731,16 +816,22 @@ struct Context::Impl {
             run.pos0 = row_pos[r];
             runs.push_back(std::move(run));
         }
+        const bool over_cells = steps->attends_over_cells();
         for (AttentionRun& run : runs) {
             const int32_t last = run.pos0 + static_cast<int32_t>(run.n) - 1;
             cells.cells_of(run.seq, 0, last, run.cells[0]);
-            if (hp.sliding_window) {
+            if (hp.sliding_window && !over_cells) {
                 const int32_t first = run.pos0 + 1 - static_cast<int32_t>(hp.sliding_window);
                 cells.cells_of(run.seq, std::max(first, 0), last, run.cells[1]);
             }
         }
-        if (steps->resident()) {
-            // The resident attention entry reads a sequence's rows in place.
+        if (over_cells) {
+            if (auto r = cut_spans(n); !r) {
+                cells.release(free_cells);
+                return {DecodeCode::Failed, r.error().message(), 0, 0};
+            }
+        } else if (steps->resident()) {
+            // The 1.2 resident attention entry reads a sequence's rows in place.
             for (const AttentionRun& run : runs)
                 for (const auto& list : run.cells)
                     if (!list.empty() && (list.back() - list.front() + 1 != list.size() ||
@@ -834,7 +925,8 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     for (int local = 0; local < 2; ++local)
         m.rope[local] =
             rope_spec(m.hp, rope_factors_for(m.hp, m.w.rope_factors, m.context), local != 0);
-    auto residency = probe_model(file, m.hp, uses, dispatcher, m.kv_kind, options.allow_resident);
+    auto residency = probe_model(file, m.hp, uses, dispatcher, m.kv_kind, options.allow_resident,
+                                 options.max_sequences);
     if (!residency) return residency.error();
     m.residency = std::move(*residency);
     if (m.residency.resident) {
@@ -847,6 +939,11 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
             "resident decoding on the {} backend: weights, KV cache and activations in its "
             "memory",
             dispatcher.backends().front()->name());
+    } else if (options.max_sequences > 1 && options.allow_resident &&
+               dispatcher.resident_capable() &&
+               !dispatcher.resident_backend().has_attention_cells()) {
+        // The one refusal a user can act on by updating a plugin: say it louder.
+        logger().info("activations in host memory: {}", m.residency.reason);
     } else {
         logger().debug("activations in host memory: {}", m.residency.reason);
     }
@@ -987,11 +1084,16 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model,
     if (n_batch > n_ctx)
         return make_error("context: n_batch {} exceeds n_ctx {} (a batch's tokens need cells)",
                           n_batch, n_ctx);
-    if (m.residency.resident && options.n_seq > 1)
+    if (m.residency.resident && options.n_seq > 1 &&
+        !m.dispatcher.resident_backend().has_attention_cells()) {
+        const Backend& b = m.dispatcher.resident_backend();
         return make_error(
-            "context: {} sequences on a resident model: the resident attention entry reads one "
-            "sequence's cache in place; run with --resident off for several sequences",
-            options.n_seq);
+            "context: {} sequences on the resident {} backend: its plugin is ABI {}, whose "
+            "resident attention reads one sequence's cells in place; several sequences need "
+            "ABI 1.3's attention_cells (update the plugin, or load the model with --resident "
+            "off)",
+            options.n_seq, b.name(), b.abi_version_text());
+    }
     auto impl = std::make_unique<Impl>(m, n_ctx, n_batch, options.n_seq);
     impl->steps = m.make_steps(n_ctx);
     if (options.profile)

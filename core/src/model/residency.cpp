@@ -53,7 +53,7 @@ bool fused_norm_available(const Dispatcher& dispatcher) {
 }
 
 Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& dispatcher,
-                           bool allow_resident) {
+                           bool allow_resident, uint32_t max_sequences) {
     if (dispatcher.backends().empty()) return {false, "no backend is selected"};
     const Backend& first = *dispatcher.backends().front();
     if (!allow_resident) return {false, "resident decoding is switched off"};
@@ -65,18 +65,23 @@ Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& di
         if (!dispatcher.plan_resident(op.op, op.kind).runner)
             return {false, fmt::format("the {} backend has no {} kernel for {} ({})", first.name(),
                                        op_name(op.op), kind_name(op.kind), op.role)};
+    if (max_sequences > 1 && !first.has_attention_cells())
+        return {false, fmt::format("the {} backend's plugin is ABI {}: its resident attention "
+                                   "reads one sequence's cells in place, and {} sequences need "
+                                   "ABI 1.3's attention_cells",
+                                   first.name(), first.abi_version_text(), max_sequences)};
     return {true, {}};
 }
 
 Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
                                 std::span<const WeightUse> uses, Dispatcher& dispatcher,
-                                ferrox_kind kv_kind, bool allow_resident) {
+                                ferrox_kind kv_kind, bool allow_resident, uint32_t max_sequences) {
     const gguf::Tensor* embedding = file.find_tensor("token_embd.weight");
     if (!embedding)
         return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
     const auto ops =
         resident_ops(hp, uses, kv_kind, embedding->kind(), fused_norm_available(dispatcher));
-    Residency residency = choose_residency(ops, dispatcher, allow_resident);
+    Residency residency = choose_residency(ops, dispatcher, allow_resident, max_sequences);
     if (residency.resident)
         for (const ResidentOp& op : ops) dispatcher.probe_resident(op.op, op.kind, op.role);
     else

@@ -53,6 +53,6 @@ std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUs
                                      bool fused_norm);
 
 Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& dispatcher,
-                           bool allow_resident);
+                           bool allow_resident, uint32_t max_sequences = 1);
 
 }  // namespace ferrox::model

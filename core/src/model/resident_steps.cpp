@@ -118,6 +118,20 @@ class ResidentSteps final : public Steps {
         return backend_.attention_resident(desc, q.dev, keys.dev, values.dev, out.dev);
     }
 
+    bool attends_over_cells() const override { return backend_.has_attention_cells(); }
+
+    Expected<void> upload_words(std::span<const uint32_t> src, Act dst) override {
+        return backend_.upload(dst.dev.buffer, dst.dev.offset, src.data(), src.size_bytes());
+    }
+
+    Expected<void> attention_cells(const ferrox_attention_cells_desc& desc, Act q, Act keys,
+                                   Act values, Act cell_index, Act spans, Act out) override {
+        if (auto r = dispatcher_.resident_step(FERROX_OP_ATTENTION, desc.kv_kind, "attention"); !r)
+            return r;
+        return backend_.attention_cells(desc, q.dev, keys.dev, values.dev, cell_index.dev,
+                                        spans.dev, out.dev);
+    }
+
   private:
     Dispatcher& dispatcher_;
     Backend& backend_;

@@ -77,6 +77,19 @@ class Steps {
     // desc's pointers are filled in by the implementation from the Acts.
     virtual Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
                                      Act out) = 0;
+
+    // ABI 1.3 (resident, on a backend with attention_cells): every row of a
+    // batch attends in one call over the cells its span names, whatever
+    // sequence it belongs to. Others say false and never get the calls below.
+    virtual bool attends_over_cells() const { return false; }
+    // uint32 values (cell lists, spans) into `dst`.
+    virtual Expected<void> upload_words(std::span<const uint32_t>, Act) {
+        return make_error("these steps attend without cell lists");
+    }
+    virtual Expected<void> attention_cells(const ferrox_attention_cells_desc&, Act, Act, Act, Act,
+                                           Act, Act) {
+        return make_error("these steps attend without cell lists");
+    }
 };
 
 // `embedding`: token_embd; `embedding_matrix`: the same bytes as a matrix

@@ -252,4 +252,19 @@ Expected<void> Backend::add_rms_norm(ferrox_tensor dst, ferrox_tensor src, uint6
                       gamma, rows, dim, eps, y);
 }
 
+bool Backend::has_attention_cells() const { return callable(*raw_, raw_->attention_cells); }
+
+Expected<void> Backend::attention_cells(const ferrox_attention_cells_desc& desc, ferrox_tensor q,
+                                        ferrox_tensor keys, ferrox_tensor values,
+                                        ferrox_tensor cell_index, ferrox_tensor spans,
+                                        ferrox_tensor out) {
+    return call_entry(*raw_, name_, "attention_cells", raw_->attention_cells, &desc, q, keys,
+                      values, cell_index, spans, out);
+}
+
+std::string Backend::abi_version_text() const {
+    return fmt::format("{}.{}", FERROX_ABI_MAJOR(raw_->abi_version),
+                       FERROX_ABI_MINOR(raw_->abi_version));
+}
+
 }  // namespace ferrox

@@ -51,9 +51,12 @@ struct Residency {
 // Decides residency for this model and records what every op will use: the
 // weight products and attention (host memory), or every op of the forward
 // pass on the resident backend. Model::load and `ferrox inspect` both call it.
+// `max_sequences` > 1: contexts will hold several sequences, which a resident
+// backend without ABI 1.3's attention_cells cannot run (host memory, and why).
 FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
                                            std::span<const WeightUse> uses, Dispatcher& dispatcher,
-                                           ferrox_kind kv_kind, bool allow_resident = true);
+                                           ferrox_kind kv_kind, bool allow_resident = true,
+                                           uint32_t max_sequences = 1);
 
 class StepProfile;
 
@@ -69,6 +72,10 @@ struct ModelOptions {
     // Keep the forward pass on the first backend when it can (ABI 1.2);
     // false keeps activations in host memory whatever the backend.
     bool allow_resident = true;
+    // The most sequences one context of this model will hold. Above 1, a
+    // resident backend whose plugin predates ABI 1.3 (one sequence per
+    // context) leaves the model in host memory, with the reason logged.
+    uint32_t max_sequences = 1;
     // Called while weights move to a resident backend: done and total bytes.
     std::function<void(uint64_t, uint64_t)> on_upload;
     // Model::forward's own context times its ops into this profile (not

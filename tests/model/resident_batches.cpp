@@ -1,0 +1,315 @@
+// Multi-sequence batches on the resident executor (ABI 1.3's attention_cells)
+// against host-memory decoding, through the resident fixture plugin
+// (tests/plugins/fixtures/resident_plugin.cpp), on every tiny model:
+//  - one scripted run of 4 sequences: prefills and decode steps mixed in a
+//    batch, different lengths, a sequence that starts late, one that is
+//    replaced by a copy of another's cells (a shared prefix), one with
+//    positions removed from its middle (holes), rows in rotating order;
+//    every wanted row's logits on the resident context must equal the host
+//    context's (the fixture runs the core's own math, so NMSE <= 1e-9, as
+//    tests/parity/test_resident_parity.py holds single sequences);
+//  - the fixture's `seq_leak` fault (a row also sees one cell of the next
+//    sequence in the call) must fail that comparison, while one sequence
+//    alone is untouched by it (the fault leaks between sequences only);
+//  - a 1.2 plugin (fixture option abi: "1.2"): still resident for one
+//    sequence, a context of several refused with a message naming ABI 1.2,
+//    and a model loaded for several sequences stays in host memory, saying why.
+// Exits 77 (skipped) when no tiny model is present ($FERROX_TINY_MODELS).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ferrox/config.h"
+#include "ferrox/dispatch.h"
+#include "ferrox/gguf/file.h"
+#include "ferrox/model/context.h"
+#include "ferrox/model/model.h"
+#include "ferrox/plugin_loader.h"
+
+using namespace ferrox;
+using model::Batch;
+using model::Context;
+using model::ContextOptions;
+
+namespace {
+
+int failures = 0;
+void check(bool ok, const std::string& what) {
+    std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
+    if (!ok) ++failures;
+}
+
+// As test_resident_parity.py: both sides run the same reference math, so
+// anything above this is a plumbing bug; a wrong op costs > 1e-4.
+constexpr double kResidentNmseMax = 1e-9;
+
+double nmse(std::span<const float> got, std::span<const float> want) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double d = double(got[i]) - double(want[i]);
+        e += d * d;
+        r += double(want[i]) * double(want[i]);
+    }
+    return r > 0 ? e / r : e;
+}
+
+size_t argmax(std::span<const float> v) {
+    return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// The fixture alone, with `options` as its YAML section.
+PluginSet load_fixture(const std::string& options) {
+    const std::string yaml = "backends: {order: [resident]}\n" +
+                             (options.empty() ? "" : "resident: {" + options + "}\n");
+    auto config = parse_config(yaml, "resident_batches.yaml");
+    if (!config) check(false, "config: " + config.error().message());
+    LoaderOptions loader;
+    loader.plugin_dirs = {FERROX_FIXTURE_PLUGIN_DIR};
+    loader.read_environment = false;
+    return PluginSet::load(config ? *config : default_config(), loader);
+}
+
+struct Loaded {
+    std::unique_ptr<KernelRegistry> registry;
+    std::unique_ptr<Dispatcher> dispatcher;
+    std::unique_ptr<model::Model> model;
+};
+
+Loaded load(const PluginSet& plugins, const gguf::File& file, bool resident, uint32_t max_sequences,
+            bool strict = false) {
+    Loaded l;
+    l.registry = std::make_unique<KernelRegistry>();
+    l.dispatcher = std::make_unique<Dispatcher>(plugins.selected(), *l.registry);
+    model::ModelOptions options;
+    options.context = 128;
+    options.max_batch = 64;
+    options.allow_resident = resident;
+    options.max_sequences = max_sequences;
+    options.registry_strict = strict;
+    auto m = model::Model::load(file, *l.dispatcher, *l.registry, options);
+    if (!m) {
+        check(false, file.path().string() + ": " + m.error().message());
+        return l;
+    }
+    l.model = std::move(*m);
+    return l;
+}
+
+// Every wanted row of every batch, in order.
+using Rows = std::vector<std::vector<float>>;
+
+// The script, the same for every context it runs on. `only_seq0` runs
+// sequence 0's part alone (the same tokens at the same positions).
+Rows run_script(Context& c, uint64_t vocab, bool only_seq0, std::string& error) {
+    Rows out;
+    std::mt19937 rng(20261202);
+    std::uniform_int_distribution<int32_t> tok(
+        1, static_cast<int32_t>(std::min<uint64_t>(vocab, 30000) - 1));
+    std::vector<int32_t> next_pos(4, 0);
+    std::vector<bool> live(4, false);
+    Batch b;
+    const auto add = [&](int32_t seq, uint32_t count, bool logits) {
+        for (uint32_t i = 0; i < count; ++i) {
+            const int32_t t = tok(rng);  // drawn either way: the same tokens alone or together
+            if (only_seq0 && seq != 0) continue;
+            b.add(t, next_pos[seq]++, {seq}, logits);
+        }
+        live[seq] = true;
+    };
+    const auto decode = [&]() {
+        if (b.size() == 0) return true;
+        const auto st = c.decode(b);
+        if (!st) {
+            error = st.message;
+            return false;
+        }
+        for (uint32_t i = 0; i < b.size(); ++i)
+            if (b.logits[i]) {
+                const auto l = c.logits(i);
+                out.emplace_back(l.begin(), l.end());
+            }
+        b.clear();
+        return true;
+    };
+    // Mixed prefills of different lengths, every row's logits.
+    add(0, 13, true);
+    add(1, 5, true);
+    if (!decode()) return out;
+    // A decode step, a second prefill chunk and a new prompt in one batch.
+    add(2, 11, true);
+    add(0, 1, true);
+    add(1, 7, true);
+    if (!decode()) return out;
+    for (uint32_t step = 0; step < 10; ++step) {
+        if (step == 3) add(3, 9, true);  // a late sequence
+        if (step == 5 && !only_seq0) {
+            // Sequence 1 becomes a copy of sequence 0 (its cells shared,
+            // not copied) and then diverges; sequence 2 loses 4..7.
+            (void)c.seq_remove(1, 0, -1);
+            (void)c.seq_copy(0, 1, 0, -1);
+            next_pos[1] = next_pos[0];
+            (void)c.seq_remove(2, 4, 8);
+        }
+        for (uint32_t k = 0; k < 4; ++k) {
+            const auto seq = static_cast<int32_t>((k + step) % 4);  // rotating batch order
+            if (live[seq]) add(seq, 1, true);
+        }
+        if (!decode()) return out;
+    }
+    return out;
+}
+
+struct Agreement {
+    size_t rows = 0, identical = 0;
+    double worst = 0;
+    bool argmax_equal = true, complete = true;
+    bool ok() const { return complete && argmax_equal && worst <= kResidentNmseMax; }
+    std::string text() const {
+        char buf[160];
+        std::snprintf(
+            buf, sizeof buf, "%zu rows, %zu bit-identical, worst NMSE %.3g, argmax equal %s%s",
+            rows, identical, worst, argmax_equal ? "yes" : "no", complete ? "" : ", rows missing");
+        return buf;
+    }
+};
+
+Agreement agree(const Rows& got, const Rows& want) {
+    Agreement a;
+    a.rows = want.size();
+    a.complete = got.size() == want.size() && !want.empty();
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+        if (std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)) == 0)
+            ++a.identical;
+        a.worst =
+            std::max(a.worst, std::isfinite(nmse(got[i], want[i])) ? nmse(got[i], want[i]) : 1e30);
+        a.argmax_equal = a.argmax_equal && argmax(got[i]) == argmax(want[i]);
+    }
+    return a;
+}
+
+Rows run_on(const model::Model& m, uint32_t n_seq, bool only_seq0, const std::string& what) {
+    ContextOptions opt;
+    opt.n_ctx = 128;
+    opt.n_seq = n_seq;
+    opt.n_batch = 64;
+    auto c = Context::create(m, opt);
+    if (!c) {
+        check(false, what + ": " + c.error().message());
+        return {};
+    }
+    std::string error;
+    Rows rows = run_script(**c, m.vocab(), only_seq0, error);
+    if (!error.empty()) check(false, what + ": decode: " + error);
+    return rows;
+}
+
+void resident_equals_host(const PluginSet& plugins, const PluginSet& leaky, const gguf::File& file,
+                          const std::string& name) {
+    const Loaded host = load(plugins, file, false, 4);
+    const Loaded resident = load(plugins, file, true, 4);
+    if (!host.model || !resident.model) return;
+    check(resident.model->residency().resident,
+          name + ": the 1.3 fixture keeps a 4-sequence model resident" +
+              (resident.model->residency().resident
+                   ? std::string()
+                   : " (not: " + resident.model->residency().reason + ")"));
+    const Rows want = run_on(*host.model, 4, false, name + " host");
+    const Agreement a = agree(run_on(*resident.model, 4, false, name + " resident"), want);
+    check(a.ok(), name + ": 4 sequences, resident vs host: " + a.text());
+
+    const Loaded faulty = load(leaky, file, true, 4);
+    if (!faulty.model) return;
+    const Agreement bad = agree(run_on(*faulty.model, 4, false, name + " seq_leak"), want);
+    check(!bad.ok(), name + ": with the seq_leak fault the comparison fails: " + bad.text());
+    // The same fault cannot touch one sequence alone: it leaks between sequences only.
+    const Rows alone = run_on(*host.model, 4, true, name + " host, sequence 0 alone");
+    const Agreement solo = agree(run_on(*faulty.model, 4, true, name + " seq_leak alone"), alone);
+    check(solo.ok(), name + ": seq_leak on sequence 0 alone changes nothing: " + solo.text());
+}
+
+void old_plugin(const PluginSet& abi12, const PluginSet& plugins, const gguf::File& file,
+                const std::string& name) {
+    const Loaded one = load(abi12, file, true, 1);
+    if (!one.model) return;
+    check(one.model->residency().resident,
+          name + ": a 1.2 plugin is still resident for one sequence");
+    ContextOptions opt;
+    opt.n_ctx = 128;
+    opt.n_seq = 4;
+    opt.n_batch = 64;
+    const auto refused = Context::create(*one.model, opt);
+    const std::string message = refused ? "" : refused.error().message();
+    check(!refused && message.find("ABI 1.2") != std::string::npos &&
+              message.find("attention_cells") != std::string::npos,
+          name + ": a 4-sequence context on a 1.2 resident model is refused: " + message);
+    // One sequence on the 1.2 entry equals the host path.
+    const Loaded host = load(plugins, file, false, 1);
+    if (!host.model) return;
+    const Agreement a =
+        agree(run_on(*one.model, 1, true, name + " 1.2"), run_on(*host.model, 1, true, name));
+    check(a.ok(), name + ": one sequence on a 1.2 plugin, resident vs host: " + a.text());
+
+    // Strict: the fallback is recorded as what it is, not as a violation.
+    const Loaded many = load(abi12, file, true, 4, true);
+    if (!many.model) return;
+    const std::string& why = many.model->residency().reason;
+    check(!many.model->residency().resident && why.find("ABI 1.2") != std::string::npos,
+          name +
+              ": loaded (strict) for 4 sequences on a 1.2 plugin, the model stays in host "
+              "memory: " +
+              why);
+    bool by_design = false;
+    const RegistryReport report = many.registry->seal();
+    for (const RegistryEntry& e : report.entries)
+        by_design = by_design || (e.key.op == FERROX_OP_ATTENTION &&
+                                  e.outcome == Outcome::ByDesign && e.key.backend == "resident");
+    check(by_design && report.violations.empty(),
+          name + ": its attention is recorded by-design on the 1.2 backend, no violation (" +
+              std::to_string(report.violations.size()) + " violations)");
+    const Agreement b = agree(run_on(*many.model, 4, false, name + " 1.2, host memory"),
+                              run_on(*host.model, 4, false, name + " host"));
+    check(b.ok(), name + ": and runs 4 sequences there: " + b.text());
+}
+
+}  // namespace
+
+int main() {
+    const char* home_env = std::getenv("HOME");
+    const std::filesystem::path home = home_env ? home_env : "/root";
+    const char* tiny_env = std::getenv("FERROX_TINY_MODELS");
+    const std::filesystem::path tiny =
+        tiny_env && *tiny_env ? tiny_env : home / ".cache/ferrox/tiny-models";
+    std::vector<std::filesystem::path> models;
+    for (const char* arch : {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"})
+        if (auto p = tiny / (std::string("tiny-") + arch + ".gguf"); std::filesystem::exists(p))
+            models.push_back(p);
+    if (models.empty()) {
+        std::printf("SKIP: no tiny models in %s (tests/model/make_tiny_models.py)\n", tiny.c_str());
+        return 77;
+    }
+    const PluginSet plugins = load_fixture("");
+    const PluginSet leaky = load_fixture("fault: seq_leak");
+    const PluginSet abi12 = load_fixture("abi: \"1.2\"");
+    if (plugins.selected().empty() || leaky.selected().empty() || abi12.selected().empty()) {
+        std::printf("FAIL: the resident fixture did not load from %s\n", FERROX_FIXTURE_PLUGIN_DIR);
+        return 1;
+    }
+    for (const auto& path : models) {
+        auto file = gguf::File::open(path);
+        if (!file) {
+            check(false, path.string() + ": " + file.error().message());
+            continue;
+        }
+        const std::string name = path.stem().string();
+        resident_equals_host(plugins, leaky, *file, name);
+        if (name == "tiny-llama" || name == "tiny-gemma3") old_plugin(abi12, plugins, *file, name);
+    }
+    std::printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
