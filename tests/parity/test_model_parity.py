@@ -387,6 +387,46 @@ def test_tiny_rope_scaling_and_optional_tensors_match_llama_cpp(name):
     check(compare(path, tiny_prompt(), f"tiny {name}", context=256), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
 
 
+def test_tiny_qwen2_yarn_matches_llama_cpp_over_1000_positions():
+    """Qwen2.5-style YaRN (NeoX, rope base 1e6, factor 8) over an original context of 128:
+    within these 1033 positions the fast pairs keep their angles, the ramp pairs mix, the
+    slow ones are interpolated, and cos/sin carry the magnitude 1 + 0.1 ln 8.
+    As built: NMSE 6.2e-5 mean / 3.5e-4 worst. With YaRN disabled in rope_spec (plain
+    linear scaling, factor 8, magnitude 1) it measured 1.2e-1 / 7.5e-1; with only the
+    magnitude dropped 5.3e-2 / 3.5e-1; with only the ramp dropped 1.4e-1 / 7.5e-1."""
+    path = tiny_model("qwen2-yarn")
+    rng = np.random.default_rng(2)
+    prompt = [int(t) for t in rng.integers(1000, 150000, size=1000)]
+    result = compare(path, prompt, "tiny qwen2-yarn", context=1280)
+    check(result, TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_gemma3_partial_rotary_matches_llama_cpp():
+    """rope.dimension_count 32 of head_dim 64 on gemma3 (NeoX): llama.cpp rotates dims 0..31
+    as pairs (i, i + 16) and passes 32..63 through. As built: NMSE 2.4e-4 mean / 1.7e-3
+    worst. With rope.dimension_count ignored (whole heads rotate) it measured 6.1e-1 / 3.1;
+    with whole-head NeoX pairs (i, i + 32) over the prefix tables -- what the ABI's rope
+    entry would do, hence the host path -- 4.6e-1 / 2.1."""
+    path = tiny_model("gemma3-partial")
+    rng = np.random.default_rng(5)
+    prompt = [1] + [int(t) for t in rng.integers(100, 30000, size=100)]
+    result = compare(path, prompt, "tiny gemma3-partial", context=256)
+    check(result, TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_llama_partial_rotary_is_refused_like_llama_cpp():
+    """llama.cpp refuses a llama file whose rope.dimension_count is not the head dimension
+    ("invalid n_rot"); ferrox must refuse it too, naming the key, rather than run a model
+    no reference runs."""
+    import llama_cpp
+
+    path = tiny_model("llama-partial")
+    with pytest.raises(ValueError):
+        llama_cpp.Llama(model_path=str(path), n_ctx=64, verbose=False)
+    err = ferrox_load_error(path)
+    assert "llama.rope.dimension_count" in err and "16 of 32" in err, err
+
+
 # tiny-gemma3-27b: 62 random layers compound 8-bit activation rounding; measured ferrox vs
 # llama.cpp 1.4e-2 worst / 3.4e-3 mean, both ~1.6e-2 mean from float64 (ferrox 1.57e-2,
 # llama.cpp 1.68e-2). The head_dim scale (the bug) costs 0.33 mean against either.
