@@ -121,7 +121,7 @@ TEST_CASE("partial rotary: pairs past n_rot / 2 are the identity, exponents run 
 }
 
 TEST_CASE(
-    "a YaRN ramp weight below 1 mixes less; with the ramp off the YaRN magnitude is the file's") {
+    "a YaRN ramp weight below 1 mixes less, and with the ramp off the magnitude is the file's") {
     auto hp = plain(64);
     hp.rope_scaling = model::RopeScaling::Yarn;
     hp.rope_freq_scale = 0.25f;
