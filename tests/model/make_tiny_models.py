@@ -68,6 +68,9 @@ def llama3_rope_freqs(n_rot: int, base: float, factor: float, low_freq_factor: f
     return divisor.astype(np.float32)
 
 
+# tiny-gemma3: every row length a multiple of 256 so that K-quants apply.
+G_EMBD, G_HEAD, G_HEAD_KV, G_HEAD_DIM, G_FF, G_LAYER, G_WINDOW = 256, 8, 2, 64, 512, 6, 8
+
 # Variants shaped like specific real models, after the five above (their seeds
 # follow, so the five files stay byte-identical). Each: (arch, vocab, options).
 #   llama31:   Llama 3.1/3.2/3.3 -- the llama-bpe vocabulary, rope base 5e5, and
@@ -82,6 +85,14 @@ def llama3_rope_freqs(n_rot: int, base: float, factor: float, low_freq_factor: f
 #              implement (ferrox must refuse it, not drop it).
 #   gemma3-27b: Gemma 3 27B's 62 layers, so that the attention scale is
 #              1/sqrt(n_embd / n_head) (here 1/sqrt(32)), not 1/sqrt(head_dim = 64).
+#   qwen2-yarn: Qwen2.5's YaRN (rope base 1e6, factor 8) over an original context of
+#              128, so that the ramp, the interpolated pairs and the magnitude all
+#              matter within the test's 1000+ positions.
+#   gemma3-partial: partial rotary -- rope.dimension_count 32 of head_dim 64 (NeoX:
+#              dims 0..31 rotate as pairs (i, i + 16), 32..63 pass through); gemma3 is
+#              the one architecture here whose llama.cpp graph runs a rotated prefix.
+#   llama-partial: the same on llama, which llama.cpp refuses ("invalid n_rot"), and
+#              so must ferrox.
 SHAPED = {
     "llama31": ("llama", "llama-bpe", {"tied": True, "n_ctx": 2048, "rope_base": 5e5,
                                        "rope_freqs": {"factor": 8.0, "low": 1.0, "high": 4.0, "orig": 64}}),
@@ -93,10 +104,11 @@ SHAPED = {
     "llama-extra": ("llama", "llama-spm", {"tied": False, "extra": "blk.1.attn_gate_scale.weight"}),
     "llama-attn-out-bias": ("llama", "llama-spm", {"tied": False, "extra": "blk.0.attn_output.bias"}),
     "gemma3-27b": ("gemma3", "llama-spm", {"n_layer": 62}),
+    "qwen2-yarn": ("qwen2", "qwen2", {"tied": True, "bias": True, "n_ctx": 4096,
+                                      "rope_scaling": {"type": "yarn", "factor": 8.0, "orig": 128}}),
+    "gemma3-partial": ("gemma3", "llama-spm", {"n_rot": G_HEAD_DIM // 2}),
+    "llama-partial": ("llama", "llama-spm", {"tied": False, "n_rot": HEAD_DIM // 2}),
 }
-
-# tiny-gemma3: every row length a multiple of 256 so that K-quants apply.
-G_EMBD, G_HEAD, G_HEAD_KV, G_HEAD_DIM, G_FF, G_LAYER, G_WINDOW = 256, 8, 2, 64, 512, 6, 8
 
 
 def copy_tokenizer(writer: gguf.GGUFWriter, vocab_path: pathlib.Path) -> int:
@@ -157,7 +169,8 @@ def gemma_norm(rng, n: int, scale: float, sigma: float) -> np.ndarray:
     return (scale * np.exp(sigma * rng.standard_normal(n))).astype(np.float32)
 
 
-def make_gemma3(out_dir: pathlib.Path, seed: int, name: str = "gemma3", n_layer: int = G_LAYER) -> pathlib.Path:
+def make_gemma3(out_dir: pathlib.Path, seed: int, name: str = "gemma3", n_layer: int = G_LAYER,
+                n_rot: int = 0) -> pathlib.Path:
     rng = np.random.default_rng(seed)
     path = out_dir / f"tiny-{name}.gguf"
     w = gguf.GGUFWriter(str(path), "gemma3")
@@ -172,6 +185,8 @@ def make_gemma3(out_dir: pathlib.Path, seed: int, name: str = "gemma3", n_layer:
     w.add_key_length(G_HEAD_DIM)
     w.add_value_length(G_HEAD_DIM)
     w.add_rope_freq_base(1e6)  # global layers; local ones use the architecture's 10000
+    if n_rot:
+        w.add_rope_dimension_count(n_rot)
     w.add_sliding_window(G_WINDOW)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
@@ -221,7 +236,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_head_count_kv(N_HEAD_KV)
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
-    w.add_rope_dimension_count(HEAD_DIM)
+    w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
     w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch == "llama" else 1e6))
     if "rope_scaling" in opt:
         rs = opt["rope_scaling"]

@@ -4,6 +4,7 @@
 // cos/sin table rope_table computes from it.
 //   {"n_rot":32, "head_dim":32, "base":10000, "scaling":"yarn", "freq_scale":0.25,
 //    "attn_factor":1, "n_ctx_orig":64, "beta_fast":32, "beta_slow":1, "log_mul":0,
+//    "ext_factor":-1, "yarn_attn_factor":1,
 //    "freqs":[...], "short":[...], "long":[...], "context":256, "local":false,
 //    "pos0":0, "n":8}
 //   -> {"freq_scale":..,"ext_factor":..,"attn_factor":..,"corr_dims":[a,b],
@@ -40,6 +41,8 @@ nlohmann::json answer(const nlohmann::json& rq) {
     hp.rope_yarn_beta_fast = rq.value("beta_fast", 32.0f);
     hp.rope_yarn_beta_slow = rq.value("beta_slow", 1.0f);
     hp.rope_yarn_log_mul = rq.value("log_mul", 0.0f);
+    hp.rope_yarn_ext_factor = rq.value("ext_factor", -1.0f);  // unset: 1 for YaRN, else 0
+    hp.rope_yarn_attn_factor = rq.value("yarn_attn_factor", 1.0f);
     ferrox::model::RopeFactors factors;
     factors.freqs = rq.value("freqs", std::vector<float>{});
     factors.short_factors = rq.value("short", std::vector<float>{});

@@ -1,5 +1,8 @@
 // Hyper-parameters are named, never guessed; the capacity plan states its sum.
 #include <catch2/catch.hpp>
+#include <limits>
+#include <string>
+#include <utility>
 
 #include "ferrox/model/capacity.h"
 #include "ferrox/model/hparams.h"
@@ -196,13 +199,47 @@ TEST_CASE("rope scaling keys are read as llama.cpp reads them") {
     SECTION("a YaRN tuning key llama.cpp does not read here is refused, not half-honoured") {
         for (const char* key :
              {"gemma3.rope.scaling.yarn_beta_fast", "gemma3.rope.scaling.yarn_beta_slow",
-              "gemma3.rope.scaling.yarn_log_multiplier"}) {
+              "gemma3.rope.scaling.yarn_log_multiplier", "gemma3.rope.scaling.yarn_attn_factor"}) {
             INFO(key);
             auto f = gemma3_like().str("gemma3.rope.scaling.type", "yarn").f32(key, 7.0f).parse();
             REQUIRE(f);
             auto hp = model::read_hparams(*f);
             REQUIRE_FALSE(hp);
-            CHECK_THAT(hp.error().message(), Catch::Contains(key));
+            CHECK_THAT(hp.error().message(),
+                       Catch::Contains(key) && Catch::Contains("does not read the key"));
+        }
+        // The ramp weight llama.cpp derives (1 for YaRN, 0 otherwise) is accepted.
+        auto same = gemma3_like()
+                        .str("gemma3.rope.scaling.type", "yarn")
+                        .f32("gemma3.rope.scaling.yarn_ext_factor", 1.0f)
+                        .parse();
+        REQUIRE(same);
+        CHECK(model::read_hparams(*same));
+        auto other = gemma3_like()
+                         .str("gemma3.rope.scaling.type", "yarn")
+                         .f32("gemma3.rope.scaling.yarn_ext_factor", 0.5f)
+                         .parse();
+        REQUIRE(other);
+        auto hp = model::read_hparams(*other);
+        REQUIRE_FALSE(hp);
+        CHECK_THAT(hp.error().message(), Catch::Contains("gemma3.rope.scaling.yarn_ext_factor"));
+    }
+    SECTION("a YaRN tuning key out of range is refused by key, whatever the architecture") {
+        const std::pair<const char*, float> bad[] = {
+            {"gemma3.rope.scaling.yarn_beta_fast", 0.0f},
+            {"gemma3.rope.scaling.yarn_beta_slow", -1.0f},
+            {"gemma3.rope.scaling.yarn_ext_factor", 1.5f},
+            {"gemma3.rope.scaling.yarn_attn_factor", 0.0f},
+            {"gemma3.rope.scaling.yarn_log_multiplier", -0.1f},
+            {"gemma3.rope.scaling.yarn_beta_fast", std::numeric_limits<float>::infinity()}};
+        for (const auto& [key, value] : bad) {
+            INFO(key << " = " << value);
+            auto f = gemma3_like().str("gemma3.rope.scaling.type", "yarn").f32(key, value).parse();
+            REQUIRE(f);
+            auto hp = model::read_hparams(*f);
+            REQUIRE_FALSE(hp);
+            CHECK_THAT(hp.error().message(),
+                       Catch::Contains(key) && Catch::Contains("out of range"));
         }
     }
     SECTION("a negative factor is refused by key") {
@@ -212,13 +249,58 @@ TEST_CASE("rope scaling keys are read as llama.cpp reads them") {
         REQUIRE_FALSE(hp);
         CHECK_THAT(hp.error().message(), Catch::Contains("gemma3.rope.scaling.factor"));
     }
-    SECTION("partial rotary is refused until the rope op rotates a prefix") {
+    SECTION("partial rotary: gemma3 rotates a prefix, as llama.cpp's gemma3 graph does") {
         auto f = gemma3_like().u32("gemma3.rope.dimension_count", 16).parse();
+        REQUIRE(f);
+        auto hp = model::read_hparams(*f);
+        REQUIRE(hp);
+        CHECK(hp->n_rot == 16);
+        CHECK(hp->head_dim_k == 32);
+        // One rotated width for every layer, as llama.cpp's graphs take it.
+        auto same = gemma3_like()
+                        .u32("gemma3.rope.dimension_count", 16)
+                        .u32("gemma3.rope.dimension_count_swa", 16)
+                        .parse();
+        REQUIRE(same);
+        CHECK(model::read_hparams(*same));
+        auto swa = gemma3_like()
+                       .u32("gemma3.rope.dimension_count", 16)
+                       .u32("gemma3.rope.dimension_count_swa", 24)
+                       .parse();
+        REQUIRE(swa);
+        auto s = model::read_hparams(*swa);
+        REQUIRE_FALSE(s);
+        CHECK_THAT(s.error().message(),
+                   Catch::Contains("gemma3.rope.dimension_count_swa") && Catch::Contains("24"));
+    }
+    SECTION("a rotated width that is odd, zero or wider than the head is refused by key") {
+        for (uint32_t n_rot : {0u, 15u, 34u}) {
+            INFO(n_rot);
+            auto f = gemma3_like().u32("gemma3.rope.dimension_count", n_rot).parse();
+            REQUIRE(f);
+            auto hp = model::read_hparams(*f);
+            REQUIRE_FALSE(hp);
+            CHECK_THAT(hp.error().message(), Catch::Contains("gemma3.rope.dimension_count") &&
+                                                 Catch::Contains(std::to_string(n_rot)));
+        }
+    }
+    SECTION("partial rotary on an architecture llama.cpp runs whole-head only is refused") {
+        TinyGguf g;
+        g.str("general.architecture", "llama")
+            .u32("llama.context_length", 256)
+            .u32("llama.embedding_length", 64)
+            .u32("llama.block_count", 2)
+            .u32("llama.feed_forward_length", 128)
+            .u32("llama.attention.head_count", 2)
+            .f32("llama.attention.layer_norm_rms_epsilon", 1e-6f)
+            .u32("llama.rope.dimension_count", 16)
+            .tensor("token_embd.weight", 64, 10, 0.5f);
+        auto f = g.parse();
         REQUIRE(f);
         auto hp = model::read_hparams(*f);
         REQUIRE_FALSE(hp);
         CHECK_THAT(hp.error().message(),
-                   Catch::Contains("gemma3.rope.dimension_count") && Catch::Contains("16 of 32"));
+                   Catch::Contains("llama.rope.dimension_count") && Catch::Contains("16 of 32"));
     }
 }
 

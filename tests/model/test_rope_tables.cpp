@@ -119,3 +119,31 @@ TEST_CASE("partial rotary: pairs past n_rot / 2 are the identity, exponents run 
     }
     CHECK(t.cos[1] == Approx(std::cos(9.0 * std::pow(10000.0, -2.0 / 16.0))).margin(1e-6));
 }
+
+TEST_CASE(
+    "a YaRN ramp weight below 1 mixes less, and with the ramp off the magnitude is the file's") {
+    auto hp = plain(64);
+    hp.rope_scaling = model::RopeScaling::Yarn;
+    hp.rope_freq_scale = 0.25f;
+    hp.rope_yarn_ext_factor = 0.5f;
+    const auto half_ramp = model::rope_spec(hp, {}, false);
+    CHECK(half_ramp.ext_factor == 0.5f);
+    const auto t = table(half_ramp, 500, 1, 32);
+    // Pair 0 sits below the ramp: half its original angle, half the interpolated one.
+    CHECK(std::atan2(t.sin[0], t.cos[0]) ==
+          Approx(std::remainder(500.0 * (0.5 + 0.5 * 0.25), 2 * std::numbers::pi)).margin(1e-5));
+    CHECK(std::hypot(double{t.cos[0]}, double{t.sin[0]}) ==
+          Approx(1.0 + 0.1 * std::log(4.0)).epsilon(1e-6));
+
+    hp.rope_yarn_ext_factor = 0.0f;
+    hp.rope_yarn_attn_factor = 1.5f;
+    hp.rope_attn_factor = 0.5f;
+    const auto off = model::rope_spec(hp, {}, false);
+    CHECK(off.ext_factor == 0.0f);
+    CHECK(off.attn_factor == Approx(0.75f));
+    const auto u = table(off, 500, 1, 32);
+    // Every pair interpolated (plain linear scaling), magnitude 1.5 * 0.5.
+    CHECK(std::atan2(u.sin[0], u.cos[0]) ==
+          Approx(std::remainder(500.0 * 0.25, 2 * std::numbers::pi)).margin(1e-5));
+    CHECK(std::hypot(double{u.cos[5]}, double{u.sin[5]}) == Approx(0.75).epsilon(1e-6));
+}

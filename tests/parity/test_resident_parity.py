@@ -106,7 +106,7 @@ def agrees(got: np.ndarray, want: np.ndarray) -> tuple[bool, str]:
 # Issue 13's shaped models: rope_freqs divisors (they matter from position ~16, inside the
 # 21 tokens), llama's optional q/k/v biases, Gemma 3 27B's attention scale -- the resident
 # pass must take the same angle tables, biases and scale as the host pass.
-SHAPED = ["llama31", "llama-bias", "gemma3-27b"]
+SHAPED = ["llama31", "llama-bias", "gemma3-27b", "qwen2-yarn"]
 
 
 @pytest.mark.parametrize("arch", TINY_ARCHS + SHAPED)
@@ -117,6 +117,20 @@ def test_resident_logits_equal_host_logits(plugin_dir, arch):
     ok, how = agrees(resident, host)
     print(f"tiny {arch}: resident vs host: {how}")
     assert ok, how
+
+
+def test_partial_neox_rotary_decodes_on_the_host_and_says_why(plugin_dir):
+    """The ABI's rope entry takes no n_rot, so NeoX pairs of a rotated prefix (i, i + n_rot/2)
+    cannot be expressed; the probe must keep such a model off the resident path, not run
+    it wrong."""
+    model = tiny_model("gemma3-partial")
+    for args in (["run", "-m", str(model), "-p", "hi", "-n", "2", "--json"], ["inspect", str(model), "--json"]):
+        r = ferrox(plugin_dir, "", *args)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        resident = doc["resident"] if "resident" in doc else doc["residency"]["resident"]  # run / inspect
+        assert resident is False, doc
+        assert "rope entry cannot rotate 32 of 64 dims" in json.dumps(doc), json.dumps(doc)[:800]
 
 
 @pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])

@@ -89,17 +89,25 @@ def recipe_spec(cfg: dict) -> dict:
             # Phi-3: the long factors once the sequence may exceed the original context.
             key = "long" if cfg["context"] > cfg["n_ctx_orig"] else "short"
             factors = np.array(cfg[key], dtype=np.float64) if cfg.get(key) else None
-    yarn = scaling == "yarn"
+    # The ramp's weight (HF's extrapolation_factor): the file's yarn_ext_factor, 1 for YaRN
+    # when unset, else 0 (no ramp).
+    ext = cfg.get("ext_factor", -1.0)
+    if ext < 0:
+        ext = 1.0 if scaling == "yarn" else 0.0
+    yarn = ext != 0
     # YaRN's net magnitude is mscale(s) (HF: mscale(s, mscale) / mscale(s, mscale_all_dim),
-    # with mscale 1), applied on the layers the scale applies to; a file's attention factor
-    # multiplies it (LongRoPE's sqrt(1 + ln s / ln L_orig) comes that way).
-    magnitude = 1.0
-    if yarn and not local:
-        s = 1.0 / cfg["freq_scale"]
-        m_all = cfg.get("log_mul", 0.0)
-        magnitude = yarn_mscale(s) / yarn_mscale(s, m_all) if m_all else yarn_mscale(s)
+    # with mscale 1), applied on the layers the scale applies to; with the ramp off, the
+    # file's yarn_attn_factor alone. A file's attention factor multiplies either
+    # (LongRoPE's sqrt(1 + ln s / ln L_orig) comes that way).
+    magnitude = cfg.get("yarn_attn_factor", 1.0)
+    if yarn:
+        magnitude = 1.0
+        if not local:
+            s = 1.0 / cfg["freq_scale"]
+            m_all = cfg.get("log_mul", 0.0)
+            magnitude = yarn_mscale(s) / yarn_mscale(s, m_all) if m_all else yarn_mscale(s)
     magnitude *= cfg.get("attn_factor", 1.0)
-    return {"n_rot": n_rot, "base": base, "freq_scale": freq_scale, "factors": factors, "yarn": yarn,
+    return {"n_rot": n_rot, "base": base, "freq_scale": freq_scale, "factors": factors, "yarn": yarn, "ext": ext,
             "magnitude": magnitude, "n_ctx_orig": cfg.get("n_ctx_orig", 0),
             "beta_fast": cfg.get("beta_fast", 32.0), "beta_slow": cfg.get("beta_slow", 1.0)}
 
@@ -121,7 +129,7 @@ def recipe_table(spec: dict, positions: list[int], half: int) -> tuple[np.ndarra
         if low == high:
             high += 0.001
         ramp = np.clip((np.arange(n_rot // 2) - low) / (high - low), 0, 1)
-        extrapolate = 1 - ramp
+        extrapolate = (1 - ramp) * spec["ext"]
         inv = inv_interp * (1 - extrapolate) + inv_freq * extrapolate
     else:
         inv = inv_interp
@@ -243,6 +251,10 @@ CASES = {
                        "attn_factor": 1.19, "short": ramp_factors(48, 0.5), "long": ramp_factors(48, 7.0)},
     "longrope-long": {"n_rot": 96, "base": 10000.0, "scaling": "longrope", "n_ctx_orig": 4096, "context": 4097,
                       "attn_factor": 1.19, "short": ramp_factors(48, 0.5), "long": ramp_factors(48, 7.0)},
+    "yarn-half-ramp": {"n_rot": 64, "base": 1e6, "scaling": "yarn", "freq_scale": 0.125, "n_ctx_orig": 256,
+                       "ext_factor": 0.5, "beta_fast": 24.0, "beta_slow": 2.0},
+    "yarn-ramp-off": {"n_rot": 64, "base": 1e6, "scaling": "yarn", "freq_scale": 0.125, "n_ctx_orig": 256,
+                      "ext_factor": 0.0, "yarn_attn_factor": 1.3, "attn_factor": 0.8},
     "partial": {"n_rot": 24, "head_dim": 96, "base": 10000.0},
     "partial-yarn-longrope-factors": {"n_rot": 32, "head_dim": 64, "base": 10000.0, "scaling": "yarn",
                                       "freq_scale": 0.5, "n_ctx_orig": 256, "freqs": ramp_factors(16, 3.0)},

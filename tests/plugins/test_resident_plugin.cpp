@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "ferrox/model/ops.h"
+#include "ferrox/model/rope_tables.h"
 #include "ferrox/quant/half.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
@@ -149,6 +150,35 @@ Result case_rope(Rig& rig, bool neox) {
             model::ops::rope_rotate({r.want.data() + (p * n_heads + h) * head_dim, head_dim},
                                     {cos.data() + p * half, half}, {sin.data() + p * half, half},
                                     style);
+    return r;
+}
+
+// Partial rotary through the whole-head entry: n_rot = 6 of head_dim 16, adjacent
+// pairs, with the core's angle tables (cos 1, sin 0 past n_rot / 2). The want is
+// the formula itself: dims 0..5 rotate by pos * 10000^(-2i / 6), the rest stay.
+Result case_rope_prefix(Rig& rig) {
+    std::mt19937_64 rng(test_seed(19));
+    const uint32_t n_pos = 3, n_heads = 2, head_dim = 16, half = head_dim / 2, n_rot = 6;
+    auto x = gaussian(size_t{n_pos} * n_heads * head_dim, rng);
+    model::Hparams hp;
+    hp.n_rot = n_rot;
+    hp.head_dim_k = head_dim;
+    std::vector<float> cos(n_pos * half), sin(n_pos * half);
+    model::rope_table(model::rope_spec(hp, {}, false), 40, n_pos, half, cos, sin);
+    const ferrox_tensor tx = rig.put(x), tc = rig.put(cos), ts = rig.put(sin);
+    ferrox_message m{};
+    require_ok(rig.b->rope(rig.b, tx, tc, ts, n_pos, n_heads, head_dim, 0, &m), m);
+    Result r{rig.get(tx, x.size()), x};
+    for (uint32_t p = 0; p < n_pos; ++p)
+        for (uint32_t h = 0; h < n_heads; ++h) {
+            float* head = r.want.data() + (p * n_heads + h) * head_dim;
+            for (uint32_t i = 0; i < n_rot / 2; ++i) {
+                const double theta = (40.0 + p) * std::pow(10000.0, -2.0 * i / n_rot);
+                const double a = head[2 * i], b = head[2 * i + 1];
+                head[2 * i] = static_cast<float>(a * std::cos(theta) - b * std::sin(theta));
+                head[2 * i + 1] = static_cast<float>(a * std::sin(theta) + b * std::cos(theta));
+            }
+        }
     return r;
 }
 
@@ -523,6 +553,16 @@ TEST_CASE("resident elementwise entries match model::ops") {
     SECTION("rope") {
         exact(case_rope(rig, false));
         exact(case_rope(rig, true));
+    }
+    SECTION("rope of an adjacent-pair prefix: the tail passes through bit for bit") {
+        const Result r = case_rope_prefix(rig);
+        const uint32_t head_dim = 16, n_rot = 6;
+        for (size_t i = 0; i < r.got.size(); ++i) {
+            if (i % head_dim >= n_rot)
+                CHECK(r.got[i] == r.want[i]);
+            else
+                CHECK(r.got[i] == Approx(r.want[i]).margin(1e-5));
+        }
     }
     SECTION("add") {
         exact(case_add(rig, 0));

@@ -76,13 +76,15 @@ class HostSteps final : public Steps {
     }
 
     Expected<void> rope(Act x, Act cos, Act sin, uint32_t n_pos, uint32_t n_heads,
-                        uint32_t head_dim, RopeStyle style) override {
+                        uint32_t head_dim, uint32_t n_rot, RopeStyle style) override {
+        // Only the rotated prefix of each head, with the first n_rot / 2 angles
+        // of the position's table; the other dimensions are left untouched.
         const uint32_t half = head_dim / 2;
         for (uint32_t p = 0; p < n_pos; ++p) {
-            const std::span<const float> c{cos.f32() + size_t{p} * half, half};
-            const std::span<const float> s{sin.f32() + size_t{p} * half, half};
+            const std::span<const float> c{cos.f32() + size_t{p} * half, n_rot / 2};
+            const std::span<const float> s{sin.f32() + size_t{p} * half, n_rot / 2};
             for (uint32_t h = 0; h < n_heads; ++h)
-                ops::rope_rotate({x.f32() + (size_t{p} * n_heads + h) * head_dim, head_dim}, c, s,
+                ops::rope_rotate({x.f32() + (size_t{p} * n_heads + h) * head_dim, n_rot}, c, s,
                                  style);
         }
         return {};

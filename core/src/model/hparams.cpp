@@ -1,6 +1,7 @@
 #include "ferrox/model/hparams.h"
 
 #include <cmath>
+#include <limits>
 
 #include "hparams_sanity.h"
 
@@ -10,12 +11,18 @@ namespace {
 struct ArchInfo {
     std::string_view name;
     Arch arch;
+    // llama.cpp rotates a prefix of each head (rope.dimension_count < head_dim)
+    // for this architecture; for the others it refuses such a file (llama) or
+    // asserts n_rot == head_dim in its graph (qwen2, qwen3, qwen3moe).
+    bool partial_rotary;
+    // llama.cpp's graph for this architecture reads rope.scaling.yarn_*.
+    bool yarn_keys;
 };
-constexpr ArchInfo kArchs[] = {{"llama", Arch::Llama},
-                               {"qwen2", Arch::Qwen2},
-                               {"qwen3", Arch::Qwen3},
-                               {"qwen3moe", Arch::Qwen3Moe},
-                               {"gemma3", Arch::Gemma3}};
+constexpr ArchInfo kArchs[] = {{"llama", Arch::Llama, false, false},
+                               {"qwen2", Arch::Qwen2, false, false},
+                               {"qwen3", Arch::Qwen3, false, false},
+                               {"qwen3moe", Arch::Qwen3Moe, false, false},
+                               {"gemma3", Arch::Gemma3, true, false}};
 
 // Reads `<arch>.<suffix>` as u32, with the key named in any error.
 class Keys {
@@ -41,11 +48,57 @@ Error refuse(const gguf::File& f, std::string_view key, std::string_view why) {
     return make_error("{}: metadata key '{}': {}", f.path().string(), key, why);
 }
 
+// YaRN's tuning keys, each range-checked. An architecture whose llama.cpp
+// graph reads them takes them; for the others llama.cpp keeps its defaults,
+// so a file that says otherwise is refused: honouring it would disagree with
+// llama.cpp, ignoring it with the file.
+Expected<void> read_yarn_keys(const gguf::File& file, const Keys& k, const ArchInfo& arch,
+                              Hparams& hp) {
+    struct YarnKey {
+        const char* key;
+        float* value;
+        float min;      // the smallest value allowed
+        bool min_open;  // min itself excluded
+        float max;
+        // llama.cpp's value where it does not read the key: its ramp weight
+        // is 1 for YaRN and 0 otherwise (what rope_spec derives from unset).
+        float fixed;
+    };
+    const float inf = std::numeric_limits<float>::infinity();
+    const YarnKey keys[] = {
+        {"rope.scaling.yarn_beta_fast", &hp.rope_yarn_beta_fast, 0, true, inf, 32.0f},
+        {"rope.scaling.yarn_beta_slow", &hp.rope_yarn_beta_slow, 0, true, inf, 1.0f},
+        {"rope.scaling.yarn_ext_factor", &hp.rope_yarn_ext_factor, 0, false, 1,
+         hp.rope_scaling == RopeScaling::Yarn ? 1.0f : 0.0f},
+        {"rope.scaling.yarn_attn_factor", &hp.rope_yarn_attn_factor, 0, true, inf, 1.0f},
+        {"rope.scaling.yarn_log_multiplier", &hp.rope_yarn_log_mul, 0, false, inf, 0.0f}};
+    for (const YarnKey& y : keys) {
+        if (!k.has(y.key)) continue;
+        auto v = k.f32(y.key);
+        if (!v) return v.error();
+        const bool below = y.min_open ? !(*v > y.min) : !(*v >= y.min);
+        if (below || *v > y.max || !std::isfinite(*v))
+            return refuse(file, k.key(y.key),
+                          fmt::format("{} is out of range ({} {}{})", *v, y.min_open ? ">" : ">=",
+                                      y.min, y.max < inf ? fmt::format(", <= {}", y.max) : ""));
+        if (!arch.yarn_keys && *v != y.fixed)
+            return refuse(file, k.key(y.key),
+                          fmt::format("{} is not implemented for architecture '{}': llama.cpp "
+                                      "does not read the key for it and uses {}",
+                                      *v, arch.name, y.fixed));
+        *y.value = *v;
+    }
+    if (hp.rope_yarn_beta_fast < hp.rope_yarn_beta_slow)
+        return refuse(file, k.key("rope.scaling.yarn_beta_fast"),
+                      fmt::format("{} is below yarn_beta_slow {}: the ramp would run backwards",
+                                  hp.rope_yarn_beta_fast, hp.rope_yarn_beta_slow));
+    return {};
+}
+
 // rope.scaling.*, as llama.cpp reads it: the type defaults to linear, the
 // factor (or the older rope.scale_linear) to 1, and "none" never scales.
-// YaRN's tuning keys are read by llama.cpp only for other architectures, so
-// one that would change its answer here is refused rather than half-honoured.
-Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, Hparams& hp) {
+Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, const ArchInfo& arch,
+                                 Hparams& hp) {
     auto type = file.get_string_or(k.key("rope.scaling.type"), "linear");
     if (!type) return type.error();
     if (*type == "none")
@@ -80,28 +133,7 @@ Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, Hparams&
     hp.rope_n_ctx_orig = *orig != 0 ? *orig : hp.n_ctx_train;
     if (hp.rope_scaling == RopeScaling::Yarn && hp.rope_n_ctx_orig == 0)
         return refuse(file, k.key("rope.scaling.original_context_length"), "is 0");
-
-    struct Fixed {
-        const char* key;
-        float value;
-    };
-    const Fixed fixed[] = {
-        {"rope.scaling.yarn_beta_fast", hp.rope_yarn_beta_fast},
-        {"rope.scaling.yarn_beta_slow", hp.rope_yarn_beta_slow},
-        {"rope.scaling.yarn_log_multiplier", hp.rope_yarn_log_mul},
-        {"rope.scaling.yarn_ext_factor", hp.rope_scaling == RopeScaling::Yarn ? 1.0f : 0.0f},
-        {"rope.scaling.yarn_attn_factor", 1.0f}};
-    for (const Fixed& f : fixed) {
-        if (!k.has(f.key)) continue;
-        auto v = k.f32(f.key);
-        if (!v) return v.error();
-        if (*v != f.value)
-            return refuse(file, k.key(f.key),
-                          fmt::format("{} is not implemented for architecture '{}' (llama.cpp "
-                                      "uses {} for it)",
-                                      *v, hp.arch_name, f.value));
-    }
-    return {};
+    return read_yarn_keys(file, k, arch, hp);
 }
 
 }  // namespace
@@ -157,14 +189,15 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     if (!name) return name.error();
     Hparams hp;
     hp.arch_name = *name;
-    bool known = false;
+    const ArchInfo* info = nullptr;
     for (const auto& a : kArchs)
-        if (a.name == *name) hp.arch = a.arch, known = true;
-    if (!known)
+        if (a.name == *name) info = &a;
+    if (!info)
         return refuse(file, "general.architecture",
                       fmt::format("architecture '{}' is not implemented (known: llama, qwen2, "
                                   "qwen3, qwen3moe, gemma3)",
                                   *name));
+    hp.arch = info->arch;
     const Keys k(file, *name);
 
 // Each required key: a missing one is returned as the reader's Error, which names it.
@@ -194,14 +227,29 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         return refuse(file, k.key("attention.key_length"),
                       fmt::format("{} is odd; RoPE rotates pairs", hp.head_dim_k));
     FERROX_READ(hp.n_rot, k.u32_or("rope.dimension_count", hp.head_dim_k));
-    if (hp.n_rot != hp.head_dim_k)
-        // The rope op rotates whole heads (NeoX pairs i with i + head_dim / 2),
-        // so a rotated prefix needs the op to know n_rot; rope_table already does.
+    if (hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim_k)
         return refuse(file, k.key("rope.dimension_count"),
-                      fmt::format("partial RoPE ({} of {} dims) is not implemented", hp.n_rot,
-                                  hp.head_dim_k));
+                      fmt::format("{} is not an even count of rotated dimensions in 2..{} (the "
+                                  "head dimension)",
+                                  hp.n_rot, hp.head_dim_k));
+    if (hp.n_rot != hp.head_dim_k && !info->partial_rotary)
+        return refuse(file, k.key("rope.dimension_count"),
+                      fmt::format("partial RoPE ({} of {} dims) is not run for architecture '{}' "
+                                  "(llama.cpp requires all {} to rotate for it)",
+                                  hp.n_rot, hp.head_dim_k, *name, hp.head_dim_k));
+    // llama.cpp's graphs take one n_rot for every layer; a sliding-window
+    // width of its own would be read by some code paths and not others.
+    if (k.has("rope.dimension_count_swa")) {
+        auto swa = k.u32("rope.dimension_count_swa");
+        if (!swa) return swa.error();
+        if (*swa != hp.n_rot)
+            return refuse(file, k.key("rope.dimension_count_swa"),
+                          fmt::format("{} differs from rope.dimension_count {}: a rotated width "
+                                      "of the sliding-window layers' own is not implemented",
+                                      *swa, hp.n_rot));
+    }
     FERROX_READ(hp.rope_base, k.f32_or("rope.freq_base", 10000.0f));
-    if (auto r = read_rope_scaling(file, k, hp); !r) return r.error();
+    if (auto r = read_rope_scaling(file, k, *info, hp); !r) return r.error();
     for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"})
         if (k.has(cap)) return refuse(file, k.key(cap), "logit soft-capping is not implemented");
 

@@ -312,11 +312,13 @@ struct Context::Impl {
                 return r;
         }
         const bool local = hp.is_local_layer(il);
-        if (auto r = st.rope(s.q, s.rope_cos[local], s.rope_sin[local], n, hp.n_head, hd, hp.rope);
+        const uint32_t n_rot = model.rope[local].n_rot;
+        if (auto r = st.rope(s.q, s.rope_cos[local], s.rope_sin[local], n, hp.n_head, hd, n_rot,
+                             hp.rope);
             !r)
             return r;
-        if (auto r =
-                st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp.n_head_kv, hd, hp.rope);
+        if (auto r = st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp.n_head_kv, hd, n_rot,
+                             hp.rope);
             !r)
             return r;
         if (auto r = store_rows(il, n); !r) return r;

@@ -3,6 +3,7 @@
 #include "ferrox/log.h"
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
+#include "steps.h"
 
 namespace ferrox::model {
 
@@ -82,6 +83,10 @@ Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
     const auto ops =
         resident_ops(hp, uses, kv_kind, embedding->kind(), fused_norm_available(dispatcher));
     Residency residency = choose_residency(ops, dispatcher, allow_resident, max_sequences);
+    if (residency.resident && !rope_entry_rotates(hp.n_rot, hp.head_dim_k, hp.rope))
+        residency = {false, fmt::format("the ABI's rope entry cannot rotate {} of {} dims in NeoX "
+                                        "pairs (it takes no n_rot)",
+                                        hp.n_rot, hp.head_dim_k)};
     if (residency.resident)
         for (const ResidentOp& op : ops) dispatcher.probe_resident(op.op, op.kind, op.role);
     else

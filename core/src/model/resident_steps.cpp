@@ -72,7 +72,13 @@ class ResidentSteps final : public Steps {
     }
 
     Expected<void> rope(Act x, Act cos, Act sin, uint32_t n_pos, uint32_t n_heads,
-                        uint32_t head_dim, RopeStyle style) override {
+                        uint32_t head_dim, uint32_t n_rot, RopeStyle style) override {
+        // probe_model keeps such a model off the resident path; this is the guard.
+        if (!rope_entry_rotates(n_rot, head_dim, style))
+            return make_error(
+                "resident rope: NeoX rotation of {} of {} dims needs an n_rot the ABI's rope "
+                "entry does not take",
+                n_rot, head_dim);
         if (auto r = dispatcher_.resident_step(FERROX_OP_ROPE, FERROX_KIND_F32, "rope"); !r)
             return r;
         return backend_.rope(x.dev, cos.dev, sin.dev, n_pos, n_heads, head_dim,

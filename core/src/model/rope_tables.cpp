@@ -41,13 +41,17 @@ RopeSpec rope_spec(const Hparams& hp, std::span<const float> freq_factors, bool 
     spec.freq_scale = local ? 1.0f : hp.rope_freq_scale;
     if (!local) spec.freq_factors.assign(freq_factors.begin(), freq_factors.end());
 
-    // llama.cpp's context: YaRN turns the ramp on and sets the magnitude so
+    // llama.cpp's context: the ramp weight is the file's yarn_ext_factor, else
+    // 1 for YaRN and 0 otherwise. With the ramp on, the magnitude is set so
     // that, after the kernel's own 1 + 0.1 ln(1/freq_scale), the net factor is
-    // mscale(factor, 1) / mscale(factor, log_mul) -- 1 + 0.1 ln(factor) without a
-    // log multiplier. The file's attention factor multiplies whatever results.
-    double attn = 1.0;
-    if (hp.rope_scaling == RopeScaling::Yarn) {
-        spec.ext_factor = 1.0f;
+    // mscale(factor, 1) / mscale(factor, log_mul) -- 1 + 0.1 ln(factor) without
+    // a log multiplier; with it off, the file's yarn_attn_factor is used as
+    // is. The file's rope.scaling.attn_factor multiplies whatever results.
+    spec.ext_factor = hp.rope_yarn_ext_factor >= 0.0f
+                          ? hp.rope_yarn_ext_factor
+                          : (hp.rope_scaling == RopeScaling::Yarn ? 1.0f : 0.0f);
+    double attn = hp.rope_yarn_attn_factor;
+    if (spec.ext_factor != 0.0f) {
         const double factor = 1.0 / static_cast<double>(hp.rope_freq_scale);
         attn = hp.rope_yarn_log_mul != 0.0f
                    ? yarn_mscale(factor, 1.0) / yarn_mscale(factor, hp.rope_yarn_log_mul)

@@ -40,6 +40,16 @@ struct Act {
     float* f32() const { return reinterpret_cast<float*>(host); }
 };
 
+// Whether the ABI's rope entry can apply a rotation of the first n_rot of
+// head_dim dimensions. It takes no n_rot and pairs NeoX element i with
+// i + head_dim / 2, so a rotated prefix works for adjacent pairs only: the
+// angle tables give the pairs past n_rot / 2 cos 1 and sin 0, which leaves
+// them exactly as they are. A NeoX prefix (pairs i, i + n_rot / 2) would need
+// an n_rot argument in the ABI; until then such a model decodes on the host.
+inline bool rope_entry_rotates(uint32_t n_rot, uint32_t head_dim, RopeStyle style) {
+    return n_rot == head_dim || style == RopeStyle::Normal;
+}
+
 class Steps {
   public:
     virtual ~Steps() = default;
@@ -60,8 +70,11 @@ class Steps {
                                    Act y) = 0;
     virtual Expected<void> rms_norm(std::string_view role, Act x, Act gamma, uint64_t rows,
                                     uint32_t dim, float eps, Act y) = 0;
+    // x = [n_pos][n_heads][head_dim]: the first n_rot dimensions of each head
+    // rotate by the angles cos, sin = [n_pos][head_dim / 2] (NeoX pairs i with
+    // i + n_rot / 2), the rest pass through.
     virtual Expected<void> rope(Act x, Act cos, Act sin, uint32_t n_pos, uint32_t n_heads,
-                                uint32_t head_dim, RopeStyle style) = 0;
+                                uint32_t head_dim, uint32_t n_rot, RopeStyle style) = 0;
     // dst[r][i] += alpha * src[r * src_stride + i]; stride 0 broadcasts a row.
     virtual Expected<void> add(std::string_view role, Act dst, Act src, uint64_t rows, uint32_t dim,
                                uint64_t src_stride, float alpha) = 0;

@@ -37,15 +37,22 @@ struct Hparams {
     float rms_eps = 0;
 
     RopeStyle rope = RopeStyle::Normal;
-    uint32_t n_rot = 0;          // rotated dimensions of a head (rope.dimension_count)
+    // Rotated dimensions of a head (rope.dimension_count): the first n_rot
+    // rotate, the rest pass through (partial rotary, gemma3 only for now).
+    uint32_t n_rot = 0;
     float rope_base = 10000.0f;  // global layers
     RopeScaling rope_scaling = RopeScaling::None;
     float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (global layers)
     float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: multiplies cos and sin
     uint32_t rope_n_ctx_orig = 0;   // rope.scaling.original_context_length (n_ctx_train)
-    // YaRN's ramp ends and DeepSeek-style log multiplier: llama.cpp's values for
-    // the architectures here (their keys are refused unless they say the same).
+    // YaRN's tuning (rope.scaling.yarn_*): the ramp's ends in rotations, its
+    // weight (negative: unset, 1 for YaRN and 0 otherwise, as llama.cpp), the
+    // magnitude used when the ramp is off, and the DeepSeek-style log
+    // multiplier (mscale_all_dim). Read from the file only by architectures
+    // whose llama.cpp graph reads them (none of today's five); the others
+    // keep these values and refuse a file that says otherwise.
     float rope_yarn_beta_fast = 32.0f, rope_yarn_beta_slow = 1.0f, rope_yarn_log_mul = 0.0f;
+    float rope_yarn_ext_factor = -1.0f, rope_yarn_attn_factor = 1.0f;
     float rope_base_local = 10000.0f;  // sliding-window layers
     uint32_t sliding_window = 0;       // 0: every layer attends to the whole past
     uint32_t swa_period = 0;           // every swa_period-th layer is global; 0: none local

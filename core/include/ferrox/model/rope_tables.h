@@ -11,8 +11,12 @@
 //             (Llama 3.1+ `rope_freqs.weight`; Phi-3's short/long factors,
 //             the long ones when the context exceeds the original one)
 //   YaRN      per pair, a ramp between the interpolated and the original
-//             angle (beta_fast/beta_slow bound it), and a magnitude
-//             1 + 0.1 ln(1/freq_scale)
+//             angle (beta_fast/beta_slow bound it, ext_factor weighs it), and
+//             a magnitude 1 + 0.1 ln(1/freq_scale) (log multiplier: the ratio
+//             of two such terms; ramp off: the file's yarn_attn_factor)
+//   partial   only the first n_rot dimensions of a head rotate, with
+//             exponents over n_rot; the tables' pairs past n_rot / 2 are the
+//             identity (see rope_entry_rotates in core/src/model/steps.h)
 // A magnitude other than 1 (YaRN, LongRoPE's attention factor) multiplies cos
 // and sin, so q and k are both scaled by it and q.k by its square -- as in
 // llama.cpp, which is why the attention entry's scale stays the architecture's.
@@ -61,8 +65,8 @@ FERROX_API void yarn_corr_dims(const RopeSpec& spec, float dims[2]);
 
 // cos/sin of positions pos0 .. pos0 + n - 1, `half` entries per position
 // (half = head_dim / 2 >= n_rot / 2); the entries past n_rot / 2 are cos 1,
-// sin 0, so a rope op over adjacent pairs leaves those dimensions alone (NeoX
-// pairs of a rotated prefix need an op that knows n_rot).
+// sin 0, so a whole-head rope over adjacent pairs leaves those dimensions
+// exactly alone (NeoX pairs of a rotated prefix need a rope that knows n_rot).
 FERROX_API void rope_table(const RopeSpec& spec, uint32_t pos0, uint32_t n, uint32_t half,
                            std::span<float> cos, std::span<float> sin);
 // The same for any positions (a batch's rows, each at its own sequence's position).
