@@ -78,9 +78,9 @@ class ProfilingSteps final : public Steps {
         return inner_->rms_norm(role, x, gamma, rows, dim, eps, y);
     }
     Expected<void> rope(Act x, Act cos, Act sin, uint32_t n_pos, uint32_t n_heads,
-                        uint32_t head_dim, RopeStyle style) override {
+                        uint32_t head_dim, uint32_t n_rot, RopeStyle style) override {
         ScopedStepTimer t(&profile_, "rope", "rope");
-        return inner_->rope(x, cos, sin, n_pos, n_heads, head_dim, style);
+        return inner_->rope(x, cos, sin, n_pos, n_heads, head_dim, n_rot, style);
     }
     Expected<void> add(std::string_view role, Act dst, Act src, uint64_t rows, uint32_t dim,
                        uint64_t src_stride, float alpha) override {
