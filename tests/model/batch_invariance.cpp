@@ -24,30 +24,18 @@
 #include "ferrox/model/model.h"
 #include "ferrox/plugin_loader.h"
 #include "ferrox/sampling.h"
+#include "plain_checks.h"
 
 using namespace ferrox;
+using ferrox::test::check;
+using ferrox::test::failures;
+using ferrox::test::nmse;
 using model::Batch;
 using model::Context;
 using model::ContextOptions;
 using model::DecodeCode;
 
 namespace {
-
-int failures = 0;
-void check(bool ok, const std::string& what) {
-    std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
-    if (!ok) ++failures;
-}
-
-double nmse(std::span<const float> got, std::span<const float> want) {
-    double e = 0, r = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        const double d = double(got[i]) - double(want[i]);
-        e += d * d;
-        r += double(want[i]) * double(want[i]);
-    }
-    return r > 0 ? e / r : e;
-}
 
 using Rows = std::vector<std::vector<float>>;
 

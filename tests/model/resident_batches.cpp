@@ -31,33 +31,21 @@
 #include "ferrox/model/context.h"
 #include "ferrox/model/model.h"
 #include "ferrox/plugin_loader.h"
+#include "plain_checks.h"
 
 using namespace ferrox;
+using ferrox::test::check;
+using ferrox::test::failures;
+using ferrox::test::nmse;
 using model::Batch;
 using model::Context;
 using model::ContextOptions;
 
 namespace {
 
-int failures = 0;
-void check(bool ok, const std::string& what) {
-    std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
-    if (!ok) ++failures;
-}
-
 // As test_resident_parity.py: both sides run the same reference math, so
 // anything above this is a plumbing bug; a wrong op costs > 1e-4.
 constexpr double kResidentNmseMax = 1e-9;
-
-double nmse(std::span<const float> got, std::span<const float> want) {
-    double e = 0, r = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        const double d = double(got[i]) - double(want[i]);
-        e += d * d;
-        r += double(want[i]) * double(want[i]);
-    }
-    return r > 0 ? e / r : e;
-}
 
 size_t argmax(std::span<const float> v) {
     return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
