@@ -707,21 +707,10 @@ Status CudaBackend::attention_resident(const ferrox_attention_desc* desc, ferrox
                         "{} bytes",
                         kNeeded));
     const ferrox_attention_desc& d = *desc;
-    if (!has_kernel(FERROX_OP_ATTENTION, d.kv_kind))
-        return Status::fail(FERROX_ERR_UNSUPPORTED,
-                            fmt::format("cuda: attention_resident: no kernel for a {} KV cache",
-                                        kind_name(d.kv_kind)));
-    if (d.n_head == 0 || d.n_head_kv == 0 || d.n_head % d.n_head_kv != 0 || d.head_dim_k == 0 ||
-        d.head_dim_v == 0)
-        return invalid(
-            fmt::format("cuda: attention_resident: {} query heads cannot share {} KV "
-                        "heads of dims {}/{}",
-                        d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v));
-    if (d.head_dim_k > kMaxAttentionHeadDim || d.head_dim_v > kMaxAttentionHeadDim)
-        return Status::fail(FERROX_ERR_UNSUPPORTED,
-                            fmt::format("cuda: attention_resident: head dims {}/{} exceed the "
-                                        "kernel's {}",
-                                        d.head_dim_k, d.head_dim_v, kMaxAttentionHeadDim));
+    if (Status s = check_attention_heads(kEntry, d.kv_kind, d.n_head, d.n_head_kv, d.head_dim_k,
+                                         d.head_dim_v);
+        !s.is_ok())
+        return s;
     if (d.n_query == 0) return Status::ok();
     const uint64_t positions = uint64_t{d.pos0} + d.n_query;
     if (positions - 1 > std::numeric_limits<uint32_t>::max())
@@ -758,6 +747,27 @@ Status CudaBackend::attention_resident(const ferrox_attention_desc* desc, ferrox
                          attention_longest_span(d.n_query, d.pos0, d.window));
 }
 
+// The head layout both attention entries take: a kernel for the KV kind,
+// query heads in whole groups per KV head, head dims the kernel holds.
+Status CudaBackend::check_attention_heads(std::string_view entry, ferrox_kind kv_kind,
+                                          uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim_k,
+                                          uint32_t head_dim_v) const {
+    if (!has_kernel(FERROX_OP_ATTENTION, kv_kind))
+        return Status::fail(
+            FERROX_ERR_UNSUPPORTED,
+            fmt::format("cuda: {}: no kernel for a {} KV cache", entry, kind_name(kv_kind)));
+    if (n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 || head_dim_k == 0 ||
+        head_dim_v == 0)
+        return invalid(
+            fmt::format("cuda: {}: {} query heads cannot share {} KV heads of dims {}/{}", entry,
+                        n_head, n_head_kv, head_dim_k, head_dim_v));
+    if (head_dim_k > kMaxAttentionHeadDim || head_dim_v > kMaxAttentionHeadDim)
+        return Status::fail(FERROX_ERR_UNSUPPORTED,
+                            fmt::format("cuda: {}: head dims {}/{} exceed the kernel's {}", entry,
+                                        head_dim_k, head_dim_v, kMaxAttentionHeadDim));
+    return Status::ok();
+}
+
 Status CudaBackend::run_attention(const AttentionLaunch& launch, uint32_t splits,
                                   std::string_view entry, uint64_t span) {
     const std::lock_guard lock(mutex_);
@@ -790,20 +800,10 @@ Status CudaBackend::attention_cells(const ferrox_attention_cells_desc* desc, fer
         return invalid(fmt::format(
             "cuda: attention_cells: null descriptor or one shorter than {} bytes", kNeeded));
     const ferrox_attention_cells_desc& d = *desc;
-    if (!has_kernel(FERROX_OP_ATTENTION, d.kv_kind))
-        return Status::fail(FERROX_ERR_UNSUPPORTED,
-                            fmt::format("cuda: attention_cells: no kernel for a {} KV cache",
-                                        kind_name(d.kv_kind)));
-    if (d.n_head == 0 || d.n_head_kv == 0 || d.n_head % d.n_head_kv != 0 || d.head_dim_k == 0 ||
-        d.head_dim_v == 0)
-        return invalid(fmt::format(
-            "cuda: attention_cells: {} query heads cannot share {} KV heads of dims {}/{}",
-            d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v));
-    if (d.head_dim_k > kMaxAttentionHeadDim || d.head_dim_v > kMaxAttentionHeadDim)
-        return Status::fail(FERROX_ERR_UNSUPPORTED,
-                            fmt::format("cuda: attention_cells: head dims {}/{} exceed the "
-                                        "kernel's {}",
-                                        d.head_dim_k, d.head_dim_v, kMaxAttentionHeadDim));
+    if (Status s = check_attention_heads(kEntry, d.kv_kind, d.n_head, d.n_head_kv, d.head_dim_k,
+                                         d.head_dim_v);
+        !s.is_ok())
+        return s;
     if (d.n_query == 0) return Status::ok();
     const uint64_t element = d.kv_kind == FERROX_KIND_F16 ? 2 : 4;
     const uint64_t rows = uint64_t{d.n_query} * d.n_head;  // both below 2^32
