@@ -57,7 +57,37 @@ def require_llama_cpp():
     """Imports llama_cpp, or skips the calling test module visibly."""
     import pytest
 
-    return pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run ci/llama_cpp.sh)")
+    module = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run ci/llama_cpp.sh)")
+    _avoid_amx_weight_buffers()
+    return module
+
+
+def _cpu_has_amx() -> bool:
+    try:
+        return "amx_int8" in pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def _avoid_amx_weight_buffers() -> None:
+    """On a CPU with AMX, llama-cpp-python 0.3.36 built with GGML_NATIVE puts Q4_0/Q8_0/
+    K-quant weights in its AMX buffer type, and ggml_backend_amx_mul_mat segfaults on the
+    tiny models' shapes (seen 2 Dec 2026, Sapphire Rapids-class host). Loading every model
+    with use_extra_bufts = false keeps llama.cpp on its plain CPU kernels (which also
+    skips its x86 repacking); elsewhere nothing changes."""
+    if not _cpu_has_amx():
+        return
+    import llama_cpp.llama_cpp as lib
+
+    default = lib.llama_model_default_params
+
+    def without_extra_buffers():
+        params = default()
+        params.use_extra_bufts = False
+        return params
+
+    lib.llama_model_default_params = without_extra_buffers
 
 
 @functools.lru_cache(maxsize=8)
