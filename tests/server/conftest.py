@@ -67,6 +67,15 @@ class Server:
             self.log.flush()
         return self.log_path.read_text(errors="replace")
 
+    def log_with(self, text: str, timeout: float = 10) -> str:
+        """The log once it holds `text`: the server writes a request's line after the
+        answer has gone out, so a client can read the log before it is there (seen
+        under ASan). The whole log, with or without it, after `timeout`."""
+        end = time.time() + timeout
+        while text not in (log := self.text_log()) and time.time() < end:
+            time.sleep(0.05)
+        return log
+
     def request(self, method: str, path: str, body=None, headers: dict | None = None,
                 timeout: float = 120) -> tuple[int, bytes]:
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())

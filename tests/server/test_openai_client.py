@@ -170,7 +170,8 @@ def test_request_id_is_echoed_and_curl_works(server):
     assert head.startswith("HTTP/1.1 200")
     assert "X-Request-Id: abc-123" in head
     assert json.loads(body)["usage"]["completion_tokens"] == 3
-    assert "request abc-123 POST /v1/completions -> 200" in server.text_log()
+    line = "request abc-123 POST /v1/completions -> 200"
+    assert line in server.log_with(line)
 
 
 def test_api_keys(tmp_path):
