@@ -71,6 +71,29 @@ constexpr int kFusedMaxActs = 4;
 using FusedMatvec = void (*)(const std::byte* row, uint64_t cols, const QuantizedActs* acts,
                              int n_acts, float* y, uint64_t y_stride);
 
+// The decode GEMM of the 32-weight kinds with the activations in vector lanes
+// (AVX-512 VNNI; see fused_lanes.inc): up to kLaneActs activations against
+// rows [0, n_rows) of `rows` (row_bytes apart), y[a * y_stride + r]. Each
+// result is bit-identical to that kind's fused MATVEC with that activation.
+inline constexpr int kLaneActs = 16;
+
+// Activations laid out for it (LaneBatch in products.cpp): for each 4
+// columns, 16 lanes of 4 codes (unused lanes hold 0); per block of 32 columns
+// the 16 activations' scales and the dots' start, -offset * the block's code
+// sum, which cancels the offset the weight codes carry as VNNI's unsigned
+// operand (LaneGemmInfo::offset).
+struct LaneActs {
+    const int8_t* codes;   // cols/4 * kLaneActs * 4
+    const int32_t* start;  // cols/32 * kLaneActs
+    const float* scale;    // cols/32 * kLaneActs
+};
+using LaneGemm = void (*)(const std::byte* rows, uint64_t row_bytes, uint64_t n_rows, uint64_t cols,
+                          LaneActs acts, int n_acts, float* y, uint64_t y_stride);
+struct LaneGemmInfo {
+    LaneGemm gemm = nullptr;  // nullptr: none for the kind on this ISA
+    int offset = 0;
+};
+
 // The panel GEMM (prefill). kPanelRows decoded rows are interleaved so that
 // one 64-byte vector holds 4 consecutive columns of 16 rows: a VNNI dot of it
 // against 4 activation bytes broadcast gives 16 rows' partial sums in the 16
@@ -124,6 +147,7 @@ struct IsaKernels {
     // The MATVEC fast path for kinds read in registers; nullptr: decode + tile.
     FusedMatvec (*fused_matvec)(ferrox_kind kind);
     PanelGemmInfo (*panel_gemm)(ferrox_kind kind);
+    LaneGemmInfo (*lanes_gemm)(ferrox_kind kind);
 };
 
 const IsaKernels& isa_kernels_portable();

@@ -58,6 +58,33 @@ class QuantizedBatch {
     std::vector<float> scale_, sums_;
 };
 
+// Up to kLaneActs quantized activations in the lanes GEMM's layout.
+class LaneBatch {
+  public:
+    LaneBatch(const QuantizedActs* acts, uint64_t n, uint64_t cols, int offset)
+        : codes_(cols / 4 * kLaneActs * 4, 0),
+          start_(cols / 32 * kLaneActs, 0),
+          scale_(cols / 32 * kLaneActs, 0.0f) {
+        for (uint64_t a = 0; a < n; ++a) {
+            for (uint64_t g = 0; g < cols / 4; ++g)
+                for (uint64_t k = 0; k < 4; ++k)
+                    codes_[(g * kLaneActs + a) * 4 + k] = acts[a].q[4 * g + k];
+            for (uint64_t b = 0; b < cols / 32; ++b) {
+                int32_t sum = 0;
+                for (uint64_t k = 0; k < 32; ++k) sum += acts[a].q[32 * b + k];
+                start_[b * kLaneActs + a] = -offset * sum;
+                scale_[b * kLaneActs + a] = acts[a].scale[2 * b];
+            }
+        }
+    }
+    LaneActs view() const { return {codes_.data(), start_.data(), scale_.data()}; }
+
+  private:
+    std::vector<int8_t> codes_;
+    std::vector<int32_t> start_;
+    std::vector<float> scale_;
+};
+
 // Activations regrouped for the panel GEMM: per `group` columns, the int32
 // dot's start value, the scale and the scaled sum.
 class PanelBatch {
@@ -157,6 +184,7 @@ WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uin
     if (v.kernel && v.kernel->path == DataPath::Int8) {
         v.int8_decode = isa.int8_decoder(kind);
         if (v.int8_decode) v.fused_matvec = isa.fused_matvec(kind);
+        if (v.fused_matvec) v.lanes_gemm = isa.lanes_gemm(kind);
     }
     if (v.kernel && v.kernel->path == DataPath::Float) v.float_decode = isa.float_decoder(kind);
     if (!v.int8_decode && !v.float_decode) v.kernel = nullptr;  // the named fallback
@@ -207,6 +235,23 @@ void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const 
 void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x, uint64_t n,
           float* y) {
     if (n == 0) return;
+    if (w.lanes_gemm.gemm && n <= static_cast<uint64_t>(kLaneActs)) {
+        // Decode-sized batches of the 32-weight kinds: all activations in the
+        // lanes of one vector, each weight block read once for all of them;
+        // every result is the MATVEC's to the bit (batch invariance).
+        QuantizedBatch acts(n, w.cols);
+        std::vector<QuantizedActs> views(n);
+        for (uint64_t c = 0; c < n; ++c) {
+            views[c] = acts.at(c);
+            isa.quantize_acts(w.kernel->acts, x + c * w.cols, w.cols, views[c]);
+        }
+        const LaneBatch lanes(views.data(), n, w.cols, w.lanes_gemm.offset);
+        pool.parallel_for(w.rows, grain_for(pool, w.rows), [&](uint64_t begin, uint64_t end) {
+            w.lanes_gemm.gemm(row_bytes_at(w, begin), w.row_bytes, end - begin, w.cols,
+                              lanes.view(), static_cast<int>(n), y + begin, w.rows);
+        });
+        return;
+    }
     if (w.fused_matvec && n <= kFusedMaxGemmActs) {
         // Decode-sized batches: each row is read once for up to kFusedMaxActs
         // activations (again, from cache, for the next ones), and every

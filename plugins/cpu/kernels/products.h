@@ -21,6 +21,7 @@ struct WeightView {
     Int8Decoder int8_decode = nullptr;    // DataPath::Int8
     FloatDecoder float_decode = nullptr;  // DataPath::Float
     FusedMatvec fused_matvec = nullptr;   // MATVEC without a decode buffer
+    LaneGemmInfo lanes_gemm = {};         // decode GEMM with activations in lanes
 };
 
 // Fills the view's decoders from the chosen ISA's kernel set.
