@@ -13,20 +13,26 @@
 //    alone is untouched by it (the fault leaks between sequences only);
 //  - a 1.2 plugin (fixture option abi: "1.2"): still resident for one
 //    sequence, a context of several refused with a message naming ABI 1.2,
-//    and a model loaded for several sequences stays in host memory, saying why.
+//    and a model loaded for several sequences stays in host memory, saying why;
+//    through ferrox.h too: ferrox_model_params.max_sequences is what makes a
+//    4-sequence ferrox_context_new succeed there.
 // Exits 77 (skipped) when no tiny model is present ($FERROX_TINY_MODELS).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "ferrox/config.h"
 #include "ferrox/dispatch.h"
+#include "ferrox/ferrox.h"
 #include "ferrox/gguf/file.h"
 #include "ferrox/model/context.h"
 #include "ferrox/model/model.h"
@@ -265,6 +271,53 @@ void old_plugin(const PluginSet& abi12, const PluginSet& plugins, const gguf::Fi
     check(b.ok(), name + ": and runs 4 sequences there: " + b.text());
 }
 
+// The same through the C API: a config file naming the 1.2 fixture, the
+// fixture's folder as plugin_dirs; max_sequences left 0 (1) and set to 4.
+void c_api_max_sequences(const std::filesystem::path& model_path, const std::string& name) {
+    const std::filesystem::path yaml =
+        std::filesystem::temp_directory_path() /
+        ("ferrox-resident-abi12-" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(yaml) << "backends: {order: [resident]}\nresident: {abi: \"1.2\"}\n";
+    const std::string config = yaml.string();
+    const char* dirs[] = {FERROX_FIXTURE_PLUGIN_DIR};
+    for (uint32_t max_sequences : {0u, 4u}) {
+        ferrox_call_status st;
+        std::memset(&st, 0, sizeof st);
+        st.struct_size = sizeof st;
+        ferrox_model_params mp;
+        ferrox_model_params_default(&mp);
+        mp.config_path = config.c_str();
+        mp.plugin_dirs = dirs;
+        mp.n_plugin_dirs = 1;
+        mp.n_ctx_max = 128;
+        mp.n_batch_max = 64;
+        mp.max_sequences = max_sequences;
+        ferrox_model* model = nullptr;
+        if (ferrox_model_load(model_path.c_str(), &mp, &model, &st) != FERROX_CODE_OK) {
+            check(false, name + ": ferrox_model_load: " + st.message);
+            continue;
+        }
+        ferrox_context_params cp;
+        ferrox_context_params_default(&cp);
+        cp.n_seq = 4;
+        ferrox_context* ctx = nullptr;
+        const ferrox_code code = ferrox_context_new(model, &cp, &ctx, &st);
+        const std::string what =
+            name + ": ferrox.h, 1.2 fixture, max_sequences " + std::to_string(max_sequences);
+        if (max_sequences == 0)
+            check(code == FERROX_CODE_INVALID_ARGUMENT &&
+                      std::string(st.message).find("ABI 1.2") != std::string::npos,
+                  what + ": a 4-sequence context is refused, naming ABI 1.2 (" + st.message + ")");
+        else
+            check(code == FERROX_CODE_OK,
+                  what + ": a 4-sequence context is created (host memory): " +
+                      (code == FERROX_CODE_OK ? std::string("ok") : std::string(st.message)));
+        ferrox_context_free(ctx);
+        ferrox_model_free(model);
+    }
+    std::filesystem::remove(yaml);
+}
+
 }  // namespace
 
 int main() {
@@ -297,6 +350,7 @@ int main() {
         const std::string name = path.stem().string();
         resident_equals_host(plugins, leaky, *file, name);
         if (name == "tiny-llama" || name == "tiny-gemma3") old_plugin(abi12, plugins, *file, name);
+        if (name == "tiny-llama") c_api_max_sequences(path, name);
     }
     std::printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;

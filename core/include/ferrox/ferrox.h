@@ -97,6 +97,12 @@ typedef struct ferrox_model_params {
     int allow_resident;   /* nonzero (default): keep the pass on a 1.2 backend */
     ferrox_progress_fn progress;
     void* progress_user;
+    /* The most sequences one context of this model will hold (n_seq); 0: 1.
+     * Above 1, a resident backend whose plugin predates ABI 1.3 keeps the
+     * model in host memory (and logs why) instead of refusing such contexts.
+     * Added after progress_user: a caller built against the shorter struct
+     * gets 1. */
+    uint32_t max_sequences;
 } ferrox_model_params;
 
 FERROX_C_API void ferrox_model_params_default(ferrox_model_params* params);

@@ -253,6 +253,7 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
         if (p.n_batch_max) options.max_batch = p.n_batch_max;
         options.kv_kind = p.kv_kind == FERROX_KV_F16 ? FERROX_KIND_F16 : FERROX_KIND_F32;
         options.allow_resident = p.allow_resident != 0;
+        options.max_sequences = p.max_sequences ? p.max_sequences : 1;
         bool cancelled = false;
         if (p.progress)
             options.on_upload = [&](uint64_t done, uint64_t total) {
