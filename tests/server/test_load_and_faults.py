@@ -160,7 +160,14 @@ def test_full_queue_answers_503_with_retry_after():
             sock.sendall(raw_request(s.port, "POST", "/v1/completions", body, "Connection: close\r\n"))
             return read_all(sock, 120)
         with ThreadPoolExecutor(5) as pool:
-            answers = list(pool.map(one, range(5)))
+            # The first must be running before the rest arrive: sent together,
+            # a loaded machine let the second find the first still waiting for
+            # the scheduler to take it (queue full: 4 of 5 refused).
+            first = pool.submit(one, 0)
+            wait_for(lambda: s.metrics()["ferrox:num_requests_running"] == 1, 30,
+                     "the first request to run")
+            answers = [first] + [pool.submit(one, i) for i in range(1, 5)]
+            answers = [a.result() for a in answers]
         codes = [a.split(b" ", 2)[1] for a in answers]
         assert codes.count(b"200") >= 2  # one running, one waiting
         refused = [a for a in answers if a.startswith(b"HTTP/1.1 503")]
