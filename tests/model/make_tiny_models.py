@@ -110,6 +110,20 @@ SHAPED = {
     "llama-partial": ("llama", "llama-spm", {"tied": False, "n_rot": HEAD_DIM // 2}),
 }
 
+# Architectures that are llama's layers rearranged (name -> (arch, vocab, options)); seeds
+# from 2000, so adding one leaves the files above unchanged.
+#   granite: Granite 3.x 2B's four scales (embeddings x12, each block's output x0.22 into
+#            the residual, attention scale 1/64 instead of 1/sqrt(32), logits / 8).
+#   olmo2:   no pre-norms; RMSNorm after attention and after the FFN, and over the whole
+#            q (n_head x head_dim) and k projections; NeoX RoPE; output not tied.
+#   smollm3: 4 layers so that the fourth attends without RoPE (every fourth does).
+REARRANGED = {
+    "granite": ("granite", "refact", {"tied": True, "scales": {
+        "embedding_scale": 12.0, "residual_scale": 0.22, "attention.scale": 0.015625, "logit_scale": 8.0}}),
+    "olmo2": ("olmo2", "gpt-2", {"tied": False, "pre_norms": False, "post_norms": True, "qk_norm": "whole"}),
+    "smollm3": ("smollm3", "llama-bpe", {"tied": True, "n_layer": 4}),
+}
+
 
 def copy_tokenizer(writer: gguf.GGUFWriter, vocab_path: pathlib.Path) -> int:
     reader = gguf.GGUFReader(str(vocab_path))
@@ -231,13 +245,16 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     n_vocab = copy_tokenizer(w, VOCAB_DIR / f"ggml-vocab-{vocab_name}.gguf")
     w.add_context_length(opt.get("n_ctx", N_CTX))
     w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
+    n_layer = opt.get("n_layer", N_LAYER)
+    w.add_block_count(n_layer)
     w.add_head_count(N_HEAD)
     w.add_head_count_kv(N_HEAD_KV)
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
     w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
-    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch == "llama" else 1e6))
+    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3") else 1e6))
+    for key, value in opt.get("scales", {}).items():
+        w.add_float32(f"{arch}.{key}", value)
     if "rope_scaling" in opt:
         rs = opt["rope_scaling"]
         w.add_string(f"{arch}.rope.scaling.type", rs["type"])
@@ -270,9 +287,10 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_tensor("rope_factors_short.weight", (1.0 + 0.5 * ramp ** 2).astype(np.float32))
         w.add_tensor("rope_factors_long.weight", (1.0 + 7.0 * ramp ** 2).astype(np.float32))
     q_dim, kv_dim = N_HEAD * HEAD_DIM, N_HEAD_KV * HEAD_DIM
-    for il in range(N_LAYER):
+    for il in range(n_layer):
         p = f"blk.{il}."
-        w.add_tensor(p + "attn_norm.weight", norm(rng, N_EMBD))
+        if opt.get("pre_norms", True):
+            w.add_tensor(p + "attn_norm.weight", norm(rng, N_EMBD))
         add_quantized(w, p + "attn_q.weight", matrix(rng, q_dim, N_EMBD), Q.Q8_0)
         add_quantized(w, p + "attn_k.weight", matrix(rng, kv_dim, N_EMBD), Q.Q8_0)
         add_quantized(w, p + "attn_v.weight", matrix(rng, kv_dim, N_EMBD), Q.Q8_0)
@@ -280,10 +298,17 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         if opt.get("bias"):
             for part, n in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
                 w.add_tensor(p + f"attn_{part}.bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
-        if opt.get("qk_norm"):
+        if opt.get("qk_norm") == "whole":
+            w.add_tensor(p + "attn_q_norm.weight", norm(rng, q_dim))
+            w.add_tensor(p + "attn_k_norm.weight", norm(rng, kv_dim))
+        elif opt.get("qk_norm"):
             w.add_tensor(p + "attn_q_norm.weight", norm(rng, HEAD_DIM))
             w.add_tensor(p + "attn_k_norm.weight", norm(rng, HEAD_DIM))
-        w.add_tensor(p + "ffn_norm.weight", norm(rng, N_EMBD))
+        if opt.get("post_norms"):
+            w.add_tensor(p + "post_attention_norm.weight", norm(rng, N_EMBD))
+            w.add_tensor(p + "post_ffw_norm.weight", norm(rng, N_EMBD))
+        if opt.get("pre_norms", True):
+            w.add_tensor(p + "ffn_norm.weight", norm(rng, N_EMBD))
         if opt.get("moe"):
             w.add_tensor(p + "ffn_gate_inp.weight", matrix(rng, N_EXPERT, N_EMBD))
             gate = np.stack([matrix(rng, N_FF_EXP, N_EMBD) for _ in range(N_EXPERT)])
@@ -318,6 +343,8 @@ def main() -> int:
             print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
         except ImportError as e:
             print(f"WARN: tiny-{name} not made: {e} (ci/llama_cpp.sh installs llama-cpp-python)", file=sys.stderr)
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(REARRANGED.items(), start=2000):
+        print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
     return 0
 
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "ferrox/model/architecture.h"
 #include "ferrox/model/capacity.h"
 #include "ferrox/model/hparams.h"
 #include "tiny_gguf.h"
@@ -27,6 +28,21 @@ TinyGguf gemma3_like() {
         .f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f)
         .f32("gemma3.rope.freq_base", 1e6f)
         .u32("gemma3.attention.sliding_window", 512)
+        .tensor("token_embd.weight", 64, 10, 0.5f);
+    return g;
+}
+
+// A llama-shaped header under another architecture's prefix.
+TinyGguf llama_like(const std::string& arch) {
+    TinyGguf g;
+    g.str("general.architecture", arch)
+        .u32(arch + ".context_length", 4096)
+        .u32(arch + ".embedding_length", 64)
+        .u32(arch + ".block_count", 8)
+        .u32(arch + ".feed_forward_length", 128)
+        .u32(arch + ".attention.head_count", 4)
+        .u32(arch + ".attention.head_count_kv", 2)
+        .f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f)
         .tensor("token_embd.weight", 64, 10, 0.5f);
     return g;
 }
@@ -330,4 +346,94 @@ TEST_CASE("adapters, vision projectors and embedding models are refused for what
     auto none = gemma3_like().u32("gemma3.pooling_type", 0).parse();
     REQUIRE(none);
     CHECK(model::read_hparams(*none));
+}
+
+TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoPE, olmo2's norms") {
+    SECTION("granite reads its four scales; logit_scale is required") {
+        auto file = llama_like("granite")
+                        .f32("granite.logit_scale", 8.0f)
+                        .f32("granite.embedding_scale", 12.0f)
+                        .f32("granite.residual_scale", 0.22f)
+                        .f32("granite.attention.scale", 0.015625f)
+                        .parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        CHECK(hp->rope == model::RopeStyle::Normal);
+        CHECK(hp->logit_scale == 8.0f);
+        CHECK(hp->embedding_scale == 12.0f);
+        CHECK(hp->residual_scale == 0.22f);
+        CHECK(hp->attn_scale == 0.015625f);
+        for (uint32_t il = 0; il < 8; ++il) CHECK(hp->has_rope(il));
+
+        auto unset = llama_like("granite").f32("granite.logit_scale", 8.0f).parse();
+        REQUIRE(unset);
+        auto plain = model::read_hparams(*unset);
+        REQUIRE(plain);  // the optional three at 0 or absent: not scaled, 1/sqrt(head_dim)
+        CHECK(plain->embedding_scale == 1.0f);
+        CHECK(plain->residual_scale == 1.0f);
+        CHECK(plain->attn_scale == Approx(1.0 / std::sqrt(16.0)));
+
+        auto missing = llama_like("granite").parse();
+        REQUIRE(missing);
+        auto m = model::read_hparams(*missing);
+        REQUIRE_FALSE(m);
+        CHECK_THAT(m.error().message(), Catch::Contains("granite.logit_scale"));
+        auto negative = llama_like("granite")
+                            .f32("granite.logit_scale", 8.0f)
+                            .f32("granite.residual_scale", -1.0f)
+                            .parse();
+        REQUIRE(negative);
+        auto n = model::read_hparams(*negative);
+        REQUIRE_FALSE(n);
+        CHECK_THAT(n.error().message(), Catch::Contains("granite.residual_scale"));
+    }
+    SECTION("granite with rope.scaling.finetuned false rotates no layer") {
+        auto file = llama_like("granite")
+                        .f32("granite.logit_scale", 8.0f)
+                        .boolean("granite.rope.scaling.finetuned", false)
+                        .parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        for (uint32_t il = 0; il < 8; ++il) CHECK_FALSE(hp->has_rope(il));
+    }
+    SECTION("smollm3: every fourth layer attends without RoPE") {
+        auto file = llama_like("smollm3").parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        for (uint32_t il = 0; il < 8; ++il) CHECK(hp->has_rope(il) == (il != 3 && il != 7));
+    }
+    SECTION("olmo2: post-norms only, q/k norms over the whole projection, NeoX") {
+        auto file = llama_like("olmo2").parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        CHECK_FALSE(hp->pre_norms);
+        CHECK(hp->post_norms);
+        CHECK(hp->qk_norm == model::QkNorm::Whole);
+        CHECK(hp->rope == model::RopeStyle::Neox);
+        auto windowed = llama_like("olmo2").u32("olmo2.attention.sliding_window", 4096).parse();
+        REQUIRE(windowed);
+        auto w = model::read_hparams(*windowed);
+        REQUIRE_FALSE(w);
+        CHECK_THAT(w.error().message(),
+                   Catch::Contains("olmo2.attention.sliding_window") && Catch::Contains("4096"));
+    }
+    SECTION("experts on an architecture ferrox runs dense are refused by key") {
+        auto file = llama_like("llama").u32("llama.expert_count", 8).parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE_FALSE(hp);
+        CHECK_THAT(hp.error().message(), Catch::Contains("llama.expert_count"));
+    }
+    SECTION("the refusal of an unknown architecture lists every row") {
+        auto file = llama_like("mamba").parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE_FALSE(hp);
+        for (const auto& a : model::architectures())
+            CHECK_THAT(hp.error().message(), Catch::Contains(std::string(a.name)));
+    }
 }

@@ -17,6 +17,10 @@ class TinyGguf {
   public:
     TinyGguf& u32(const std::string& key, uint32_t v) { return scalar(key, 4, &v, 4); }
     TinyGguf& f32(const std::string& key, float v) { return scalar(key, 6, &v, 4); }
+    TinyGguf& boolean(const std::string& key, bool v) {
+        const uint8_t byte = v ? 1 : 0;
+        return scalar(key, 7, &byte, 1);
+    }
     TinyGguf& str(const std::string& key, const std::string& v) {
         entries_.push_back({key, 8, with_length(v)});
         return *this;

@@ -27,7 +27,7 @@ import llama_ref
 # (none does today), so anything above this is a plumbing bug. A wrong op
 # costs > 1e-4 on these random models.
 RESIDENT_NMSE_MAX = 1e-9
-TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3"]
+TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3"]
 FAULTS = ["rms_norm", "rope", "add", "glu", "convert", "get_rows", "attention", "project"]
 
 
@@ -133,7 +133,7 @@ def test_partial_neox_rotary_decodes_on_the_host_and_says_why(plugin_dir):
         assert "rope entry cannot rotate 32 of 64 dims" in json.dumps(doc), json.dumps(doc)[:800]
 
 
-@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])
+@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe", "olmo2", "smollm3"])
 def test_resident_without_the_fused_norm_equals_host(plugin_dir, arch):
     """A backend without add_rms_norm: the core issues add and rms_norm instead."""
     model = tiny_model(arch)
@@ -227,7 +227,7 @@ def test_backends_lists_the_resident_ops(plugin_dir):
     assert "many sequences per context (ABI 1.3): no -- the plugin is ABI 1.2" in old, old[-800:]
 
 
-@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])
+@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe", "olmo2", "smollm3"])
 @pytest.mark.parametrize("fused", ["on", "off"])
 def test_the_probe_predicts_exactly_the_ops_a_resident_run_dispatches(plugin_dir, arch, fused):
     """The registry's promise: what `inspect` predicts before loading is what runs."""

@@ -3,26 +3,11 @@
 #include <cmath>
 #include <limits>
 
+#include "ferrox/model/architecture.h"
 #include "hparams_sanity.h"
 
 namespace ferrox::model {
 namespace {
-
-struct ArchInfo {
-    std::string_view name;
-    Arch arch;
-    // llama.cpp rotates a prefix of each head (rope.dimension_count < head_dim)
-    // for this architecture; for the others it refuses such a file (llama) or
-    // asserts n_rot == head_dim in its graph (qwen2, qwen3, qwen3moe).
-    bool partial_rotary;
-    // llama.cpp's graph for this architecture reads rope.scaling.yarn_*.
-    bool yarn_keys;
-};
-constexpr ArchInfo kArchs[] = {{"llama", Arch::Llama, false, false},
-                               {"qwen2", Arch::Qwen2, false, false},
-                               {"qwen3", Arch::Qwen3, false, false},
-                               {"qwen3moe", Arch::Qwen3Moe, false, false},
-                               {"gemma3", Arch::Gemma3, true, false}};
 
 // Reads `<arch>.<suffix>` as u32, with the key named in any error.
 class Keys {
@@ -52,7 +37,7 @@ Error refuse(const gguf::File& f, std::string_view key, std::string_view why) {
 // graph reads them takes them; for the others llama.cpp keeps its defaults,
 // so a file that says otherwise is refused: honouring it would disagree with
 // llama.cpp, ignoring it with the file.
-Expected<void> read_yarn_keys(const gguf::File& file, const Keys& k, const ArchInfo& arch,
+Expected<void> read_yarn_keys(const gguf::File& file, const Keys& k, const ArchSpec& arch,
                               Hparams& hp) {
     struct YarnKey {
         const char* key;
@@ -97,7 +82,7 @@ Expected<void> read_yarn_keys(const gguf::File& file, const Keys& k, const ArchI
 
 // rope.scaling.*, as llama.cpp reads it: the type defaults to linear, the
 // factor (or the older rope.scale_linear) to 1, and "none" never scales.
-Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, const ArchInfo& arch,
+Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, const ArchSpec& arch,
                                  Hparams& hp) {
     auto type = file.get_string_or(k.key("rope.scaling.type"), "linear");
     if (!type) return type.error();
@@ -136,13 +121,39 @@ Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, const Ar
     return read_yarn_keys(file, k, arch, hp);
 }
 
+// granite's four scales (llama.cpp reads logit_scale as required, the
+// others as optional with 0 meaning "not scaled"; attention.scale 0 means
+// the usual 1/sqrt(head_dim)).
+Expected<void> read_granite_scales(const gguf::File& file, const Keys& k, Hparams& hp) {
+    struct Scale {
+        const char* key;
+        float* value;
+        bool required;
+    };
+    float attention = 0, embedding = 0, residual = 0, logit = 0;
+    const Scale scales[] = {{"logit_scale", &logit, true},
+                            {"embedding_scale", &embedding, false},
+                            {"residual_scale", &residual, false},
+                            {"attention.scale", &attention, false}};
+    for (const Scale& sc : scales) {
+        auto v = sc.required ? k.f32(sc.key) : k.f32_or(sc.key, 0.0f);
+        if (!v) return v.error();
+        if (!std::isfinite(*v) || *v < 0 || (sc.required && *v == 0))
+            return refuse(file, k.key(sc.key),
+                          fmt::format("{} is not a scale (finite, {})", *v,
+                                      sc.required ? "> 0" : ">= 0, 0 for none"));
+        *sc.value = *v;
+    }
+    hp.logit_scale = logit;
+    if (embedding != 0) hp.embedding_scale = embedding;
+    if (residual != 0) hp.residual_scale = residual;
+    if (attention != 0) hp.attn_scale = attention;
+    return {};
+}
+
 }  // namespace
 
-std::string_view arch_name(Arch arch) {
-    for (const auto& a : kArchs)
-        if (a.arch == arch) return a.name;
-    return "unknown";
-}
+std::string_view arch_name(Arch arch) { return architecture(arch).name; }
 
 // Files that are not a chat or base language model say so before anything
 // else is read. llama.cpp's converters mark them: `general.type` is
@@ -189,14 +200,15 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     if (!name) return name.error();
     Hparams hp;
     hp.arch_name = *name;
-    const ArchInfo* info = nullptr;
-    for (const auto& a : kArchs)
-        if (a.name == *name) info = &a;
-    if (!info)
-        return refuse(file, "general.architecture",
-                      fmt::format("architecture '{}' is not implemented (known: llama, qwen2, "
-                                  "qwen3, qwen3moe, gemma3)",
-                                  *name));
+    const ArchSpec* info = find_architecture(*name);
+    if (!info) {
+        std::string known;
+        for (const ArchSpec& a : architectures())
+            known += fmt::format("{}{}", known.empty() ? "" : ", ", a.name);
+        return refuse(
+            file, "general.architecture",
+            fmt::format("architecture '{}' is not implemented (known: {})", *name, known));
+    }
     hp.arch = info->arch;
     const Keys k(file, *name);
 
@@ -262,43 +274,50 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     // gets them added (qwen2's always have them).
     hp.qkv_bias = file.find_tensor("blk.0.attn_q.bias") || file.find_tensor("blk.0.attn_k.bias") ||
                   file.find_tensor("blk.0.attn_v.bias");
-    switch (hp.arch) {
-        case Arch::Llama:
-            hp.rope = RopeStyle::Normal;
-            break;
-        case Arch::Qwen2:
-            hp.rope = RopeStyle::Neox;
-            break;
-        case Arch::Qwen3:
-        case Arch::Qwen3Moe:
-            hp.rope = RopeStyle::Neox;
-            hp.qk_norm = true;
-            break;
-        case Arch::Gemma3:
-            hp.rope = RopeStyle::Neox;
-            hp.qk_norm = true;
-            hp.post_norms = true;
-            hp.embed_scale = true;
-            hp.activation = FfnActivation::GeluTanh;
-            FERROX_READ(hp.sliding_window, k.u32("attention.sliding_window"));
-            // Gemma 3's architecture: five local layers, then one global
-            // (layer il is global when (il + 1) % 6 == 0); local layers use
-            // rope base 10000 and no scaling. Real Gemma 3 files leave these
-            // out, but llama.cpp honours the optional keys below (other
-            // gemma3-architecture models set them), so we must not ignore them.
-            FERROX_READ(hp.swa_period, k.u32_or("attention.sliding_window_pattern", 6));
-            if (hp.swa_period == 0)  // llama.cpp: every layer local
-                return refuse(file, k.key("attention.sliding_window_pattern"),
-                              "0 (no global layer) is not implemented");
-            FERROX_READ(hp.rope_base_local, k.f32_or("rope.freq_base_swa", 10000.0f));
-            // Gemma 3 27B (62 layers) scales q by 1/sqrt(n_embd / n_head) = 1/sqrt(168),
-            // not 1/sqrt(head_dim = 128), as its reference implementation and
-            // llama.cpp do; llama.cpp recognises it by the layer count alone.
-            if (hp.n_layer == 62)
-                hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
-            break;
+    hp.rope = info->rope;
+    hp.qk_norm = info->qk_norm;
+    hp.pre_norms = info->pre_norms;
+    hp.post_norms = info->post_norms;
+    hp.activation = info->activation;
+    hp.no_rope_period = info->no_rope_period;
+    if (info->sqrt_embedding_scale) hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
+    if (info->sliding_window) {
+        FERROX_READ(hp.sliding_window, k.u32("attention.sliding_window"));
+        // Gemma 3's architecture: five local layers, then one global
+        // (layer il is global when (il + 1) % 6 == 0); local layers use
+        // rope base 10000 and no scaling. Real Gemma 3 files leave these
+        // out, but llama.cpp honours the optional keys below (other
+        // gemma3-architecture models set them), so we must not ignore them.
+        FERROX_READ(hp.swa_period, k.u32_or("attention.sliding_window_pattern", 6));
+        if (hp.swa_period == 0)  // llama.cpp: every layer local
+            return refuse(file, k.key("attention.sliding_window_pattern"),
+                          "0 (no global layer) is not implemented");
+        FERROX_READ(hp.rope_base_local, k.f32_or("rope.freq_base_swa", 10000.0f));
+    } else if (k.has("attention.sliding_window")) {
+        // olmo2's OLMo 3 variant (and others) window some layers; ferrox
+        // would attend to the whole past there.
+        auto w = k.u32("attention.sliding_window");
+        if (!w) return w.error();
+        if (*w != 0)
+            return refuse(file, k.key("attention.sliding_window"),
+                          fmt::format("a sliding window ({}) is not implemented for architecture "
+                                      "'{}'",
+                                      *w, *name));
     }
-    if (hp.arch == Arch::Qwen3Moe) {
+    // Gemma 3 27B (62 layers) scales q by 1/sqrt(n_embd / n_head) = 1/sqrt(168),
+    // not 1/sqrt(head_dim = 128), as its reference implementation and
+    // llama.cpp do; llama.cpp recognises it by the layer count alone.
+    if (hp.arch == Arch::Gemma3 && hp.n_layer == 62)
+        hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
+    if (info->granite_scales) {
+        if (auto r = read_granite_scales(file, k, hp); !r) return r.error();
+        // llama.cpp's granite graph rotates no layer at all when the file says
+        // its RoPE was not fine-tuned (the key doubles as a switch for RoPE).
+        auto rope_on = file.get_bool_or(k.key("rope.scaling.finetuned"), true);
+        if (!rope_on) return rope_on.error();
+        if (!*rope_on) hp.no_rope_period = 1;
+    }
+    if (info->moe) {
         FERROX_READ(hp.n_expert, k.u32("expert_count"));
         FERROX_READ(hp.n_expert_used, k.u32("expert_used_count"));
         FERROX_READ(hp.n_ff_expert, k.u32("expert_feed_forward_length"));
@@ -312,6 +331,15 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         hp.n_ff = 0;
     } else {
         FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
+        if (k.has("expert_count")) {
+            auto n = k.u32("expert_count");
+            if (!n) return n.error();
+            if (*n != 0)
+                return refuse(file, k.key("expert_count"),
+                              fmt::format("{} experts: a mixture of experts is not implemented "
+                                          "for architecture '{}'",
+                                          *n, *name));
+        }
     }
 #undef FERROX_READ
     if (auto sane = check_hparams_sane(file, hp, *name); !sane) return sane.error();

@@ -276,8 +276,7 @@ struct Context::Impl {
                 return make_error("token id {} at batch index {} is outside the vocabulary (0..{})",
                                   id, i, hp.vocab - 1);
         }
-        const float scale = hp.embed_scale ? std::sqrt(static_cast<float>(hp.n_embd)) : 1.0f;
-        return steps->embed(tokens, scale, s.x);
+        return steps->embed(tokens, hp.embedding_scale, s.x);
     }
 
     Expected<void> attention_block(uint32_t il, uint32_t n) {
@@ -285,14 +284,16 @@ struct Context::Impl {
         const LayerConstants& C = consts[il];
         const uint32_t d = hp.n_embd, hd = hp.head_dim_k;
         Steps& st = *steps;
-        // Later layers get xn from the previous FFN's residual add fused with this norm.
-        if (il == 0)
+        // Later layers get xn from the previous FFN's residual add fused with
+        // this norm; without pre-norms (olmo2) the block reads x itself.
+        if (il == 0 && hp.pre_norms)
             if (auto r = st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp.rms_eps, s.xn);
                 !r)
                 return r;
-        if (auto r = st.project(*L.q, "attn_q", s.xn, n, s.q); !r) return r;
-        if (auto r = st.project(*L.k, "attn_k", s.xn, n, s.k); !r) return r;
-        if (auto r = st.project(*L.v, "attn_v", s.xn, n, s.v); !r) return r;
+        const Act in = hp.pre_norms ? s.xn : s.x;
+        if (auto r = st.project(*L.q, "attn_q", in, n, s.q); !r) return r;
+        if (auto r = st.project(*L.k, "attn_k", in, n, s.k); !r) return r;
+        if (auto r = st.project(*L.v, "attn_v", in, n, s.v); !r) return r;
         if (hp.qkv_bias) {
             const auto q_dim32 = static_cast<uint32_t>(q_dim());
             const auto k_dim32 = static_cast<uint32_t>(k_dim());
@@ -301,26 +302,32 @@ struct Context::Impl {
             if (auto r = st.add(roles::kQkvBias, s.k, C.k_bias, n, k_dim32, 0, 1.0f); !r) return r;
             if (auto r = st.add(roles::kQkvBias, s.v, C.v_bias, n, v_dim32, 0, 1.0f); !r) return r;
         }
-        if (hp.qk_norm) {
-            if (auto r = st.rms_norm(roles::kQNorm, s.q, C.q_norm, uint64_t{n} * hp.n_head, hd,
-                                     hp.rms_eps, s.q);
+        if (hp.qk_norm != QkNorm::None) {
+            // Per head: one row per head of head_dim values; whole: one row per position.
+            const bool whole = hp.qk_norm == QkNorm::Whole;
+            const uint64_t q_rows = whole ? n : uint64_t{n} * hp.n_head;
+            const uint64_t k_rows = whole ? n : uint64_t{n} * hp.n_head_kv;
+            const auto q_len = static_cast<uint32_t>(whole ? q_dim() : hd);
+            const auto k_len = static_cast<uint32_t>(whole ? k_dim() : hd);
+            if (auto r = st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp.rms_eps, s.q);
                 !r)
                 return r;
-            if (auto r = st.rms_norm(roles::kKNorm, s.k, C.k_norm, uint64_t{n} * hp.n_head_kv, hd,
-                                     hp.rms_eps, s.k);
+            if (auto r = st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp.rms_eps, s.k);
                 !r)
                 return r;
         }
         const bool local = hp.is_local_layer(il);
         const uint32_t n_rot = model.rope[local].n_rot;
-        if (auto r = st.rope(s.q, s.rope_cos[local], s.rope_sin[local], n, hp.n_head, hd, n_rot,
-                             hp.rope);
-            !r)
-            return r;
-        if (auto r = st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp.n_head_kv, hd, n_rot,
-                             hp.rope);
-            !r)
-            return r;
+        if (hp.has_rope(il)) {
+            if (auto r = st.rope(s.q, s.rope_cos[local], s.rope_sin[local], n, hp.n_head, hd, n_rot,
+                                 hp.rope);
+                !r)
+                return r;
+            if (auto r = st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp.n_head_kv, hd,
+                                 n_rot, hp.rope);
+                !r)
+                return r;
+        }
         if (auto r = store_rows(il, n); !r) return r;
         if (steps->attends_over_cells()) {
             if (auto r = attend_cells(il, local, n); !r) return r;
@@ -335,8 +342,9 @@ struct Context::Impl {
                 !r)
                 return r;
         // The residual add and the FFN's norm: xn = ffn_norm(x += o).
-        return st.add_rms_norm(roles::kFfnNorm, s.x, s.o, d, 1.0f, C.ffn_norm, n, d, hp.rms_eps,
-                               s.xn);
+        if (!hp.pre_norms) return st.add(roles::kResidual, s.x, s.o, n, d, d, hp.residual_scale);
+        return st.add_rms_norm(roles::kFfnNorm, s.x, s.o, d, hp.residual_scale, C.ffn_norm, n, d,
+                               hp.rms_eps, s.xn);
     }
 
     // Each row's K and V into its cell: one store per run of rows whose
@@ -527,8 +535,9 @@ struct Context::Impl {
     }
 
     Expected<void> dense_ffn(const LayerWeights& L, uint32_t n) {
-        if (auto r = steps->project(*L.gate, "ffn_gate", s.xn, n, s.gate); !r) return r;
-        if (auto r = steps->project(*L.up, "ffn_up", s.xn, n, s.up); !r) return r;
+        const Act in = hp.pre_norms ? s.xn : s.x;  // x itself without pre-norms (olmo2)
+        if (auto r = steps->project(*L.gate, "ffn_gate", in, n, s.gate); !r) return r;
+        if (auto r = steps->project(*L.up, "ffn_up", in, n, s.up); !r) return r;
         if (auto r = steps->glu(hp.activation, s.gate, s.up, uint64_t{n} * hp.n_ff); !r) return r;
         return steps->project(*L.down, "ffn_down", s.gate, n, s.ffn);
     }
@@ -589,10 +598,11 @@ struct Context::Impl {
                                          hp.rms_eps, s.ffn);
                 !p)
                 return p;
-        if (il + 1 == hp.n_layer) return steps->add(roles::kResidual, s.x, s.ffn, n, d, d, 1.0f);
+        if (il + 1 == hp.n_layer || !hp.pre_norms)
+            return steps->add(roles::kResidual, s.x, s.ffn, n, d, d, hp.residual_scale);
         // The residual add and the next layer's norm: xn = attn_norm(x += ffn).
-        return steps->add_rms_norm(roles::kAttnNorm, s.x, s.ffn, d, 1.0f, consts[il + 1].attn_norm,
-                                   n, d, hp.rms_eps, s.xn);
+        return steps->add_rms_norm(roles::kAttnNorm, s.x, s.ffn, d, hp.residual_scale,
+                                   consts[il + 1].attn_norm, n, d, hp.rms_eps, s.xn);
     }
 
     // Logits of `n` normalised rows at `xn` into `out` (n * vocab floats): in
@@ -641,7 +651,12 @@ struct Context::Impl {
                 return r;
             k0 = k1;
         }
-        return output_logits(s.xn, n_out, out);
+        if (auto r = output_logits(s.xn, n_out, out); !r) return r;
+        if (hp.logit_scale != 1.0f) {  // granite: multiplied by the reciprocal, as llama.cpp
+            const float inv = 1.0f / hp.logit_scale;
+            for (float& v : out.first(size_t{n_out} * hp.vocab)) v *= inv;
+        }
+        return {};
     }
 
     Expected<void> allocate() {

@@ -18,18 +18,20 @@ std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUs
     auto norm = [&](std::string_view role) {
         ops.push_back({FERROX_OP_RMS_NORM, FERROX_KIND_F32, role});
     };
-    norm(roles::kAttnNorm);  // layer 0's, or every layer's without the fusion
+    if (hp.pre_norms) norm(roles::kAttnNorm);  // layer 0's, or every layer's without the fusion
     norm(roles::kOutputNorm);
-    if (fused_norm) {
-        // The residual adds fused with the next norm: the attention block's
-        // with ffn_norm, each FFN's but the last with the next attn_norm.
-        ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kFfnNorm});
-        if (hp.n_layer > 1)
-            ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kAttnNorm});
-    } else {
-        norm(roles::kFfnNorm);
+    if (hp.pre_norms) {
+        if (fused_norm) {
+            // The residual adds fused with the next norm: the attention block's
+            // with ffn_norm, each FFN's but the last with the next attn_norm.
+            ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kFfnNorm});
+            if (hp.n_layer > 1)
+                ops.push_back({FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, roles::kAttnNorm});
+        } else {
+            norm(roles::kFfnNorm);
+        }
     }
-    if (hp.qk_norm) {
+    if (hp.qk_norm != QkNorm::None) {
         norm(roles::kQNorm);
         norm(roles::kKNorm);
     }
@@ -37,7 +39,9 @@ std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUs
         norm(roles::kPostAttnNorm);
         norm(roles::kPostFfwNorm);
     }
-    ops.push_back({FERROX_OP_ROPE, FERROX_KIND_F32, roles::kRope});
+    bool rotates = false;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) rotates = rotates || hp.has_rope(il);
+    if (rotates) ops.push_back({FERROX_OP_ROPE, FERROX_KIND_F32, roles::kRope});
     ops.push_back({FERROX_OP_ADD, FERROX_KIND_F32, roles::kResidual});
     if (hp.qkv_bias) ops.push_back({FERROX_OP_ADD, FERROX_KIND_F32, roles::kQkvBias});
     if (hp.n_expert) ops.push_back({FERROX_OP_ADD, FERROX_KIND_F32, roles::kMoeCombine});

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "ferrox/model/architecture.h"
 #include "ferrox/model/model.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
@@ -147,7 +148,9 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
     if (mw.token_embd->row_length() != d)
         return make_error("{}: tensor 'token_embd.weight' rows are {} long, embedding_length is {}",
                           file.path().string(), mw.token_embd->row_length(), d);
+    const ArchSpec& spec = architecture(hp.arch);
     const bool tied = file.find_tensor("output.weight") == nullptr;
+    if (tied && !spec.tied_output) return missing(file, "output.weight", hp);
     auto output = bind_matrix(file, tied ? "token_embd.weight" : "output.weight", hp.vocab, d);
     if (!output) return output.error();
     mw.output = std::move(*output);
@@ -172,7 +175,7 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         bound.insert(name);
         return {};
     };
-    if (hp.arch == Arch::Llama) {
+    if (spec.rope_factor_tensors) {
         if (hp.rope_scaling == RopeScaling::LongRope) {
             for (auto r :
                  {optional_vector(mw.rope_factors.short_factors, "rope_factors_short.weight"),
@@ -208,14 +211,19 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         };
         for (auto r :
              {matrix(lw.q, "attn_q.weight", q_dim, d), matrix(lw.k, "attn_k.weight", k_dim, d),
-              matrix(lw.v, "attn_v.weight", v_dim, d), matrix(lw.o, "attn_output.weight", d, o_dim),
-              vector(lw.attn_norm, "attn_norm.weight", d),
-              vector(lw.ffn_norm, "ffn_norm.weight", d)})
+              matrix(lw.v, "attn_v.weight", v_dim, d),
+              matrix(lw.o, "attn_output.weight", d, o_dim)})
             if (!r) return r.error();
-        if (hp.qk_norm)
-            for (auto r : {vector(lw.q_norm, "attn_q_norm.weight", hp.head_dim_k),
-                           vector(lw.k_norm, "attn_k_norm.weight", hp.head_dim_k)})
+        if (hp.pre_norms)
+            for (auto r : {vector(lw.attn_norm, "attn_norm.weight", d),
+                           vector(lw.ffn_norm, "ffn_norm.weight", d)})
                 if (!r) return r.error();
+        if (hp.qk_norm != QkNorm::None) {
+            const bool whole = hp.qk_norm == QkNorm::Whole;
+            for (auto r : {vector(lw.q_norm, "attn_q_norm.weight", whole ? q_dim : hp.head_dim_k),
+                           vector(lw.k_norm, "attn_k_norm.weight", whole ? k_dim : hp.head_dim_k)})
+                if (!r) return r.error();
+        }
         if (hp.post_norms)
             for (auto r : {vector(lw.post_attn_norm, "post_attention_norm.weight", d),
                            vector(lw.post_ffw_norm, "post_ffw_norm.weight", d)})

@@ -13,7 +13,7 @@
 
 namespace ferrox::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3, Granite, Olmo2, Smollm3 };
 
 // Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
 // Neox pairs (i, i + d/2) (qwen, gemma).
@@ -24,6 +24,11 @@ enum class RopeStyle { Normal, Neox };
 enum class RopeScaling { None, Linear, Yarn, LongRope };
 
 enum class FfnActivation { Silu, GeluTanh };  // SwiGLU or GeGLU: act(gate) * up
+
+// RMSNorm on the projected q and k: none, per head (head_dim values, one
+// weight vector shared by the heads: qwen3, gemma3), or over the whole
+// projection (n_head x head_dim values: olmo2).
+enum class QkNorm { None, PerHead, Whole };
 
 struct Hparams {
     Arch arch = Arch::Llama;
@@ -58,16 +63,25 @@ struct Hparams {
     uint32_t swa_period = 0;           // every swa_period-th layer is global; 0: none local
 
     FfnActivation activation = FfnActivation::Silu;
-    float attn_scale = 1.0f;   // applied to q . k: 1/sqrt(head_dim), Gemma 3 27B's own rule
-    bool embed_scale = false;  // multiply embeddings by sqrt(n_embd) (gemma)
-    bool post_norms = false;   // post_attention_norm and post_ffw_norm (gemma3)
-    bool qk_norm = false;      // per-head RMSNorm on q and k (qwen3, gemma3)
-    bool qkv_bias = false;     // q/k/v biases (qwen2)
+    float attn_scale = 1.0f;  // applied to q . k: 1/sqrt(head_dim), Gemma 3 27B's, granite's key
+    // Embeddings are multiplied by embedding_scale (gemma: sqrt(n_embd);
+    // granite: its key); each block's output by residual_scale before it joins
+    // the residual stream; logits by 1 / logit_scale (granite).
+    float embedding_scale = 1.0f, residual_scale = 1.0f, logit_scale = 1.0f;
+    bool pre_norms = true;    // attn_norm and ffn_norm before each block (all but olmo2)
+    bool post_norms = false;  // post_attention_norm and post_ffw_norm (gemma3, olmo2)
+    QkNorm qk_norm = QkNorm::None;
+    bool qkv_bias = false;  // q/k/v biases (qwen2)
+    // Every no_rope_period-th layer attends without RoPE (smollm3: 4); 0: all rotate.
+    uint32_t no_rope_period = 0;
 
     // Mixture of experts (qwen3moe); n_expert == 0 for dense models.
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
     bool expert_weights_norm = false;
 
+    bool has_rope(uint32_t il) const {
+        return no_rope_period == 0 || (il + 1) % no_rope_period != 0;
+    }
     // True when layer `il` attends through the sliding window with the local rope base.
     bool is_local_layer(uint32_t il) const {
         return sliding_window > 0 && swa_period > 0 && (il + 1) % swa_period != 0;

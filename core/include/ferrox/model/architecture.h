@@ -1,0 +1,47 @@
+// What ferrox knows of each architecture that its files do not state: one
+// row per architecture (core/src/model/architectures.cpp). Hyper-parameter
+// reading, weight binding, the forward pass and the resident-op prediction
+// all take these facts from the row, through Hparams; adding an
+// architecture whose layers are made of parts the pass already has is one
+// new row (docs/models.md, "Adding an architecture").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "ferrox/api.h"
+#include "ferrox/model/hparams.h"
+
+namespace ferrox::model {
+
+struct ArchSpec {
+    std::string_view name;  // general.architecture, and the prefix of its keys
+    Arch arch;
+    RopeStyle rope = RopeStyle::Neox;
+    QkNorm qk_norm = QkNorm::None;
+    bool pre_norms = true;    // attn_norm / ffn_norm before each block
+    bool post_norms = false;  // post_attention_norm / post_ffw_norm after each block
+    FfnActivation activation = FfnActivation::Silu;
+    bool sqrt_embedding_scale = false;  // embeddings x sqrt(n_embd) (gemma)
+    bool moe = false;                   // expert_* keys, ffn_gate_inp and ffn_*_exps tensors
+    bool tied_output = true;            // output.weight may be absent (token_embd doubles as it)
+    // rope_freqs.weight (or LongRoPE's rope_factors_short/long.weight) bound when present.
+    bool rope_factor_tensors = false;
+    // Gemma 3's window: attention.sliding_window required, a local/global layer pattern.
+    bool sliding_window = false;
+    // granite's embedding_scale, residual_scale, attention.scale and logit_scale keys.
+    bool granite_scales = false;
+    uint32_t no_rope_period = 0;  // every n-th layer without RoPE (smollm3: 4)
+    // llama.cpp rotates a prefix of each head (rope.dimension_count < head_dim)
+    // for this architecture; for the others it refuses such a file.
+    bool partial_rotary = false;
+    bool yarn_keys = false;  // llama.cpp's graph reads rope.scaling.yarn_*
+};
+
+FERROX_API std::span<const ArchSpec> architectures();
+// nullptr for an architecture ferrox does not run.
+FERROX_API const ArchSpec* find_architecture(std::string_view name);
+FERROX_API const ArchSpec& architecture(Arch arch);
+
+}  // namespace ferrox::model

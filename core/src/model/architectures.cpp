@@ -1,0 +1,63 @@
+#include <cstdlib>
+
+#include "ferrox/model/architecture.h"
+
+namespace ferrox::model {
+namespace {
+
+// Each row as llama.cpp's graph for the architecture builds it
+// (vendor/llama.cpp/src/models/<name>.cpp, and llama_model_rope_type for the
+// RoPE style); parity tests (tests/parity/test_model_parity.py) hold a tiny
+// random model of each to it.
+constexpr ArchSpec kArchitectures[] = {
+    {.name = "llama",
+     .arch = Arch::Llama,
+     .rope = RopeStyle::Normal,
+     .tied_output = true,
+     .rope_factor_tensors = true},
+    {.name = "qwen2", .arch = Arch::Qwen2},
+    {.name = "qwen3", .arch = Arch::Qwen3, .qk_norm = QkNorm::PerHead},
+    {.name = "qwen3moe", .arch = Arch::Qwen3Moe, .qk_norm = QkNorm::PerHead, .moe = true},
+    {.name = "gemma3",
+     .arch = Arch::Gemma3,
+     .qk_norm = QkNorm::PerHead,
+     .post_norms = true,
+     .activation = FfnActivation::GeluTanh,
+     .sqrt_embedding_scale = true,
+     .sliding_window = true,
+     .partial_rotary = true},
+    // IBM Granite 3.x: llama's layers with four scales from the file.
+    {.name = "granite",
+     .arch = Arch::Granite,
+     .rope = RopeStyle::Normal,
+     .rope_factor_tensors = true,
+     .granite_scales = true},
+    // OLMo 2: no pre-norms; RMSNorm after attention and after the FFN, and
+    // over the whole q and k projections; its files always carry output.weight.
+    {.name = "olmo2",
+     .arch = Arch::Olmo2,
+     .qk_norm = QkNorm::Whole,
+     .pre_norms = false,
+     .post_norms = true,
+     .tied_output = false},
+    // SmolLM3: llama's layers, every fourth without RoPE.
+    {.name = "smollm3", .arch = Arch::Smollm3, .rope = RopeStyle::Normal, .no_rope_period = 4},
+};
+
+}  // namespace
+
+std::span<const ArchSpec> architectures() { return kArchitectures; }
+
+const ArchSpec* find_architecture(std::string_view name) {
+    for (const ArchSpec& a : kArchitectures)
+        if (a.name == name) return &a;
+    return nullptr;
+}
+
+const ArchSpec& architecture(Arch arch) {
+    for (const ArchSpec& a : kArchitectures)
+        if (a.arch == arch) return a;
+    std::abort();  // every Arch has a row; a missing one is a programming error
+}
+
+}  // namespace ferrox::model
