@@ -117,11 +117,18 @@ SHAPED = {
 #   olmo2:   no pre-norms; RMSNorm after attention and after the FFN, and over the whole
 #            q (n_head x head_dim) and k projections; NeoX RoPE; output not tied.
 #   smollm3: 4 layers so that the fourth attends without RoPE (every fourth does).
+#   qwen2vl, qwen3vl: see below.
 REARRANGED = {
     "granite": ("granite", "refact", {"tied": True, "scales": {
         "embedding_scale": 12.0, "residual_scale": 0.22, "attention.scale": 0.015625, "logit_scale": 8.0}}),
     "olmo2": ("olmo2", "gpt-2", {"tied": False, "pre_norms": False, "post_norms": True, "qk_norm": "whole"}),
     "smollm3": ("smollm3", "llama-bpe", {"tied": True, "n_layer": 4}),
+    # The text path of the VL models: qwen2's / qwen3's layers with multi-section RoPE
+    # (sections of the 16 rotated pairs; for text every section has the same position) and,
+    # for qwen3vl, two deepstack layers (image features; zeros for text in llama.cpp).
+    "qwen2vl": ("qwen2vl", "qwen2", {"tied": True, "bias": True, "sections": [8, 4, 4, 0]}),
+    "qwen3vl": ("qwen3vl", "qwen2", {"tied": False, "qk_norm": True, "sections": [6, 5, 5, 0],
+                                     "deepstack": 2}),
 }
 
 
@@ -253,6 +260,10 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_value_length(HEAD_DIM)
     w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
     w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3") else 1e6))
+    if "sections" in opt:
+        w.add_rope_dimension_sections(opt["sections"])
+    if "deepstack" in opt:
+        w.add_uint32(f"{arch}.n_deepstack_layers", opt["deepstack"])
     for key, value in opt.get("scales", {}).items():
         w.add_float32(f"{arch}.{key}", value)
     if "rope_scaling" in opt:

@@ -421,6 +421,30 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         CHECK_THAT(w.error().message(),
                    Catch::Contains("olmo2.attention.sliding_window") && Catch::Contains("4096"));
     }
+    SECTION("qwen2vl and qwen3vl need rope.dimension_sections, checked") {
+        for (const std::string arch : {"qwen2vl", "qwen3vl"}) {
+            INFO(arch);
+            auto ok = llama_like(arch).i32_array(arch + ".rope.dimension_sections", {4, 2, 2, 0});
+            auto file = ok.parse();
+            REQUIRE(file);
+            auto hp = model::read_hparams(*file);
+            REQUIRE(hp);
+            CHECK(hp->rope == model::RopeStyle::Neox);
+            auto missing = llama_like(arch).parse();
+            REQUIRE(missing);
+            auto m = model::read_hparams(*missing);
+            REQUIRE_FALSE(m);
+            CHECK_THAT(m.error().message(), Catch::Contains(arch + ".rope.dimension_sections"));
+            for (const std::vector<int32_t>& bad :
+                 {std::vector<int32_t>{0, 0, 0, 0}, {4, -2, 2, 0}, {1, 1, 1, 1, 1}}) {
+                auto f = llama_like(arch).i32_array(arch + ".rope.dimension_sections", bad).parse();
+                REQUIRE(f);
+                auto b = model::read_hparams(*f);
+                REQUIRE_FALSE(b);
+                CHECK_THAT(b.error().message(), Catch::Contains("rope.dimension_sections"));
+            }
+        }
+    }
     SECTION("experts on an architecture ferrox runs dense are refused by key") {
         auto file = llama_like("llama").u32("llama.expert_count", 8).parse();
         REQUIRE(file);

@@ -21,6 +21,16 @@ class TinyGguf {
         const uint8_t byte = v ? 1 : 0;
         return scalar(key, 7, &byte, 1);
     }
+    TinyGguf& i32_array(const std::string& key, const std::vector<int32_t>& v) {
+        std::vector<std::byte> p(12 + 4 * v.size());
+        const uint32_t element_type = 5;  // INT32
+        const uint64_t n = v.size();
+        std::memcpy(p.data(), &element_type, 4);
+        std::memcpy(p.data() + 4, &n, 8);
+        if (!v.empty()) std::memcpy(p.data() + 12, v.data(), 4 * v.size());
+        entries_.push_back({key, 9, std::move(p)});  // ARRAY
+        return *this;
+    }
     TinyGguf& str(const std::string& key, const std::string& v) {
         entries_.push_back({key, 8, with_length(v)});
         return *this;

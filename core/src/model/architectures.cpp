@@ -42,6 +42,12 @@ constexpr ArchSpec kArchitectures[] = {
      .tied_output = false},
     // SmolLM3: llama's layers, every fourth without RoPE.
     {.name = "smollm3", .arch = Arch::Smollm3, .rope = RopeStyle::Normal, .no_rope_period = 4},
+    // The text path of Qwen2-VL and Qwen3-VL: qwen2's and qwen3's layers with
+    // multi-section RoPE (NeoX for text). Qwen3-VL's deepstack inputs are
+    // image features added after the first layers; for text llama.cpp adds
+    // zeros there.
+    {.name = "qwen2vl", .arch = Arch::Qwen2Vl, .rope_sections = true},
+    {.name = "qwen3vl", .arch = Arch::Qwen3Vl, .qk_norm = QkNorm::PerHead, .rope_sections = true},
 };
 
 }  // namespace

@@ -309,6 +309,19 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     // llama.cpp do; llama.cpp recognises it by the layer count alone.
     if (hp.arch == Arch::Gemma3 && hp.n_layer == 62)
         hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
+    if (info->rope_sections) {
+        // llama.cpp requires the key (up to four sections); ggml takes a pair's
+        // section modulo their sum, so the sum must not be 0.
+        auto sections = file.get_i32_array(k.key("rope.dimension_sections"));
+        if (!sections) return sections.error();
+        int64_t sum = 0;
+        bool negative = false;
+        for (const int32_t v : *sections) sum += v, negative = negative || v < 0;
+        if (sections->empty() || sections->size() > 4 || negative || sum == 0)
+            return refuse(file, k.key("rope.dimension_sections"),
+                          fmt::format("[{}] is not 1 to 4 section sizes >= 0 with a sum > 0",
+                                      fmt::join(*sections, ", ")));
+    }
     if (info->granite_scales) {
         if (auto r = read_granite_scales(file, k, hp); !r) return r.error();
         // llama.cpp's granite graph rotates no layer at all when the file says

@@ -58,7 +58,8 @@ const BuiltinChatTemplate* find_builtin_chat_template(std::string_view name) {
 const BuiltinChatTemplate* builtin_chat_template_for_arch(std::string_view arch) {
     if (arch == "gemma3" || arch == "gemma2" || arch == "gemma")
         return find_builtin_chat_template("gemma");
-    if (arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe")
+    if (arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "qwen2vl" ||
+        arch == "qwen3vl")
         return find_builtin_chat_template("chatml");
     if (arch == "llama") return find_builtin_chat_template("llama3");
     return nullptr;

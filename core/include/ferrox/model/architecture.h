@@ -33,6 +33,11 @@ struct ArchSpec {
     // granite's embedding_scale, residual_scale, attention.scale and logit_scale keys.
     bool granite_scales = false;
     uint32_t no_rope_period = 0;  // every n-th layer without RoPE (smollm3: 4)
+    // Multi-section RoPE (qwen2vl, qwen3vl): rope.dimension_sections is
+    // required. Sections give an image token's pairs its time, height and
+    // width positions; a text token has one position in every section, which
+    // makes it NeoX RoPE -- the only input ferrox takes.
+    bool rope_sections = false;
     // llama.cpp rotates a prefix of each head (rope.dimension_count < head_dim)
     // for this architecture; for the others it refuses such a file.
     bool partial_rotary = false;

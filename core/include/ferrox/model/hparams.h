@@ -13,7 +13,18 @@
 
 namespace ferrox::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3, Granite, Olmo2, Smollm3 };
+enum class Arch {
+    Llama,
+    Qwen2,
+    Qwen3,
+    Qwen3Moe,
+    Gemma3,
+    Granite,
+    Olmo2,
+    Smollm3,
+    Qwen2Vl,
+    Qwen3Vl
+};
 
 // Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
 // Neox pairs (i, i + d/2) (qwen, gemma).
