@@ -129,6 +129,14 @@ REARRANGED = {
     "qwen2vl": ("qwen2vl", "qwen2", {"tied": True, "bias": True, "sections": [8, 4, 4, 0]}),
     "qwen3vl": ("qwen3vl", "qwen2", {"tied": False, "qk_norm": True, "sections": [6, 5, 5, 0],
                                      "deepstack": 2}),
+    # Phi-3.5-mini's layout: fused attn_qkv and gate||up (ffn_up of 2 x n_ff rows), LongRoPE
+    # factors without a rope.scaling.type key (phi3 reads them whatever the type; the
+    # parity test's 256-position context exceeds the original 64, so the long ones apply),
+    # attention factor 1.19; phi3-partial rotates 24 of 32 dims, as Phi-4-mini 96 of 128.
+    "phi3": ("phi3", "phi-3", {"tied": False, "fused": True, "n_ctx": 1024,
+                               "longrope_factors": {"orig": 64, "attn_factor": 1.19}}),
+    "phi3-partial": ("phi3", "phi-3", {"tied": False, "fused": True, "n_ctx": 1024, "n_rot": 24,
+                                       "longrope_factors": {"orig": 64, "attn_factor": 1.19}}),
 }
 
 
@@ -259,7 +267,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
     w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
-    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3") else 1e6))
+    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3") else 1e6))
     if "sections" in opt:
         w.add_rope_dimension_sections(opt["sections"])
     if "deepstack" in opt:
@@ -292,9 +300,13 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         rf = opt["rope_freqs"]
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(HEAD_DIM, opt["rope_base"], rf["factor"], rf["low"],
                                                             rf["high"], rf["orig"]))
-    if opt.get("rope_scaling", {}).get("type") == "longrope":
+    if "longrope_factors" in opt:
+        lf = opt["longrope_factors"]
+        w.add_rope_scaling_orig_ctx_len(lf["orig"])
+        w.add_float32(f"{arch}.rope.scaling.attn_factor", lf["attn_factor"])
+    if opt.get("rope_scaling", {}).get("type") == "longrope" or "longrope_factors" in opt:
         # Phi-3's shape of factors: near 1 for the fast pairs, growing for the slow ones.
-        ramp = np.linspace(0.0, 1.0, HEAD_DIM // 2)
+        ramp = np.linspace(0.0, 1.0, opt.get("n_rot", HEAD_DIM) // 2)
         w.add_tensor("rope_factors_short.weight", (1.0 + 0.5 * ramp ** 2).astype(np.float32))
         w.add_tensor("rope_factors_long.weight", (1.0 + 7.0 * ramp ** 2).astype(np.float32))
     q_dim, kv_dim = N_HEAD * HEAD_DIM, N_HEAD_KV * HEAD_DIM
@@ -302,9 +314,13 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         p = f"blk.{il}."
         if opt.get("pre_norms", True):
             w.add_tensor(p + "attn_norm.weight", norm(rng, N_EMBD))
-        add_quantized(w, p + "attn_q.weight", matrix(rng, q_dim, N_EMBD), Q.Q8_0)
-        add_quantized(w, p + "attn_k.weight", matrix(rng, kv_dim, N_EMBD), Q.Q8_0)
-        add_quantized(w, p + "attn_v.weight", matrix(rng, kv_dim, N_EMBD), Q.Q8_0)
+        q, k, v = matrix(rng, q_dim, N_EMBD), matrix(rng, kv_dim, N_EMBD), matrix(rng, kv_dim, N_EMBD)
+        if opt.get("fused"):
+            add_quantized(w, p + "attn_qkv.weight", np.concatenate([q, k, v]), Q.Q8_0)
+        else:
+            add_quantized(w, p + "attn_q.weight", q, Q.Q8_0)
+            add_quantized(w, p + "attn_k.weight", k, Q.Q8_0)
+            add_quantized(w, p + "attn_v.weight", v, Q.Q8_0)
         add_quantized(w, p + "attn_output.weight", matrix(rng, N_EMBD, q_dim), Q.Q8_0)
         if opt.get("bias"):
             for part, n in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
@@ -328,6 +344,10 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             add_quantized(w, p + "ffn_gate_exps.weight", gate, Q.Q4_0)
             add_quantized(w, p + "ffn_up_exps.weight", up, Q.Q4_0)
             add_quantized(w, p + "ffn_down_exps.weight", down, Q.Q4_0)
+        elif opt.get("fused"):  # the gate's rows, then up's
+            gate_up = np.concatenate([matrix(rng, N_FF, N_EMBD), matrix(rng, N_FF, N_EMBD)])
+            add_quantized(w, p + "ffn_up.weight", gate_up, Q.Q4_0)
+            add_quantized(w, p + "ffn_down.weight", matrix(rng, N_EMBD, N_FF), Q.Q4_0)
         else:
             add_quantized(w, p + "ffn_gate.weight", matrix(rng, N_FF, N_EMBD), Q.Q4_0)
             add_quantized(w, p + "ffn_up.weight", matrix(rng, N_FF, N_EMBD), Q.Q4_0)

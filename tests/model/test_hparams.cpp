@@ -445,6 +445,14 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
             }
         }
     }
+    SECTION("phi3 reads attention.sliding_window and does not apply it, as llama.cpp") {
+        auto file = llama_like("phi3").u32("phi3.attention.sliding_window", 2047).parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        CHECK(hp->sliding_window == 0);
+        CHECK(hp->rope == model::RopeStyle::Neox);
+    }
     SECTION("experts on an architecture ferrox runs dense are refused by key") {
         auto file = llama_like("llama").u32("llama.expert_count", 8).parse();
         REQUIRE(file);

@@ -13,8 +13,7 @@ constexpr ArchSpec kArchitectures[] = {
     {.name = "llama",
      .arch = Arch::Llama,
      .rope = RopeStyle::Normal,
-     .tied_output = true,
-     .rope_factor_tensors = true},
+     .rope_factors = RopeFactorTensors::ByScalingType},
     {.name = "qwen2", .arch = Arch::Qwen2},
     {.name = "qwen3", .arch = Arch::Qwen3, .qk_norm = QkNorm::PerHead},
     {.name = "qwen3moe", .arch = Arch::Qwen3Moe, .qk_norm = QkNorm::PerHead, .moe = true},
@@ -30,7 +29,7 @@ constexpr ArchSpec kArchitectures[] = {
     {.name = "granite",
      .arch = Arch::Granite,
      .rope = RopeStyle::Normal,
-     .rope_factor_tensors = true,
+     .rope_factors = RopeFactorTensors::ByScalingType,
      .granite_scales = true},
     // OLMo 2: no pre-norms; RMSNorm after attention and after the FFN, and
     // over the whole q and k projections; its files always carry output.weight.
@@ -48,6 +47,15 @@ constexpr ArchSpec kArchitectures[] = {
     // zeros there.
     {.name = "qwen2vl", .arch = Arch::Qwen2Vl, .rope_sections = true},
     {.name = "qwen3vl", .arch = Arch::Qwen3Vl, .qk_norm = QkNorm::PerHead, .rope_sections = true},
+    // Phi-3, Phi-3.5, Phi-4, Phi-4-mini: fused attn_qkv (bound for every
+    // architecture, as llama.cpp does) and gate||up, LongRoPE factors, a
+    // rotated prefix of each head on Phi-4-mini.
+    {.name = "phi3",
+     .arch = Arch::Phi3,
+     .rope_factors = RopeFactorTensors::LongRope,
+     .fused_gate_up = true,
+     .sliding_window_ignored = true,
+     .partial_rotary = true},
 };
 
 }  // namespace

@@ -293,7 +293,7 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
             return refuse(file, k.key("attention.sliding_window_pattern"),
                           "0 (no global layer) is not implemented");
         FERROX_READ(hp.rope_base_local, k.f32_or("rope.freq_base_swa", 10000.0f));
-    } else if (k.has("attention.sliding_window")) {
+    } else if (k.has("attention.sliding_window") && !info->sliding_window_ignored) {
         // olmo2's OLMo 3 variant (and others) window some layers; ferrox
         // would attend to the whole past there.
         auto w = k.u32("attention.sliding_window");

@@ -93,6 +93,17 @@ Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& na
     return WeightMatrix::borrowed(name, t->kind(), rows, cols, t->data(), t->mapping());
 }
 
+// Rows [first, first + rows) of a bound matrix, as a matrix of its own: a
+// fused tensor's parts (attn_qkv's q, k and v; phi3's gate||up). Each row is
+// whole blocks, so the part is a subspan of the mapping -- zero copy.
+Expected<WeightMatrix> row_view(const gguf::Tensor& t, std::string name, uint64_t first,
+                                uint64_t rows) {
+    const uint64_t row_bytes = t.byte_size() / t.row_count();
+    return WeightMatrix::borrowed(std::move(name), t.kind(), rows, t.row_length(),
+                                  t.data().subspan(first * row_bytes, rows * row_bytes),
+                                  t.mapping());
+}
+
 // Derived from what bind_weights binds, so the products predicted (probes,
 // `ferrox inspect`, the residency check) are the matrices the pass multiplies
 // by: a tensor cannot be predicted and not bound, or bound and not predicted.
@@ -175,8 +186,9 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         bound.insert(name);
         return {};
     };
-    if (spec.rope_factor_tensors) {
-        if (hp.rope_scaling == RopeScaling::LongRope) {
+    if (spec.rope_factors != RopeFactorTensors::None) {
+        if (hp.rope_scaling == RopeScaling::LongRope ||
+            spec.rope_factors == RopeFactorTensors::LongRope) {
             for (auto r :
                  {optional_vector(mw.rope_factors.short_factors, "rope_factors_short.weight"),
                   optional_vector(mw.rope_factors.long_factors, "rope_factors_long.weight")})
@@ -209,11 +221,40 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
             dst = std::move(*v);
             return {};
         };
-        for (auto r :
-             {matrix(lw.q, "attn_q.weight", q_dim, d), matrix(lw.k, "attn_k.weight", k_dim, d),
-              matrix(lw.v, "attn_v.weight", v_dim, d),
-              matrix(lw.o, "attn_output.weight", d, o_dim)})
-            if (!r) return r.error();
+        // Rows of several matrices in one tensor, bound as one view each.
+        auto fused =
+            [&](std::string_view suffix,
+                std::initializer_list<std::pair<std::optional<WeightMatrix>*, uint64_t>> parts)
+            -> Expected<void> {
+            uint64_t rows = 0;
+            for (const auto& part : parts) rows += part.second;
+            const std::string name = layer_tensor(il, suffix);
+            if (auto m = bind_matrix(file, name, rows, d); !m) return m.error();
+            const gguf::Tensor& t = *file.find_tensor(name);
+            uint64_t first = 0;
+            for (const auto& [dst, n] : parts) {
+                auto view = row_view(t, fmt::format("{}[rows {}..{}]", name, first, first + n - 1),
+                                     first, n);
+                if (!view) return view.error();
+                *dst = std::move(*view);
+                first += n;
+            }
+            bound.insert(name);
+            return {};
+        };
+        // llama.cpp takes a fused attn_qkv (q, k, v rows in that order) for
+        // every architecture whose q/k/v it loads; phi3's files have one.
+        if (file.find_tensor(layer_tensor(il, "attn_qkv.weight"))) {
+            if (auto r = fused("attn_qkv.weight", {{&lw.q, q_dim}, {&lw.k, k_dim}, {&lw.v, v_dim}});
+                !r)
+                return r.error();
+        } else {
+            for (auto r :
+                 {matrix(lw.q, "attn_q.weight", q_dim, d), matrix(lw.k, "attn_k.weight", k_dim, d),
+                  matrix(lw.v, "attn_v.weight", v_dim, d)})
+                if (!r) return r.error();
+        }
+        if (auto r = matrix(lw.o, "attn_output.weight", d, o_dim); !r) return r.error();
         if (hp.pre_norms)
             for (auto r : {vector(lw.attn_norm, "attn_norm.weight", d),
                            vector(lw.ffn_norm, "ffn_norm.weight", d)})
@@ -233,7 +274,11 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
                  {vector(lw.q_bias, "attn_q.bias", q_dim), vector(lw.k_bias, "attn_k.bias", k_dim),
                   vector(lw.v_bias, "attn_v.bias", v_dim)})
                 if (!r) return r.error();
-        if (hp.n_expert == 0) {
+        if (hp.n_expert == 0 && spec.fused_gate_up) {
+            for (auto r : {fused("ffn_up.weight", {{&lw.gate, hp.n_ff}, {&lw.up, hp.n_ff}}),
+                           matrix(lw.down, "ffn_down.weight", d, hp.n_ff)})
+                if (!r) return r.error();
+        } else if (hp.n_expert == 0) {
             for (auto r : {matrix(lw.gate, "ffn_gate.weight", hp.n_ff, d),
                            matrix(lw.up, "ffn_up.weight", hp.n_ff, d),
                            matrix(lw.down, "ffn_down.weight", d, hp.n_ff)})

@@ -15,6 +15,16 @@
 
 namespace ferrox::model {
 
+// Which per-pair RoPE divisor tensors an architecture reads when present.
+enum class RopeFactorTensors {
+    None,
+    // rope_freqs.weight, or with rope.scaling.type = longrope the pair
+    // rope_factors_short/long.weight (llama, granite).
+    ByScalingType,
+    // rope_factors_short/long.weight whatever the scaling type (phi3).
+    LongRope,
+};
+
 struct ArchSpec {
     std::string_view name;  // general.architecture, and the prefix of its keys
     Arch arch;
@@ -26,10 +36,15 @@ struct ArchSpec {
     bool sqrt_embedding_scale = false;  // embeddings x sqrt(n_embd) (gemma)
     bool moe = false;                   // expert_* keys, ffn_gate_inp and ffn_*_exps tensors
     bool tied_output = true;            // output.weight may be absent (token_embd doubles as it)
-    // rope_freqs.weight (or LongRoPE's rope_factors_short/long.weight) bound when present.
-    bool rope_factor_tensors = false;
+    RopeFactorTensors rope_factors = RopeFactorTensors::None;
+    // ffn_up.weight holds the gate's rows, then the up projection's (phi3):
+    // 2 x feed_forward_length rows, no ffn_gate.weight.
+    bool fused_gate_up = false;
     // Gemma 3's window: attention.sliding_window required, a local/global layer pattern.
     bool sliding_window = false;
+    // attention.sliding_window is read and not applied, as llama.cpp does for
+    // phi3 (its converters write the key for models trained without one).
+    bool sliding_window_ignored = false;
     // granite's embedding_scale, residual_scale, attention.scale and logit_scale keys.
     bool granite_scales = false;
     uint32_t no_rope_period = 0;  // every n-th layer without RoPE (smollm3: 4)

@@ -23,7 +23,8 @@ enum class Arch {
     Olmo2,
     Smollm3,
     Qwen2Vl,
-    Qwen3Vl
+    Qwen3Vl,
+    Phi3
 };
 
 // Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
