@@ -137,6 +137,12 @@ REARRANGED = {
                                "longrope_factors": {"orig": 64, "attn_factor": 1.19}}),
     "phi3-partial": ("phi3", "phi-3", {"tied": False, "fused": True, "n_ctx": 1024, "n_rot": 24,
                                        "longrope_factors": {"orig": 64, "attn_factor": 1.19}}),
+    # Ministral 3's rope: YaRN (factor 4 over an original 16 positions, log multiplier 0.1)
+    # and Llama 4's attention temperature 0.1: q x 1 + 0.1 ln(floor(pos / 16) + 1), so the
+    # 48 parity positions see three factors (1, 1.069, 1.110).
+    "mistral3": ("mistral3", "llama-spm", {"tied": False, "n_ctx": 1024, "temperature_scale": 0.1,
+                                           "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 16,
+                                                            "log_mul": 0.1}}),
 }
 
 
@@ -267,7 +273,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
     w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
-    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3") else 1e6))
+    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3") else 1e6))
     if "sections" in opt:
         w.add_rope_dimension_sections(opt["sections"])
     if "deepstack" in opt:
@@ -282,6 +288,10 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_rope_scaling_orig_ctx_len(rs["orig"])
         if "attn_factor" in rs:
             w.add_float32(f"{arch}.rope.scaling.attn_factor", rs["attn_factor"])
+        if "log_mul" in rs:
+            w.add_float32(f"{arch}.rope.scaling.yarn_log_multiplier", rs["log_mul"])
+    if "temperature_scale" in opt:
+        w.add_float32(f"{arch}.attention.temperature_scale", opt["temperature_scale"])
     w.add_layer_norm_rms_eps(1e-6)
     if opt.get("moe"):
         w.add_expert_count(N_EXPERT)

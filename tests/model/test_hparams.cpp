@@ -453,6 +453,39 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         CHECK(hp->sliding_window == 0);
         CHECK(hp->rope == model::RopeStyle::Neox);
     }
+    SECTION("mistral3 reads the attention temperature and three of YaRN's keys") {
+        const auto yarn = [] {
+            return llama_like("mistral3")
+                .str("mistral3.rope.scaling.type", "yarn")
+                .f32("mistral3.rope.scaling.factor", 16.0f)
+                .u32("mistral3.rope.scaling.original_context_length", 16384)
+                .f32("mistral3.rope.scaling.yarn_log_multiplier", 1.0f)
+                .f32("mistral3.rope.scaling.yarn_beta_fast", 16.0f)
+                .f32("mistral3.attention.temperature_scale", 0.1f);
+        };
+        auto file = yarn().parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        CHECK(hp->attn_temp_scale == 0.1f);
+        CHECK(hp->attn_temp_length == 16384);
+        CHECK(hp->rope_yarn_log_mul == 1.0f);
+        CHECK(hp->rope_yarn_beta_fast == 16.0f);
+        // llama.cpp's mistral3 graph does not read yarn_ext_factor: refused, not guessed.
+        auto ext = yarn().f32("mistral3.rope.scaling.yarn_ext_factor", 0.5f).parse();
+        REQUIRE(ext);
+        auto e = model::read_hparams(*ext);
+        REQUIRE_FALSE(e);
+        CHECK_THAT(e.error().message(), Catch::Contains("mistral3.rope.scaling.yarn_ext_factor"));
+        auto negative = yarn()
+                            .without("mistral3.attention.temperature_scale")
+                            .f32("mistral3.attention.temperature_scale", -1.0f)
+                            .parse();
+        REQUIRE(negative);
+        auto n = model::read_hparams(*negative);
+        REQUIRE_FALSE(n);
+        CHECK_THAT(n.error().message(), Catch::Contains("mistral3.attention.temperature_scale"));
+    }
     SECTION("experts on an architecture ferrox runs dense are refused by key") {
         auto file = llama_like("llama").u32("llama.expert_count", 8).parse();
         REQUIRE(file);

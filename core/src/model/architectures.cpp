@@ -47,6 +47,14 @@ constexpr ArchSpec kArchitectures[] = {
     // zeros there.
     {.name = "qwen2vl", .arch = Arch::Qwen2Vl, .rope_sections = true},
     {.name = "qwen3vl", .arch = Arch::Qwen3Vl, .qk_norm = QkNorm::PerHead, .rope_sections = true},
+    // Ministral 3 / Mistral 3: llama's layers with YaRN (its betas and log
+    // multiplier from the file) and Llama 4's attention temperature.
+    {.name = "mistral3",
+     .arch = Arch::Mistral3,
+     .rope = RopeStyle::Normal,
+     .rope_factors = RopeFactorTensors::ByScalingType,
+     .yarn_keys = kYarnBetaFast | kYarnBetaSlow | kYarnLogMultiplier,
+     .attn_temperature = true},
     // Phi-3, Phi-3.5, Phi-4, Phi-4-mini: fused attn_qkv (bound for every
     // architecture, as llama.cpp does) and gate||up, LongRoPE factors, a
     // rotated prefix of each head on Phi-4-mini.

@@ -40,6 +40,7 @@ Error refuse(const gguf::File& f, std::string_view key, std::string_view why) {
 Expected<void> read_yarn_keys(const gguf::File& file, const Keys& k, const ArchSpec& arch,
                               Hparams& hp) {
     struct YarnKey {
+        uint8_t bit;  // YarnKeys
         const char* key;
         float* value;
         float min;      // the smallest value allowed
@@ -51,12 +52,15 @@ Expected<void> read_yarn_keys(const gguf::File& file, const Keys& k, const ArchS
     };
     const float inf = std::numeric_limits<float>::infinity();
     const YarnKey keys[] = {
-        {"rope.scaling.yarn_beta_fast", &hp.rope_yarn_beta_fast, 0, true, inf, 32.0f},
-        {"rope.scaling.yarn_beta_slow", &hp.rope_yarn_beta_slow, 0, true, inf, 1.0f},
-        {"rope.scaling.yarn_ext_factor", &hp.rope_yarn_ext_factor, 0, false, 1,
+        {kYarnBetaFast, "rope.scaling.yarn_beta_fast", &hp.rope_yarn_beta_fast, 0, true, inf,
+         32.0f},
+        {kYarnBetaSlow, "rope.scaling.yarn_beta_slow", &hp.rope_yarn_beta_slow, 0, true, inf, 1.0f},
+        {kYarnExtFactor, "rope.scaling.yarn_ext_factor", &hp.rope_yarn_ext_factor, 0, false, 1,
          hp.rope_scaling == RopeScaling::Yarn ? 1.0f : 0.0f},
-        {"rope.scaling.yarn_attn_factor", &hp.rope_yarn_attn_factor, 0, true, inf, 1.0f},
-        {"rope.scaling.yarn_log_multiplier", &hp.rope_yarn_log_mul, 0, false, inf, 0.0f}};
+        {kYarnAttnFactor, "rope.scaling.yarn_attn_factor", &hp.rope_yarn_attn_factor, 0, true, inf,
+         1.0f},
+        {kYarnLogMultiplier, "rope.scaling.yarn_log_multiplier", &hp.rope_yarn_log_mul, 0, false,
+         inf, 0.0f}};
     for (const YarnKey& y : keys) {
         if (!k.has(y.key)) continue;
         auto v = k.f32(y.key);
@@ -66,7 +70,7 @@ Expected<void> read_yarn_keys(const gguf::File& file, const Keys& k, const ArchS
             return refuse(file, k.key(y.key),
                           fmt::format("{} is out of range ({} {}{})", *v, y.min_open ? ">" : ">=",
                                       y.min, y.max < inf ? fmt::format(", <= {}", y.max) : ""));
-        if (!arch.yarn_keys && *v != y.fixed)
+        if (!(arch.yarn_keys & y.bit) && *v != y.fixed)
             return refuse(file, k.key(y.key),
                           fmt::format("{} is not implemented for architecture '{}': llama.cpp "
                                       "does not read the key for it and uses {}",
@@ -309,6 +313,17 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     // llama.cpp do; llama.cpp recognises it by the layer count alone.
     if (hp.arch == Arch::Gemma3 && hp.n_layer == 62)
         hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
+    if (info->attn_temperature) {
+        FERROX_READ(hp.attn_temp_scale, k.f32_or("attention.temperature_scale", 0.0f));
+        if (!std::isfinite(hp.attn_temp_scale) || hp.attn_temp_scale < 0)
+            return refuse(file, k.key("attention.temperature_scale"),
+                          fmt::format("{} is not a scale (finite, >= 0)", hp.attn_temp_scale));
+        // llama.cpp's length is the original context (YaRN's).
+        hp.attn_temp_length = hp.rope_n_ctx_orig;
+        if (hp.attn_temp_scale != 0 && hp.attn_temp_length == 0)
+            return refuse(file, k.key("rope.scaling.original_context_length"),
+                          "is 0: the attention temperature needs a length");
+    }
     if (info->rope_sections) {
         // llama.cpp requires the key (up to four sections); ggml takes a pair's
         // section modulo their sum, so the sum must not be 0.

@@ -27,7 +27,8 @@ struct Scratch {
     // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
     // live at the same time, so the two blocks share one region.
     Act q, k, v, att, o, gate, up, ffn;
-    Act rope_cos[2], rope_sin[2];  // [global, local][position][head_dim / 2]
+    // [global, local, global for q under an attention temperature][position][head_dim / 2]
+    Act rope_cos[3], rope_sin[3];
 };
 
 // Norm weights and biases where the ops read them.
@@ -110,9 +111,10 @@ struct Model::Impl {
         carve(s.expert_gate, hp.n_ff_expert);
         carve(s.expert_up, hp.n_ff_expert);
         carve(s.expert_down, hp.n_embd);
-        for (int local = 0; local < 2; ++local) {
-            carve(s.rope_cos[local], b * half);
-            carve(s.rope_sin[local], b * half);
+        for (int t = 0; t < 3; ++t) {
+            const uint64_t rows = t < 2 || hp.attn_temp_scale != 0 ? b : 0;
+            carve(s.rope_cos[t], rows * half);
+            carve(s.rope_sin[t], rows * half);
         }
         if (residency.resident) carve(s.logits, uint64_t{std::min(kLogitRows, n_batch)} * hp.vocab);
         return used;
@@ -127,7 +129,8 @@ struct Model::Impl {
     // scores, and the fallback attention's scores row.
     uint64_t host_scratch_bytes(uint32_t n_batch, uint32_t n_ctx) const {
         const uint64_t half = hp.head_dim_k / 2;
-        return (4 * uint64_t{n_batch} * half + (uint64_t{n_batch} + 1) * hp.n_expert +
+        const uint64_t tables = hp.attn_temp_scale != 0 ? 3 : 2;
+        return (2 * tables * uint64_t{n_batch} * half + (uint64_t{n_batch} + 1) * hp.n_expert +
                 (hp.n_expert ? uint64_t{n_batch} * hp.n_embd : 0) + n_ctx) *
                sizeof(float);
     }
@@ -223,7 +226,7 @@ struct Context::Impl {
     std::vector<Act> k_cache, v_cache;
     KvCells cells;
     // Host-side values: RoPE angles before upload, MoE router scores after download.
-    std::vector<float> rope_cos[2], rope_sin[2], router_scores, zeros;
+    std::vector<float> rope_cos[3], rope_sin[3], router_scores, zeros;
     std::vector<uint32_t> expert_order;
 
     // The decode in progress: the batch sorted by (sequence, position).
@@ -319,8 +322,9 @@ struct Context::Impl {
         const bool local = hp.is_local_layer(il);
         const uint32_t n_rot = model.rope[local].n_rot;
         if (hp.has_rope(il)) {
-            if (auto r = st.rope(s.q, s.rope_cos[local], s.rope_sin[local], n, hp.n_head, hd, n_rot,
-                                 hp.rope);
+            const int q_table = hp.attn_temp_scale != 0 && !local ? 2 : local;
+            if (auto r = st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp.n_head, hd,
+                                 n_rot, hp.rope);
                 !r)
                 return r;
             if (auto r = st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp.n_head_kv, hd,
@@ -531,7 +535,24 @@ struct Context::Impl {
             if (auto r = steps->upload({rope_sin[local].data(), used}, s.rope_sin[local]); !r)
                 return r;
         }
-        return {};
+        if (hp.attn_temp_scale == 0) return {};
+        // q's angles scaled by its position's temperature: rotating by (f cos,
+        // f sin) is rotating and then multiplying by f, in one op. The factor
+        // is computed as llama.cpp computes it (float position, double log).
+        for (uint32_t r = 0; r < n; ++r) {
+            const float pos = static_cast<float>(row_pos[r]);
+            const double steps_past =
+                static_cast<double>(std::floor(pos / static_cast<float>(hp.attn_temp_length)));
+            const auto f = static_cast<float>(
+                std::log(steps_past + 1.0) * static_cast<double>(hp.attn_temp_scale) + 1.0);
+            for (uint32_t i = 0; i < half; ++i) {
+                rope_cos[2][size_t{r} * half + i] = rope_cos[0][size_t{r} * half + i] * f;
+                rope_sin[2][size_t{r} * half + i] = rope_sin[0][size_t{r} * half + i] * f;
+            }
+        }
+        const size_t used = size_t{n} * half;
+        if (auto r = steps->upload({rope_cos[2].data(), used}, s.rope_cos[2]); !r) return r;
+        return steps->upload({rope_sin[2].data(), used}, s.rope_sin[2]);
     }
 
     Expected<void> dense_ffn(const LayerWeights& L, uint32_t n) {
@@ -664,9 +685,10 @@ struct Context::Impl {
         if (!region) return region.error();
         model.layout(max_batch, &s, &*region);
         const uint64_t half = hp.head_dim_k / 2;
-        for (int local = 0; local < 2; ++local) {
-            rope_cos[local].assign(size_t{max_batch} * half, 0);
-            rope_sin[local].assign(size_t{max_batch} * half, 0);
+        for (int t = 0; t < 3; ++t) {
+            const size_t rows = t < 2 || hp.attn_temp_scale != 0 ? max_batch : 0;
+            rope_cos[t].assign(rows * half, 0);
+            rope_sin[t].assign(rows * half, 0);
         }
         router_scores.assign(size_t{max_batch} * hp.n_expert, 0);
         expert_order.assign(hp.n_expert, 0);

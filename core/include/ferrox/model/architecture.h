@@ -25,6 +25,16 @@ enum class RopeFactorTensors {
     LongRope,
 };
 
+// rope.scaling.yarn_* keys, one bit each: which of them llama.cpp's graph
+// reads for an architecture (the others keep its defaults).
+enum YarnKeys : uint8_t {
+    kYarnBetaFast = 1,
+    kYarnBetaSlow = 2,
+    kYarnExtFactor = 4,
+    kYarnAttnFactor = 8,
+    kYarnLogMultiplier = 16,
+};
+
 struct ArchSpec {
     std::string_view name;  // general.architecture, and the prefix of its keys
     Arch arch;
@@ -56,7 +66,10 @@ struct ArchSpec {
     // llama.cpp rotates a prefix of each head (rope.dimension_count < head_dim)
     // for this architecture; for the others it refuses such a file.
     bool partial_rotary = false;
-    bool yarn_keys = false;  // llama.cpp's graph reads rope.scaling.yarn_*
+    uint8_t yarn_keys = 0;  // YarnKeys bits
+    // attention.temperature_scale: q multiplied by a factor growing with the
+    // position, 1 + scale x ln(floor(pos / original context) + 1) (mistral3).
+    bool attn_temperature = false;
 };
 
 FERROX_API std::span<const ArchSpec> architectures();

@@ -24,7 +24,8 @@ enum class Arch {
     Smollm3,
     Qwen2Vl,
     Qwen3Vl,
-    Phi3
+    Phi3,
+    Mistral3
 };
 
 // Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
@@ -84,6 +85,10 @@ struct Hparams {
     bool post_norms = false;  // post_attention_norm and post_ffw_norm (gemma3, olmo2)
     QkNorm qk_norm = QkNorm::None;
     bool qkv_bias = false;  // q/k/v biases (qwen2)
+    // q x (1 + attn_temp_scale x ln(floor(pos / attn_temp_length) + 1)) before
+    // attention (mistral3); 0: off.
+    float attn_temp_scale = 0.0f;
+    uint32_t attn_temp_length = 0;
     // Every no_rope_period-th layer attends without RoPE (smollm3: 4); 0: all rotate.
     uint32_t no_rope_period = 0;
 
