@@ -62,13 +62,23 @@ class QuantizedBatch {
     std::vector<float> scale_, sums_;
 };
 
-// Up to kLaneActs quantized activations in the lanes GEMM's layout.
+// Up to kLaneActs quantized activations in the lanes GEMM's layout. One per
+// thread, refilled by each product (a decode step runs hundreds): lanes past
+// the call's count are zero, so they add nothing to the lanes in use.
 class LaneBatch {
   public:
-    LaneBatch(const QuantizedActs* acts, uint64_t n, uint64_t cols, int offset)
-        : codes_(cols / 4 * kLaneActs * 4, 0),
-          start_(cols / 32 * kLaneActs, 0),
-          scale_(cols / 32 * kLaneActs, 0.0f) {
+    static const LaneBatch& of(const QuantizedActs* acts, uint64_t n, uint64_t cols, int offset) {
+        thread_local LaneBatch batch;
+        batch.fill(acts, n, cols, offset);
+        return batch;
+    }
+    LaneActs view() const { return {codes_.data(), start_.data(), scale_.data()}; }
+
+  private:
+    void fill(const QuantizedActs* acts, uint64_t n, uint64_t cols, int offset) {
+        codes_.assign(cols / 4 * kLaneActs * 4, 0);
+        start_.assign(cols / 32 * kLaneActs, 0);
+        scale_.assign(cols / 32 * kLaneActs, 0.0f);
         for (uint64_t a = 0; a < n; ++a) {
             for (uint64_t g = 0; g < cols / 4; ++g)
                 for (uint64_t k = 0; k < 4; ++k)
@@ -81,9 +91,7 @@ class LaneBatch {
             }
         }
     }
-    LaneActs view() const { return {codes_.data(), start_.data(), scale_.data()}; }
 
-  private:
     std::vector<int8_t> codes_;
     std::vector<int32_t> start_;
     std::vector<float> scale_;
@@ -178,6 +186,17 @@ void float_rows(const WeightView& w, uint64_t r0, uint64_t count, float* buffer,
 
 bool uses_int8(const WeightView& w) { return w.int8_decode != nullptr; }
 
+// The n activations at x quantized for w's kernel into `acts`, one view each.
+std::vector<QuantizedActs> quantize_each(const IsaKernels& isa, const WeightView& w, const float* x,
+                                         uint64_t n, QuantizedBatch& acts) {
+    std::vector<QuantizedActs> views(n);
+    for (uint64_t c = 0; c < n; ++c) {
+        views[c] = acts.at(c);
+        isa.quantize_acts(w.kernel->acts, x + c * w.cols, w.cols, views[c]);
+    }
+    return views;
+}
+
 }  // namespace
 
 WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uint64_t cols,
@@ -244,12 +263,8 @@ void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const fl
         // lanes of one vector, each weight block read once for all of them;
         // every result is the MATVEC's to the bit (batch invariance).
         QuantizedBatch acts(n, w.cols);
-        std::vector<QuantizedActs> views(n);
-        for (uint64_t c = 0; c < n; ++c) {
-            views[c] = acts.at(c);
-            isa.quantize_acts(w.kernel->acts, x + c * w.cols, w.cols, views[c]);
-        }
-        const LaneBatch lanes(views.data(), n, w.cols, w.lanes_gemm.offset);
+        const std::vector<QuantizedActs> views = quantize_each(isa, w, x, n, acts);
+        const LaneBatch& lanes = LaneBatch::of(views.data(), n, w.cols, w.lanes_gemm.offset);
         pool.parallel_for(w.rows, grain_for(pool, w.rows), [&](uint64_t begin, uint64_t end) {
             w.lanes_gemm.gemm(row_bytes_at(w, begin), w.row_bytes, end - begin, w.cols,
                               lanes.view(), static_cast<int>(n), y + begin, w.rows);
@@ -262,10 +277,7 @@ void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const fl
         // result is the MATVEC's to the bit, so a sequence's step does not
         // depend on how many others share the batch.
         QuantizedBatch acts(n, w.cols);
-        for (uint64_t c = 0; c < n; ++c)
-            isa.quantize_acts(w.kernel->acts, x + c * w.cols, w.cols, acts.at(c));
-        std::vector<QuantizedActs> views(n);
-        for (uint64_t c = 0; c < n; ++c) views[c] = acts.at(c);
+        const std::vector<QuantizedActs> views = quantize_each(isa, w, x, n, acts);
         pool.parallel_for(w.rows, grain_for(pool, w.rows), [&](uint64_t begin, uint64_t end) {
             for (uint64_t r = begin; r < end; ++r)
                 for (uint64_t c = 0; c < n; c += kFusedMaxActs) {
