@@ -143,6 +143,12 @@ REARRANGED = {
     "mistral3": ("mistral3", "llama-spm", {"tied": False, "n_ctx": 1024, "temperature_scale": 0.1,
                                            "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 16,
                                                             "log_mul": 0.1}}),
+    # Gemma 2's layout: 4 layers, every other one local through a window of 8 (the 48 parity
+    # positions cross it), post-norms, GeGLU, tied embeddings x sqrt(n_embd), and soft-caps
+    # far below the real 50 / 30 so that random weights reach them: attention scores
+    # 2 x tanh(s / 2), logits 5 x tanh(l / 5).
+    "gemma2": ("gemma2", "llama-spm", {"tied": True, "n_layer": 4, "post_norms": True, "window": 8,
+                                       "softcap": (2.0, 5.0)}),
 }
 
 
@@ -273,7 +279,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
     w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
-    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3") else 1e6))
+    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3", "gemma2") else 1e6))
     if "sections" in opt:
         w.add_rope_dimension_sections(opt["sections"])
     if "deepstack" in opt:
@@ -290,6 +296,11 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             w.add_float32(f"{arch}.rope.scaling.attn_factor", rs["attn_factor"])
         if "log_mul" in rs:
             w.add_float32(f"{arch}.rope.scaling.yarn_log_multiplier", rs["log_mul"])
+    if "window" in opt:
+        w.add_sliding_window(opt["window"])
+    if "softcap" in opt:
+        w.add_float32(f"{arch}.attn_logit_softcapping", opt["softcap"][0])
+        w.add_float32(f"{arch}.final_logit_softcapping", opt["softcap"][1])
     if "temperature_scale" in opt:
         w.add_float32(f"{arch}.attention.temperature_scale", opt["temperature_scale"])
     w.add_layer_norm_rms_eps(1e-6)

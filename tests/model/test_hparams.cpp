@@ -486,6 +486,33 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         REQUIRE_FALSE(n);
         CHECK_THAT(n.error().message(), Catch::Contains("mistral3.attention.temperature_scale"));
     }
+    SECTION("gemma2: one local layer, one global; its window, caps and 27B scale") {
+        auto file = llama_like("gemma2").parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        CHECK(hp->sliding_window == 4096);  // llama.cpp's default for the architecture
+        for (uint32_t il = 0; il < 8; ++il) CHECK(hp->is_local_layer(il) == (il % 2 == 0));
+        CHECK(hp->rope_base_local == hp->rope_base);
+        CHECK(hp->attn_softcap == 50.0f);
+        CHECK(hp->final_softcap == 30.0f);
+        CHECK(hp->embedding_scale == Approx(8.0));  // sqrt(64)
+        CHECK(hp->attn_scale == Approx(1.0 / std::sqrt(16.0)));
+        auto wide = llama_like("gemma2")
+                        .without("gemma2.block_count")
+                        .u32("gemma2.block_count", 46)
+                        .u32("gemma2.attention.key_length", 32)
+                        .parse();
+        REQUIRE(wide);
+        auto w = model::read_hparams(*wide);
+        REQUIRE(w);
+        CHECK(w->attn_scale == Approx(1.0 / std::sqrt(16.0)));  // n_embd / n_head, not 32
+        auto zero = llama_like("gemma2").f32("gemma2.attn_logit_softcapping", 0.0f).parse();
+        REQUIRE(zero);
+        auto z = model::read_hparams(*zero);
+        REQUIRE_FALSE(z);
+        CHECK_THAT(z.error().message(), Catch::Contains("gemma2.attn_logit_softcapping"));
+    }
     SECTION("experts on an architecture ferrox runs dense are refused by key") {
         auto file = llama_like("llama").u32("llama.expert_count", 8).parse();
         REQUIRE(file);

@@ -120,6 +120,23 @@ def test_resident_logits_equal_host_logits(plugin_dir, arch):
     assert ok, how
 
 
+def test_soft_capped_attention_decodes_on_the_host_and_says_why(plugin_dir):
+    """gemma2 caps its attention scores, which no attention entry of the ABI (1.3) can be
+    told: on a resident-capable plugin the model stays on the host, the attention runs in
+    the core by design with that reason, and the tokens equal the plain host run's."""
+    model = tiny_model("gemma2")
+    args = ["run", "-m", str(model), "-p", "hello world", "-n", "6", "--json"]
+    r = ferrox(plugin_dir, "", *args)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["resident"] is False and "soft-capped attention scores" in doc["residency"], doc
+    attention = [k for k in doc["kernels"] if k["op"] == "ATTENTION"]
+    assert attention and all(k["outcome"] == "by-design" and "soft-capped" in k["detail"] for k in attention)
+    host = ferrox(plugin_dir, "", *args, "--resident", "off")
+    assert host.returncode == 0, host.stderr
+    assert doc["tokens"] == json.loads(host.stdout)["tokens"]
+
+
 def test_partial_neox_rotary_decodes_on_the_host_and_says_why(plugin_dir):
     """The ABI's rope entry takes no n_rot, so NeoX pairs of a rotated prefix (i, i + n_rot/2)
     cannot be expressed; the probe must keep such a model off the resident path, not run

@@ -64,6 +64,12 @@ class FERROX_API Dispatcher {
     Expected<void> attention(const ferrox_attention_desc& desc, std::string_view role,
                              const std::function<void()>& host_fallback);
 
+    // Attention the backends' entries cannot express: the core's own loop runs
+    // it, recorded against the first backend as by design, with `why`.
+    void record_host_attention(Phase phase, ferrox_kind kv_kind, std::string_view role,
+                               std::string_view why,
+                               std::source_location site = std::source_location::current());
+
     static constexpr std::string_view kHostAttention = "core host attention (1 thread)";
     static constexpr std::string_view kResidentOnlyAttention =
         "attends only over its own KV cache (ABI 1.2 resident decoding)";

@@ -106,6 +106,15 @@ Expected<void> Dispatcher::attention(const ferrox_attention_desc& desc, std::str
     return {};
 }
 
+void Dispatcher::record_host_attention(Phase phase, ferrox_kind kv_kind, std::string_view role,
+                                       std::string_view why, std::source_location site) {
+    if (backends_.empty()) return;
+    const Backend& b = *backends_.front();
+    registry_.record(phase, {b.name(), FERROX_OP_ATTENTION, std::string(role), kv_kind},
+                     Outcome::ByDesign, fmt::format("{}: {}", kHostAttention, why),
+                     b.is_accelerator(), site);
+}
+
 bool Dispatcher::resident_capable() const {
     return !backends_.empty() && backends_.front()->has_resident();
 }

@@ -125,13 +125,19 @@ class HostSteps final : public Steps {
         return {};
     }
 
-    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
-                             Act out) override {
+    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values, Act out,
+                             float softcap) override {
         desc.q = q.f32();
         desc.keys = keys.host;
         desc.values = values.host;
         desc.out = out.f32();
-        return dispatcher_.attention(desc, "attention", [&] { fallback_attention(desc); });
+        if (softcap != 0.0f) {
+            dispatcher_.record_host_attention(Phase::Dispatch, desc.kv_kind, "attention",
+                                              kSoftcapAttention);
+            fallback_attention(desc, softcap);
+            return {};
+        }
+        return dispatcher_.attention(desc, "attention", [&] { fallback_attention(desc, 0.0f); });
     }
 
   private:
@@ -147,9 +153,9 @@ class HostSteps final : public Steps {
     }
 
     // The core's own loop, for backends without an attention entry.
-    void fallback_attention(const ferrox_attention_desc& desc) {
-        const ops::AttentionShape shape{desc.n_head, desc.n_head_kv, desc.head_dim_k,
-                                        desc.head_dim_v, desc.scale};
+    void fallback_attention(const ferrox_attention_desc& desc, float softcap) {
+        const ops::AttentionShape shape{desc.n_head,     desc.n_head_kv, desc.head_dim_k,
+                                        desc.head_dim_v, desc.scale,     softcap};
         const uint64_t q_dim = uint64_t{desc.n_head} * desc.head_dim_k;
         const uint64_t o_dim = uint64_t{desc.n_head} * desc.head_dim_v;
         const uint64_t rows = uint64_t{desc.pos0} + desc.n_query;

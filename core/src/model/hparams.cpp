@@ -266,8 +266,22 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     }
     FERROX_READ(hp.rope_base, k.f32_or("rope.freq_base", 10000.0f));
     if (auto r = read_rope_scaling(file, k, *info, hp); !r) return r.error();
-    for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"})
-        if (k.has(cap)) return refuse(file, k.key(cap), "logit soft-capping is not implemented");
+    if (info->softcapping) {
+        // llama.cpp's defaults where the keys are absent: 50 and 30 (Gemma 2's).
+        FERROX_READ(hp.attn_softcap, k.f32_or("attn_logit_softcapping", 50.0f));
+        FERROX_READ(hp.final_softcap, k.f32_or("final_logit_softcapping", 30.0f));
+        for (const auto& [key, v] : {std::pair{"attn_logit_softcapping", hp.attn_softcap},
+                                     std::pair{"final_logit_softcapping", hp.final_softcap}})
+            if (!(v > 0) || !std::isfinite(v))
+                return refuse(file, k.key(key), fmt::format("{} is not a cap (finite, > 0)", v));
+    } else {
+        for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"})
+            if (k.has(cap))
+                return refuse(file, k.key(cap),
+                              fmt::format("logit soft-capping is not implemented for "
+                                          "architecture '{}'",
+                                          *name));
+    }
 
     auto embd = file.find_tensor("token_embd.weight");
     if (!embd) return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
@@ -286,17 +300,21 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     hp.no_rope_period = info->no_rope_period;
     if (info->sqrt_embedding_scale) hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
     if (info->sliding_window) {
-        FERROX_READ(hp.sliding_window, k.u32("attention.sliding_window"));
-        // Gemma 3's architecture: five local layers, then one global
-        // (layer il is global when (il + 1) % 6 == 0); local layers use
-        // rope base 10000 and no scaling. Real Gemma 3 files leave these
-        // out, but llama.cpp honours the optional keys below (other
-        // gemma3-architecture models set them), so we must not ignore them.
-        FERROX_READ(hp.swa_period, k.u32_or("attention.sliding_window_pattern", 6));
+        FERROX_READ(hp.sliding_window, info->default_window ? k.u32_or("attention.sliding_window",
+                                                                       info->default_window)
+                                                            : k.u32("attention.sliding_window"));
+        // The architecture's pattern: Gemma 3 has five local layers, then one
+        // global (layer il is global when (il + 1) % 6 == 0), Gemma 2 one and
+        // one. Real files leave the keys below out, but llama.cpp honours
+        // them (other models of these architectures set them), so must we.
+        FERROX_READ(hp.swa_period,
+                    k.u32_or("attention.sliding_window_pattern", info->window_period));
         if (hp.swa_period == 0)  // llama.cpp: every layer local
             return refuse(file, k.key("attention.sliding_window_pattern"),
                           "0 (no global layer) is not implemented");
-        FERROX_READ(hp.rope_base_local, k.f32_or("rope.freq_base_swa", 10000.0f));
+        FERROX_READ(hp.rope_base_local,
+                    k.f32_or("rope.freq_base_swa",
+                             info->local_rope_base != 0 ? info->local_rope_base : hp.rope_base));
     } else if (k.has("attention.sliding_window") && !info->sliding_window_ignored) {
         // olmo2's OLMo 3 variant (and others) window some layers; ferrox
         // would attend to the whole past there.
@@ -309,9 +327,10 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
                                       *w, *name));
     }
     // Gemma 3 27B (62 layers) scales q by 1/sqrt(n_embd / n_head) = 1/sqrt(168),
-    // not 1/sqrt(head_dim = 128), as its reference implementation and
-    // llama.cpp do; llama.cpp recognises it by the layer count alone.
-    if (hp.arch == Arch::Gemma3 && hp.n_layer == 62)
+    // not 1/sqrt(head_dim = 128), and Gemma 2 27B (46) likewise, as their
+    // reference implementations and llama.cpp do; llama.cpp recognises them
+    // by the layer count alone.
+    if (info->wide_attention_scale_layers != 0 && hp.n_layer == info->wide_attention_scale_layers)
         hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
     if (info->attn_temperature) {
         FERROX_READ(hp.attn_temp_scale, k.f32_or("attention.temperature_scale", 0.0f));

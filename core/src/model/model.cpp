@@ -425,7 +425,7 @@ struct Context::Impl {
         desc.head_dim_v = hp.head_dim_v;
         desc.scale = hp.attn_scale;
         desc.kv_kind = kv_kind;
-        return steps->attention(desc, q, keys, values, out);
+        return steps->attention(desc, q, keys, values, out, hp.attn_softcap);
     }
 
     // Every row of the batch in one call (ABI 1.3): each attends over the
@@ -507,8 +507,8 @@ struct Context::Impl {
         const float* k = widen(keys, k_n, k_wide);
         const float* v = widen(values, v_n, v_wide);
         scores.resize(count);
-        const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
-                                        hp.attn_scale};
+        const ops::AttentionShape shape{hp.n_head,     hp.n_head_kv,  hp.head_dim_k,
+                                        hp.head_dim_v, hp.attn_scale, hp.attn_softcap};
         uint32_t lo = 0, hi = 0;
         for (uint32_t i = 0; i < run.n; ++i) {
             const int32_t pos = run.pos0 + static_cast<int32_t>(i);
@@ -676,6 +676,11 @@ struct Context::Impl {
         if (hp.logit_scale != 1.0f) {  // granite: multiplied by the reciprocal, as llama.cpp
             const float inv = 1.0f / hp.logit_scale;
             for (float& v : out.first(size_t{n_out} * hp.vocab)) v *= inv;
+        }
+        if (hp.final_softcap != 0.0f) {  // gemma2: x (1 / cap), tanh, x cap, as llama.cpp
+            const float inv = 1.0f / hp.final_softcap;
+            for (float& v : out.first(size_t{n_out} * hp.vocab))
+                v = std::tanh(v * inv) * hp.final_softcap;
         }
         return {};
     }

@@ -140,6 +140,11 @@ void attend(const AttentionShape& shape, std::span<const float> q, const float* 
             for (uint32_t i = 0; i < shape.head_dim_k; ++i) dot += qh[i] * kp[i];
             scores[p] = dot * shape.scale;
         }
+        if (shape.softcap != 0.0f) {  // as llama.cpp: x (1 / cap), tanh, x cap
+            const float inv = 1.0f / shape.softcap;
+            for (uint32_t p = first; p <= last; ++p)
+                scores[p] = std::tanh(scores[p] * inv) * shape.softcap;
+        }
         softmax(window);
         float* oh = out.data() + size_t{h} * shape.head_dim_v;
         std::fill(oh, oh + shape.head_dim_v, 0.0f);

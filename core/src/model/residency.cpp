@@ -87,6 +87,8 @@ Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
     const auto ops =
         resident_ops(hp, uses, kv_kind, embedding->kind(), fused_norm_available(dispatcher));
     Residency residency = choose_residency(ops, dispatcher, allow_resident, max_sequences);
+    if (residency.resident && hp.attn_softcap != 0.0f)
+        residency = {false, std::string(kSoftcapAttention)};
     if (residency.resident && !rope_entry_rotates(hp.n_rot, hp.head_dim_k, hp.rope))
         residency = {false, fmt::format("the ABI's rope entry cannot rotate {} of {} dims in NeoX "
                                         "pairs (it takes no n_rot)",
@@ -94,7 +96,8 @@ Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
     if (residency.resident)
         for (const ResidentOp& op : ops) dispatcher.probe_resident(op.op, op.kind, op.role);
     else
-        probe_weights(uses, dispatcher, kv_kind);
+        probe_weights(uses, dispatcher, kv_kind,
+                      hp.attn_softcap != 0.0f ? kSoftcapAttention : std::string_view{});
     return residency;
 }
 

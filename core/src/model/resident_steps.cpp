@@ -117,8 +117,10 @@ class ResidentSteps final : public Steps {
         return backend_.convert(rows.dev, cache.dev, kind, count);
     }
 
-    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
-                             Act out) override {
+    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values, Act out,
+                             float softcap) override {
+        // choose_residency keeps such a model on the host; never reached.
+        if (softcap != 0.0f) return make_error("resident attention: {}", kSoftcapAttention);
         if (auto r = dispatcher_.resident_step(FERROX_OP_ATTENTION, desc.kv_kind, "attention"); !r)
             return r;
         return backend_.attention_resident(desc, q.dev, keys.dev, values.dev, out.dev);

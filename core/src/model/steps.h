@@ -24,6 +24,10 @@
 
 namespace ferrox::model {
 
+// Why a model with soft-capped attention scores runs attention in the core.
+inline constexpr std::string_view kSoftcapAttention =
+    "soft-capped attention scores (gemma2) are not in the ABI's attention entries (1.3)";
+
 // A place for values: a host address (HostSteps) or a tensor in a backend
 // buffer (ResidentSteps). Offsets move both, so the decoder need not know which.
 struct Act {
@@ -88,8 +92,10 @@ class Steps {
     // `count` f32 values stored into a cache of `kind` at `cache`.
     virtual Expected<void> store_kv(Act rows, Act cache, ferrox_kind kind, uint64_t count) = 0;
     // desc's pointers are filled in by the implementation from the Acts.
+    // `softcap` != 0 (gemma2) caps the scores, which the ABI's entries cannot
+    // express (kSoftcapAttention): the core's own loop runs it.
     virtual Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
-                                     Act out) = 0;
+                                     Act out, float softcap) = 0;
 
     // ABI 1.3 (resident, on a backend with attention_cells): every row of a
     // batch attends in one call over the cells its span names, whatever

@@ -142,10 +142,15 @@ std::vector<WeightUse> uses_of(const ModelWeights& weights, const Hparams& hp) {
     return uses;
 }
 
-void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher, ferrox_kind kv_kind) {
+void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher, ferrox_kind kv_kind,
+                   std::string_view host_attention_reason) {
     for (const WeightUse& u : uses) dispatcher.probe(u.kind, u.role, !u.per_position);
     // Every layer attends, whatever its weights.
-    if (!uses.empty()) dispatcher.probe_attention(kv_kind, "attention");
+    if (uses.empty()) return;
+    if (host_attention_reason.empty())
+        dispatcher.probe_attention(kv_kind, "attention");
+    else
+        dispatcher.record_host_attention(Phase::Probe, kv_kind, "attention", host_attention_reason);
 }
 
 Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {

@@ -50,8 +50,21 @@ struct ArchSpec {
     // ffn_up.weight holds the gate's rows, then the up projection's (phi3):
     // 2 x feed_forward_length rows, no ffn_gate.weight.
     bool fused_gate_up = false;
-    // Gemma 3's window: attention.sliding_window required, a local/global layer pattern.
+    // Gemma's window: every window_period-th layer global, the others attend
+    // through attention.sliding_window (required unless default_window is set);
+    // attention.sliding_window_pattern and rope.freq_base_swa may override.
     bool sliding_window = false;
+    uint32_t window_period = 0;
+    uint32_t default_window = 0;
+    // The local layers' rope base unless rope.freq_base_swa says: 10000
+    // (gemma3), or 0 for the global layers' own (gemma2).
+    float local_rope_base = 0.0f;
+    // A model with this many layers scales attention by 1/sqrt(n_embd / n_head)
+    // instead of 1/sqrt(head_dim) (Gemma 3 27B: 62, Gemma 2 27B: 46), as their
+    // reference implementations do and llama.cpp (which knows them by layer count).
+    uint32_t wide_attention_scale_layers = 0;
+    // attn_logit_softcapping / final_logit_softcapping read (gemma2).
+    bool softcapping = false;
     // attention.sliding_window is read and not applied, as llama.cpp does for
     // phi3 (its converters write the key for models trained without one).
     bool sliding_window_ignored = false;

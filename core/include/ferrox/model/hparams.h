@@ -25,7 +25,8 @@ enum class Arch {
     Qwen2Vl,
     Qwen3Vl,
     Phi3,
-    Mistral3
+    Mistral3,
+    Gemma2
 };
 
 // Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
@@ -85,6 +86,9 @@ struct Hparams {
     bool post_norms = false;  // post_attention_norm and post_ffw_norm (gemma3, olmo2)
     QkNorm qk_norm = QkNorm::None;
     bool qkv_bias = false;  // q/k/v biases (qwen2)
+    // Soft-capping (gemma2): attention scores and final logits pass through
+    // cap x tanh(x / cap); 0: not capped.
+    float attn_softcap = 0.0f, final_softcap = 0.0f;
     // q x (1 + attn_temp_scale x ln(floor(pos / attn_temp_length) + 1)) before
     // attention (mistral3); 0: off.
     float attn_temp_scale = 0.0f;

@@ -37,9 +37,11 @@ struct WeightUse {
 FERROX_API Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp);
 
 // Records MATVEC and GEMM for every use, and attention over a `kv_kind` KV
-// cache, into the dispatcher's registry.
+// cache, into the dispatcher's registry; with `host_attention_reason`, the
+// attention as the core's own loop, by design, for that reason.
 FERROX_API void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher,
-                              ferrox_kind kv_kind = FERROX_KIND_F32);
+                              ferrox_kind kv_kind = FERROX_KIND_F32,
+                              std::string_view host_attention_reason = {});
 
 // Where a model's forward pass lives: in the first backend's buffers
 // (resident decoding, ABI 1.2) or in host memory; `reason` says why not.

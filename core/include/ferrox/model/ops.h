@@ -46,6 +46,9 @@ FERROX_API void add(std::span<float> x, std::span<const float> y);
 struct AttentionShape {
     uint32_t n_head = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
     float scale = 1.0f;
+    // Soft-capped scores (gemma2): cap x tanh(score / cap) before the
+    // softmax, score = scale x q . k; 0: not capped.
+    float softcap = 0.0f;
 };
 
 // One query row attends to cached positions [first, last] (inclusive; the
