@@ -149,6 +149,12 @@ REARRANGED = {
     # 2 x tanh(s / 2), logits 5 x tanh(l / 5).
     "gemma2": ("gemma2", "llama-spm", {"tied": True, "n_layer": 4, "post_norms": True, "window": 8,
                                        "softcap": (2.0, 5.0)}),
+    # OLMo 3: olmo2 with a window of 8 on three layers of four (rotated without YaRN) and
+    # YaRN (factor 4 over an original 16, attention factor 1.2, which the local layers must not
+    # apply) on the fourth.
+    "olmo3": ("olmo2", "gpt-2", {"tied": False, "pre_norms": False, "post_norms": True, "qk_norm": "whole",
+                                 "n_layer": 4, "window": 8, "n_ctx": 1024,
+                                 "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 16, "attn_factor": 1.2}}),
 }
 
 

@@ -405,7 +405,9 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         REQUIRE(hp);
         for (uint32_t il = 0; il < 8; ++il) CHECK(hp->has_rope(il) == (il != 3 && il != 7));
     }
-    SECTION("olmo2: post-norms only, q/k norms over the whole projection, NeoX") {
+    SECTION(
+        "olmo2: post-norms only, q/k norms over the whole projection, NeoX, a window "
+        "when the file has one") {
         auto file = llama_like("olmo2").parse();
         REQUIRE(file);
         auto hp = model::read_hparams(*file);
@@ -414,12 +416,17 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         CHECK(hp->post_norms);
         CHECK(hp->qk_norm == model::QkNorm::Whole);
         CHECK(hp->rope == model::RopeStyle::Neox);
+        CHECK(hp->sliding_window == 0);  // OLMo 2: no window, every layer global
+        for (uint32_t il = 0; il < 8; ++il) CHECK_FALSE(hp->is_local_layer(il));
+        // OLMo 3 (same architecture): three local layers, then one global.
         auto windowed = llama_like("olmo2").u32("olmo2.attention.sliding_window", 4096).parse();
         REQUIRE(windowed);
         auto w = model::read_hparams(*windowed);
-        REQUIRE_FALSE(w);
-        CHECK_THAT(w.error().message(),
-                   Catch::Contains("olmo2.attention.sliding_window") && Catch::Contains("4096"));
+        REQUIRE(w);
+        CHECK(w->sliding_window == 4096);
+        for (uint32_t il = 0; il < 8; ++il) CHECK(w->is_local_layer(il) == (il % 4 != 3));
+        CHECK(w->rope_base_local == w->rope_base);
+        CHECK(w->local_rope == model::LocalRope::Plain);
     }
     SECTION("qwen2vl and qwen3vl need rope.dimension_sections, checked") {
         for (const std::string arch : {"qwen2vl", "qwen3vl"}) {

@@ -38,6 +38,7 @@ constexpr ArchSpec kArchitectures[] = {
      .sliding_window = true,
      .window_period = 2,
      .default_window = 4096,
+     .local_rope = LocalRope::AsGlobal,
      .wide_attention_scale_layers = 46,
      .softcapping = true},
     // IBM Granite 3.x: llama's layers with four scales from the file.
@@ -46,14 +47,20 @@ constexpr ArchSpec kArchitectures[] = {
      .rope = RopeStyle::Normal,
      .rope_factors = RopeFactorTensors::ByScalingType,
      .granite_scales = true},
-    // OLMo 2: no pre-norms; RMSNorm after attention and after the FFN, and
-    // over the whole q and k projections; its files always carry output.weight.
+    // OLMo 2 and OLMo 3: no pre-norms; RMSNorm after attention and after the
+    // FFN, and over the whole q and k projections; its files always carry
+    // output.weight. OLMo 3's files add a window: three local layers, then
+    // one global, the local ones rotated without YaRN.
     {.name = "olmo2",
      .arch = Arch::Olmo2,
      .qk_norm = QkNorm::Whole,
      .pre_norms = false,
      .post_norms = true,
-     .tied_output = false},
+     .tied_output = false,
+     .sliding_window = true,
+     .window_period = 4,
+     .window_optional = true,
+     .local_rope = LocalRope::Plain},
     // SmolLM3: llama's layers, every fourth without RoPE.
     {.name = "smollm3", .arch = Arch::Smollm3, .rope = RopeStyle::Normal, .no_rope_period = 4},
     // The text path of Qwen2-VL and Qwen3-VL: qwen2's and qwen3's layers with

@@ -300,9 +300,11 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     hp.no_rope_period = info->no_rope_period;
     if (info->sqrt_embedding_scale) hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
     if (info->sliding_window) {
-        FERROX_READ(hp.sliding_window, info->default_window ? k.u32_or("attention.sliding_window",
-                                                                       info->default_window)
-                                                            : k.u32("attention.sliding_window"));
+        FERROX_READ(hp.sliding_window,
+                    info->default_window || info->window_optional
+                        ? k.u32_or("attention.sliding_window", info->default_window)
+                        : k.u32("attention.sliding_window"));
+        hp.local_rope = info->local_rope;
         // The architecture's pattern: Gemma 3 has five local layers, then one
         // global (layer il is global when (il + 1) % 6 == 0), Gemma 2 one and
         // one. Real files leave the keys below out, but llama.cpp honours
@@ -316,8 +318,8 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
                     k.f32_or("rope.freq_base_swa",
                              info->local_rope_base != 0 ? info->local_rope_base : hp.rope_base));
     } else if (k.has("attention.sliding_window") && !info->sliding_window_ignored) {
-        // olmo2's OLMo 3 variant (and others) window some layers; ferrox
-        // would attend to the whole past there.
+        // A window this architecture's row does not describe: attending to
+        // the whole past there would be wrong.
         auto w = k.u32("attention.sliding_window");
         if (!w) return w.error();
         if (*w != 0)

@@ -34,11 +34,12 @@ RopeSpec rope_spec(const Hparams& hp, std::span<const float> freq_factors, bool 
     spec.n_ctx_orig = hp.rope_n_ctx_orig;
     spec.beta_fast = hp.rope_yarn_beta_fast;
     spec.beta_slow = hp.rope_yarn_beta_slow;
-    // Sliding-window layers: their own base, never scaled, no per-pair factors
-    // (llama.cpp's gemma3 passes none); YaRN's ramp and magnitude still apply,
-    // and with freq_scale 1 they leave the angles alone.
+    // Sliding-window layers: their own base, no per-pair factors (llama.cpp
+    // passes none); unscaled (gemma3: YaRN's ramp and magnitude still apply,
+    // and with freq_scale 1 they leave the angles alone), scaled as the
+    // global layers (gemma2), or plain (olmo2: below).
     spec.base = local ? hp.rope_base_local : hp.rope_base;
-    spec.freq_scale = local ? 1.0f : hp.rope_freq_scale;
+    spec.freq_scale = local && hp.local_rope != LocalRope::AsGlobal ? 1.0f : hp.rope_freq_scale;
     if (!local) spec.freq_factors.assign(freq_factors.begin(), freq_factors.end());
 
     // llama.cpp's context: the ramp weight is the file's yarn_ext_factor, else
@@ -59,6 +60,10 @@ RopeSpec rope_spec(const Hparams& hp, std::span<const float> freq_factors, bool 
         attn /= 1.0 + 0.1 * std::log(factor);
     }
     spec.attn_factor = static_cast<float>(attn * static_cast<double>(hp.rope_attn_factor));
+    if (local && hp.local_rope == LocalRope::Plain) {  // llama.cpp passes ext 0, attn 1
+        spec.ext_factor = 0.0f;
+        spec.attn_factor = 1.0f;
+    }
     return spec;
 }
 

@@ -56,6 +56,10 @@ struct ArchSpec {
     bool sliding_window = false;
     uint32_t window_period = 0;
     uint32_t default_window = 0;
+    // attention.sliding_window may be absent or 0: no layer is local (olmo2:
+    // OLMo 2 has no window, OLMo 3 has one).
+    bool window_optional = false;
+    LocalRope local_rope = LocalRope::Unscaled;
     // The local layers' rope base unless rope.freq_base_swa says: 10000
     // (gemma3), or 0 for the global layers' own (gemma2).
     float local_rope_base = 0.0f;

@@ -39,6 +39,14 @@ enum class RopeScaling { None, Linear, Yarn, LongRope };
 
 enum class FfnActivation { Silu, GeluTanh };  // SwiGLU or GeGLU: act(gate) * up
 
+// How the sliding-window layers' RoPE differs from the global layers' (besides
+// its base), as each architecture's llama.cpp graph rotates them.
+enum class LocalRope {
+    Unscaled,  // freq_scale 1, no per-pair factors, YaRN's terms as global (gemma3)
+    AsGlobal,  // the global layers' scaling, no per-pair factors (gemma2)
+    Plain,     // freq_scale 1, no YaRN ramp, magnitude 1 (olmo2's OLMo 3 layers)
+};
+
 // RMSNorm on the projected q and k: none, per head (head_dim values, one
 // weight vector shared by the heads: qwen3, gemma3), or over the whole
 // projection (n_head x head_dim values: olmo2).
@@ -73,8 +81,9 @@ struct Hparams {
     float rope_yarn_beta_fast = 32.0f, rope_yarn_beta_slow = 1.0f, rope_yarn_log_mul = 0.0f;
     float rope_yarn_ext_factor = -1.0f, rope_yarn_attn_factor = 1.0f;
     float rope_base_local = 10000.0f;  // sliding-window layers
-    uint32_t sliding_window = 0;       // 0: every layer attends to the whole past
-    uint32_t swa_period = 0;           // every swa_period-th layer is global; 0: none local
+    LocalRope local_rope = LocalRope::Unscaled;
+    uint32_t sliding_window = 0;  // 0: every layer attends to the whole past
+    uint32_t swa_period = 0;      // every swa_period-th layer is global; 0: none local
 
     FfnActivation activation = FfnActivation::Silu;
     float attn_scale = 1.0f;  // applied to q . k: 1/sqrt(head_dim), Gemma 3 27B's, granite's key
