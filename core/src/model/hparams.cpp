@@ -125,6 +125,19 @@ Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, const Ar
     return read_yarn_keys(file, k, arch, hp);
 }
 
+// A count this architecture's row has no part for (a window, experts): absent
+// or 0 is fine; any other value is refused by key, since running the file
+// without that part would be wrong.
+Expected<void> refuse_if_set(const gguf::File& file, const Keys& k, std::string_view suffix,
+                             std::string_view part, std::string_view arch) {
+    if (!k.has(suffix)) return {};
+    auto v = k.u32(suffix);
+    if (!v) return v.error();
+    if (*v == 0) return {};
+    return refuse(file, k.key(suffix),
+                  fmt::format("{} ({}) is not implemented for architecture '{}'", part, *v, arch));
+}
+
 // granite's four scales (llama.cpp reads logit_scale as required, the
 // others as optional with 0 meaning "not scaled"; attention.scale 0 means
 // the usual 1/sqrt(head_dim)).
@@ -317,16 +330,12 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         FERROX_READ(hp.rope_base_local,
                     k.f32_or("rope.freq_base_swa",
                              info->local_rope_base != 0 ? info->local_rope_base : hp.rope_base));
-    } else if (k.has("attention.sliding_window") && !info->sliding_window_ignored) {
+    } else if (!info->sliding_window_ignored) {
         // A window this architecture's row does not describe: attending to
         // the whole past there would be wrong.
-        auto w = k.u32("attention.sliding_window");
-        if (!w) return w.error();
-        if (*w != 0)
-            return refuse(file, k.key("attention.sliding_window"),
-                          fmt::format("a sliding window ({}) is not implemented for architecture "
-                                      "'{}'",
-                                      *w, *name));
+        if (auto r = refuse_if_set(file, k, "attention.sliding_window", "a sliding window", *name);
+            !r)
+            return r.error();
     }
     // Gemma 3 27B (62 layers) scales q by 1/sqrt(n_embd / n_head) = 1/sqrt(168),
     // not 1/sqrt(head_dim = 128), and Gemma 2 27B (46) likewise, as their
@@ -380,15 +389,8 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         hp.n_ff = 0;
     } else {
         FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
-        if (k.has("expert_count")) {
-            auto n = k.u32("expert_count");
-            if (!n) return n.error();
-            if (*n != 0)
-                return refuse(file, k.key("expert_count"),
-                              fmt::format("{} experts: a mixture of experts is not implemented "
-                                          "for architecture '{}'",
-                                          *n, *name));
-        }
+        if (auto r = refuse_if_set(file, k, "expert_count", "a mixture of experts", *name); !r)
+            return r.error();
     }
 #undef FERROX_READ
     if (auto sane = check_hparams_sane(file, hp, *name); !sane) return sane.error();
