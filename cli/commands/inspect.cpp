@@ -92,10 +92,7 @@ int run(const CommonOptions& common, const std::string& path, bool json,
     std::string model_error;
     model::Residency residency;
     if (hp) {
-        auto uses = model::weight_uses(*file, *hp);
-        auto probed =
-            uses ? model::probe_model(*file, *hp, *uses, dispatcher, kind_traits(kv_type)->id)
-                 : Expected<model::Residency>(uses.error());
+        auto probed = model::probe_model(*file, *hp, dispatcher, kind_traits(kv_type)->id);
         if (probed)
             residency = std::move(*probed);
         else

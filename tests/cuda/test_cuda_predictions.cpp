@@ -103,11 +103,9 @@ Prediction predict(const std::filesystem::path& path, ferrox_kind kv_kind) {
     REQUIRE(file.has_value());
     auto hp = model::read_hparams(*file);
     REQUIRE(hp.has_value());
-    auto uses = model::weight_uses(*file, *hp);
-    REQUIRE(uses.has_value());
     KernelRegistry registry;
     Dispatcher dispatcher({cuda_table_backend()}, registry);
-    auto residency = model::probe_model(*file, *hp, *uses, dispatcher, kv_kind);
+    auto residency = model::probe_model(*file, *hp, dispatcher, kv_kind);
     REQUIRE(residency.has_value());
     return {*residency, registry.seal(), hp->pre_norms};
 }

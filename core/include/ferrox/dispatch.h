@@ -34,6 +34,9 @@ struct Plan {
     std::optional<size_t> runner;
 };
 
+// The op a weight product of `n` rows is: one row is a MATVEC.
+constexpr ferrox_op projection_op(uint64_t n) { return n == 1 ? FERROX_OP_MATVEC : FERROX_OP_GEMM; }
+
 class FERROX_API Dispatcher {
   public:
     // `backends` in priority order (backends.order, ready ones only).
@@ -46,6 +49,9 @@ class FERROX_API Dispatcher {
     // Records, without running anything, what MATVEC and GEMM on `weight` will
     // use; only MATVEC when the weight is never multiplied by a batch.
     void probe(ferrox_kind kind, std::string_view role, bool batched = true,
+               std::source_location site = std::source_location::current());
+    // One weight product's op (MATVEC or GEMM) alone.
+    void probe(ferrox_op op, ferrox_kind kind, std::string_view role,
                std::source_location site = std::source_location::current());
     // The same for attention over a KV cache of `kv_kind` (F32 or F16).
     void probe_attention(ferrox_kind kv_kind, std::string_view role,

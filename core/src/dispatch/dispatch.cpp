@@ -86,8 +86,13 @@ void Dispatcher::record(Phase phase, ferrox_op op, ferrox_kind kind, std::string
 
 void Dispatcher::probe(ferrox_kind kind, std::string_view role, bool batched,
                        std::source_location site) {
-    record(Phase::Probe, FERROX_OP_MATVEC, kind, role, plan(FERROX_OP_MATVEC, kind), site);
-    if (batched) record(Phase::Probe, FERROX_OP_GEMM, kind, role, plan(FERROX_OP_GEMM, kind), site);
+    probe(FERROX_OP_MATVEC, kind, role, site);
+    if (batched) probe(FERROX_OP_GEMM, kind, role, site);
+}
+
+void Dispatcher::probe(ferrox_op op, ferrox_kind kind, std::string_view role,
+                       std::source_location site) {
+    record(Phase::Probe, op, kind, role, plan(op, kind), site);
 }
 
 void Dispatcher::probe_attention(ferrox_kind kv_kind, std::string_view role,
@@ -153,7 +158,7 @@ Expected<void> Dispatcher::resident_step(ferrox_op op, ferrox_kind kind, std::st
 Expected<void> Dispatcher::project_resident(const WeightMatrix& weight, std::string_view role,
                                             ferrox_tensor x, uint64_t n, ferrox_tensor y) {
     if (n == 0) return {};
-    if (auto r = resident_step(n == 1 ? FERROX_OP_MATVEC : FERROX_OP_GEMM, weight.kind(), role); !r)
+    if (auto r = resident_step(projection_op(n), weight.kind(), role); !r)
         return make_error("{}: {}", weight.name(), r.error().message());
     const auto& backend = backends_.front();
     auto handle = weight.prepared_on(backend);

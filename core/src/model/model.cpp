@@ -68,10 +68,20 @@ struct Model::Impl {
     // F32 and F16 are one-element blocks: the kind table's block size is the element's.
     size_t kv_element_bytes() const { return kind_traits(kv_kind)->block_bytes; }
 
+    // token_embd as a matrix, when output.weight is its own tensor (tied: w.output is it).
+    Expected<void> bind_embedding_matrix() {
+        if (file.find_tensor("output.weight") == nullptr) return {};
+        auto embd = bind_matrix(file, "token_embd.weight", hp.vocab, hp.n_embd);
+        if (!embd) return embd.error();
+        embedding_matrix = std::move(*embd);
+        return {};
+    }
+    const WeightMatrix& embedding() const {
+        return embedding_matrix ? *embedding_matrix : *w.output;
+    }
+
     std::unique_ptr<Steps> make_steps(uint32_t n_ctx) const {
-        if (residency.resident)
-            return make_resident_steps(dispatcher,
-                                       embedding_matrix ? *embedding_matrix : *w.output);
+        if (residency.resident) return make_resident_steps(dispatcher, embedding());
         return make_host_steps(dispatcher, *w.token_embd, hp.n_embd, n_ctx);
     }
 
@@ -170,6 +180,12 @@ struct Model::Impl {
                 if (auto r = constant(*v, *a); !r) return r;
         }
         return {};
+    }
+
+    // How a position becomes angles, for global and local layers.
+    void set_rope() {
+        for (int local = 0; local < 2; ++local)
+            rope[local] = rope_spec(hp, rope_factors_for(hp, w.rope_factors, context), local != 0);
     }
 
     // Every matrix the forward pass multiplies by, once each.
@@ -448,7 +464,7 @@ struct Context::Impl {
         desc.n_index = static_cast<uint32_t>(cell_list.size());
         desc.max_span = max_span[list];
         return steps->attention_cells(desc, s.q, k_cache[il], v_cache[il], cell_list_dev,
-                                      spans_dev[list], s.att);
+                                      spans_dev[list], s.att, hp.attn_softcap);
     }
 
     // The batch's cell lists and spans for attend_cells: a run's rows share
@@ -965,20 +981,13 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     auto weights = bind_weights(file, m.hp);
     if (!weights) return weights.error();
     m.w = std::move(*weights);
-    const std::vector<WeightUse> uses = uses_of(m.w, m.hp);
-    for (int local = 0; local < 2; ++local)
-        m.rope[local] =
-            rope_spec(m.hp, rope_factors_for(m.hp, m.w.rope_factors, m.context), local != 0);
-    auto residency = probe_model(file, m.hp, uses, dispatcher, m.kv_kind, options.allow_resident,
+    m.set_rope();
+    auto residency = probe_model(file, m.hp, dispatcher, m.kv_kind, options.allow_resident,
                                  options.max_sequences);
     if (!residency) return residency.error();
     m.residency = std::move(*residency);
     if (m.residency.resident) {
-        if (file.find_tensor("output.weight") != nullptr) {
-            auto embd = bind_matrix(file, "token_embd.weight", m.hp.vocab, m.hp.n_embd);
-            if (!embd) return embd.error();
-            m.embedding_matrix = std::move(*embd);
-        }
+        if (auto r = m.bind_embedding_matrix(); !r) return r.error();
         logger().info(
             "resident decoding on the {} backend: weights, KV cache and activations in its "
             "memory",
@@ -1082,6 +1091,41 @@ Expected<void> Model::forward(std::span<const int32_t> tokens, uint32_t pos,
         if (auto r = c.decode_into(batch, out); !r) return make_error("{}", r.message);
     }
     return {};
+}
+
+// ---- The pass traced ---------------------------------------------------------
+
+Expected<PassTrace> trace_pass(const gguf::File& file, const Hparams& hp, Dispatcher& dispatcher,
+                               ferrox_kind kv_kind) {
+    Model::Impl m(file, dispatcher);
+    m.hp = hp;
+    auto weights = bind_weights(file, hp);
+    if (!weights) return weights.error();
+    m.w = std::move(*weights);
+    m.kv_kind = kv_kind;
+    m.context = 3;  // a step of one token, then one of two
+    m.max_batch = 2;
+    m.residency.resident = true;  // the resident layout, with its logits region
+    m.set_rope();
+    if (auto r = m.bind_embedding_matrix(); !r) return r.error();
+    PassTrace trace;
+    m.steps = make_tracing_steps(dispatcher, m.embedding(), trace);
+    if (auto r = m.allocate_constants(); !r) return r.error();
+    Context::Impl c(m, m.context, m.max_batch, 1);
+    c.steps = make_tracing_steps(dispatcher, m.embedding(), trace);
+    if (auto r = c.allocate(); !r) return r.error();
+    // Every row wants logits, so the output product is traced as a MATVEC
+    // and as a GEMM (a prefill that scores each position, as `logits` does).
+    Batch batch;
+    batch.add(0, 0, {0}, true);
+    if (auto r = c.decode(batch, {}, true); !r)
+        return make_error("{}: tracing the forward pass: {}", file.path().string(), r.message);
+    batch.clear();
+    batch.add(0, 1, {0}, true);
+    batch.add(0, 2, {0}, true);
+    if (auto r = c.decode(batch, {}, true); !r)
+        return make_error("{}: tracing the forward pass: {}", file.path().string(), r.message);
+    return trace;
 }
 
 // ---- Context ----------------------------------------------------------------

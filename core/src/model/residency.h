@@ -1,8 +1,9 @@
 // Resident decoding: may a model's whole forward pass live in the first
 // backend's buffers? Only when that backend has a kernel for every op the
 // pass issues; otherwise activations stay in host memory and the weight
-// products are dispatched per call as before. The list of ops below is also
-// what the probe records, so `ferrox inspect` shows the same decision.
+// products are dispatched per call as before. The ops are found by running
+// the decoder itself over tracing steps (trace_pass), and they are what the
+// probe records, so `ferrox inspect` shows the decision a load makes.
 #pragma once
 
 #include <span>
@@ -40,17 +41,32 @@ struct ResidentOp {
     ferrox_op op;
     ferrox_kind kind;
     std::string_view role;
+    bool operator==(const ResidentOp&) const = default;
+};
+
+// What one forward pass issues, as tracing steps saw the decoder issue it.
+struct PassTrace {
+    // Every (op, kind, role) once, in the order first issued: a one-token
+    // step (MATVEC) and then a two-token one (GEMM), so both shapes appear.
+    std::vector<ResidentOp> ops;
+    // The first call the ABI's resident entries cannot express, and why
+    // ("": none); such a model decodes in host memory.
+    std::string refusal;
+    // Why attention must be the core's own loop wherever activations live
+    // ("": a backend's attention entry can run it).
+    std::string host_attention;
 };
 
 // Whether the resident backend fuses the residual add with the next RMS norm
 // (the optional add_rms_norm entry); ResidentSteps and the probe both ask.
 bool fused_norm_available(const Dispatcher& dispatcher);
 
-// Every (op, kind, role) a resident forward pass of this model issues, with
-// the residual adds fused into the next norm or not.
-std::vector<ResidentOp> resident_ops(const Hparams& hp, std::span<const WeightUse> uses,
-                                     ferrox_kind kv_kind, ferrox_kind embedding_kind,
-                                     bool fused_norm);
+// Runs the decoder over tracing steps (nothing computed, nothing allocated)
+// for a two-step pass of one sequence, as resident steps on the dispatcher's
+// first backend would issue it. Binds the file's weights (views, no copies of
+// matrices). Defined with the decoder in model.cpp.
+Expected<PassTrace> trace_pass(const gguf::File& file, const Hparams& hp, Dispatcher& dispatcher,
+                               ferrox_kind kv_kind);
 
 Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& dispatcher,
                            bool allow_resident, uint32_t max_sequences = 1);

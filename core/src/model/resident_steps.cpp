@@ -1,6 +1,12 @@
 // ResidentSteps: a forward pass in the first backend's own buffers (ABI 1.2).
 // Every op is recorded in the kernel registry under its role, as weight
 // products are, so `run --json` shows where each one ran.
+//
+// The same class, tracing, runs nothing: each op it would issue goes into a
+// PassTrace instead. The probe runs the decoder over it, so what it predicts
+// is what these steps issue, by construction (one mapping from a Steps call
+// to its op, kind and role: this file's).
+#include <algorithm>
 #include <vector>
 
 #include "ferrox/quant_kind.h"
@@ -16,26 +22,32 @@ ferrox_glu_kind glu_kind(FfnActivation act) {
 
 class ResidentSteps final : public Steps {
   public:
-    ResidentSteps(Dispatcher& dispatcher, const WeightMatrix& embedding)
+    // `trace`: record into it and run nothing (the dispatcher is only asked
+    // what the backend offers, and it need not be resident-capable).
+    ResidentSteps(Dispatcher& dispatcher, const WeightMatrix& embedding, PassTrace* trace)
         : dispatcher_(dispatcher),
-          backend_(dispatcher.resident_backend()),
+          backend_(dispatcher.resident_capable() ? &dispatcher.resident_backend() : nullptr),
           embedding_(embedding),
-          fused_norm_(fused_norm_available(dispatcher)) {}
+          fused_norm_(fused_norm_available(dispatcher)),
+          over_cells_(backend_ && backend_->has_attention_cells()),
+          trace_(trace) {}
 
     ~ResidentSteps() override {
-        for (ferrox_buffer* b : buffers_) backend_.buffer_free(b);
+        for (ferrox_buffer* b : buffers_) backend_->buffer_free(b);
     }
 
     bool resident() const override { return true; }
 
     Expected<Act> allocate(uint64_t bytes) override {
-        auto buffer = backend_.buffer_alloc(bytes);
+        if (trace_) return Act{};
+        auto buffer = backend_->buffer_alloc(bytes);
         if (!buffer) return buffer.error();
         buffers_.push_back(*buffer);
         return Act{nullptr, {*buffer, 0}};
     }
 
     Expected<Act> constant(std::span<const float> values) override {
+        if (trace_) return Act{};
         auto a = allocate(values.size_bytes());
         if (!a) return a;
         if (auto r = upload(values, *a); !r) return r.error();
@@ -43,52 +55,56 @@ class ResidentSteps final : public Steps {
     }
 
     Expected<void> upload(std::span<const float> src, Act dst) override {
-        return backend_.upload(dst.dev.buffer, dst.dev.offset, src.data(), src.size_bytes());
+        if (trace_) return {};
+        return backend_->upload(dst.dev.buffer, dst.dev.offset, src.data(), src.size_bytes());
     }
 
     Expected<void> download(Act src, std::span<float> dst) override {
-        return backend_.download(src.dev.buffer, src.dev.offset, dst.data(), dst.size_bytes());
+        if (trace_) {  // defined values for what the host reads back (MoE router scores)
+            std::fill(dst.begin(), dst.end(), 0.0f);
+            return {};
+        }
+        return backend_->download(src.dev.buffer, src.dev.offset, dst.data(), dst.size_bytes());
     }
 
     Expected<void> embed(std::span<const int32_t> ids, float scale, Act out) override {
-        if (auto r = dispatcher_.resident_step(FERROX_OP_GET_ROWS, embedding_.kind(), "token_embd");
-            !r)
+        if (auto r = step(FERROX_OP_GET_ROWS, embedding_.kind(), roles::kEmbedding); !r || trace_)
             return r;
         auto handle = embedding_.prepared_on(dispatcher_.backends().front());
         if (!handle) return handle.error();
-        return backend_.get_rows(*handle, ids.data(), ids.size(), scale, out.dev);
+        return backend_->get_rows(*handle, ids.data(), ids.size(), scale, out.dev);
     }
 
     Expected<void> project(const WeightMatrix& w, std::string_view role, Act x, uint32_t n,
                            Act y) override {
+        if (trace_) return step(projection_op(n), w.kind(), role);
         return dispatcher_.project_resident(w, role, x.dev, n, y.dev);
     }
 
     Expected<void> rms_norm(std::string_view role, Act x, Act gamma, uint64_t rows, uint32_t dim,
                             float eps, Act y) override {
-        if (auto r = dispatcher_.resident_step(FERROX_OP_RMS_NORM, FERROX_KIND_F32, role); !r)
-            return r;
-        return backend_.rms_norm(x.dev, gamma.dev, rows, dim, eps, y.dev);
+        if (auto r = step(FERROX_OP_RMS_NORM, FERROX_KIND_F32, role); !r || trace_) return r;
+        return backend_->rms_norm(x.dev, gamma.dev, rows, dim, eps, y.dev);
     }
 
     Expected<void> rope(Act x, Act cos, Act sin, uint32_t n_pos, uint32_t n_heads,
                         uint32_t head_dim, uint32_t n_rot, RopeStyle style) override {
-        // probe_model keeps such a model off the resident path; this is the guard.
+        // The trace tells the probe, which keeps such a model on the host.
         if (!rope_entry_rotates(n_rot, head_dim, style))
-            return make_error(
-                "resident rope: NeoX rotation of {} of {} dims needs an n_rot the ABI's rope "
-                "entry does not take",
-                n_rot, head_dim);
-        if (auto r = dispatcher_.resident_step(FERROX_OP_ROPE, FERROX_KIND_F32, "rope"); !r)
-            return r;
-        return backend_.rope(x.dev, cos.dev, sin.dev, n_pos, n_heads, head_dim,
-                             style == RopeStyle::Neox);
+            if (auto r = refuse(fmt::format("the ABI's rope entry cannot rotate {} of {} dims in "
+                                            "NeoX pairs (it takes no n_rot)",
+                                            n_rot, head_dim));
+                !r)
+                return r;
+        if (auto r = step(FERROX_OP_ROPE, FERROX_KIND_F32, roles::kRope); !r || trace_) return r;
+        return backend_->rope(x.dev, cos.dev, sin.dev, n_pos, n_heads, head_dim,
+                              style == RopeStyle::Neox);
     }
 
     Expected<void> add(std::string_view role, Act dst, Act src, uint64_t rows, uint32_t dim,
                        uint64_t src_stride, float alpha) override {
-        if (auto r = dispatcher_.resident_step(FERROX_OP_ADD, FERROX_KIND_F32, role); !r) return r;
-        return backend_.add(dst.dev, src.dev, rows, dim, src_stride, alpha);
+        if (auto r = step(FERROX_OP_ADD, FERROX_KIND_F32, role); !r || trace_) return r;
+        return backend_->add(dst.dev, src.dev, rows, dim, src_stride, alpha);
     }
 
     Expected<void> add_rms_norm(std::string_view norm_role, Act dst, Act src, uint64_t src_stride,
@@ -99,52 +115,79 @@ class ResidentSteps final : public Steps {
                 return r;
             return rms_norm(norm_role, dst, gamma, rows, dim, eps, y);
         }
-        if (auto r = dispatcher_.resident_step(FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, norm_role);
-            !r)
+        if (auto r = step(FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32, norm_role); !r || trace_)
             return r;
-        return backend_.add_rms_norm(dst.dev, src.dev, src_stride, alpha, gamma.dev, rows, dim, eps,
-                                     y.dev);
+        return backend_->add_rms_norm(dst.dev, src.dev, src_stride, alpha, gamma.dev, rows, dim,
+                                      eps, y.dev);
     }
 
     Expected<void> glu(FfnActivation act, Act gate, Act up, uint64_t count) override {
         const ferrox_op op = act == FfnActivation::Silu ? FERROX_OP_SWIGLU : FERROX_OP_GEGLU;
-        if (auto r = dispatcher_.resident_step(op, FERROX_KIND_F32, "ffn_glu"); !r) return r;
-        return backend_.glu(glu_kind(act), gate.dev, up.dev, count);
+        if (auto r = step(op, FERROX_KIND_F32, roles::kGlu); !r || trace_) return r;
+        return backend_->glu(glu_kind(act), gate.dev, up.dev, count);
     }
 
     Expected<void> store_kv(Act rows, Act cache, ferrox_kind kind, uint64_t count) override {
-        if (auto r = dispatcher_.resident_step(FERROX_OP_CONVERT, kind, "kv_store"); !r) return r;
-        return backend_.convert(rows.dev, cache.dev, kind, count);
+        if (auto r = step(FERROX_OP_CONVERT, kind, roles::kKvStore); !r || trace_) return r;
+        return backend_->convert(rows.dev, cache.dev, kind, count);
     }
 
     Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values, Act out,
                              float softcap) override {
-        // choose_residency keeps such a model on the host; never reached.
-        if (softcap != 0.0f) return make_error("resident attention: {}", kSoftcapAttention);
-        if (auto r = dispatcher_.resident_step(FERROX_OP_ATTENTION, desc.kv_kind, "attention"); !r)
-            return r;
-        return backend_.attention_resident(desc, q.dev, keys.dev, values.dev, out.dev);
+        if (auto r = attention_step(desc.kv_kind, softcap); !r || trace_) return r;
+        return backend_->attention_resident(desc, q.dev, keys.dev, values.dev, out.dev);
     }
 
-    bool attends_over_cells() const override { return backend_.has_attention_cells(); }
+    bool attends_over_cells() const override { return over_cells_; }
 
     Expected<void> upload_words(std::span<const uint32_t> src, Act dst) override {
-        return backend_.upload(dst.dev.buffer, dst.dev.offset, src.data(), src.size_bytes());
+        if (trace_) return {};
+        return backend_->upload(dst.dev.buffer, dst.dev.offset, src.data(), src.size_bytes());
     }
 
     Expected<void> attention_cells(const ferrox_attention_cells_desc& desc, Act q, Act keys,
-                                   Act values, Act cell_index, Act spans, Act out) override {
-        if (auto r = dispatcher_.resident_step(FERROX_OP_ATTENTION, desc.kv_kind, "attention"); !r)
-            return r;
-        return backend_.attention_cells(desc, q.dev, keys.dev, values.dev, cell_index.dev,
-                                        spans.dev, out.dev);
+                                   Act values, Act cell_index, Act spans, Act out,
+                                   float softcap) override {
+        if (auto r = attention_step(desc.kv_kind, softcap); !r || trace_) return r;
+        return backend_->attention_cells(desc, q.dev, keys.dev, values.dev, cell_index.dev,
+                                         spans.dev, out.dev);
     }
 
   private:
+    // The op about to run: recorded in the registry (an error when the
+    // backend lacks it), or into the trace.
+    Expected<void> step(ferrox_op op, ferrox_kind kind, std::string_view role) {
+        if (!trace_) return dispatcher_.resident_step(op, kind, role);
+        const ResidentOp issued{op, kind, role};
+        if (std::find(trace_->ops.begin(), trace_->ops.end(), issued) == trace_->ops.end())
+            trace_->ops.push_back(issued);
+        return {};
+    }
+
+    // Either attention entry: neither can be told a soft cap (ABI 1.3).
+    Expected<void> attention_step(ferrox_kind kv_kind, float softcap) {
+        if (softcap != 0.0f) {
+            if (trace_ && trace_->host_attention.empty())
+                trace_->host_attention = std::string(kSoftcapAttention);
+            if (auto r = refuse(std::string(kSoftcapAttention)); !r) return r;
+        }
+        return step(FERROX_OP_ATTENTION, kv_kind, roles::kAttention);
+    }
+
+    // A call the ABI's resident entries cannot express: noted by a trace (the
+    // first reason wins), an error when running (the probe kept it from here).
+    Expected<void> refuse(std::string why) {
+        if (!trace_) return make_error("resident steps: {}", why);
+        if (trace_->refusal.empty()) trace_->refusal = std::move(why);
+        return {};
+    }
+
     Dispatcher& dispatcher_;
-    Backend& backend_;
+    Backend* backend_;  // null only when tracing for a backend that keeps no activations
     const WeightMatrix& embedding_;
     const bool fused_norm_;  // the backend fuses the residual add with the next norm
+    const bool over_cells_;  // ABI 1.3 attention over cell lists
+    PassTrace* trace_;
     std::vector<ferrox_buffer*> buffers_;
 };
 
@@ -152,7 +195,12 @@ class ResidentSteps final : public Steps {
 
 std::unique_ptr<Steps> make_resident_steps(Dispatcher& dispatcher,
                                            const WeightMatrix& embedding_matrix) {
-    return std::make_unique<ResidentSteps>(dispatcher, embedding_matrix);
+    return std::make_unique<ResidentSteps>(dispatcher, embedding_matrix, nullptr);
+}
+
+std::unique_ptr<Steps> make_tracing_steps(Dispatcher& dispatcher,
+                                          const WeightMatrix& embedding_matrix, PassTrace& trace) {
+    return std::make_unique<ResidentSteps>(dispatcher, embedding_matrix, &trace);
 }
 
 }  // namespace ferrox::model

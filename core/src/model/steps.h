@@ -24,6 +24,8 @@
 
 namespace ferrox::model {
 
+struct PassTrace;
+
 // Why a model with soft-capped attention scores runs attention in the core.
 inline constexpr std::string_view kSoftcapAttention =
     "soft-capped attention scores (gemma2) are not in the ABI's attention entries (1.3)";
@@ -105,8 +107,9 @@ class Steps {
     virtual Expected<void> upload_words(std::span<const uint32_t>, Act) {
         return make_error("these steps attend without cell lists");
     }
+    // `softcap` as attention()'s.
     virtual Expected<void> attention_cells(const ferrox_attention_cells_desc&, Act, Act, Act, Act,
-                                           Act, Act) {
+                                           Act, Act, float /*softcap*/) {
         return make_error("these steps attend without cell lists");
     }
 };
@@ -117,6 +120,10 @@ std::unique_ptr<Steps> make_host_steps(Dispatcher& dispatcher, const gguf::Tenso
                                        uint32_t n_embd, uint32_t max_context);
 std::unique_ptr<Steps> make_resident_steps(Dispatcher& dispatcher,
                                            const WeightMatrix& embedding_matrix);
+// ResidentSteps that run nothing and allocate nothing: each op they would
+// issue goes into `trace` (trace_pass).
+std::unique_ptr<Steps> make_tracing_steps(Dispatcher& dispatcher,
+                                          const WeightMatrix& embedding_matrix, PassTrace& trace);
 // `inner` with every op timed into `profile` (which must outlive the result).
 std::unique_ptr<Steps> make_profiling_steps(std::unique_ptr<Steps> inner, StepProfile& profile);
 

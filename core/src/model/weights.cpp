@@ -104,55 +104,6 @@ Expected<WeightMatrix> row_view(const gguf::Tensor& t, std::string name, uint64_
                                   t.mapping());
 }
 
-// Derived from what bind_weights binds, so the products predicted (probes,
-// `ferrox inspect`, the residency check) are the matrices the pass multiplies
-// by: a tensor cannot be predicted and not bound, or bound and not predicted.
-Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp) {
-    auto w = bind_weights(file, hp);
-    if (!w) return w.error();
-    return uses_of(*w, hp);
-}
-
-std::vector<WeightUse> uses_of(const ModelWeights& weights, const Hparams& hp) {
-    const ModelWeights* w = &weights;
-    std::vector<WeightUse> uses;
-    const auto add = [&](const WeightMatrix& m, std::string tensor, std::string role,
-                         bool per_position) {
-        uses.push_back(
-            {std::move(tensor), std::move(role), m.kind(), m.rows(), m.cols(), per_position});
-    };
-    add(*w->output, w->output->name(), "output", false);
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        const LayerWeights& L = w->layers[il];
-        const std::pair<const std::optional<WeightMatrix>*, const char*> dense[] = {
-            {&L.q, "attn_q"},      {&L.k, "attn_k"},  {&L.v, "attn_v"},     {&L.o, "attn_output"},
-            {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}};
-        for (const auto& [m, role] : dense)
-            if (*m) add(**m, (*m)->name(), role, false);
-        // The router scores a whole chunk at once; experts see one position at a time.
-        if (L.router) add(*L.router, L.router->name(), "moe_router", false);
-        const std::pair<const std::vector<WeightMatrix>*, const char*> experts[] = {
-            {&L.gate_exps, "ffn_gate_exps"},
-            {&L.up_exps, "ffn_up_exps"},
-            {&L.down_exps, "ffn_down_exps"}};
-        for (const auto& [views, role] : experts)
-            if (!views->empty())
-                add(views->front(), layer_tensor(il, std::string(role) + ".weight"), role, true);
-    }
-    return uses;
-}
-
-void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher, ferrox_kind kv_kind,
-                   std::string_view host_attention_reason) {
-    for (const WeightUse& u : uses) dispatcher.probe(u.kind, u.role, !u.per_position);
-    // Every layer attends, whatever its weights.
-    if (uses.empty()) return;
-    if (host_attention_reason.empty())
-        dispatcher.probe_attention(kv_kind, "attention");
-    else
-        dispatcher.record_host_attention(Phase::Probe, kv_kind, "attention", host_attention_reason);
-}
-
 Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
     ModelWeights mw;
     std::unordered_set<std::string> bound;

@@ -42,7 +42,5 @@ Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& na
 // refused, naming it: an unused tensor is a bias, scale or variant the
 // forward pass would silently drop (as `rope_freqs.weight` once was).
 Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp);
-// The products the pass runs with these weights (weight_uses without binding again).
-std::vector<WeightUse> uses_of(const ModelWeights& weights, const Hparams& hp);
 
 }  // namespace ferrox::model

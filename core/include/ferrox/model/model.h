@@ -21,28 +21,6 @@
 
 namespace ferrox::model {
 
-// One weight tensor the model multiplies by, with the role it is dispatched
-// under ("attn_q", "ffn_down", "output", ...). Norm vectors are not listed.
-struct WeightUse {
-    std::string tensor;  // GGUF tensor name
-    std::string role;
-    ferrox_kind kind = FERROX_KIND_F32;
-    uint64_t rows = 0, cols = 0;
-    // Multiplied one position at a time even in prefill (the MoE experts):
-    // MATVEC only, so no GEMM is predicted for it.
-    bool per_position = false;
-};
-
-// Every weight product the model will make, from the file alone (nothing moves).
-FERROX_API Expected<std::vector<WeightUse>> weight_uses(const gguf::File& file, const Hparams& hp);
-
-// Records MATVEC and GEMM for every use, and attention over a `kv_kind` KV
-// cache, into the dispatcher's registry; with `host_attention_reason`, the
-// attention as the core's own loop, by design, for that reason.
-FERROX_API void probe_weights(std::span<const WeightUse> uses, Dispatcher& dispatcher,
-                              ferrox_kind kv_kind = FERROX_KIND_F32,
-                              std::string_view host_attention_reason = {});
-
 // Where a model's forward pass lives: in the first backend's buffers
 // (resident decoding, ABI 1.2) or in host memory; `reason` says why not.
 struct Residency {
@@ -52,13 +30,14 @@ struct Residency {
 
 // Decides residency for this model and records what every op will use: the
 // weight products and attention (host memory), or every op of the forward
-// pass on the resident backend. Model::load and `ferrox inspect` both call it.
+// pass on the resident backend. The ops are those the decoder issues, found
+// by running it over steps that only record (nothing computed or moved).
+// Model::load and `ferrox inspect` both call it.
 // `max_sequences` > 1: contexts will hold several sequences, which a resident
 // backend without ABI 1.3's attention_cells cannot run (host memory, and why).
 FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
-                                           std::span<const WeightUse> uses, Dispatcher& dispatcher,
-                                           ferrox_kind kv_kind, bool allow_resident = true,
-                                           uint32_t max_sequences = 1);
+                                           Dispatcher& dispatcher, ferrox_kind kv_kind,
+                                           bool allow_resident = true, uint32_t max_sequences = 1);
 
 class StepProfile;
 
@@ -119,9 +98,11 @@ class FERROX_API Model {
     // it mutates that context; use a Context per thread instead.
     Expected<void> forward(std::span<const int32_t> tokens, uint32_t pos, std::span<float> logits);
 
+    // Defined in model.cpp only; named here so the pass tracer there can make one.
+    struct Impl;
+
   private:
     friend class Context;
-    struct Impl;
     explicit Model(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
     std::unique_ptr<Context> default_context_;
