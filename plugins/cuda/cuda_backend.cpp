@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +31,17 @@ bool in_bounds(uint64_t offset, uint64_t bytes, uint64_t size) {
 
 Status invalid(std::string message) {
     return Status::fail(FERROX_ERR_INVALID_ARGUMENT, std::move(message));
+}
+
+// A descriptor's soft cap (ABI 1.4): 0 from one that ends before the field
+// (an older core); refused unless finite and >= 0.
+template <class Desc>
+Status read_softcap(std::string_view entry, const Desc& d, float& softcap) {
+    softcap = d.struct_size >= offsetof(Desc, softcap) + sizeof d.softcap ? d.softcap : 0.0f;
+    if (!(softcap >= 0.0f) || !std::isfinite(softcap))
+        return invalid(
+            fmt::format("cuda: {}: softcap {} is not a finite value >= 0", entry, softcap));
+    return Status::ok();
 }
 
 // The device address of `tensor` after checking that `count` elements of
@@ -732,6 +744,7 @@ Status CudaBackend::attention_resident(const ferrox_attention_desc* desc, ferrox
     AttentionLaunch launch{d.n_query,    d.pos0,       d.window, d.n_head,  d.n_head_kv,
                            d.head_dim_k, d.head_dim_v, d.scale,  d.kv_kind, nullptr,
                            nullptr,      nullptr,      nullptr};
+    if (Status s = read_softcap(kEntry, d, launch.softcap); !s.is_ok()) return s;
     void* device_keys = nullptr;
     void* device_values = nullptr;
     if (Status s = resolve_as(kEntry, "q", q, q_count, launch.q); !s.is_ok()) return s;
@@ -826,6 +839,7 @@ Status CudaBackend::attention_cells(const ferrox_attention_cells_desc* desc, fer
                            nullptr};
     launch.n_cells = d.n_cells;
     launch.n_index = d.n_index;
+    if (Status s = read_softcap(kEntry, d, launch.softcap); !s.is_ok()) return s;
     void* device_keys = nullptr;
     void* device_values = nullptr;
     if (Status s = resolve_as(kEntry, "q", q, q_count, launch.q); !s.is_ok()) return s;

@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
         float partial = 0.0f;
         for (uint32_t i = static_cast<uint32_t>(lane); i < a.head_dim_k; i += kWarpSize)
             partial += q_shared[i] * load_cache<Kind>(a.keys, k_base + i);
-        const float score = warp_sum(partial) * a.scale;
+        const float score = soft_cap(warp_sum(partial) * a.scale, a.softcap);
         float weight = 0.0f;
         const float rescale = softmax_push(state, score, weight);
         const uint64_t v_base = cell * v_row + v_head;

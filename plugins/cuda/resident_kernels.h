@@ -77,6 +77,7 @@ struct AttentionLaunch {
     const uint32_t* cell_index = nullptr;
     const uint32_t* spans = nullptr;
     uint32_t n_cells = 0, n_index = 0;
+    float softcap = 0.0f;  // 1.4: see soft_cap (resident_ops.cuh); 0: not capped
 };
 
 // cudaErrorNotSupported when the table lists no ATTENTION kernel for kv_kind.

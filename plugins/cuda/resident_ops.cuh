@@ -112,6 +112,12 @@ __host__ __device__ inline float geglu(float gate, float up) { return gelu_tanh_
 
 // ---- attention: the online softmax ------------------------------------------
 
+// A scaled score soft-capped (ABI 1.4, gemma2) in the core's order: x (1 /
+// cap), tanh, x cap; cap 0 leaves it as it is.
+__host__ __device__ inline float soft_cap(float score, float cap) {
+    return cap != 0.0f ? tanhf(score * (1.0f / cap)) * cap : score;
+}
+
 // A running softmax over scores seen so far: their max and the sum of
 // exp(score - max). The weighted sum of values that goes with it is kept by
 // the caller and rescaled whenever the max grows.

@@ -86,6 +86,7 @@ struct AttentionShapeOnHost {
     // attention_cells: the list positions index, and its bound; nullptr: identity.
     const uint32_t* cell_index = nullptr;
     uint32_t n_cells = 0;
+    float softcap = 0.0f;  // ABI 1.4
 };
 
 // One attention block over positions [first, last] of (row, head): its warps'
@@ -115,7 +116,7 @@ float attention_block(const AttentionShapeOnHost& a, uint32_t row, uint32_t head
                     partial += qh[i] * load(a.kv_kind, a.keys, k_base + i);
                 lanes[lane] = partial;
             }
-            const float score = butterfly_sum(lanes) * a.scale;
+            const float score = soft_cap(butterfly_sum(lanes) * a.scale, a.softcap);
             float weight = 0.0f;
             const float rescale = softmax_push(state, score, weight);
             const uint64_t v_base = cell * v_row + uint64_t{kv_head} * a.head_dim_v;
@@ -186,9 +187,10 @@ void attention_walk(const AttentionShapeOnHost& a, uint32_t n_query, uint32_t po
 void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_t n_head,
                        uint32_t n_head_kv, uint32_t head_dim_k, uint32_t head_dim_v, float scale,
                        ferrox_kind kv_kind, const float* q, const void* keys, const void* values,
-                       float* out, uint32_t splits) {
-    const AttentionShapeOnHost a{n_head,  n_head_kv, head_dim_k, head_dim_v, scale,
-                                 kv_kind, q,         keys,       values};
+                       float* out, uint32_t splits, float softcap) {
+    AttentionShapeOnHost a{n_head,  n_head_kv, head_dim_k, head_dim_v, scale,
+                           kv_kind, q,         keys,       values};
+    a.softcap = softcap;
     attention_walk(a, n_query, pos0, window, nullptr, 0, out, splits);
 }
 

@@ -113,8 +113,9 @@ Prediction predict(const std::filesystem::path& path, ferrox_kind kv_kind) {
 // The models CI makes or fetches (ci/test.sh); a missing one is reported, not hidden.
 std::vector<std::filesystem::path> models() {
     std::vector<std::filesystem::path> found;
-    for (const char* arch : {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2",
-                             "smollm3", "qwen2vl", "qwen3vl", "phi3", "mistral3", "olmo3"}) {
+    for (const char* arch :
+         {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl",
+          "qwen3vl", "phi3", "mistral3", "olmo3", "gemma2"}) {
         const auto path = cache_dir() / "tiny-models" / (std::string("tiny-") + arch + ".gguf");
         if (std::filesystem::exists(path))
             found.push_back(path);

@@ -173,12 +173,14 @@ namespace {
 
 struct AttentionCase {
     uint32_t n_query, pos0, window, n_head, n_head_kv, head_dim;
+    float softcap = 0.0f;  // ABI 1.4; scores then scaled by 4 so the cap bites
 };
 
 // Runs the kernels' attention walk (single pass, or `splits` chunks and the
 // merge) on random q/K/V against the core's attend; returns the NMSE.
-double attention_nmse(const AttentionCase& c, ferrox_kind kind, uint32_t splits,
-                      std::mt19937& rng) {
+// `drop_cap`: the walk runs uncapped against the capped reference (a fault).
+double attention_nmse(const AttentionCase& c, ferrox_kind kind, uint32_t splits, std::mt19937& rng,
+                      bool drop_cap = false) {
     const uint32_t positions = c.pos0 + c.n_query;
     const uint64_t kv_row = uint64_t{c.n_head_kv} * c.head_dim;
     const std::vector<float> q =
@@ -196,8 +198,10 @@ double attention_nmse(const AttentionCase& c, ferrox_kind kind, uint32_t splits,
             values[i] = ferrox::quant::fp16_to_fp32(values16[i]);
         }
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim, scale};
+    const float scale =
+        (c.softcap != 0.0f ? 4.0f : 1.0f) / std::sqrt(static_cast<float>(c.head_dim));
+    const ops::AttentionShape shape{c.n_head,   c.n_head_kv, c.head_dim,
+                                    c.head_dim, scale,       c.softcap};
     const uint64_t out_row = uint64_t{c.n_head} * c.head_dim;
     std::vector<float> want(c.n_query * out_row);
     std::vector<float> scores(positions);
@@ -216,7 +220,8 @@ double attention_nmse(const AttentionCase& c, ferrox_kind kind, uint32_t splits,
     const void* v = kind == FERROX_KIND_F16 ? static_cast<const void*>(values16.data())
                                             : static_cast<const void*>(values.data());
     host::attention_on_host(c.n_query, c.pos0, c.window, c.n_head, c.n_head_kv, c.head_dim,
-                            c.head_dim, scale, kind, q.data(), k, v, got.data(), splits);
+                            c.head_dim, scale, kind, q.data(), k, v, got.data(), splits,
+                            drop_cap ? 0.0f : c.softcap);
     return nmse(got, want);
 }
 
@@ -275,6 +280,19 @@ TEST_CASE("the split (flash-decoding) attention and its merge match the core's a
         CHECK(attention_nmse({3, 4000, 0, 2, 2, 128}, kind, ferrox::cuda::kMaxAttentionSplits,
                              rng) < kExactNmse);
     }
+}
+
+TEST_CASE("soft-capped scores (ABI 1.4) match the core's capped attend, split or not") {
+    std::mt19937 rng(test_seed() + 9);
+    INFO("seed " << test_seed());
+    for (const float cap : {0.5f, 50.0f})
+        for (const ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+            INFO("cap " << cap << (kind == FERROX_KIND_F16 ? " f16" : " f32"));
+            CHECK(attention_nmse({37, 100, 8, 4, 2, 128, cap}, kind, 1, rng) < kExactNmse);
+            CHECK(attention_nmse({1, 700, 0, 8, 2, 128, cap}, kind, 4, rng) < kExactNmse);
+        }
+    // A walk that drops the cap (a kernel that ignores the field) is caught.
+    CHECK(attention_nmse({5, 40, 0, 2, 1, 64, 0.5f}, FERROX_KIND_F32, 1, rng, true) > 1e-4);
 }
 
 TEST_CASE("the split heuristic: decode on idle SMs splits, prefill and short spans do not") {

@@ -64,8 +64,8 @@ struct Case {
 
     // The core's loop (ops::attend), row by row: the reference.
     std::vector<float> reference() const {
-        const model::ops::AttentionShape shape{desc.n_head, desc.n_head_kv, desc.head_dim_k,
-                                               desc.head_dim_v, desc.scale};
+        const model::ops::AttentionShape shape{desc.n_head,     desc.n_head_kv, desc.head_dim_k,
+                                               desc.head_dim_v, desc.scale,     desc.softcap};
         const size_t q_row = size_t{desc.n_head} * desc.head_dim_k;
         const size_t o_row = size_t{desc.n_head} * desc.head_dim_v;
         std::vector<float> want(out.size()), scores(desc.pos0 + desc.n_query);
@@ -127,6 +127,80 @@ TEST_CASE(
                 CHECK(nmse(c.out, c.reference()) < 1e-10);
             }
     }
+}
+
+TEST_CASE("soft-capped attention (ABI 1.4) matches the core's capped loop, split or not") {
+    std::mt19937_64 rng(test_seed(0x50f7));
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        for (float cap : {0.5f, 3.0f})
+            for (uint32_t pos0 : {0u, 13u, 700u})  // 700, one row: positions split across threads
+                for (uint32_t n_query : {1u, 5u}) {
+                    Case c({4, 2, 64, 64}, n_query, pos0, 0, rng);
+                    // Scores of a few units, so a cap of 0.5 or 3 changes them.
+                    c.desc.scale = 0.5f;
+                    c.desc.softcap = cap;
+                    auto r = rig.dispatch->attention(c.desc, "attention", [] {});
+                    INFO("isa " << isa << " cap " << cap << " pos0 " << pos0 << " n " << n_query);
+                    REQUIRE(r.has_value());
+                    const std::vector<float> want = c.reference();
+                    CHECK(nmse(c.out, want) < 1e-10);
+                    c.desc.softcap = 0.0f;
+                    // The cap matters here (one position alone has weight 1 either way).
+                    if (pos0 + n_query > 1) CHECK(nmse(want, c.reference()) > 1e-4);
+                }
+    }
+}
+
+TEST_CASE("a descriptor from a core before 1.4 is uncapped, and a negative cap is refused") {
+    std::mt19937_64 rng(test_seed(0x50f8));
+    CpuRig rig(1);
+    Case c({4, 2, 32, 32}, 3, 5, 0, rng);
+    c.desc.scale = 0.5f;
+    const std::vector<float> uncapped = c.reference();
+    c.desc.softcap = 0.5f;  // past a 1.3 descriptor's end: never read
+    c.desc.struct_size = offsetof(ferrox_attention_desc, softcap);
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
+    CHECK(nmse(c.out, uncapped) < 1e-10);
+    c.desc.struct_size = sizeof c.desc;
+    c.desc.softcap = -1.0f;
+    auto r = rig.dispatch->attention(c.desc, "attention", [] {});
+    REQUIRE_FALSE(r.has_value());
+    CHECK_THAT(r.error().message(), Catch::Contains("softcap"));
+}
+
+TEST_CASE("a plugin built before 1.4 is never handed a cap: the core attends itself, by design") {
+    std::mt19937_64 rng(test_seed(0x50f9));
+    CpuRig rig(1);
+    // The cpu plugin's own table, relabelled as a 1.3 build's: same entries,
+    // no promise to read softcap.
+    auto& table = const_cast<ferrox_backend&>(rig.plugins.selected().front()->raw());
+    table.abi_version = (1u << 16) | 3u;
+    Case c({4, 2, 32, 32}, 3, 5, 0, rng);
+    c.desc.softcap = 0.5f;
+    bool host_ran = false;
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; }).has_value());
+    CHECK(host_ran);
+    rig.dispatch->probe_attention(FERROX_KIND_F32, "attention", true);
+    c.desc.softcap = 0.0f;  // uncapped, the same plugin runs it
+    host_ran = false;
+    REQUIRE(rig.dispatch->attention(c.desc, "plain", [&] { host_ran = true; }).has_value());
+    CHECK_FALSE(host_ran);
+    table.abi_version = FERROX_ABI_VERSION;
+    const RegistryReport report = rig.registry.seal();
+    INFO(report.render());
+    int capped = 0;
+    for (const auto& e : report.entries) {
+        if (e.key.role == "plain") {
+            CHECK(e.outcome == Outcome::Hit);
+            continue;
+        }
+        ++capped;  // the dispatch and the probe
+        CHECK(e.outcome == Outcome::ByDesign);
+        CHECK_THAT(e.detail, Catch::Contains("is ABI 1.3: its attention entries cannot be told a "
+                                             "soft cap (ABI 1.4)"));
+    }
+    CHECK(capped == 2);
 }
 
 TEST_CASE("attention on the cpu plugin is recorded as a hit on its named kernel") {

@@ -686,7 +686,12 @@ TEST_CASE("abi: 1.2 hands over a 1.2 plugin's table, which still loads") {
     CHECK(rig.backend->abi_version_text() == "1.2");
     Rig current;
     CHECK(current.backend->has_attention_cells());
-    CHECK(current.backend->abi_version_text() == "1.3");
+    CHECK(current.backend->abi_version_text() == "1.4");
+    CHECK(current.backend->takes_attention_softcap());
+    Rig before_softcap("abi: \"1.3\"");
+    CHECK(before_softcap.backend->has_attention_cells());
+    CHECK(before_softcap.backend->abi_version_text() == "1.3");
+    CHECK_FALSE(before_softcap.backend->takes_attention_softcap());
 }
 
 TEST_CASE("resident entries reject tensors outside their buffers and ids outside the weight") {

@@ -99,6 +99,8 @@ class FERROX_API Backend {
                                    ferrox_tensor out);
     // "1.2": the ABI version the plugin's table was built against.
     std::string abi_version_text() const;
+    // ABI 1.4: its attention entries read the descriptors' softcap.
+    bool takes_attention_softcap() const;
 
     const ferrox_backend& raw() const { return *raw_; }
 

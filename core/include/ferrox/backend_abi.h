@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 3u
+#define FERROX_ABI_VERSION_MINOR 4u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -219,6 +219,13 @@ typedef struct ferrox_attention_desc {
     const void* keys;    /* [pos0 + n_query][n_head_kv * head_dim_k] of kv_kind */
     const void* values;  /* [pos0 + n_query][n_head_kv * head_dim_v] of kv_kind */
     float* out;          /* [n_query][n_head * head_dim_v] */
+    /* since 1.4: soft-capped scores (gemma2). With softcap > 0 each score
+     * s = scale * q . k becomes tanh(s * (1 / softcap)) * softcap before the
+     * softmax; 0: not capped. A plugin reads it only when struct_size covers
+     * it (a 1.3 core's descriptor ends before it: no cap). The core never
+     * hands a cap to a plugin whose abi_version is older than 1.4: it runs
+     * such attention itself, recorded by design. */
+    float softcap;
 } ferrox_attention_desc;
 
 /* since 1.2: a run of f32 values (or, for a KV cache, values of its kind)
@@ -254,6 +261,7 @@ typedef struct ferrox_attention_cells_desc {
     uint32_t n_cells;    /* rows of keys and values */
     uint32_t n_index;    /* entries of cell_index */
     uint32_t max_span;   /* the longest span (end - begin) of any row: sizes the work */
+    float softcap;       /* since 1.4: as ferrox_attention_desc's */
 } ferrox_attention_cells_desc;
 
 /* since 1.2: the GLU variants of the `glu` entry. */

@@ -34,6 +34,10 @@ struct Plan {
     std::optional<size_t> runner;
 };
 
+// Why `backend` cannot run soft-capped attention (its plugin predates ABI
+// 1.4's softcap field), or "" when it can.
+FERROX_API std::string softcap_refusal(const Backend& backend);
+
 // The op a weight product of `n` rows is: one row is a MATVEC.
 constexpr ferrox_op projection_op(uint64_t n) { return n == 1 ? FERROX_OP_MATVEC : FERROX_OP_GEMM; }
 
@@ -53,8 +57,9 @@ class FERROX_API Dispatcher {
     // One weight product's op (MATVEC or GEMM) alone.
     void probe(ferrox_op op, ferrox_kind kind, std::string_view role,
                std::source_location site = std::source_location::current());
-    // The same for attention over a KV cache of `kv_kind` (F32 or F16).
-    void probe_attention(ferrox_kind kv_kind, std::string_view role,
+    // The same for attention over a KV cache of `kv_kind` (F32 or F16);
+    // `softcapped`: its scores are capped (only a 1.4 plugin can be told).
+    void probe_attention(ferrox_kind kv_kind, std::string_view role, bool softcapped = false,
                          std::source_location site = std::source_location::current());
 
     // y[rows] = W x
@@ -66,7 +71,9 @@ class FERROX_API Dispatcher {
 
     // Attention on host memory: the first backend whose table names an
     // ATTENTION kernel runs it; when none does, `host_fallback` runs (the
-    // core's own loop, recorded as a miss to kHostAttention).
+    // core's own loop, recorded as a miss to kHostAttention). With a soft cap
+    // that backend's plugin must be ABI 1.4, else the core's loop runs it,
+    // recorded by design (softcap_refusal).
     Expected<void> attention(const ferrox_attention_desc& desc, std::string_view role,
                              const std::function<void()>& host_fallback);
 

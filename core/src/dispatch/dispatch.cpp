@@ -95,15 +95,31 @@ void Dispatcher::probe(ferrox_op op, ferrox_kind kind, std::string_view role,
     record(Phase::Probe, op, kind, role, plan(op, kind), site);
 }
 
-void Dispatcher::probe_attention(ferrox_kind kv_kind, std::string_view role,
+std::string softcap_refusal(const Backend& backend) {
+    if (backend.takes_attention_softcap()) return {};
+    return fmt::format(
+        "the {} plugin is ABI {}: its attention entries cannot be told a soft cap (ABI 1.4)",
+        backend.name(), backend.abi_version_text());
+}
+
+void Dispatcher::probe_attention(ferrox_kind kv_kind, std::string_view role, bool softcapped,
                                  std::source_location site) {
-    record(Phase::Probe, FERROX_OP_ATTENTION, kv_kind, role, plan(FERROX_OP_ATTENTION, kv_kind),
-           site, kHostAttention);
+    const Plan p = plan(FERROX_OP_ATTENTION, kv_kind);
+    if (softcapped && p.runner)
+        if (const std::string why = softcap_refusal(*backends_[*p.runner]); !why.empty())
+            return record_host_attention(Phase::Probe, kv_kind, role, why, site);
+    record(Phase::Probe, FERROX_OP_ATTENTION, kv_kind, role, p, site, kHostAttention);
 }
 
 Expected<void> Dispatcher::attention(const ferrox_attention_desc& desc, std::string_view role,
                                      const std::function<void()>& host_fallback) {
     const Plan p = plan(FERROX_OP_ATTENTION, desc.kv_kind);
+    if (desc.softcap != 0.0f && p.runner)
+        if (const std::string why = softcap_refusal(*backends_[*p.runner]); !why.empty()) {
+            record_host_attention(Phase::Dispatch, desc.kv_kind, role, why);
+            host_fallback();
+            return {};
+        }
     record(Phase::Dispatch, FERROX_OP_ATTENTION, desc.kv_kind, role, p,
            std::source_location::current(), kHostAttention);
     if (p.runner) return backends_[*p.runner]->attention(desc);

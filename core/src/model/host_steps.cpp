@@ -125,19 +125,13 @@ class HostSteps final : public Steps {
         return {};
     }
 
-    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values, Act out,
-                             float softcap) override {
+    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
+                             Act out) override {
         desc.q = q.f32();
         desc.keys = keys.host;
         desc.values = values.host;
         desc.out = out.f32();
-        if (softcap != 0.0f) {
-            dispatcher_.record_host_attention(Phase::Dispatch, desc.kv_kind, "attention",
-                                              kSoftcapAttention);
-            fallback_attention(desc, softcap);
-            return {};
-        }
-        return dispatcher_.attention(desc, "attention", [&] { fallback_attention(desc, 0.0f); });
+        return dispatcher_.attention(desc, "attention", [&] { fallback_attention(desc); });
     }
 
   private:
@@ -153,9 +147,9 @@ class HostSteps final : public Steps {
     }
 
     // The core's own loop, for backends without an attention entry.
-    void fallback_attention(const ferrox_attention_desc& desc, float softcap) {
+    void fallback_attention(const ferrox_attention_desc& desc) {
         const ops::AttentionShape shape{desc.n_head,     desc.n_head_kv, desc.head_dim_k,
-                                        desc.head_dim_v, desc.scale,     softcap};
+                                        desc.head_dim_v, desc.scale,     desc.softcap};
         const uint64_t q_dim = uint64_t{desc.n_head} * desc.head_dim_k;
         const uint64_t o_dim = uint64_t{desc.n_head} * desc.head_dim_v;
         const uint64_t rows = uint64_t{desc.pos0} + desc.n_query;

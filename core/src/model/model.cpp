@@ -441,7 +441,8 @@ struct Context::Impl {
         desc.head_dim_v = hp.head_dim_v;
         desc.scale = hp.attn_scale;
         desc.kv_kind = kv_kind;
-        return steps->attention(desc, q, keys, values, out, hp.attn_softcap);
+        desc.softcap = hp.attn_softcap;
+        return steps->attention(desc, q, keys, values, out);
     }
 
     // Every row of the batch in one call (ABI 1.3): each attends over the
@@ -463,8 +464,9 @@ struct Context::Impl {
         desc.n_cells = context;
         desc.n_index = static_cast<uint32_t>(cell_list.size());
         desc.max_span = max_span[list];
+        desc.softcap = hp.attn_softcap;
         return steps->attention_cells(desc, s.q, k_cache[il], v_cache[il], cell_list_dev,
-                                      spans_dev[list], s.att, hp.attn_softcap);
+                                      spans_dev[list], s.att);
     }
 
     // The batch's cell lists and spans for attend_cells: a run's rows share

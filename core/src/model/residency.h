@@ -52,9 +52,8 @@ struct PassTrace {
     // The first call the ABI's resident entries cannot express, and why
     // ("": none); such a model decodes in host memory.
     std::string refusal;
-    // Why attention must be the core's own loop wherever activations live
-    // ("": a backend's attention entry can run it).
-    std::string host_attention;
+    // Attention scores are soft-capped (only ABI 1.4 plugins can be told).
+    bool softcapped_attention = false;
 };
 
 // Whether the resident backend fuses the residual add with the next RMS norm

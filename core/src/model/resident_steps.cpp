@@ -132,9 +132,9 @@ class ResidentSteps final : public Steps {
         return backend_->convert(rows.dev, cache.dev, kind, count);
     }
 
-    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values, Act out,
-                             float softcap) override {
-        if (auto r = attention_step(desc.kv_kind, softcap); !r || trace_) return r;
+    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
+                             Act out) override {
+        if (auto r = attention_step(desc.kv_kind, desc.softcap); !r || trace_) return r;
         return backend_->attention_resident(desc, q.dev, keys.dev, values.dev, out.dev);
     }
 
@@ -146,9 +146,8 @@ class ResidentSteps final : public Steps {
     }
 
     Expected<void> attention_cells(const ferrox_attention_cells_desc& desc, Act q, Act keys,
-                                   Act values, Act cell_index, Act spans, Act out,
-                                   float softcap) override {
-        if (auto r = attention_step(desc.kv_kind, softcap); !r || trace_) return r;
+                                   Act values, Act cell_index, Act spans, Act out) override {
+        if (auto r = attention_step(desc.kv_kind, desc.softcap); !r || trace_) return r;
         return backend_->attention_cells(desc, q.dev, keys.dev, values.dev, cell_index.dev,
                                          spans.dev, out.dev);
     }
@@ -164,12 +163,14 @@ class ResidentSteps final : public Steps {
         return {};
     }
 
-    // Either attention entry: neither can be told a soft cap (ABI 1.3).
+    // Either attention entry: a soft cap needs an ABI 1.4 plugin.
     Expected<void> attention_step(ferrox_kind kv_kind, float softcap) {
         if (softcap != 0.0f) {
-            if (trace_ && trace_->host_attention.empty())
-                trace_->host_attention = std::string(kSoftcapAttention);
-            if (auto r = refuse(std::string(kSoftcapAttention)); !r) return r;
+            if (trace_) trace_->softcapped_attention = true;
+            const std::string why =
+                backend_ ? softcap_refusal(*backend_) : std::string("no resident backend");
+            if (!why.empty())
+                if (auto r = refuse(why); !r) return r;
         }
         return step(FERROX_OP_ATTENTION, kv_kind, roles::kAttention);
     }

@@ -26,10 +26,6 @@ namespace ferrox::model {
 
 struct PassTrace;
 
-// Why a model with soft-capped attention scores runs attention in the core.
-inline constexpr std::string_view kSoftcapAttention =
-    "soft-capped attention scores (gemma2) are not in the ABI's attention entries (1.3)";
-
 // A place for values: a host address (HostSteps) or a tensor in a backend
 // buffer (ResidentSteps). Offsets move both, so the decoder need not know which.
 struct Act {
@@ -94,10 +90,10 @@ class Steps {
     // `count` f32 values stored into a cache of `kind` at `cache`.
     virtual Expected<void> store_kv(Act rows, Act cache, ferrox_kind kind, uint64_t count) = 0;
     // desc's pointers are filled in by the implementation from the Acts.
-    // `softcap` != 0 (gemma2) caps the scores, which the ABI's entries cannot
-    // express (kSoftcapAttention): the core's own loop runs it.
+    // desc.softcap != 0 (gemma2) caps the scores: only an ABI 1.4 plugin can
+    // be told (softcap_refusal); the core's own loop runs it otherwise.
     virtual Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
-                                     Act out, float softcap) = 0;
+                                     Act out) = 0;
 
     // ABI 1.3 (resident, on a backend with attention_cells): every row of a
     // batch attends in one call over the cells its span names, whatever
@@ -107,9 +103,8 @@ class Steps {
     virtual Expected<void> upload_words(std::span<const uint32_t>, Act) {
         return make_error("these steps attend without cell lists");
     }
-    // `softcap` as attention()'s.
     virtual Expected<void> attention_cells(const ferrox_attention_cells_desc&, Act, Act, Act, Act,
-                                           Act, Act, float /*softcap*/) {
+                                           Act, Act) {
         return make_error("these steps attend without cell lists");
     }
 };

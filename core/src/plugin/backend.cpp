@@ -262,6 +262,8 @@ Expected<void> Backend::attention_cells(const ferrox_attention_cells_desc& desc,
                       values, cell_index, spans, out);
 }
 
+bool Backend::takes_attention_softcap() const { return FERROX_ABI_MINOR(raw_->abi_version) >= 4; }
+
 std::string Backend::abi_version_text() const {
     return fmt::format("{}.{}", FERROX_ABI_MAJOR(raw_->abi_version),
                        FERROX_ABI_MINOR(raw_->abi_version));

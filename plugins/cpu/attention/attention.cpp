@@ -44,8 +44,17 @@ const void* element(const void* cache, size_t index, const ferrox_attention_desc
 
 bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
                    const ferrox_attention_desc& desc, const char** error) {
-    if (desc.struct_size < sizeof desc) {
-        *error = "attention: descriptor is older than this plugin's (struct_size too small)";
+    // A 1.1 to 1.3 core's descriptor ends before softcap: not capped.
+    if (desc.struct_size < offsetof(ferrox_attention_desc, out) + sizeof desc.out) {
+        *error = "attention: descriptor is shorter than ABI 1.1's (struct_size too small)";
+        return false;
+    }
+    const float softcap =
+        desc.struct_size >= offsetof(ferrox_attention_desc, softcap) + sizeof desc.softcap
+            ? desc.softcap
+            : 0.0f;
+    if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
+        *error = "attention: softcap must be a finite value >= 0 (0: not capped)";
         return false;
     }
     if (!desc.q || !desc.keys || !desc.values || !desc.out) {
@@ -118,6 +127,7 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
                                desc.scale,
                                scores.data(),
                                desc.out + row * g.out_row + size_t{head0} * desc.head_dim_v};
+            task.softcap = softcap;
             if (splits > 1) {
                 task.out = parts + slot * desc.head_dim_v;
                 task.max_score = maxima + slot;

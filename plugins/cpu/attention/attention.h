@@ -31,6 +31,8 @@ struct AttentionTask {
     // merged (out is normalised over [first, last] either way).
     float* max_score = nullptr;
     float* exp_sum = nullptr;
+    // > 0: each scaled score becomes tanh(s / softcap) * softcap (ABI 1.4).
+    float softcap = 0.0f;
 };
 
 using AttendGroup = void (*)(const AttentionTask& task);
