@@ -12,6 +12,7 @@
 #include "ferrox/kernel_registry.h"
 #include "ferrox/log.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/model/hparams_summary.h"
 #include "ferrox/model/model.h"
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
@@ -119,6 +120,12 @@ int run(const CommonOptions& common, const std::string& path, bool json,
                                      {"tensor_bytes", shard.tensor_bytes},
                                      {"file_bytes", shard.mapping->bytes().size()}});
         doc["chat_template"] = chat_template_report(*file);
+        if (hp) {
+            nlohmann::json facts = nlohmann::json::object();
+            for (const model::HparamFact& f : model::summarize(*hp))
+                std::visit([&](const auto& v) { facts[f.name] = v; }, f.value);
+            doc["model"] = std::move(facts);
+        }
         if (!model_error.empty())
             doc["model_error"] = model_error;
         else
@@ -159,6 +166,19 @@ int run(const CommonOptions& common, const std::string& path, bool json,
                         human_bytes(k.bytes)});
     std::cout << render_table(rows);
     std::cout << "\n" << chat_template_summary(chat_template_report(*file)) << "\n";
+    if (hp) {
+        std::cout << "\nmodel, as ferrox runs it (layer_pattern: G global, L sliding window, "
+                     "lower case without RoPE):\n";
+        for (const model::HparamFact& f : model::summarize(*hp))
+            std::visit(
+                [&](const auto& v) {
+                    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>)
+                        std::cout << fmt::format("  {} = {}\n", f.name, shown(v));
+                    else
+                        std::cout << fmt::format("  {} = {}\n", f.name, v);
+                },
+                f.value);
+    }
     if (!model_error.empty()) {
         std::cout << "\n";
         logger().error("{}", model_error);
@@ -187,7 +207,9 @@ int run(const CommonOptions& common, const std::string& path, bool json,
 
 Command add_inspect_command(CLI::App& app, CommonOptions& common) {
     auto* cmd = app.add_subcommand(
-        "inspect", "Show a GGUF model's metadata, tensors and the kernels each weight will use");
+        "inspect",
+        "Show a GGUF model's metadata, tensors, the model as ferrox will run it and the kernels "
+        "each op will use");
     auto path = std::make_shared<std::string>();
     auto json = std::make_shared<bool>(false);
     auto kv_type = std::make_shared<std::string>("f32");

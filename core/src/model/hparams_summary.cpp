@@ -1,0 +1,128 @@
+#include "ferrox/model/hparams_summary.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <type_traits>
+
+namespace ferrox::model {
+namespace {
+
+const char* rope_style_name(RopeStyle s) { return s == RopeStyle::Neox ? "neox" : "normal"; }
+
+const char* rope_scaling_name(RopeScaling s) {
+    switch (s) {
+        case RopeScaling::None:
+            return "none";
+        case RopeScaling::Linear:
+            return "linear";
+        case RopeScaling::Yarn:
+            return "yarn";
+        case RopeScaling::LongRope:
+            return "longrope";
+    }
+    return "?";
+}
+
+const char* local_rope_name(LocalRope r) {
+    switch (r) {
+        case LocalRope::Unscaled:
+            return "unscaled";
+        case LocalRope::AsGlobal:
+            return "as global layers";
+        case LocalRope::Plain:
+            return "plain (no YaRN)";
+    }
+    return "?";
+}
+
+const char* qk_norm_name(QkNorm n) {
+    switch (n) {
+        case QkNorm::None:
+            return "none";
+        case QkNorm::PerHead:
+            return "per head";
+        case QkNorm::Whole:
+            return "whole projection";
+    }
+    return "?";
+}
+
+}  // namespace
+
+std::string layer_pattern(const Hparams& hp) {
+    std::string pattern;
+    pattern.reserve(hp.n_layer);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const char c = hp.is_local_layer(il) ? 'L' : 'G';
+        pattern.push_back(hp.has_rope(il) ? c : static_cast<char>(std::tolower(c)));
+    }
+    return pattern;
+}
+
+std::vector<HparamFact> summarize(const Hparams& hp) {
+    std::vector<HparamFact> f;
+    const auto add = [&](const char* name, auto value) {
+        if constexpr (std::is_same_v<decltype(value), bool>)
+            f.push_back({name, value});
+        else if constexpr (std::is_integral_v<decltype(value)>)
+            f.push_back({name, static_cast<int64_t>(value)});
+        else if constexpr (std::is_floating_point_v<decltype(value)>)
+            // The double nearest the float's shortest decimal form: 1e-06, not
+            // 9.999999974752427e-07, when printed.
+            f.push_back({name, std::strtod(fmt::format("{}", value).c_str(), nullptr)});
+        else
+            f.push_back({name, std::string(value)});
+    };
+    add("architecture", hp.arch_name);
+    add("layers", hp.n_layer);
+    add("embedding_length", hp.n_embd);
+    add("vocab", hp.vocab);
+    add("context_train", hp.n_ctx_train);
+    add("heads", hp.n_head);
+    add("kv_heads", hp.n_head_kv);
+    add("head_dim_k", hp.head_dim_k);
+    add("head_dim_v", hp.head_dim_v);
+    add("attention_scale", hp.attn_scale);
+    add("layer_pattern", layer_pattern(hp));
+    if (hp.sliding_window) {
+        add("sliding_window", hp.sliding_window);
+        add("rope_base_local", hp.rope_base_local);
+        add("local_rope", local_rope_name(hp.local_rope));
+    }
+    add("rope_style", rope_style_name(hp.rope));
+    add("rope_dims", hp.n_rot);
+    add("rope_base", hp.rope_base);
+    add("rope_scaling", rope_scaling_name(hp.rope_scaling));
+    if (hp.rope_scaling != RopeScaling::None) {
+        add("rope_freq_scale", hp.rope_freq_scale);
+        add("rope_original_context", hp.rope_n_ctx_orig);
+    }
+    if (hp.attn_temp_scale != 0) {
+        add("attention_temperature_scale", hp.attn_temp_scale);
+        add("attention_temperature_length", hp.attn_temp_length);
+    }
+    add("rms_eps", hp.rms_eps);
+    add("pre_norms", hp.pre_norms);
+    add("post_norms", hp.post_norms);
+    add("qk_norm", qk_norm_name(hp.qk_norm));
+    add("qkv_bias", hp.qkv_bias);
+    add("ffn", hp.activation == FfnActivation::Silu ? "swiglu" : "geglu");
+    if (hp.n_expert) {
+        add("experts", hp.n_expert);
+        add("experts_used", hp.n_expert_used);
+        add("expert_ffn_length", hp.n_ff_expert);
+        add("expert_weights_norm", hp.expert_weights_norm);
+    } else {
+        add("ffn_length", hp.n_ff);
+    }
+    if (hp.embedding_scale != 1.0f) add("embedding_scale", hp.embedding_scale);
+    if (hp.residual_scale != 1.0f) add("residual_scale", hp.residual_scale);
+    if (hp.logit_scale != 1.0f) add("logit_scale", hp.logit_scale);
+    if (hp.attn_softcap != 0.0f) add("attention_softcap", hp.attn_softcap);
+    if (hp.final_softcap != 0.0f) add("final_softcap", hp.final_softcap);
+    return f;
+}
+
+}  // namespace ferrox::model

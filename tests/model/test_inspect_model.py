@@ -1,0 +1,113 @@
+"""`ferrox inspect --json`'s "model" section against the file itself, read by the `gguf`
+package, and against llama.cpp's layer rules: which layers attend through the sliding
+window (llama.cpp's set_swa_pattern(n): layer il is local when il % n < n - 1) and which
+skip RoPE (smollm3: every fourth). What inspect says it will run must be what the file
+and the reference say, on every tiny model the generator makes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+gguf = pytest.importorskip("gguf")
+
+FERROX = os.environ.get("FERROX_BIN", "")
+if not FERROX or not pathlib.Path(FERROX).exists():
+    pytest.skip("FERROX_BIN is not set to the built ferrox", allow_module_level=True)
+
+CACHE = pathlib.Path(os.environ.get("FERROX_CACHE_DIR", pathlib.Path.home() / ".cache" / "ferrox"))
+TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", CACHE / "tiny-models"))
+
+# llama.cpp's window period per architecture (its load_arch_hparams), where the file
+# may override it with <arch>.attention.sliding_window_pattern.
+SWA_PERIOD = {"gemma3": 6, "gemma2": 2, "olmo2": 4}
+NO_ROPE_STEP = {"smollm3": 4}
+
+
+def tiny_models() -> list[pathlib.Path]:
+    found = sorted(TINY.glob("tiny-*.gguf"))
+    if not found:
+        pytest.skip(f"no tiny models in {TINY} (python3 tests/model/make_tiny_models.py)")
+    return found
+
+
+def field(reader, key: str):
+    f = reader.fields.get(key)
+    if f is None:
+        return None
+    value = f.contents()
+    return value
+
+
+def inspect(path: pathlib.Path) -> dict | None:
+    cmd = [FERROX, "inspect", str(path), "--json"]
+    if os.environ.get("FERROX_PLUGIN_DIR"):
+        cmd[1:1] = ["--plugin-dir", os.environ["FERROX_PLUGIN_DIR"]]
+    env = {k: v for k, v in os.environ.items() if k not in ("FERROX_CONFIG", "FERROX_PLUGIN_PATH")}
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    doc = json.loads(r.stdout)
+    # A file the binding refuses (the generator's deliberately bad ones) exits 2 with its
+    # model_error; its hyper-parameters were read all the same.
+    assert r.returncode == (2 if "model_error" in doc else 0), r.stderr
+    # Hyper-parameters refused (llama with partial rotary): no facts, only the error.
+    assert "model" in doc or "model_error" in doc, doc.keys()
+    return doc.get("model")
+
+
+def expected_pattern(arch: str, reader, n_layer: int) -> str:
+    window = field(reader, f"{arch}.attention.sliding_window")
+    period = field(reader, f"{arch}.attention.sliding_window_pattern") or SWA_PERIOD.get(arch, 0)
+    pattern = []
+    for il in range(n_layer):
+        local = bool(window) and period > 0 and il % period < period - 1
+        c = "L" if local else "G"
+        step = NO_ROPE_STEP.get(arch, 0)
+        if step and (il + 1) % step == 0:
+            c = c.lower()
+        pattern.append(c)
+    return "".join(pattern)
+
+
+@pytest.mark.parametrize("path", tiny_models(), ids=lambda p: p.stem)
+def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
+    reader = gguf.GGUFReader(str(path))
+    arch = field(reader, "general.architecture")
+    got = inspect(path)
+    if got is None:
+        return  # refused before any fact was read; the message is model_non_chat_files' and parity's
+    n_layer = field(reader, f"{arch}.block_count")
+    n_head = field(reader, f"{arch}.attention.head_count")
+    n_embd = field(reader, f"{arch}.embedding_length")
+    want = {
+        "architecture": arch,
+        "layers": n_layer,
+        "embedding_length": n_embd,
+        "heads": n_head,
+        "kv_heads": field(reader, f"{arch}.attention.head_count_kv") or n_head,
+        "context_train": field(reader, f"{arch}.context_length"),
+        "head_dim_k": field(reader, f"{arch}.attention.key_length") or n_embd // n_head,
+        "layer_pattern": expected_pattern(arch, reader, n_layer),
+    }
+    embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    want["vocab"] = int(embd.shape[1])  # gguf lists dims innermost first
+    for key, value in want.items():
+        assert got[key] == value, f"{path.name}: {key} is {got[key]!r}, the file says {value!r}"
+    window = field(reader, f"{arch}.attention.sliding_window")
+    if "L" in want["layer_pattern"]:
+        assert got["sliding_window"] == window
+    scale = field(reader, f"{arch}.attention.scale")  # granite's key
+    if scale is None and not (arch == "gemma3" and n_layer == 62):
+        scale = 1 / math.sqrt(want["head_dim_k"])
+    if scale is not None:
+        assert math.isclose(got["attention_scale"], scale, rel_tol=1e-6), (got["attention_scale"], scale)
+    if arch == "gemma2":
+        assert got["attention_softcap"] > 0 and got["final_softcap"] > 0
+    n_expert = field(reader, f"{arch}.expert_count")
+    if n_expert:
+        assert got["experts"] == n_expert and got["experts_used"] == field(reader, f"{arch}.expert_used_count")
