@@ -67,6 +67,21 @@ TEST_CASE("gemma3 metadata gives its hyper-parameters and the 5-local-1-global l
     for (uint32_t il = 0; il < 12; ++il) CHECK(hp->is_local_layer(il) == (il != 5 && il != 11));
 }
 
+TEST_CASE("a layer count past llama.cpp's 512 is refused by key before anything is sized by it") {
+    auto at_limit = gemma3_like().without("gemma3.block_count").u32("gemma3.block_count", 512);
+    auto file = at_limit.parse();
+    REQUIRE(file);
+    CHECK(model::read_hparams(*file).has_value());
+    auto past = gemma3_like().without("gemma3.block_count").u32("gemma3.block_count", 4000000000u);
+    auto huge = past.parse();
+    REQUIRE(huge);
+    auto hp = model::read_hparams(*huge);
+    REQUIRE_FALSE(hp.has_value());
+    CHECK_THAT(hp.error().message(),
+               Catch::Contains("gemma3.block_count") &&
+                   Catch::Contains("4000000000 layers; ferrox reads at most 512"));
+}
+
 TEST_CASE("a missing required key is refused and the message names the key") {
     const char* keys[] = {
         "gemma3.embedding_length",        "gemma3.block_count",

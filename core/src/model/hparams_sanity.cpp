@@ -10,6 +10,8 @@ Error refuse(const gguf::File& f, const std::string& key, std::string_view why) 
     return make_error("{}: metadata key '{}': {}", f.path().string(), key, why);
 }
 
+constexpr uint32_t kMaxLayers = 512;
+
 // Positive and finite: what a norm epsilon or a RoPE base must be.
 bool positive_finite(float x) { return std::isfinite(x) && x > 0; }
 
@@ -33,6 +35,11 @@ Expected<void> check_hparams_sane(const gguf::File& file, const Hparams& hp,
         return refuse(file, key("rope.scaling.factor"),
                       fmt::format("gives a frequency scale of {}; it must be finite and > 0",
                                   hp.rope_freq_scale));
+    // Per-layer work before any tensor is bound (inspect's layer pattern) is
+    // sized by this count; llama.cpp's own ceiling (LLAMA_MAX_LAYERS) bounds it.
+    if (hp.n_layer > kMaxLayers)
+        return refuse(file, key("block_count"),
+                      fmt::format("{} layers; ferrox reads at most {}", hp.n_layer, kMaxLayers));
     if (hp.n_ctx_train == 0) return refuse(file, key("context_length"), "is 0");
     if (hp.head_dim_k == 0 || hp.head_dim_v == 0)
         return refuse(file,
