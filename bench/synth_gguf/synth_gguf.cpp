@@ -54,10 +54,11 @@ usage:
       the end padded with zeros to the alignment) filled with random, valid
       data of its kind: floats in [-1,1]/sqrt(row length) (1-D "*norm*"
       tensors in [0.5,1.5]); quantized blocks are random bits whose f16 scale
-      fields are set to small finite values, so every block decodes to finite
-      weights of about that magnitude. Same seed (default 1), same bytes.
+      fields are set to small finite values (MXFP4: its power-of-two
+      exponent byte), so every block decodes to finite weights of about that
+      magnitude. Same seed (default 1), same bytes.
       Kinds: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K
-      IQ4_NL IQ4_XS; a tensor of another kind is refused by name.
+      IQ4_NL IQ4_XS MXFP4; a tensor of another kind is refused by name.
   ferrox_synth_gguf --help
 
 Exit status: 0 on success, 1 on an error (the message names the file and,
@@ -223,7 +224,13 @@ const ScaleLayout* scale_layout(ferrox_kind kind) {
     return nullptr;
 }
 
-bool supported(ferrox_kind kind) { return ferrox::is_float_kind(kind) || scale_layout(kind); }
+// MXFP4 blocks: an E8M0 exponent byte (scale 2^(e - 127)), then 32 e2m1
+// codes of at most 6 in magnitude.
+constexpr float kMxfp4MaxCode = 6.0f;
+
+bool supported(ferrox_kind kind) {
+    return ferrox::is_float_kind(kind) || scale_layout(kind) || kind == FERROX_KIND_MXFP4;
+}
 
 struct TensorPlan {
     std::string name;
@@ -267,9 +274,16 @@ void synthesise(const TensorPlan& t, Rng& rng, std::vector<uint8_t>& buffer) {
         }
         return;
     }
-    const ScaleLayout& layout = *scale_layout(t.kind);
     const ferrox::KindTraits& traits = *ferrox::kind_traits(static_cast<uint32_t>(t.kind));
     rng.fill(buffer);
+    if (t.kind == FERROX_KIND_MXFP4) {
+        // The exponent putting the largest code near the target, or one below.
+        const int top = 127 + static_cast<int>(std::floor(std::log2(target / kMxfp4MaxCode)));
+        for (uint64_t at = 0; at < t.byte_size; at += traits.block_bytes)
+            buffer[at] = static_cast<uint8_t>(std::clamp(top - (rng.next() & 1 ? 1 : 0), 1, 254));
+        return;
+    }
+    const ScaleLayout& layout = *scale_layout(t.kind);
     const float d_top = target / layout.max_code;
     for (uint64_t at = 0; at < t.byte_size; at += traits.block_bytes) {
         uint8_t* block = buffer.data() + at;

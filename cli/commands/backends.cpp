@@ -42,11 +42,12 @@ Capability capability(const std::shared_ptr<Backend>& b, ferrox_op op, ferrox_ki
 // (besides weight products and GET_ROWS, listed per weight kind). ADD_RMS_NORM is
 // optional: without it a pass issues the residual ADD and the RMS_NORM apart.
 constexpr std::pair<ferrox_op, ferrox_kind> kResidentOps[] = {
-    {FERROX_OP_RMS_NORM, FERROX_KIND_F32},  {FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32},
-    {FERROX_OP_ROPE, FERROX_KIND_F32},      {FERROX_OP_ADD, FERROX_KIND_F32},
-    {FERROX_OP_SWIGLU, FERROX_KIND_F32},    {FERROX_OP_GEGLU, FERROX_KIND_F32},
-    {FERROX_OP_CONVERT, FERROX_KIND_F32},   {FERROX_OP_CONVERT, FERROX_KIND_F16},
-    {FERROX_OP_ATTENTION, FERROX_KIND_F32}, {FERROX_OP_ATTENTION, FERROX_KIND_F16},
+    {FERROX_OP_RMS_NORM, FERROX_KIND_F32},   {FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32},
+    {FERROX_OP_ROPE, FERROX_KIND_F32},       {FERROX_OP_ADD, FERROX_KIND_F32},
+    {FERROX_OP_SWIGLU, FERROX_KIND_F32},     {FERROX_OP_GEGLU, FERROX_KIND_F32},
+    {FERROX_OP_SWIGLU_OAI, FERROX_KIND_F32}, {FERROX_OP_CONVERT, FERROX_KIND_F32},
+    {FERROX_OP_CONVERT, FERROX_KIND_F16},    {FERROX_OP_ATTENTION, FERROX_KIND_F32},
+    {FERROX_OP_ATTENTION, FERROX_KIND_F16},
 };
 
 // The kernel a resident pass on `b` would run for (op, kind), or "".

@@ -67,6 +67,7 @@ inline constexpr auto kKernels = std::to_array<KernelEntry>({
     {FERROX_OP_ADD, FERROX_KIND_F32, "cuda_add"},
     {FERROX_OP_SWIGLU, FERROX_KIND_F32, "cuda_swiglu"},
     {FERROX_OP_GEGLU, FERROX_KIND_F32, "cuda_geglu"},
+    {FERROX_OP_SWIGLU_OAI, FERROX_KIND_F32, "cuda_swiglu_oai"},
     {FERROX_OP_CONVERT, FERROX_KIND_F32, "cuda_convert_f32"},
     {FERROX_OP_CONVERT, FERROX_KIND_F16, "cuda_convert_f16"},
     {FERROX_OP_ATTENTION, FERROX_KIND_F32, "cuda_attention_f32"},

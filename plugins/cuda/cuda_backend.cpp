@@ -607,7 +607,7 @@ Status CudaBackend::add(ferrox_tensor dst, ferrox_tensor src, uint64_t rows, uin
 Status CudaBackend::glu(ferrox_glu_kind kind, ferrox_tensor gate, ferrox_tensor up,
                         uint64_t count) {
     constexpr std::string_view kEntry = "glu";
-    if (kind != FERROX_GLU_SWIGLU && kind != FERROX_GLU_GEGLU)
+    if (kind != FERROX_GLU_SWIGLU && kind != FERROX_GLU_GEGLU && kind != FERROX_GLU_SWIGLU_OAI)
         return Status::fail(FERROX_ERR_UNSUPPORTED,
                             fmt::format("cuda: glu: unknown GLU kind {}", static_cast<int>(kind)));
     float* device_gate = nullptr;
@@ -617,7 +617,9 @@ Status CudaBackend::glu(ferrox_glu_kind kind, ferrox_tensor gate, ferrox_tensor 
     const std::lock_guard lock(mutex_);
     if (Status current = make_current(); !current.is_ok()) return current;
     return launched(launch_glu(kind, device_gate, device_up, count, stream_.get()),
-                    kind == FERROX_GLU_SWIGLU ? "the swiglu kernel" : "the geglu kernel");
+                    kind == FERROX_GLU_SWIGLU  ? "the swiglu kernel"
+                    : kind == FERROX_GLU_GEGLU ? "the geglu kernel"
+                                               : "the swiglu_oai kernel");
 }
 
 Status CudaBackend::convert(ferrox_tensor src, ferrox_tensor dst, ferrox_kind dst_kind,
@@ -854,6 +856,11 @@ Status CudaBackend::attention_cells(const ferrox_attention_cells_desc* desc, fer
         !s.is_ok())
         return s;
     if (Status s = resolve_as(kEntry, "out", out, o_count, launch.out); !s.is_ok()) return s;
+    // 1.5: sinks, n_head floats; a 1.4 core's descriptor ends before them.
+    if (d.struct_size >= offsetof(ferrox_attention_cells_desc, sinks) + sizeof d.sinks &&
+        d.sinks.buffer != nullptr)
+        if (Status s = resolve_as(kEntry, "sinks", d.sinks, d.n_head, launch.sinks); !s.is_ok())
+            return s;
     launch.keys = device_keys;
     launch.values = device_values;
     const uint32_t splits = attention_splits_for_span(d.n_query, d.n_head, d.max_span, sm_count_);

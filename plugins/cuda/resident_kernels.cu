@@ -23,6 +23,7 @@ static_assert(has_kernel(FERROX_OP_ROPE, FERROX_KIND_F32));
 static_assert(has_kernel(FERROX_OP_ADD, FERROX_KIND_F32));
 static_assert(has_kernel(FERROX_OP_SWIGLU, FERROX_KIND_F32));
 static_assert(has_kernel(FERROX_OP_GEGLU, FERROX_KIND_F32));
+static_assert(has_kernel(FERROX_OP_SWIGLU_OAI, FERROX_KIND_F32));
 static_assert(has_kernel(FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32));
 
 constexpr int kElementThreads = 256;
@@ -134,7 +135,9 @@ __global__ void add_kernel(float* dst, const float* src, uint64_t count, uint32_
 template <ferrox_glu_kind Kind>
 __global__ void glu_kernel(float* gate, const float* __restrict__ up, uint64_t count) {
     for (uint64_t t = global_thread(); t < count; t += grid_threads())
-        gate[t] = Kind == FERROX_GLU_SWIGLU ? swiglu(gate[t], up[t]) : geglu(gate[t], up[t]);
+        gate[t] = Kind == FERROX_GLU_SWIGLU  ? swiglu(gate[t], up[t])
+                  : Kind == FERROX_GLU_GEGLU ? geglu(gate[t], up[t])
+                                             : swiglu_oai(gate[t], up[t]);
 }
 
 template <ferrox_kind Kind>
@@ -278,7 +281,10 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
     __syncthreads();
 
     float factor[kAttentionWarps];
-    const float denominator = softmax_merge_factors(part_max, part_sum, kAttentionWarps, 1, factor);
+    // A split's chunks leave the sink to the merge kernel.
+    const float sink = !Split && a.sinks != nullptr ? a.sinks[head] : -INFINITY;
+    const float denominator =
+        softmax_merge_factors(part_max, part_sum, kAttentionWarps, 1, factor, sink);
     if constexpr (Split) {
         // The chunk's part, unnormalised against its own max: the merge
         // rescales it. An empty chunk stores max -inf, sum 0, out 0.
@@ -303,14 +309,16 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
 
 // One block per (row, head): merges its `splits` chunk parts into out.
 __global__ void __launch_bounds__(kMergeThreads)
-    attention_merge_kernel(uint32_t splits, uint32_t head_dim_v, SplitScratch scratch,
+    attention_merge_kernel(uint32_t splits, uint32_t head_dim_v, uint32_t n_head,
+                           const float* __restrict__ sinks, SplitScratch scratch,
                            float* __restrict__ out) {
     __shared__ float factor[kMaxAttentionSplits];
     __shared__ float denominator;
     const uint64_t first_part = static_cast<uint64_t>(blockIdx.x) * splits;
+    const float sink = sinks != nullptr ? sinks[blockIdx.x % n_head] : -INFINITY;
     if (threadIdx.x == 0)
         denominator = softmax_merge_factors(scratch.max_at(first_part), scratch.sum_at(first_part),
-                                            splits, 1, factor);
+                                            splits, 1, factor, sink);
     __syncthreads();
     const float* parts_out = scratch.out_at(first_part);
     float* dst = out + static_cast<uint64_t>(blockIdx.x) * head_dim_v;
@@ -385,6 +393,9 @@ cudaError_t launch_glu(ferrox_glu_kind kind, float* gate, const float* up, uint6
     else if (kind == FERROX_GLU_GEGLU)
         glu_kernel<FERROX_GLU_GEGLU>
             <<<element_blocks(count), kElementThreads, 0, stream>>>(gate, up, count);
+    else if (kind == FERROX_GLU_SWIGLU_OAI)
+        glu_kernel<FERROX_GLU_SWIGLU_OAI>
+            <<<element_blocks(count), kElementThreads, 0, stream>>>(gate, up, count);
     else
         return cudaErrorNotSupported;
     return cudaGetLastError();
@@ -434,7 +445,7 @@ cudaError_t launch_attention(const AttentionLaunch& launch, uint32_t splits, flo
                 launch, splits, scratch);
         if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
         attention_merge_kernel<<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(
-            splits, launch.head_dim_v, scratch, launch.out);
+            splits, launch.head_dim_v, launch.n_head, launch.sinks, scratch, launch.out);
         return cudaGetLastError();
     });
 }

@@ -78,6 +78,8 @@ struct AttentionLaunch {
     const uint32_t* spans = nullptr;
     uint32_t n_cells = 0, n_index = 0;
     float softcap = 0.0f;  // 1.4: see soft_cap (resident_ops.cuh); 0: not capped
+    // 1.5: n_head sink logits on the device (softmax_merge_factors); nullptr: none.
+    const float* sinks = nullptr;
 };
 
 // cudaErrorNotSupported when the table lists no ATTENTION kernel for kv_kind.

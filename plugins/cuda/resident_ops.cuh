@@ -108,6 +108,14 @@ __host__ __device__ inline float gelu_tanh_f16(float x) {
 }
 
 __host__ __device__ inline float swiglu(float gate, float up) { return silu(gate) * up; }
+// gpt-oss (ABI 1.5): the gate clamped above at 7, up to [-7, 7], in the
+// core's (and llama.cpp's) order of operations.
+__host__ __device__ inline float swiglu_oai(float gate, float up) {
+    constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+    const float g = fminf(gate, kLimit);
+    const float u = fminf(fmaxf(up, -kLimit), kLimit);
+    return g / (1.0f + expf(kAlpha * -g)) * (u + 1.0f);
+}
 __host__ __device__ inline float geglu(float gate, float up) { return gelu_tanh_f16(gate) * up; }
 
 // ---- attention: the online softmax ------------------------------------------
@@ -149,13 +157,15 @@ __host__ __device__ inline float softmax_part_factor(float part_max, float total
 // Merges `parts` partial states (stored at part_max[i * stride], part_sum[i *
 // stride]): fills factor[i] with each part's weight against the overall max
 // and returns the softmax denominator. The same order for the warps of one
-// block and for the chunks of a split.
+// block and for the chunks of a split. `sink` (ABI 1.5, gpt-oss; -inf: none)
+// is one more logit with no value: it joins the max and the denominator only,
+// so it is passed to the final merge alone, never to a split's chunks.
 __host__ __device__ inline float softmax_merge_factors(const float* part_max, const float* part_sum,
                                                        uint32_t parts, uint32_t stride,
-                                                       float* factor) {
-    float total_max = -INFINITY;
+                                                       float* factor, float sink = -INFINITY) {
+    float total_max = sink;
     for (uint32_t i = 0; i < parts; ++i) total_max = fmaxf(total_max, part_max[i * stride]);
-    float denominator = 0.0f;
+    float denominator = softmax_part_factor(sink, total_max);
     for (uint32_t i = 0; i < parts; ++i) {
         factor[i] = softmax_part_factor(part_max[i * stride], total_max);
         denominator += part_sum[i * stride] * factor[i];

@@ -67,7 +67,9 @@ void rope_on_host(float* x, const float* cos, const float* sin, uint32_t n_pos, 
 }
 
 float glu_on_host(ferrox_glu_kind kind, float gate, float up) {
-    return kind == FERROX_GLU_SWIGLU ? swiglu(gate, up) : geglu(gate, up);
+    return kind == FERROX_GLU_SWIGLU  ? swiglu(gate, up)
+           : kind == FERROX_GLU_GEGLU ? geglu(gate, up)
+                                      : swiglu_oai(gate, up);
 }
 
 float gelu_tanh_f16_on_host(float x) { return gelu_tanh_f16(x); }
@@ -86,7 +88,8 @@ struct AttentionShapeOnHost {
     // attention_cells: the list positions index, and its bound; nullptr: identity.
     const uint32_t* cell_index = nullptr;
     uint32_t n_cells = 0;
-    float softcap = 0.0f;  // ABI 1.4
+    float softcap = 0.0f;          // ABI 1.4
+    const float* sinks = nullptr;  // ABI 1.5: n_head logits
 };
 
 // One attention block over positions [first, last] of (row, head): its warps'
@@ -94,7 +97,7 @@ struct AttentionShapeOnHost {
 // and fills out[head_dim_v] with the unnormalised sum; `block_max` gets the
 // max over the warps.
 float attention_block(const AttentionShapeOnHost& a, uint32_t row, uint32_t head, uint32_t first,
-                      uint32_t last, float& block_max, float* out) {
+                      uint32_t last, float& block_max, float* out, float sink) {
     const uint64_t k_row = uint64_t{a.n_head_kv} * a.head_dim_k;
     const uint64_t v_row = uint64_t{a.n_head_kv} * a.head_dim_v;
     const uint32_t kv_head = head / (a.n_head / a.n_head_kv);
@@ -127,7 +130,8 @@ float attention_block(const AttentionShapeOnHost& a, uint32_t row, uint32_t head
         part_sum[warp] = state.sum;
     }
     float factor[kAttentionWarps];
-    const float denominator = softmax_merge_factors(part_max, part_sum, kAttentionWarps, 1, factor);
+    const float denominator =
+        softmax_merge_factors(part_max, part_sum, kAttentionWarps, 1, factor, sink);
     block_max = -INFINITY;
     for (int w = 0; w < kAttentionWarps; ++w) block_max = fmaxf(block_max, part_max[w]);
     for (uint32_t d = 0; d < a.head_dim_v; ++d)
@@ -153,10 +157,12 @@ void attention_walk(const AttentionShapeOnHost& a, uint32_t n_query, uint32_t po
             else
                 attention_span(pos0, row, window, first, last);
             float* oh = out + (uint64_t{row} * n_head + head) * head_dim_v;
+            // The sink joins the single pass's merge, or the split's final merge.
+            const float sink = a.sinks != nullptr ? a.sinks[head] : -INFINITY;
             if (splits == 1) {
                 float block_max = 0.0f;
                 const float denominator =
-                    attention_block(a, row, head, first, last, block_max, block_out.data());
+                    attention_block(a, row, head, first, last, block_max, block_out.data(), sink);
                 // The single-pass kernel divides each merged sum in place.
                 for (uint32_t d = 0; d < head_dim_v; ++d) oh[d] = block_out[d] / denominator;
                 continue;
@@ -168,13 +174,13 @@ void attention_walk(const AttentionShapeOnHost& a, uint32_t n_query, uint32_t po
                 attention_chunk(first, last, splits, chunk, chunk_first, chunk_last);
                 const uint64_t part = first_part + chunk;
                 scratch[parts + part] = attention_block(a, row, head, chunk_first, chunk_last,
-                                                        scratch[part], block_out.data());
+                                                        scratch[part], block_out.data(), -INFINITY);
                 std::copy(block_out.begin(), block_out.end(),
                           scratch.begin() + static_cast<ptrdiff_t>(2 * parts + part * head_dim_v));
             }
             float factor[kMaxAttentionSplits];
             const float denominator = softmax_merge_factors(
-                &scratch[first_part], &scratch[parts + first_part], splits, 1, factor);
+                &scratch[first_part], &scratch[parts + first_part], splits, 1, factor, sink);
             for (uint32_t d = 0; d < head_dim_v; ++d)
                 oh[d] = softmax_merge_output(&scratch[2 * parts + first_part * head_dim_v + d],
                                              head_dim_v, factor, splits, denominator);
@@ -187,10 +193,11 @@ void attention_walk(const AttentionShapeOnHost& a, uint32_t n_query, uint32_t po
 void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_t n_head,
                        uint32_t n_head_kv, uint32_t head_dim_k, uint32_t head_dim_v, float scale,
                        ferrox_kind kv_kind, const float* q, const void* keys, const void* values,
-                       float* out, uint32_t splits, float softcap) {
+                       float* out, uint32_t splits, float softcap, const float* sinks) {
     AttentionShapeOnHost a{n_head,  n_head_kv, head_dim_k, head_dim_v, scale,
                            kv_kind, q,         keys,       values};
     a.softcap = softcap;
+    a.sinks = sinks;
     attention_walk(a, n_query, pos0, window, nullptr, 0, out, splits);
 }
 

@@ -32,11 +32,13 @@ uint16_t f32_to_f16_on_host(float x);
 // floats) or F16 (uint16 bits). Same shape rules as ferrox_attention_desc.
 // splits == 1: the single-pass kernel; splits > 1 (<= kMaxAttentionSplits):
 // the split kernel per (row, head, chunk) into a scratch, then the merge
-// kernel, each in its own order. `softcap`: the scores capped (ABI 1.4).
+// kernel, each in its own order. `softcap`: the scores capped (ABI 1.4);
+// `sinks`: n_head sink logits (ABI 1.5), or nullptr.
 void attention_on_host(uint32_t n_query, uint32_t pos0, uint32_t window, uint32_t n_head,
                        uint32_t n_head_kv, uint32_t head_dim_k, uint32_t head_dim_v, float scale,
                        ferrox_kind kv_kind, const float* q, const void* keys, const void* values,
-                       float* out, uint32_t splits = 1, float softcap = 0.0f);
+                       float* out, uint32_t splits = 1, float softcap = 0.0f,
+                       const float* sinks = nullptr);
 
 // The same kernels as attention_cells (ABI 1.3) runs them: row r walks cells
 // cell_index[spans[2r]] .. cell_index[spans[2r + 1] - 1] of a cache of

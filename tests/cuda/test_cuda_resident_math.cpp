@@ -174,13 +174,14 @@ namespace {
 struct AttentionCase {
     uint32_t n_query, pos0, window, n_head, n_head_kv, head_dim;
     float softcap = 0.0f;  // ABI 1.4; scores then scaled by 4 so the cap bites
+    bool sinks = false;    // ABI 1.5: random sink logits, one far above the scores
 };
 
 // Runs the kernels' attention walk (single pass, or `splits` chunks and the
 // merge) on random q/K/V against the core's attend; returns the NMSE.
 // `drop_cap`: the walk runs uncapped against the capped reference (a fault).
 double attention_nmse(const AttentionCase& c, ferrox_kind kind, uint32_t splits, std::mt19937& rng,
-                      bool drop_cap = false) {
+                      bool drop_cap = false, bool drop_sinks = false) {
     const uint32_t positions = c.pos0 + c.n_query;
     const uint64_t kv_row = uint64_t{c.n_head_kv} * c.head_dim;
     const std::vector<float> q =
@@ -200,8 +201,11 @@ double attention_nmse(const AttentionCase& c, ferrox_kind kind, uint32_t splits,
     }
     const float scale =
         (c.softcap != 0.0f ? 4.0f : 1.0f) / std::sqrt(static_cast<float>(c.head_dim));
-    const ops::AttentionShape shape{c.n_head,   c.n_head_kv, c.head_dim,
-                                    c.head_dim, scale,       c.softcap};
+    std::vector<float> sinks = uniform(c.n_head, -2.0f, 2.0f, rng);
+    sinks[0] = 6.0f;  // above every score: that head's output shrinks
+    const float* sink_logits = c.sinks ? sinks.data() : nullptr;
+    const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim,
+                                    scale,    c.softcap,   sink_logits};
     const uint64_t out_row = uint64_t{c.n_head} * c.head_dim;
     std::vector<float> want(c.n_query * out_row);
     std::vector<float> scores(positions);
@@ -221,7 +225,7 @@ double attention_nmse(const AttentionCase& c, ferrox_kind kind, uint32_t splits,
                                             : static_cast<const void*>(values.data());
     host::attention_on_host(c.n_query, c.pos0, c.window, c.n_head, c.n_head_kv, c.head_dim,
                             c.head_dim, scale, kind, q.data(), k, v, got.data(), splits,
-                            drop_cap ? 0.0f : c.softcap);
+                            drop_cap ? 0.0f : c.softcap, drop_sinks ? nullptr : sink_logits);
     return nmse(got, want);
 }
 
@@ -293,6 +297,40 @@ TEST_CASE("soft-capped scores (ABI 1.4) match the core's capped attend, split or
         }
     // A walk that drops the cap (a kernel that ignores the field) is caught.
     CHECK(attention_nmse({5, 40, 0, 2, 1, 64, 0.5f}, FERROX_KIND_F32, 1, rng, true) > 1e-4);
+}
+
+TEST_CASE("attention sinks (ABI 1.5) match the core's attend with sinks, split or not") {
+    std::mt19937 rng(test_seed() + 10);
+    INFO("seed " << test_seed());
+    for (const ferrox_kind kind : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+        INFO((kind == FERROX_KIND_F16 ? "f16" : "f32"));
+        CHECK(attention_nmse({37, 100, 8, 4, 2, 64, 0.0f, true}, kind, 1, rng) < kExactNmse);
+        CHECK(attention_nmse({1, 700, 0, 8, 2, 128, 0.0f, true}, kind, 4, rng) < kExactNmse);
+        CHECK(attention_nmse({3, 4000, 0, 2, 2, 128, 0.0f, true}, kind,
+                             ferrox::cuda::kMaxAttentionSplits, rng) < kExactNmse);
+    }
+    // A walk that ignores the sinks is caught, split or not.
+    CHECK(attention_nmse({5, 40, 0, 2, 1, 64, 0.0f, true}, FERROX_KIND_F32, 1, rng, false, true) >
+          1e-4);
+    CHECK(attention_nmse({1, 700, 0, 8, 2, 128, 0.0f, true}, FERROX_KIND_F32, 4, rng, false, true) >
+          1e-4);
+}
+
+TEST_CASE("the kernels' gpt-oss SwiGLU equals the core's bit for bit, clamps included") {
+    std::mt19937 rng(test_seed() + 11);
+    INFO("seed " << test_seed());
+    // Wide enough that both clamps (gate above 7, up outside +-7) are reached often.
+    const std::vector<float> gate = uniform(100000, -20.0f, 20.0f, rng);
+    const std::vector<float> up = uniform(gate.size(), -12.0f, 12.0f, rng);
+    size_t differ = 0;
+    for (size_t i = 0; i < gate.size(); ++i)
+        differ += !same_bits(host::glu_on_host(FERROX_GLU_SWIGLU_OAI, gate[i], up[i]),
+                             ops::swiglu_oai(gate[i], up[i]));
+    CHECK(differ == 0);
+    // The clamps themselves: past 7 the gate and up stop growing.
+    CHECK(same_bits(ops::swiglu_oai(9.0f, 1.0f), ops::swiglu_oai(7.0f, 1.0f)));
+    CHECK(same_bits(ops::swiglu_oai(1.0f, -9.0f), ops::swiglu_oai(1.0f, -7.0f)));
+    CHECK_FALSE(same_bits(ops::swiglu_oai(-9.0f, 1.0f), ops::swiglu_oai(-7.0f, 1.0f)));
 }
 
 TEST_CASE("the split heuristic: decode on idle SMs splits, prefill and short spans do not") {

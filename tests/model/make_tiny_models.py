@@ -155,6 +155,17 @@ REARRANGED = {
     "olmo3": ("olmo2", "gpt-2", {"tied": False, "pre_norms": False, "post_norms": True, "qk_norm": "whole",
                                  "n_layer": 4, "window": 8, "n_ctx": 1024,
                                  "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 16, "attn_factor": 1.2}}),
+    # gpt-oss's layout: 4 layers, every other one local through a window of 8, YaRN (factor 4
+    # over an original 16), q/k/v and output biases, a sink logit per head, a router with a
+    # bias, MXFP4 experts with biases, the pre-FFN norm named post_attention_norm. Its
+    # o200k vocabulary is not among llama.cpp's vocab-only files, so qwen2's BPE stands in
+    # (the architecture does not depend on it). One gate/up row in eight has a bias of +-9,
+    # so that the SwiGLU's clamps at 7 are reached (larger weights would reach them too, but
+    # make the random network amplify float rounding until the engines' last bits differ
+    # visibly).
+    "gpt-oss": ("gpt-oss", "qwen2", {"tied": False, "bias": True, "oai": True, "moe": True, "n_layer": 4,
+                                     "window": 8, "n_ctx": 1024,
+                                     "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 16}}),
 }
 
 
@@ -285,7 +296,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
     w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
-    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3", "gemma2") else 1e6))
+    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3", "gemma2")
+                                 else 150000.0 if arch == "gpt-oss" else 1e6))
     if "sections" in opt:
         w.add_rope_dimension_sections(opt["sections"])
     if "deepstack" in opt:
@@ -349,6 +361,9 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             add_quantized(w, p + "attn_k.weight", k, Q.Q8_0)
             add_quantized(w, p + "attn_v.weight", v, Q.Q8_0)
         add_quantized(w, p + "attn_output.weight", matrix(rng, N_EMBD, q_dim), Q.Q8_0)
+        if opt.get("oai"):
+            w.add_tensor(p + "attn_output.bias", (0.1 * rng.standard_normal(N_EMBD)).astype(np.float32))
+            w.add_tensor(p + "attn_sinks.weight", rng.standard_normal(N_HEAD).astype(np.float32))
         if opt.get("bias"):
             for part, n in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
                 w.add_tensor(p + f"attn_{part}.bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
@@ -362,8 +377,19 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             w.add_tensor(p + "post_attention_norm.weight", norm(rng, N_EMBD))
             w.add_tensor(p + "post_ffw_norm.weight", norm(rng, N_EMBD))
         if opt.get("pre_norms", True):
-            w.add_tensor(p + "ffn_norm.weight", norm(rng, N_EMBD))
-        if opt.get("moe"):
+            w.add_tensor(p + ("post_attention_norm.weight" if opt.get("oai") else "ffn_norm.weight"),
+                         norm(rng, N_EMBD))
+        if opt.get("oai"):  # gpt-oss's experts: MXFP4, biased, behind a biased router
+            w.add_tensor(p + "ffn_gate_inp.weight", matrix(rng, N_EXPERT, N_EMBD))
+            w.add_tensor(p + "ffn_gate_inp.bias", (0.5 * rng.standard_normal(N_EXPERT)).astype(np.float32))
+            for part, rows, cols in (("gate", N_FF_EXP, N_EMBD), ("up", N_FF_EXP, N_EMBD), ("down", N_EMBD, N_FF_EXP)):
+                stack = np.stack([matrix(rng, rows, cols) for _ in range(N_EXPERT)])
+                add_quantized(w, p + f"ffn_{part}_exps.weight", stack, Q.MXFP4)
+                bias = 0.1 * rng.standard_normal((N_EXPERT, rows))
+                if part != "down":
+                    bias[:, ::8] = 9.0 * rng.choice([-1.0, 1.0], size=(N_EXPERT, rows // 8 + (rows % 8 > 0)))
+                w.add_tensor(p + f"ffn_{part}_exps.bias", bias.astype(np.float32))
+        elif opt.get("moe"):
             w.add_tensor(p + "ffn_gate_inp.weight", matrix(rng, N_EXPERT, N_EMBD))
             gate = np.stack([matrix(rng, N_FF_EXP, N_EMBD) for _ in range(N_EXPERT)])
             up = np.stack([matrix(rng, N_FF_EXP, N_EMBD) for _ in range(N_EXPERT)])

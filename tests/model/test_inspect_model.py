@@ -25,8 +25,11 @@ TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", CACHE / "tiny-models"))
 
 # llama.cpp's window period per architecture (its load_arch_hparams), where the file
 # may override it with <arch>.attention.sliding_window_pattern.
-SWA_PERIOD = {"gemma3": 6, "gemma2": 2, "olmo2": 4}
+SWA_PERIOD = {"gemma3": 6, "gemma2": 2, "olmo2": 4, "gpt-oss": 2}
 NO_ROPE_STEP = {"smollm3": 4}
+# llama.cpp's graphs that weigh experts by a softmax over the top k router logits
+# (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT) rather than the top k of a softmax.
+SOFTMAX_OF_TOP_K = {"gpt-oss"}
 
 
 def tiny_models() -> list[pathlib.Path]:
@@ -44,7 +47,9 @@ def field(reader, key: str):
     return value
 
 
-def inspect(path: pathlib.Path) -> dict | None:
+def inspect(path: pathlib.Path) -> tuple[dict | None, bool]:
+    """The model facts (None when the hyper-parameters were refused) and whether
+    binding the tensors refused the file."""
     cmd = [FERROX, "inspect", str(path), "--json"]
     if os.environ.get("FERROX_PLUGIN_DIR"):
         cmd[1:1] = ["--plugin-dir", os.environ["FERROX_PLUGIN_DIR"]]
@@ -57,7 +62,7 @@ def inspect(path: pathlib.Path) -> dict | None:
     assert r.returncode == (2 if "model_error" in doc else 0), r.stderr
     # Hyper-parameters refused (llama with partial rotary): no facts, only the error.
     assert "model" in doc or "model_error" in doc, doc.keys()
-    return doc.get("model")
+    return doc.get("model"), "model_error" in doc
 
 
 def expected_pattern(arch: str, reader, n_layer: int) -> str:
@@ -78,7 +83,7 @@ def expected_pattern(arch: str, reader, n_layer: int) -> str:
 def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     reader = gguf.GGUFReader(str(path))
     arch = field(reader, "general.architecture")
-    got = inspect(path)
+    got, refused = inspect(path)
     if got is None:
         return  # refused before any fact was read; the message is model_non_chat_files' and parity's
     n_layer = field(reader, f"{arch}.block_count")
@@ -111,3 +116,9 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     n_expert = field(reader, f"{arch}.expert_count")
     if n_expert:
         assert got["experts"] == n_expert and got["experts_used"] == field(reader, f"{arch}.expert_used_count")
+        assert got["expert_gating"] == ("softmax_of_top_k" if arch in SOFTMAX_OF_TOP_K else "softmax")
+        assert got.get("expert_biases", False) == any(t.name.endswith("_exps.bias") for t in reader.tensors)
+    if not refused:  # the file's tensors are what the architecture runs
+        names = {t.name for t in reader.tensors}
+        assert got.get("attention_sinks", False) == ("blk.0.attn_sinks.weight" in names)
+        assert got.get("attn_output_bias", False) == ("blk.0.attn_output.bias" in names)

@@ -327,7 +327,8 @@ def test_gemma3_matches_float64(gemma3):
     assert ours.max() <= FLOAT64_WORST_NMSE_MAX
 
 
-TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl", "qwen3vl", "gemma2"]
+TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl", "qwen3vl", "gemma2",
+              "gpt-oss"]
 
 
 def tiny_model(arch: str) -> pathlib.Path:

@@ -143,6 +143,34 @@ def test_soft_capped_attention_runs_resident_on_a_1_4_plugin(plugin_dir):
     assert doc["tokens"] == json.loads(host_run.stdout)["tokens"]
 
 
+def test_gpt_oss_runs_resident_on_a_1_5_plugin(plugin_dir):
+    """gpt-oss needs ABI 1.5: attention sinks (through attention_cells) and the clamped
+    SwiGLU. On a 1.5 plugin the whole pass is resident with logits equal to the host pass's;
+    a plugin that claims 1.5 but drops the sinks is caught by the same comparison; a 1.4
+    plugin keeps the model on the host, saying why, with the same tokens."""
+    model = tiny_model("gpt-oss")
+    host = logits(plugin_dir, model, "off")
+    ok, how = agrees(logits(plugin_dir, model, "auto"), host)
+    print(f"tiny gpt-oss resident (1.5) vs host: {how}")
+    assert ok, how
+    ok, how = agrees(logits(plugin_dir, model, "auto", options="fault: sinks"), host)
+    print(f"tiny gpt-oss, sinks dropped: {how}")
+    assert not ok, f"a resident pass without the sinks passed: {how}"
+    args = ["run", "-m", str(model), "-p", "hello world", "-n", "6", "--json"]
+    r = ferrox(plugin_dir, "", *args)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["resident"] is True, doc
+    ops = {(k["op"], k["role"]) for k in doc["kernels"]}
+    assert ("SWIGLU_OAI", "ffn_glu") in ops and ("ADD", "expert_bias") in ops, ops
+    old = ferrox(plugin_dir, 'abi: "1.4"', *args)
+    assert old.returncode == 0, old.stderr
+    old_doc = json.loads(old.stdout)
+    # The first thing the 1.4 table lacks: the clamped SwiGLU's kernel (the sinks come next).
+    assert old_doc["resident"] is False and "no SWIGLU_OAI kernel" in old_doc["residency"], old_doc
+    assert old_doc["tokens"] == doc["tokens"]
+
+
 def test_soft_capped_attention_on_a_1_3_plugin_decodes_on_the_host_and_says_why(plugin_dir):
     """A plugin built before 1.4 never reads the cap: the core must not hand it such attention.
     The model stays on the host with that reason, attention runs in the core by design, and
@@ -263,7 +291,7 @@ def test_backends_lists_the_resident_ops(plugin_dir):
     assert backend["resident"]["ops"]["ROPE"]["F32"] == "resident.rope.f32"
     assert backend["resident"]["ops"]["ATTENTION"]["F16"] == "resident.attention.f16"
     assert "Q4_K" in backend["resident"]["get_rows_kinds"]
-    assert backend["resident"]["many_sequences"] is True and backend["resident"]["abi"] == "1.4"
+    assert backend["resident"]["many_sequences"] is True and backend["resident"]["abi"] == "1.5"
     assert backend["resident"]["ops"]["ADD_RMS_NORM"]["F32"] == "resident.add_rms_norm.f32"
     text = ferrox(plugin_dir, "", "backends").stdout
     assert "resident decoding (ABI 1.2): yes" in text, text[-800:]
@@ -272,7 +300,7 @@ def test_backends_lists_the_resident_ops(plugin_dir):
     assert "many sequences per context (ABI 1.3): no -- the plugin is ABI 1.2" in old, old[-800:]
 
 
-@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe", "olmo2", "smollm3", "gemma2"])
+@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe", "olmo2", "smollm3", "gemma2", "gpt-oss"])
 @pytest.mark.parametrize("fused", ["on", "off"])
 def test_the_probe_predicts_exactly_the_ops_a_resident_run_dispatches(plugin_dir, arch, fused):
     """The registry's promise: what `inspect` predicts before loading is what runs."""

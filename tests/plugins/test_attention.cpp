@@ -65,7 +65,8 @@ struct Case {
     // The core's loop (ops::attend), row by row: the reference.
     std::vector<float> reference() const {
         const model::ops::AttentionShape shape{desc.n_head,     desc.n_head_kv, desc.head_dim_k,
-                                               desc.head_dim_v, desc.scale,     desc.softcap};
+                                               desc.head_dim_v, desc.scale,     desc.softcap,
+                                               desc.sinks};
         const size_t q_row = size_t{desc.n_head} * desc.head_dim_k;
         const size_t o_row = size_t{desc.n_head} * desc.head_dim_v;
         std::vector<float> want(out.size()), scores(desc.pos0 + desc.n_query);
@@ -152,6 +153,62 @@ TEST_CASE("soft-capped attention (ABI 1.4) matches the core's capped loop, split
     }
 }
 
+TEST_CASE("attention sinks (ABI 1.5) match the core's loop with sinks, split or not") {
+    std::mt19937_64 rng(test_seed(0x5141));
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        for (uint32_t pos0 : {0u, 13u, 700u})  // 700, one row: positions split across threads
+            for (uint32_t n_query : {1u, 5u})
+                for (uint32_t window : {0u, 8u}) {
+                    Case c({4, 2, 64, 64}, n_query, pos0, window, rng);
+                    // Sinks around the scores' size, one far above them (that
+                    // head's output shrinks towards 0), one far below (no effect).
+                    std::vector<float> sinks = gaussian(4, rng, 2.0f);
+                    sinks[1] = 30.0f;
+                    sinks[2] = -30.0f;
+                    c.desc.sinks = sinks.data();
+                    auto r = rig.dispatch->attention(c.desc, "attention", [] {});
+                    INFO("isa " << isa << " pos0 " << pos0 << " n " << n_query << " window "
+                                << window);
+                    REQUIRE(r.has_value());
+                    const std::vector<float> want = c.reference();
+                    CHECK(nmse(c.out, want) < 1e-10);
+                    // The sinks really change the result (the test could not pass without them).
+                    c.desc.sinks = nullptr;
+                    CHECK(nmse(want, c.reference()) > 1e-3);
+                }
+    }
+}
+
+TEST_CASE("a plugin built before 1.5 is never handed sinks, and a 1.4 descriptor has none") {
+    std::mt19937_64 rng(test_seed(0x5142));
+    CpuRig rig(1);
+    Case c({4, 2, 32, 32}, 3, 5, 0, rng);
+    const std::vector<float> plain = c.reference();
+    std::vector<float> sinks = gaussian(4, rng, 2.0f);
+    c.desc.sinks = sinks.data();  // past a 1.4 descriptor's end: never read
+    c.desc.struct_size = offsetof(ferrox_attention_desc, sinks);
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
+    CHECK(nmse(c.out, plain) < 1e-10);
+    c.desc.struct_size = sizeof c.desc;
+
+    auto& table = const_cast<ferrox_backend&>(rig.plugins.selected().front()->raw());
+    table.abi_version = (1u << 16) | 4u;
+    bool host_ran = false;
+    REQUIRE(rig.dispatch->attention(c.desc, "sinks", [&] { host_ran = true; }).has_value());
+    CHECK(host_ran);
+    table.abi_version = FERROX_ABI_VERSION;
+    const RegistryReport report = rig.registry.seal();
+    INFO(report.render());
+    REQUIRE(report.entries.size() == 2);
+    for (const auto& e : report.entries) {
+        if (e.key.role != "sinks") continue;
+        CHECK(e.outcome == Outcome::ByDesign);
+        CHECK_THAT(e.detail, Catch::Contains("is ABI 1.4: its attention entries cannot be told "
+                                             "attention sinks (ABI 1.5)"));
+    }
+}
+
 TEST_CASE("a descriptor from a core before 1.4 is uncapped, and a negative cap is refused") {
     std::mt19937_64 rng(test_seed(0x50f8));
     CpuRig rig(1);
@@ -181,7 +238,7 @@ TEST_CASE("a plugin built before 1.4 is never handed a cap: the core attends its
     bool host_ran = false;
     REQUIRE(rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; }).has_value());
     CHECK(host_ran);
-    rig.dispatch->probe_attention(FERROX_KIND_F32, "attention", true);
+    rig.dispatch->probe_attention(FERROX_KIND_F32, "attention", {.softcap = true});
     c.desc.softcap = 0.0f;  // uncapped, the same plugin runs it
     host_ran = false;
     REQUIRE(rig.dispatch->attention(c.desc, "plain", [&] { host_ran = true; }).has_value());

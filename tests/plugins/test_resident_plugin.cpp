@@ -686,8 +686,16 @@ TEST_CASE("abi: 1.2 hands over a 1.2 plugin's table, which still loads") {
     CHECK(rig.backend->abi_version_text() == "1.2");
     Rig current;
     CHECK(current.backend->has_attention_cells());
-    CHECK(current.backend->abi_version_text() == "1.4");
+    CHECK(current.backend->abi_version_text() == "1.5");
     CHECK(current.backend->takes_attention_softcap());
+    CHECK(current.backend->takes_attention_sinks());
+    Rig before_sinks("abi: \"1.4\"");
+    CHECK(before_sinks.backend->abi_version_text() == "1.4");
+    CHECK(before_sinks.backend->takes_attention_softcap());
+    CHECK_FALSE(before_sinks.backend->takes_attention_sinks());
+    CHECK(before_sinks.backend->kernel_for(FERROX_OP_SWIGLU_OAI, FERROX_KIND_F32).kernel.empty());
+    CHECK(current.backend->kernel_for(FERROX_OP_SWIGLU_OAI, FERROX_KIND_F32).kernel ==
+          "resident.swiglu_oai.f32");
     Rig before_softcap("abi: \"1.3\"");
     CHECK(before_softcap.backend->has_attention_cells());
     CHECK(before_softcap.backend->abi_version_text() == "1.3");

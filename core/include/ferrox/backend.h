@@ -101,6 +101,8 @@ class FERROX_API Backend {
     std::string abi_version_text() const;
     // ABI 1.4: its attention entries read the descriptors' softcap.
     bool takes_attention_softcap() const;
+    // ABI 1.5: its attention entries read the descriptors' sinks.
+    bool takes_attention_sinks() const;
 
     const ferrox_backend& raw() const { return *raw_; }
 

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 4u
+#define FERROX_ABI_VERSION_MINOR 5u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -105,7 +105,8 @@ typedef enum ferrox_op {
     FERROX_OP_GET_ROWS = 10,
     FERROX_OP_CONVERT = 11,      /* since 1.2: f32 rows into a KV cache of some kind */
     FERROX_OP_ADD_RMS_NORM = 12, /* since 1.2: residual add fused with the next RMS norm */
-    FERROX_OP_COUNT = 13         /* grows with the list: treat ops >= your own count as unknown */
+    FERROX_OP_SWIGLU_OAI = 13,   /* since 1.5: gpt-oss's clamped SwiGLU (FERROX_GLU_SWIGLU_OAI) */
+    FERROX_OP_COUNT = 14         /* grows with the list: treat ops >= your own count as unknown */
 } ferrox_op;
 
 /* ---- logging and registry callbacks the core lends to a plugin ---------- */
@@ -226,6 +227,14 @@ typedef struct ferrox_attention_desc {
      * hands a cap to a plugin whose abi_version is older than 1.4: it runs
      * such attention itself, recorded by design. */
     float softcap;
+    /* since 1.5: attention sinks (gpt-oss), n_head floats in host memory, or
+     * NULL for none. Head h's sink is one more logit in its softmax, with no
+     * value: with m = max(max_j s_j, sinks[h]),
+     *   out = sum_j exp(s_j - m) v_j / (sum_j exp(s_j - m) + exp(sinks[h] - m)).
+     * Read by the host `attention` entry only when struct_size covers it;
+     * attention_resident ignores it (a pointer member). The core never hands
+     * sinks to a plugin older than 1.5. */
+    const float* sinks;
 } ferrox_attention_desc;
 
 /* since 1.2: a run of f32 values (or, for a KV cache, values of its kind)
@@ -262,12 +271,18 @@ typedef struct ferrox_attention_cells_desc {
     uint32_t n_index;    /* entries of cell_index */
     uint32_t max_span;   /* the longest span (end - begin) of any row: sizes the work */
     float softcap;       /* since 1.4: as ferrox_attention_desc's */
+    /* since 1.5: attention sinks as ferrox_attention_desc's, n_head f32 in a
+     * resident buffer; buffer NULL for none. */
+    ferrox_tensor sinks;
 } ferrox_attention_cells_desc;
 
 /* since 1.2: the GLU variants of the `glu` entry. */
 typedef enum ferrox_glu_kind {
     FERROX_GLU_SWIGLU = 0, /* gate = silu(gate) * up */
-    FERROX_GLU_GEGLU = 1   /* gate = gelu_tanh(gate) * up */
+    FERROX_GLU_GEGLU = 1,  /* gate = gelu_tanh(gate) * up */
+    /* since 1.5 (gpt-oss): with g = min(gate, 7) and u = clamp(up, -7, 7),
+     * gate = g / (1 + exp(-1.702 g)) * (u + 1). Named by SWIGLU_OAI. */
+    FERROX_GLU_SWIGLU_OAI = 2
 } ferrox_glu_kind;
 
 /* ---- the backend: a table of entries over the plugin's own context ------ */
@@ -342,7 +357,7 @@ struct ferrox_backend {
      * kind is given. Each entry's kernel is named by kernel_for():
      *   project      MATVEC (n == 1) or GEMM (n > 1), weight kind
      *   rms_norm     RMS_NORM, F32      rope    ROPE, F32
-     *   add          ADD, F32           glu     SWIGLU or GEGLU, F32
+     *   add          ADD, F32           glu     SWIGLU, GEGLU or SWIGLU_OAI, F32
      *   convert      CONVERT, dst_kind  get_rows GET_ROWS, weight kind
      *   attention_resident  ATTENTION, kv_kind
      *   attention_cells     ATTENTION, kv_kind (since 1.3)

@@ -34,9 +34,19 @@ struct Plan {
     std::optional<size_t> runner;
 };
 
-// Why `backend` cannot run soft-capped attention (its plugin predates ABI
-// 1.4's softcap field), or "" when it can.
-FERROX_API std::string softcap_refusal(const Backend& backend);
+// What an attention call asks of a plugin beyond a plain softmax: fields
+// that a plugin built before them would never read, silently dropping them.
+struct AttentionNeeds {
+    bool softcap = false;  // soft-capped scores (gemma2): ABI 1.4
+    bool sinks = false;    // attention sinks (gpt-oss): ABI 1.5
+    static AttentionNeeds of(const ferrox_attention_desc& desc) {
+        return {desc.softcap != 0.0f, desc.sinks != nullptr};
+    }
+};
+
+// Why `backend` cannot be handed such attention (its plugin predates a field
+// the call needs), or "" when it can.
+FERROX_API std::string attention_refusal(const Backend& backend, AttentionNeeds needs);
 
 // The op a weight product of `n` rows is: one row is a MATVEC.
 constexpr ferrox_op projection_op(uint64_t n) { return n == 1 ? FERROX_OP_MATVEC : FERROX_OP_GEMM; }
@@ -58,8 +68,8 @@ class FERROX_API Dispatcher {
     void probe(ferrox_op op, ferrox_kind kind, std::string_view role,
                std::source_location site = std::source_location::current());
     // The same for attention over a KV cache of `kv_kind` (F32 or F16);
-    // `softcapped`: its scores are capped (only a 1.4 plugin can be told).
-    void probe_attention(ferrox_kind kv_kind, std::string_view role, bool softcapped = false,
+    // `needs`: what the pass's attention asks of the plugin (attention_refusal).
+    void probe_attention(ferrox_kind kv_kind, std::string_view role, AttentionNeeds needs = {},
                          std::source_location site = std::source_location::current());
 
     // y[rows] = W x
@@ -73,7 +83,7 @@ class FERROX_API Dispatcher {
     // ATTENTION kernel runs it; when none does, `host_fallback` runs (the
     // core's own loop, recorded as a miss to kHostAttention). With a soft cap
     // that backend's plugin must be ABI 1.4, else the core's loop runs it,
-    // recorded by design (softcap_refusal).
+    // recorded by design (attention_refusal). Sinks likewise need 1.5.
     Expected<void> attention(const ferrox_attention_desc& desc, std::string_view role,
                              const std::function<void()>& host_fallback);
 
@@ -105,6 +115,7 @@ class FERROX_API Dispatcher {
     void record(Phase phase, ferrox_op op, ferrox_kind kind, std::string_view role,
                 const Plan& plan, std::source_location site, std::string_view last_resort = {});
     Expected<size_t> runner_for(ferrox_op op, const WeightMatrix& weight, std::string_view role);
+    std::string host_attention_reason(const Plan& plan, AttentionNeeds needs) const;
 
     std::vector<std::shared_ptr<Backend>> backends_;
     KernelRegistry& registry_;

@@ -95,31 +95,38 @@ void Dispatcher::probe(ferrox_op op, ferrox_kind kind, std::string_view role,
     record(Phase::Probe, op, kind, role, plan(op, kind), site);
 }
 
-std::string softcap_refusal(const Backend& backend) {
-    if (backend.takes_attention_softcap()) return {};
-    return fmt::format(
-        "the {} plugin is ABI {}: its attention entries cannot be told a soft cap (ABI 1.4)",
-        backend.name(), backend.abi_version_text());
+std::string attention_refusal(const Backend& backend, AttentionNeeds needs) {
+    const auto refusal = [&](std::string_view what, std::string_view version) {
+        return fmt::format(
+            "the {} plugin is ABI {}: its attention entries cannot be told {} (ABI {})",
+            backend.name(), backend.abi_version_text(), what, version);
+    };
+    if (needs.softcap && !backend.takes_attention_softcap()) return refusal("a soft cap", "1.4");
+    if (needs.sinks && !backend.takes_attention_sinks()) return refusal("attention sinks", "1.5");
+    return {};
 }
 
-void Dispatcher::probe_attention(ferrox_kind kv_kind, std::string_view role, bool softcapped,
+// Why the backend that would run attention cannot be told what it needs, or "".
+std::string Dispatcher::host_attention_reason(const Plan& p, AttentionNeeds needs) const {
+    return p.runner ? attention_refusal(*backends_[*p.runner], needs) : std::string();
+}
+
+void Dispatcher::probe_attention(ferrox_kind kv_kind, std::string_view role, AttentionNeeds needs,
                                  std::source_location site) {
     const Plan p = plan(FERROX_OP_ATTENTION, kv_kind);
-    if (softcapped && p.runner)
-        if (const std::string why = softcap_refusal(*backends_[*p.runner]); !why.empty())
-            return record_host_attention(Phase::Probe, kv_kind, role, why, site);
+    if (const std::string why = host_attention_reason(p, needs); !why.empty())
+        return record_host_attention(Phase::Probe, kv_kind, role, why, site);
     record(Phase::Probe, FERROX_OP_ATTENTION, kv_kind, role, p, site, kHostAttention);
 }
 
 Expected<void> Dispatcher::attention(const ferrox_attention_desc& desc, std::string_view role,
                                      const std::function<void()>& host_fallback) {
     const Plan p = plan(FERROX_OP_ATTENTION, desc.kv_kind);
-    if (desc.softcap != 0.0f && p.runner)
-        if (const std::string why = softcap_refusal(*backends_[*p.runner]); !why.empty()) {
-            record_host_attention(Phase::Dispatch, desc.kv_kind, role, why);
-            host_fallback();
-            return {};
-        }
+    if (const std::string why = host_attention_reason(p, AttentionNeeds::of(desc)); !why.empty()) {
+        record_host_attention(Phase::Dispatch, desc.kv_kind, role, why);
+        host_fallback();
+        return {};
+    }
     record(Phase::Dispatch, FERROX_OP_ATTENTION, desc.kv_kind, role, p,
            std::source_location::current(), kHostAttention);
     if (p.runner) return backends_[*p.runner]->attention(desc);

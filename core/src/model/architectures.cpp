@@ -86,6 +86,23 @@ constexpr ArchSpec kArchitectures[] = {
      .fused_gate_up = true,
      .sliding_window_ignored = true,
      .partial_rotary = true},
+    // gpt-oss: every other layer local (window from the file), YaRN on both
+    // kinds alike, biases on the attention output, the router and the
+    // experts, a sink logit per head, the top k router logits softmaxed into
+    // expert weights, and a SwiGLU clamped at 7.
+    {.name = "gpt-oss",
+     .arch = Arch::GptOss,
+     .activation = FfnActivation::SwigluOai,
+     .moe = true,
+     .tied_output = false,
+     .sliding_window = true,
+     .window_period = 2,
+     .local_rope = LocalRope::AsGlobal,
+     .moe_gating = MoeGating::SoftmaxWeight,
+     .attn_output_bias = true,
+     .expert_biases = true,
+     .attention_sinks = true,
+     .ffn_norm_tensor = "post_attention_norm.weight"},
 };
 
 }  // namespace

@@ -125,8 +125,9 @@ class HostSteps final : public Steps {
         return {};
     }
 
-    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
-                             Act out) override {
+    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values, Act out,
+                             const Act* sinks) override {
+        desc.sinks = sinks ? sinks->f32() : nullptr;
         desc.q = q.f32();
         desc.keys = keys.host;
         desc.values = values.host;
@@ -149,7 +150,8 @@ class HostSteps final : public Steps {
     // The core's own loop, for backends without an attention entry.
     void fallback_attention(const ferrox_attention_desc& desc) {
         const ops::AttentionShape shape{desc.n_head,     desc.n_head_kv, desc.head_dim_k,
-                                        desc.head_dim_v, desc.scale,     desc.softcap};
+                                        desc.head_dim_v, desc.scale,     desc.softcap,
+                                        desc.sinks};
         const uint64_t q_dim = uint64_t{desc.n_head} * desc.head_dim_k;
         const uint64_t o_dim = uint64_t{desc.n_head} * desc.head_dim_v;
         const uint64_t rows = uint64_t{desc.pos0} + desc.n_query;

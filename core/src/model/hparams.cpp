@@ -311,6 +311,8 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     hp.post_norms = info->post_norms;
     hp.activation = info->activation;
     hp.no_rope_period = info->no_rope_period;
+    hp.attn_output_bias = info->attn_output_bias;
+    hp.attn_sinks = info->attention_sinks;
     if (info->sqrt_embedding_scale) hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
     if (info->sliding_window) {
         FERROX_READ(hp.sliding_window,
@@ -379,9 +381,15 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         FERROX_READ(hp.n_expert, k.u32("expert_count"));
         FERROX_READ(hp.n_expert_used, k.u32("expert_used_count"));
         FERROX_READ(hp.n_ff_expert, k.u32("expert_feed_forward_length"));
-        auto norm = file.get_bool_or(k.key("expert_weights_norm"), true);
-        if (!norm) return norm.error();
-        hp.expert_weights_norm = *norm;
+        hp.moe_gating = info->moe_gating;
+        hp.expert_biases = info->expert_biases;
+        // A softmax over the chosen k already sums to 1 (llama.cpp reads no
+        // key for it then).
+        if (hp.moe_gating == MoeGating::Softmax) {
+            auto norm = file.get_bool_or(k.key("expert_weights_norm"), true);
+            if (!norm) return norm.error();
+            hp.expert_weights_norm = *norm;
+        }
         if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
             return refuse(
                 file, k.key("expert_used_count"),

@@ -108,12 +108,18 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     add("post_norms", hp.post_norms);
     add("qk_norm", qk_norm_name(hp.qk_norm));
     add("qkv_bias", hp.qkv_bias);
-    add("ffn", hp.activation == FfnActivation::Silu ? "swiglu" : "geglu");
+    if (hp.attn_output_bias) add("attn_output_bias", true);
+    if (hp.attn_sinks) add("attention_sinks", true);
+    add("ffn", hp.activation == FfnActivation::Silu       ? "swiglu"
+               : hp.activation == FfnActivation::GeluTanh ? "geglu"
+                                                          : "swiglu_oai");
     if (hp.n_expert) {
         add("experts", hp.n_expert);
         add("experts_used", hp.n_expert_used);
         add("expert_ffn_length", hp.n_ff_expert);
         add("expert_weights_norm", hp.expert_weights_norm);
+        add("expert_gating", hp.moe_gating == MoeGating::Softmax ? "softmax" : "softmax_of_top_k");
+        if (hp.expert_biases) add("expert_biases", true);
     } else {
         add("ffn_length", hp.n_ff);
     }

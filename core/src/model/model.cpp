@@ -31,10 +31,30 @@ struct Scratch {
     Act rope_cos[3], rope_sin[3];
 };
 
-// Norm weights and biases where the ops read them.
+// Norm weights, biases and sinks where the ops read them.
 struct LayerConstants {
     Act attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
-    Act q_bias, k_bias, v_bias;
+    Act q_bias, k_bias, v_bias, o_bias, sinks;
+    Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
+};
+
+// Each layer's constants: the vector bound from the file and where the ops
+// read it (empty vectors -- parts an architecture lacks -- are skipped).
+constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstants::*> kLayerConstants[] = {
+    {&LayerWeights::attn_norm, &LayerConstants::attn_norm},
+    {&LayerWeights::ffn_norm, &LayerConstants::ffn_norm},
+    {&LayerWeights::q_norm, &LayerConstants::q_norm},
+    {&LayerWeights::k_norm, &LayerConstants::k_norm},
+    {&LayerWeights::post_attn_norm, &LayerConstants::post_attn_norm},
+    {&LayerWeights::post_ffw_norm, &LayerConstants::post_ffw_norm},
+    {&LayerWeights::q_bias, &LayerConstants::q_bias},
+    {&LayerWeights::k_bias, &LayerConstants::k_bias},
+    {&LayerWeights::v_bias, &LayerConstants::v_bias},
+    {&LayerWeights::o_bias, &LayerConstants::o_bias},
+    {&LayerWeights::sinks, &LayerConstants::sinks},
+    {&LayerWeights::gate_exps_bias, &LayerConstants::gate_exps_bias},
+    {&LayerWeights::up_exps_bias, &LayerConstants::up_exps_bias},
+    {&LayerWeights::down_exps_bias, &LayerConstants::down_exps_bias},
 };
 
 // Rows of logits a resident model computes per download.
@@ -148,10 +168,7 @@ struct Model::Impl {
     uint64_t constant_bytes() const {
         uint64_t floats = w.output_norm.size();
         for (const LayerWeights& L : w.layers)
-            for (const auto* v :
-                 {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm,
-                  &L.post_ffw_norm, &L.q_bias, &L.k_bias, &L.v_bias})
-                floats += v->size();
+            for (const auto& [vector, act] : kLayerConstants) floats += (L.*vector).size();
         return floats * sizeof(float);
     }
 
@@ -166,18 +183,8 @@ struct Model::Impl {
         if (auto r = constant(w.output_norm, output_norm); !r) return r;
         consts.resize(hp.n_layer);
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            const LayerWeights& L = w.layers[il];
-            LayerConstants& C = consts[il];
-            for (auto [v, a] : {std::pair{&L.attn_norm, &C.attn_norm},
-                                {&L.ffn_norm, &C.ffn_norm},
-                                {&L.q_norm, &C.q_norm},
-                                {&L.k_norm, &C.k_norm},
-                                {&L.post_attn_norm, &C.post_attn_norm},
-                                {&L.post_ffw_norm, &C.post_ffw_norm},
-                                {&L.q_bias, &C.q_bias},
-                                {&L.k_bias, &C.k_bias},
-                                {&L.v_bias, &C.v_bias}})
-                if (auto r = constant(*v, *a); !r) return r;
+            for (const auto& [vector, act] : kLayerConstants)
+                if (auto r = constant(w.layers[il].*vector, consts[il].*act); !r) return r;
         }
         return {};
     }
@@ -356,6 +363,8 @@ struct Context::Impl {
                 if (auto r = attend(il, local, run); !r) return r;
         }
         if (auto r = st.project(*L.o, "attn_output", s.att, n, s.o); !r) return r;
+        if (hp.attn_output_bias)
+            if (auto r = st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f); !r) return r;
         if (hp.post_norms)
             if (auto r =
                     st.rms_norm(roles::kPostAttnNorm, s.o, C.post_attn_norm, n, d, hp.rms_eps, s.o);
@@ -427,7 +436,8 @@ struct Context::Impl {
         const Act q = s.q.at(uint64_t{run.row0} * q_dim());
         const Act out = s.att.at(uint64_t{run.row0} * o_dim());
         const uint32_t window = local ? hp.sliding_window : 0;
-        if (!dense) return attend_with_holes(run, window, list, q, keys, values, out);
+        const Act* sinks = hp.attn_sinks ? &consts[il].sinks : nullptr;
+        if (!dense) return attend_with_holes(run, window, list, q, keys, values, out, il);
 
         ferrox_attention_desc desc{};
         desc.struct_size = sizeof desc;
@@ -442,7 +452,7 @@ struct Context::Impl {
         desc.scale = hp.attn_scale;
         desc.kv_kind = kv_kind;
         desc.softcap = hp.attn_softcap;
-        return steps->attention(desc, q, keys, values, out);
+        return steps->attention(desc, q, keys, values, out, sinks);
     }
 
     // Every row of the batch in one call (ABI 1.3): each attends over the
@@ -466,7 +476,8 @@ struct Context::Impl {
         desc.max_span = max_span[list];
         desc.softcap = hp.attn_softcap;
         return steps->attention_cells(desc, s.q, k_cache[il], v_cache[il], cell_list_dev,
-                                      spans_dev[list], s.att);
+                                      spans_dev[list], s.att,
+                                      hp.attn_sinks ? &consts[il].sinks : nullptr);
     }
 
     // The batch's cell lists and spans for attend_cells: a run's rows share
@@ -512,7 +523,7 @@ struct Context::Impl {
     // attends each query over the visible rows of the gathered list.
     Expected<void> attend_with_holes(const AttentionRun& run, uint32_t window,
                                      const std::vector<uint32_t>& list, Act q, Act keys, Act values,
-                                     Act out) {
+                                     Act out, uint32_t il) {
         const uint64_t count = list.size();
         const uint64_t k_n = count * k_dim(), v_n = count * v_dim();
         const auto widen = [&](Act a, uint64_t n, std::vector<float>& wide) -> const float* {
@@ -525,8 +536,13 @@ struct Context::Impl {
         const float* k = widen(keys, k_n, k_wide);
         const float* v = widen(values, v_n, v_wide);
         scores.resize(count);
-        const ops::AttentionShape shape{hp.n_head,     hp.n_head_kv,  hp.head_dim_k,
-                                        hp.head_dim_v, hp.attn_scale, hp.attn_softcap};
+        const ops::AttentionShape shape{hp.n_head,
+                                        hp.n_head_kv,
+                                        hp.head_dim_k,
+                                        hp.head_dim_v,
+                                        hp.attn_scale,
+                                        hp.attn_softcap,
+                                        hp.attn_sinks ? w.layers[il].sinks.data() : nullptr};
         uint32_t lo = 0, hi = 0;
         for (uint32_t i = 0; i < run.n; ++i) {
             const int32_t pos = run.pos0 + static_cast<int32_t>(i);
@@ -581,43 +597,67 @@ struct Context::Impl {
         return steps->project(*L.down, "ffn_down", s.gate, n, s.ffn);
     }
 
-    // The router scores of all n positions in one product and one download
-    // (the layer's one host round trip, as seed 004 does); softmax, top-k and
-    // optional renormalisation on the host; each chosen expert's FFN output
+    // One row's experts and their weights from its router logits, into
+    // expert_order's first n_expert_used entries and `weights`: qwen3moe softmaxes all logits and
+    // takes the top k, optionally renormalised; gpt-oss takes the top k logits and softmaxes those
+    // alone.
+    void route(std::span<float> logits, std::span<float> weights) {
+        const uint32_t k = hp.n_expert_used;
+        std::iota(expert_order.begin(), expert_order.end(), 0u);
+        const bool softmax_first = hp.moe_gating == MoeGating::Softmax;
+        if (softmax_first) ops::softmax(logits);  // monotonic: the same top k either way
+        std::partial_sort(expert_order.begin(), expert_order.begin() + k, expert_order.end(),
+                          [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+        for (uint32_t j = 0; j < k; ++j) weights[j] = logits[expert_order[j]];
+        if (!softmax_first) {
+            ops::softmax(weights.first(k));
+            return;
+        }
+        if (!hp.expert_weights_norm) return;
+        float total = 0;
+        for (uint32_t j = 0; j < k; ++j) total += weights[j];
+        for (uint32_t j = 0; j < k; ++j) weights[j] /= total;
+    }
+
+    // The router logits of all n positions in one product and one download
+    // (the layer's one host round trip); the router bias, gating and top-k on
+    // the host; each chosen expert's FFN output (with its biases, gpt-oss)
     // added into the result with its router weight.
-    Expected<void> moe_ffn(const LayerWeights& L, uint32_t n) {
+    Expected<void> moe_ffn(const LayerWeights& L, const LayerConstants& C, uint32_t n) {
         const uint32_t d = hp.n_embd, f = hp.n_ff_expert;
         Steps& st = *steps;
         if (auto r = st.upload({zeros.data(), size_t{n} * d}, s.ffn); !r) return r;
         if (auto r = st.project(*L.router, "moe_router", s.xn, n, s.router); !r) return r;
         if (auto r = st.download(s.router, {router_scores.data(), size_t{n} * hp.n_expert}); !r)
             return r;
+        std::span<float> weights{router_scores.data() + size_t{n} * hp.n_expert, hp.n_expert};
         for (uint32_t i = 0; i < n; ++i) {
             const Act xi = s.xn.at(uint64_t{i} * d);
-            std::span<float> probs{router_scores.data() + size_t{i} * hp.n_expert, hp.n_expert};
-            ops::softmax(probs);
-            std::iota(expert_order.begin(), expert_order.end(), 0u);
-            std::partial_sort(expert_order.begin(), expert_order.begin() + hp.n_expert_used,
-                              expert_order.end(),
-                              [&](uint32_t a, uint32_t b) { return probs[a] > probs[b]; });
-            float total = 0;
-            for (uint32_t j = 0; j < hp.n_expert_used; ++j) total += probs[expert_order[j]];
+            std::span<float> logits{router_scores.data() + size_t{i} * hp.n_expert, hp.n_expert};
+            for (size_t e = 0; e < L.router_bias.size(); ++e) logits[e] += L.router_bias[e];
+            route(logits, weights);
             for (uint32_t j = 0; j < hp.n_expert_used; ++j) {
                 const uint32_t e = expert_order[j];
-                const float weight = hp.expert_weights_norm ? probs[e] / total : probs[e];
+                // An expert's bias row, when the architecture has them.
+                const auto bias = [&](const Act& rows, Act dst, uint32_t len) -> Expected<void> {
+                    if (!hp.expert_biases) return {};
+                    return st.add(roles::kExpertBias, dst, rows.at(uint64_t{e} * len), 1, len, 0,
+                                  1.0f);
+                };
                 if (auto r = st.project(L.gate_exps[e], "ffn_gate_exps", xi, 1, s.expert_gate); !r)
                     return r;
+                if (auto r = bias(C.gate_exps_bias, s.expert_gate, f); !r) return r;
                 if (auto r = st.project(L.up_exps[e], "ffn_up_exps", xi, 1, s.expert_up); !r)
                     return r;
+                if (auto r = bias(C.up_exps_bias, s.expert_up, f); !r) return r;
                 if (auto r = st.glu(hp.activation, s.expert_gate, s.expert_up, f); !r) return r;
                 if (auto r = st.project(L.down_exps[e], "ffn_down_exps", s.expert_gate, 1,
                                         s.expert_down);
                     !r)
                     return r;
-                // The down projection is linear: weighting its output equals
-                // weighting its input.
+                if (auto r = bias(C.down_exps_bias, s.expert_down, d); !r) return r;
                 if (auto r = st.add(roles::kMoeCombine, s.ffn.at(uint64_t{i} * d), s.expert_down, 1,
-                                    d, 0, weight);
+                                    d, 0, weights[j]);
                     !r)
                     return r;
             }
@@ -630,7 +670,7 @@ struct Context::Impl {
         const LayerConstants& C = consts[il];
         const uint32_t d = hp.n_embd;
         // xn = ffn_norm(x) already: the attention block's last step.
-        auto r = hp.n_expert == 0 ? dense_ffn(L, n) : moe_ffn(L, n);
+        auto r = hp.n_expert == 0 ? dense_ffn(L, n) : moe_ffn(L, C, n);
         if (!r) return r;
         if (hp.post_norms)
             if (auto p = steps->rms_norm(roles::kPostFfwNorm, s.ffn, C.post_ffw_norm, n, d,
@@ -713,7 +753,7 @@ struct Context::Impl {
             rope_cos[t].assign(rows * half, 0);
             rope_sin[t].assign(rows * half, 0);
         }
-        router_scores.assign(size_t{max_batch} * hp.n_expert, 0);
+        router_scores.assign((size_t{max_batch} + 1) * hp.n_expert, 0);  // + one row of weights
         expert_order.assign(hp.n_expert, 0);
         if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
         k_cache.clear();

@@ -50,14 +50,31 @@ void rope(std::span<float> head, uint32_t pos, float base, float freq_scale, Rop
     rope_rotate(head, cos, sin, style);
 }
 
-void softmax(std::span<float> x) {
-    if (x.empty()) return;
-    const float max = *std::max_element(x.begin(), x.end());
+namespace {
+
+// exp(v - max) in place, and their sum.
+double exp_shifted(std::span<float> x, float max) {
     double sum = 0;
     for (float& v : x) {
         v = std::exp(v - max);
         sum += static_cast<double>(v);
     }
+    return sum;
+}
+
+}  // namespace
+
+void softmax(std::span<float> x) {
+    if (x.empty()) return;
+    const float max = *std::max_element(x.begin(), x.end());
+    const float inv = static_cast<float>(1.0 / exp_shifted(x, max));
+    for (float& v : x) v *= inv;
+}
+
+void softmax_with_sink(std::span<float> x, float sink) {
+    if (x.empty()) return;
+    const float max = std::max(*std::max_element(x.begin(), x.end()), sink);
+    const double sum = exp_shifted(x, max) + static_cast<double>(std::exp(sink - max));
     const float inv = static_cast<float>(1.0 / sum);
     for (float& v : x) v *= inv;
 }
@@ -107,9 +124,20 @@ float gelu_tanh_f16(float x) {
     return gelu_f16_table()[to_f16_bits(x)];
 }
 
+float swiglu_oai(float gate, float up) {
+    constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+    const float g = std::min(gate, kLimit);
+    const float u = std::clamp(up, -kLimit, kLimit);
+    return g / (1.0f + std::exp(kAlpha * -g)) * (u + 1.0f);
+}
+
 void glu(std::span<float> gate, std::span<const float> up, FfnActivation act) {
     if (act == FfnActivation::Silu) {
         for (size_t i = 0; i < gate.size(); ++i) gate[i] = silu(gate[i]) * up[i];
+        return;
+    }
+    if (act == FfnActivation::SwigluOai) {
+        for (size_t i = 0; i < gate.size(); ++i) gate[i] = swiglu_oai(gate[i], up[i]);
         return;
     }
     const auto& table = gelu_f16_table();
@@ -145,7 +173,10 @@ void attend(const AttentionShape& shape, std::span<const float> q, const float* 
             for (uint32_t p = first; p <= last; ++p)
                 scores[p] = std::tanh(scores[p] * inv) * shape.softcap;
         }
-        softmax(window);
+        if (shape.sinks)
+            softmax_with_sink(window, shape.sinks[h]);
+        else
+            softmax(window);
         float* oh = out.data() + size_t{h} * shape.head_dim_v;
         std::fill(oh, oh + shape.head_dim_v, 0.0f);
         for (uint32_t p = first; p <= last; ++p) {

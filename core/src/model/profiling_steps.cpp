@@ -102,14 +102,14 @@ class ProfilingSteps final : public Steps {
         ScopedStepTimer t(&profile_, "store_kv", "store_kv", kind);
         return inner_->store_kv(rows, cache, kind, count);
     }
-    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
-                             Act out) override {
+    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values, Act out,
+                             const Act* sinks) override {
         // The cache rows it reads, counted as bytes like a weight's.
         const uint64_t rows = uint64_t{desc.pos0} + desc.n_query;
         const uint64_t bytes = rows * desc.n_head_kv * (desc.head_dim_k + desc.head_dim_v) *
                                kind_traits(desc.kv_kind)->block_bytes;
         ScopedStepTimer t(&profile_, "attention", "attention", desc.kv_kind, bytes);
-        return inner_->attention(desc, q, keys, values, out);
+        return inner_->attention(desc, q, keys, values, out, sinks);
     }
 
   private:

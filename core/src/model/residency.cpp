@@ -48,7 +48,7 @@ Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp, Dispa
     for (const ResidentOp& op : trace->ops)
         if (op.op == FERROX_OP_MATVEC || op.op == FERROX_OP_GEMM)
             dispatcher.probe(op.op, op.kind, op.role);
-    dispatcher.probe_attention(kv_kind, roles::kAttention, trace->softcapped_attention);
+    dispatcher.probe_attention(kv_kind, roles::kAttention, trace->attention_needs);
     return residency;
 }
 

@@ -18,7 +18,7 @@
 namespace ferrox::model {
 
 // The roles non-weight ops are recorded under (weight products use their
-// WeightUse role).
+// tensor's name, as "attn_q").
 namespace roles {
 inline constexpr std::string_view kEmbedding = "token_embd";
 inline constexpr std::string_view kAttnNorm = "attn_norm";
@@ -31,6 +31,8 @@ inline constexpr std::string_view kPostFfwNorm = "post_ffw_norm";
 inline constexpr std::string_view kRope = "rope";
 inline constexpr std::string_view kResidual = "residual";
 inline constexpr std::string_view kQkvBias = "qkv_bias";
+inline constexpr std::string_view kOutputBias = "attn_output_bias";
+inline constexpr std::string_view kExpertBias = "expert_bias";
 inline constexpr std::string_view kMoeCombine = "moe_combine";
 inline constexpr std::string_view kGlu = "ffn_glu";
 inline constexpr std::string_view kKvStore = "kv_store";
@@ -52,8 +54,8 @@ struct PassTrace {
     // The first call the ABI's resident entries cannot express, and why
     // ("": none); such a model decodes in host memory.
     std::string refusal;
-    // Attention scores are soft-capped (only ABI 1.4 plugins can be told).
-    bool softcapped_attention = false;
+    // What the pass's attention asks of a plugin (soft caps, sinks).
+    AttentionNeeds attention_needs;
 };
 
 // Whether the resident backend fuses the residual add with the next RMS norm

@@ -16,8 +16,21 @@
 namespace ferrox::model {
 namespace {
 
-ferrox_glu_kind glu_kind(FfnActivation act) {
-    return act == FfnActivation::Silu ? FERROX_GLU_SWIGLU : FERROX_GLU_GEGLU;
+// The glu entry's variant for an activation, and the op that names its kernel.
+struct GluEntry {
+    ferrox_glu_kind kind;
+    ferrox_op op;
+};
+GluEntry glu_entry(FfnActivation act) {
+    switch (act) {
+        case FfnActivation::Silu:
+            return {FERROX_GLU_SWIGLU, FERROX_OP_SWIGLU};
+        case FfnActivation::GeluTanh:
+            return {FERROX_GLU_GEGLU, FERROX_OP_GEGLU};
+        case FfnActivation::SwigluOai:
+            return {FERROX_GLU_SWIGLU_OAI, FERROX_OP_SWIGLU_OAI};
+    }
+    return {FERROX_GLU_SWIGLU, FERROX_OP_SWIGLU};  // unreachable: every activation is listed
 }
 
 class ResidentSteps final : public Steps {
@@ -122,9 +135,9 @@ class ResidentSteps final : public Steps {
     }
 
     Expected<void> glu(FfnActivation act, Act gate, Act up, uint64_t count) override {
-        const ferrox_op op = act == FfnActivation::Silu ? FERROX_OP_SWIGLU : FERROX_OP_GEGLU;
-        if (auto r = step(op, FERROX_KIND_F32, roles::kGlu); !r || trace_) return r;
-        return backend_->glu(glu_kind(act), gate.dev, up.dev, count);
+        const GluEntry entry = glu_entry(act);
+        if (auto r = step(entry.op, FERROX_KIND_F32, roles::kGlu); !r || trace_) return r;
+        return backend_->glu(entry.kind, gate.dev, up.dev, count);
     }
 
     Expected<void> store_kv(Act rows, Act cache, ferrox_kind kind, uint64_t count) override {
@@ -132,9 +145,18 @@ class ResidentSteps final : public Steps {
         return backend_->convert(rows.dev, cache.dev, kind, count);
     }
 
-    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
-                             Act out) override {
-        if (auto r = attention_step(desc.kv_kind, desc.softcap); !r || trace_) return r;
+    Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values, Act out,
+                             const Act* sinks) override {
+        // The 1.2 entry takes no sink tensor: sinks reach a resident
+        // backend through attention_cells only.
+        if (sinks)
+            if (auto r = refuse("attention sinks reach a resident backend only through its "
+                                "attention_cells entry (ABI 1.5)");
+                !r)
+                return r;
+        if (auto r = attention_step(desc.kv_kind, {desc.softcap != 0.0f, sinks != nullptr});
+            !r || trace_)
+            return r;
         return backend_->attention_resident(desc, q.dev, keys.dev, values.dev, out.dev);
     }
 
@@ -145,9 +167,12 @@ class ResidentSteps final : public Steps {
         return backend_->upload(dst.dev.buffer, dst.dev.offset, src.data(), src.size_bytes());
     }
 
-    Expected<void> attention_cells(const ferrox_attention_cells_desc& desc, Act q, Act keys,
-                                   Act values, Act cell_index, Act spans, Act out) override {
-        if (auto r = attention_step(desc.kv_kind, desc.softcap); !r || trace_) return r;
+    Expected<void> attention_cells(ferrox_attention_cells_desc desc, Act q, Act keys, Act values,
+                                   Act cell_index, Act spans, Act out, const Act* sinks) override {
+        if (auto r = attention_step(desc.kv_kind, {desc.softcap != 0.0f, sinks != nullptr});
+            !r || trace_)
+            return r;
+        if (sinks) desc.sinks = sinks->dev;
         return backend_->attention_cells(desc, q.dev, keys.dev, values.dev, cell_index.dev,
                                          spans.dev, out.dev);
     }
@@ -163,12 +188,15 @@ class ResidentSteps final : public Steps {
         return {};
     }
 
-    // Either attention entry: a soft cap needs an ABI 1.4 plugin.
-    Expected<void> attention_step(ferrox_kind kv_kind, float softcap) {
-        if (softcap != 0.0f) {
-            if (trace_) trace_->softcapped_attention = true;
+    // Either attention entry: a soft cap needs an ABI 1.4 plugin, sinks 1.5.
+    Expected<void> attention_step(ferrox_kind kv_kind, AttentionNeeds needs) {
+        if (needs.softcap || needs.sinks) {
+            if (trace_) {
+                trace_->attention_needs.softcap |= needs.softcap;
+                trace_->attention_needs.sinks |= needs.sinks;
+            }
             const std::string why =
-                backend_ ? softcap_refusal(*backend_) : std::string("no resident backend");
+                backend_ ? attention_refusal(*backend_, needs) : std::string("no resident backend");
             if (!why.empty())
                 if (auto r = refuse(why); !r) return r;
         }

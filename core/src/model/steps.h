@@ -90,10 +90,12 @@ class Steps {
     // `count` f32 values stored into a cache of `kind` at `cache`.
     virtual Expected<void> store_kv(Act rows, Act cache, ferrox_kind kind, uint64_t count) = 0;
     // desc's pointers are filled in by the implementation from the Acts.
-    // desc.softcap != 0 (gemma2) caps the scores: only an ABI 1.4 plugin can
-    // be told (softcap_refusal); the core's own loop runs it otherwise.
+    // desc.softcap != 0 (gemma2) caps the scores, `sinks` (gpt-oss: the
+    // layer's n_head sink logits, or null) join each head's softmax: only
+    // plugins of ABI 1.4 and 1.5 can be told (attention_refusal); the core's
+    // own loop runs such attention otherwise.
     virtual Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
-                                     Act out) = 0;
+                                     Act out, const Act* sinks) = 0;
 
     // ABI 1.3 (resident, on a backend with attention_cells): every row of a
     // batch attends in one call over the cells its span names, whatever
@@ -103,8 +105,8 @@ class Steps {
     virtual Expected<void> upload_words(std::span<const uint32_t>, Act) {
         return make_error("these steps attend without cell lists");
     }
-    virtual Expected<void> attention_cells(const ferrox_attention_cells_desc&, Act, Act, Act, Act,
-                                           Act, Act) {
+    virtual Expected<void> attention_cells(ferrox_attention_cells_desc, Act, Act, Act, Act, Act,
+                                           Act, const Act*) {
         return make_error("these steps attend without cell lists");
     }
 };

@@ -213,8 +213,12 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         if (auto r = matrix(lw.o, "attn_output.weight", d, o_dim); !r) return r.error();
         if (hp.pre_norms)
             for (auto r : {vector(lw.attn_norm, "attn_norm.weight", d),
-                           vector(lw.ffn_norm, "ffn_norm.weight", d)})
+                           vector(lw.ffn_norm, spec.ffn_norm_tensor, d)})
                 if (!r) return r.error();
+        if (hp.attn_output_bias)
+            if (auto r = vector(lw.o_bias, "attn_output.bias", d); !r) return r.error();
+        if (hp.attn_sinks)
+            if (auto r = vector(lw.sinks, "attn_sinks.weight", hp.n_head); !r) return r.error();
         if (hp.qk_norm != QkNorm::None) {
             const bool whole = hp.qk_norm == QkNorm::Whole;
             for (auto r : {vector(lw.q_norm, "attn_q_norm.weight", whole ? q_dim : hp.head_dim_k),
@@ -257,6 +261,12 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
             lw.gate_exps = std::move(*g);
             lw.up_exps = std::move(*u);
             lw.down_exps = std::move(*dn);
+            if (hp.expert_biases)
+                for (auto r : {vector(lw.router_bias, "ffn_gate_inp.bias", hp.n_expert),
+                               vector(lw.gate_exps_bias, "ffn_gate_exps.bias", f * hp.n_expert),
+                               vector(lw.up_exps_bias, "ffn_up_exps.bias", f * hp.n_expert),
+                               vector(lw.down_exps_bias, "ffn_down_exps.bias", d * hp.n_expert)})
+                    if (!r) return r.error();
         }
         mw.layers.push_back(std::move(lw));
     }

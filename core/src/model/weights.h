@@ -23,6 +23,9 @@ struct LayerWeights {
     std::vector<WeightMatrix> gate_exps, up_exps, down_exps;  // MoE: one view per expert
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
     std::vector<float> q_bias, k_bias, v_bias;
+    std::vector<float> o_bias, sinks;  // gpt-oss: [n_embd], [n_head]
+    // gpt-oss: the router's bias [n_expert] and the experts' [n_expert][rows].
+    std::vector<float> router_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
 };
 
 struct ModelWeights {

@@ -57,6 +57,10 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
         *error = "attention: softcap must be a finite value >= 0 (0: not capped)";
         return false;
     }
+    // ABI 1.5; a shorter descriptor has none.
+    const float* const sinks =
+        desc.struct_size >= offsetof(ferrox_attention_desc, sinks) + sizeof desc.sinks ? desc.sinks
+                                                                                       : nullptr;
     if (!desc.q || !desc.keys || !desc.values || !desc.out) {
         *error = "attention: null q, keys, values or out";
         return false;
@@ -77,13 +81,16 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
                      size_t{desc.n_head} * desc.head_dim_k, size_t{desc.n_head} * desc.head_dim_v};
     const uint32_t splits = splits_for(desc, pool.size());
     const uint64_t units = uint64_t{desc.n_query} * desc.n_head_kv;  // (row, KV head) pairs
+    // Sinks join each head's softmax denominator once, so even an unsplit
+    // row goes through the merge, which adds them.
+    const bool merge = splits > 1 || sinks != nullptr;
 
-    // With splits, part s of unit u writes its normalised output, max and sum
+    // When merging, part s of unit u writes its normalised output, max and sum
     // here; the merge below weighs parts by sum * exp(max - overall max).
     // (Plain pointers into the caller's buffers: a thread_local named inside
     // the lambda would be each worker's own, empty one.)
     thread_local std::vector<float> part_buffer, max_buffer, sum_buffer;
-    if (splits > 1) {
+    if (merge) {
         part_buffer.resize(units * splits * g.group * desc.head_dim_v);
         max_buffer.resize(units * splits * g.group);
         sum_buffer.resize(units * splits * g.group);
@@ -128,7 +135,7 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
                                scores.data(),
                                desc.out + row * g.out_row + size_t{head0} * desc.head_dim_v};
             task.softcap = softcap;
-            if (splits > 1) {
+            if (merge) {
                 task.out = parts + slot * desc.head_dim_v;
                 task.max_score = maxima + slot;
                 task.exp_sum = sums + slot;
@@ -136,21 +143,22 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
             kernel(task);
         }
     });
-    if (splits == 1) return true;
+    if (!merge) return true;
 
     for (uint64_t unit = 0; unit < units; ++unit) {
         const auto row = static_cast<uint32_t>(unit / desc.n_head_kv);
         const auto kv_head = static_cast<uint32_t>(unit % desc.n_head_kv);
         for (uint32_t h = 0; h < g.group; ++h) {
-            float overall = -INFINITY;
+            const uint32_t head = kv_head * g.group + h;
+            float overall = sinks ? sinks[head] : -INFINITY;
             for (uint32_t s = 0; s < splits; ++s) {
                 const size_t slot = (unit * splits + s) * g.group + h;
                 if (sums[slot] > 0.0f) overall = std::max(overall, maxima[slot]);
             }
-            float* out =
-                desc.out + row * g.out_row + size_t{kv_head * g.group + h} * desc.head_dim_v;
+            float* out = desc.out + row * g.out_row + size_t{head} * desc.head_dim_v;
             std::fill_n(out, desc.head_dim_v, 0.0f);
-            float total = 0.0f;
+            // A sink is one more exponential in the sum, with no value.
+            float total = sinks ? std::exp(sinks[head] - overall) : 0.0f;
             for (uint32_t s = 0; s < splits; ++s) {
                 const size_t slot = (unit * splits + s) * g.group + h;
                 if (sums[slot] <= 0.0f) continue;

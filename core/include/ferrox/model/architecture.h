@@ -87,6 +87,14 @@ struct ArchSpec {
     // attention.temperature_scale: q multiplied by a factor growing with the
     // position, 1 + scale x ln(floor(pos / original context) + 1) (mistral3).
     bool attn_temperature = false;
+    MoeGating moe_gating = MoeGating::Softmax;  // with moe: how router logits weigh experts
+    // gpt-oss: attn_output.bias, ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias
+    // (one row per expert), and attn_sinks.weight (a sink logit per head).
+    bool attn_output_bias = false;
+    bool expert_biases = false;
+    bool attention_sinks = false;
+    // The norm before the FFN (gpt-oss's files call it post_attention_norm).
+    std::string_view ffn_norm_tensor = "ffn_norm.weight";
 };
 
 FERROX_API std::span<const ArchSpec> architectures();

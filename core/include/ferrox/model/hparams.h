@@ -26,7 +26,8 @@ enum class Arch {
     Qwen3Vl,
     Phi3,
     Mistral3,
-    Gemma2
+    Gemma2,
+    GptOss
 };
 
 // Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
@@ -37,7 +38,13 @@ enum class RopeStyle { Normal, Neox };
 // the numbers are in rope_tables.h.
 enum class RopeScaling { None, Linear, Yarn, LongRope };
 
-enum class FfnActivation { Silu, GeluTanh };  // SwiGLU or GeGLU: act(gate) * up
+// SwiGLU or GeGLU: act(gate) * up; SwigluOai: gpt-oss's clamped SwiGLU (ops::swiglu_oai).
+enum class FfnActivation { Silu, GeluTanh, SwigluOai };
+
+// How router logits become expert weights: Softmax over all experts, then the
+// top k (qwen3moe); SoftmaxWeight: the top k logits, then a softmax over them
+// alone (gpt-oss).
+enum class MoeGating { Softmax, SoftmaxWeight };
 
 // How the sliding-window layers' RoPE differs from the global layers' (besides
 // its base), as each architecture's llama.cpp graph rotates them.
@@ -108,6 +115,10 @@ struct Hparams {
     // Mixture of experts (qwen3moe); n_expert == 0 for dense models.
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
     bool expert_weights_norm = false;
+    MoeGating moe_gating = MoeGating::Softmax;
+    // gpt-oss: biases on the attention output, the router and every expert's
+    // three projections; a sink logit per head in each layer's attention.
+    bool attn_output_bias = false, expert_biases = false, attn_sinks = false;
 
     bool has_rope(uint32_t il) const {
         return no_rope_period == 0 || (il + 1) % no_rope_period != 0;

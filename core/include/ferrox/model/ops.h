@@ -29,6 +29,10 @@ FERROX_API void rope_rotate(std::span<float> head, std::span<const float> cos,
 
 // In-place softmax, max-subtracted.
 FERROX_API void softmax(std::span<float> x);
+// The same with one more logit, `sink`, in the denominator only (attention
+// sinks): the max includes it, its term exp(sink - max) joins the sum, as
+// llama.cpp's soft_max with sinks.
+FERROX_API void softmax_with_sink(std::span<float> x, float sink);
 
 FERROX_API float silu(float x);
 FERROX_API float gelu_tanh(float x);
@@ -36,6 +40,10 @@ FERROX_API float gelu_tanh(float x);
 // gelu_tanh of x rounded to f16, looked up and rounded to f16 again, as
 // llama.cpp's CPU backend computes GeGLU; 0 below -10 and x above 10.
 FERROX_API float gelu_tanh_f16(float x);
+
+// gpt-oss's GLU: g = min(gate, 7), u = clamp(up, -7, 7), g sigmoid(1.702 g) (u + 1),
+// in llama.cpp's order of operations.
+FERROX_API float swiglu_oai(float gate, float up);
 
 // gate[i] = act(gate[i]) * up[i]; GELU through gelu_tanh_f16.
 FERROX_API void glu(std::span<float> gate, std::span<const float> up, FfnActivation act);
@@ -49,6 +57,9 @@ struct AttentionShape {
     // Soft-capped scores (gemma2): cap x tanh(score / cap) before the
     // softmax, score = scale x q . k; 0: not capped.
     float softcap = 0.0f;
+    // Attention sinks (gpt-oss): n_head logits, one more term in each head's
+    // softmax with no value; null: none.
+    const float* sinks = nullptr;
 };
 
 // One query row attends to cached positions [first, last] (inclusive; the
