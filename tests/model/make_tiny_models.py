@@ -81,8 +81,8 @@ G_EMBD, G_HEAD, G_HEAD_KV, G_HEAD_DIM, G_FF, G_LAYER, G_WINDOW = 256, 8, 2, 64, 
 #              attention factor), the schemes llama.cpp applies to any llama file.
 #   llama-bias: optional q/k/v biases (llama.cpp adds them when present).
 #   llama-extra: one tensor no architecture has (both engines must refuse it).
-#   llama-attn-out-bias: an attention output bias llama.cpp uses and ferrox does not
-#              implement (ferrox must refuse it, not drop it).
+#   llama-attn-out-bias: an attention output bias on layer 0 only (llama.cpp adds it where a
+#              layer has one, and so must ferrox).
 #   gemma3-27b: Gemma 3 27B's 62 layers, so that the attention scale is
 #              1/sqrt(n_embd / n_head) (here 1/sqrt(32)), not 1/sqrt(head_dim = 64).
 #   qwen2-yarn: Qwen2.5's YaRN (rope base 1e6, factor 8) over an original context of
@@ -108,6 +108,8 @@ SHAPED = {
                                       "rope_scaling": {"type": "yarn", "factor": 8.0, "orig": 128}}),
     "gemma3-partial": ("gemma3", "llama-spm", {"n_rot": G_HEAD_DIM // 2}),
     "llama-partial": ("llama", "llama-spm", {"tied": False, "n_rot": HEAD_DIM // 2}),
+    # A dense FFN bias llama.cpp adds and ferrox does not implement: refused, not dropped.
+    "llama-ffn-bias": ("llama", "llama-spm", {"tied": False, "extra": "blk.0.ffn_down.bias"}),
 }
 
 # Architectures that are llama's layers rearranged (name -> (arch, vocab, options)); seeds

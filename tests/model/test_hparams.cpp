@@ -535,6 +535,45 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         REQUIRE_FALSE(z);
         CHECK_THAT(z.error().message(), Catch::Contains("gemma2.attn_logit_softcapping"));
     }
+    SECTION("gpt-oss: its window is required, the gating and biases come from the row") {
+        const auto gpt_oss = [] {
+            return llama_like("gpt-oss")
+                .u32("gpt-oss.expert_count", 4)
+                .u32("gpt-oss.expert_used_count", 2)
+                .u32("gpt-oss.expert_feed_forward_length", 32);
+        };
+        auto no_window = gpt_oss().parse();
+        REQUIRE(no_window);
+        auto nw = model::read_hparams(*no_window);
+        REQUIRE_FALSE(nw);  // llama.cpp reads it as required for gpt-oss
+        CHECK_THAT(nw.error().message(), Catch::Contains("gpt-oss.attention.sliding_window"));
+        // expert_weights_norm is qwen3moe's key: a softmax over the chosen k needs none.
+        auto file = gpt_oss()
+                        .u32("gpt-oss.attention.sliding_window", 128)
+                        .boolean("gpt-oss.expert_weights_norm", true)
+                        .parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        for (uint32_t il = 0; il < 8; ++il) CHECK(hp->is_local_layer(il) == (il % 2 == 0));
+        CHECK(hp->sliding_window == 128);
+        CHECK(hp->moe_gating == model::MoeGating::SoftmaxWeight);
+        CHECK_FALSE(hp->expert_weights_norm);
+        CHECK(hp->activation == model::FfnActivation::SwigluOai);
+        CHECK((hp->attn_sinks && hp->attn_output_bias && hp->expert_biases));
+        CHECK(hp->n_ff == 0);
+        auto qwen = llama_like("qwen3moe")
+                        .u32("qwen3moe.expert_count", 4)
+                        .u32("qwen3moe.expert_used_count", 2)
+                        .u32("qwen3moe.expert_feed_forward_length", 32)
+                        .parse();
+        REQUIRE(qwen);
+        auto q = model::read_hparams(*qwen);
+        REQUIRE(q);
+        CHECK(q->moe_gating == model::MoeGating::Softmax);
+        CHECK(q->expert_weights_norm);  // llama.cpp's default when the key is absent
+        CHECK_FALSE((q->attn_sinks || q->attn_output_bias || q->expert_biases));
+    }
     SECTION("experts on an architecture ferrox runs dense are refused by key") {
         auto file = llama_like("llama").u32("llama.expert_count", 8).parse();
         REQUIRE(file);

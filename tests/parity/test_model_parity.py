@@ -380,8 +380,8 @@ def test_tiny_llama31_rope_freqs_match_llama_cpp_over_1000_positions():
     check(result, TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
 
 
-@pytest.mark.parametrize("name", ["llama-yarn", "llama-longrope", "llama-bias", "phi3", "phi3-partial",
-                                  "mistral3", "olmo3"])
+@pytest.mark.parametrize("name", ["llama-yarn", "llama-longrope", "llama-bias", "llama-attn-out-bias", "phi3",
+                                  "phi3-partial", "mistral3", "olmo3"])
 def test_tiny_rope_scaling_and_optional_tensors_match_llama_cpp(name):
     """YaRN (ramp and magnitude) and LongRoPE (long factors: the 256-position context
     exceeds the original 64; attention factor 1.19) on the llama architecture, as
@@ -483,10 +483,10 @@ def test_a_tensor_no_architecture_has_is_refused_by_name_as_llama_cpp_refuses_it
 
 
 def test_a_tensor_llama_cpp_uses_and_ferrox_does_not_is_refused_not_dropped():
-    """llama's optional attention output bias: llama.cpp adds it; ferrox does not implement
-    it, so running without it would be silently wrong."""
+    """llama's optional dense FFN bias: llama.cpp adds it; ferrox does not implement it, so
+    running without it would be silently wrong."""
     import llama_cpp
 
-    path = tiny_model("llama-attn-out-bias")
-    assert "blk.0.attn_output.bias" in ferrox_load_error(path)
+    path = tiny_model("llama-ffn-bias")
+    assert "blk.0.ffn_down.bias" in ferrox_load_error(path)
     llama_cpp.Llama(model_path=str(path), verbose=False)  # the reference loads it

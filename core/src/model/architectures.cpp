@@ -13,7 +13,8 @@ constexpr ArchSpec kArchitectures[] = {
     {.name = "llama",
      .arch = Arch::Llama,
      .rope = RopeStyle::Normal,
-     .rope_factors = RopeFactorTensors::ByScalingType},
+     .rope_factors = RopeFactorTensors::ByScalingType,
+     .attn_output_bias = TensorUse::Optional},
     {.name = "qwen2", .arch = Arch::Qwen2},
     {.name = "qwen3", .arch = Arch::Qwen3, .qk_norm = QkNorm::PerHead},
     {.name = "qwen3moe", .arch = Arch::Qwen3Moe, .qk_norm = QkNorm::PerHead, .moe = true},
@@ -46,7 +47,8 @@ constexpr ArchSpec kArchitectures[] = {
      .arch = Arch::Granite,
      .rope = RopeStyle::Normal,
      .rope_factors = RopeFactorTensors::ByScalingType,
-     .granite_scales = true},
+     .granite_scales = true,
+     .attn_output_bias = TensorUse::Optional},
     // OLMo 2 and OLMo 3: no pre-norms; RMSNorm after attention and after the
     // FFN, and over the whole q and k projections; its files always carry
     // output.weight. OLMo 3's files add a window: three local layers, then
@@ -76,7 +78,8 @@ constexpr ArchSpec kArchitectures[] = {
      .rope = RopeStyle::Normal,
      .rope_factors = RopeFactorTensors::ByScalingType,
      .yarn_keys = kYarnBetaFast | kYarnBetaSlow | kYarnLogMultiplier,
-     .attn_temperature = true},
+     .attn_temperature = true,
+     .attn_output_bias = TensorUse::Optional},
     // Phi-3, Phi-3.5, Phi-4, Phi-4-mini: fused attn_qkv (bound for every
     // architecture, as llama.cpp does) and gate||up, LongRoPE factors, a
     // rotated prefix of each head on Phi-4-mini.
@@ -99,7 +102,7 @@ constexpr ArchSpec kArchitectures[] = {
      .window_period = 2,
      .local_rope = LocalRope::AsGlobal,
      .moe_gating = MoeGating::SoftmaxWeight,
-     .attn_output_bias = true,
+     .attn_output_bias = TensorUse::Required,
      .expert_biases = true,
      .attention_sinks = true,
      .ffn_norm_tensor = "post_attention_norm.weight"},

@@ -311,7 +311,12 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     hp.post_norms = info->post_norms;
     hp.activation = info->activation;
     hp.no_rope_period = info->no_rope_period;
-    hp.attn_output_bias = info->attn_output_bias;
+    hp.attn_output_bias = info->attn_output_bias == TensorUse::Required;
+    if (info->attn_output_bias ==
+        TensorUse::Optional)  // over the tensors: the layer count is unchecked yet
+        for (const gguf::Tensor& t : file.tensors())
+            hp.attn_output_bias |=
+                t.name().starts_with("blk.") && t.name().ends_with(".attn_output.bias");
     hp.attn_sinks = info->attention_sinks;
     if (info->sqrt_embedding_scale) hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
     if (info->sliding_window) {

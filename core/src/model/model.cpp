@@ -363,7 +363,7 @@ struct Context::Impl {
                 if (auto r = attend(il, local, run); !r) return r;
         }
         if (auto r = st.project(*L.o, "attn_output", s.att, n, s.o); !r) return r;
-        if (hp.attn_output_bias)
+        if (!L.o_bias.empty())  // gpt-oss's every layer, a llama file's some
             if (auto r = st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f); !r) return r;
         if (hp.post_norms)
             if (auto r =

@@ -215,7 +215,10 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
             for (auto r : {vector(lw.attn_norm, "attn_norm.weight", d),
                            vector(lw.ffn_norm, spec.ffn_norm_tensor, d)})
                 if (!r) return r.error();
-        if (hp.attn_output_bias)
+        // Required (gpt-oss) or, where the row allows it, bound for the layers that have it.
+        if (spec.attn_output_bias == TensorUse::Required ||
+            (spec.attn_output_bias == TensorUse::Optional &&
+             file.find_tensor(layer_tensor(il, "attn_output.bias"))))
             if (auto r = vector(lw.o_bias, "attn_output.bias", d); !r) return r.error();
         if (hp.attn_sinks)
             if (auto r = vector(lw.sinks, "attn_sinks.weight", hp.n_head); !r) return r.error();

@@ -25,6 +25,10 @@ enum class RopeFactorTensors {
     LongRope,
 };
 
+// Whether an architecture's layers carry a tensor: a file holding one its
+// row says Absent for is refused (binding names it), as llama.cpp refuses it.
+enum class TensorUse : uint8_t { Absent, Optional, Required };
+
 // rope.scaling.yarn_* keys, one bit each: which of them llama.cpp's graph
 // reads for an architecture (the others keep its defaults).
 enum YarnKeys : uint8_t {
@@ -88,9 +92,11 @@ struct ArchSpec {
     // position, 1 + scale x ln(floor(pos / original context) + 1) (mistral3).
     bool attn_temperature = false;
     MoeGating moe_gating = MoeGating::Softmax;  // with moe: how router logits weigh experts
-    // gpt-oss: attn_output.bias, ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias
-    // (one row per expert), and attn_sinks.weight (a sink logit per head).
-    bool attn_output_bias = false;
+    // attn_output.bias: optional per layer for llama, granite and mistral3
+    // (llama.cpp adds it where a layer has it), required for gpt-oss.
+    TensorUse attn_output_bias = TensorUse::Absent;
+    // gpt-oss: ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (one row per
+    // expert), and attn_sinks.weight (a sink logit per head).
     bool expert_biases = false;
     bool attention_sinks = false;
     // The norm before the FFN (gpt-oss's files call it post_attention_norm).

@@ -116,8 +116,10 @@ struct Hparams {
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
     bool expert_weights_norm = false;
     MoeGating moe_gating = MoeGating::Softmax;
-    // gpt-oss: biases on the attention output, the router and every expert's
-    // three projections; a sink logit per head in each layer's attention.
+    // Biases on the attention output (gpt-oss; some llama-family files, on
+    // some layers: true when any layer has one), on the router and every
+    // expert's three projections (gpt-oss); a sink logit per head in each
+    // layer's attention (gpt-oss).
     bool attn_output_bias = false, expert_biases = false, attn_sinks = false;
 
     bool has_rope(uint32_t il) const {
