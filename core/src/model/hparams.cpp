@@ -1,6 +1,8 @@
 #include "ferrox/model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "ferrox/model/architecture.h"
@@ -90,19 +92,16 @@ Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, const Ar
                                  Hparams& hp) {
     auto type = file.get_string_or(k.key("rope.scaling.type"), "linear");
     if (!type) return type.error();
-    if (*type == "none")
-        hp.rope_scaling = RopeScaling::None;
-    else if (*type == "linear")
-        hp.rope_scaling = RopeScaling::Linear;
-    else if (*type == "yarn")
-        hp.rope_scaling = RopeScaling::Yarn;
-    else if (*type == "longrope")
-        hp.rope_scaling = RopeScaling::LongRope;
-    else
+    const auto* scheme = std::find_if(std::begin(kRopeScalingNames), std::end(kRopeScalingNames),
+                                      [&](const RopeScalingName& n) { return n.name == *type; });
+    if (scheme == std::end(kRopeScalingNames)) {
+        std::string known;
+        for (const RopeScalingName& n : kRopeScalingNames)
+            known += fmt::format("{}{}", known.empty() ? "" : ", ", n.name);
         return refuse(file, k.key("rope.scaling.type"),
-                      fmt::format("rope scaling '{}' is not implemented (none, linear, yarn, "
-                                  "longrope)",
-                                  *type));
+                      fmt::format("rope scaling '{}' is not implemented ({})", *type, known));
+    }
+    hp.rope_scaling = scheme->scaling;
     const char* factor_key =
         k.has("rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
     auto factor = k.f32_or(factor_key, 0.0f);

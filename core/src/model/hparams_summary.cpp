@@ -11,20 +11,6 @@ namespace {
 
 const char* rope_style_name(RopeStyle s) { return s == RopeStyle::Neox ? "neox" : "normal"; }
 
-const char* rope_scaling_name(RopeScaling s) {
-    switch (s) {
-        case RopeScaling::None:
-            return "none";
-        case RopeScaling::Linear:
-            return "linear";
-        case RopeScaling::Yarn:
-            return "yarn";
-        case RopeScaling::LongRope:
-            return "longrope";
-    }
-    return "?";
-}
-
 const char* local_rope_name(LocalRope r) {
     switch (r) {
         case LocalRope::Unscaled:

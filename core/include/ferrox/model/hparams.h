@@ -38,6 +38,22 @@ enum class RopeStyle { Normal, Neox };
 // the numbers are in rope_tables.h.
 enum class RopeScaling { None, Linear, Yarn, LongRope };
 
+// Each scheme's `rope.scaling.type` value: the one list both the reader and
+// `ferrox inspect` use.
+struct RopeScalingName {
+    RopeScaling scaling;
+    std::string_view name;
+};
+inline constexpr RopeScalingName kRopeScalingNames[] = {{RopeScaling::None, "none"},
+                                                        {RopeScaling::Linear, "linear"},
+                                                        {RopeScaling::Yarn, "yarn"},
+                                                        {RopeScaling::LongRope, "longrope"}};
+constexpr std::string_view rope_scaling_name(RopeScaling s) {
+    for (const RopeScalingName& n : kRopeScalingNames)
+        if (n.scaling == s) return n.name;
+    return "?";
+}
+
 // SwiGLU or GeGLU: act(gate) * up; SwigluOai: gpt-oss's clamped SwiGLU (ops::swiglu_oai).
 enum class FfnActivation { Silu, GeluTanh, SwigluOai };
 
