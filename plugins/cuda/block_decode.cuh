@@ -1,7 +1,7 @@
 // Device-side decoding of GGUF weight rows, 32 weights ("a granule") at a time.
 //
 // Every kind is decoded in 32-weight granules so that one kernel template
-// serves all of them: a legacy (Q4_0 .. Q8_0) or IQ4_NL granule is one block,
+// serves all of them: a legacy (Q4_0 .. Q8_0), IQ4_NL or MXFP4 granule is one block,
 // a K-quant or IQ4_XS granule is one 32-weight slice of a 256-weight
 // super-block (sharing its super-scales; for Q2_K/Q3_K, whose sub-blocks are
 // 16 weights, two sub-blocks), and a float granule is 32 consecutive values
@@ -98,6 +98,26 @@ __host__ __device__ __forceinline__ int q3_k_scale(const uint8_t* scales, int j)
     return (low4 | (high2 << 4)) - 32;
 }
 
+// MXFP4's e2m1 values doubled, {0, 1, 2, 3, 4, 6, 8, 12} and their negatives
+// (code 8 is -0, stored as 0 as the reference does), packed like the IQ4
+// values; the doubling is undone by halving the E8M0 scale instead, so every
+// value is an integer and the products round exactly as the reference's.
+inline constexpr uint64_t kMxfp4ValuesLow = 0x0c08060403020100ULL;
+inline constexpr uint64_t kMxfp4ValuesHigh = 0xf4f8fafcfdfeff00ULL;
+
+__host__ __device__ __forceinline__ float mxfp4_value(int code) {
+    const uint64_t word = code < 8 ? kMxfp4ValuesLow : kMxfp4ValuesHigh;
+    return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (code & 7)))));
+}
+
+// Half the E8M0 scale 2^(e - 127), built from its bits: e - 1 as a float
+// exponent, or for e < 2 (2^-128 and 2^-127 halved) the subnormals 2^-129
+// and 2^-128. Built exactly so no exp2f rounding or flush-to-zero can differ
+// from the reference.
+__host__ __device__ __forceinline__ float e8m0_half(uint8_t e) {
+    return float_from_bits(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
+}
+
 template <ferrox_kind>
 inline constexpr bool kUnsupportedKind = false;
 
@@ -191,6 +211,18 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         for (int l = 0; l < 16; ++l) {
             w[l] = d * iq4_value(qs[l] & 0x0F);
             w[l + 16] = d * iq4_value(qs[l] >> 4);
+        }
+        return kGranule;
+    } else if constexpr (Kind == FERROX_KIND_MXFP4) {
+        // 17 bytes: E8M0 exponent e, 16 bytes of e2m1 codes (nibbles as
+        // Q4_0); w = (2^(e - 127) / 2) * (2 * e2m1 value).
+        const uint8_t* block = row + g * 17;
+        const float d = e8m0_half(block[0]);
+        const uint8_t* qs = block + 1;
+        FERROX_UNROLL
+        for (int l = 0; l < 16; ++l) {
+            w[l] = d * mxfp4_value(qs[l] & 0x0F);
+            w[l + 16] = d * mxfp4_value(qs[l] >> 4);
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_IQ4_XS) {

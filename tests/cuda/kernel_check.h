@@ -83,6 +83,9 @@ inline ScaleFields scale_fields(ferrox_kind kind) {
             return {0, 2, false};
         case FERROX_KIND_Q6_K:
             return {208, -1, true};
+        case FERROX_KIND_MXFP4:
+            // Its scale is an E8M0 exponent byte (random_matrix has its own case).
+            throw std::logic_error("MXFP4 has no f16 scale field");
         default:
             throw std::logic_error(std::string("no scale layout for kind ") +
                                    std::string(ferrox::kind_name(kind)) +
@@ -92,7 +95,7 @@ inline ScaleFields scale_fields(ferrox_kind kind) {
 
 // Random codes everywhere, small realistic f16 scales of both signs where the
 // format has them: finite weights near kMaxScale, so dot products compare by
-// NMSE. Covers the float kinds and every kind scale_fields() knows.
+// NMSE. Covers the float kinds, MXFP4 and every kind scale_fields() knows.
 inline Matrix random_matrix(ferrox_kind kind, uint64_t rows, uint64_t cols, std::mt19937& rng) {
     const ferrox::KindTraits& traits = traits_of(kind);
     Matrix m{kind, rows, cols, *ferrox::row_bytes(kind, cols), {}};
@@ -117,6 +120,16 @@ inline Matrix random_matrix(ferrox_kind kind, uint64_t rows, uint64_t cols, std:
                 std::memcpy(&m.bytes[2 * i], &bits, 2);
             }
             return m;
+        case FERROX_KIND_MXFP4: {
+            // Random codes; the E8M0 exponent byte e (scale 2^(e - 127)) in
+            // 120..124, scales 2^-7..2^-3: weights up to 6 * 2^-3, as small as
+            // the other kinds'. A random byte would mostly give huge or Inf weights.
+            for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
+            std::uniform_int_distribution<int> exponent(120, 124);
+            for (uint64_t b = 0; b < m.bytes.size() / traits.block_bytes; ++b)
+                m.bytes[b * traits.block_bytes] = static_cast<uint8_t>(exponent(rng));
+            return m;
+        }
         default:
             break;
     }

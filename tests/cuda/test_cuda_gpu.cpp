@@ -209,6 +209,9 @@ TEST_CASE("GEMM (tiled, or per-position where a kind has no tiled kernel) matche
 TEST_CASE("a NaN scale makes exactly its own row NaN, on the GPU as in the reference") {
     std::mt19937 rng(g_seed + 2);
     for (const ferrox_kind kind : kMatvecKinds) {
+        // An E8M0 scale has no NaN in ggml's decoding (0xFF is 2^127), so an
+        // MXFP4 row cannot be made NaN by its scale.
+        if (kind == FERROX_KIND_MXFP4) continue;
         INFO("kind " << kind_text(kind) << ", seed " << g_seed);
         const uint64_t cols = traits_of(kind).block_elements == 1 ? 64 : 512;
         Matrix m = random_matrix(kind, 5, cols, rng);

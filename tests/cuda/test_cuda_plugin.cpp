@@ -44,14 +44,16 @@ ferrox_host host_table(CapturedLog& log) {
 // What the capability table must say, written out once here (the table is
 // the thing under test, so these lists are not derived from it).
 const std::set<ferrox_kind> kMatvecKinds{
-    FERROX_KIND_F32,  FERROX_KIND_F16,  FERROX_KIND_BF16, FERROX_KIND_Q8_0,   FERROX_KIND_Q4_0,
-    FERROX_KIND_Q4_1, FERROX_KIND_Q5_0, FERROX_KIND_Q5_1, FERROX_KIND_Q2_K,   FERROX_KIND_Q3_K,
-    FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS};
+    FERROX_KIND_F32,  FERROX_KIND_F16,    FERROX_KIND_BF16,   FERROX_KIND_Q8_0,
+    FERROX_KIND_Q4_0, FERROX_KIND_Q4_1,   FERROX_KIND_Q5_0,   FERROX_KIND_Q5_1,
+    FERROX_KIND_Q2_K, FERROX_KIND_Q3_K,   FERROX_KIND_Q4_K,   FERROX_KIND_Q5_K,
+    FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS, FERROX_KIND_MXFP4};
 // The tiled GEMM serves every quantized MATVEC kind; floats use the fallback.
 const std::set<ferrox_kind> kGemmKinds{
-    FERROX_KIND_F32,  FERROX_KIND_F16,  FERROX_KIND_BF16, FERROX_KIND_Q8_0,   FERROX_KIND_Q4_0,
-    FERROX_KIND_Q4_1, FERROX_KIND_Q5_0, FERROX_KIND_Q5_1, FERROX_KIND_Q2_K,   FERROX_KIND_Q3_K,
-    FERROX_KIND_Q4_K, FERROX_KIND_Q5_K, FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS};
+    FERROX_KIND_F32,  FERROX_KIND_F16,    FERROX_KIND_BF16,   FERROX_KIND_Q8_0,
+    FERROX_KIND_Q4_0, FERROX_KIND_Q4_1,   FERROX_KIND_Q5_0,   FERROX_KIND_Q5_1,
+    FERROX_KIND_Q2_K, FERROX_KIND_Q3_K,   FERROX_KIND_Q4_K,   FERROX_KIND_Q5_K,
+    FERROX_KIND_Q6_K, FERROX_KIND_IQ4_NL, FERROX_KIND_IQ4_XS, FERROX_KIND_MXFP4};
 // The resident-decoding ops (ABI 1.2) other than GET_ROWS, and their kinds:
 // elementwise ops (and the fused add + norm) on F32, CONVERT and ATTENTION on
 // each KV-cache kind.
@@ -211,7 +213,7 @@ TEST_CASE("create refuses null arguments and a host of another ABI major with a 
 // The capability table is tested through the static library the plugin
 // itself links (ferrox_cuda_capabilities): the ABI reaches the table only
 // through a backend, and no backend can be created on a host without a GPU.
-TEST_CASE("the capability table lists MATVEC for the fifteen decodable kinds and nothing else") {
+TEST_CASE("the capability table lists MATVEC for the sixteen decodable kinds and nothing else") {
     for (const ferrox::KindTraits& kind : ferrox::kAllKinds) {
         INFO("kind " << kind.name);
         const char* name = ferrox::cuda::find_kernel(FERROX_OP_MATVEC, kind.id);

@@ -37,8 +37,8 @@ ferrox_status gpu_info(const ferrox_backend*, uint32_t, ferrox_device_info* out,
 
 uint32_t one_device(const ferrox_backend*) { return 1; }
 
-// Every compute entry: present (so the table reads as a 1.2 backend) but
-// never reached by a probe.
+// Every compute entry, 1.3's attention_cells included: present (so the table
+// reads as the plugin's) but never reached by a probe.
 template <class... Args>
 ferrox_status never_called(ferrox_backend*, Args...) {
     FAIL("a probe called a compute entry");
@@ -77,6 +77,11 @@ std::shared_ptr<Backend> cuda_table_backend() {
         b.attention_resident =
             never_called<const ferrox_attention_desc*, ferrox_tensor, ferrox_tensor, ferrox_tensor,
                          ferrox_tensor, ferrox_message*>;
+        // The plugin's attention over cell lists (ABI 1.3): without it the
+        // core sends attention sinks (gpt-oss) nowhere and keeps the model on the host.
+        b.attention_cells = never_called<const ferrox_attention_cells_desc*, ferrox_tensor,
+                                         ferrox_tensor, ferrox_tensor, ferrox_tensor, ferrox_tensor,
+                                         ferrox_tensor, ferrox_message*>;
         b.add_rms_norm = never_called<ferrox_tensor, ferrox_tensor, uint64_t, float, ferrox_tensor,
                                       uint64_t, uint32_t, float, ferrox_tensor, ferrox_message*>;
         return b;
@@ -115,7 +120,7 @@ std::vector<std::filesystem::path> models() {
     std::vector<std::filesystem::path> found;
     for (const char* arch :
          {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl",
-          "qwen3vl", "phi3", "mistral3", "olmo3", "gemma2"}) {
+          "qwen3vl", "phi3", "mistral3", "olmo3", "gemma2", "gpt-oss"}) {
         const auto path = cache_dir() / "tiny-models" / (std::string("tiny-") + arch + ".gguf");
         if (std::filesystem::exists(path))
             found.push_back(path);
@@ -139,6 +144,7 @@ TEST_CASE("the CUDA table predicts a fully resident pass with every op a hit") {
             INFO(path << ", KV cache " << (kv == FERROX_KIND_F32 ? "f32" : "f16"));
             const Prediction p = predict(path, kv);
             INFO(p.report.render());
+            INFO("residency: " << p.residency.reason);
             CHECK(p.residency.resident);
             CHECK(p.report.misses.empty());
             CHECK(p.report.violations.empty());
