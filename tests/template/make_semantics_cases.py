@@ -32,6 +32,10 @@ cases = [
  ("{{ 'a%sb%dc'|format('X', 5) }}|{{ 'ab'*3 }}|{{ [0]*3 }}|{{ 10 - 2 * 3 }}|{{ (1, 2) == (1, 2) }}|{{ 1 == 1.0 }}|{{ true + 1 }}|{{ 'b' > 'a' }}|{{ [1, 2] < [1, 3] }}", {}),
  ("{{ \"x\" \"y\" }}|{{ '\\u00e9\\x41\\t|' }}|{{ 'it' ~ \"'s\" }}|{{ ['a\\nb'] }}|{{ {'k': \"q'\"} }}", {}),
  ("{{ x.foo }}|{{ none.foo }}|{{ [1,2][5] }}|{{ {'a': 1}.b }}", {"x": {}}),
+ # A namespace that holds itself prints as Python's repr prints a cycle.
+ ("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{% set ns.l = [ns, (ns,)] %}{{ ns }}|{{ ns.me|string }}|{{ ns.l }}|{{ ns.me.me.a }}|{{ ns.l[0] == ns }}", {}),
+ # Values nested 100 deep through a namespace: well inside the depth limit.
+ ("{% set ns = namespace(x=0) %}{% for i in range(100) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}|{{ ns.x|tojson }}|{{ ns.x == ns.x }}", {}),
 ]
 out = []
 for src, ctx in cases:

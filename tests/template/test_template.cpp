@@ -96,6 +96,21 @@ TEST_CASE("deeply nested syntax is refused, not a stack overflow") {
     CHECK_THAT(error_of(lists), Catch::Contains("bad.jinja:1:"));
 }
 
+TEST_CASE("values nested without bound through a namespace stop at the depth limit") {
+    // Each iteration wraps the last value: 600 levels is past kMaxValueDepth
+    // (512); printing or freeing such a value would recurse that deep.
+    const std::string err = error_of(
+        "{% set ns = namespace(x=0) %}\n{% for i in range(600) %}{% set ns.x = [ns.x] %}{% endfor "
+        "%}"
+        "{{ ns.x }}");
+    CHECK_THAT(err, Catch::Contains("bad.jinja:2:"));
+    CHECK_THAT(err, Catch::Contains("ns.x: the value nests deeper than 512 levels"));
+    // Sharing is not nesting: 40 doublings of one value stay 40 deep, walked once each.
+    CHECK(error_of("{% set ns = namespace(x=[1]) %}{% for i in range(40) %}{% set ns.x = [ns.x, "
+                   "ns.x] %}{% endfor %}{{ ns.x|length }}")
+              .empty());
+}
+
 TEST_CASE("huge outputs and ranges are refused") {
     CHECK_THAT(error_of("{{ 'x' * 1000000000 }}"), Catch::Contains("output limit"));
     CHECK_THAT(error_of("{% for i in range(1000000000) %}{% endfor %}"),

@@ -262,6 +262,12 @@ class Evaluator {
                     const Value* target = frame->find(s.targets[0]);
                     if (!target || !target->is_dict() || !target->as_dict().is_namespace)
                         throw ValueError("cannot assign attribute on non-namespace object");
+                    // A namespace carries values across loop iterations, so it is
+                    // where nesting could grow without bound (`{% set ns.x = [ns.x] %}`).
+                    if (nesting_depth(v, kMaxValueDepth) >= kMaxValueDepth)
+                        throw ValueError(s.targets[0] + "." + s.attr +
+                                         ": the value nests deeper than " +
+                                         std::to_string(kMaxValueDepth) + " levels");
                     target->as_dict().set(Value(s.attr), std::move(v));
                     assigned_namespaces_.push_back(target->dict_ptr());
                 } else {

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace ferrox::tmpl {
 
@@ -213,6 +215,9 @@ struct JsonWriter {
     }
 
     void write(const Value& v, int depth) {
+        if (static_cast<size_t>(depth) > kMaxValueDepth)
+            throw ValueError("values nest deeper than " + std::to_string(kMaxValueDepth) +
+                             " (maximum recursion depth exceeded)");
         switch (v.kind()) {
             case Value::Kind::None:
                 out += "null";
@@ -307,48 +312,82 @@ std::string py_str(const Value& v) {
     }
 }
 
-std::string py_repr(const Value& v) {
-    switch (v.kind()) {
-        case Value::Kind::Undefined:
-            return "";
-        case Value::Kind::None:
-            return "None";
-        case Value::Kind::Bool:
-            return v.as_bool() ? "True" : "False";
-        case Value::Kind::Int:
-            return std::to_string(v.as_int());
-        case Value::Kind::Float:
-            return py_float_repr(v.as_float());
-        case Value::Kind::String:
-            return repr_string(v.as_string());
-        case Value::Kind::Seq: {
-            if (v.is_generator())
-                throw ValueError(
-                    "printing a generator (jinja2 prints its memory address); add |list");
-            const List& l = v.as_list();
-            std::string out = v.is_tuple() ? "(" : "[";
-            for (size_t i = 0; i < l.size(); ++i) {
-                if (i) out += ", ";
-                out += py_repr(l[i]);
-            }
-            if (v.is_tuple() && l.size() == 1) out += ",";
-            return out + (v.is_tuple() ? ")" : "]");
-        }
-        case Value::Kind::Map: {
-            std::string out = v.as_dict().is_namespace ? "<Namespace {" : "{";
-            bool first = true;
-            for (const auto& [k, val] : v.as_dict().items) {
-                if (!first) out += ", ";
-                first = false;
-                out += py_repr(k) + ": " + py_repr(val);
-            }
-            return out + (v.as_dict().is_namespace ? "}>" : "}");
-        }
-        case Value::Kind::Func:
-            return "<function " + v.as_callable().name + ">";
+namespace {
+
+// repr() of containers. A namespace can hold itself (`{% set ns.me = ns %}`),
+// so, as Python's repr does, a container already being printed prints as
+// "[...]" or "{...}" instead of recursing; and, as Python's recursion limit
+// does, nesting deeper than kMaxValueDepth is an error, not a stack overflow.
+struct ReprWriter {
+    std::vector<const void*> open;  // the containers being printed, outermost first
+
+    bool is_open(const void* p) const {
+        return std::find(open.begin(), open.end(), p) != open.end();
     }
-    return "";
-}
+
+    std::string repr(const Value& v) {
+        if (open.size() > kMaxValueDepth)
+            throw ValueError(
+                "maximum recursion depth exceeded while getting the repr of an object "
+                "(values nest deeper than " +
+                std::to_string(kMaxValueDepth) + ")");
+        switch (v.kind()) {
+            case Value::Kind::Undefined:
+                return "";
+            case Value::Kind::None:
+                return "None";
+            case Value::Kind::Bool:
+                return v.as_bool() ? "True" : "False";
+            case Value::Kind::Int:
+                return std::to_string(v.as_int());
+            case Value::Kind::Float:
+                return py_float_repr(v.as_float());
+            case Value::Kind::String:
+                return repr_string(v.as_string());
+            case Value::Kind::Seq: {
+                if (v.is_generator())
+                    throw ValueError(
+                        "printing a generator (jinja2 prints its memory address); add |list");
+                const List& l = v.as_list();
+                if (is_open(&l)) return v.is_tuple() ? "(...)" : "[...]";
+                open.push_back(&l);
+                std::string out = v.is_tuple() ? "(" : "[";
+                for (size_t i = 0; i < l.size(); ++i) {
+                    if (i) out += ", ";
+                    out += repr(l[i]);
+                }
+                if (v.is_tuple() && l.size() == 1) out += ",";
+                open.pop_back();
+                return out + (v.is_tuple() ? ")" : "]");
+            }
+            case Value::Kind::Map: {
+                const Dict& d = v.as_dict();
+                const char* open_text = d.is_namespace ? "<Namespace {" : "{";
+                const char* close_text = d.is_namespace ? "}>" : "}";
+                if (is_open(&d)) return std::string(open_text) + "..." + close_text;
+                open.push_back(&d);
+                std::string out = open_text;
+                bool first = true;
+                for (const auto& [k, val] : d.items) {
+                    if (!first) out += ", ";
+                    first = false;
+                    out += repr(k);
+                    out += ": ";
+                    out += repr(val);
+                }
+                open.pop_back();
+                return out + close_text;
+            }
+            case Value::Kind::Func:
+                return "<function " + v.as_callable().name + ">";
+        }
+        return "";
+    }
+};
+
+}  // namespace
+
+std::string py_repr(const Value& v) { return ReprWriter{}.repr(v); }
 
 std::string json_dumps(const Value& v, int indent, const std::optional<std::string>& item_sep,
                        const std::optional<std::string>& key_sep, bool sort_keys) {
@@ -358,7 +397,17 @@ std::string json_dumps(const Value& v, int indent, const std::optional<std::stri
     return std::move(w.out);
 }
 
-bool py_equal(const Value& a, const Value& b) {
+namespace {
+
+void check_depth(size_t depth) {
+    if (depth > kMaxValueDepth)
+        throw ValueError(
+            "maximum recursion depth exceeded in comparison (values nest deeper than " +
+            std::to_string(kMaxValueDepth) + ")");
+}
+
+bool equal_at(const Value& a, const Value& b, size_t depth) {
+    check_depth(depth);
     if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
         return a.as_int() == b.as_int();
@@ -376,7 +425,7 @@ bool py_equal(const Value& a, const Value& b) {
             const List &x = a.as_list(), &y = b.as_list();
             if (x.size() != y.size()) return false;
             for (size_t i = 0; i < x.size(); ++i)
-                if (!py_equal(x[i], y[i])) return false;
+                if (!equal_at(x[i], y[i], depth + 1)) return false;
             return true;
         }
         case Value::Kind::Map: {
@@ -385,7 +434,7 @@ bool py_equal(const Value& a, const Value& b) {
             if (x.is_namespace || y.is_namespace || x.items.size() != y.items.size()) return false;
             for (const auto& [k, v] : x.items) {
                 const Value* other = y.find(k);
-                if (!other || !py_equal(v, *other)) return false;
+                if (!other || !equal_at(v, *other, depth + 1)) return false;
             }
             return true;
         }
@@ -396,7 +445,8 @@ bool py_equal(const Value& a, const Value& b) {
     }
 }
 
-bool py_less(const Value& a, const Value& b) {
+bool less_at(const Value& a, const Value& b, size_t depth) {
+    check_depth(depth);
     if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return a.as_float() < b.as_float();
         return a.as_int() < b.as_int();
@@ -405,13 +455,68 @@ bool py_less(const Value& a, const Value& b) {
     if (a.is_list() && b.is_list()) {
         const List &x = a.as_list(), &y = b.as_list();
         for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-            if (py_less(x[i], y[i])) return true;
-            if (py_less(y[i], x[i])) return false;
+            if (less_at(x[i], y[i], depth + 1)) return true;
+            if (less_at(y[i], x[i], depth + 1)) return false;
         }
         return x.size() < y.size();
     }
     throw ValueError("'<' not supported between instances of '" + a.type_name() + "' and '" +
                      b.type_name() + "'");
+}
+
+}  // namespace
+
+bool py_equal(const Value& a, const Value& b) { return equal_at(a, b, 0); }
+bool py_less(const Value& a, const Value& b) { return less_at(a, b, 0); }
+
+size_t nesting_depth(const Value& v, size_t limit) {
+    // An iterative depth-first walk: `done` memoises each container's depth,
+    // so a value shared many times (`[x, x]`, again and again) is walked once;
+    // `on_path` is the chain being walked, so a namespace that holds itself is
+    // not entered again.
+    const auto id_of = [](const Value& x) -> const void* {
+        if (x.is_list()) return x.list_ptr().get();
+        if (x.is_dict()) return x.dict_ptr().get();
+        return nullptr;
+    };
+    const auto child = [](const Value& x, size_t i) -> const Value* {
+        if (x.is_list()) return i < x.as_list().size() ? &x.as_list()[i] : nullptr;
+        const auto& items = x.as_dict().items;
+        if (i / 2 >= items.size()) return nullptr;
+        return i % 2 ? &items[i / 2].second : &items[i / 2].first;
+    };
+    struct Step {
+        const Value* value;
+        const void* id;
+        size_t next = 0, deepest_child = 0;
+    };
+    if (!id_of(v)) return 0;
+    std::unordered_map<const void*, size_t> done;
+    std::unordered_set<const void*> on_path{id_of(v)};
+    std::vector<Step> path{{&v, id_of(v)}};
+    while (!path.empty()) {
+        if (path.size() > limit) return path.size();
+        Step& top = path.back();
+        if (const Value* c = child(*top.value, top.next)) {
+            ++top.next;
+            const void* id = id_of(*c);
+            if (!id || on_path.count(id)) continue;
+            if (const auto it = done.find(id); it != done.end()) {
+                top.deepest_child = std::max(top.deepest_child, it->second);
+                continue;
+            }
+            on_path.insert(id);
+            path.push_back({c, id});
+            continue;
+        }
+        const size_t depth = top.deepest_child + 1;
+        done[top.id] = depth;
+        on_path.erase(top.id);
+        path.pop_back();
+        if (path.empty()) return depth;
+        path.back().deepest_child = std::max(path.back().deepest_child, depth);
+    }
+    return 0;
 }
 
 std::vector<std::string> utf8_chars(std::string_view s) {

@@ -28,6 +28,13 @@ struct ValueError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// How deeply values may nest (lists, dicts, namespaces): Python stops at its
+// recursion limit (1000 frames) when printing or comparing deeper values;
+// here every walker stops at this depth with a ValueError instead of
+// overflowing the stack, and a namespace attribute may not be set to a value
+// nesting deeper (the only way a template grows a value across iterations).
+inline constexpr size_t kMaxValueDepth = 512;
+
 class Value;
 using List = std::vector<Value>;
 struct Dict;
@@ -154,6 +161,11 @@ std::string json_dumps(const Value& v, int indent, const std::optional<std::stri
 // ValueError for pairs Python refuses to order.
 bool py_equal(const Value& a, const Value& b);
 bool py_less(const Value& a, const Value& b);
+
+// The deepest nesting of containers in v (a scalar is 0, [1] is 1), walked
+// without recursion; a container met again on its own path (a namespace that
+// holds itself) is not walked twice. Stops counting past `limit`.
+size_t nesting_depth(const Value& v, size_t limit);
 
 // Unicode-aware helpers: Python counts and slices code points, not bytes.
 std::vector<std::string> utf8_chars(std::string_view s);
