@@ -39,7 +39,7 @@ fi
 mkdir -p "$(dirname "$build")"
 cmake -S "$root" -B "$build" "${args[@]}" >"$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; die "configure"; }
-tests=(test_cuda_gpu test_cuda_plugin test_cuda_capacity ferrox_cuda_bandwidth ferrox_cuda_bench)
+tests=(test_cuda_gpu test_cuda_batches test_cuda_plugin test_cuda_capacity ferrox_cuda_bandwidth ferrox_cuda_bench)
 cmake --build "$build" -j "${JOBS:-2}" --target ferrox ferrox_cpu ferrox_cuda \
     ferrox_packaging_files ferrox_synth_gguf "${tests[@]}"
 
@@ -54,31 +54,41 @@ for exe in "${tests[@]}"; do
     strip --strip-unneeded "$bundle/bin/$exe"
 done
 # Neither GPU test reads tests/data (they draw random weights), so no test data.
-# Models for the whole-model step (ci/gpu_model_parity.py): the two smallest
-# tiny test models (llama: SwiGLU, Q4_K/Q6_K mix; gemma3: GeGLU, sliding
-# window, post-norms, f16 embeddings), ~22 MB. Gemma 3 270M (~240 MB) does not
-# fit the 64 MiB the device tool carries: only its header (metadata, tokenizer
-# and tensor table) travels, and bench/synth_gguf fills in random blocks of
-# the same kinds there, which decodes at the real model's speed.
+# Models for the whole-model steps (ci/gpu_model_parity.py, test_cuda_batches).
+# Tiny test models, carried whole where small: llama (SwiGLU, Q4_K/Q6_K mix)
+# and gemma2 (soft-capped attention and logits, alternating window). Those
+# whose vocabulary makes them large travel as headers (metadata, tokenizer,
+# tensor table; bench/synth_gguf strip), and gpu-check.sh fills in random
+# valid blocks of the same kinds there: gpt-oss (attention sinks, MXFP4
+# experts, clamped SwiGLU, biases) and qwen3moe (experts). Gemma 3 270M
+# (~240 MB) and a Qwen2-7B-shaped Q4_K_M file (4.7 GB, bench/shaped_header.py)
+# travel as headers too, for the speed steps.
 install -m 0755 "$root/ci/gpu_model_parity.py" "$bundle/bin/gpu_model_parity.py"
 tiny=${FERROX_TINY_MODELS:-$HOME/.cache/ferrox/tiny-models}
-for arch in llama gemma3; do
-    if [[ -f $tiny/tiny-$arch.gguf ]]; then
-        mkdir -p "$bundle/models/tiny"
+[[ -x $build/bin/ferrox_synth_gguf ]] || die "no $build/bin/ferrox_synth_gguf"
+install -m 0755 "$build/bin/ferrox_synth_gguf" "$bundle/bin/ferrox_synth_gguf"
+strip --strip-unneeded "$bundle/bin/ferrox_synth_gguf"
+mkdir -p "$bundle/models/tiny"
+for arch in llama gemma2 gpt-oss qwen3moe; do
+    if [[ ! -f $tiny/tiny-$arch.gguf ]]; then
+        say "no $tiny/tiny-$arch.gguf (python3 tests/model/make_tiny_models.py): not bundled"
+    elif [[ $arch == llama || $arch == gemma2 ]]; then
         cp "$tiny/tiny-$arch.gguf" "$bundle/models/tiny/"
     else
-        say "no $tiny/tiny-$arch.gguf (python3 tests/model/make_tiny_models.py): not bundled"
+        "$build/bin/ferrox_synth_gguf" strip "$tiny/tiny-$arch.gguf" \
+            "$bundle/models/tiny/tiny-$arch.header" >&2 || die "cannot strip tiny-$arch.gguf"
     fi
 done
+if ! python3 "$root/bench/shaped_header.py" qwen2-7b-q4_k_m "$bundle/models/qwen2-7b-q4_k_m.header" >&2; then
+    say "bench/shaped_header.py failed (gguf package, vocab files): no 7B-shaped model"
+    rm -f "$bundle/models/qwen2-7b-q4_k_m.header"
+fi
 gemma=${FERROX_GEMMA_MODEL:-$HOME/.cache/ferrox/models/gemma-3-270m-q4_k_m.gguf}
-if [[ -f $gemma ]] && [[ -x $build/bin/ferrox_synth_gguf ]]; then
-    mkdir -p "$bundle/models"
+if [[ -f $gemma ]]; then
     "$build/bin/ferrox_synth_gguf" strip "$gemma" "$bundle/models/gemma-3-270m.header" >&2 ||
         die "cannot strip $gemma"
-    install -m 0755 "$build/bin/ferrox_synth_gguf" "$bundle/bin/ferrox_synth_gguf"
-    strip --strip-unneeded "$bundle/bin/ferrox_synth_gguf"
 else
-    say "no $gemma or no ferrox_synth_gguf: the Gemma-shaped decode step will be skipped"
+    say "no $gemma: the Gemma-shaped steps will be skipped"
 fi
 # Optional: any other GGUF model for the decode step (counts towards the 64 MiB).
 if [[ -n ${FERROX_GPU_BUNDLE_MODEL:-} ]]; then
@@ -165,6 +175,10 @@ outside_libraries() {
     run_bare env LD_DEBUG=libs "$@" 2>&1 >/dev/null | sed -n 's/.*calling init: //p' | sort -u |
         while read -r lib; do
             [[ $lib == "$bundle"/* ]] && continue
+            # A plugin is dlopen'ed through the descriptor the loader's trust
+            # check opened (/proc/self/fd/N), so LD_DEBUG cannot name its file;
+            # `ferrox backends` above checked each plugin's path is the bundle's.
+            [[ $lib == /proc/self/fd/* ]] && continue
             is_glibc "$(basename "$lib")" && continue
             case $(basename "$lib") in libcuda.so* | libnvidia-*) continue ;; esac
             echo "$lib"

@@ -14,16 +14,27 @@
 #      far beyond H200's 50 MB L2), then GEMM n=512 for the tiled GEMM kinds
 #   6. ferrox bench (the core's dispatch, [cuda, cpu]) MATVEC for Q8_0, Q4_0
 #      (the kinds whose reference quantizer makes 8192x28672 in seconds)
-#   7. whole models: the bundled tiny models through ci/gpu_model_parity.py
-#      (cuda resident vs cuda with host activations vs cpu), then decode
-#      tokens/s [cuda] vs [cpu] on a Gemma 3 270M-shaped model filled in from
-#      the carried header (or on $FERROX_GPU_MODEL)
-# then prints one markdown table. Exit 0 only when every step passed; the
-# optional decode step is skipped, not failed, without a model header.
+#   7. whole models: the bundled tiny models (llama, gemma2; gpt-oss and
+#      qwen3moe filled in from carried headers) and a Gemma 3 270M-shaped
+#      model through ci/gpu_model_parity.py (cuda resident vs cuda with host
+#      activations vs cpu)
+#   8. test_cuda_batches: 4-sequence batches (attention over a unified cache
+#      of cells) resident vs host activations, and a sequence alone vs among
+#      others, on the tiny models
+#   9. speed: ferrox run decode tokens/s [cuda] vs [cpu] on the Gemma-shaped
+#      model, and ferrox batched-bench (prefill and decode tokens/s at 1, 4
+#      and 16 sequences) on it and on a Qwen2-7B-shaped Q4_K_M model
+# then prints one markdown table. Exit 0 only when every step passed; a step
+# whose model the bundle lacks is skipped, not failed. A failing step does
+# not stop the later ones (device time is scarce): all failures are listed
+# at the end.
 # Environment: FERROX_GPU_MODEL (a GGUF file; default: the first of the
 # bundle's models/*.gguf, if any), FERROX_GPU_CHECK_SHAPE
 # (default 8192x28672), FERROX_GPU_CHECK_GEMM_SHAPE (default 8192x28672),
-# FERROX_GPU_CHECK_LIMIT_S (the whole check's limit, default 450).
+# FERROX_GPU_CHECK_LIMIT_S (the whole check's limit, default 450),
+# FERROX_GPU_CHECK_ONLY (space-separated step names to run, for a rerun of
+# what failed: kernels bandwidth matvec gemm dispatch models batches speed;
+# default all).
 # With $OUT set (the device tool), the full log is also written to $OUT.
 set -euo pipefail
 
@@ -58,6 +69,10 @@ started=$SECONDS
 
 step() { echo; echo "=== gpu-check [$((SECONDS - started))s]: $*"; }
 fail() { echo "gpu-check: FAILED: $*" >&2; exit 1; }
+failures=()
+failed() { echo "gpu-check: step failed: $*" >&2; failures+=("$*"); }
+# wanted NAME: whether FERROX_GPU_CHECK_ONLY (empty: everything) names the step.
+wanted() { [[ -z ${FERROX_GPU_CHECK_ONLY:-} || " $FERROX_GPU_CHECK_ONLY " == *" $1 "* ]]; }
 # bounded SECONDS CMD...: the step's own timeout; 124 reads as a timeout.
 bounded() {
     local seconds=$1
@@ -114,23 +129,29 @@ fi
 ((backends_rc == 0)) || { cat "$work/backends.err" >&2; fail "ferrox backends exited $backends_rc"; }
 
 # ---- 3. every kernel against the reference ----------------------------------------------
-step "test_cuda_gpu (every kernel vs the CPU reference, NMSE <= 1e-5)"
-gpu_rc=0
-bounded 180 "$bundle/bin/test_cuda_gpu" --durations yes >"$work/test_cuda_gpu.log" 2>&1 || gpu_rc=$?
-# Per-kernel NMSE lines, when the test prints them (it prints "nmse" in its
-# INFO lines and summary); the Catch2 totals always.
-grep -E '^(nmse |test_cuda_gpu: seed|SKIPPED)' "$work/test_cuda_gpu.log" || true
-grep -E '^(All tests passed|test cases:)' "$work/test_cuda_gpu.log" || true
-if ((gpu_rc != 0)); then
-    tail -80 "$work/test_cuda_gpu.log"
-    fail "test_cuda_gpu exited $gpu_rc (77 = it saw no device)"
+if wanted kernels; then
+    step "test_cuda_gpu (every kernel vs the CPU reference, NMSE <= 1e-5)"
+    gpu_rc=0
+    bounded 180 "$bundle/bin/test_cuda_gpu" --durations yes >"$work/test_cuda_gpu.log" 2>&1 || gpu_rc=$?
+    # Per-kernel NMSE lines, when the test prints them; the Catch2 totals always.
+    grep -E '^(nmse |test_cuda_gpu: seed|SKIPPED)' "$work/test_cuda_gpu.log" || true
+    grep -E '^(All tests passed|test cases:)' "$work/test_cuda_gpu.log" || true
+    if ((gpu_rc != 0)); then
+        tail -120 "$work/test_cuda_gpu.log"
+        failed "test_cuda_gpu exited $gpu_rc (77 = it saw no device)"
+    fi
+    [[ -n ${OUT:-} && -d ${OUT:-} ]] && cp "$work/test_cuda_gpu.log" "$OUT/" || true
 fi
 
 # ---- 4. the yardstick ---------------------------------------------------------------
-step "ferrox_cuda_bandwidth (D2D cudaMemcpy, 2 GiB, read+write bytes counted)"
-bounded 60 "$bundle/bin/ferrox_cuda_bandwidth" --mib 2048 --reps 20 | tee "$work/bandwidth.txt"
-copy_gbs=$(sed -n 's/^copy_gb_per_s median \([0-9.]*\).*/\1/p' "$work/bandwidth.txt")
-[[ -n $copy_gbs ]] || fail "no bandwidth figure from ferrox_cuda_bandwidth"
+copy_gbs=0
+if wanted bandwidth || wanted matvec || wanted dispatch; then
+    step "ferrox_cuda_bandwidth (D2D cudaMemcpy, 2 GiB, read+write bytes counted)"
+    bounded 60 "$bundle/bin/ferrox_cuda_bandwidth" --mib 2048 --reps 20 | tee "$work/bandwidth.txt" ||
+        failed "ferrox_cuda_bandwidth"
+    copy_gbs=$(sed -n 's/^copy_gb_per_s median \([0-9.]*\).*/\1/p' "$work/bandwidth.txt")
+    [[ -n $copy_gbs ]] || { failed "no bandwidth figure from ferrox_cuda_bandwidth"; copy_gbs=0; }
+fi
 
 # ---- 5./6. timings --------------------------------------------------------------------
 # ferrox_cuda_bench: the plugin's ABI alone, random blocks (made in ~1 s).
@@ -140,22 +161,29 @@ copy_gbs=$(sed -n 's/^copy_gb_per_s median \([0-9.]*\).*/\1/p' "$work/bandwidth.
 plugin_bench() {  # plugin_bench NAME SECONDS ARGS...
     local name=$1 seconds=$2
     shift 2
-    bounded "$seconds" "$bundle/bin/ferrox_cuda_bench" "$@" >"$work/$name.json" \
-        2>"$work/$name.err" || { cat "$work/$name.err" >&2; fail "ferrox_cuda_bench ($name) failed"; }
-    sed 's/^ferrox_cuda_bench: /  /' "$work/$name.err"
+    if bounded "$seconds" "$bundle/bin/ferrox_cuda_bench" "$@" >"$work/$name.json" 2>"$work/$name.err"; then
+        sed 's/^ferrox_cuda_bench: /  /' "$work/$name.err"
+    else
+        cat "$work/$name.err" >&2
+        rm -f "$work/$name.json"
+        failed "ferrox_cuda_bench ($name)"
+    fi
 }
-step "ferrox_cuda_bench: MATVEC $shape, ${matvec_kinds[*]}, weights cold (rotating over >= 1 GiB)"
-plugin_bench matvec 150 --kinds "$(IFS=,; echo "${matvec_kinds[*]}")" --shape "$shape" -n 1 \
-    --reps 50 --rotate-mib 1024
-step "ferrox_cuda_bench: GEMM n=512 $gemm_shape, ${gemm_kinds[*]}"
-plugin_bench gemm 120 --kinds "$(IFS=,; echo "${gemm_kinds[*]}")" --shape "$gemm_shape" -n 512 \
-    --reps 5 --hot
-
-step "ferrox bench (core dispatch, [cuda, cpu]): MATVEC $shape, ${dispatch_kinds[*]}, cold"
-bounded 150 "$ferrox" --config "$config" bench --json --kinds "$(IFS=,; echo "${dispatch_kinds[*]}")" \
-    --shape "$shape" -n 1 --reps 50 --rotate-mib 1024 >"$work/dispatch.json" 2>"$work/dispatch.err" ||
-    { cat "$work/dispatch.err" >&2; fail "ferrox bench failed"; }
-python3 - "$work/dispatch.json" <<'PY' || { cat "$work/dispatch.err" >&2; fail "ferrox bench did not run on cuda"; }
+if wanted matvec; then
+    step "ferrox_cuda_bench: MATVEC $shape, ${matvec_kinds[*]}, weights cold (rotating over >= 1 GiB)"
+    plugin_bench matvec 150 --kinds "$(IFS=,; echo "${matvec_kinds[*]}")" --shape "$shape" -n 1 \
+        --reps 50 --rotate-mib 1024
+fi
+if wanted gemm; then
+    step "ferrox_cuda_bench: GEMM n=512 $gemm_shape, ${gemm_kinds[*]}"
+    plugin_bench gemm 120 --kinds "$(IFS=,; echo "${gemm_kinds[*]}")" --shape "$gemm_shape" -n 512 \
+        --reps 5 --hot
+fi
+if wanted dispatch; then
+    step "ferrox bench (core dispatch, [cuda, cpu]): MATVEC $shape, ${dispatch_kinds[*]}, cold"
+    if bounded 150 "$ferrox" --config "$config" bench --json --kinds "$(IFS=,; echo "${dispatch_kinds[*]}")" \
+        --shape "$shape" -n 1 --reps 20 --rotate-mib 1024 >"$work/dispatch.json" 2>"$work/dispatch.err"; then
+        python3 - "$work/dispatch.json" <<'PY' || { cat "$work/dispatch.err" >&2; failed "ferrox bench did not run on cuda"; }
 import json, sys
 rows = json.load(open(sys.argv[1]))["results"]
 bad = [r for r in rows if r["backend"] != "cuda"]
@@ -163,57 +191,82 @@ assert rows and not bad, f"rows not on cuda (a CPU fallback): {bad or 'none at a
 for r in rows:
     print(f"  {r['kind']}: {r['weight_gb_per_s']:.0f} GB/s, {r['median_s'] * 1e3:.3f} ms ({r['kernel']})")
 PY
-
-# ---- 7. whole models ---------------------------------------------------------------------
-# Failures here are collected, not fatal at once, so the benchmark table above
-# still comes out; the script exits 1 at the end when any happened.
-model_failures=()
-cuda_only=$bundle/etc/ferrox/gpu-cuda-only.yaml
-cpu_only=$bundle/etc/ferrox/gpu-cpu-only.yaml
-
-# The decode model: FERROX_GPU_MODEL, else a model the bundle carries
-# (gpu-bundle.sh's FERROX_GPU_BUNDLE_MODEL), else one shaped like Gemma 3 270M
-# filled in here from its carried header (random blocks of the same kinds:
-# the same bytes per token as the real model; the text is nonsense).
-decode_note="skipped: no models/gemma-3-270m.header or no ferrox_synth_gguf in the bundle"
-if [[ -z ${FERROX_GPU_MODEL:-} ]]; then
-    bundled_models=("$bundle"/models/*.gguf)
-    [[ -f ${bundled_models[0]} ]] && FERROX_GPU_MODEL=${bundled_models[0]}
-fi
-if [[ -z ${FERROX_GPU_MODEL:-} && -f $bundle/models/gemma-3-270m.header && -x $bundle/bin/ferrox_synth_gguf ]]; then
-    step "ferrox_synth_gguf fill: a Gemma 3 270M-shaped model from the carried header"
-    if bounded 60 "$bundle/bin/ferrox_synth_gguf" fill "$bundle/models/gemma-3-270m.header" \
-        "$work/gemma-3-270m-synth.gguf"; then
-        FERROX_GPU_MODEL=$work/gemma-3-270m-synth.gguf
     else
-        model_failures+=("ferrox_synth_gguf fill failed")
+        cat "$work/dispatch.err" >&2
+        rm -f "$work/dispatch.json"
+        failed "ferrox bench"
     fi
 fi
 
-# cuda resident vs cuda with host activations vs cpu (logits NMSE, greedy
-# tokens; ci/gpu_model_parity.py says the thresholds) on the tiny models and
-# the decode model.
-parity_models=("$bundle"/models/tiny/*.gguf)
-[[ -f ${parity_models[0]} ]] || parity_models=()
-[[ -n ${FERROX_GPU_MODEL:-} && -f ${FERROX_GPU_MODEL:-} ]] && parity_models+=("$FERROX_GPU_MODEL")
-if ((${#parity_models[@]})); then
-    step "whole models: cuda resident vs cuda host activations vs cpu (${#parity_models[@]} models)"
-    bounded 200 python3 "$bundle/bin/gpu_model_parity.py" "$ferrox" "$cuda_only" "$cpu_only" \
-        "${parity_models[@]}" | tee "$work/models.txt" ||
-        model_failures+=("whole-model checks failed (see above)")
-else
-    echo "(no models: whole-model checks skipped)" | tee "$work/models.txt"
+# ---- 7. whole models ---------------------------------------------------------------------
+cuda_only=$bundle/etc/ferrox/gpu-cuda-only.yaml
+cpu_only=$bundle/etc/ferrox/gpu-cpu-only.yaml
+
+# fill HEADER OUT: random valid blocks of the header's kinds (the same bytes
+# per token as the real model; the text is nonsense).
+fill() {
+    bounded 120 "$bundle/bin/ferrox_synth_gguf" fill "$1" "$2" >/dev/null || { failed "ferrox_synth_gguf fill $1"; return 1; }
+}
+tiny_models=("$bundle"/models/tiny/*.gguf)
+[[ -f ${tiny_models[0]} ]] || tiny_models=()
+needs_models=0
+wanted models || wanted batches || wanted speed && needs_models=1
+if ((needs_models)); then
+    step "ferrox_synth_gguf fill: models from the carried headers"
+    mkdir -p "$work/tiny"
+    for header in "$bundle"/models/tiny/*.header; do
+        [[ -f $header ]] || continue
+        out=$work/tiny/$(basename "$header" .header).gguf
+        fill "$header" "$out" && tiny_models+=("$out")
+    done
+    gemma_model=${FERROX_GPU_MODEL:-}
+    if [[ -z $gemma_model && -f $bundle/models/gemma-3-270m.header ]]; then
+        fill "$bundle/models/gemma-3-270m.header" "$work/gemma-3-270m-synth.gguf" &&
+            gemma_model=$work/gemma-3-270m-synth.gguf
+    fi
+    big_model=
+    if wanted speed && [[ -f $bundle/models/qwen2-7b-q4_k_m.header ]]; then
+        fill "$bundle/models/qwen2-7b-q4_k_m.header" "$work/qwen2-7b-q4_k_m-synth.gguf" &&
+            big_model=$work/qwen2-7b-q4_k_m-synth.gguf
+    fi
+    ls -la "$work"/tiny "$work"/*.gguf 2>/dev/null | sed "s/^/  /" || true
 fi
 
-if [[ -n ${FERROX_GPU_MODEL:-} ]]; then
-    step "ferrox run on $FERROX_GPU_MODEL: decode tokens/s, [cuda] resident vs [cpu]"
-    [[ -f $FERROX_GPU_MODEL ]] || fail "FERROX_GPU_MODEL=$FERROX_GPU_MODEL is not a file"
+# cuda resident vs cuda with host activations vs cpu (logits NMSE, greedy
+# tokens; ci/gpu_model_parity.py says the thresholds).
+if wanted models; then
+    parity_models=("${tiny_models[@]}")
+    [[ -n ${gemma_model:-} ]] && parity_models+=("$gemma_model")
+    if ((${#parity_models[@]})); then
+        step "whole models: cuda resident vs cuda host activations vs cpu (${#parity_models[@]} models)"
+        bounded 240 python3 "$bundle/bin/gpu_model_parity.py" "$ferrox" "$cuda_only" "$cpu_only" \
+            "${parity_models[@]}" | tee "$work/models.txt" || failed "whole-model checks (see above)"
+    else
+        echo "(no models: whole-model checks skipped)" | tee "$work/models.txt"
+    fi
+fi
+
+# ---- 8. many sequences --------------------------------------------------------------------
+if wanted batches; then
+    if ((${#tiny_models[@]})) && [[ -x $bundle/bin/test_cuda_batches ]]; then
+        step "test_cuda_batches: 4 sequences, resident vs host activations, alone vs among others"
+        bounded 120 "$bundle/bin/test_cuda_batches" "${tiny_models[@]}" 2>"$work/batches.err" |
+            tee "$work/batches.txt" || { tail -20 "$work/batches.err"; failed "test_cuda_batches"; }
+    else
+        echo "(no tiny models or no test_cuda_batches: skipped)" | tee "$work/batches.txt"
+    fi
+fi
+
+# ---- 9. speed ------------------------------------------------------------------------------
+decode_note="skipped"
+if wanted speed && [[ -n ${gemma_model:-} ]]; then
+    step "ferrox run on $(basename "$gemma_model"): decode tokens/s, [cuda] resident vs [cpu]"
     decode_ok=1
     for only in cuda cpu; do
         bounded 120 "$ferrox" --config "$bundle/etc/ferrox/gpu-$only-only.yaml" run \
-            -m "$FERROX_GPU_MODEL" -p "The capital of France is" -n 128 --temp 0 --json \
+            -m "$gemma_model" -p "The capital of France is" -n 128 --temp 0 --json \
             >"$work/run-$only.json" 2>"$work/run-$only.err" ||
-            { cat "$work/run-$only.err" >&2; model_failures+=("ferrox run ([$only]) failed"); decode_ok=0; }
+            { cat "$work/run-$only.err" >&2; failed "ferrox run ([$only])"; decode_ok=0; }
     done
     ((decode_ok)) && decode_note=$(python3 - "$work/run-cuda.json" "$work/run-cpu.json" <<'PY'
 import json, sys
@@ -228,37 +281,62 @@ PY
 )
     echo "$decode_note"
 fi
+batched_models=()
+if wanted speed; then
+    [[ -n ${gemma_model:-} ]] && batched_models+=("$gemma_model")
+    [[ -n ${big_model:-} ]] && batched_models+=("$big_model")
+fi
+for model in "${batched_models[@]}"; do
+    name=$(basename "$model" .gguf)
+    step "ferrox batched-bench [cuda] on $name: -npp 512 -ntg 128, 1/4/16 sequences, f16 KV"
+    bounded 150 "$ferrox" --config "$cuda_only" batched-bench -m "$model" --npp 512 --ntg 128 \
+        --npl 1,4,16 --kv-type f16 --json >"$work/batched-$name.json" 2>"$work/batched-$name.err" ||
+        { tail -20 "$work/batched-$name.err" >&2; rm -f "$work/batched-$name.json"; failed "batched-bench on $name"; }
+done
 
 # ---- the table ----------------------------------------------------------------------------
 step "summary"
-python3 - "$work/matvec.json" "$work/gemm.json" "$work/dispatch.json" "$copy_gbs" "$goal_kinds" \
-    "$decode_note" "$work/models.txt" <<'PY'
-import json, sys
-load = lambda path: json.load(open(path))["results"]
-matvec, gemm, dispatch = load(sys.argv[1]), load(sys.argv[2]), load(sys.argv[3])
-copy = float(sys.argv[4])
-goal_kinds = sys.argv[5].split()
+python3 - "$work" "$copy_gbs" "$goal_kinds" "$decode_note" <<'PY'
+import glob, json, os, sys
+work, copy, goal_kinds, decode_note = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(), sys.argv[4]
+def load(name):
+    path = os.path.join(work, name)
+    return json.load(open(path))["results"] if os.path.exists(path) else []
+matvec, gemm, dispatch = load("matvec.json"), load("gemm.json"), load("dispatch.json")
 via_core = {r["kind"]: r for r in dispatch}
-print(f"D2D copy bandwidth (read+write bytes counted): {copy:.0f} GB/s\n")
-print("| op | kind | shape | n | kernel | median ms | weight GB/s | % of copy | via ferrox bench | GFLOP/s | goal |")
-print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---|")
+if copy:
+    print(f"D2D copy bandwidth (read+write bytes counted): {copy:.0f} GB/s\n")
+if matvec or gemm:
+    print("| op | kind | shape | n | kernel | median ms | weight GB/s | % of copy | via ferrox bench | GFLOP/s | goal |")
+    print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---|")
 for r in matvec:
-    share = 100 * r["weight_gb_per_s"] / copy
+    share = 100 * r["weight_gb_per_s"] / copy if copy else float("nan")
     goal = (("met" if share >= 80 else "MISSED") + " (>= 80%)") if r["kind"] in goal_kinds else ""
     core = via_core.get(r["kind"])
-    core_text = f"{core['weight_gb_per_s']:.0f} GB/s ({100 * core['weight_gb_per_s'] / copy:.0f}%)" if core else ""
+    core_text = f"{core['weight_gb_per_s']:.0f} GB/s ({100 * core['weight_gb_per_s'] / copy:.0f}%)" if core and copy else ""
     print(f"| MATVEC | {r['kind']} | {r['shape']} | 1 | {r['kernel']} | {r['median_s'] * 1e3:.3f} "
           f"| {r['weight_gb_per_s']:.0f} | {share:.0f}% | {core_text} | {r['gflop_per_s']:.0f} | {goal} |")
 for r in gemm:
     print(f"| GEMM | {r['kind']} | {r['shape']} | {r['n']} | {r['kernel']} | {r['median_s'] * 1e3:.3f} "
           f"| {r['weight_gb_per_s']:.0f} | | | {r['gflop_per_s']:.0f} | |")
-print(f"\ndecode: {sys.argv[6]}")
-print("\nwhole models (vs cuda host activations and vs cpu):")
-print(open(sys.argv[7]).read().rstrip() or "  (none)")
+print(f"\ndecode (ferrox run, 128 tokens): {decode_note}")
+for path in sorted(glob.glob(os.path.join(work, "batched-*.json"))):
+    doc = json.load(open(path))
+    print(f"\nbatched-bench [cuda], {os.path.basename(doc['model'])}:")
+    print("| npl | prefill tok/s | decode tok/s (aggregate) | step ms |")
+    print("|---:|---:|---:|---:|")
+    for r in doc["rows"]:
+        print(f"| {r['npl']} | {r['s_pp_tok_s']:.0f} | {r['s_tg_tok_s']:.0f} | {r['step_ms']:.2f} |")
+for name, title in (("models.txt", "whole models (vs cuda host activations and vs cpu)"),
+                    ("batches.txt", "4-sequence batches (test_cuda_batches)")):
+    path = os.path.join(work, name)
+    if os.path.exists(path):
+        print(f"\n{title}:")
+        print(open(path).read().rstrip() or "  (none)")
 PY
 echo
-if ((${#model_failures[@]})); then
-    printf 'gpu-check: FAILED: %s\n' "${model_failures[@]}" >&2
+if ((${#failures[@]})); then
+    printf 'gpu-check: FAILED: %s\n' "${failures[@]}" >&2
     exit 1
 fi
 echo "gpu-check: passed in $((SECONDS - started))s (goals are reported, not enforced)"

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "batch_script.h"
 #include "ferrox/config.h"
 #include "ferrox/dispatch.h"
 #include "ferrox/ferrox.h"
@@ -40,10 +41,9 @@
 #include "plain_checks.h"
 
 using namespace ferrox;
+using ferrox::test::Agreement;
 using ferrox::test::check;
 using ferrox::test::failures;
-using ferrox::test::nmse;
-using model::Batch;
 using model::Context;
 using model::ContextOptions;
 
@@ -52,10 +52,6 @@ namespace {
 // As test_resident_parity.py: both sides run the same reference math, so
 // anything above this is a plumbing bug; a wrong op costs > 1e-4.
 constexpr double kResidentNmseMax = 1e-9;
-
-size_t argmax(std::span<const float> v) {
-    return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
 
 // The fixture alone, with `options` as its YAML section.
 PluginSet load_fixture(const std::string& options) {
@@ -95,96 +91,10 @@ Loaded load(const PluginSet& plugins, const gguf::File& file, bool resident, uin
     return l;
 }
 
-// Every wanted row of every batch, in order.
-using Rows = std::vector<std::vector<float>>;
-
-// The script, the same for every context it runs on. `only_seq0` runs
-// sequence 0's part alone (the same tokens at the same positions).
-Rows run_script(Context& c, uint64_t vocab, bool only_seq0, std::string& error) {
-    Rows out;
-    std::mt19937 rng(20261202);
-    std::uniform_int_distribution<int32_t> tok(
-        1, static_cast<int32_t>(std::min<uint64_t>(vocab, 30000) - 1));
-    std::vector<int32_t> next_pos(4, 0);
-    std::vector<bool> live(4, false);
-    Batch b;
-    const auto add = [&](int32_t seq, uint32_t count, bool logits) {
-        for (uint32_t i = 0; i < count; ++i) {
-            const int32_t t = tok(rng);  // drawn either way: the same tokens alone or together
-            if (only_seq0 && seq != 0) continue;
-            b.add(t, next_pos[seq]++, {seq}, logits);
-        }
-        live[seq] = true;
-    };
-    const auto decode = [&]() {
-        if (b.size() == 0) return true;
-        const auto st = c.decode(b);
-        if (!st) {
-            error = st.message;
-            return false;
-        }
-        for (uint32_t i = 0; i < b.size(); ++i)
-            if (b.logits[i]) {
-                const auto l = c.logits(i);
-                out.emplace_back(l.begin(), l.end());
-            }
-        b.clear();
-        return true;
-    };
-    // Mixed prefills of different lengths, every row's logits.
-    add(0, 13, true);
-    add(1, 5, true);
-    if (!decode()) return out;
-    // A decode step, a second prefill chunk and a new prompt in one batch.
-    add(2, 11, true);
-    add(0, 1, true);
-    add(1, 7, true);
-    if (!decode()) return out;
-    for (uint32_t step = 0; step < 10; ++step) {
-        if (step == 3) add(3, 9, true);  // a late sequence
-        if (step == 5 && !only_seq0) {
-            // Sequence 1 becomes a copy of sequence 0 (its cells shared,
-            // not copied) and then diverges; sequence 2 loses 4..7.
-            (void)c.seq_remove(1, 0, -1);
-            (void)c.seq_copy(0, 1, 0, -1);
-            next_pos[1] = next_pos[0];
-            (void)c.seq_remove(2, 4, 8);
-        }
-        for (uint32_t k = 0; k < 4; ++k) {
-            const auto seq = static_cast<int32_t>((k + step) % 4);  // rotating batch order
-            if (live[seq]) add(seq, 1, true);
-        }
-        if (!decode()) return out;
-    }
-    return out;
-}
-
-struct Agreement {
-    size_t rows = 0, identical = 0;
-    double worst = 0;
-    bool argmax_equal = true, complete = true;
-    bool ok() const { return complete && argmax_equal && worst <= kResidentNmseMax; }
-    std::string text() const {
-        char buf[160];
-        std::snprintf(
-            buf, sizeof buf, "%zu rows, %zu bit-identical, worst NMSE %.3g, argmax equal %s%s",
-            rows, identical, worst, argmax_equal ? "yes" : "no", complete ? "" : ", rows missing");
-        return buf;
-    }
-};
+using Rows = ferrox::test::ScriptRows;
 
 Agreement agree(const Rows& got, const Rows& want) {
-    Agreement a;
-    a.rows = want.size();
-    a.complete = got.size() == want.size() && !want.empty();
-    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-        if (std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)) == 0)
-            ++a.identical;
-        a.worst =
-            std::max(a.worst, std::isfinite(nmse(got[i], want[i])) ? nmse(got[i], want[i]) : 1e30);
-        a.argmax_equal = a.argmax_equal && argmax(got[i]) == argmax(want[i]);
-    }
-    return a;
+    return ferrox::test::agree(got, want, kResidentNmseMax);
 }
 
 Rows run_on(const model::Model& m, uint32_t n_seq, bool only_seq0, const std::string& what) {
@@ -198,7 +108,7 @@ Rows run_on(const model::Model& m, uint32_t n_seq, bool only_seq0, const std::st
         return {};
     }
     std::string error;
-    Rows rows = run_script(**c, m.vocab(), only_seq0, error);
+    Rows rows = ferrox::test::run_batch_script(**c, m.vocab(), only_seq0, error);
     if (!error.empty()) check(false, what + ": decode: " + error);
     return rows;
 }
