@@ -56,7 +56,7 @@ def main() -> int:
                  "-ctk", a.kv, "-ctv", a.kv]
     ferrox_cmd = [a.ferrox, "--log-level", "warn", "batched-bench", "-m", a.model,
                   "--npp", str(a.npp), "--ntg", str(a.ntg), "--npl", a.npl, "-t", str(a.threads),
-                  "--kv-type", a.kv, "--resident", "off"]
+                  "--kv-type", a.kv, "--resident", "off", "-b", "512"]  # = llama's -ub
     results = {"ferrox": [], "llama.cpp": []}
     for r in range(a.rounds):
         for name, cmd in (("llama.cpp", llama_cmd), ("ferrox", ferrox_cmd)):

@@ -24,7 +24,9 @@ struct BatchedBenchOptions {
     std::string model_path;
     ModelChoices model;
     std::vector<uint32_t> npp{128}, ntg{128}, npl{1, 2, 4, 8, 16, 32};
-    uint32_t n_batch = 2048;
+    // llama-batched-bench's physical batch (-ub 512): the scratch a decode
+    // call sizes, and a prefill no slower than at 2048 here.
+    uint32_t n_batch = 512;
     bool pps = false;
     unsigned reps = 1;
     bool json = false;
@@ -215,7 +217,9 @@ Command add_batched_bench_command(CLI::App& app, CommonOptions& common) {
         ->delimiter(',')
         ->check(CLI::Range(1u, 64u));
     cmd->add_flag("--pps", o->pps, "One prompt shared by every sequence (copied cells)");
-    cmd->add_option("-b,--batch-size", o->n_batch, "Tokens per decode call (default 2048)")
+    cmd->add_option(
+           "-b,--batch-size", o->n_batch,
+           "Tokens per decode call: the compute batch, llama-batched-bench's -ub (default 512)")
         ->check(CLI::Range(1u, 1u << 20));
     cmd->add_option("--reps", o->reps, "Runs per row; the table shows medians (default 1)")
         ->check(CLI::Range(1u, 100u));
