@@ -41,44 +41,12 @@ namespace {
 constexpr double kNmseMax = 1e-5;
 constexpr uint32_t kSequences = 4;
 
-struct Loaded {
-    std::unique_ptr<KernelRegistry> registry;
-    std::unique_ptr<Dispatcher> dispatcher;
-    std::unique_ptr<model::Model> model;
-};
-
-Loaded load(const PluginSet& plugins, const gguf::File& file, bool resident) {
-    Loaded l;
-    l.registry = std::make_unique<KernelRegistry>();
-    l.dispatcher = std::make_unique<Dispatcher>(plugins.selected(), *l.registry);
-    model::ModelOptions options;
-    options.context = 128;
-    options.max_batch = 64;
-    options.allow_resident = resident;
-    options.max_sequences = kSequences;
-    auto m = model::Model::load(file, *l.dispatcher, *l.registry, options);
-    if (!m) {
-        check(false, file.path().string() + ": " + m.error().message());
-        return l;
-    }
-    l.model = std::move(*m);
-    return l;
+ferrox::test::ScriptModel load(const PluginSet& plugins, const gguf::File& file, bool resident) {
+    return ferrox::test::load_for_script(plugins.selected(), file, resident, kSequences);
 }
 
 ScriptRows run_on(const model::Model& m, bool only_seq0, const std::string& what) {
-    model::ContextOptions opt;
-    opt.n_ctx = 128;
-    opt.n_seq = kSequences;
-    opt.n_batch = 64;
-    auto c = model::Context::create(m, opt);
-    if (!c) {
-        check(false, what + ": " + c.error().message());
-        return {};
-    }
-    std::string error;
-    ScriptRows rows = ferrox::test::run_batch_script(**c, m.vocab(), only_seq0, error);
-    if (!error.empty()) check(false, what + ": decode: " + error);
-    return rows;
+    return ferrox::test::run_script_on(m, kSequences, only_seq0, what);
 }
 
 void check_model(const PluginSet& cuda, const std::filesystem::path& path) {
@@ -88,8 +56,8 @@ void check_model(const PluginSet& cuda, const std::filesystem::path& path) {
         check(false, path.string() + ": " + file.error().message());
         return;
     }
-    const Loaded host = load(cuda, *file, false);
-    const Loaded resident = load(cuda, *file, true);
+    const auto host = load(cuda, *file, false);
+    const auto resident = load(cuda, *file, true);
     if (!host.model || !resident.model) return;
     const auto& residency = resident.model->residency();
     check(residency.resident, name + ": resident on cuda for " + std::to_string(kSequences) +

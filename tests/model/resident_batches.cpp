@@ -65,30 +65,11 @@ PluginSet load_fixture(const std::string& options) {
     return PluginSet::load(config ? *config : default_config(), loader);
 }
 
-struct Loaded {
-    std::unique_ptr<KernelRegistry> registry;
-    std::unique_ptr<Dispatcher> dispatcher;
-    std::unique_ptr<model::Model> model;
-};
+using Loaded = ferrox::test::ScriptModel;
 
 Loaded load(const PluginSet& plugins, const gguf::File& file, bool resident, uint32_t max_sequences,
             bool strict = false) {
-    Loaded l;
-    l.registry = std::make_unique<KernelRegistry>();
-    l.dispatcher = std::make_unique<Dispatcher>(plugins.selected(), *l.registry);
-    model::ModelOptions options;
-    options.context = 128;
-    options.max_batch = 64;
-    options.allow_resident = resident;
-    options.max_sequences = max_sequences;
-    options.registry_strict = strict;
-    auto m = model::Model::load(file, *l.dispatcher, *l.registry, options);
-    if (!m) {
-        check(false, file.path().string() + ": " + m.error().message());
-        return l;
-    }
-    l.model = std::move(*m);
-    return l;
+    return ferrox::test::load_for_script(plugins.selected(), file, resident, max_sequences, strict);
 }
 
 using Rows = ferrox::test::ScriptRows;
@@ -98,19 +79,7 @@ Agreement agree(const Rows& got, const Rows& want) {
 }
 
 Rows run_on(const model::Model& m, uint32_t n_seq, bool only_seq0, const std::string& what) {
-    ContextOptions opt;
-    opt.n_ctx = 128;
-    opt.n_seq = n_seq;
-    opt.n_batch = 64;
-    auto c = Context::create(m, opt);
-    if (!c) {
-        check(false, what + ": " + c.error().message());
-        return {};
-    }
-    std::string error;
-    Rows rows = ferrox::test::run_batch_script(**c, m.vocab(), only_seq0, error);
-    if (!error.empty()) check(false, what + ": decode: " + error);
-    return rows;
+    return ferrox::test::run_script_on(m, n_seq, only_seq0, what);
 }
 
 void resident_equals_host(const PluginSet& plugins, const PluginSet& leaky, const gguf::File& file,

@@ -11,12 +11,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "ferrox/dispatch.h"
+#include "ferrox/gguf/file.h"
+#include "ferrox/kernel_registry.h"
 #include "ferrox/model/context.h"
+#include "ferrox/model/model.h"
 #include "plain_checks.h"
 
 namespace ferrox::test {
@@ -88,6 +93,55 @@ inline ScriptRows run_batch_script(model::Context& c, uint64_t vocab, bool only_
         if (!decode()) return out;
     }
     return out;
+}
+
+// A model loaded for the script (context 128, batches of 64) with the
+// registry and dispatcher it keeps references to.
+struct ScriptModel {
+    std::unique_ptr<KernelRegistry> registry;
+    std::unique_ptr<Dispatcher> dispatcher;
+    std::unique_ptr<model::Model> model;
+};
+
+// Empty `model` (and a failed check naming the file) when the load fails.
+inline ScriptModel load_for_script(const std::vector<std::shared_ptr<Backend>>& backends,
+                                   const gguf::File& file, bool resident, uint32_t max_sequences,
+                                   bool strict = false) {
+    ScriptModel l;
+    l.registry = std::make_unique<KernelRegistry>();
+    l.dispatcher = std::make_unique<Dispatcher>(backends, *l.registry);
+    model::ModelOptions options;
+    options.context = 128;
+    options.max_batch = 64;
+    options.allow_resident = resident;
+    options.max_sequences = max_sequences;
+    options.registry_strict = strict;
+    auto m = model::Model::load(file, *l.dispatcher, *l.registry, options);
+    if (!m) {
+        check(false, file.path().string() + ": " + m.error().message());
+        return l;
+    }
+    l.model = std::move(*m);
+    return l;
+}
+
+// The script on a fresh context of `n_seq` sequences; a failed check names
+// `what` when the context cannot be made or a decode fails.
+inline ScriptRows run_script_on(const model::Model& m, uint32_t n_seq, bool only_seq0,
+                                const std::string& what) {
+    model::ContextOptions opt;
+    opt.n_ctx = 128;
+    opt.n_seq = n_seq;
+    opt.n_batch = 64;
+    auto c = model::Context::create(m, opt);
+    if (!c) {
+        check(false, what + ": " + c.error().message());
+        return {};
+    }
+    std::string error;
+    ScriptRows rows = run_batch_script(**c, m.vocab(), only_seq0, error);
+    if (!error.empty()) check(false, what + ": decode: " + error);
+    return rows;
 }
 
 // Sequence `seq`'s rows alone, in order.
