@@ -117,6 +117,44 @@ TEST_CASE("huge outputs and ranges are refused") {
                Catch::Contains("MAX_RANGE"));
 }
 
+TEST_CASE("filters and methods that multiply a string's length stop at the output limit") {
+    // Each would build far more than the 100 kB allowed here, most of it
+    // before returning (a join of 2000 characters with a 1000-byte separator
+    // is 2 MB; chained joins grow geometrically; found by fuzz_template).
+    ferrox::ChatTemplateLimits limits;
+    limits.max_output = 100000;
+    for (const char* source : {
+             "{{ ('ab' * 1000)|join('x' * 1000) }}",
+             "{{ ('x' * 1000).join('ab' * 1000) }}",
+             "{{ ('ab' * 1000)|replace('a', 'y' * 1000) }}",
+             "{{ ('ab' * 1000).replace('', 'z' * 1000) }}",
+             "{{ 'a'|center(1000000000000) }}",
+             "{{ ('l\n' * 1000)|indent(1000) }}",
+             "{{ 'a'|indent(1000000000000, true) }}",
+             "{{ '%s%s%s'|format('q' * 40000, 'q' * 40000, 'q' * 40000) }}",
+             "{{ '{}{}{}'.format('q' * 40000, 'q' * 40000, 'q' * 40000) }}",
+         }) {
+        INFO(source);
+        CHECK_THAT(error_of(source, Json::object(), limits), Catch::Contains("output limit"));
+    }
+    // tojson's indent is clamped to 64, but 60 nested lists still indent 3840 deep.
+    const std::string nested =
+        "{% set ns = namespace(x=1) %}{% for i in range(60) %}{% set ns.x = [ns.x] %}{% endfor "
+        "%}{{ ns.x|tojson(indent=64) }}";
+    CHECK_THAT(error_of(nested, Json::object(), limits), Catch::Contains("output limit"));
+    // Under the limit the same filters still work.
+    CHECK(error_of("{{ ('ab' * 10)|join('x' * 10) }}", Json::object(), limits).empty());
+}
+
+TEST_CASE("a string is cut into at most 2^20 characters, parts or lines") {
+    // A list element is a ~100-byte value: 2^21 characters would take 200 MB.
+    const std::string err = error_of("{{ ('a' * 2097152)|list|length }}");
+    CHECK_THAT(err, Catch::Contains("more than 1048576 pieces"));
+    CHECK_THAT(error_of("{{ (',' * 2097152).split(',')|length }}"),
+               Catch::Contains("more than 1048576 pieces"));
+    CHECK(error_of("{{ ('a' * 1000)|list|length }}").empty());
+}
+
 TEST_CASE("syntax errors and unsupported tags name line and construct") {
     CHECK(error_of("a\n{% if x %}unclosed") ==
           "bad.jinja:2: if: missing '{% endif %}' (reached the end of the template)");

@@ -68,6 +68,7 @@ List py_split(const std::string& s, const Value& sep, int64_t maxsplit) {
             }
             size_t j = i;
             while (j < s.size() && !is_py_space(static_cast<unsigned char>(s[j]))) ++j;
+            check_piece_count(out.size() + 1);
             out.emplace_back(s.substr(i, j - i));
             i = j;
         }
@@ -83,6 +84,7 @@ List py_split(const std::string& s, const Value& sep, int64_t maxsplit) {
             out.emplace_back(s.substr(i));
             break;
         }
+        check_piece_count(out.size() + 1);
         out.emplace_back(s.substr(i, j - i));
         i = j + d.size();
     }
@@ -98,6 +100,7 @@ std::string py_replace(const std::string& s, const std::string& from, const std:
         for (const auto& c : chars) {
             if (count < 0 || n < count) out += to, ++n;
             out += c;
+            check_string_length(out.size());
         }
         if (count < 0 || n < count) out += to;
         return out;
@@ -110,6 +113,7 @@ std::string py_replace(const std::string& s, const std::string& from, const std:
             out += s.substr(i);
             return out;
         }
+        check_string_length(out.size() + (j - i) + to.size());
         out += s.substr(i, j - i) + to;
         i = j + from.size();
         ++n;
@@ -134,6 +138,7 @@ std::vector<std::string> py_splitlines(const std::string& s) {
                   static_cast<unsigned char>(s[i + 2]) == 0xa9))
             skip = 3;
         if (skip) {
+            check_piece_count(lines.size() + 1);
             lines.push_back(std::move(cur));
             cur.clear();
             i += skip - 1;
@@ -241,6 +246,7 @@ std::string str_format(const std::string& fmt, const Args& args) {
             if (!found) fail("KeyError: '" + field + "'");
         }
         out += py_str(v);
+        check_string_length(out.size());
         i = end;
     }
     return out;
@@ -320,9 +326,12 @@ Value string_method(const Value& obj, const std::string& name) {
              std::string out;
              bool first = true;
              for (const Value& v : iterate(a.get(0, "iterable"))) {
+                 const std::string& piece = need_string(v, "join");
+                 check_string_length(out.size() + (first ? 0 : o.as_string().size()) +
+                                     piece.size());
                  if (!first) out += o.as_string();
                  first = false;
-                 out += need_string(v, "join");
+                 out += piece;
              }
              return Value(std::move(out));
          }},
@@ -579,21 +588,26 @@ Value to_float(const Value& v, const Value& fallback) {
 }
 
 std::string indent_text(std::string s, const Value& width, bool first, bool blank) {
+    const int64_t spaces = width.is_string() ? 0 : std::max<int64_t>(0, need_int(width, "indent"));
+    check_string_length(static_cast<uint64_t>(spaces));
     const std::string pad =
-        width.is_string()
-            ? width.as_string()
-            : std::string(static_cast<size_t>(std::max<int64_t>(0, need_int(width, "indent"))),
-                          ' ');
+        width.is_string() ? width.as_string() : std::string(static_cast<size_t>(spaces), ' ');
     s += "\n";
     std::vector<std::string> lines = py_splitlines(s);
     std::string rv;
     if (blank) {
-        for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + pad : "") + lines[i];
+        for (size_t i = 0; i < lines.size(); ++i) {
+            check_string_length(rv.size() + 1 + pad.size() + lines[i].size());
+            rv += (i ? "\n" + pad : "") + lines[i];
+        }
     } else {
         rv = lines.empty() ? "" : lines[0];
-        for (size_t i = 1; i < lines.size(); ++i)
+        for (size_t i = 1; i < lines.size(); ++i) {
+            check_string_length(rv.size() + 1 + pad.size() + lines[i].size());
             rv += "\n" + (lines[i].empty() ? "" : pad + lines[i]);
+        }
     }
+    check_string_length(rv.size() + pad.size());
     if (first) rv = pad + rv;
     return rv;
 }
@@ -622,6 +636,7 @@ std::string printf_format(const std::string& fmt, const List& args) {
             out += std::to_string(to_int(a, Value(int64_t{0})).as_int());
         else
             fail(std::string("unsupported format character '") + c + "'");
+        check_string_length(out.size());
     }
     if (ai < args.size()) fail("not all arguments converted during string formatting");
     return out;
@@ -650,6 +665,7 @@ const std::unordered_map<std::string_view, Filter>& filters() {
              const int64_t w = need_int(a.get(0, "width", Value(80)), "center");
              const int64_t len = static_cast<int64_t>(utf8_length(s));
              if (w <= len) return Value(s);
+             check_string_length(s.size() + static_cast<uint64_t>(w - len));
              const int64_t total = w - len, left = total / 2 + (total & w & 1);
              return Value(std::string(static_cast<size_t>(left), ' ') + s +
                           std::string(static_cast<size_t>(total - left), ' '));
@@ -719,9 +735,12 @@ const std::unordered_map<std::string_view, Filter>& filters() {
              std::string out;
              bool first = true;
              for (const Value& item : iterate(v)) {
+                 const std::string piece =
+                     soft_str(attr.is_none() ? item : attr_path(item, soft_str(attr)));
+                 check_string_length(out.size() + (first ? 0 : sep.size()) + piece.size());
                  if (!first) out += sep;
                  first = false;
-                 out += soft_str(attr.is_none() ? item : attr_path(item, soft_str(attr)));
+                 out += piece;
              }
              return Value(std::move(out));
          }},

@@ -576,6 +576,7 @@ class Evaluator {
 }  // namespace
 
 std::string render(const Program& program, const Dict& variables, const RenderLimits& limits) {
+    const StringLimitScope strings(limits.max_output);
     return Evaluator(limits).run(program, variables);
 }
 

@@ -9,6 +9,29 @@
 
 namespace ferrox::tmpl {
 
+namespace {
+thread_local size_t t_string_limit = size_t{64} << 20;
+}  // namespace
+
+size_t string_limit() { return t_string_limit; }
+
+void check_string_length(size_t length) {
+    if (length > t_string_limit)
+        throw ValueError("string longer than the output limit (" + std::to_string(t_string_limit) +
+                         " bytes)");
+}
+
+void check_piece_count(size_t count) {
+    if (count > kMaxStringPieces)
+        throw ValueError("a string cut into more than " + std::to_string(kMaxStringPieces) +
+                         " pieces");
+}
+
+StringLimitScope::StringLimitScope(size_t limit) : saved_(t_string_limit) {
+    t_string_limit = limit;
+}
+StringLimitScope::~StringLimitScope() { t_string_limit = saved_; }
+
 Value::Value(List l, bool tuple)
     : kind_(Kind::Seq), tuple_(tuple), list_(std::make_shared<List>(std::move(l))) {}
 Value::Value(std::shared_ptr<Dict> d) : kind_(Kind::Map), dict_(std::move(d)) {}
@@ -210,6 +233,8 @@ struct JsonWriter {
     std::string out;
 
     void newline(int depth) {
+        check_string_length(out.size() + 1 +
+                            static_cast<size_t>(indent) * static_cast<size_t>(depth));
         out += '\n';
         out.append(static_cast<size_t>(indent * depth), ' ');
     }
@@ -394,6 +419,7 @@ std::string json_dumps(const Value& v, int indent, const std::optional<std::stri
     JsonWriter w{
         indent, item_sep.value_or(indent >= 0 ? "," : ", "), key_sep.value_or(": "), sort_keys, {}};
     w.write(v, 0);
+    check_string_length(w.out.size());
     return std::move(w.out);
 }
 
@@ -531,6 +557,7 @@ std::vector<std::string> utf8_chars(std::string_view s) {
         else if (c >= 0xc0)
             n = 2;
         n = std::min(n, s.size() - i);
+        check_piece_count(out.size() + 1);
         out.emplace_back(s.substr(i, n));
         i += n;
     }
