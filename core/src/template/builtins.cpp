@@ -595,19 +595,15 @@ std::string indent_text(std::string s, const Value& width, bool first, bool blan
     s += "\n";
     std::vector<std::string> lines = py_splitlines(s);
     std::string rv;
+    // At most one pad per line plus the first: checked before anything is built.
+    check_string_length(s.size() + (lines.size() + 1) * pad.size());
     if (blank) {
-        for (size_t i = 0; i < lines.size(); ++i) {
-            check_string_length(rv.size() + 1 + pad.size() + lines[i].size());
-            rv += (i ? "\n" + pad : "") + lines[i];
-        }
+        for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + pad : "") + lines[i];
     } else {
         rv = lines.empty() ? "" : lines[0];
-        for (size_t i = 1; i < lines.size(); ++i) {
-            check_string_length(rv.size() + 1 + pad.size() + lines[i].size());
+        for (size_t i = 1; i < lines.size(); ++i)
             rv += "\n" + (lines[i].empty() ? "" : pad + lines[i]);
-        }
     }
-    check_string_length(rv.size() + pad.size());
     if (first) rv = pad + rv;
     return rv;
 }

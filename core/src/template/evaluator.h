@@ -10,9 +10,9 @@
 namespace ferrox::tmpl {
 
 struct RenderLimits {
-    uint64_t max_steps = 5'000'000;  // statements + expressions + loop iterations
-    int max_call_depth = 100;        // nested macro calls
-    size_t max_output = 64u << 20;   // bytes of text any one string may reach
+    uint64_t max_steps = 5'000'000;         // statements + expressions + loop iterations
+    int max_call_depth = 100;               // nested macro calls
+    size_t max_output = kDefaultMaxOutput;  // bytes of text any one string may reach
 };
 
 // `variables` sit on top of the globals (range, namespace, raise_exception...).

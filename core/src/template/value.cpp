@@ -10,10 +10,18 @@
 namespace ferrox::tmpl {
 
 namespace {
-thread_local size_t t_string_limit = size_t{64} << 20;
-}  // namespace
 
-size_t string_limit() { return t_string_limit; }
+thread_local size_t t_string_limit = kDefaultMaxOutput;
+
+// Where every recursive walk of a value (repr, tojson, ==, <) stops, as
+// Python's recursion limit stops it, instead of overflowing the stack.
+void check_value_depth(size_t depth) {
+    if (depth > kMaxValueDepth)
+        throw ValueError("maximum recursion depth exceeded (values nest deeper than " +
+                         std::to_string(kMaxValueDepth) + ")");
+}
+
+}  // namespace
 
 void check_string_length(size_t length) {
     if (length > t_string_limit)
@@ -240,9 +248,7 @@ struct JsonWriter {
     }
 
     void write(const Value& v, int depth) {
-        if (static_cast<size_t>(depth) > kMaxValueDepth)
-            throw ValueError("values nest deeper than " + std::to_string(kMaxValueDepth) +
-                             " (maximum recursion depth exceeded)");
+        check_value_depth(static_cast<size_t>(depth));
         switch (v.kind()) {
             case Value::Kind::None:
                 out += "null";
@@ -351,11 +357,7 @@ struct ReprWriter {
     }
 
     std::string repr(const Value& v) {
-        if (open.size() > kMaxValueDepth)
-            throw ValueError(
-                "maximum recursion depth exceeded while getting the repr of an object "
-                "(values nest deeper than " +
-                std::to_string(kMaxValueDepth) + ")");
+        check_value_depth(open.size());
         switch (v.kind()) {
             case Value::Kind::Undefined:
                 return "";
@@ -425,15 +427,8 @@ std::string json_dumps(const Value& v, int indent, const std::optional<std::stri
 
 namespace {
 
-void check_depth(size_t depth) {
-    if (depth > kMaxValueDepth)
-        throw ValueError(
-            "maximum recursion depth exceeded in comparison (values nest deeper than " +
-            std::to_string(kMaxValueDepth) + ")");
-}
-
 bool equal_at(const Value& a, const Value& b, size_t depth) {
-    check_depth(depth);
+    check_value_depth(depth);
     if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
         return a.as_int() == b.as_int();
@@ -472,7 +467,7 @@ bool equal_at(const Value& a, const Value& b, size_t depth) {
 }
 
 bool less_at(const Value& a, const Value& b, size_t depth) {
-    check_depth(depth);
+    check_value_depth(depth);
     if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return a.as_float() < b.as_float();
         return a.as_int() < b.as_int();

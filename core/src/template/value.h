@@ -35,18 +35,20 @@ struct ValueError : std::runtime_error {
 // nesting deeper (the only way a template grows a value across iterations).
 inline constexpr size_t kMaxValueDepth = 512;
 
+// A render's default output limit (RenderLimits::max_output).
+inline constexpr size_t kDefaultMaxOutput = size_t{64} << 20;
+
 // What the render running on this thread lets builtins build: a string of at
-// most string_limit() bytes (RenderLimits::max_output; 64 MiB outside a
-// render), and at most kMaxStringPieces elements in a list cut from one
-// string (its characters, split parts or lines: each element is a Value of
-// ~100 bytes, so a 64 MiB string cut into characters would take 6 GB).
+// most its max_output bytes (kDefaultMaxOutput outside a render), and at most
+// kMaxStringPieces elements in a list cut from one string (its characters,
+// split parts or lines: each element is a Value of ~100 bytes, so a 64 MiB
+// string cut into characters would take 6 GB).
 inline constexpr size_t kMaxStringPieces = size_t{1} << 20;
-size_t string_limit();
-// ValueError "string longer than the output limit" past string_limit().
+// ValueError "string longer than the output limit" past the render's max_output.
 void check_string_length(size_t length);
 // ValueError past kMaxStringPieces.
 void check_piece_count(size_t count);
-// Sets string_limit() for this thread while it lives (the evaluator's render).
+// Sets the string limit for this thread while it lives (the evaluator's render).
 class StringLimitScope {
   public:
     explicit StringLimitScope(size_t limit);
