@@ -19,14 +19,11 @@
 // Exits 77 (skipped) when no tiny model is present ($FERROX_TINY_MODELS).
 #include <unistd.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
