@@ -289,7 +289,7 @@ fi
 for model in "${batched_models[@]}"; do
     name=$(basename "$model" .gguf)
     step "ferrox batched-bench [cuda] on $name: -npp 512 -ntg 128, 1/4/16 sequences, f16 KV"
-    bounded 150 "$ferrox" --config "$cuda_only" batched-bench -m "$model" --npp 512 --ntg 128 \
+    bounded 180 "$ferrox" --config "$cuda_only" batched-bench -m "$model" --npp 512 --ntg 128 \
         --npl 1,4,16 --kv-type f16 --json >"$work/batched-$name.json" 2>"$work/batched-$name.err" ||
         { tail -20 "$work/batched-$name.err" >&2; rm -f "$work/batched-$name.json"; failed "batched-bench on $name"; }
 done

@@ -70,12 +70,6 @@ __host__ __device__ __forceinline__ void k_scale_min(const uint8_t* scales, int 
     }
 }
 
-// Little-endian u32 from bytes: Q5_0/Q5_1's qh is only 2-byte aligned.
-__host__ __device__ __forceinline__ uint32_t load_u32(const uint8_t* p) {
-    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-           (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
-
 // The IQ4 non-linear values {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
 // 25, 38, 53, 69, 89, 113} as int8 bytes, codes 0-7 and 8-15 packed into two
 // words: constexpr scalars are usable in device code where a namespace-scope
@@ -118,6 +112,67 @@ __host__ __device__ __forceinline__ float e8m0_half(uint8_t e) {
     return float_from_bits(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
 }
 
+// N bytes read from `p` (any alignment) into registers as little-endian
+// words. byte(i) must be called with a constant i (after unrolling): a
+// run-time index into `words` would put the span in local memory. On the
+// device the span is read with aligned 4-byte (16-byte where the address and
+// N allow) loads and funnel shifts instead of N byte loads: the byte loads
+// were most of a MATVEC's time on an H200.
+template <int N>
+struct ByteSpan {
+    static constexpr int kWords = (N + 3) / 4;
+    uint32_t words[kWords];
+
+    __host__ __device__ __forceinline__ uint32_t byte(int i) const {
+        return (words[i / 4] >> (8 * (i % 4))) & 0xFFu;
+    }
+    __host__ __device__ __forceinline__ float f16(int i) const {
+        const auto bits = static_cast<unsigned short>(byte(i) | (byte(i + 1) << 8));
+        return __half2float(__ushort_as_half(bits));
+    }
+    __host__ __device__ __forceinline__ uint32_t u32(int i) const {
+        return byte(i) | (byte(i + 1) << 8) | (byte(i + 2) << 16) | (byte(i + 3) << 24);
+    }
+};
+
+template <int N>
+__host__ __device__ __forceinline__ ByteSpan<N> load_span(const uint8_t* p) {
+    ByteSpan<N> span;
+    constexpr int kWords = ByteSpan<N>::kWords;
+#ifdef __CUDA_ARCH__
+    const auto address = reinterpret_cast<uintptr_t>(p);
+    if constexpr (N % 16 == 0) {
+        if ((address & 15u) == 0) {
+            const auto* quads = reinterpret_cast<const uint4*>(p);
+            FERROX_UNROLL
+            for (int i = 0; i < N / 16; ++i) {
+                const uint4 quad = quads[i];
+                span.words[4 * i] = quad.x;
+                span.words[4 * i + 1] = quad.y;
+                span.words[4 * i + 2] = quad.z;
+                span.words[4 * i + 3] = quad.w;
+            }
+            return span;
+        }
+    }
+    // The aligned words that cover [p, p + N): every one holds at least one
+    // byte of the span, so no load leaves the 4-byte words the span touches.
+    const int offset = static_cast<int>(address & 3u);
+    const auto* aligned = reinterpret_cast<const uint32_t*>(address - static_cast<uintptr_t>(offset));
+    uint32_t raw[kWords + 1];
+    FERROX_UNROLL
+    for (int i = 0; i < kWords; ++i) raw[i] = aligned[i];
+    raw[kWords] = offset + N > 4 * kWords ? aligned[kWords] : 0u;
+    const auto shift = static_cast<unsigned>(8 * offset);
+    FERROX_UNROLL
+    for (int i = 0; i < kWords; ++i) span.words[i] = __funnelshift_r(raw[i], raw[i + 1], shift);
+#else
+    span.words[kWords - 1] = 0;
+    std::memcpy(span.words, p, N);
+#endif
+    return span;
+}
+
 template <ferrox_kind>
 inline constexpr bool kUnsupportedKind = false;
 
@@ -130,6 +185,28 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
     if constexpr (Kind == FERROX_KIND_F32 || Kind == FERROX_KIND_F16 || Kind == FERROX_KIND_BF16) {
         const uint64_t first = g * kGranule;
         const int valid = cols - first < kGranule ? static_cast<int>(cols - first) : kGranule;
+        if constexpr (Kind == FERROX_KIND_F32) {
+            if (valid == kGranule) {
+                const auto span = load_span<4 * kGranule>(row + 4 * first);
+                FERROX_UNROLL
+                for (int l = 0; l < kGranule; ++l) w[l] = float_from_bits(span.words[l]);
+                return kGranule;
+            }
+        } else {
+            if (valid == kGranule) {
+                const auto span = load_span<2 * kGranule>(row + 2 * first);
+                FERROX_UNROLL
+                for (int l = 0; l < kGranule; ++l) {
+                    const uint32_t bits = (span.words[l / 2] >> (16 * (l % 2))) & 0xFFFFu;
+                    if constexpr (Kind == FERROX_KIND_F16)
+                        w[l] = __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+                    else
+                        w[l] = float_from_bits(bits << 16);
+                }
+                return kGranule;
+            }
+        }
+        // The short tail of a row: element by element, nothing past its end.
         FERROX_UNROLL
         for (int l = 0; l < kGranule; ++l) {
             float value = 0.0f;
@@ -148,34 +225,34 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         return valid;
     } else if constexpr (Kind == FERROX_KIND_Q8_0) {
         // 34 bytes: f16 d, int8 q[32]; w = d * q.
-        const uint8_t* block = row + g * 34;
-        const float d = load_f16(block);
+        const auto block = load_span<34>(row + g * 34);
+        const float d = block.f16(0);
         FERROX_UNROLL
         for (int l = 0; l < kGranule; ++l)
-            w[l] = d * static_cast<float>(static_cast<int8_t>(block[2 + l]));
+            w[l] = d * static_cast<float>(static_cast<int8_t>(block.byte(2 + l)));
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_Q4_0) {
         // 18 bytes: f16 d, 16 bytes of nibbles (low = weight l, high = l + 16);
         // w = d * (nibble - 8).
-        const uint8_t* block = row + g * 18;
-        const float d = load_f16(block);
-        const uint8_t* qs = block + 2;
+        const auto block = load_span<18>(row + g * 18);
+        const float d = block.f16(0);
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
-            w[l] = d * static_cast<float>((qs[l] & 0x0F) - 8);
-            w[l + 16] = d * static_cast<float>((qs[l] >> 4) - 8);
+            const int q = static_cast<int>(block.byte(2 + l));
+            w[l] = d * static_cast<float>((q & 0x0F) - 8);
+            w[l + 16] = d * static_cast<float>((q >> 4) - 8);
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_Q4_1) {
         // 20 bytes: f16 d, f16 m, 16 bytes of nibbles as Q4_0; w = (d * q) + m.
-        const uint8_t* block = row + g * 20;
-        const float d = load_f16(block);
-        const float m = load_f16(block + 2);
-        const uint8_t* qs = block + 4;
+        const auto block = load_span<20>(row + g * 20);
+        const float d = block.f16(0);
+        const float m = block.f16(2);
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
-            w[l] = mul_rn(d, static_cast<float>(qs[l] & 0x0F)) + m;
-            w[l + 16] = mul_rn(d, static_cast<float>(qs[l] >> 4)) + m;
+            const uint32_t q = block.byte(4 + l);
+            w[l] = mul_rn(d, static_cast<float>(q & 0x0F)) + m;
+            w[l + 16] = mul_rn(d, static_cast<float>(q >> 4)) + m;
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_Q5_0 || Kind == FERROX_KIND_Q5_1) {
@@ -183,15 +260,16 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         // Q5_1, 24 bytes: f16 d, f16 m, u32 qh, nibbles; w = (d * q) + m.
         // Bit l of qh is the fifth bit of weight l.
         constexpr bool kHasMin = Kind == FERROX_KIND_Q5_1;
-        const uint8_t* block = row + g * (kHasMin ? 24 : 22);
-        const float d = load_f16(block);
-        [[maybe_unused]] const float m = kHasMin ? load_f16(block + 2) : 0.0f;
-        const uint32_t qh = load_u32(block + (kHasMin ? 4 : 2));
-        const uint8_t* qs = block + (kHasMin ? 8 : 6);
+        constexpr int kQs = kHasMin ? 8 : 6;
+        const auto block = load_span<kHasMin ? 24 : 22>(row + g * (kHasMin ? 24 : 22));
+        const float d = block.f16(0);
+        [[maybe_unused]] const float m = kHasMin ? block.f16(2) : 0.0f;
+        const uint32_t qh = block.u32(kHasMin ? 4 : 2);
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
-            const int lo = (qs[l] & 0x0F) | static_cast<int>(((qh >> l) & 1u) << 4);
-            const int hi = (qs[l] >> 4) | static_cast<int>(((qh >> (l + 16)) & 1u) << 4);
+            const int q = static_cast<int>(block.byte(kQs + l));
+            const int lo = (q & 0x0F) | static_cast<int>(((qh >> l) & 1u) << 4);
+            const int hi = (q >> 4) | static_cast<int>(((qh >> (l + 16)) & 1u) << 4);
             if constexpr (kHasMin) {
                 w[l] = mul_rn(d, static_cast<float>(lo)) + m;
                 w[l + 16] = mul_rn(d, static_cast<float>(hi)) + m;
@@ -204,25 +282,25 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
     } else if constexpr (Kind == FERROX_KIND_IQ4_NL) {
         // 18 bytes: f16 d, 16 bytes of nibbles (as Q4_0) indexing the IQ4
         // values; w = d * value.
-        const uint8_t* block = row + g * 18;
-        const float d = load_f16(block);
-        const uint8_t* qs = block + 2;
+        const auto block = load_span<18>(row + g * 18);
+        const float d = block.f16(0);
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
-            w[l] = d * iq4_value(qs[l] & 0x0F);
-            w[l + 16] = d * iq4_value(qs[l] >> 4);
+            const int q = static_cast<int>(block.byte(2 + l));
+            w[l] = d * iq4_value(q & 0x0F);
+            w[l + 16] = d * iq4_value(q >> 4);
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_MXFP4) {
         // 17 bytes: E8M0 exponent e, 16 bytes of e2m1 codes (nibbles as
         // Q4_0); w = (2^(e - 127) / 2) * (2 * e2m1 value).
-        const uint8_t* block = row + g * 17;
-        const float d = e8m0_half(block[0]);
-        const uint8_t* qs = block + 1;
+        const auto block = load_span<17>(row + g * 17);
+        const float d = e8m0_half(static_cast<uint8_t>(block.byte(0)));
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
-            w[l] = d * mxfp4_value(qs[l] & 0x0F);
-            w[l + 16] = d * mxfp4_value(qs[l] >> 4);
+            const int q = static_cast<int>(block.byte(1 + l));
+            w[l] = d * mxfp4_value(q & 0x0F);
+            w[l + 16] = d * mxfp4_value(q >> 4);
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_IQ4_XS) {
@@ -237,11 +315,12 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         const int low = (block[4 + s / 2] >> (4 * (s % 2))) & 0x0F;
         const int high = (scales_h >> (2 * s)) & 3;
         const float d_scale = d * static_cast<float>((low | (high << 4)) - 32);
-        const uint8_t* qs = block + 8 + 16 * s;
+        const auto qs = load_span<16>(block + 8 + 16 * s);
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
-            w[l] = d_scale * iq4_value(qs[l] & 0x0F);
-            w[l + 16] = d_scale * iq4_value(qs[l] >> 4);
+            const int q = static_cast<int>(qs.byte(l));
+            w[l] = d_scale * iq4_value(q & 0x0F);
+            w[l + 16] = d_scale * iq4_value(q >> 4);
         }
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_Q2_K || Kind == FERROX_KIND_Q3_K) {
@@ -256,7 +335,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         constexpr bool kThreeBit = Kind == FERROX_KIND_Q3_K;
         const uint8_t* block = row + (g / 8) * (kThreeBit ? 110 : 84);
         const int s = static_cast<int>(g % 8);
-        const uint8_t* qs = block + (kThreeBit ? 32 : 16) + 32 * (s / 4);
+        const auto qs = load_span<32>(block + (kThreeBit ? 32 : 16) + 32 * (s / 4));
         const int shift = 2 * (s % 4);
         float d_lo = 0.0f;
         float d_hi = 0.0f;
@@ -277,11 +356,13 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
             m_lo = mul_rn(dmin, static_cast<float>(sc_lo >> 4));
             m_hi = mul_rn(dmin, static_cast<float>(sc_hi >> 4));
         }
+        [[maybe_unused]] ByteSpan<32> hmask{};
+        if constexpr (kThreeBit) hmask = load_span<32>(block);
         FERROX_UNROLL
         for (int l = 0; l < kGranule; ++l) {
-            int q = (qs[l] >> shift) & 3;
+            int q = static_cast<int>((qs.byte(l) >> shift) & 3);
             if constexpr (kThreeBit) {
-                q -= ((block[l] >> s) & 1) ? 0 : 4;
+                q -= ((hmask.byte(l) >> s) & 1) ? 0 : 4;
                 w[l] = (l < 16 ? d_lo : d_hi) * static_cast<float>(q);
             } else {
                 w[l] = mul_rn(l < 16 ? d_lo : d_hi, static_cast<float>(q)) - (l < 16 ? m_lo : m_hi);
@@ -305,13 +386,14 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         k_scale_min(block + 4, s, scale, min);
         const float d_scale = d * scale;
         const float d_min = mul_rn(dmin, min);  // not fused into the subtraction below
-        const uint8_t* qh = block + 16;
-        const uint8_t* qs = block + (kFiveBit ? 48 : 16) + 32 * (s / 2);
+        const auto qs = load_span<32>(block + (kFiveBit ? 48 : 16) + 32 * (s / 2));
+        [[maybe_unused]] ByteSpan<32> qh{};
+        if constexpr (kFiveBit) qh = load_span<32>(block + 16);
         const int shift = (s & 1) * 4;
         FERROX_UNROLL
         for (int l = 0; l < kGranule; ++l) {
-            int q = (qs[l] >> shift) & 0x0F;
-            if constexpr (kFiveBit) q |= ((qh[l] >> s) & 1) << 4;
+            int q = static_cast<int>((qs.byte(l) >> shift) & 0x0F);
+            if constexpr (kFiveBit) q |= static_cast<int>((qh.byte(l) >> s) & 1) << 4;
             w[l] = mul_rn(d_scale, static_cast<float>(q)) - d_min;
         }
         return kGranule;
@@ -325,8 +407,8 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         const int s = static_cast<int>(g % 8);
         const int h = s / 4;
         const int k = s % 4;
-        const uint8_t* ql = block + 64 * h + 32 * (k & 1);
-        const uint8_t* qh = block + 128 + 32 * h;
+        const auto ql = load_span<32>(block + 64 * h + 32 * (k & 1));
+        const auto qh = load_span<32>(block + 128 + 32 * h);
         const auto* scales = reinterpret_cast<const int8_t*>(block + 192);
         const float d = load_f16(block + 208);
         const float d_lo = d * static_cast<float>(scales[8 * h + 2 * k]);
@@ -334,7 +416,9 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         const int nibble_shift = k >= 2 ? 4 : 0;
         FERROX_UNROLL
         for (int l = 0; l < kGranule; ++l) {
-            const int q = (((ql[l] >> nibble_shift) & 0x0F) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+            const int q = static_cast<int>(((ql.byte(l) >> nibble_shift) & 0x0F) |
+                                           (((qh.byte(l) >> (2 * k)) & 3) << 4)) -
+                          32;
             w[l] = (l < 16 ? d_lo : d_hi) * static_cast<float>(q);
         }
         return kGranule;

@@ -1,11 +1,17 @@
 // MATVEC and tiled GEMM kernels, instantiated from the capability table.
 //
-// One template does both: a warp owns one weight row and walks it granule by
-// granule (32 weights, see block_decode.cuh), lane i taking granules i, i+32,
-// ...; each decoded granule is multiplied into a tile of `Tile` activations
-// before the next is read, so GEMM reads every weight block once per tile
-// instead of once per activation. MATVEC is the Tile = 1 case.
-// Correct first: byte loads and L1-cached activations, no tensor cores yet.
+// One template does both: a warp owns kRowsPerWarp weight rows and walks each
+// granule by granule (32 weights, see block_decode.cuh), lane i taking
+// granules i, i+32, ...; each decoded granule is multiplied into a tile of
+// `Tile` activations before the next is read, so GEMM reads every weight
+// block once per tile instead of once per activation. MATVEC is the Tile = 1
+// case.
+// The block stages the tile's activations in shared memory, one chunk of
+// granules at a time, padded so the lanes' reads of consecutive granules fall
+// in distinct banks: read from global memory, each lane's 32 consecutive
+// floats made every load instruction touch 32 cache lines, and that (with
+// the weights' byte loads) held an H200 to under 10% of its bandwidth.
+// No tensor cores yet.
 #include <algorithm>
 #include <cstddef>
 
@@ -17,8 +23,17 @@
 namespace ferrox::cuda {
 namespace {
 
-constexpr int kRowsPerBlock = 4;  // one warp per row
+constexpr int kWarpsPerBlock = 8;
+constexpr int kRowsPerWarp = 4;  // rows share the staged activations
+constexpr int kRowsPerBlock = kWarpsPerBlock * kRowsPerWarp;
 constexpr uint64_t kMaxGridY = 65535;
+// A staged granule: 32 floats and 4 of padding, so granule g starts at bank
+// 4g mod 32 and eight lanes' 16-byte reads are conflict-free.
+constexpr int kStagedGranuleFloats = kGranule + 4;
+constexpr int kStagedGranules = 256;  // per block: 36 KiB of shared memory
+// Granules per chunk: the tile's activations share the staging area.
+template <int Tile>
+constexpr int kChunkGranules = kStagedGranules / Tile;
 
 __device__ __forceinline__ float warp_sum(float value) {
 #pragma unroll
@@ -30,25 +45,64 @@ __device__ __forceinline__ float warp_sum(float value) {
 // Y[first + j][row] = dot(W[row], X[first + j]) for j < min(Tile, n - first),
 // first = blockIdx.y * Tile. Every (position, row) pair in range is written.
 template <ferrox_kind Kind, int Tile>
-__global__ void __launch_bounds__(kRowsPerBlock* kWarpSize)
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     row_tile_kernel(const uint8_t* __restrict__ weights, uint64_t rows, uint64_t cols,
                     uint64_t row_bytes, const float* __restrict__ x, uint64_t n,
                     float* __restrict__ y) {
+    static_assert(kStagedGranules % Tile == 0 && kChunkGranules<Tile> % kWarpSize == 0);
+    constexpr int kChunk = kChunkGranules<Tile>;
+    constexpr int kChunkFloats = kChunk * kGranule;
+    __shared__ float4 staged_quads[kStagedGranules * kStagedGranuleFloats / 4];
+    float* staged = reinterpret_cast<float*>(staged_quads);
+
     const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-    const uint64_t row =
-        static_cast<uint64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
-    if (row >= rows) return;  // warp-uniform: the shuffles below see whole warps
+    const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+    const uint64_t first_row =
+        static_cast<uint64_t>(blockIdx.x) * kRowsPerBlock + static_cast<uint64_t>(warp) * kRowsPerWarp;
     const uint64_t first = static_cast<uint64_t>(blockIdx.y) * Tile;
     const int count = static_cast<int>(n - first < Tile ? n - first : Tile);
+    const uint64_t granules = (cols + kGranule - 1) / kGranule;
 
-    float acc[Tile];
-    lane_partial_dots<Kind, Tile>(weights + row * row_bytes, cols, x + first * cols, count, lane,
-                                  acc);
+    float acc[kRowsPerWarp][Tile];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+        for (int j = 0; j < Tile; ++j) acc[r][j] = 0.0f;
+
+    for (uint64_t chunk = 0; chunk < granules; chunk += kChunk) {
+        const uint64_t chunk_end = chunk + kChunk < granules ? chunk + kChunk : granules;
+        __syncthreads();  // every warp is done with the previous chunk
+        // Coalesced reads; zeros past the row's end and past the batch, so
+        // a short float granule reads defined values.
+        for (int i = static_cast<int>(threadIdx.x); i < Tile * kChunkFloats;
+             i += kWarpsPerBlock * kWarpSize) {
+            const int j = i / kChunkFloats;
+            const int c = i % kChunkFloats;
+            const uint64_t col = chunk * kGranule + static_cast<uint64_t>(c);
+            const float value = j < count && col < cols ? x[(first + j) * cols + col] : 0.0f;
+            staged[(j * kChunk + c / kGranule) * kStagedGranuleFloats + c % kGranule] = value;
+        }
+        __syncthreads();
+        const ActivationGranules chunk_x{staged, static_cast<uint64_t>(kChunk) * kStagedGranuleFloats,
+                                         kStagedGranuleFloats, chunk};
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+            const uint64_t row = first_row + static_cast<uint64_t>(r);
+            if (row < rows)  // warp-uniform
+                lane_partial_dots<Kind, Tile>(weights + row * row_bytes, cols, chunk, chunk_end,
+                                              chunk_x, count, lane, acc[r]);
+        }
+    }
 
 #pragma unroll
-    for (int j = 0; j < Tile; ++j) {
-        const float total = warp_sum(acc[j]);
-        if (lane == 0 && j < count) y[(first + j) * rows + row] = total;
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+        const uint64_t row = first_row + static_cast<uint64_t>(r);
+        if (row >= rows) break;  // warp-uniform: the shuffles see whole warps
+#pragma unroll
+        for (int j = 0; j < Tile; ++j) {
+            const float total = warp_sum(acc[r][j]);
+            if (lane == 0 && j < count) y[(first + j) * rows + row] = total;
+        }
     }
 }
 
@@ -64,7 +118,7 @@ cudaError_t launch_row_tiles(const DeviceWeightView& weight, const float* x, uin
         const uint64_t here = std::min(positions_per_launch, n - start);
         const dim3 grid(static_cast<unsigned>(row_blocks),
                         static_cast<unsigned>((here + Tile - 1) / Tile));
-        row_tile_kernel<Kind, Tile><<<grid, kRowsPerBlock * kWarpSize, 0, stream>>>(
+        row_tile_kernel<Kind, Tile><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
             weight.data, weight.rows, weight.cols, weight.row_bytes, x + start * weight.cols, here,
             y + start * weight.rows);
         if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;

@@ -26,9 +26,11 @@ void run_rows(const uint8_t* weights, uint64_t rows, uint64_t cols, uint64_t row
         const int count = static_cast<int>(n - first < Tile ? n - first : Tile);
         for (uint64_t row = 0; row < rows; ++row) {
             float total[Tile] = {};
+            const ActivationGranules tile_x{x + first * cols, cols, kGranule, 0};
+            const uint64_t granules = (cols + kGranule - 1) / kGranule;
             for (int lane = 0; lane < kWarpSize; ++lane) {
-                float acc[Tile];
-                lane_partial_dots<Kind, Tile>(weights + row * row_bytes, cols, x + first * cols,
+                float acc[Tile] = {};
+                lane_partial_dots<Kind, Tile>(weights + row * row_bytes, cols, 0, granules, tile_x,
                                               count, lane, acc);
                 for (int j = 0; j < Tile; ++j) total[j] += acc[j];
             }

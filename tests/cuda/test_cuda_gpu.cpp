@@ -117,8 +117,10 @@ std::vector<float> run_backend(const WeightHandle& w, const Matrix& m, const std
 
 std::vector<uint64_t> column_counts(ferrox_kind kind) {
     const uint32_t block = traits_of(kind).block_elements;
-    if (block == 1) return {1, 33, 100, 4096};  // floats: tails shorter than a granule
-    return {block, 3 * block, 4096};
+    // Past 8192 columns the MATVEC kernel stages activations in a second,
+    // partial chunk.
+    if (block == 1) return {1, 33, 100, 4096, 8192 + 1000};  // floats: short tails
+    return {block, 3 * block, 4096, 8192 + 3 * 256};
 }
 
 std::string kind_text(ferrox_kind kind) { return std::string(ferrox::kind_name(kind)); }
@@ -189,19 +191,22 @@ TEST_CASE("GEMM (tiled, or per-position where a kind has no tiled kernel) matche
         CHECK((info.kernel != nullptr) == tiled);
 
         const uint64_t rows = 37;  // odd: the last row block is partial
-        const uint64_t cols = 512;
+        // 2304 columns: the tiled kernel stages 1024 at a time, so three
+        // chunks, the last partial.
+        for (const uint64_t cols : {512ull, 2304ull}) {
         const Matrix m = random_matrix(kind, rows, cols, rng);
         WeightHandle w;
         ferrox_message message{};
         REQUIRE(prepare(m, w, message) == FERROX_OK);
         for (const uint64_t n : {1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 8ull, 9ull, 64ull}) {
-            INFO("batch " << n << ", seed " << g_seed);
+            INFO(cols << " columns, batch " << n << ", seed " << g_seed);
             const std::vector<float> x = random_activations(n * cols, rng);
             const Agreement a = compare(run_backend(w, m, x, n, true), reference(m, x, n));
             record_nmse(
                 tiled ? std::string("GEMM ") + info.kernel : "GEMM per-position " + kind_text(kind),
                 a.nmse);
             check_agreement(a);
+        }
         }
     }
 }
