@@ -58,18 +58,6 @@ __host__ __device__ __forceinline__ float mul_rn(float a, float b) {
 #endif
 }
 
-// Q4_K/Q5_K: 6-bit scale and min of sub-block j, packed in 12 bytes.
-__host__ __device__ __forceinline__ void k_scale_min(const uint8_t* scales, int j, float& scale,
-                                                     float& min) {
-    if (j < 4) {
-        scale = static_cast<float>(scales[j] & 63);
-        min = static_cast<float>(scales[j + 4] & 63);
-    } else {
-        scale = static_cast<float>((scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4));
-        min = static_cast<float>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
-    }
-}
-
 // The IQ4 non-linear values {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
 // 25, 38, 53, 69, 89, 113} as int8 bytes, codes 0-7 and 8-15 packed into two
 // words: constexpr scalars are usable in device code where a namespace-scope
@@ -158,7 +146,8 @@ __host__ __device__ __forceinline__ ByteSpan<N> load_span(const uint8_t* p) {
     // The aligned words that cover [p, p + N): every one holds at least one
     // byte of the span, so no load leaves the 4-byte words the span touches.
     const int offset = static_cast<int>(address & 3u);
-    const auto* aligned = reinterpret_cast<const uint32_t*>(address - static_cast<uintptr_t>(offset));
+    const auto* aligned =
+        reinterpret_cast<const uint32_t*>(address - static_cast<uintptr_t>(offset));
     uint32_t raw[kWords + 1];
     FERROX_UNROLL
     for (int i = 0; i < kWords; ++i) raw[i] = aligned[i];
@@ -261,7 +250,8 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         // Bit l of qh is the fifth bit of weight l.
         constexpr bool kHasMin = Kind == FERROX_KIND_Q5_1;
         constexpr int kQs = kHasMin ? 8 : 6;
-        const auto block = load_span<kHasMin ? 24 : 22>(row + g * (kHasMin ? 24 : 22));
+        constexpr int kBlockBytes = kHasMin ? 24 : 22;
+        const auto block = load_span<kBlockBytes>(row + g * kBlockBytes);
         const float d = block.f16(0);
         [[maybe_unused]] const float m = kHasMin ? block.f16(2) : 0.0f;
         const uint32_t qh = block.u32(kHasMin ? 4 : 2);
@@ -379,11 +369,19 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         constexpr uint64_t kBlockBytes = kFiveBit ? 176 : 144;
         const uint8_t* block = row + (g / 8) * kBlockBytes;
         const int s = static_cast<int>(g % 8);
-        const float d = load_f16(block);
-        const float dmin = load_f16(block + 2);
-        float scale = 0.0f;
-        float min = 0.0f;
-        k_scale_min(block + 4, s, scale, min);
+        // The first 16 bytes (d, dmin, 12 bytes of scales/mins) in one span;
+        // sub-block s's 6-bit scale and min sit at byte s & 3 of its words.
+        const auto head = load_span<16>(block);
+        const float d = head.f16(0);
+        const float dmin = head.f16(2);
+        const unsigned at = 8u * static_cast<unsigned>(s & 3);
+        const uint32_t w1 = head.words[1] >> at;
+        const uint32_t w2 = head.words[2] >> at;
+        const uint32_t w3 = head.words[3] >> at;
+        const float scale =
+            static_cast<float>(s < 4 ? (w1 & 63u) : ((w3 & 0x0Fu) | (((w1 >> 6) & 3u) << 4)));
+        const float min = static_cast<float>(
+            s < 4 ? (w2 & 63u) : (((w3 >> 4) & 0x0Fu) | (((w2 >> 6) & 3u) << 4)));
         const float d_scale = d * scale;
         const float d_min = mul_rn(dmin, min);  // not fused into the subtraction below
         const auto qs = load_span<32>(block + (kFiveBit ? 48 : 16) + 32 * (s / 2));

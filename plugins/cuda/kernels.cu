@@ -1,6 +1,6 @@
 // MATVEC and tiled GEMM kernels, instantiated from the capability table.
 //
-// One template does both: a warp owns kRowsPerWarp weight rows and walks each
+// One template does both: a warp owns kRowsPerWarp<Kind> weight rows and walks each
 // granule by granule (32 weights, see block_decode.cuh), lane i taking
 // granules i, i+32, ...; each decoded granule is multiplied into a tile of
 // `Tile` activations before the next is read, so GEMM reads every weight
@@ -24,8 +24,16 @@ namespace ferrox::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kRowsPerWarp = 4;  // rows share the staged activations
-constexpr int kRowsPerBlock = kWarpsPerBlock * kRowsPerWarp;
+// Rows per warp: they share the staged activations and their weight loads
+// are in flight together. Measured on an H200 at 8192x28672 (ms, 1/2/4 rows):
+// Q4_0 0.154/0.134/0.126, Q4_K 0.215/0.217/0.193, Q8_0 GEMM n=512
+// 47.3/37.2/32.7; but F16 0.177/0.188/0.248, its wide rows' registers
+// leaving one block per multiprocessor at 4.
+template <ferrox_kind Kind>
+constexpr int kRowsPerWarp =
+    Kind == FERROX_KIND_F32 || Kind == FERROX_KIND_F16 || Kind == FERROX_KIND_BF16 ? 1 : 4;
+template <ferrox_kind Kind>
+constexpr int kRowsPerBlock = kWarpsPerBlock* kRowsPerWarp<Kind>;
 constexpr uint64_t kMaxGridY = 65535;
 // A staged granule: 32 floats and 4 of padding, so granule g starts at bank
 // 4g mod 32 and eight lanes' 16-byte reads are conflict-free.
@@ -57,23 +65,33 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 
     const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
     const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-    const uint64_t first_row =
-        static_cast<uint64_t>(blockIdx.x) * kRowsPerBlock + static_cast<uint64_t>(warp) * kRowsPerWarp;
+    constexpr int kRows = kRowsPerWarp<Kind>;
+    const uint64_t first_row = static_cast<uint64_t>(blockIdx.x) * kRowsPerBlock<Kind> +
+                               static_cast<uint64_t>(warp) * kRows;
     const uint64_t first = static_cast<uint64_t>(blockIdx.y) * Tile;
     const int count = static_cast<int>(n - first < Tile ? n - first : Tile);
     const uint64_t granules = (cols + kGranule - 1) / kGranule;
 
-    float acc[kRowsPerWarp][Tile];
+    // Rows past the matrix's end repeat its last row (no branch keeps the
+    // rows' loads apart); their sums are not written.
+    const uint8_t* row_starts[kRows];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r)
+    for (int r = 0; r < kRows; ++r) {
+        const uint64_t row = first_row + static_cast<uint64_t>(r);
+        row_starts[r] = weights + (row < rows ? row : rows - 1) * row_bytes;
+    }
+    float acc[kRows][Tile];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
 #pragma unroll
         for (int j = 0; j < Tile; ++j) acc[r][j] = 0.0f;
 
     for (uint64_t chunk = 0; chunk < granules; chunk += kChunk) {
         const uint64_t chunk_end = chunk + kChunk < granules ? chunk + kChunk : granules;
         __syncthreads();  // every warp is done with the previous chunk
-        // Coalesced reads; zeros past the row's end and past the batch, so
-        // a short float granule reads defined values.
+                          // Coalesced reads; zeros past the row's end and past the batch, so
+                          // a short float granule reads defined values.
+#pragma unroll 8
         for (int i = static_cast<int>(threadIdx.x); i < Tile * kChunkFloats;
              i += kWarpsPerBlock * kWarpSize) {
             const int j = i / kChunkFloats;
@@ -83,19 +101,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
             staged[(j * kChunk + c / kGranule) * kStagedGranuleFloats + c % kGranule] = value;
         }
         __syncthreads();
-        const ActivationGranules chunk_x{staged, static_cast<uint64_t>(kChunk) * kStagedGranuleFloats,
+        const ActivationGranules chunk_x{staged,
+                                         static_cast<uint64_t>(kChunk) * kStagedGranuleFloats,
                                          kStagedGranuleFloats, chunk};
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-            const uint64_t row = first_row + static_cast<uint64_t>(r);
-            if (row < rows)  // warp-uniform
-                lane_partial_dots<Kind, Tile>(weights + row * row_bytes, cols, chunk, chunk_end,
-                                              chunk_x, count, lane, acc[r]);
-        }
+        lane_partial_dots<Kind, Tile, kRows>(row_starts, cols, chunk, chunk_end, chunk_x, count,
+                                             lane, acc);
     }
 
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
+    for (int r = 0; r < kRows; ++r) {
         const uint64_t row = first_row + static_cast<uint64_t>(r);
         if (row >= rows) break;  // warp-uniform: the shuffles see whole warps
 #pragma unroll
@@ -110,7 +124,7 @@ template <ferrox_kind Kind, int Tile>
 cudaError_t launch_row_tiles(const DeviceWeightView& weight, const float* x, uint64_t n, float* y,
                              cudaStream_t stream) {
     if (weight.rows == 0 || n == 0) return cudaSuccess;
-    const uint64_t row_blocks = (weight.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    const uint64_t row_blocks = (weight.rows + kRowsPerBlock<Kind> - 1) / kRowsPerBlock<Kind>;
     if (row_blocks > 0x7fffffffULL) return cudaErrorInvalidValue;
     // grid.y is capped at 65535 tiles: walk longer batches in slices.
     const uint64_t positions_per_launch = kMaxGridY * Tile;

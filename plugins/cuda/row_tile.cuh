@@ -55,23 +55,26 @@ __host__ __device__ __forceinline__ float granule_dot(const float (&w)[kGranule]
     return sum;
 }
 
-// acc[j] += sum over this lane's granules g in [begin, end) of
-// dot(W[row] granule g, X[j] granule g) for j < count (count <= Tile). The
+// acc[r][j] += sum over this lane's granules g in [begin, end) of
+// dot(W[row r] granule g, X[j] granule g) for j < count (count <= Tile). The
 // lane's granules are begin + lane, begin + lane + 32, ... (begin is a
 // multiple of 32), in increasing order, so walking a row in chunks adds the
-// same terms in the same order as walking it whole.
-template <ferrox_kind Kind, int Tile>
-__host__ __device__ __forceinline__ void lane_partial_dots(const uint8_t* weight_row, uint64_t cols,
-                                                           uint64_t begin, uint64_t end,
-                                                           const ActivationGranules& x, int count,
-                                                           int lane, float (&acc)[Tile]) {
+// same terms in the same order as walking it whole. The rows are the inner
+// loop so that their weight loads are in flight together.
+template <ferrox_kind Kind, int Tile, int Rows>
+__host__ __device__ __forceinline__ void lane_partial_dots(
+    const uint8_t* const (&weight_rows)[Rows], uint64_t cols, uint64_t begin, uint64_t end,
+    const ActivationGranules& x, int count, int lane, float (&acc)[Rows][Tile]) {
     for (uint64_t g = begin + static_cast<uint64_t>(lane); g < end; g += kWarpSize) {
-        float w[kGranule];
-        const int valid = decode_granule<Kind>(weight_row, g, cols, w);
         FERROX_UNROLL
-        for (int j = 0; j < Tile; ++j) {
-            if (j >= count) break;
-            acc[j] += granule_dot(w, x.at(j, g), valid);
+        for (int r = 0; r < Rows; ++r) {
+            float w[kGranule];
+            const int valid = decode_granule<Kind>(weight_rows[r], g, cols, w);
+            FERROX_UNROLL
+            for (int j = 0; j < Tile; ++j) {
+                if (Tile > 1 && j >= count) break;  // a MATVEC's one activation is always there
+                acc[r][j] += granule_dot(w, x.at(j, g), valid);
+            }
         }
     }
 }

@@ -28,11 +28,15 @@ void run_rows(const uint8_t* weights, uint64_t rows, uint64_t cols, uint64_t row
             float total[Tile] = {};
             const ActivationGranules tile_x{x + first * cols, cols, kGranule, 0};
             const uint64_t granules = (cols + kGranule - 1) / kGranule;
+            // Two rows at once, as the kernel walks several: this one and the
+            // next (or itself again at the end), whose sums must not mix in.
+            const uint8_t* const row_starts[2] = {
+                weights + row * row_bytes, weights + (row + 1 < rows ? row + 1 : row) * row_bytes};
             for (int lane = 0; lane < kWarpSize; ++lane) {
-                float acc[Tile] = {};
-                lane_partial_dots<Kind, Tile>(weights + row * row_bytes, cols, 0, granules, tile_x,
-                                              count, lane, acc);
-                for (int j = 0; j < Tile; ++j) total[j] += acc[j];
+                float acc[2][Tile] = {};
+                lane_partial_dots<Kind, Tile, 2>(row_starts, cols, 0, granules, tile_x, count, lane,
+                                                 acc);
+                for (int j = 0; j < Tile; ++j) total[j] += acc[0][j];
             }
             for (int j = 0; j < count; ++j) y[(first + j) * rows + row] = total[j];
         }
