@@ -194,19 +194,19 @@ TEST_CASE("GEMM (tiled, or per-position where a kind has no tiled kernel) matche
         // 2304 columns: the tiled kernel stages 1024 at a time, so three
         // chunks, the last partial.
         for (const uint64_t cols : {512ull, 2304ull}) {
-        const Matrix m = random_matrix(kind, rows, cols, rng);
-        WeightHandle w;
-        ferrox_message message{};
-        REQUIRE(prepare(m, w, message) == FERROX_OK);
-        for (const uint64_t n : {1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 8ull, 9ull, 64ull}) {
-            INFO(cols << " columns, batch " << n << ", seed " << g_seed);
-            const std::vector<float> x = random_activations(n * cols, rng);
-            const Agreement a = compare(run_backend(w, m, x, n, true), reference(m, x, n));
-            record_nmse(
-                tiled ? std::string("GEMM ") + info.kernel : "GEMM per-position " + kind_text(kind),
-                a.nmse);
-            check_agreement(a);
-        }
+            const Matrix m = random_matrix(kind, rows, cols, rng);
+            WeightHandle w;
+            ferrox_message message{};
+            REQUIRE(prepare(m, w, message) == FERROX_OK);
+            for (const uint64_t n : {1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 8ull, 9ull, 64ull}) {
+                INFO(cols << " columns, batch " << n << ", seed " << g_seed);
+                const std::vector<float> x = random_activations(n * cols, rng);
+                const Agreement a = compare(run_backend(w, m, x, n, true), reference(m, x, n));
+                record_nmse(tiled ? std::string("GEMM ") + info.kernel
+                                  : "GEMM per-position " + kind_text(kind),
+                            a.nmse);
+                check_agreement(a);
+            }
         }
     }
 }
