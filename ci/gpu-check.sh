@@ -11,9 +11,8 @@
 #   4. ferrox_cuda_bandwidth: D2D copy GB/s, the yardstick
 #   5. ferrox_cuda_bench (the plugin's ABI, random blocks): MATVEC per kind
 #      at 8192x28672, weights cold (rotating over >= 1 GiB of device copies,
-#      far beyond H200's 50 MB L2), then GEMM n=512 for the tiled GEMM kinds
-#   6. ferrox bench (the core's dispatch, [cuda, cpu]) MATVEC for Q8_0, Q4_0
-#      (the kinds whose reference quantizer makes 8192x28672 in seconds)
+#      far beyond H200's 60 MB L2), then GEMM n=512 for the tiled GEMM kinds
+#   6. ferrox bench (the core's dispatch, [cuda, cpu]) MATVEC, the same kinds
 #   7. whole models: the bundled tiny models (llama, gemma2; gpt-oss and
 #      qwen3moe filled in from carried headers) and a Gemma 3 270M-shaped
 #      model through ci/gpu_model_parity.py (cuda resident vs cuda with host
@@ -57,7 +56,7 @@ shape=${FERROX_GPU_CHECK_SHAPE:-8192x28672}
 gemm_shape=${FERROX_GPU_CHECK_GEMM_SHAPE:-8192x28672}
 matvec_kinds=(F16 Q8_0 Q4_0 Q4_K Q5_K Q6_K)
 gemm_kinds=(Q8_0 Q4_0 Q4_K Q6_K)
-dispatch_kinds=(Q8_0 Q4_0)  # quick to quantize; see step 6
+dispatch_kinds=("${matvec_kinds[@]}")
 goal_kinds=" Q4_K Q6_K Q8_0 "  # goal: >= 80% of the copy bandwidth
 
 ferrox=$bundle/bin/ferrox
@@ -155,9 +154,8 @@ fi
 
 # ---- 5./6. timings --------------------------------------------------------------------
 # ferrox_cuda_bench: the plugin's ABI alone, random blocks (made in ~1 s).
-# ferrox bench: through the core's dispatch; its weights come from the
-# reference quantizer (minutes per K-quant matrix of this size on one core),
-# so only the kinds whose quantizer is quick go through it.
+# ferrox bench: through the core's dispatch; its weights are 64 rows from
+# the reference quantizer, repeated.
 plugin_bench() {  # plugin_bench NAME SECONDS ARGS...
     local name=$1 seconds=$2
     shift 2

@@ -101,6 +101,12 @@ Bandwidth measure_read_bandwidth(unsigned threads, uint64_t mib) {
     return {rates[rates.size() / 2], rates.back()};
 }
 
+// Rows quantized by the reference quantizer; the rest of the matrix repeats
+// them. The kernels' speed does not depend on the values (every row is read
+// from its own address), and the K-quant reference quantizer needs minutes
+// for one 4096x14336 matrix.
+constexpr uint64_t kDistinctRows = 64;
+
 Expected<std::vector<std::byte>> quantized_weights(ferrox_kind kind, uint64_t rows, uint64_t cols,
                                                    uint64_t seed) {
     const auto per_row = row_bytes(kind, cols);
@@ -111,7 +117,8 @@ Expected<std::vector<std::byte>> quantized_weights(ferrox_kind kind, uint64_t ro
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> row(cols);
     std::vector<std::byte> out(rows * *per_row);
-    for (uint64_t r = 0; r < rows; ++r) {
+    const uint64_t distinct = std::min(rows, kDistinctRows);
+    for (uint64_t r = 0; r < distinct; ++r) {
         for (auto& v : row) v = normal(rng);
         if (!quant::quantize_row(kind, row.data(), out.data() + r * *per_row, cols)) {
             // No quantizer for this kind: random codes with a small f16 scale in
@@ -125,6 +132,8 @@ Expected<std::vector<std::byte>> quantized_weights(ferrox_kind kind, uint64_t ro
             return out;
         }
     }
+    for (uint64_t r = distinct; r < rows; ++r)
+        std::memcpy(out.data() + r * *per_row, out.data() + (r % distinct) * *per_row, *per_row);
     return out;
 }
 
