@@ -11,7 +11,8 @@ its bench measured, and the ratio ferrox/ggml. The issue's Zen 5 ggml figures
 are printed too, for reference only: they come from another machine.
 
 Usage: bench/cpu_vs_ggml.py [--ferrox build/release/bin/ferrox] [--threads 1,2]
-       [--kinds Q8_0,Q4_K,...] [--rounds 3] [--json out.json]
+       [--kinds Q8_0,Q4_K,...] [--prefill-kinds ... or "" for none] [--rounds 3]
+       [--shape 4096x14336] [--json out.json]
 """
 import argparse
 import json
@@ -81,6 +82,8 @@ def main():
     record = []
     for t in (int(x) for x in args.threads.split(",")):
         for mode, n, kinds, reps in (("decode", 1, args.kinds, 15), ("prefill", 512, args.prefill_kinds, 3)):
+            if not kinds:  # --prefill-kinds "" : decode only
+                continue
             metric = "weight_gb_per_s" if n == 1 else "gflop_per_s"
             unit = "GB/s" if n == 1 else "GFLOP/s"
             issue = ISSUE_DECODE_GBS if n == 1 else ISSUE_PREFILL_GFLOPS
