@@ -123,14 +123,55 @@ struct ByteSpan {
     }
 };
 
+// One 4-byte word at a 4-byte aligned address.
+__host__ __device__ __forceinline__ uint32_t load_aligned_word(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+    return *reinterpret_cast<const uint32_t*>(p);
+#else
+    uint32_t word;
+    std::memcpy(&word, p, sizeof(word));
+    return word;
+#endif
+}
+
+// The low 32 bits of (hi:lo) >> shift, shift < 32.
+__host__ __device__ __forceinline__ uint32_t funnel_right(uint32_t lo, uint32_t hi,
+                                                          unsigned shift) {
+#ifdef __CUDA_ARCH__
+    return __funnelshift_r(lo, hi, shift);
+#else
+    return shift == 0 ? lo : (lo >> shift) | (hi << (32 - shift));
+#endif
+}
+
+// The device's general way to read a span: the aligned words that cover
+// [p, p + N), joined by funnel shifts. Every word it loads holds at least one
+// byte of the span, so it reads nothing outside the 4-byte words the span
+// touches. Host-and-device: test_cuda_decode runs it at every alignment,
+// spans ending at the end of a buffer included.
+template <int N>
+__host__ __device__ __forceinline__ ByteSpan<N> load_span_by_words(const uint8_t* p) {
+    constexpr int kWords = ByteSpan<N>::kWords;
+    const auto address = reinterpret_cast<uintptr_t>(p);
+    const int offset = static_cast<int>(address & 3u);
+    const uint8_t* aligned = p - offset;
+    uint32_t raw[kWords + 1];
+    FERROX_UNROLL
+    for (int i = 0; i < kWords; ++i) raw[i] = load_aligned_word(aligned + 4 * i);
+    raw[kWords] = offset + N > 4 * kWords ? load_aligned_word(aligned + 4 * kWords) : 0u;
+    const auto shift = static_cast<unsigned>(8 * offset);
+    ByteSpan<N> span;
+    FERROX_UNROLL
+    for (int i = 0; i < kWords; ++i) span.words[i] = funnel_right(raw[i], raw[i + 1], shift);
+    return span;
+}
+
 template <int N>
 __host__ __device__ __forceinline__ ByteSpan<N> load_span(const uint8_t* p) {
-    ByteSpan<N> span;
-    constexpr int kWords = ByteSpan<N>::kWords;
 #ifdef __CUDA_ARCH__
-    const auto address = reinterpret_cast<uintptr_t>(p);
     if constexpr (N % 16 == 0) {
-        if ((address & 15u) == 0) {
+        if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) {
+            ByteSpan<N> span;
             const auto* quads = reinterpret_cast<const uint4*>(p);
             FERROX_UNROLL
             for (int i = 0; i < N / 16; ++i) {
@@ -143,23 +184,13 @@ __host__ __device__ __forceinline__ ByteSpan<N> load_span(const uint8_t* p) {
             return span;
         }
     }
-    // The aligned words that cover [p, p + N): every one holds at least one
-    // byte of the span, so no load leaves the 4-byte words the span touches.
-    const int offset = static_cast<int>(address & 3u);
-    const auto* aligned =
-        reinterpret_cast<const uint32_t*>(address - static_cast<uintptr_t>(offset));
-    uint32_t raw[kWords + 1];
-    FERROX_UNROLL
-    for (int i = 0; i < kWords; ++i) raw[i] = aligned[i];
-    raw[kWords] = offset + N > 4 * kWords ? aligned[kWords] : 0u;
-    const auto shift = static_cast<unsigned>(8 * offset);
-    FERROX_UNROLL
-    for (int i = 0; i < kWords; ++i) span.words[i] = __funnelshift_r(raw[i], raw[i + 1], shift);
+    return load_span_by_words<N>(p);
 #else
-    span.words[kWords - 1] = 0;
+    ByteSpan<N> span;
+    span.words[ByteSpan<N>::kWords - 1] = 0;
     std::memcpy(span.words, p, N);
-#endif
     return span;
+#endif
 }
 
 template <ferrox_kind>

@@ -61,7 +61,26 @@ bool dispatch(ferrox_op op, ferrox_kind kind, auto&& run) {
     }
 }
 
+template <int N>
+bool copy_span(const uint8_t* p, int n, uint8_t* out) {
+    if (n != N) return false;
+    const ByteSpan<N> span = load_span_by_words<N>(p);
+    for (int i = 0; i < N; ++i) out[i] = static_cast<uint8_t>(span.byte(i));
+    return true;
+}
+
 }  // namespace
+
+bool load_span_by_words_on_host(const void* p, int n, uint8_t* out) {
+    const auto* bytes = static_cast<const uint8_t*>(p);
+    // The span sizes the decoders read (block_decode.cuh).
+    return copy_span<2>(bytes, n, out) || copy_span<16>(bytes, n, out) ||
+           copy_span<17>(bytes, n, out) || copy_span<18>(bytes, n, out) ||
+           copy_span<20>(bytes, n, out) || copy_span<22>(bytes, n, out) ||
+           copy_span<24>(bytes, n, out) || copy_span<32>(bytes, n, out) ||
+           copy_span<34>(bytes, n, out) || copy_span<64>(bytes, n, out) ||
+           copy_span<128>(bytes, n, out);
+}
 
 bool decode_row_with_kernel_code(ferrox_kind kind, const void* row, uint64_t cols, float* out) {
     return dispatch(FERROX_OP_MATVEC, kind, [&]<ferrox_op Op, ferrox_kind Kind>() {

@@ -23,4 +23,9 @@ bool run_kernel_code_on_host(ferrox_op op, ferrox_kind kind, const void* weights
                              uint64_t cols, uint64_t row_bytes, const float* x, uint64_t n,
                              float* y);
 
+// Copies n bytes at p into out[0..n) the way the device reads a span whose
+// address is not 16-byte aligned: aligned words joined by funnel shifts
+// (load_span_by_words). Returns false for a size no decoder reads.
+bool load_span_by_words_on_host(const void* p, int n, uint8_t* out);
+
 }  // namespace ferrox::cuda::test

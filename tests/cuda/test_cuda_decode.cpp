@@ -121,6 +121,33 @@ TEST_CASE("the kernel decoders agree with the reference for every byte value at 
     }
 }
 
+TEST_CASE(
+    "the device's word-wise span reads give the bytes at every alignment, nothing past them") {
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<uint32_t> word(0, 0xFFFFFFFFu);
+    for (const int n : {2, 16, 17, 18, 20, 22, 24, 32, 34, 64, 128}) {
+        // Exactly-sized heap buffers (whole words, as device allocations are):
+        // a span at the very end would show a load past the last word under
+        // ASan. CI's ASan build has no CUDA; this was run under ASan by hand
+        // (4 Dec 2026), where always loading the extra word is caught.
+        for (int end_gap = 0; end_gap < 8; ++end_gap) {
+            const size_t words =
+                (static_cast<size_t>(n) + static_cast<size_t>(end_gap) + 3) / 4 + 1;
+            std::vector<uint32_t> storage(words);
+            for (auto& w : storage) w = word(rng);
+            const auto* base = reinterpret_cast<const uint8_t*>(storage.data());
+            const uint8_t* p =
+                base + words * 4 - static_cast<size_t>(end_gap) - static_cast<size_t>(n);
+            INFO("span of " << n << " bytes at offset " << (p - base) << " of " << words * 4);
+            std::vector<uint8_t> got(static_cast<size_t>(n));
+            REQUIRE(ferrox::cuda::test::load_span_by_words_on_host(p, n, got.data()));
+            CHECK(std::memcmp(got.data(), p, static_cast<size_t>(n)) == 0);
+        }
+    }
+    uint8_t out[8];
+    CHECK_FALSE(ferrox::cuda::test::load_span_by_words_on_host(out, 5, out));
+}
+
 TEST_CASE("the kernel decoders exist for exactly the kinds with a MATVEC row") {
     std::vector<uint8_t> bytes(4096, 0x5A);
     std::vector<float> out(256);
