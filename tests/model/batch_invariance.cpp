@@ -392,6 +392,30 @@ void bad_input(const model::Model& m, const std::string& name) {
     check(st.code == DecodeCode::NoRoom && st.cells_needed == 8 && st.cells_free == 7 &&
               snapshot(c) == cells_before,
           name + ": a full cache -> no room (" + st.message + "), nothing overwritten");
+
+    // A context that does not fit the memory is refused before anything is
+    // allocated, with the sum: against a stated 1 MiB, and against the
+    // machine's own MemAvailable with ~4 billion cells (terabytes of KV).
+    ContextOptions small = opt;
+    small.n_ctx = 4096;
+    small.available_bytes = 1 << 20;
+    auto refused = Context::create(m, small);
+    const std::string why = refused ? "" : refused.error().message();
+    check(!refused &&
+              why.find("a context of 4096 cells for 2 sequences (batch 8) does not fit") !=
+                  std::string::npos &&
+              why.find("4096 positions") != std::string::npos &&
+              why.find("only 1048576 B are available (the context's available_bytes)") !=
+                  std::string::npos,
+          name + ": a context over a 1 MiB budget -> " + why);
+    small.available_bytes = uint64_t{1} << 40;  // the same context, 1 TiB: fits
+    check(bool(Context::create(m, small)), name + ": the same context fits 1 TiB");
+    ContextOptions huge = opt;
+    huge.n_ctx = 4000000000u;
+    auto too_big = Context::create(m, huge);
+    check(!too_big && too_big.error().message().find("MemAvailable") != std::string::npos,
+          name + ": 4e9 cells against MemAvailable -> " +
+              (too_big ? std::string("created") : too_big.error().message()));
 }
 
 // A sequence saved, cleared and restored (into other cells) continues as if

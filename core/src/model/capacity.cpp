@@ -30,11 +30,12 @@ Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
     p.available_bytes = in.available_bytes;
     if (p.total_bytes > p.available_bytes)
         return make_error(
-            "model does not fit: weights {} B + KV cache {} B ({} layers x {} positions x {} kv "
-            "heads x ({} + {}) dims x {} B) + scratch {} B = {} B, but only {} B are available "
-            "({}); lower the context (-c){}",
-            p.weight_bytes, p.kv_bytes, in.n_layer, in.context, in.n_head_kv, in.head_dim_k,
-            in.head_dim_v, in.kv_element_bytes, p.scratch_bytes, p.total_bytes, p.available_bytes,
+            "{} does not fit: {}KV cache {} B ({} layers x {} positions x {} kv heads x ({} + {}) "
+            "dims x {} B) + scratch {} B = {} B, but only {} B are available ({}); lower the "
+            "context (-c){}",
+            in.subject, p.weight_bytes ? fmt::format("weights {} B + ", p.weight_bytes) : "",
+            p.kv_bytes, in.n_layer, in.context, in.n_head_kv, in.head_dim_k, in.head_dim_v,
+            in.kv_element_bytes, p.scratch_bytes, p.total_bytes, p.available_bytes,
             in.available_what,
             in.kv_element_bytes > 2 ? " or use an f16 KV cache (--kv-type f16)" : "");
     return p;

@@ -165,6 +165,51 @@ struct Model::Impl {
                sizeof(float);
     }
 
+    // What a context made after loading adds (its KV cache, scratch, cell
+    // lists and one logits row per sequence), against the memory free now:
+    // the weights are already in place. A server's or the C API's context
+    // is larger than the model's own, which the load-time plan covered.
+    Expected<void> check_context_fits(uint32_t n_ctx, uint32_t n_batch, uint32_t n_seq,
+                                      uint64_t available_bytes) const {
+        CapacityInputs in;
+        in.subject =
+            fmt::format("a context of {} cells for {} sequences (batch {})", n_ctx, n_seq, n_batch);
+        in.n_layer = hp.n_layer;
+        in.context = n_ctx;
+        in.n_head_kv = hp.n_head_kv;
+        in.head_dim_k = hp.head_dim_k;
+        in.head_dim_v = hp.head_dim_v;
+        in.kv_element_bytes = static_cast<uint32_t>(kv_element_bytes());
+        const uint64_t logits_rows = std::min(n_seq, n_batch);
+        if (residency.resident) {
+            CapacityInputs device = in;
+            device.scratch_bytes = layout(n_batch, nullptr, nullptr) * sizeof(float) +
+                                   logits_rows * n_ctx * sizeof(uint32_t);  // the cell lists
+            const Backend& backend = dispatcher.resident_backend();
+            auto info = backend.device_info(0);
+            if (!info) return info.error();
+            device.available_bytes = info->memory_free;
+            device.available_what =
+                fmt::format("free memory of the {} backend's {}", backend.name(), info->name);
+            if (auto fits = plan_capacity(device); !fits) return fits.error();
+            in.kv_element_bytes = 0;  // no KV cache in host memory
+            in.scratch_bytes = host_scratch_bytes(n_batch, n_ctx);
+        } else {
+            in.scratch_bytes = scratch_bytes(n_batch, n_ctx);
+        }
+        in.scratch_bytes += logits_rows * hp.vocab * sizeof(float);
+        if (available_bytes) {
+            in.available_bytes = available_bytes;
+            in.available_what = "the context's available_bytes";
+        } else if (auto avail = mem_available_bytes()) {
+            in.available_bytes = *avail;
+        } else {
+            return make_error("cannot read MemAvailable from /proc/meminfo for the capacity plan");
+        }
+        if (auto fits = plan_capacity(in); !fits) return fits.error();
+        return {};
+    }
+
     uint64_t constant_bytes() const {
         uint64_t floats = w.output_norm.size();
         for (const LayerWeights& L : w.layers)
@@ -1102,6 +1147,7 @@ Expected<void> Model::forward(std::span<const int32_t> tokens, uint32_t pos,
         single.n_ctx = m.context;
         single.n_batch = m.max_batch;
         single.profile = m.options_profile;
+        single.available_bytes = m.plan.available_bytes;  // what the load-time plan saw
         auto context = Context::create(*this, single);
         if (!context) return context.error();
         default_context_ = std::move(*context);
@@ -1224,6 +1270,9 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model,
             "off)",
             options.n_seq, b.name(), b.abi_version_text());
     }
+    if (auto fits = m.check_context_fits(n_ctx, n_batch, options.n_seq, options.available_bytes);
+        !fits)
+        return make_error("context: {}", fits.error().message());
     auto impl = std::make_unique<Impl>(m, n_ctx, n_batch, options.n_seq);
     impl->steps = m.make_steps(n_ctx);
     if (options.profile)

@@ -21,6 +21,9 @@ struct CapacityInputs {
     uint64_t available_bytes = 0;  // MemAvailable
     // What available_bytes is, for the refusal: "MemAvailable", or a device's free memory.
     std::string available_what = "MemAvailable";
+    // What is planned, for the refusal: "model", or a context made after the
+    // model (whose weights are already in place: weight_bytes 0).
+    std::string subject = "model";
 };
 
 struct CapacityPlan {

@@ -50,6 +50,10 @@ struct ContextOptions {
     // Times every op of every decode into this profile (not owned; must
     // outlive the context); nullptr: no clock is read.
     StepProfile* profile = nullptr;
+    // The host memory the context's KV cache and scratch are planned
+    // against; 0: MemAvailable when it is made. (On a resident backend the
+    // device's part is planned against its free memory either way.)
+    uint64_t available_bytes = 0;
 };
 
 // What a decode did. Anything but Ok leaves the cache as it was: no cell is
