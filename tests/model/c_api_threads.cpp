@@ -14,16 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "c_api_status.h"
 #include "ferrox/ferrox.h"
 
 namespace {
 
-ferrox_call_status fresh_status() {
-    ferrox_call_status st;
-    std::memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
-    return st;
-}
+using ferrox::test::fresh_status;
 
 int fail(const char* what, const ferrox_call_status& st) {
     std::fprintf(stderr, "FAIL: %s: %s\n", what, st.message);

@@ -15,26 +15,14 @@
 #include "ferrox/plugin_loader.h"
 #include "ferrox/sampling.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "plain_checks.h"
 
 using namespace ferrox;
+using test::check;
+using test::failures;
+using test::nmse;
 
 namespace {
-
-int failures = 0;
-void check(bool ok, const std::string& what) {
-    std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
-    if (!ok) ++failures;
-}
-
-double nmse(std::span<const float> got, std::span<const float> want) {
-    double e = 0, r = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        const double d = double(got[i]) - double(want[i]);
-        e += d * d;
-        r += double(want[i]) * double(want[i]);
-    }
-    return e / r;
-}
 
 std::filesystem::path model_path() {
     if (const char* env = std::getenv("FERROX_GEMMA3_GGUF")) return env;

@@ -9,18 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "c_api_status.h"
 #include "ferrox/ferrox.h"
 #include "ferrox/sampler_chain.h"
 #include "tiny_gguf.h"
 
-namespace {
-ferrox_call_status fresh_status() {
-    ferrox_call_status st;
-    std::memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
-    return st;
-}
-}  // namespace
+using ferrox::test::fresh_status;
 
 TEST_CASE("NULL arguments are refused with a message, never dereferenced") {
     auto st = fresh_status();
