@@ -123,7 +123,10 @@ int run(const CommonOptions& common, RunOptions o) {
     for (int i = 0; i < o.n_predict && !stopped && !interrupted(); ++i) {
         int32_t next;
         {
-            model::ScopedStepTimer timer(o.profile ? &profile : nullptr, "sample", "sample");
+            // The first draw reads the prompt's logits: it is the prompt's, so
+            // that a generation step is one forward and one draw.
+            model::ScopedStepTimer timer(
+                o.profile ? (i == 0 ? &prompt_profile : &profile) : nullptr, "sample", "sample");
             next = sampler.sample(logits, tokens);
         }
         if (tok.is_end_of_generation(next)) break;

@@ -1,6 +1,8 @@
 // The `ferrox` executable as users and operators run it: exit codes, stdout
 // for results, stderr for logs, and the rule that a CPU-only selection never
 // touches libcuda -- witnessed by the dynamic loader itself (LD_DEBUG=libs).
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "../plugins/plugin_env.h"
@@ -118,6 +120,36 @@ TEST_CASE("bench runs a matvec through the dispatch layer and reports the kernel
     REQUIRE(doc.at("results").size() == 1);
     CHECK(doc.at("results")[0].at("backend") == "cpu");
     CHECK(doc.at("results")[0].at("median_s").get<double>() > 0);
+}
+
+TEST_CASE("run --profile counts one forward and one draw per generation step") {
+    const char* dir = std::getenv("FERROX_TINY_MODELS");
+    const char* home = std::getenv("HOME");
+    const std::filesystem::path model =
+        (dir ? std::filesystem::path(dir)
+             : std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models") /
+        "tiny-llama.gguf";
+    if (!std::filesystem::exists(model)) {
+        WARN("skipped: no " << model << " (python3 tests/model/make_tiny_models.py)");
+        return;
+    }
+    const auto r = run_ferrox("run -m " + sh_quote(model) +
+                              " -p 'hello world' -n 6 --temp 0 -t 1 --profile --json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto doc = nlohmann::json::parse(r.out);
+    const auto calls = [&](const char* phase, const std::string& op, const std::string& role) {
+        uint64_t n = 0;
+        for (const auto& row : doc.at("profile").at(phase).at("ops"))
+            if (row.at("op") == op && row.at("role") == role) n += row.at("calls").get<uint64_t>();
+        return n;
+    };
+    // 6 tokens: the first drawn from the prompt's logits, then 5 steps.
+    REQUIRE(doc.at("generated_tokens") == 6);
+    CHECK(doc.at("profile").at("generation").at("steps") == 5);
+    CHECK(calls("prompt", "sample", "sample") == 1);
+    CHECK(calls("generation", "sample", "sample") == 5);
+    CHECK(calls("generation", "matvec", "output") == 5);
 }
 
 #ifdef FERROX_CUDA_PLUGIN
