@@ -47,20 +47,17 @@ struct Scheduler::Slot {
 namespace {
 
 SamplerChain chain_for(const SamplingRequest& s) {
-    SamplerChain chain(s.seed);
-    if (!s.logit_bias.empty()) chain.add(logit_bias_stage(s.logit_bias));
-    if (s.frequency_penalty != 0 || s.presence_penalty != 0)
-        chain.add(penalties_stage(64, 1.0f, s.frequency_penalty, s.presence_penalty));
-    if (s.temperature <= 0) {
-        chain.add(greedy_stage());
-        return chain;
-    }
-    if (s.top_k > 0) chain.add(top_k_stage(s.top_k));
-    chain.add(temperature_stage(s.temperature));
-    if (s.top_p < 1) chain.add(top_p_stage(s.top_p));
-    if (s.min_p > 0) chain.add(min_p_stage(s.min_p));
-    chain.add(distribution_stage());
-    return chain;
+    ChainParams p;
+    p.base.temperature = s.temperature;
+    p.base.top_k = s.top_k;
+    p.base.top_p = s.top_p;
+    p.base.min_p = s.min_p;
+    p.base.repeat_penalty = 1.0f;  // the OpenAI API has frequency and presence penalties only
+    p.base.seed = s.seed;
+    p.frequency_penalty = s.frequency_penalty;
+    p.presence_penalty = s.presence_penalty;
+    p.logit_bias = s.logit_bias;
+    return SamplerChain::from_params(p);
 }
 
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {

@@ -67,6 +67,15 @@ FERROX_API std::unique_ptr<SamplerStage> min_p_stage(float min_p);  // 0: off
 FERROX_API std::unique_ptr<SamplerStage> greedy_stage();            // terminal
 FERROX_API std::unique_ptr<SamplerStage> distribution_stage();      // terminal, seeded draw
 
+// Everything a chain is built from: `ferrox run`'s flags (the base alone), a
+// server request, ferrox_sampler_params. One builder for all three, so the
+// same settings and seed draw the same tokens through each.
+struct ChainParams {
+    SamplerParams base;  // temperature, top-k/p, min-p, repetition penalty, seed
+    float frequency_penalty = 0, presence_penalty = 0;  // 0: off
+    std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit)
+};
+
 class FERROX_API SamplerChain {
   public:
     explicit SamplerChain(uint64_t seed = 0);
@@ -75,9 +84,15 @@ class FERROX_API SamplerChain {
     SamplerChain(SamplerChain&&) = default;
     SamplerChain& operator=(SamplerChain&&) = default;
 
-    // The chain `ferrox run` has always used: penalty, then greedy when
-    // temperature <= 0, else top-k, temperature, top-p, min-p and a draw.
-    static SamplerChain from_params(const SamplerParams& params);
+    // Logit bias (when any), penalties, then greedy when temperature <= 0,
+    // else top-k, temperature, top-p, min-p and a draw. A stage that is off
+    // changes nothing, except that top-k 0 sorts every candidate (as Sampler
+    // does), which orders the draw.
+    static SamplerChain from_params(const ChainParams& params);
+    // The chain `ferrox run` has always used (Sampler's draws).
+    static SamplerChain from_params(const SamplerParams& params) {
+        return from_params(ChainParams{params, 0, 0, {}});
+    }
 
     SamplerChain& add(std::unique_ptr<SamplerStage> stage);
     size_t size() const { return stages_.size(); }

@@ -529,24 +529,19 @@ ferrox_code ferrox_sampler_new(const ferrox_sampler_params* given, ferrox_sample
     if (p.n_logit_bias && !p.logit_bias)
         return invalid(status, "n_logit_bias > 0, logit_bias NULL");
     return guarded(status, [&]() -> ferrox_code {
-        SamplerChain chain(p.seed);
-        if (p.n_logit_bias) {
-            std::vector<std::pair<int32_t, float>> bias;
-            for (uint32_t i = 0; i < p.n_logit_bias; ++i)
-                bias.emplace_back(p.logit_bias[i].token, p.logit_bias[i].bias);
-            chain.add(logit_bias_stage(std::move(bias)));
-        }
-        chain.add(penalties_stage(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty,
-                                  p.presence_penalty));
-        if (p.temperature <= 0) {
-            chain.add(greedy_stage());
-        } else {
-            chain.add(top_k_stage(p.top_k));
-            chain.add(temperature_stage(p.temperature));
-            chain.add(top_p_stage(p.top_p));
-            chain.add(min_p_stage(p.min_p));
-            chain.add(distribution_stage());
-        }
+        ChainParams cp;
+        cp.base.temperature = p.temperature;
+        cp.base.top_k = p.top_k;
+        cp.base.top_p = p.top_p;
+        cp.base.min_p = p.min_p;
+        cp.base.repeat_penalty = p.repeat_penalty;
+        cp.base.repeat_last_n = p.repeat_last_n;
+        cp.base.seed = p.seed;
+        cp.frequency_penalty = p.frequency_penalty;
+        cp.presence_penalty = p.presence_penalty;
+        for (uint32_t i = 0; i < p.n_logit_bias; ++i)
+            cp.logit_bias.emplace_back(p.logit_bias[i].token, p.logit_bias[i].bias);
+        SamplerChain chain = SamplerChain::from_params(cp);
         *out = new ferrox_sampler{std::move(chain)};
         return ok(status);
     });

@@ -212,9 +212,12 @@ SamplerChain& SamplerChain::operator=(const SamplerChain& other) {
     return *this;
 }
 
-SamplerChain SamplerChain::from_params(const SamplerParams& p) {
+SamplerChain SamplerChain::from_params(const ChainParams& params) {
+    const SamplerParams& p = params.base;
     SamplerChain chain(p.seed);
-    chain.add(penalties_stage(p.repeat_last_n, p.repeat_penalty, 0.0f, 0.0f));
+    if (!params.logit_bias.empty()) chain.add(logit_bias_stage(params.logit_bias));
+    chain.add(penalties_stage(p.repeat_last_n, p.repeat_penalty, params.frequency_penalty,
+                              params.presence_penalty));
     if (p.temperature <= 0.0f) {
         chain.add(greedy_stage());
         return chain;
