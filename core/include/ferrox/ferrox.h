@@ -92,9 +92,13 @@ typedef struct ferrox_model_params {
     /* The KV kind every context of this model uses: attention kernels are
      * chosen for it at load. */
     ferrox_kv_kind kv_kind;
-    uint32_t n_ctx_max;   /* KV cells a context may have; 0: min(4096, training) */
-    uint32_t n_batch_max; /* tokens per decode a context may have; 0: 256 */
-    int allow_resident;   /* nonzero (default): keep the pass on a 1.2 backend */
+    /* The cells and batch the load-time memory plan counts, and what a
+     * context gets for n_ctx / n_batch 0. (A context may ask for more; it is
+     * planned against the memory free when it is made.) n_ctx_max 0:
+     * min(4096, training); n_batch_max 0: 256. */
+    uint32_t n_ctx_max;
+    uint32_t n_batch_max;
+    int allow_resident; /* nonzero (default): keep the pass on a 1.2 backend */
     ferrox_progress_fn progress;
     void* progress_user;
     /* The most sequences one context of this model will hold (n_seq); 0: 1.
