@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "bench_memory.h"
 #include "bench_sizes.h"
 #include "commands/commands.h"
 #include "ferrox/dispatch.h"
@@ -52,6 +53,7 @@ struct Row {
 // 17.5 GB/s on one core), and a ceiling the kernels can beat is no ceiling.
 struct Bandwidth {
     double median_gbs = 0, best_gbs = 0;
+    bool huge_pages = false;  // the probe's memory took the MADV_HUGEPAGE advice
 };
 
 // One thread's sum over [p, p + words), 64 bytes a step. Cloned per ISA
@@ -70,9 +72,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void sum_stream(con
     std::memcpy(out, acc, sizeof acc);
 }
 
-Bandwidth measure_read_bandwidth(unsigned threads, uint64_t mib) {
+Expected<Bandwidth> measure_read_bandwidth(unsigned threads, uint64_t mib) {
     const uint64_t words = (std::max<uint64_t>(mib, 1024) << 20) / sizeof(uint64_t);
-    std::vector<uint64_t> buffer(words);
+    auto memory = HugePageBuffer::allocate(words * sizeof(uint64_t));  // as the weight copies
+    if (!memory) return memory.error();
+    const std::span<uint64_t> buffer(reinterpret_cast<uint64_t*>((*memory)->bytes().data()), words);
     for (uint64_t i = 0; i < words; ++i) buffer[i] = i;
     std::vector<uint64_t> sink(threads * 8);
     auto pass = [&](bool prefetch) {
@@ -98,7 +102,7 @@ Bandwidth measure_read_bandwidth(unsigned threads, uint64_t mib) {
         rates.push_back(static_cast<double>(words * sizeof(uint64_t)) / best_s / 1e9);
     }
     std::sort(rates.begin(), rates.end());
-    return {rates[rates.size() / 2], rates.back()};
+    return Bandwidth{rates[rates.size() / 2], rates.back(), (*memory)->huge_pages_advised()};
 }
 
 // Rows quantized by the reference quantizer; the rest of the matrix repeats
@@ -182,7 +186,12 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
     Dispatcher dispatch(plugins.selected(), registry);
     const unsigned bw_threads =
         o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-    const Bandwidth bandwidth = measure_read_bandwidth(bw_threads, o.rotate_mib);
+    auto measured = measure_read_bandwidth(bw_threads, o.rotate_mib);
+    if (!measured) {
+        logger().error("{}", measured.error().message());
+        return kExitFailure;
+    }
+    const Bandwidth bandwidth = *measured;
 
     std::vector<Row> rows;
     for (const auto& kind_text : o.kinds) {
@@ -201,10 +210,22 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
                 logger().error("{}", bytes.error().message());
                 return kExitBadInput;
             }
-            // Distinct copies so each call streams from memory, not cache.
+            // Distinct copies so each call streams from memory, not cache:
+            // back to back, each 64-byte aligned, in huge-page memory as a
+            // mapped model is (bench_memory.h).
+            const uint64_t stride = (bytes->size() + 63) / 64 * 64;
+            auto memory = HugePageBuffer::allocate(copies * stride);
+            if (!memory) {
+                logger().error("{}", memory.error().message());
+                return kExitFailure;
+            }
             std::vector<WeightMatrix> mats;
             for (uint64_t i = 0; i < copies; ++i) {
-                auto m = WeightMatrix::owned(fmt::format("bench.{}", i), traits->id, r, c, *bytes);
+                const std::span<std::byte> copy =
+                    (*memory)->bytes().subspan(i * stride, bytes->size());
+                std::memcpy(copy.data(), bytes->data(), bytes->size());
+                auto m = WeightMatrix::borrowed(fmt::format("bench.{}", i), traits->id, r, c, copy,
+                                                *memory);
                 if (!m) {
                     logger().error("{}", m.error().message());
                     return kExitFailure;
@@ -264,6 +285,7 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
         doc["threads"] = bw_threads;
         doc["read_bandwidth_gb_per_s"] = {{"median", bandwidth.median_gbs},
                                           {"best", bandwidth.best_gbs}};
+        doc["huge_pages_advised"] = bandwidth.huge_pages;
         doc["reps"] = o.reps;
         doc["weights"] =
             o.hot ? "hot" : fmt::format("cold (rotating over >= {} MiB)", o.rotate_mib);
@@ -288,8 +310,11 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
                                    : fmt::format("cold, rotating over >= {} MiB", o.rotate_mib),
                              o.reps);
     std::cout << fmt::format(
-        "memory read bandwidth at {} threads (this run): median {:.1f} GB/s, best {:.1f} GB/s\n\n",
-        bw_threads, bandwidth.median_gbs, bandwidth.best_gbs);
+        "memory read bandwidth at {} threads (this run): median {:.1f} GB/s, best {:.1f} GB/s; "
+        "weights and probe in {}\n\n",
+        bw_threads, bandwidth.median_gbs, bandwidth.best_gbs,
+        bandwidth.huge_pages ? "memory advised for 2 MiB pages"
+                             : "4 KiB pages (the kernel refused MADV_HUGEPAGE)");
     std::cout << "| kind | shape | n | backend | kernel | median ms | p10–p90 ms | weight GB/s | "
                  "of read BW | GFLOP/s |\n"
                  "|---|---|---:|---|---|---:|---:|---:|---:|---:|\n";
