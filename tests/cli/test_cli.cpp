@@ -120,6 +120,8 @@ TEST_CASE("bench runs a matvec through the dispatch layer and reports the kernel
     REQUIRE(doc.at("results").size() == 1);
     CHECK(doc.at("results")[0].at("backend") == "cpu");
     CHECK(doc.at("results")[0].at("median_s").get<double>() > 0);
+    // Which page size the weight copies and the bandwidth probe were given.
+    CHECK(doc.at("huge_pages_advised").is_boolean());
 }
 
 TEST_CASE("run --profile counts one forward and one draw per generation step") {
