@@ -439,21 +439,21 @@ void Api::generate(Call& call, bool chat) {
             "max_tokens"};
     g.max_tokens = static_cast<uint32_t>(max_tokens);
 
-    SamplingRequest& s = g.sampling;
-    s.temperature = static_cast<float>(f.number("temperature", 0, 2, s.temperature));
-    s.top_p = static_cast<float>(f.number("top_p", 0, 1, s.top_p));
-    if (f.has("top_p") && s.top_p <= 0) f.fail("top_p", "must be greater than 0");
-    s.top_k = static_cast<uint32_t>(f.integer("top_k", 0, 1 << 20, s.top_k));
-    s.min_p = static_cast<float>(f.number("min_p", 0, 1, s.min_p));
+    ChainParams& s = g.sampling;
+    s.base.temperature = static_cast<float>(f.number("temperature", 0, 2, s.base.temperature));
+    s.base.top_p = static_cast<float>(f.number("top_p", 0, 1, s.base.top_p));
+    if (f.has("top_p") && s.base.top_p <= 0) f.fail("top_p", "must be greater than 0");
+    s.base.top_k = static_cast<uint32_t>(f.integer("top_k", 0, 1 << 20, s.base.top_k));
+    s.base.min_p = static_cast<float>(f.number("min_p", 0, 1, s.base.min_p));
     s.presence_penalty = static_cast<float>(f.number("presence_penalty", -2, 2, 0));
     s.frequency_penalty = static_cast<float>(f.number("frequency_penalty", -2, 2, 0));
     if (f.has("seed")) {
-        s.seed = static_cast<uint64_t>(f.integer("seed", INT64_MIN, INT64_MAX, 0));
+        s.base.seed = static_cast<uint64_t>(f.integer("seed", INT64_MIN, INT64_MAX, 0));
     } else {
         static std::mt19937_64 seeds{std::random_device{}()};
         static std::mutex seeds_m;
         std::lock_guard lock(seeds_m);
-        s.seed = seeds();
+        s.base.seed = seeds();
     }
     if (f.has("logit_bias")) {
         const ordered_json& lb = f.raw("logit_bias");

@@ -46,20 +46,6 @@ struct Scheduler::Slot {
 
 namespace {
 
-SamplerChain chain_for(const SamplingRequest& s) {
-    ChainParams p;
-    p.base.temperature = s.temperature;
-    p.base.top_k = s.top_k;
-    p.base.top_p = s.top_p;
-    p.base.min_p = s.min_p;
-    p.base.repeat_penalty = 1.0f;  // the OpenAI API has frequency and presence penalties only
-    p.base.seed = s.seed;
-    p.frequency_penalty = s.frequency_penalty;
-    p.presence_penalty = s.presence_penalty;
-    p.logit_bias = s.logit_bias;
-    return SamplerChain::from_params(p);
-}
-
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
     const size_t n = std::min(a.size(), b.size());
     size_t i = 0;
@@ -216,7 +202,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         s.next_token = -1;
         s.generated = 0;
         s.reused = static_cast<uint32_t>(s.cached.size());
-        s.chain = chain_for(job->request.sampling);
+        s.chain = SamplerChain::from_params(job->request.sampling);
         s.chain.accept(prompt);
         s.utf8 = Utf8Streamer();
         s.stops.emplace(job->request.stop);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ferrox/model/context.h"
+#include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "metrics.h"
 
@@ -29,20 +30,11 @@ namespace ferrox::server {
 
 using Clock = std::chrono::steady_clock;
 
-struct SamplingRequest {
-    float temperature = 0.8f;
-    uint32_t top_k = 40;
-    float top_p = 0.95f;
-    float min_p = 0.05f;
-    float presence_penalty = 0, frequency_penalty = 0;
-    std::vector<std::pair<int32_t, float>> logit_bias;
-    uint64_t seed = 0;
-};
-
 struct GenerationRequest {
     std::vector<int32_t> prompt;
     uint32_t max_tokens = 0;
-    SamplingRequest sampling;
+    // The OpenAI API sets no repetition penalty: base.repeat_penalty stays 1.
+    ChainParams sampling;
     std::vector<std::string> stop;
     uint32_t top_logprobs = 0;  // alternatives reported per token
     bool logprobs = false;
