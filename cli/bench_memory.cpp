@@ -16,10 +16,10 @@ Expected<std::shared_ptr<HugePageBuffer>> HugePageBuffer::allocate(uint64_t byte
     const uint64_t size = (std::max<uint64_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
     // One huge page more, to align the start.
     const uint64_t mapping_size = size + kHugePage;
-    void* mapping = ::mmap(nullptr, mapping_size, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* mapping =
+        ::mmap(nullptr, mapping_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapping == MAP_FAILED)
-        return make_error("bench: cannot map {} bytes for the weight copies: {}", mapping_size,
+        return make_error("bench: cannot map {} bytes of memory: {}", mapping_size,
                           std::strerror(errno));
     std::shared_ptr<HugePageBuffer> buffer(new HugePageBuffer());
     buffer->mapping_ = mapping;

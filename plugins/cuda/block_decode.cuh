@@ -114,9 +114,11 @@ struct ByteSpan {
     __host__ __device__ __forceinline__ uint32_t byte(int i) const {
         return (words[i / 4] >> (8 * (i % 4))) & 0xFFu;
     }
+    __host__ __device__ __forceinline__ uint32_t u16(int i) const {
+        return byte(i) | (byte(i + 1) << 8);
+    }
     __host__ __device__ __forceinline__ float f16(int i) const {
-        const auto bits = static_cast<unsigned short>(byte(i) | (byte(i + 1) << 8));
-        return __half2float(__ushort_as_half(bits));
+        return __half2float(__ushort_as_half(static_cast<unsigned short>(u16(i))));
     }
     __host__ __device__ __forceinline__ uint32_t u32(int i) const {
         return byte(i) | (byte(i + 1) << 8) | (byte(i + 2) << 16) | (byte(i + 3) << 24);
@@ -205,26 +207,19 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
     if constexpr (Kind == FERROX_KIND_F32 || Kind == FERROX_KIND_F16 || Kind == FERROX_KIND_BF16) {
         const uint64_t first = g * kGranule;
         const int valid = cols - first < kGranule ? static_cast<int>(cols - first) : kGranule;
-        if constexpr (Kind == FERROX_KIND_F32) {
-            if (valid == kGranule) {
-                const auto span = load_span<4 * kGranule>(row + 4 * first);
-                FERROX_UNROLL
-                for (int l = 0; l < kGranule; ++l) w[l] = float_from_bits(span.words[l]);
-                return kGranule;
+        if (valid == kGranule) {
+            constexpr int kBytes = Kind == FERROX_KIND_F32 ? 4 : 2;
+            const auto span = load_span<kBytes * kGranule>(row + kBytes * first);
+            FERROX_UNROLL
+            for (int l = 0; l < kGranule; ++l) {
+                if constexpr (Kind == FERROX_KIND_F32)
+                    w[l] = float_from_bits(span.words[l]);
+                else if constexpr (Kind == FERROX_KIND_F16)
+                    w[l] = span.f16(2 * l);
+                else
+                    w[l] = float_from_bits(span.u16(2 * l) << 16);
             }
-        } else {
-            if (valid == kGranule) {
-                const auto span = load_span<2 * kGranule>(row + 2 * first);
-                FERROX_UNROLL
-                for (int l = 0; l < kGranule; ++l) {
-                    const uint32_t bits = (span.words[l / 2] >> (16 * (l % 2))) & 0xFFFFu;
-                    if constexpr (Kind == FERROX_KIND_F16)
-                        w[l] = __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-                    else
-                        w[l] = float_from_bits(bits << 16);
-                }
-                return kGranule;
-            }
+            return kGranule;
         }
         // The short tail of a row: element by element, nothing past its end.
         FERROX_UNROLL

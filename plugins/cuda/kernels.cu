@@ -1,7 +1,7 @@
 // MATVEC and tiled GEMM kernels, instantiated from the capability table.
 //
-// One template does both: a warp owns kRowsPerWarp<Kind> weight rows and walks each
-// granule by granule (32 weights, see block_decode.cuh), lane i taking
+// One template does both: a warp owns kRowsPerWarp<Kind> weight rows and walks
+// each row granule by granule (32 weights, see block_decode.cuh), lane i taking
 // granules i, i+32, ...; each decoded granule is multiplied into a tile of
 // `Tile` activations before the next is read, so GEMM reads every weight
 // block once per tile instead of once per activation. MATVEC is the Tile = 1
@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     for (uint64_t chunk = 0; chunk < granules; chunk += kChunk) {
         const uint64_t chunk_end = chunk + kChunk < granules ? chunk + kChunk : granules;
         __syncthreads();  // every warp is done with the previous chunk
-                          // Coalesced reads; zeros past the row's end and past the batch, so
-                          // a short float granule reads defined values.
+                          // Coalesced reads; zeros past the row's end and past the batch, so a
+                          // short float granule reads defined values.
 #pragma unroll 8
         for (int i = static_cast<int>(threadIdx.x); i < Tile * kChunkFloats;
              i += kWarpsPerBlock * kWarpSize) {

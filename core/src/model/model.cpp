@@ -169,28 +169,59 @@ struct Model::Impl {
     // lists and one logits row per sequence), against the memory free now:
     // the weights are already in place. A server's or the C API's context
     // is larger than the model's own, which the load-time plan covered.
-    Expected<void> check_context_fits(uint32_t n_ctx, uint32_t n_batch, uint32_t n_seq,
-                                      uint64_t available_bytes) const {
+    // A capacity plan's KV-cache terms for `cells` cells.
+    CapacityInputs kv_terms(uint32_t cells) const {
         CapacityInputs in;
-        in.subject =
-            fmt::format("a context of {} cells for {} sequences (batch {})", n_ctx, n_seq, n_batch);
         in.n_layer = hp.n_layer;
-        in.context = n_ctx;
+        in.context = cells;
         in.n_head_kv = hp.n_head_kv;
         in.head_dim_k = hp.head_dim_k;
         in.head_dim_v = hp.head_dim_v;
         in.kv_element_bytes = static_cast<uint32_t>(kv_element_bytes());
+        return in;
+    }
+
+    // The resident backend's device memory free now, as a plan's available side.
+    Expected<void> device_available(CapacityInputs& in) const {
+        const Backend& backend = dispatcher.resident_backend();
+        auto info = backend.device_info(0);
+        if (!info) return info.error();
+        in.available_bytes = info->memory_free;
+        in.available_what =
+            fmt::format("free memory of the {} backend's {}", backend.name(), info->name);
+        return {};
+    }
+
+    // `stated` bytes (a test's or a caller's figure, named `stated_what`), or
+    // MemAvailable now, as a plan's available side.
+    static Expected<void> host_available(CapacityInputs& in, uint64_t stated,
+                                         std::string_view stated_what) {
+        if (stated) {
+            in.available_bytes = stated;
+            in.available_what = std::string(stated_what);
+        } else if (auto avail = mem_available_bytes()) {
+            in.available_bytes = *avail;
+        } else {
+            return make_error("cannot read MemAvailable from /proc/meminfo for the capacity plan");
+        }
+        return {};
+    }
+
+    // What a context made after loading adds (its KV cache, scratch, cell
+    // lists and one logits row per sequence), against the memory free now:
+    // the weights are already in place. A server's or the C API's context
+    // is larger than the model's own, which the load-time plan covered.
+    Expected<void> check_context_fits(uint32_t n_ctx, uint32_t n_batch, uint32_t n_seq,
+                                      uint64_t available_bytes) const {
+        CapacityInputs in = kv_terms(n_ctx);
+        in.subject =
+            fmt::format("a context of {} cells for {} sequences (batch {})", n_ctx, n_seq, n_batch);
         const uint64_t logits_rows = std::min(n_seq, n_batch);
         if (residency.resident) {
             CapacityInputs device = in;
             device.scratch_bytes = layout(n_batch, nullptr, nullptr) * sizeof(float) +
                                    logits_rows * n_ctx * sizeof(uint32_t);  // the cell lists
-            const Backend& backend = dispatcher.resident_backend();
-            auto info = backend.device_info(0);
-            if (!info) return info.error();
-            device.available_bytes = info->memory_free;
-            device.available_what =
-                fmt::format("free memory of the {} backend's {}", backend.name(), info->name);
+            if (auto r = device_available(device); !r) return r;
             if (auto fits = plan_capacity(device); !fits) return fits.error();
             in.kv_element_bytes = 0;  // no KV cache in host memory
             in.scratch_bytes = host_scratch_bytes(n_batch, n_ctx);
@@ -198,14 +229,8 @@ struct Model::Impl {
             in.scratch_bytes = scratch_bytes(n_batch, n_ctx);
         }
         in.scratch_bytes += logits_rows * hp.vocab * sizeof(float);
-        if (available_bytes) {
-            in.available_bytes = available_bytes;
-            in.available_what = "the context's available_bytes";
-        } else if (auto avail = mem_available_bytes()) {
-            in.available_bytes = *avail;
-        } else {
-            return make_error("cannot read MemAvailable from /proc/meminfo for the capacity plan");
-        }
+        if (auto r = host_available(in, available_bytes, "the context's available_bytes"); !r)
+            return r;
         if (auto fits = plan_capacity(in); !fits) return fits.error();
         return {};
     }
@@ -1088,25 +1113,14 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
         logger().debug("activations in host memory: {}", m.residency.reason);
     }
 
-    CapacityInputs in;
-    in.n_layer = m.hp.n_layer;
-    in.context = m.context;
-    in.n_head_kv = m.hp.n_head_kv;
-    in.head_dim_k = m.hp.head_dim_k;
-    in.head_dim_v = m.hp.head_dim_v;
-    in.kv_element_bytes = static_cast<uint32_t>(m.kv_element_bytes());
+    CapacityInputs in = m.kv_terms(m.context);
     if (m.residency.resident) {
         // The device holds the weights, the KV cache and the activations.
         CapacityInputs device = in;
         for (const WeightMatrix* w : m.matrices()) device.weight_bytes += w->bytes().size();
         device.scratch_bytes =
             m.layout(m.max_batch, nullptr, nullptr) * sizeof(float) + m.constant_bytes();
-        const Backend& backend = *dispatcher.backends().front();
-        auto info = backend.device_info(0);
-        if (!info) return info.error();
-        device.available_bytes = info->memory_free;
-        device.available_what =
-            fmt::format("free memory of the {} backend's {}", backend.name(), info->name);
+        if (auto r = m.device_available(device); !r) return r.error();
         auto device_plan = plan_capacity(device);
         if (!device_plan)
             return make_error("{}: {}", file.path().string(), device_plan.error().message());
@@ -1117,13 +1131,8 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
         in.scratch_bytes = m.scratch_bytes(m.max_batch, m.context);
     }
     in.weight_bytes = file.mapped_bytes();  // every shard of a split model
-    if (options.available_bytes) {
-        in.available_bytes = options.available_bytes;
-    } else if (auto avail = mem_available_bytes()) {
-        in.available_bytes = *avail;
-    } else {
-        return make_error("cannot read MemAvailable from /proc/meminfo for the capacity plan");
-    }
+    if (auto r = Impl::host_available(in, options.available_bytes, "MemAvailable"); !r)
+        return r.error();
     auto plan = plan_capacity(in);
     if (!plan) return make_error("{}: {}", file.path().string(), plan.error().message());
     m.plan = *plan;
