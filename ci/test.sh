@@ -20,12 +20,15 @@ stamp "format check passed"
 # files, and Gemma 3 270M: the independent references of the parity tests.
 bash ci/llama_cpp.sh
 bash ci/fetch-model.sh >/dev/null
-python3 tests/model/make_tiny_models.py >/dev/null   # tiny random models, one per architecture
 stamp "reference data ready"
 
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
 stamp "ci build done"
+# Tiny random models, one per architecture; their tensors are the built
+# ferrox's rules (`ferrox architectures --json`).
+FERROX_BIN=build/ci/bin/ferrox python3 tests/model/make_tiny_models.py >/dev/null
+stamp "tiny models ready"
 ctest --preset ci -j "$jobs"
 stamp "ci tests done"
 

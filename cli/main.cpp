@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
         add_batched_bench_command(app, common), add_run_command(app, common),
         add_inspect_command(app, common),       add_logits_command(app, common),
         add_chat_command(app, common),          add_serve_command(app, common),
+        add_architectures_command(app, common),
     };
 
     // llama-cli spells the system prompt -sys; CLI11 takes single-dash names of one letter only.

@@ -22,5 +22,6 @@ Command add_inspect_command(CLI::App& app, CommonOptions& common);
 Command add_logits_command(CLI::App& app, CommonOptions& common);
 Command add_chat_command(CLI::App& app, CommonOptions& common);
 Command add_serve_command(CLI::App& app, CommonOptions& common);
+Command add_architectures_command(CLI::App& app, CommonOptions& common);
 
 }  // namespace ferrox::cli

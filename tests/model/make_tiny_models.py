@@ -10,6 +10,13 @@ llama.cpp's vocab-only GGUFs (~/.cache/ferrox/vocab or $FERROX_VOCAB_DIR,
 ci/fetch_test_data.sh), so llama.cpp loads the result like a real model.
 Deterministic: the same seed gives the same files.
 
+Which tensors a file holds, their names and shapes, come from the built
+ferrox (`ferrox architectures --json`: the rules weight binding reads), so
+the generator cannot hold a tensor list of its own that drifts from the
+engine's; this script only chooses the values, the quantization, and which
+optional tensors a variant carries. ferrox is $FERROX_BIN, else the newest
+build/*/bin/ferrox of this checkout.
+
 tiny-gemma3 mirrors Gemma 3's structure: 6 layers (five sliding-window layers,
 the sixth global), a window of 8 positions so the 48-token parity sequences
 cross it several times, 8 query heads over 2 KV heads (GQA 4:1; head_dim 64 !=
@@ -30,14 +37,17 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import pathlib
+import subprocess
 import sys
 
 import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as Q
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
 CACHE = pathlib.Path(os.environ.get("FERROX_CACHE_DIR", pathlib.Path.home() / ".cache" / "ferrox"))
 VOCAB_DIR = pathlib.Path(os.environ.get("FERROX_VOCAB_DIR", CACHE / "vocab"))
 
@@ -224,6 +234,143 @@ def add_kquant(writer: gguf.GGUFWriter, name: str, data: np.ndarray, qtype: Q) -
     writer.add_tensor(name, dst, raw_dtype=qtype)
 
 
+def ferrox_exe() -> str:
+    if os.environ.get("FERROX_BIN"):
+        return os.environ["FERROX_BIN"]
+    built = sorted(REPO.glob("build/*/bin/ferrox"), key=lambda p: p.stat().st_mtime)
+    if not built:
+        sys.exit("make_tiny_models: no ferrox to read the tensor rules from: build it "
+                 "(cmake --preset release && cmake --build --preset release) or set FERROX_BIN")
+    return str(built[-1])
+
+
+@functools.lru_cache(maxsize=None)
+def tensor_rules(arch: str) -> tuple:
+    """The tensors an `arch` file may hold, as `ferrox architectures --json` lists them."""
+    out = subprocess.run([ferrox_exe(), "architectures", "--json", arch], check=True, capture_output=True,
+                         text=True).stdout
+    (entry,) = json.loads(out)["architectures"]
+    return tuple(entry["tensors"])
+
+
+def holds(rule: dict, opt: dict) -> bool:
+    """Whether this file carries the rule's tensor: every required one (biases only where the
+    variant has them), the optional ones its options ask for."""
+    name = rule["name"]
+    if rule["when"] == "qkv_biases":
+        return bool(opt.get("bias"))
+    if "fused_into" in rule:
+        return not opt.get("fused")
+    if rule["use"] == "required":
+        return True
+    longrope = opt.get("rope_scaling", {}).get("type") == "longrope" or "longrope_factors" in opt
+    return {"output.weight": not opt["tied"], "rope_freqs.weight": "rope_freqs" in opt,
+            "rope_factors_short.weight": longrope, "rope_factors_long.weight": longrope,
+            "blk.N.attn_qkv.weight": bool(opt.get("fused"))}.get(name, False)
+
+
+def write_tensors(w: gguf.GGUFWriter, arch: str, n_layer: int, dims: dict, opt: dict, values) -> None:
+    """Every tensor the rules give this file, the model's then each layer's, in the rules' order
+    (the order the random values are drawn in)."""
+    rules = [r for r in tensor_rules(arch) if holds(r, opt)]
+    for rule in (r for r in rules if r["scope"] == "model"):
+        values.add(w, rule["name"], rule, dims, None)
+    for il in range(n_layer):
+        for rule in (r for r in rules if r["scope"] == "layer"):
+            values.add(w, rule["name"].replace("blk.N.", f"blk.{il}."), rule, dims, il)
+
+
+class Values:
+    """The generic tiny models' values: Gaussian matrices with a fan-in spread, attention and
+    embeddings Q8_0, FFNs Q4_0 (gpt-oss's experts MXFP4), the router F32, norms near 1."""
+
+    def __init__(self, rng, opt: dict):
+        self.rng, self.opt = rng, opt
+
+    def rows(self, rule: dict, dims: dict) -> list[int]:
+        if "parts" in rule:
+            return [dims[p["rows"]] for p in rule["parts"]]
+        return [dims[rule["shape"][1]]]
+
+    def add(self, w: gguf.GGUFWriter, name: str, rule: dict, dims: dict, il: int | None) -> None:
+        rng, short = self.rng, name.split(".", 2)[-1] if il is not None else name
+        if rule["form"] == "rows":
+            add_quantized(w, name, self.embeddings(dims), Q.Q8_0)
+        elif rule["form"] == "matrix":
+            cols = dims[rule["shape"][0]]
+            data = np.concatenate([matrix(rng, rows, cols) for rows in self.rows(rule, dims)])
+            if short == "ffn_gate_inp.weight":
+                w.add_tensor(name, data)
+            else:
+                self.add_matrix(w, name, short, data, il)
+        elif rule["form"] == "experts":
+            cols, rows, n = (dims[d] for d in rule["shape"])
+            stack = np.stack([matrix(rng, rows, cols) for _ in range(n)])
+            add_quantized(w, name, stack, Q.MXFP4 if self.opt.get("oai") else Q.Q4_0)
+        else:
+            w.add_tensor(name, self.vector(name, short, [dims[d] for d in rule["shape"]]))
+
+    def embeddings(self, dims: dict) -> np.ndarray:
+        return (0.5 * self.rng.standard_normal((dims["n_vocab"], dims["n_embd"]))).astype(np.float32)
+
+    def add_matrix(self, w, name: str, short: str, data: np.ndarray, il: int | None) -> None:
+        add_quantized(w, name, data, Q.Q4_0 if short.startswith("ffn_") else Q.Q8_0)
+
+    def vector(self, name: str, short: str, shape: list[int]) -> np.ndarray:
+        rng, n = self.rng, shape[0]
+        if short == "rope_freqs.weight":
+            rf = self.opt["rope_freqs"]
+            return llama3_rope_freqs(2 * n, self.opt["rope_base"], rf["factor"], rf["low"], rf["high"], rf["orig"])
+        if short.startswith("rope_factors_"):
+            # Phi-3's shape of factors: near 1 for the fast pairs, growing for the slow ones.
+            ramp = np.linspace(0.0, 1.0, n)
+            return (1.0 + (0.5 if short == "rope_factors_short.weight" else 7.0) * ramp ** 2).astype(np.float32)
+        if short == "attn_sinks.weight":
+            return rng.standard_normal(n).astype(np.float32)
+        if short == "ffn_gate_inp.bias":
+            return (0.5 * rng.standard_normal(n)).astype(np.float32)
+        if short.endswith("_exps.bias"):  # [n_expert][rows]; one gate/up row in eight at +-9
+            bias = 0.1 * rng.standard_normal((shape[1], n))
+            if short != "ffn_down_exps.bias":
+                bias[:, ::8] = 9.0 * rng.choice([-1.0, 1.0], size=(shape[1], n // 8 + (n % 8 > 0)))
+            return bias.astype(np.float32)
+        if short.endswith(".bias"):
+            return (0.1 * rng.standard_normal(n)).astype(np.float32)
+        return self.norm(short, n)
+
+    def norm(self, short: str, n: int) -> np.ndarray:
+        return norm(self.rng, n)
+
+
+class GemmaValues(Values):
+    """tiny-gemma3's values (see the module's text): the real 270M file's type mix, log-normal
+    norms, embeddings ~1/sqrt(n_embd)."""
+
+    QUANT = {"attn_q.weight": Q.Q5_0, "attn_k.weight": Q.Q5_0, "ffn_gate.weight": Q.Q5_0, "ffn_up.weight": Q.Q5_0}
+    NORMS = {"output_norm.weight": (4.0, 0.8), "attn_norm.weight": (3.0, 0.6), "ffn_norm.weight": (3.0, 0.6),
+             "post_attention_norm.weight": (0.5, 1.0), "post_ffw_norm.weight": (0.5, 1.0)}
+
+    def __init__(self, rng):
+        super().__init__(rng, {})
+
+    def embeddings(self, dims: dict) -> np.ndarray:
+        return matrix(self.rng, dims["n_vocab"], dims["n_embd"])
+
+    def add_matrix(self, w, name: str, short: str, data: np.ndarray, il: int | None) -> None:
+        even = il is not None and il % 2 == 0
+        if short == "attn_output.weight":
+            add_kquant(w, name, data, Q.Q4_K)
+        elif short == "ffn_down.weight":
+            add_kquant(w, name, data, Q.Q6_K if even else Q.Q4_K)
+        else:
+            add_quantized(w, name, data, self.QUANT.get(short, Q.Q8_0 if even or short != "attn_v.weight" else Q.Q5_0))
+
+    def norm(self, short: str, n: int) -> np.ndarray:
+        if short in ("attn_q_norm.weight", "attn_k_norm.weight"):
+            return (1.0 + 0.8 * self.rng.standard_normal(n)).astype(np.float32)
+        return gemma_norm(self.rng, n, *self.NORMS[short])
+
+
 def gemma_norm(rng, n: int, scale: float, sigma: float) -> np.ndarray:
     """Log-normal: positive, mostly near `scale`, a tail to several times it (as Gemma's)."""
     return (scale * np.exp(sigma * rng.standard_normal(n))).astype(np.float32)
@@ -251,25 +398,10 @@ def make_gemma3(out_dir: pathlib.Path, seed: int, name: str = "gemma3", n_layer:
     w.add_layer_norm_rms_eps(1e-6)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
 
-    # Entries ~1/sqrt(n_embd) as in the real model: ~1 after the sqrt(n_embd) scale. Tied output.
-    add_quantized(w, "token_embd.weight", matrix(rng, n_vocab, G_EMBD), Q.Q8_0)
-    w.add_tensor("output_norm.weight", gemma_norm(rng, G_EMBD, 4.0, 0.8))
-    q_dim, kv_dim = G_HEAD * G_HEAD_DIM, G_HEAD_KV * G_HEAD_DIM
-    for il in range(n_layer):
-        p = f"blk.{il}."
-        w.add_tensor(p + "attn_norm.weight", gemma_norm(rng, G_EMBD, 3.0, 0.6))
-        add_quantized(w, p + "attn_q.weight", matrix(rng, q_dim, G_EMBD), Q.Q5_0)
-        add_quantized(w, p + "attn_k.weight", matrix(rng, kv_dim, G_EMBD), Q.Q5_0)
-        add_quantized(w, p + "attn_v.weight", matrix(rng, kv_dim, G_EMBD), Q.Q8_0 if il % 2 == 0 else Q.Q5_0)
-        w.add_tensor(p + "attn_q_norm.weight", (1.0 + 0.8 * rng.standard_normal(G_HEAD_DIM)).astype(np.float32))
-        w.add_tensor(p + "attn_k_norm.weight", (1.0 + 0.8 * rng.standard_normal(G_HEAD_DIM)).astype(np.float32))
-        add_kquant(w, p + "attn_output.weight", matrix(rng, G_EMBD, q_dim), Q.Q4_K)
-        w.add_tensor(p + "post_attention_norm.weight", gemma_norm(rng, G_EMBD, 0.5, 1.0))
-        w.add_tensor(p + "ffn_norm.weight", gemma_norm(rng, G_EMBD, 3.0, 0.6))
-        add_quantized(w, p + "ffn_gate.weight", matrix(rng, G_FF, G_EMBD), Q.Q5_0)
-        add_quantized(w, p + "ffn_up.weight", matrix(rng, G_FF, G_EMBD), Q.Q5_0)
-        add_kquant(w, p + "ffn_down.weight", matrix(rng, G_EMBD, G_FF), Q.Q6_K if il % 2 == 0 else Q.Q4_K)
-        w.add_tensor(p + "post_ffw_norm.weight", gemma_norm(rng, G_EMBD, 0.5, 1.0))
+    dims = {"n_embd": G_EMBD, "n_vocab": n_vocab, "q_dim": G_HEAD * G_HEAD_DIM, "k_dim": G_HEAD_KV * G_HEAD_DIM,
+            "v_dim": G_HEAD_KV * G_HEAD_DIM, "o_dim": G_HEAD * G_HEAD_DIM, "head_dim_k": G_HEAD_DIM,
+            "n_head": G_HEAD, "n_ff": G_FF, "rope_pairs": (n_rot or G_HEAD_DIM) // 2}
+    write_tensors(w, "gemma3", n_layer, dims, {"tied": True}, GemmaValues(rng))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -333,80 +465,15 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_feed_forward_length(N_FF)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
 
-    add_quantized(w, "token_embd.weight", (0.5 * rng.standard_normal((n_vocab, N_EMBD))).astype(np.float32), Q.Q8_0)
-    w.add_tensor("output_norm.weight", norm(rng, N_EMBD))
-    if not opt["tied"]:
-        add_quantized(w, "output.weight", matrix(rng, n_vocab, N_EMBD), Q.Q8_0)
-    if "rope_freqs" in opt:
-        rf = opt["rope_freqs"]
-        w.add_tensor("rope_freqs.weight", llama3_rope_freqs(HEAD_DIM, opt["rope_base"], rf["factor"], rf["low"],
-                                                            rf["high"], rf["orig"]))
+    n_rot = opt.get("n_rot", HEAD_DIM)
+    dims = {"n_embd": N_EMBD, "n_vocab": n_vocab, "q_dim": N_HEAD * HEAD_DIM, "k_dim": N_HEAD_KV * HEAD_DIM,
+            "v_dim": N_HEAD_KV * HEAD_DIM, "o_dim": N_HEAD * HEAD_DIM, "head_dim_k": HEAD_DIM, "n_head": N_HEAD,
+            "n_ff": N_FF, "n_ff_expert": N_FF_EXP, "n_expert": N_EXPERT, "rope_pairs": n_rot // 2}
     if "longrope_factors" in opt:
         lf = opt["longrope_factors"]
         w.add_rope_scaling_orig_ctx_len(lf["orig"])
         w.add_float32(f"{arch}.rope.scaling.attn_factor", lf["attn_factor"])
-    if opt.get("rope_scaling", {}).get("type") == "longrope" or "longrope_factors" in opt:
-        # Phi-3's shape of factors: near 1 for the fast pairs, growing for the slow ones.
-        ramp = np.linspace(0.0, 1.0, opt.get("n_rot", HEAD_DIM) // 2)
-        w.add_tensor("rope_factors_short.weight", (1.0 + 0.5 * ramp ** 2).astype(np.float32))
-        w.add_tensor("rope_factors_long.weight", (1.0 + 7.0 * ramp ** 2).astype(np.float32))
-    q_dim, kv_dim = N_HEAD * HEAD_DIM, N_HEAD_KV * HEAD_DIM
-    for il in range(n_layer):
-        p = f"blk.{il}."
-        if opt.get("pre_norms", True):
-            w.add_tensor(p + "attn_norm.weight", norm(rng, N_EMBD))
-        q, k, v = matrix(rng, q_dim, N_EMBD), matrix(rng, kv_dim, N_EMBD), matrix(rng, kv_dim, N_EMBD)
-        if opt.get("fused"):
-            add_quantized(w, p + "attn_qkv.weight", np.concatenate([q, k, v]), Q.Q8_0)
-        else:
-            add_quantized(w, p + "attn_q.weight", q, Q.Q8_0)
-            add_quantized(w, p + "attn_k.weight", k, Q.Q8_0)
-            add_quantized(w, p + "attn_v.weight", v, Q.Q8_0)
-        add_quantized(w, p + "attn_output.weight", matrix(rng, N_EMBD, q_dim), Q.Q8_0)
-        if opt.get("oai"):
-            w.add_tensor(p + "attn_output.bias", (0.1 * rng.standard_normal(N_EMBD)).astype(np.float32))
-            w.add_tensor(p + "attn_sinks.weight", rng.standard_normal(N_HEAD).astype(np.float32))
-        if opt.get("bias"):
-            for part, n in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
-                w.add_tensor(p + f"attn_{part}.bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
-        if opt.get("qk_norm") == "whole":
-            w.add_tensor(p + "attn_q_norm.weight", norm(rng, q_dim))
-            w.add_tensor(p + "attn_k_norm.weight", norm(rng, kv_dim))
-        elif opt.get("qk_norm"):
-            w.add_tensor(p + "attn_q_norm.weight", norm(rng, HEAD_DIM))
-            w.add_tensor(p + "attn_k_norm.weight", norm(rng, HEAD_DIM))
-        if opt.get("post_norms"):
-            w.add_tensor(p + "post_attention_norm.weight", norm(rng, N_EMBD))
-            w.add_tensor(p + "post_ffw_norm.weight", norm(rng, N_EMBD))
-        if opt.get("pre_norms", True):
-            w.add_tensor(p + ("post_attention_norm.weight" if opt.get("oai") else "ffn_norm.weight"),
-                         norm(rng, N_EMBD))
-        if opt.get("oai"):  # gpt-oss's experts: MXFP4, biased, behind a biased router
-            w.add_tensor(p + "ffn_gate_inp.weight", matrix(rng, N_EXPERT, N_EMBD))
-            w.add_tensor(p + "ffn_gate_inp.bias", (0.5 * rng.standard_normal(N_EXPERT)).astype(np.float32))
-            for part, rows, cols in (("gate", N_FF_EXP, N_EMBD), ("up", N_FF_EXP, N_EMBD), ("down", N_EMBD, N_FF_EXP)):
-                stack = np.stack([matrix(rng, rows, cols) for _ in range(N_EXPERT)])
-                add_quantized(w, p + f"ffn_{part}_exps.weight", stack, Q.MXFP4)
-                bias = 0.1 * rng.standard_normal((N_EXPERT, rows))
-                if part != "down":
-                    bias[:, ::8] = 9.0 * rng.choice([-1.0, 1.0], size=(N_EXPERT, rows // 8 + (rows % 8 > 0)))
-                w.add_tensor(p + f"ffn_{part}_exps.bias", bias.astype(np.float32))
-        elif opt.get("moe"):
-            w.add_tensor(p + "ffn_gate_inp.weight", matrix(rng, N_EXPERT, N_EMBD))
-            gate = np.stack([matrix(rng, N_FF_EXP, N_EMBD) for _ in range(N_EXPERT)])
-            up = np.stack([matrix(rng, N_FF_EXP, N_EMBD) for _ in range(N_EXPERT)])
-            down = np.stack([matrix(rng, N_EMBD, N_FF_EXP) for _ in range(N_EXPERT)])
-            add_quantized(w, p + "ffn_gate_exps.weight", gate, Q.Q4_0)
-            add_quantized(w, p + "ffn_up_exps.weight", up, Q.Q4_0)
-            add_quantized(w, p + "ffn_down_exps.weight", down, Q.Q4_0)
-        elif opt.get("fused"):  # the gate's rows, then up's
-            gate_up = np.concatenate([matrix(rng, N_FF, N_EMBD), matrix(rng, N_FF, N_EMBD)])
-            add_quantized(w, p + "ffn_up.weight", gate_up, Q.Q4_0)
-            add_quantized(w, p + "ffn_down.weight", matrix(rng, N_EMBD, N_FF), Q.Q4_0)
-        else:
-            add_quantized(w, p + "ffn_gate.weight", matrix(rng, N_FF, N_EMBD), Q.Q4_0)
-            add_quantized(w, p + "ffn_up.weight", matrix(rng, N_FF, N_EMBD), Q.Q4_0)
-            add_quantized(w, p + "ffn_down.weight", matrix(rng, N_EMBD, N_FF), Q.Q4_0)
+    write_tensors(w, arch, n_layer, dims, opt, Values(rng, opt))
     if "extra" in opt:
         w.add_tensor(opt["extra"], (0.1 * rng.standard_normal(N_EMBD)).astype(np.float32))
     w.write_header_to_file()

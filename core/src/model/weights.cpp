@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <unordered_set>
+#include <variant>
 
 #include "ferrox/model/architecture.h"
 #include "ferrox/model/model.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
+#include "tensor_table.h"
 
 namespace ferrox::model {
 namespace {
@@ -14,13 +16,6 @@ namespace {
 Error missing(const gguf::File& file, const std::string& name, const Hparams& hp) {
     return make_error("{}: tensor '{}' is missing (architecture '{}' needs it)",
                       file.path().string(), name, hp.arch_name);
-}
-
-Expected<const gguf::Tensor*> require(const gguf::File& file, const std::string& name,
-                                      const Hparams& hp) {
-    const gguf::Tensor* t = file.find_tensor(name);
-    if (!t) return missing(file, name, hp);
-    return t;
 }
 
 // A 1-D tensor of `length` values as f32.
@@ -104,175 +99,116 @@ Expected<WeightMatrix> row_view(const gguf::Tensor& t, std::string name, uint64_
                                   t.mapping());
 }
 
-Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
-    ModelWeights mw;
-    std::unordered_set<std::string> bound;
-    const uint64_t d = hp.n_embd;
-    auto embd = require(file, "token_embd.weight", hp);
-    if (!embd) return embd.error();
-    mw.token_embd = *embd;
-    bound.insert("token_embd.weight");
-    if (mw.token_embd->row_length() != d)
-        return make_error("{}: tensor 'token_embd.weight' rows are {} long, embedding_length is {}",
-                          file.path().string(), mw.token_embd->row_length(), d);
-    const ArchSpec& spec = architecture(hp.arch);
-    const bool tied = file.find_tensor("output.weight") == nullptr;
-    if (tied && !spec.tied_output) return missing(file, "output.weight", hp);
-    auto output = bind_matrix(file, tied ? "token_embd.weight" : "output.weight", hp.vocab, d);
-    if (!output) return output.error();
-    mw.output = std::move(*output);
-    bound.insert(mw.output->name());
-    auto onorm = bind_vector(file, "output_norm.weight", d);
-    if (!onorm) return onorm.error();
-    mw.output_norm = std::move(*onorm);
-    bound.insert("output_norm.weight");
+namespace {
 
-    // Per-pair RoPE divisors, optional, one set for all layers (llama.cpp
-    // reads them for llama; LongRoPE's pair only with that scaling).
-    const auto optional_vector = [&](std::vector<float>& dst,
-                                     const std::string& name) -> Expected<void> {
-        if (!file.find_tensor(name)) return {};
-        auto v = bind_vector(file, name, hp.n_rot / 2);
+// Binds one tensor into its slot; `layer` is null for a model tensor.
+struct Binder {
+    const gguf::File& file;
+    const Hparams& hp;
+    ModelWeights& mw;
+    LayerWeights* layer;
+    const TensorRule& rule;
+    const std::string& name;
+    const gguf::Tensor& t;
+
+    Expected<void> operator()(std::monostate) const { return {}; }
+    Expected<void> operator()(const gguf::Tensor* ModelWeights::*slot) const {
+        if (t.row_length() != hp.n_embd)
+            return make_error("{}: tensor '{}' rows are {} long, embedding_length is {}",
+                              file.path().string(), name, t.row_length(), hp.n_embd);
+        mw.*slot = &t;
+        return {};
+    }
+    Expected<void> operator()(std::optional<WeightMatrix> ModelWeights::*slot) const {
+        return to(mw.*slot, matrix());
+    }
+    Expected<void> operator()(std::vector<float> ModelWeights::*slot) const {
+        return to(mw.*slot, vector());
+    }
+    Expected<void> operator()(std::vector<float> RopeFactors::*slot) const {
+        auto v = vector();
         if (!v) return v.error();
         for (const float f : *v)
             if (!(f > 0) || !std::isfinite(f))
                 return make_error("{}: tensor '{}' holds {}, not a frequency divisor",
                                   file.path().string(), name, f);
-        dst = std::move(*v);
+        mw.rope_factors.*slot = std::move(*v);
+        return {};
+    }
+    Expected<void> operator()(LayerMatrix slot) const { return to(layer->*slot, matrix()); }
+    Expected<void> operator()(std::vector<WeightMatrix> LayerWeights::*slot) const {
+        return to(layer->*slot, bind_experts(file, name, extent_value(rule.rows, hp),
+                                             extent_value(rule.cols, hp), hp.n_expert));
+    }
+    Expected<void> operator()(std::vector<float> LayerWeights::*slot) const {
+        return to(layer->*slot, vector());
+    }
+
+    Expected<WeightMatrix> matrix() const {
+        return bind_matrix(file, name, rule_rows(rule, hp), extent_value(rule.cols, hp));
+    }
+    Expected<std::vector<float>> vector() const {
+        return bind_vector(file, name, extent_value(rule.rows, hp) * extent_value(rule.cols, hp));
+    }
+    template <class T, class U>
+    static Expected<void> to(T& dst, Expected<U> value) {
+        if (!value) return value.error();
+        dst = std::move(*value);
+        return {};
+    }
+};
+
+}  // namespace
+
+Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
+    ModelWeights mw;
+    mw.layers.resize(hp.n_layer);
+    std::unordered_set<std::string> bound;
+    const std::vector<TensorBinding> table = tensor_table(architecture(hp.arch));
+    const auto bind = [&](const TensorBinding& b, LayerWeights* layer) -> Expected<void> {
+        const TensorRule& rule = b.rule;
+        const auto full_name = [&](std::string_view n) {
+            return layer ? layer_tensor(static_cast<uint32_t>(layer - mw.layers.data()), n)
+                         : std::string(n);
+        };
+        const std::string name = full_name(rule.name);
+        if (!applies(rule.when, hp)) return {};
+        // Bound as rows of the fused tensor instead (its own rule).
+        if (!rule.fused_into.empty() && file.find_tensor(full_name(rule.fused_into))) return {};
+        const gguf::Tensor* t = file.find_tensor(name);
+        if (!t && rule.use == TensorUse::Required) return missing(file, name, hp);
+        if (!t && rule.stand_in.empty()) return {};
+        const std::string bound_name = t ? name : std::string(rule.stand_in);
+        if (!t) t = file.find_tensor(bound_name);
+        if (!t) return missing(file, bound_name, hp);
+        if (auto r = std::visit(Binder{file, hp, mw, layer, rule, bound_name, *t}, b.slot); !r)
+            return r.error();
+        if (rule.n_parts > 0) {
+            // Rows of several matrices in one tensor, bound as one view each:
+            // each row is whole blocks, so a part is a subspan -- zero copy.
+            if (auto m = bind_matrix(file, name, rule_rows(rule, hp), extent_value(rule.cols, hp));
+                !m)
+                return m.error();
+            uint64_t first = 0;
+            for (uint8_t i = 0; i < rule.n_parts; ++i) {
+                const uint64_t n = extent_value(rule.parts[i].rows, hp);
+                auto view = row_view(*t, fmt::format("{}[rows {}..{}]", name, first, first + n - 1),
+                                     first, n);
+                if (!view) return view.error();
+                layer->*b.part_slots[i] = std::move(*view);
+                first += n;
+            }
+        }
         bound.insert(name);
         return {};
     };
-    if (spec.rope_factors != RopeFactorTensors::None) {
-        if (hp.rope_scaling == RopeScaling::LongRope ||
-            spec.rope_factors == RopeFactorTensors::LongRope) {
-            for (auto r :
-                 {optional_vector(mw.rope_factors.short_factors, "rope_factors_short.weight"),
-                  optional_vector(mw.rope_factors.long_factors, "rope_factors_long.weight")})
-                if (!r) return r.error();
-        } else if (auto r = optional_vector(mw.rope_factors.freqs, "rope_freqs.weight"); !r) {
-            return r.error();
-        }
-    }
-
-    const uint64_t q_dim = uint64_t{hp.n_head} * hp.head_dim_k;
-    const uint64_t k_dim = uint64_t{hp.n_head_kv} * hp.head_dim_k;
-    const uint64_t v_dim = uint64_t{hp.n_head_kv} * hp.head_dim_v;
-    const uint64_t o_dim = uint64_t{hp.n_head} * hp.head_dim_v;
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        LayerWeights lw;
-        auto matrix = [&](std::optional<WeightMatrix>& dst, std::string_view suffix, uint64_t rows,
-                          uint64_t cols) -> Expected<void> {
-            auto m = bind_matrix(file, layer_tensor(il, suffix), rows, cols);
-            if (!m) return m.error();
-            bound.insert(m->name());
-            dst = std::move(*m);
-            return {};
-        };
-        auto vector = [&](std::vector<float>& dst, std::string_view suffix,
-                          uint64_t n) -> Expected<void> {
-            auto name = layer_tensor(il, suffix);
-            auto v = bind_vector(file, name, n);
-            if (!v) return v.error();
-            bound.insert(std::move(name));
-            dst = std::move(*v);
-            return {};
-        };
-        // Rows of several matrices in one tensor, bound as one view each.
-        auto fused =
-            [&](std::string_view suffix,
-                std::initializer_list<std::pair<std::optional<WeightMatrix>*, uint64_t>> parts)
-            -> Expected<void> {
-            uint64_t rows = 0;
-            for (const auto& part : parts) rows += part.second;
-            const std::string name = layer_tensor(il, suffix);
-            if (auto m = bind_matrix(file, name, rows, d); !m) return m.error();
-            const gguf::Tensor& t = *file.find_tensor(name);
-            uint64_t first = 0;
-            for (const auto& [dst, n] : parts) {
-                auto view = row_view(t, fmt::format("{}[rows {}..{}]", name, first, first + n - 1),
-                                     first, n);
-                if (!view) return view.error();
-                *dst = std::move(*view);
-                first += n;
-            }
-            bound.insert(name);
-            return {};
-        };
-        // llama.cpp takes a fused attn_qkv (q, k, v rows in that order) for
-        // every architecture whose q/k/v it loads; phi3's files have one.
-        if (file.find_tensor(layer_tensor(il, "attn_qkv.weight"))) {
-            if (auto r = fused("attn_qkv.weight", {{&lw.q, q_dim}, {&lw.k, k_dim}, {&lw.v, v_dim}});
-                !r)
-                return r.error();
-        } else {
-            for (auto r :
-                 {matrix(lw.q, "attn_q.weight", q_dim, d), matrix(lw.k, "attn_k.weight", k_dim, d),
-                  matrix(lw.v, "attn_v.weight", v_dim, d)})
-                if (!r) return r.error();
-        }
-        if (auto r = matrix(lw.o, "attn_output.weight", d, o_dim); !r) return r.error();
-        if (hp.pre_norms)
-            for (auto r : {vector(lw.attn_norm, "attn_norm.weight", d),
-                           vector(lw.ffn_norm, spec.ffn_norm_tensor, d)})
-                if (!r) return r.error();
-        // Required (gpt-oss) or, where the row allows it, bound for the layers that have it.
-        if (spec.attn_output_bias == TensorUse::Required ||
-            (spec.attn_output_bias == TensorUse::Optional &&
-             file.find_tensor(layer_tensor(il, "attn_output.bias"))))
-            if (auto r = vector(lw.o_bias, "attn_output.bias", d); !r) return r.error();
-        if (hp.attn_sinks)
-            if (auto r = vector(lw.sinks, "attn_sinks.weight", hp.n_head); !r) return r.error();
-        if (hp.qk_norm != QkNorm::None) {
-            const bool whole = hp.qk_norm == QkNorm::Whole;
-            for (auto r : {vector(lw.q_norm, "attn_q_norm.weight", whole ? q_dim : hp.head_dim_k),
-                           vector(lw.k_norm, "attn_k_norm.weight", whole ? k_dim : hp.head_dim_k)})
-                if (!r) return r.error();
-        }
-        if (hp.post_norms)
-            for (auto r : {vector(lw.post_attn_norm, "post_attention_norm.weight", d),
-                           vector(lw.post_ffw_norm, "post_ffw_norm.weight", d)})
-                if (!r) return r.error();
-        if (hp.qkv_bias)
-            for (auto r :
-                 {vector(lw.q_bias, "attn_q.bias", q_dim), vector(lw.k_bias, "attn_k.bias", k_dim),
-                  vector(lw.v_bias, "attn_v.bias", v_dim)})
-                if (!r) return r.error();
-        if (hp.n_expert == 0 && spec.fused_gate_up) {
-            for (auto r : {fused("ffn_up.weight", {{&lw.gate, hp.n_ff}, {&lw.up, hp.n_ff}}),
-                           matrix(lw.down, "ffn_down.weight", d, hp.n_ff)})
-                if (!r) return r.error();
-        } else if (hp.n_expert == 0) {
-            for (auto r : {matrix(lw.gate, "ffn_gate.weight", hp.n_ff, d),
-                           matrix(lw.up, "ffn_up.weight", hp.n_ff, d),
-                           matrix(lw.down, "ffn_down.weight", d, hp.n_ff)})
-                if (!r) return r.error();
-        } else {
-            if (auto r = matrix(lw.router, "ffn_gate_inp.weight", hp.n_expert, d); !r)
-                return r.error();
-            const uint64_t f = hp.n_ff_expert;
-            auto g =
-                bind_experts(file, layer_tensor(il, "ffn_gate_exps.weight"), f, d, hp.n_expert);
-            if (!g) return g.error();
-            auto u = bind_experts(file, layer_tensor(il, "ffn_up_exps.weight"), f, d, hp.n_expert);
-            if (!u) return u.error();
-            auto dn =
-                bind_experts(file, layer_tensor(il, "ffn_down_exps.weight"), d, f, hp.n_expert);
-            if (!dn) return dn.error();
-            for (const char* part :
-                 {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"})
-                bound.insert(layer_tensor(il, part));
-            lw.gate_exps = std::move(*g);
-            lw.up_exps = std::move(*u);
-            lw.down_exps = std::move(*dn);
-            if (hp.expert_biases)
-                for (auto r : {vector(lw.router_bias, "ffn_gate_inp.bias", hp.n_expert),
-                               vector(lw.gate_exps_bias, "ffn_gate_exps.bias", f * hp.n_expert),
-                               vector(lw.up_exps_bias, "ffn_up_exps.bias", f * hp.n_expert),
-                               vector(lw.down_exps_bias, "ffn_down_exps.bias", d * hp.n_expert)})
-                    if (!r) return r.error();
-        }
-        mw.layers.push_back(std::move(lw));
-    }
+    for (const TensorBinding& b : table)
+        if (b.rule.scope == TensorScope::Model)
+            if (auto r = bind(b, nullptr); !r) return r.error();
+    for (LayerWeights& lw : mw.layers)
+        for (const TensorBinding& b : table)
+            if (b.rule.scope == TensorScope::Layer)
+                if (auto r = bind(b, &lw); !r) return r.error();
     for (const gguf::Tensor& t : file.tensors())
         if (!bound.contains(t.name()) && !ignorable(hp, t.name()))
             return make_error(

@@ -1,0 +1,125 @@
+// `ferrox architectures`: the architectures ferrox runs and the tensors each
+// one's files hold, as binding reads them (ferrox/model/tensor_rules.h). The
+// tiny-model generator writes its files from the --json form.
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands/commands.h"
+#include "ferrox/log.h"
+#include "ferrox/model/architecture.h"
+#include "ferrox/model/tensor_rules.h"
+#include "output.h"
+
+namespace ferrox::cli {
+namespace {
+
+using model::Extent;
+using model::TensorForm;
+using model::TensorRule;
+
+// The shape in GGUF's order, fastest dimension first, as `ferrox inspect` and
+// the gguf package print a tensor's shape.
+std::vector<std::string> shape(const TensorRule& r) {
+    std::string rows(model::extent_name(r.rows));
+    if (r.n_parts > 0) {
+        rows.clear();
+        for (uint8_t i = 0; i < r.n_parts; ++i)
+            rows += (i ? "+" : "") + std::string(model::extent_name(r.parts[i].rows));
+    }
+    const std::string cols(model::extent_name(r.cols));
+    switch (r.form) {
+        case TensorForm::Rows:
+        case TensorForm::Matrix:
+            return {cols, rows};
+        case TensorForm::Experts:
+            return {cols, rows, "n_expert"};
+        case TensorForm::Vector:
+            return r.cols == Extent::One ? std::vector{rows} : std::vector{rows, cols};
+    }
+    return {};
+}
+
+std::string full_name(const TensorRule& r, std::string_view name) {
+    return r.scope == model::TensorScope::Layer ? "blk.N." + std::string(name) : std::string(name);
+}
+
+nlohmann::json rule_json(const TensorRule& r) {
+    nlohmann::json j{{"name", full_name(r, r.name)},     {"scope", model::scope_name(r.scope)},
+                     {"form", model::form_name(r.form)}, {"shape", shape(r)},
+                     {"use", model::use_name(r.use)},    {"when", model::when_name(r.when)}};
+    if (r.n_parts > 0) {
+        j["parts"] = nlohmann::json::array();
+        for (uint8_t i = 0; i < r.n_parts; ++i)
+            j["parts"].push_back({{"name", full_name(r, r.parts[i].name)},
+                                  {"rows", model::extent_name(r.parts[i].rows)}});
+    }
+    if (!r.fused_into.empty()) j["fused_into"] = full_name(r, r.fused_into);
+    if (!r.stand_in.empty()) j["stand_in"] = full_name(r, r.stand_in);
+    return j;
+}
+
+// What the text form says of a rule's presence, in words.
+std::string presence(const TensorRule& r) {
+    std::string s(model::use_name(r.use));
+    if (r.when == model::TensorWhen::QkvBiases) s += " when the file has q/k/v biases";
+    if (r.when == model::TensorWhen::RopeFreqScaling) s += " unless rope.scaling.type is longrope";
+    if (r.when == model::TensorWhen::LongRopeScaling) s += " when rope.scaling.type is longrope";
+    if (!r.fused_into.empty()) s += ", or rows of " + full_name(r, r.fused_into);
+    if (!r.stand_in.empty()) s += "; absent: " + full_name(r, r.stand_in) + " stands in";
+    return s;
+}
+
+int list(const std::vector<std::string>& names, bool json) {
+    std::vector<const model::ArchSpec*> chosen;
+    for (const std::string& name : names) {
+        const model::ArchSpec* spec = model::find_architecture(name);
+        if (!spec) {
+            std::string known;
+            for (const model::ArchSpec& a : model::architectures())
+                known += (known.empty() ? "" : ", ") + std::string(a.name);
+            logger().error("architectures: '{}' is not an architecture ferrox runs ({})",
+                           shown(name), known);
+            return kExitBadInput;
+        }
+        chosen.push_back(spec);
+    }
+    if (names.empty())
+        for (const model::ArchSpec& a : model::architectures()) chosen.push_back(&a);
+    nlohmann::json doc{{"architectures", nlohmann::json::array()}};
+    for (const model::ArchSpec* spec : chosen) {
+        const std::vector<TensorRule> rules = model::tensor_rules(*spec);
+        if (json) {
+            nlohmann::json tensors = nlohmann::json::array();
+            for (const TensorRule& r : rules) tensors.push_back(rule_json(r));
+            doc["architectures"].push_back({{"name", spec->name}, {"tensors", tensors}});
+            continue;
+        }
+        std::cout << spec->name << "\n";
+        for (const TensorRule& r : rules) {
+            std::string dims;
+            for (const std::string& d : shape(r)) dims += (dims.empty() ? "" : ", ") + d;
+            std::cout << fmt::format("  {:<32} {:<36} {}\n", full_name(r, r.name), "[" + dims + "]",
+                                     presence(r));
+        }
+    }
+    if (json) print_json(std::move(doc));
+    return kExitOk;
+}
+
+}  // namespace
+
+Command add_architectures_command(CLI::App& app, CommonOptions&) {
+    auto* cmd = app.add_subcommand(
+        "architectures",
+        "List the architectures ferrox runs and the tensors each one's files hold (name, shape "
+        "in GGUF order, required or optional); a file with any other tensor is refused");
+    auto names = std::make_shared<std::vector<std::string>>();
+    auto json = std::make_shared<bool>(false);
+    cmd->add_option("name", *names, "Only these architectures (general.architecture values)");
+    cmd->add_flag("--json", *json, "Print one JSON object: {\"architectures\": [{name, tensors}]}");
+    return {cmd, [names, json]() { return list(*names, *json); }};
+}
+
+}  // namespace ferrox::cli

@@ -1,0 +1,94 @@
+// The tensors an architecture's files hold: name, shape, whether each must be
+// there and what it rests on, derived from the architecture's row in one
+// place (core/src/model/tensor_table.cpp). Weight binding reads the list,
+// `ferrox architectures` prints it, and the tiny-model generator
+// (tests/model/make_tiny_models.py) writes its files from that print, so a
+// tensor cannot be known to one of them and not the others.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ferrox/api.h"
+#include "ferrox/model/architecture.h"
+#include "ferrox/model/hparams.h"
+
+namespace ferrox::model {
+
+enum class TensorScope : uint8_t {
+    Model,  // one in the file, named as the rule says
+    Layer,  // one per layer, named "blk.N." + the rule's name
+};
+
+enum class TensorForm : uint8_t {
+    Rows,     // a matrix read row by row (the token embeddings)
+    Matrix,   // a weight product's matrix, rows x cols
+    Experts,  // one rows x cols matrix per expert, stacked: [cols, rows, n_expert]
+    Vector,   // rows x cols values, read as f32 (norms, biases, sinks, RoPE factors)
+};
+
+// A dimension of a tensor, in the file's hyper-parameters.
+enum class Extent : uint8_t {
+    One,
+    Embd,       // embedding_length
+    Vocab,      // rows of token_embd.weight
+    QDim,       // head_count x key_length
+    KDim,       // head_count_kv x key_length
+    VDim,       // head_count_kv x value_length
+    ODim,       // head_count x value_length
+    HeadDimK,   // key_length
+    Heads,      // head_count
+    Ff,         // feed_forward_length
+    FfExpert,   // expert_feed_forward_length
+    Experts,    // expert_count
+    RopePairs,  // rope.dimension_count / 2
+};
+
+// What a tensor's presence rests on besides the row.
+enum class TensorWhen : uint8_t {
+    Always,
+    QkvBiases,        // the file has a q, k or v bias in block 0: then all three, every layer
+    RopeFreqScaling,  // rope.scaling.type is not longrope
+    LongRopeScaling,  // rope.scaling.type is longrope
+};
+
+// One part of a fused tensor: the rows the unfused tensor `name` would hold.
+struct TensorPart {
+    std::string_view name;
+    Extent rows = Extent::One;
+};
+
+struct TensorRule {
+    std::string_view name;  // Model: the whole name; Layer: what follows "blk.N."
+    TensorScope scope = TensorScope::Layer;
+    TensorForm form = TensorForm::Matrix;
+    Extent rows = Extent::One, cols = Extent::One;
+    TensorUse use = TensorUse::Required;  // Optional: bound where the file has it
+    TensorWhen when = TensorWhen::Always;
+    // A fused tensor's parts, its rows in this order (then `rows` is unused).
+    std::array<TensorPart, 3> parts{};
+    uint8_t n_parts = 0;
+    // This tensor's rows come from that fused tensor instead when the file has it.
+    std::string_view fused_into;
+    // Where an optional tensor is absent, that one plays its part (tied output).
+    std::string_view stand_in;
+};
+
+FERROX_API std::string_view extent_name(Extent e);
+FERROX_API uint64_t extent_value(Extent e, const Hparams& hp);
+FERROX_API std::string_view scope_name(TensorScope s);
+FERROX_API std::string_view form_name(TensorForm f);
+FERROX_API std::string_view when_name(TensorWhen w);
+FERROX_API std::string_view use_name(TensorUse u);
+// Whether `when` holds for a file with these hyper-parameters.
+FERROX_API bool applies(TensorWhen when, const Hparams& hp);
+// A rule's rows: its own, or the sum of its parts'.
+FERROX_API uint64_t rule_rows(const TensorRule& rule, const Hparams& hp);
+
+// Every tensor a file of this architecture may hold, in the order the
+// generator writes them: the model's, then one layer's.
+FERROX_API std::vector<TensorRule> tensor_rules(const ArchSpec& spec);
+
+}  // namespace ferrox::model

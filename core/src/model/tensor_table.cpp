@@ -1,0 +1,292 @@
+#include "tensor_table.h"
+
+namespace ferrox::model {
+namespace {
+
+using E = Extent;
+using LW = LayerWeights;
+
+// A rule with its fields set one by one: designated initializers of a
+// nested aggregate trip -Wmissing-field-initializers on GCC 12.
+TensorRule rule(std::string_view name, TensorScope scope, TensorForm form, Extent rows, Extent cols,
+                TensorUse use = TensorUse::Required, TensorWhen when = TensorWhen::Always) {
+    TensorRule r;
+    r.name = name;
+    r.scope = scope;
+    r.form = form;
+    r.rows = rows;
+    r.cols = cols;
+    r.use = use;
+    r.when = when;
+    return r;
+}
+
+TensorBinding model_vector(std::string_view name, Extent n, TensorSlot slot,
+                           TensorUse use = TensorUse::Required,
+                           TensorWhen when = TensorWhen::Always) {
+    return {rule(name, TensorScope::Model, TensorForm::Vector, n, E::One, use, when), slot, {}};
+}
+
+TensorBinding layer_matrix(std::string_view name, Extent rows, Extent cols, LayerMatrix slot,
+                           std::string_view fused_into = {}) {
+    TensorBinding b{rule(name, TensorScope::Layer, TensorForm::Matrix, rows, cols), slot, {}};
+    b.rule.fused_into = fused_into;
+    return b;
+}
+
+TensorBinding layer_vector(std::string_view name, Extent rows, std::vector<float> LW::*slot,
+                           TensorUse use = TensorUse::Required,
+                           TensorWhen when = TensorWhen::Always, Extent cols = E::One) {
+    return {rule(name, TensorScope::Layer, TensorForm::Vector, rows, cols, use, when), slot, {}};
+}
+
+// A tensor holding the rows of two or three matrices, bound as one view each.
+TensorBinding layer_fused(std::string_view name, TensorUse use,
+                          std::initializer_list<std::pair<TensorPart, LayerMatrix>> parts) {
+    TensorBinding b{rule(name, TensorScope::Layer, TensorForm::Matrix, E::One, E::Embd, use),
+                    std::monostate{},
+                    {}};
+    for (const auto& [part, slot] : parts) {
+        b.rule.parts[b.rule.n_parts] = part;
+        b.part_slots[b.rule.n_parts] = slot;
+        ++b.rule.n_parts;
+    }
+    return b;
+}
+
+TensorBinding experts(std::string_view name, Extent rows, Extent cols,
+                      std::vector<WeightMatrix> LW::*slot) {
+    return {rule(name, TensorScope::Layer, TensorForm::Experts, rows, cols), slot, {}};
+}
+
+}  // namespace
+
+// The order is the tiny-model generator's (it draws random values in it, so
+// changing it changes those files): the model's tensors, then a layer's in the
+// order its parts were added to the generator.
+std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
+    std::vector<TensorBinding> t;
+    t.push_back({rule("token_embd.weight", TensorScope::Model, TensorForm::Rows, E::Vocab, E::Embd),
+                 &ModelWeights::token_embd,
+                 {}});
+    t.push_back(model_vector("output_norm.weight", E::Embd, &ModelWeights::output_norm));
+    TensorBinding output{
+        rule("output.weight", TensorScope::Model, TensorForm::Matrix, E::Vocab, E::Embd,
+             spec.tied_output ? TensorUse::Optional : TensorUse::Required),
+        &ModelWeights::output,
+        {}};
+    if (spec.tied_output) output.rule.stand_in = "token_embd.weight";
+    t.push_back(output);
+    // Per-pair RoPE divisors, one set for all layers (llama.cpp reads them
+    // for these architectures; LongRoPE's pair only with that scaling).
+    const auto long_rope_when = spec.rope_factors == RopeFactorTensors::LongRope
+                                    ? TensorWhen::Always
+                                    : TensorWhen::LongRopeScaling;
+    if (spec.rope_factors == RopeFactorTensors::ByScalingType)
+        t.push_back(model_vector("rope_freqs.weight", E::RopePairs, &RopeFactors::freqs,
+                                 TensorUse::Optional, TensorWhen::RopeFreqScaling));
+    if (spec.rope_factors != RopeFactorTensors::None)
+        for (const auto& [name, slot] :
+             {std::pair{"rope_factors_short.weight", &RopeFactors::short_factors},
+              std::pair{"rope_factors_long.weight", &RopeFactors::long_factors}})
+            t.push_back(
+                model_vector(name, E::RopePairs, slot, TensorUse::Optional, long_rope_when));
+
+    if (spec.pre_norms) t.push_back(layer_vector("attn_norm.weight", E::Embd, &LW::attn_norm));
+    // llama.cpp takes a fused attn_qkv (q, k, v rows in that order) for every
+    // architecture whose q/k/v it loads; phi3's files have one.
+    t.push_back(layer_matrix("attn_q.weight", E::QDim, E::Embd, &LW::q, "attn_qkv.weight"));
+    t.push_back(layer_matrix("attn_k.weight", E::KDim, E::Embd, &LW::k, "attn_qkv.weight"));
+    t.push_back(layer_matrix("attn_v.weight", E::VDim, E::Embd, &LW::v, "attn_qkv.weight"));
+    t.push_back(layer_fused("attn_qkv.weight", TensorUse::Optional,
+                            {{{"attn_q.weight", E::QDim}, &LW::q},
+                             {{"attn_k.weight", E::KDim}, &LW::k},
+                             {{"attn_v.weight", E::VDim}, &LW::v}}));
+    t.push_back(layer_matrix("attn_output.weight", E::Embd, E::ODim, &LW::o));
+    if (spec.attn_output_bias != TensorUse::Absent)
+        t.push_back(layer_vector("attn_output.bias", E::Embd, &LW::o_bias, spec.attn_output_bias));
+    if (spec.attention_sinks) t.push_back(layer_vector("attn_sinks.weight", E::Heads, &LW::sinks));
+    // Optional for every architecture, as in llama.cpp (qwen2's files always have them).
+    t.push_back(layer_vector("attn_q.bias", E::QDim, &LW::q_bias, TensorUse::Required,
+                             TensorWhen::QkvBiases));
+    t.push_back(layer_vector("attn_k.bias", E::KDim, &LW::k_bias, TensorUse::Required,
+                             TensorWhen::QkvBiases));
+    t.push_back(layer_vector("attn_v.bias", E::VDim, &LW::v_bias, TensorUse::Required,
+                             TensorWhen::QkvBiases));
+    if (spec.qk_norm != QkNorm::None) {
+        const bool whole = spec.qk_norm == QkNorm::Whole;
+        t.push_back(layer_vector("attn_q_norm.weight", whole ? E::QDim : E::HeadDimK, &LW::q_norm));
+        t.push_back(layer_vector("attn_k_norm.weight", whole ? E::KDim : E::HeadDimK, &LW::k_norm));
+    }
+    if (spec.post_norms) {
+        t.push_back(layer_vector("post_attention_norm.weight", E::Embd, &LW::post_attn_norm));
+        t.push_back(layer_vector("post_ffw_norm.weight", E::Embd, &LW::post_ffw_norm));
+    }
+    if (spec.pre_norms) t.push_back(layer_vector(spec.ffn_norm_tensor, E::Embd, &LW::ffn_norm));
+    if (spec.moe) {
+        t.push_back(layer_matrix("ffn_gate_inp.weight", E::Experts, E::Embd, &LW::router));
+        if (spec.expert_biases)
+            t.push_back(layer_vector("ffn_gate_inp.bias", E::Experts, &LW::router_bias));
+        // Each expert's bias row follows its matrix: [rows, n_expert] values.
+        const auto expert_part = [&](std::string_view name, std::string_view bias, Extent rows,
+                                     Extent cols, std::vector<WeightMatrix> LW::*slot,
+                                     std::vector<float> LW::*bias_slot) {
+            t.push_back(experts(name, rows, cols, slot));
+            if (spec.expert_biases)
+                t.push_back(layer_vector(bias, rows, bias_slot, TensorUse::Required,
+                                         TensorWhen::Always, E::Experts));
+        };
+        expert_part("ffn_gate_exps.weight", "ffn_gate_exps.bias", E::FfExpert, E::Embd,
+                    &LW::gate_exps, &LW::gate_exps_bias);
+        expert_part("ffn_up_exps.weight", "ffn_up_exps.bias", E::FfExpert, E::Embd, &LW::up_exps,
+                    &LW::up_exps_bias);
+        expert_part("ffn_down_exps.weight", "ffn_down_exps.bias", E::Embd, E::FfExpert,
+                    &LW::down_exps, &LW::down_exps_bias);
+    } else if (spec.fused_gate_up) {
+        // phi3: ffn_up.weight holds the gate's rows, then up's.
+        t.push_back(layer_fused(
+            "ffn_up.weight", TensorUse::Required,
+            {{{"ffn_gate.weight", E::Ff}, &LW::gate}, {{"ffn_up.weight", E::Ff}, &LW::up}}));
+        t.push_back(layer_matrix("ffn_down.weight", E::Embd, E::Ff, &LW::down));
+    } else {
+        t.push_back(layer_matrix("ffn_gate.weight", E::Ff, E::Embd, &LW::gate));
+        t.push_back(layer_matrix("ffn_up.weight", E::Ff, E::Embd, &LW::up));
+        t.push_back(layer_matrix("ffn_down.weight", E::Embd, E::Ff, &LW::down));
+    }
+    return t;
+}
+
+std::vector<TensorRule> tensor_rules(const ArchSpec& spec) {
+    std::vector<TensorRule> rules;
+    for (TensorBinding& b : tensor_table(spec)) rules.push_back(b.rule);
+    return rules;
+}
+
+std::string_view extent_name(Extent e) {
+    switch (e) {
+        case E::One:
+            return "1";
+        case E::Embd:
+            return "n_embd";
+        case E::Vocab:
+            return "n_vocab";
+        case E::QDim:
+            return "q_dim";
+        case E::KDim:
+            return "k_dim";
+        case E::VDim:
+            return "v_dim";
+        case E::ODim:
+            return "o_dim";
+        case E::HeadDimK:
+            return "head_dim_k";
+        case E::Heads:
+            return "n_head";
+        case E::Ff:
+            return "n_ff";
+        case E::FfExpert:
+            return "n_ff_expert";
+        case E::Experts:
+            return "n_expert";
+        case E::RopePairs:
+            return "rope_pairs";
+    }
+    return "?";
+}
+
+uint64_t extent_value(Extent e, const Hparams& hp) {
+    switch (e) {
+        case E::One:
+            return 1;
+        case E::Embd:
+            return hp.n_embd;
+        case E::Vocab:
+            return hp.vocab;
+        case E::QDim:
+            return uint64_t{hp.n_head} * hp.head_dim_k;
+        case E::KDim:
+            return uint64_t{hp.n_head_kv} * hp.head_dim_k;
+        case E::VDim:
+            return uint64_t{hp.n_head_kv} * hp.head_dim_v;
+        case E::ODim:
+            return uint64_t{hp.n_head} * hp.head_dim_v;
+        case E::HeadDimK:
+            return hp.head_dim_k;
+        case E::Heads:
+            return hp.n_head;
+        case E::Ff:
+            return hp.n_ff;
+        case E::FfExpert:
+            return hp.n_ff_expert;
+        case E::Experts:
+            return hp.n_expert;
+        case E::RopePairs:
+            return hp.n_rot / 2;
+    }
+    return 0;
+}
+
+uint64_t rule_rows(const TensorRule& rule, const Hparams& hp) {
+    if (rule.n_parts == 0) return extent_value(rule.rows, hp);
+    uint64_t rows = 0;
+    for (uint8_t i = 0; i < rule.n_parts; ++i) rows += extent_value(rule.parts[i].rows, hp);
+    return rows;
+}
+
+bool applies(TensorWhen when, const Hparams& hp) {
+    switch (when) {
+        case TensorWhen::Always:
+            return true;
+        case TensorWhen::QkvBiases:
+            return hp.qkv_bias;
+        case TensorWhen::RopeFreqScaling:
+            return hp.rope_scaling != RopeScaling::LongRope;
+        case TensorWhen::LongRopeScaling:
+            return hp.rope_scaling == RopeScaling::LongRope;
+    }
+    return false;
+}
+
+std::string_view scope_name(TensorScope s) { return s == TensorScope::Model ? "model" : "layer"; }
+
+std::string_view form_name(TensorForm f) {
+    switch (f) {
+        case TensorForm::Rows:
+            return "rows";
+        case TensorForm::Matrix:
+            return "matrix";
+        case TensorForm::Experts:
+            return "experts";
+        case TensorForm::Vector:
+            return "vector";
+    }
+    return "?";
+}
+
+std::string_view when_name(TensorWhen w) {
+    switch (w) {
+        case TensorWhen::Always:
+            return "always";
+        case TensorWhen::QkvBiases:
+            return "qkv_biases";
+        case TensorWhen::RopeFreqScaling:
+            return "rope_scaling_not_longrope";
+        case TensorWhen::LongRopeScaling:
+            return "rope_scaling_longrope";
+    }
+    return "?";
+}
+
+std::string_view use_name(TensorUse u) {
+    switch (u) {
+        case TensorUse::Absent:
+            return "absent";
+        case TensorUse::Optional:
+            return "optional";
+        case TensorUse::Required:
+            return "required";
+    }
+    return "?";
+}
+
+}  // namespace ferrox::model

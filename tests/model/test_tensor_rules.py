@@ -1,0 +1,189 @@
+"""`ferrox architectures --json` (the tensor rules weight binding reads) against
+the `gguf` package's own per-architecture tensor lists (gguf.constants
+MODEL_TENSORS / TENSOR_NAMES, the names llama.cpp's converters write), and the
+rules' shapes against the tiny models the generator wrote from them.
+
+Every tensor ferrox binds must be one that the architecture's files can hold:
+in gguf's list, or one of the few llama.cpp's loader reads beyond it (ALLOWED,
+each with where llama.cpp reads it). A misspelt or invented rule fails here.
+Tensors gguf lists that ferrox does not bind are listed exactly (UNBOUND): files
+holding them are refused naming the tensor.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import struct
+import subprocess
+
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES  # noqa: E402
+
+FERROX = os.environ.get("FERROX_BIN", "")
+if not FERROX or not pathlib.Path(FERROX).exists():
+    pytest.skip("FERROX_BIN is not set to the built ferrox", allow_module_level=True)
+
+TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", pathlib.Path.home() / ".cache/ferrox/tiny-models"))
+
+# Read by llama.cpp's loader (vendor/llama.cpp/src/llama-model.cpp) though gguf's
+# per-architecture list omits them.
+ALLOWED = {
+    # create_tensor_qkv: a fused attn_qkv is taken wherever q/k/v are loaded.
+    "*": {"blk.{bid}.attn_qkv"},
+    # llama_model's rope factors for llama-shaped graphs: LongRoPE's pair
+    # with rope.scaling.type = longrope (llama, granite, mistral3), and
+    # Llama 3's rope_freqs for granite.
+    "llama": {"rope_factors_long", "rope_factors_short"},
+    "granite": {"rope_factors_long", "rope_factors_short", "rope_freqs"},
+    "mistral3": {"rope_factors_long", "rope_factors_short"},
+    # Gemma 2's output projection is tied; a file that stores it is bound.
+    "gemma2": {"output"},
+}
+
+
+# Tensors gguf lists for an architecture that ferrox does not bind, so that a file
+# holding one is refused naming it. Kept exact, so that binding one more (or one
+# fewer) shows here.
+MOE_ON_LLAMA = {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_exps", "blk.{bid}.ffn_up_exps",
+                "blk.{bid}.ffn_down_exps"}  # Mixtral-style experts in a llama-architecture file
+UNBOUND = {
+    "llama": MOE_ON_LLAMA | {"blk.{bid}.attn_rot_embd"},  # attn_rot_embd: old converters' RoPE cache
+    "mistral3": MOE_ON_LLAMA | {"blk.{bid}.attn_rot_embd"},
+    "smollm3": {"rope_freqs", "blk.{bid}.attn_rot_embd"},
+    "qwen2": {"rope_freqs"},
+    "qwen3": {"rope_freqs"},
+    "qwen3vl": {"rope_freqs"},
+}
+
+
+def architectures() -> list[dict]:
+    out = subprocess.run([FERROX, "architectures", "--json"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["architectures"]
+
+
+ARCHS = architectures()
+ARCH_BY_NAME = {v: k for k, v in MODEL_ARCH_NAMES.items()}
+
+
+def stem(name: str) -> str:
+    """A rule's name as gguf's TENSOR_NAMES spells it: blk.{bid}., no .weight/.bias."""
+    name = name.replace("blk.N.", "blk.{bid}.")
+    for suffix in (".weight", ".bias"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def test_every_architecture_is_one_gguf_knows():
+    assert len(ARCHS) >= 14
+    for arch in ARCHS:
+        assert arch["name"] in ARCH_BY_NAME, arch["name"]
+
+
+@pytest.mark.parametrize("arch", ARCHS, ids=lambda a: a["name"])
+def test_bound_tensors_are_ones_the_files_hold(arch):
+    known = {TENSOR_NAMES[t] for t in MODEL_TENSORS[ARCH_BY_NAME[arch["name"]]]}
+    allowed = known | ALLOWED["*"] | ALLOWED.get(arch["name"], set())
+    ours = {stem(r["name"]) for r in arch["tensors"]}
+    assert ours <= allowed, f"{arch['name']}: ferrox binds {sorted(ours - allowed)}, which no file holds"
+    # Every layer tensor llama.cpp requires of every architecture is bound.
+    for required in ("token_embd", "output_norm", "blk.{bid}.attn_output"):
+        assert required in ours
+    names = [r["name"] for r in arch["tensors"]]
+    assert len(names) == len(set(names)), f"{arch['name']}: a tensor is listed twice"
+    for r in arch["tensors"]:
+        assert r["use"] in ("required", "optional"), r
+        if "fused_into" in r:
+            fused = next(f for f in arch["tensors"] if f["name"] == r["fused_into"])
+            assert r["name"] in [p["name"] for p in fused["parts"]], (r, fused)
+    assert known - ours == UNBOUND.get(arch["name"], set()), f"{arch['name']}: update UNBOUND"
+
+
+def read_header(path: pathlib.Path) -> tuple[dict, dict[str, list[int]]]:
+    """A GGUF file's scalar keys and its tensors' shapes. gguf.GGUFReader reads the same but
+    builds an object per vocabulary entry (7 s per 151k-token file); this skips the arrays."""
+    data = path.read_bytes()
+    pos = 0
+
+    def take(fmt: str):
+        nonlocal pos
+        values = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize("<" + fmt)
+        return values[0] if len(values) == 1 else values
+
+    def string() -> str:
+        n = take("Q")
+        nonlocal pos
+        pos += n
+        return data[pos - n:pos].decode("utf-8", "replace")
+
+    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+    def value(vtype: int):
+        if vtype == 8:
+            return string()
+        if vtype == 9:
+            sub, n = take("I"), take("Q")
+            items = [value(sub) for _ in range(n)] if sub in (8, 9) else None
+            if items is None:
+                nonlocal pos
+                pos += n * struct.calcsize("<" + scalar[sub])
+            return items
+        return take(scalar[vtype])
+
+    assert data[:4] == b"GGUF", path
+    pos = 4
+    _, n_tensors, n_kv = take("I"), take("Q"), take("Q")
+    keys = {}
+    for _ in range(n_kv):
+        key = string()
+        keys[key] = value(take("I"))
+    shapes = {}
+    for _ in range(n_tensors):
+        name = string()
+        n_dims = take("I")
+        shapes[name] = [take("Q") for _ in range(n_dims)]
+        take("I"), take("Q")  # type, offset
+    return keys, shapes
+
+
+def dims_of(keys: dict, shapes: dict) -> dict[str, int]:
+    """The extents `ferrox architectures` names, from a file's own metadata."""
+    arch = keys["general.architecture"]
+
+    def key(k, default=None):
+        return keys.get(f"{arch}.{k}", default)
+
+    n_head, n_kv = key("attention.head_count"), key("attention.head_count_kv")
+    k_len, v_len = key("attention.key_length"), key("attention.value_length")
+    return {"1": 1, "n_embd": key("embedding_length"), "n_vocab": shapes["token_embd.weight"][1],
+            "q_dim": n_head * k_len, "k_dim": n_kv * k_len, "v_dim": n_kv * v_len, "o_dim": n_head * v_len,
+            "head_dim_k": k_len, "n_head": n_head, "n_ff": key("feed_forward_length"),
+            "n_ff_expert": key("expert_feed_forward_length", 0), "n_expert": key("expert_count", 0),
+            "rope_pairs": key("rope.dimension_count", k_len) // 2}
+
+
+def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:
+    return [sum(dims[p] for p in d.split("+")) for d in shape]
+
+
+@pytest.mark.parametrize("path", sorted(TINY.glob("tiny-*.gguf")), ids=lambda p: p.stem)
+def test_tiny_model_tensors_match_the_rules(path):
+    """Each tensor of a tiny model has a rule and the rule's shape (the generator wrote it from
+    them, so this holds the resolution of the extents, done here from the file's own keys)."""
+    keys, shapes = read_header(path)
+    rules = {r["name"]: r for r in next(a for a in ARCHS if a["name"] == keys["general.architecture"])["tensors"]}
+    dims = dims_of(keys, shapes)
+    unmatched = []
+    for tensor, shape in shapes.items():
+        parts = tensor.split(".", 2)
+        name = f"blk.N.{parts[2]}" if parts[0] == "blk" else tensor
+        if name not in rules:
+            unmatched.append(tensor)
+            continue
+        assert shape == resolve(rules[name]["shape"], dims), (tensor, rules[name])
+    # Only the variants made to be refused hold a tensor without a rule.
+    assert not unmatched or path.stem in ("tiny-llama-extra", "tiny-llama-ffn-bias"), unmatched
