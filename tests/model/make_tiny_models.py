@@ -103,6 +103,7 @@ G_EMBD, G_HEAD, G_HEAD_KV, G_HEAD_DIM, G_FF, G_LAYER, G_WINDOW = 256, 8, 2, 64, 
 #              the one architecture here whose llama.cpp graph runs a rotated prefix.
 #   llama-partial: the same on llama, which llama.cpp refuses ("invalid n_rot"), and
 #              so must ferrox.
+#   llama-moe: Mixtral's experts in a llama file (see below).
 SHAPED = {
     "llama31": ("llama", "llama-bpe", {"tied": True, "n_ctx": 2048, "rope_base": 5e5,
                                        "rope_freqs": {"factor": 8.0, "low": 1.0, "high": 4.0, "orig": 64}}),
@@ -120,6 +121,9 @@ SHAPED = {
     "llama-partial": ("llama", "llama-spm", {"tied": False, "n_rot": HEAD_DIM // 2}),
     # A dense FFN bias llama.cpp adds and ferrox does not implement: refused, not dropped.
     "llama-ffn-bias": ("llama", "llama-spm", {"tied": False, "extra": "blk.0.ffn_down.bias"}),
+    # Mixtral's layout: architecture llama with expert_count, 2 of 4 experts per token, each
+    # feed_forward_length wide (no expert_feed_forward_length key), a softmax router.
+    "llama-moe": ("llama", "llama-spm", {"tied": False, "moe": True, "mixtral": True}),
 }
 
 # Architectures that are llama's layers rearranged (name -> (arch, vocab, options)); seeds
@@ -259,6 +263,8 @@ def holds(rule: dict, opt: dict) -> bool:
     name = rule["name"]
     if rule["when"] == "qkv_biases":
         return bool(opt.get("bias"))
+    if rule["when"] in ("dense", "experts"):
+        return bool(opt.get("moe")) == (rule["when"] == "experts")
     if "fused_into" in rule:
         return not opt.get("fused")
     if rule["use"] == "required":
@@ -456,7 +462,11 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     if "temperature_scale" in opt:
         w.add_float32(f"{arch}.attention.temperature_scale", opt["temperature_scale"])
     w.add_layer_norm_rms_eps(1e-6)
-    if opt.get("moe"):
+    if opt.get("moe") and opt.get("mixtral"):  # each expert feed_forward_length wide
+        w.add_expert_count(N_EXPERT)
+        w.add_expert_used_count(N_EXPERT_USED)
+        w.add_feed_forward_length(N_FF_EXP)
+    elif opt.get("moe"):
         w.add_expert_count(N_EXPERT)
         w.add_expert_used_count(N_EXPERT_USED)
         w.add_expert_feed_forward_length(N_FF_EXP)

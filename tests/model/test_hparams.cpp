@@ -575,11 +575,36 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         CHECK_FALSE((q->attn_sinks || q->attn_output_bias || q->expert_biases));
     }
     SECTION("experts on an architecture ferrox runs dense are refused by key") {
-        auto file = llama_like("llama").u32("llama.expert_count", 8).parse();
+        auto file = llama_like("qwen2").u32("qwen2.expert_count", 8).parse();
         REQUIRE(file);
         auto hp = model::read_hparams(*file);
         REQUIRE_FALSE(hp);
-        CHECK_THAT(hp.error().message(), Catch::Contains("llama.expert_count"));
+        CHECK_THAT(hp.error().message(), Catch::Contains("qwen2.expert_count"));
+    }
+    SECTION("llama takes Mixtral's experts, each feed_forward_length wide") {
+        auto file = llama_like("llama")
+                        .u32("llama.expert_count", 8)
+                        .u32("llama.expert_used_count", 2)
+                        .parse();
+        REQUIRE(file);
+        auto hp = model::read_hparams(*file);
+        REQUIRE(hp);
+        CHECK(hp->n_expert == 8);
+        CHECK(hp->n_expert_used == 2);
+        CHECK(hp->n_ff_expert == 128);
+        CHECK(hp->moe_gating == model::MoeGating::Softmax);
+        CHECK(hp->expert_weights_norm);
+        auto dense = llama_like("llama").u32("llama.expert_count", 0).parse();
+        REQUIRE(dense);
+        auto d = model::read_hparams(*dense);
+        REQUIRE(d);
+        CHECK(d->n_expert == 0);
+        CHECK(d->n_ff == 128);
+        auto no_used = llama_like("llama").u32("llama.expert_count", 8).parse();
+        REQUIRE(no_used);
+        auto u = model::read_hparams(*no_used);
+        REQUIRE_FALSE(u);
+        CHECK_THAT(u.error().message(), Catch::Contains("llama.expert_used_count"));
     }
     SECTION("the refusal of an unknown architecture lists every row") {
         auto file = llama_like("mamba").parse();

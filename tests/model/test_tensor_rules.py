@@ -47,11 +47,10 @@ ALLOWED = {
 # Tensors gguf lists for an architecture that ferrox does not bind, so that a file
 # holding one is refused naming it. Kept exact, so that binding one more (or one
 # fewer) shows here.
-MOE_ON_LLAMA = {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_exps", "blk.{bid}.ffn_up_exps",
-                "blk.{bid}.ffn_down_exps"}  # Mixtral-style experts in a llama-architecture file
+MOE = {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_exps", "blk.{bid}.ffn_up_exps", "blk.{bid}.ffn_down_exps"}
 UNBOUND = {
-    "llama": MOE_ON_LLAMA | {"blk.{bid}.attn_rot_embd"},  # attn_rot_embd: old converters' RoPE cache
-    "mistral3": MOE_ON_LLAMA | {"blk.{bid}.attn_rot_embd"},
+    "llama": {"blk.{bid}.attn_rot_embd"},  # old converters' RoPE cache
+    "mistral3": MOE | {"blk.{bid}.attn_rot_embd"},
     "smollm3": {"rope_freqs", "blk.{bid}.attn_rot_embd"},
     "qwen2": {"rope_freqs"},
     "qwen3": {"rope_freqs"},
@@ -162,7 +161,9 @@ def dims_of(keys: dict, shapes: dict) -> dict[str, int]:
     return {"1": 1, "n_embd": key("embedding_length"), "n_vocab": shapes["token_embd.weight"][1],
             "q_dim": n_head * k_len, "k_dim": n_kv * k_len, "v_dim": n_kv * v_len, "o_dim": n_head * v_len,
             "head_dim_k": k_len, "n_head": n_head, "n_ff": key("feed_forward_length"),
-            "n_ff_expert": key("expert_feed_forward_length", 0), "n_expert": key("expert_count", 0),
+            # Mixtral's llama files: each expert is feed_forward_length wide.
+            "n_ff_expert": key("expert_feed_forward_length", key("feed_forward_length")),
+            "n_expert": key("expert_count", 0),
             "rope_pairs": key("rope.dimension_count", k_len) // 2}
 
 

@@ -13,6 +13,7 @@ constexpr ArchSpec kArchitectures[] = {
     {.name = "llama",
      .arch = Arch::Llama,
      .rope = RopeStyle::Normal,
+     .moe_with_expert_count = true,
      .rope_factors = RopeFactorTensors::ByScalingType,
      .attn_output_bias = TensorUse::Optional},
     {.name = "qwen2", .arch = Arch::Qwen2},

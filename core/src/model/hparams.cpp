@@ -381,10 +381,15 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         if (!rope_on) return rope_on.error();
         if (!*rope_on) hp.no_rope_period = 1;
     }
-    if (info->moe) {
+    uint32_t optional_experts = 0;
+    if (info->moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
+    if (info->moe || optional_experts > 0) {
         FERROX_READ(hp.n_expert, k.u32("expert_count"));
         FERROX_READ(hp.n_expert_used, k.u32("expert_used_count"));
-        FERROX_READ(hp.n_ff_expert, k.u32("expert_feed_forward_length"));
+        // Mixtral's llama files: each expert is feed_forward_length wide, as
+        // llama.cpp's llama graph reads it.
+        FERROX_READ(hp.n_ff_expert,
+                    info->moe ? k.u32("expert_feed_forward_length") : k.u32("feed_forward_length"));
         hp.moe_gating = info->moe_gating;
         hp.expert_biases = info->expert_biases;
         // A softmax over the chosen k already sums to 1 (llama.cpp reads no

@@ -1,5 +1,7 @@
 #include "tensor_table.h"
 
+#include <tuple>
+
 namespace ferrox::model {
 namespace {
 
@@ -123,8 +125,30 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         t.push_back(layer_vector("post_ffw_norm.weight", E::Embd, &LW::post_ffw_norm));
     }
     if (spec.pre_norms) t.push_back(layer_vector(spec.ffn_norm_tensor, E::Embd, &LW::ffn_norm));
-    if (spec.moe) {
+    // A row with optional experts lists both FFNs, each under its condition.
+    const bool dense = !spec.moe, experts_too = spec.moe || spec.moe_with_expert_count;
+    const TensorWhen dense_when =
+        spec.moe_with_expert_count ? TensorWhen::Dense : TensorWhen::Always;
+    const TensorWhen experts_when =
+        spec.moe_with_expert_count ? TensorWhen::Experts : TensorWhen::Always;
+    if (dense && spec.fused_gate_up) {
+        // phi3: ffn_up.weight holds the gate's rows, then up's.
+        t.push_back(layer_fused(
+            "ffn_up.weight", TensorUse::Required,
+            {{{"ffn_gate.weight", E::Ff}, &LW::gate}, {{"ffn_up.weight", E::Ff}, &LW::up}}));
+        t.push_back(layer_matrix("ffn_down.weight", E::Embd, E::Ff, &LW::down));
+    } else if (dense) {
+        for (auto [name, rows, cols, slot] :
+             {std::tuple{"ffn_gate.weight", E::Ff, E::Embd, &LW::gate},
+              std::tuple{"ffn_up.weight", E::Ff, E::Embd, &LW::up},
+              std::tuple{"ffn_down.weight", E::Embd, E::Ff, &LW::down}}) {
+            t.push_back(layer_matrix(name, rows, cols, slot));
+            t.back().rule.when = dense_when;
+        }
+    }
+    if (experts_too) {
         t.push_back(layer_matrix("ffn_gate_inp.weight", E::Experts, E::Embd, &LW::router));
+        t.back().rule.when = experts_when;
         if (spec.expert_biases)
             t.push_back(layer_vector("ffn_gate_inp.bias", E::Experts, &LW::router_bias));
         // Each expert's bias row follows its matrix: [rows, n_expert] values.
@@ -132,6 +156,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                                      Extent cols, std::vector<WeightMatrix> LW::*slot,
                                      std::vector<float> LW::*bias_slot) {
             t.push_back(experts(name, rows, cols, slot));
+            t.back().rule.when = experts_when;
             if (spec.expert_biases)
                 t.push_back(layer_vector(bias, rows, bias_slot, TensorUse::Required,
                                          TensorWhen::Always, E::Experts));
@@ -142,16 +167,6 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                     &LW::up_exps_bias);
         expert_part("ffn_down_exps.weight", "ffn_down_exps.bias", E::Embd, E::FfExpert,
                     &LW::down_exps, &LW::down_exps_bias);
-    } else if (spec.fused_gate_up) {
-        // phi3: ffn_up.weight holds the gate's rows, then up's.
-        t.push_back(layer_fused(
-            "ffn_up.weight", TensorUse::Required,
-            {{{"ffn_gate.weight", E::Ff}, &LW::gate}, {{"ffn_up.weight", E::Ff}, &LW::up}}));
-        t.push_back(layer_matrix("ffn_down.weight", E::Embd, E::Ff, &LW::down));
-    } else {
-        t.push_back(layer_matrix("ffn_gate.weight", E::Ff, E::Embd, &LW::gate));
-        t.push_back(layer_matrix("ffn_up.weight", E::Ff, E::Embd, &LW::up));
-        t.push_back(layer_matrix("ffn_down.weight", E::Embd, E::Ff, &LW::down));
     }
     return t;
 }
@@ -243,6 +258,10 @@ bool applies(TensorWhen when, const Hparams& hp) {
             return hp.rope_scaling != RopeScaling::LongRope;
         case TensorWhen::LongRopeScaling:
             return hp.rope_scaling == RopeScaling::LongRope;
+        case TensorWhen::Dense:
+            return hp.n_expert == 0;
+        case TensorWhen::Experts:
+            return hp.n_expert > 0;
     }
     return false;
 }
@@ -273,6 +292,10 @@ std::string_view when_name(TensorWhen w) {
             return "rope_scaling_not_longrope";
         case TensorWhen::LongRopeScaling:
             return "rope_scaling_longrope";
+        case TensorWhen::Dense:
+            return "dense";
+        case TensorWhen::Experts:
+            return "experts";
     }
     return "?";
 }

@@ -49,7 +49,10 @@ struct ArchSpec {
     FfnActivation activation = FfnActivation::Silu;
     bool sqrt_embedding_scale = false;  // embeddings x sqrt(n_embd) (gemma)
     bool moe = false;                   // expert_* keys, ffn_gate_inp and ffn_*_exps tensors
-    bool tied_output = true;            // output.weight may be absent (token_embd doubles as it)
+    // Experts where the file has expert_count > 0, else a dense FFN; each
+    // expert feed_forward_length wide (Mixtral's files, architecture llama).
+    bool moe_with_expert_count = false;
+    bool tied_output = true;  // output.weight may be absent (token_embd doubles as it)
     RopeFactorTensors rope_factors = RopeFactorTensors::None;
     // ffn_up.weight holds the gate's rows, then the up projection's (phi3):
     // 2 x feed_forward_length rows, no ffn_gate.weight.

@@ -52,6 +52,8 @@ enum class TensorWhen : uint8_t {
     QkvBiases,        // the file has a q, k or v bias in block 0: then all three, every layer
     RopeFreqScaling,  // rope.scaling.type is not longrope
     LongRopeScaling,  // rope.scaling.type is longrope
+    Dense,            // no expert_count (a row whose experts are optional)
+    Experts,          // expert_count > 0 (likewise)
 };
 
 // One part of a fused tensor: the rows the unfused tensor `name` would hold.
