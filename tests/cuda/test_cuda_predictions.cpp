@@ -120,7 +120,7 @@ std::vector<std::filesystem::path> models() {
     std::vector<std::filesystem::path> found;
     for (const char* arch :
          {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl",
-          "qwen3vl", "phi3", "mistral3", "olmo3", "gemma2", "gpt-oss"}) {
+          "qwen3vl", "phi3", "mistral3", "olmo3", "gemma2", "gpt-oss", "llama-moe"}) {
         const auto path = cache_dir() / "tiny-models" / (std::string("tiny-") + arch + ".gguf");
         if (std::filesystem::exists(path))
             found.push_back(path);
