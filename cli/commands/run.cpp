@@ -68,7 +68,7 @@ ferrox_code read_text(std::string& out, ferrox_call_status& st, Call&& call) {
 
 std::vector<int32_t> tokenize(const ferrox_model* model, std::string_view text, bool add_special,
                               bool parse_special, ferrox_call_status& st, ferrox_code& code) {
-    std::vector<int32_t> ids(text.size() + 2);  // a token is at least a byte, BOS and EOS aside
+    std::vector<int32_t> ids(text.size() + 2);  // a first guess; asked again when short
     size_t n = 0;
     code = ferrox_tokenize(model, text.data(), text.size(), add_special, parse_special, ids.data(),
                            ids.size(), &n, &st);
@@ -100,11 +100,15 @@ Expected<ChatModelFacts> chat_facts(const ferrox_model* model, const std::string
     const char* tmpl = nullptr;
     if (ferrox_model_chat_template(model, &tmpl, &st) != FERROX_CODE_OK)
         return make_error("{}", st.message);
+    std::string value;
     if (tmpl) {
         f.file_template = tmpl;
-    } else if (size_t n = 0; ferrox_model_meta(model, "tokenizer.chat_template", nullptr, 0, &n,
-                                               &st) == FERROX_CODE_BUFFER_TOO_SMALL) {
-        f.template_error = path + ": tokenizer.chat_template is not a string";
+    } else if (read_text(value, st, [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
+                   return ferrox_model_meta(model, "tokenizer.chat_template", b, c, n, s);
+               }) == FERROX_CODE_OK) {
+        // The key is there but holds no string (the API gives strings only).
+        f.template_error = fmt::format(
+            "{}: metadata key 'tokenizer.chat_template' holds {}, expected STRING", path, value);
     }
     f.arch = ferrox_model_arch(model);
     f.bos = ferrox_model_bos(model);
