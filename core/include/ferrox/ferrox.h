@@ -115,7 +115,10 @@ typedef struct ferrox_model_params {
 
 FERROX_C_API void ferrox_model_params_default(ferrox_model_params* params);
 
-/* Loads a GGUF file. On success *out is the caller's (ferrox_model_free). */
+/* Loads a GGUF file. On success *out is the caller's (ferrox_model_free).
+ * A backend the configuration marks required that does not load, or no
+ * backend of the order ready, fails it with FERROX_CODE_BACKEND and each
+ * backend's state in the message (0.2; 0.1 went on without a required one). */
 FERROX_C_API ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* params,
                                            ferrox_model** out, ferrox_call_status* status);
 FERROX_C_API void ferrox_model_free(ferrox_model* model);
