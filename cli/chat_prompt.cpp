@@ -44,6 +44,22 @@ std::string token_text(const gguf::File& file, int32_t id) {
     return (*tokens)[static_cast<size_t>(id)];
 }
 
+// The file's side of the facts (no tokenizer needed to choose a template).
+ChatModelFacts template_facts(const gguf::File& file) {
+    ChatModelFacts f;
+    f.path = file.path().string();
+    if (file.find(kTemplateKey)) {
+        auto text = file.get_string(kTemplateKey);
+        if (text)
+            f.file_template = std::move(*text);
+        else
+            f.template_error = text.error().message();
+    }
+    const auto arch = file.get_string_or("general.architecture", "");
+    if (arch) f.arch = *arch;
+    return f;
+}
+
 }  // namespace
 
 void add_chat_template_option(CLI::App& cmd, std::string& chat_template) {
@@ -58,7 +74,22 @@ void add_chat_options(CLI::App& cmd, ChatOptions& options) {
                  "Print the rendered prompt and its token ids to stderr before generating");
 }
 
+ChatModelFacts chat_model_facts(const gguf::File& file, const Tokenizer& tok) {
+    ChatModelFacts f = template_facts(file);
+    f.bos = tok.bos();
+    f.bos_text = token_text(file, tok.bos());
+    f.eos_text = token_text(file, tok.eos());
+    f.encode = [&tok](std::string_view text, bool add_special, bool parse_special) {
+        return tok.encode(text, add_special, parse_special);
+    };
+    return f;
+}
+
 Expected<ChatTemplate> choose_chat_template(const gguf::File& file, const std::string& flag) {
+    return choose_chat_template(template_facts(file), flag);
+}
+
+Expected<ChatTemplate> choose_chat_template(const ChatModelFacts& model, const std::string& flag) {
     if (!flag.empty()) {
         std::error_code ec;
         if (std::filesystem::exists(flag, ec)) {
@@ -71,34 +102,30 @@ Expected<ChatTemplate> choose_chat_template(const gguf::File& file, const std::s
         return make_error("--chat-template {}: neither a file nor a built-in template ({})", flag,
                           builtin_names());
     }
-    if (file.find(kTemplateKey)) {
-        auto text = file.get_string(kTemplateKey);
-        if (!text) return text.error();
-        return ChatTemplate::parse(std::move(*text), kTemplateKey);
-    }
-    const auto arch_key = file.get_string_or("general.architecture", "");
-    const std::string arch = arch_key ? *arch_key : std::string();
+    if (!model.template_error.empty()) return make_error("{}", model.template_error);
+    if (model.file_template) return ChatTemplate::parse(*model.file_template, kTemplateKey);
+    const std::string& arch = model.arch;
     const auto* b = builtin_chat_template_for_arch(arch);
     if (!b)
         return make_error(
             "{}: the file has no {} and ferrox has no built-in template for architecture '{}'; "
             "give one with --chat-template FILE|NAME ({})",
-            file.path().string(), kTemplateKey, arch, builtin_names());
+            model.path, kTemplateKey, arch, builtin_names());
     logger().warn("the model file has no {}; using the built-in '{}' template for '{}' ({})",
                   kTemplateKey, b->name, arch, b->description);
     return ChatTemplate::parse(std::string(b->source), "builtin:" + std::string(b->name));
 }
 
+ChatRenderer::ChatRenderer(ChatTemplate tmpl, ChatModelFacts model)
+    : template_(std::move(tmpl)), model_(std::move(model)) {}
+
 ChatRenderer::ChatRenderer(ChatTemplate tmpl, const gguf::File& file, const Tokenizer& tok)
-    : template_(std::move(tmpl)),
-      tok_(tok),
-      bos_text_(token_text(file, tok.bos())),
-      eos_text_(token_text(file, tok.eos())) {}
+    : ChatRenderer(std::move(tmpl), chat_model_facts(file, tok)) {}
 
 Expected<ChatPrompt> ChatRenderer::render(const nlohmann::ordered_json& messages,
                                           bool add_generation_prompt) const {
-    auto text =
-        template_.render(chat_context(messages, add_generation_prompt, bos_text_, eos_text_));
+    auto text = template_.render(
+        chat_context(messages, add_generation_prompt, model_.bos_text, model_.eos_text));
     if (!text) return text.error();
     ChatPrompt p{std::move(*text), {}};
 
@@ -113,7 +140,7 @@ Expected<ChatPrompt> ChatRenderer::render(const nlohmann::ordered_json& messages
         std::string content = m["content"].get<std::string>();
         if (content.empty()) continue;
         const bool has_special =
-            tok_.encode(content, false, true) != tok_.encode(content, false, false);
+            model_.encode(content, false, true) != model_.encode(content, false, false);
         size_t at = p.text.find(content, from);
         if (at == std::string::npos) {
             const size_t b = content.find_first_not_of(" \t\n\r");
@@ -137,13 +164,13 @@ Expected<ChatPrompt> ChatRenderer::render(const nlohmann::ordered_json& messages
     if (spans.empty()) {
         // Nothing in the messages reads as a special token: one pass is the same
         // as tokenizing the segments apart, and keeps the merges across them.
-        p.tokens = tok_.encode(p.text, true, true);
+        p.tokens = model_.encode(p.text, true, true);
     } else {
         size_t pos = 0;
         bool first = true;
         auto add = [&](size_t b, size_t e, bool special) {
             if (e <= b) return;
-            auto ids = tok_.encode(std::string_view(p.text).substr(b, e - b), first, special);
+            auto ids = model_.encode(std::string_view(p.text).substr(b, e - b), first, special);
             first = false;
             p.tokens.insert(p.tokens.end(), ids.begin(), ids.end());
         };
@@ -155,8 +182,8 @@ Expected<ChatPrompt> ChatRenderer::render(const nlohmann::ordered_json& messages
         add(pos, p.text.size(), true);
     }
     // A template that writes bos_token itself and a vocabulary that adds BOS give two.
-    if (p.tokens.size() >= 2 && tok_.bos() >= 0 && p.tokens[0] == tok_.bos() &&
-        p.tokens[1] == tok_.bos())
+    if (p.tokens.size() >= 2 && model_.bos >= 0 && p.tokens[0] == model_.bos &&
+        p.tokens[1] == model_.bos)
         p.tokens.erase(p.tokens.begin());
     return p;
 }
@@ -226,11 +253,11 @@ std::string chat_template_summary(const nlohmann::json& r) {
     return escape_text(line, EscapeFor::Text);
 }
 
-Expected<ChatPrompt> single_turn_prompt(const gguf::File& file, const Tokenizer& tok,
-                                        const ChatOptions& options, const std::string& user) {
-    auto chosen = choose_chat_template(file, options.chat_template);
+Expected<ChatPrompt> single_turn_prompt(const ChatModelFacts& model, const ChatOptions& options,
+                                        const std::string& user) {
+    auto chosen = choose_chat_template(model, options.chat_template);
     if (!chosen) return chosen.error();
-    ChatRenderer renderer(std::move(*chosen), file, tok);
+    ChatRenderer renderer(std::move(*chosen), model);
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     messages.push_back({{"role", "user"}, {"content", user}});
     return renderer.render(messages, true);

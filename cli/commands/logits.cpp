@@ -2,13 +2,13 @@
 // [n_tokens x vocab], for parity tests against another engine. Runs on the
 // public C API (ferrox/ferrox.h).
 #include <algorithm>
-#include <cctype>
 #include <iostream>
 #include <memory>
 #include <span>
 #include <sstream>
 #include <vector>
 
+#include "api_model.h"
 #include "commands/commands.h"
 #include "ferrox/ferrox.h"
 #include "ferrox/log.h"
@@ -41,13 +41,6 @@ Expected<std::vector<int32_t>> parse_tokens(const std::string& csv) {
     return ids;
 }
 
-// The C API's status, turned into a log line; true when the call succeeded.
-bool succeeded(ferrox_code code, const ferrox_call_status& st) {
-    if (code == FERROX_CODE_OK) return true;
-    logger().error("{}", st.message);
-    return false;
-}
-
 // Through ferrox.h, as any program would: the CLI is the C API's first user.
 int run(const CommonOptions& common, const LogitsOptions& o) {
     // The configuration's log level (the API reads the file again for the rest).
@@ -55,30 +48,13 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
         logger().error("{}", config.error().message());
         return kExitBadInput;
     }
-    ferrox_call_status st{};
-    st.struct_size = sizeof st;
-    ferrox_model_params mp;
-    ferrox_model_params_default(&mp);
-    const std::string config_path = common.config_path ? common.config_path->string() : "";
-    if (common.config_path) mp.config_path = config_path.c_str();
-    std::vector<std::string> dir_strings;
-    for (const auto& d : common.plugin_dirs) dir_strings.push_back(d.string());
-    std::vector<const char*> dirs;
-    for (const auto& d : dir_strings) dirs.push_back(d.c_str());
-    mp.plugin_dirs = dirs.data();
-    mp.n_plugin_dirs = static_cast<uint32_t>(dirs.size());
-    mp.threads = o.model.threads;
-    mp.n_ctx_max = o.model.context;
-    mp.kv_kind =
-        o.model.kv_type == "f16" || o.model.kv_type == "F16" ? FERROX_KV_F16 : FERROX_KV_F32;
-    std::string resident = o.model.resident;
-    for (char& c : resident) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    mp.allow_resident = resident != "off";
+    ferrox_call_status st = fresh_status();
+    const ApiModelParams params(common, o.model);
     ferrox_model* raw_model = nullptr;
-    const ferrox_code loaded = ferrox_model_load(o.model_path.c_str(), &mp, &raw_model, &st);
+    const ferrox_code loaded =
+        ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st);
     if (!succeeded(loaded, st)) return loaded == FERROX_CODE_BACKEND ? kExitFailure : kExitBadInput;
-    const std::unique_ptr<ferrox_model, decltype(&ferrox_model_free)> model(raw_model,
-                                                                            ferrox_model_free);
+    const ModelHandle model(raw_model, ferrox_model_free);
     const uint32_t train = ferrox_model_n_ctx_train(model.get());
     const uint32_t n_ctx = o.model.context ? o.model.context : std::min(4096u, train);
     if (n_ctx > train)
@@ -113,8 +89,7 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
     ferrox_context_params_default(&cp);
     ferrox_context* raw_ctx = nullptr;
     if (!succeeded(ferrox_context_new(model.get(), &cp, &raw_ctx, &st), st)) return kExitFailure;
-    const std::unique_ptr<ferrox_context, decltype(&ferrox_context_free)> ctx(raw_ctx,
-                                                                              ferrox_context_free);
+    const ContextHandle ctx(raw_ctx, ferrox_context_free);
     const uint32_t vocab = ferrox_model_vocab(model.get());
     // Chunks of the context's n_batch (the model's max_batch, 256), as
     // Model::forward runs a prompt: the same products, the same logits. Each

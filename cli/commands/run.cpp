@@ -1,24 +1,23 @@
 // `ferrox run`: load a GGUF model, stream generated text to stdout, and report
-// prompt and generation speed on stderr, llama.cpp-style.
-#include <cerrno>
+// prompt and generation speed on stderr, llama.cpp-style. Runs on the public
+// C API (ferrox/ferrox.h) alone, as any program would: the model, the prompt's
+// tokens, the context and its decodes, the sampler, the streamed text and the
+// reports all come through it.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <string>
+#include <vector>
 
+#include "api_model.h"
 #include "chat_prompt.h"
 #include "commands/commands.h"
-#include "ferrox/kernel_registry.h"
+#include "ferrox/ferrox.h"
 #include "ferrox/log.h"
-#include "ferrox/op.h"
-#include "ferrox/quant_kind.h"
-#include "ferrox/sampling.h"
-#include "ferrox/tokenizer/tokenizer.h"
-#include "ferrox/tokenizer/utf8_streamer.h"
+#include "ferrox/sampling.h"  // find_stop: stop strings are text, not sampling
 #include "flag_checks.h"
 #include "input.h"
 #include "model_session.h"
@@ -35,15 +34,124 @@ double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+ferrox_sampler_params default_sampling() {
+    ferrox_sampler_params p;
+    ferrox_sampler_params_default(&p);
+    return p;
+}
+
 struct RunOptions {
     std::string model_path, prompt, prompt_file;
     int n_predict = 128;
     ModelChoices model;
-    SamplerParams sampling;
+    // The chain `run` has always drawn with: the API's defaults are its flags' defaults.
+    ferrox_sampler_params sampling = default_sampling();
     std::vector<std::string> stops;
     bool chat = false, json = false, profile = false;
     ChatOptions chat_options;
 };
+
+// Text written by a call that fills a caller buffer (ferrox_model_meta's
+// shape): asked again with the size it needs when the first buffer is short.
+template <class Call>
+ferrox_code read_text(std::string& out, ferrox_call_status& st, Call&& call) {
+    size_t needed = 0;
+    out.resize(std::max<size_t>(out.size(), 256));
+    ferrox_code code = call(out.data(), out.size(), &needed, &st);
+    if (code == FERROX_CODE_BUFFER_TOO_SMALL) {
+        out.resize(needed + 1);
+        code = call(out.data(), out.size(), &needed, &st);
+    }
+    out.resize(code == FERROX_CODE_OK ? needed : 0);
+    return code;
+}
+
+std::vector<int32_t> tokenize(const ferrox_model* model, std::string_view text, bool add_special,
+                              bool parse_special, ferrox_call_status& st, ferrox_code& code) {
+    std::vector<int32_t> ids(text.size() + 2);  // a first guess; asked again when short
+    size_t n = 0;
+    code = ferrox_tokenize(model, text.data(), text.size(), add_special, parse_special, ids.data(),
+                           ids.size(), &n, &st);
+    if (code == FERROX_CODE_BUFFER_TOO_SMALL) {
+        ids.resize(n);
+        code = ferrox_tokenize(model, text.data(), text.size(), add_special, parse_special,
+                               ids.data(), ids.size(), &n, &st);
+    }
+    ids.resize(code == FERROX_CODE_OK ? n : 0);
+    return ids;
+}
+
+// The vocabulary's text of a token ("<bos>"); "" when there is none.
+std::string token_text(const ferrox_model* model, int32_t token) {
+    if (token < 0) return {};
+    ferrox_call_status st = fresh_status();
+    std::string text;
+    const auto call = [&](char* buf, size_t capacity, size_t* needed, ferrox_call_status* s) {
+        return ferrox_token_text(model, token, buf, capacity, needed, s);
+    };
+    return read_text(text, st, call) == FERROX_CODE_OK ? text : std::string();
+}
+
+// What a chat template needs from the model, through the API.
+Expected<ChatModelFacts> chat_facts(const ferrox_model* model, const std::string& path) {
+    ferrox_call_status st = fresh_status();
+    ChatModelFacts f;
+    f.path = path;
+    const char* tmpl = nullptr;
+    if (ferrox_model_chat_template(model, &tmpl, &st) != FERROX_CODE_OK)
+        return make_error("{}", st.message);
+    std::string value;
+    if (tmpl) {
+        f.file_template = tmpl;
+    } else if (read_text(value, st, [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
+                   return ferrox_model_meta(model, "tokenizer.chat_template", b, c, n, s);
+               }) == FERROX_CODE_OK) {
+        // The key is there but holds no string (the API gives strings only).
+        f.template_error = fmt::format(
+            "{}: metadata key 'tokenizer.chat_template' holds {}, expected STRING", path, value);
+    }
+    f.arch = ferrox_model_arch(model);
+    f.bos = ferrox_model_bos(model);
+    f.bos_text = token_text(model, f.bos);
+    f.eos_text = token_text(model, ferrox_model_eos(model));
+    // (ferrox_tokenize fails only on NULL arguments, which these are not.)
+    f.encode = [model](std::string_view piece, bool add_special, bool parse_special) {
+        ferrox_call_status ignored = fresh_status();
+        ferrox_code code = FERROX_CODE_OK;
+        return tokenize(model, piece, add_special, parse_special, ignored, code);
+    };
+    return f;
+}
+
+// One decode of tokens [first, first + n) of `tokens` at their own positions,
+// sequence 0; only the last one's logits when `want_last`.
+ferrox_code decode(ferrox_context* ctx, const std::vector<int32_t>& tokens, size_t first, size_t n,
+                   bool want_last, ferrox_call_status& st) {
+    std::vector<int32_t> positions(n), seqs(n, 0);
+    std::vector<uint8_t> want(n, 0);
+    for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(first + i);
+    if (want_last) want[n - 1] = 1;
+    ferrox_batch b{};
+    b.struct_size = sizeof b;
+    b.n_tokens = static_cast<uint32_t>(n);
+    b.tokens = tokens.data() + first;
+    b.positions = positions.data();
+    b.seq_ids = seqs.data();
+    b.logits = want.data();
+    return ferrox_decode(ctx, &b, &st);
+}
+
+// The context's profile so far (and emptied), as rows.
+Expected<OpProfile> take_profile(ferrox_context* ctx) {
+    ferrox_call_status st = fresh_status();
+    const char* json = nullptr;
+    if (ferrox_context_profile(ctx, &json, &st) != FERROX_CODE_OK)
+        return make_error("{}", st.message);
+    auto rows = parse_profile(json);
+    if (ferrox_context_profile_reset(ctx, &st) != FERROX_CODE_OK)
+        return make_error("{}", st.message);
+    return rows;
+}
 
 int run(const CommonOptions& common, RunOptions o) {
     if (o.prompt.empty() && o.prompt_file.empty()) {
@@ -58,27 +166,39 @@ int run(const CommonOptions& common, RunOptions o) {
         }
         o.prompt = std::move(*text);
     }
-    // --profile: the prompt's ops, then (after a swap) the generation's.
-    model::StepProfile profile, prompt_profile;
-    if (o.profile) o.model.profile = &profile;
     const auto load_start = Clock::now();
     std::fprintf(stderr, "loading %s ...\n", shown(o.model_path).c_str());
-    auto ms = open_model(common, o.model_path, o.model);
-    if (!ms) {
-        logger().error("{}", ms.error().message());
+    // The configuration's log level (the API reads the file again for the rest).
+    if (auto config = load_session_config(common); !config) {
+        logger().error("{}", config.error().message());
         return kExitBadInput;
     }
-    model::Model& m = *ms->model;
-    const auto& hp = m.hparams();
-    std::fprintf(stderr, "loaded %s: %u layers, %u embd, vocab %llu, context %u; %s (%.2f s)\n",
-                 hp.arch_name.c_str(), hp.n_layer, hp.n_embd,
-                 static_cast<unsigned long long>(hp.vocab), m.context(),
-                 m.capacity().summary().c_str(), seconds_since(load_start));
+    ferrox_call_status st = fresh_status();
+    ApiModelParams params(common, o.model);
+    params.log_progress();
+    ferrox_model* raw_model = nullptr;
+    if (!succeeded(ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st), st))
+        return kExitBadInput;
+    const ModelHandle model(raw_model, ferrox_model_free);
+    const ferrox_model* m = model.get();
+    const uint32_t n_ctx = ferrox_model_n_ctx(m), train = ferrox_model_n_ctx_train(m);
+    if (n_ctx > train)
+        logger().warn(
+            "context {} exceeds the {} positions {} was trained on; positions past {} are "
+            "outside what the model learned",
+            n_ctx, train, o.model_path, train);
+    const char* capacity = "";
+    if (!succeeded(ferrox_model_capacity_summary(m, &capacity, &st), st)) return kExitFailure;
+    const uint32_t vocab = ferrox_model_vocab(m);
+    std::fprintf(stderr, "loaded %s: %u layers, %u embd, vocab %u, context %u; %s (%.2f s)\n",
+                 ferrox_model_arch(m), ferrox_model_n_layer(m), ferrox_model_n_embd(m), vocab,
+                 n_ctx, capacity, seconds_since(load_start));
 
-    const Tokenizer& tok = *ms->tokenizer;
     ChatPrompt prompt{o.prompt, {}};
     if (o.chat || !o.chat_options.chat_template.empty()) {
-        auto rendered = single_turn_prompt(*ms->file, tok, o.chat_options, o.prompt);
+        auto facts = chat_facts(m, o.model_path);
+        auto rendered = facts ? single_turn_prompt(*facts, o.chat_options, o.prompt)
+                              : Expected<ChatPrompt>(facts.error());
         if (!rendered) {
             logger().error("{}", rendered.error().message());
             return kExitBadInput;
@@ -86,7 +206,9 @@ int run(const CommonOptions& common, RunOptions o) {
         prompt = std::move(*rendered);
     } else {
         // The prompt's own special-token text stays text unless --special asks.
-        prompt.tokens = tok.encode(prompt.text, true, o.model.special);
+        ferrox_code code = FERROX_CODE_OK;
+        prompt.tokens = tokenize(m, prompt.text, true, o.model.special, st, code);
+        if (!succeeded(code, st)) return kExitBadInput;
     }
     if (o.chat_options.verbose_prompt) print_verbose_prompt(prompt);
     std::vector<int32_t> tokens = std::move(prompt.tokens);
@@ -95,43 +217,86 @@ int run(const CommonOptions& common, RunOptions o) {
         return kExitBadInput;
     }
     const size_t n_prompt = tokens.size();
-    if (n_prompt + static_cast<size_t>(std::max(o.n_predict, 0)) > m.context())
-        o.n_predict = static_cast<int>(m.context()) - static_cast<int>(n_prompt);
+    if (n_prompt + static_cast<size_t>(std::max(o.n_predict, 0)) > n_ctx)
+        o.n_predict = static_cast<int>(n_ctx) - static_cast<int>(n_prompt);
     if (o.n_predict < 0) {
         logger().error("the prompt ({} tokens) does not fit the context ({}); raise -c", n_prompt,
-                       m.context());
+                       n_ctx);
         return kExitBadInput;
     }
 
-    std::vector<float> logits(m.vocab());
+    // One sequence over the model's cells and batch; --profile: its ops timed.
+    ferrox_context_params cp;
+    ferrox_context_params_default(&cp);
+    cp.profile = o.profile ? 1 : 0;
+    ferrox_context* raw_ctx = nullptr;
+    if (!succeeded(ferrox_context_new(m, &cp, &raw_ctx, &st), st)) return kExitFailure;
+    const ContextHandle ctx(raw_ctx, ferrox_context_free);
+    ferrox_sampler* raw_sampler = nullptr;
+    if (!succeeded(ferrox_sampler_new(&o.sampling, &raw_sampler, &st), st)) return kExitBadInput;
+    const SamplerHandle sampler(raw_sampler, ferrox_sampler_free);
+    ferrox_detok_stream* raw_stream = nullptr;
+    if (!succeeded(ferrox_detok_stream_new(m, &raw_stream, &st), st)) return kExitFailure;
+    const DetokHandle stream(raw_stream, ferrox_detok_stream_free);
+
     catch_interrupts();  // from here a first Ctrl-C stops after the current token
     const auto prompt_start = Clock::now();
-    if (auto r = m.forward(tokens, 0, logits); !r) {
-        logger().error("{}", r.error().message());
-        return kExitFailure;
+    // Chunks of the model's batch, only the last token's logits wanted.
+    const size_t chunk = std::max(1u, ferrox_model_n_batch(m));
+    size_t last_index = 0;
+    for (size_t start = 0; start < n_prompt; start += chunk) {
+        const size_t n = std::min(chunk, n_prompt - start);
+        const bool last = start + n == n_prompt;
+        if (!succeeded(decode(ctx.get(), tokens, start, n, last, st), st)) return kExitFailure;
+        last_index = n - 1;
     }
+    const float* logits = nullptr;
+    if (!succeeded(ferrox_logits(ctx.get(), static_cast<uint32_t>(last_index), &logits, &st), st))
+        return kExitFailure;
     const double prompt_s = seconds_since(prompt_start);
-    std::swap(profile, prompt_profile);
-    profile.launch_times = prompt_profile.launch_times;
+    // --profile: the prompt's ops, then (after a reset) the generation's.
+    OpProfile prompt_profile, profile;
+    if (o.profile) {
+        auto taken = take_profile(ctx.get());
+        if (!taken) {
+            logger().error("{}", taken.error().message());
+            return kExitFailure;
+        }
+        prompt_profile = std::move(*taken);
+    }
+    if (!succeeded(ferrox_sampler_accept(sampler.get(), tokens.data(), n_prompt, &st), st))
+        return kExitFailure;
 
-    Sampler sampler(o.sampling);
-    Utf8Streamer streamer;
     std::string pending, generated;  // pending: held back while it might start a stop string
+    std::string piece;
     int n_eval = 0;
     bool stopped = false;
     const auto eval_start = Clock::now();
     for (int i = 0; i < o.n_predict && !stopped && !interrupted(); ++i) {
-        int32_t next;
-        {
-            // The first draw reads the prompt's logits: it is the prompt's, so
-            // that a generation step is one forward and one draw.
-            model::ScopedStepTimer timer(
-                o.profile ? (i == 0 ? &prompt_profile : &profile) : nullptr, "sample", "sample");
-            next = sampler.sample(logits, tokens);
-        }
-        if (tok.is_end_of_generation(next)) break;
+        int32_t next = -1;
+        // The first draw reads the prompt's logits: it is the prompt's, so
+        // that a generation step is one forward and one draw.
+        const auto sample_start = Clock::now();
+        const ferrox_code sampled = ferrox_sampler_sample(sampler.get(), logits, vocab, &next, &st);
+        if (o.profile)
+            (i == 0 ? prompt_profile : profile)
+                .add({"sample", "sample", "F32", 1,
+                      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                Clock::now() - sample_start)
+                                                .count()),
+                      0});
+        if (!succeeded(sampled, st)) return kExitFailure;
+        if (ferrox_model_is_end_of_generation(m, next)) break;
         tokens.push_back(next);
-        pending += streamer.feed(tok.token_to_piece(next));
+        if (!succeeded(ferrox_sampler_accept(sampler.get(), &next, 1, &st), st) ||
+            !succeeded(read_text(piece, st,
+                                 [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
+                                     return ferrox_detok_stream_push(stream.get(), next, b, c, n,
+                                                                     s);
+                                 }),
+                       st))
+            return kExitFailure;
+        pending += piece;
         const StopMatch stop = find_stop(pending, o.stops);
         size_t emit = pending.size() - stop.hold;
         if (stop.found != std::string::npos) emit = stop.found, stopped = true;
@@ -140,52 +305,68 @@ int run(const CommonOptions& common, RunOptions o) {
         if (!o.json && !stdout_ok()) break;  // main() reports the write error
         pending.erase(0, stopped ? pending.size() : emit);
         if (stopped || i + 1 == o.n_predict) break;
-        if (auto r = m.forward(std::span<const int32_t>(&tokens.back(), 1),
-                               static_cast<uint32_t>(tokens.size() - 1), logits);
-            !r) {
-            logger().error("{}", r.error().message());
+        if (!succeeded(decode(ctx.get(), tokens, tokens.size() - 1, 1, true, st), st) ||
+            !succeeded(ferrox_logits(ctx.get(), 0, &logits, &st), st))
             return kExitFailure;
-        }
         ++n_eval;
     }
-    if (!stopped) pending += streamer.flush();
-    if (!stopped) generated += pending;
+    if (!stopped) {
+        if (!succeeded(read_text(piece, st,
+                                 [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
+                                     return ferrox_detok_stream_push(stream.get(), -1, b, c, n, s);
+                                 }),
+                       st))
+            return kExitFailure;
+        pending += piece;
+        generated += pending;
+    }
     if (!o.json) std::cout << escape_text(stopped ? "" : pending, EscapeFor::Text) << "\n";
     const double eval_s = seconds_since(eval_start);
     if (interrupted())
         std::fprintf(stderr, "interrupted: stopped after %zu generated tokens\n",
                      tokens.size() - n_prompt);
+    if (o.profile) {
+        auto taken = take_profile(ctx.get());
+        if (!taken) {
+            logger().error("{}", taken.error().message());
+            return kExitFailure;
+        }
+        const OpProfile draws = std::move(profile);  // the draws the CLI timed
+        profile = std::move(*taken);
+        for (const OpTiming& t : draws.rows) profile.add(t);
+    }
 
     const double prompt_tps = static_cast<double>(n_prompt) / prompt_s;
     const double eval_tps = n_eval > 0 ? n_eval / eval_s : 0.0;
     std::fprintf(stderr, "prompt eval: %zu tokens, %.2f tok/s; eval: %d tokens, %.2f tok/s\n",
                  n_prompt, prompt_tps, n_eval, eval_tps);
     // What actually ran, from the registry's dispatch records.
-    nlohmann::json kernels = nlohmann::json::array();
-    uint64_t calls = 0, fallback_calls = 0;
-    for (const RegistryEntry& e : ms->registry->seal().entries) {
-        if (e.phase != Phase::Dispatch) continue;
-        calls += e.count;
-        if (e.outcome == Outcome::Miss) fallback_calls += e.count;
-        kernels.push_back({{"backend", e.key.backend},
-                           {"op", op_name(e.key.op)},
-                           {"role", e.key.role},
-                           {"kind", kind_name(e.key.kind)},
-                           {"outcome", outcome_name(e.outcome)},
-                           {"detail", e.detail},
-                           {"calls", e.count}});
+    std::string report;
+    if (!succeeded(read_text(report, st,
+                             [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
+                                 return ferrox_model_kernel_report(m, b, c, n, s);
+                             }),
+                   st))
+        return kExitFailure;
+    const auto kernel_doc = nlohmann::json::parse(report, nullptr, false);
+    if (kernel_doc.is_discarded()) {
+        logger().error("the kernel report the engine returned does not read");
+        return kExitFailure;
     }
     std::fprintf(stderr, "kernels: %llu calls, %llu through a fallback (run --json lists them)\n",
-                 static_cast<unsigned long long>(calls),
-                 static_cast<unsigned long long>(fallback_calls));
+                 static_cast<unsigned long long>(kernel_doc.value("calls", uint64_t{0})),
+                 static_cast<unsigned long long>(kernel_doc.value("fallback_calls", uint64_t{0})));
     if (o.profile && !o.json)
         std::fprintf(stderr,
                      "\nprofile, prompt (%zu tokens in one pass per %u):\n%s\nprofile, "
                      "generation (%d steps):\n%s",
-                     n_prompt, m.max_batch(), render_profile(prompt_profile, prompt_s, 1).c_str(),
-                     n_eval,
+                     n_prompt, ferrox_model_n_batch(m),
+                     render_profile(prompt_profile, prompt_s, 1).c_str(), n_eval,
                      render_profile(profile, eval_s, static_cast<uint64_t>(n_eval)).c_str());
     if (o.json) {
+        ferrox_residency residency{};
+        residency.struct_size = sizeof residency;
+        if (!succeeded(ferrox_model_residency(m, &residency, &st), st)) return kExitFailure;
         nlohmann::json doc{
             {"model", o.model_path},
             {"prompt_tokens", n_prompt},
@@ -195,12 +376,11 @@ int run(const CommonOptions& common, RunOptions o) {
                                             tokens.end())},
             {"prompt_tokens_per_s", prompt_tps},
             {"eval_tokens_per_s", eval_tps},
-            {"kernels", kernels},
-            {"resident", ms->model->residency().resident},
-            {"residency",
-             ms->model->residency().resident
-                 ? "forward pass resident on " + ms->dispatcher->backends().front()->name()
-                 : "activations in host memory: " + ms->model->residency().reason}};
+            {"kernels", kernel_doc.at("kernels")},
+            {"resident", residency.resident != 0},
+            {"residency", residency.resident
+                              ? std::string("forward pass resident on ") + residency.backend
+                              : std::string("activations in host memory: ") + residency.reason}};
         if (o.profile)
             doc["profile"] = {
                 {"prompt", profile_json(prompt_profile, prompt_s, 1)},

@@ -32,6 +32,36 @@ TEST_CASE("NULL arguments are refused with a message, never dereferenced") {
     ferrox_sampler_free(nullptr);
 }
 
+TEST_CASE("API 0.2's reports refuse NULL with a message and answer empty for a NULL model") {
+    auto st = fresh_status();
+    const char* text = nullptr;
+    CHECK(ferrox_model_capacity_summary(nullptr, &text, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK_THAT(std::string(st.message), Catch::Contains("ferrox_model_capacity_summary"));
+    ferrox_residency r{};
+    r.struct_size = sizeof r;
+    CHECK(ferrox_model_residency(nullptr, &r, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK_THAT(std::string(st.message), Catch::Contains("ferrox_model_residency"));
+    uint64_t calls = 7;
+    CHECK(ferrox_model_kernel_calls(nullptr, &calls, nullptr, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(calls == 7);
+    char buf[16];
+    size_t needed = 0;
+    CHECK(ferrox_model_kernel_report(nullptr, buf, sizeof buf, &needed, &st) ==
+          FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(ferrox_token_text(nullptr, 0, buf, sizeof buf, &needed, &st) ==
+          FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(ferrox_context_profile(nullptr, &text, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK_THAT(std::string(st.message), Catch::Contains("context is NULL"));
+    CHECK(ferrox_context_profile_reset(nullptr, nullptr) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK(std::string(ferrox_model_arch(nullptr)).empty());
+    CHECK(ferrox_model_n_layer(nullptr) == 0);
+    CHECK(ferrox_model_n_embd(nullptr) == 0);
+    CHECK(ferrox_model_n_ctx(nullptr) == 0);
+    CHECK(ferrox_model_n_batch(nullptr) == 0);
+    CHECK(ferrox_api_version() == (FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR));
+    CHECK(FERROX_API_VERSION_MINOR == 2u);
+}
+
 TEST_CASE("a struct_size larger than the library knows, or too small, is refused") {
     auto st = fresh_status();
     ferrox_model_params mp;

@@ -10,7 +10,8 @@
  *    into it. Getters that cannot fail return their value directly.
  *  - Ownership: every handle a *_new / *_load returns is the caller's and is
  *    released with the matching *_free (NULL is accepted). Pointers a call
- *    returns into a handle (logits, the chat template) stay owned by that
+ *    returns into a handle (logits, the chat template, the architecture,
+ *    the capacity line, the residency's strings, a profile) stay owned by that
  *    handle; how long each stays valid is stated at the call.
  *  - Threading: a ferrox_model is read-only after load; its functions and
  *    ferrox_context_new may be called from any number of threads at once.
@@ -19,7 +20,10 @@
  *    is in progress fails that call with FERROX_CODE_BUSY (detected, not
  *    waited on). Distinct contexts over one model may run concurrently.
  *
- * \since API 0.1 unless marked otherwise. */
+ * \since API 0.1 unless marked otherwise; 0.2 added the model's facts and
+ * reports (ferrox_model_arch ... ferrox_model_kernel_report), ferrox_token_text
+ * and per-op profiling of a context (ferrox_context_params.profile,
+ * ferrox_context_profile). */
 #ifndef FERROX_FERROX_H
 #define FERROX_FERROX_H
 
@@ -37,7 +41,7 @@ extern "C" {
 #endif
 
 #define FERROX_API_VERSION_MAJOR 0u
-#define FERROX_API_VERSION_MINOR 1u
+#define FERROX_API_VERSION_MINOR 2u
 
 /* The library's API version, major << 16 | minor. */
 FERROX_C_API uint32_t ferrox_api_version(void);
@@ -111,7 +115,10 @@ typedef struct ferrox_model_params {
 
 FERROX_C_API void ferrox_model_params_default(ferrox_model_params* params);
 
-/* Loads a GGUF file. On success *out is the caller's (ferrox_model_free). */
+/* Loads a GGUF file. On success *out is the caller's (ferrox_model_free).
+ * A backend the configuration marks required that does not load, or no
+ * backend of the order ready, fails it with FERROX_CODE_BACKEND and each
+ * backend's state in the message (0.2; 0.1 went on without a required one). */
 FERROX_C_API ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* params,
                                            ferrox_model** out, ferrox_call_status* status);
 FERROX_C_API void ferrox_model_free(ferrox_model* model);
@@ -138,6 +145,58 @@ FERROX_C_API ferrox_code ferrox_model_meta(const ferrox_model* model, const char
 FERROX_C_API ferrox_code ferrox_model_chat_template(const ferrox_model* model, const char** out,
                                                     ferrox_call_status* status);
 
+/* ---- what the model is and where it runs (\since API 0.2) ---------------- */
+
+/* The architecture ("gemma3": general.architecture), NUL-terminated, owned by
+ * the model and valid until ferrox_model_free; "" for a NULL model. */
+FERROX_C_API const char* ferrox_model_arch(const ferrox_model* model);
+FERROX_C_API uint32_t ferrox_model_n_layer(const ferrox_model* model);
+FERROX_C_API uint32_t ferrox_model_n_embd(const ferrox_model* model);
+/* The cells and batch the model was loaded for (ferrox_model_params'
+ * n_ctx_max and n_batch_max after their defaults): what a context gets for
+ * n_ctx / n_batch 0. */
+FERROX_C_API uint32_t ferrox_model_n_ctx(const ferrox_model* model);
+FERROX_C_API uint32_t ferrox_model_n_batch(const ferrox_model* model);
+
+/* The load-time memory plan in one line ("weights W + KV cache K + scratch S
+ * = T of A available", MiB), NUL-terminated, owned by the model and valid
+ * until ferrox_model_free. */
+FERROX_C_API ferrox_code ferrox_model_capacity_summary(const ferrox_model* model, const char** out,
+                                                       ferrox_call_status* status);
+
+/* Where the forward pass runs. The caller sets struct_size; the call fills
+ * what fits. The strings are owned by the model and valid until
+ * ferrox_model_free. */
+typedef struct ferrox_residency {
+    uint32_t struct_size;
+    int resident;        /* nonzero: weights, KV cache and activations in `backend`'s memory */
+    const char* backend; /* the resident backend ("cuda"); "" when not resident */
+    const char* reason;  /* why activations stay in host memory; "" when resident */
+} ferrox_residency;
+
+FERROX_C_API ferrox_code ferrox_model_residency(const ferrox_model* model, ferrox_residency* out,
+                                                ferrox_call_status* status);
+
+/* Kernel calls dispatched for this model since load (by every context over
+ * it, and the probe's at load), and how many of them ran through a fallback
+ * because the backend had no kernel for the op and kind. Either pointer may
+ * be NULL. Safe while other threads decode: the counts are a snapshot. */
+FERROX_C_API ferrox_code ferrox_model_kernel_calls(const ferrox_model* model, uint64_t* calls,
+                                                   uint64_t* fallback_calls,
+                                                   ferrox_call_status* status);
+
+/* The same as a JSON document (schema in docs/api.md), one record per
+ * (backend, op, tensor role, kind) dispatched:
+ *   {"calls": N, "fallback_calls": N, "kernels": [{"backend": "cpu",
+ *    "op": "matvec", "role": "ffn_down", "kind": "Q4_K", "outcome": "hit",
+ *    "detail": "...", "calls": N}, ...]}
+ * written into buf as ferrox_model_meta writes (the caller's buffer, so that
+ * threads sharing the model never share an answer; the size may grow between
+ * two calls while contexts decode). */
+FERROX_C_API ferrox_code ferrox_model_kernel_report(const ferrox_model* model, char* buf,
+                                                    size_t capacity, size_t* needed,
+                                                    ferrox_call_status* status);
+
 /* ---- text --------------------------------------------------------------- */
 
 /* add_special: BOS/EOS as the metadata says; parse_special: control tokens
@@ -155,6 +214,16 @@ FERROX_C_API ferrox_code ferrox_detokenize(const ferrox_model* model, const int3
                                            size_t n, char* buf, size_t capacity, size_t* needed,
                                            ferrox_call_status* status);
 
+/* The vocabulary's own text of one token (tokenizer.ggml.tokens[token]), as
+ * stored: a control token gives its name ("<bos>", which ferrox_detokenize
+ * leaves out), a SentencePiece piece keeps its U+2581 word marker. For chat
+ * templates' bos_token / eos_token. Written as ferrox_model_meta writes; a
+ * token outside the vocabulary is FERROX_CODE_INVALID_ARGUMENT.
+ * \since API 0.2 */
+FERROX_C_API ferrox_code ferrox_token_text(const ferrox_model* model, int32_t token, char* buf,
+                                           size_t capacity, size_t* needed,
+                                           ferrox_call_status* status);
+
 /* Streaming text: push tokens one at a time and get only whole UTF-8
  * characters back (a character split across tokens waits for its end). */
 typedef struct ferrox_detok_stream ferrox_detok_stream;
@@ -163,7 +232,10 @@ FERROX_C_API ferrox_code ferrox_detok_stream_new(const ferrox_model* model,
                                                  ferrox_call_status* status);
 FERROX_C_API void ferrox_detok_stream_free(ferrox_detok_stream* stream);
 /* token >= 0: its bytes are added; token < 0: the stream ends (what is held
- * back is written as is). The complete characters so far go into buf. */
+ * back is written as is). The complete characters so far go into buf, as
+ * ferrox_model_meta writes. FERROX_CODE_BUFFER_TOO_SMALL changes nothing:
+ * push the same token again with a buffer of *needed + 1 bytes. (0.2: in
+ * 0.1 the text of a push that did not fit was lost.) */
 FERROX_C_API ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* stream, int32_t token,
                                                   char* buf, size_t capacity, size_t* needed,
                                                   ferrox_call_status* status);
@@ -177,6 +249,10 @@ typedef struct ferrox_context_params {
     uint32_t n_ctx;   /* KV cells, shared by every sequence; 0: the model's n_ctx_max */
     uint32_t n_seq;   /* sequence ids 0..n_seq-1, at most 64; default 1 */
     uint32_t n_batch; /* tokens per decode; 0: the model's n_batch_max */
+    /* Nonzero: every decode times each op it issues (ferrox_context_profile);
+     * default 0, no clock is read. \since API 0.2 (appended: a caller built
+     * against the shorter struct gets 0). */
+    int profile;
 } ferrox_context_params;
 
 FERROX_C_API void ferrox_context_params_default(ferrox_context_params* params);
@@ -229,6 +305,24 @@ FERROX_C_API ferrox_code ferrox_seq_pos_range(ferrox_context* ctx, int32_t seq, 
 /* Cells in use (shared cells count once) and in all. */
 FERROX_C_API ferrox_code ferrox_kv_usage(ferrox_context* ctx, uint32_t* used, uint32_t* total,
                                          ferrox_call_status* status);
+
+/* Per-op profile (\since API 0.2) of a context made with `profile` set: wall
+ * time per (op, tensor role, kind) summed over every decode since the context
+ * was made or the profile last reset, as a JSON document (schema in
+ * docs/api.md), rows by descending time:
+ *   {"launch_times": false, "nanoseconds": N, "ops": [{"op": "matvec",
+ *    "role": "ffn_down", "kind": "Q4_K", "calls": N, "nanoseconds": N,
+ *    "bytes": N}, ...]}
+ * "launch_times" true: the pass is resident and the times are host-side
+ * launch times, not device times. "bytes": weight (or KV) bytes read. Owned
+ * by the context, valid until its next ferrox_context_profile,
+ * ferrox_context_profile_reset or free. A context made without `profile` is
+ * FERROX_CODE_INVALID_ARGUMENT. */
+FERROX_C_API ferrox_code ferrox_context_profile(ferrox_context* ctx, const char** json,
+                                                ferrox_call_status* status);
+/* Empties the profile (the next ferrox_context_profile counts from here). */
+FERROX_C_API ferrox_code ferrox_context_profile_reset(ferrox_context* ctx,
+                                                      ferrox_call_status* status);
 
 /* ---- sampling ----------------------------------------------------------- */
 

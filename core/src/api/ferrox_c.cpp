@@ -9,6 +9,7 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,10 @@
 #include "ferrox/model/context.h"
 #include "ferrox/model/hparams.h"
 #include "ferrox/model/model.h"
+#include "ferrox/model/step_profile.h"
+#include "ferrox/op.h"
 #include "ferrox/plugin_loader.h"
+#include "ferrox/quant_kind.h"
 #include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "ferrox/tokenizer/utf8_streamer.h"
@@ -37,10 +41,16 @@ struct ferrox_model {
     std::unique_ptr<Tokenizer> tokenizer;
     std::string chat_template;
     bool has_template = false;
+    std::string capacity_summary;  // fixed at load
+    std::string resident_backend;  // "" when not resident
 };
 
 struct ferrox_context {
     const ferrox_model* owner = nullptr;
+    // With ferrox_context_params.profile: the context's steps time into it
+    // (declared before ctx, so that it outlives the steps).
+    std::unique_ptr<model::StepProfile> profile;
+    std::string profile_json;  // ferrox_context_profile's answer
     std::unique_ptr<model::Context> ctx;
     std::atomic<bool> busy{false};
     model::Batch batch;  // reused per decode
@@ -239,8 +249,23 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
             loader.plugin_dirs.emplace_back(p.plugin_dirs[i]);
         }
         m->plugins = std::make_unique<PluginSet>(PluginSet::load(m->config, loader));
-        if (m->plugins->selected().empty())
-            return report(status, FERROX_CODE_BACKEND, "no backend could be loaded");
+        for (const PluginRecord* r : m->plugins->required_failures())
+            return report(status, FERROX_CODE_BACKEND,
+                          fmt::format("required backend '{}' is {}: {}", r->name,
+                                      state_name(r->state), r->reason));
+        // Every backend optional and none ready: refused now, not at the first token.
+        if (m->plugins->selected().empty()) {
+            std::vector<std::string> states;
+            for (const auto& r : m->plugins->records())
+                if (r.state != PluginState::NotSelected)
+                    states.push_back(
+                        fmt::format("{} is {}: {}", r.name, state_name(r.state), r.reason));
+            return report(
+                status, FERROX_CODE_BACKEND,
+                fmt::format(
+                    "no backend of backends.order [{}] is ready ({}); see `ferrox backends`",
+                    fmt::join(m->config.backend_order, ", "), fmt::join(states, "; ")));
+        }
         m->registry = std::make_unique<KernelRegistry>();
         m->dispatcher = std::make_unique<Dispatcher>(m->plugins->selected(), *m->registry);
         if (p.progress && p.progress(0.0f, p.progress_user))
@@ -265,6 +290,9 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
         auto model = model::Model::load(*m->file, *m->dispatcher, *m->registry, options);
         if (!model) return report(status, FERROX_CODE_BACKEND, model.error().message());
         m->model = std::move(*model);
+        m->capacity_summary = m->model->capacity().summary();
+        if (m->model->residency().resident)
+            m->resident_backend = m->dispatcher->resident_backend().name();
         if (cancelled || (p.progress && p.progress(1.0f, p.progress_user)))
             return report(status, FERROX_CODE_CANCELLED, "cancelled by the progress callback");
         if (const auto* v = m->file->find("tokenizer.chat_template"))
@@ -315,6 +343,94 @@ ferrox_code ferrox_model_chat_template(const ferrox_model* m, const char** out,
     return ok(status);
 }
 
+const char* ferrox_model_arch(const ferrox_model* m) {
+    return m ? m->model->hparams().arch_name.c_str() : "";
+}
+uint32_t ferrox_model_n_layer(const ferrox_model* m) { return m ? m->model->hparams().n_layer : 0; }
+uint32_t ferrox_model_n_embd(const ferrox_model* m) { return m ? m->model->hparams().n_embd : 0; }
+uint32_t ferrox_model_n_ctx(const ferrox_model* m) { return m ? m->model->context() : 0; }
+uint32_t ferrox_model_n_batch(const ferrox_model* m) { return m ? m->model->max_batch() : 0; }
+
+ferrox_code ferrox_model_capacity_summary(const ferrox_model* m, const char** out,
+                                          ferrox_call_status* status) {
+    if (!m || !out) return invalid(status, "ferrox_model_capacity_summary: model or out is NULL");
+    *out = m->capacity_summary.c_str();
+    return ok(status);
+}
+
+ferrox_code ferrox_model_residency(const ferrox_model* m, ferrox_residency* out,
+                                   ferrox_call_status* status) {
+    if (!m || !out) return invalid(status, "ferrox_model_residency: model or out is NULL");
+    if (out->struct_size < sizeof(uint32_t) || out->struct_size > sizeof(ferrox_residency))
+        return invalid(status,
+                       fmt::format("ferrox_residency: struct_size {} is not between 4 and {}",
+                                   out->struct_size, sizeof(ferrox_residency)));
+    const model::Residency& r = m->model->residency();
+    ferrox_residency full{};
+    full.struct_size = out->struct_size;
+    full.resident = r.resident ? 1 : 0;
+    full.backend = m->resident_backend.c_str();
+    full.reason = r.resident ? "" : r.reason.c_str();
+    std::memcpy(out, &full, out->struct_size);  // only the members the caller has
+    return ok(status);
+}
+
+}  // extern "C"
+
+namespace {
+
+// The registry's dispatch records: what actually ran for this model.
+std::vector<RegistryEntry> dispatch_records(const ferrox_model& m, uint64_t& calls,
+                                            uint64_t& fallback_calls) {
+    std::vector<RegistryEntry> out;
+    calls = fallback_calls = 0;
+    for (RegistryEntry& e : m.registry->seal().entries) {
+        if (e.phase != Phase::Dispatch) continue;
+        calls += e.count;
+        if (e.outcome == Outcome::Miss) fallback_calls += e.count;
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+ferrox_code ferrox_model_kernel_calls(const ferrox_model* m, uint64_t* calls,
+                                      uint64_t* fallback_calls, ferrox_call_status* status) {
+    if (!m) return invalid(status, "ferrox_model_kernel_calls: model is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        uint64_t c = 0, f = 0;
+        (void)dispatch_records(*m, c, f);
+        if (calls) *calls = c;
+        if (fallback_calls) *fallback_calls = f;
+        return ok(status);
+    });
+}
+
+ferrox_code ferrox_model_kernel_report(const ferrox_model* m, char* buf, size_t capacity,
+                                       size_t* needed, ferrox_call_status* status) {
+    if (!m) return invalid(status, "ferrox_model_kernel_report: model is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        uint64_t calls = 0, fallback_calls = 0;
+        nlohmann::json kernels = nlohmann::json::array();
+        for (const RegistryEntry& e : dispatch_records(*m, calls, fallback_calls))
+            kernels.push_back({{"backend", e.key.backend},
+                               {"op", op_name(e.key.op)},
+                               {"role", e.key.role},
+                               {"kind", kind_name(e.key.kind)},
+                               {"outcome", outcome_name(e.outcome)},
+                               {"detail", e.detail},
+                               {"calls", e.count}});
+        const nlohmann::json doc{
+            {"calls", calls}, {"fallback_calls", fallback_calls}, {"kernels", std::move(kernels)}};
+        // Replacement, not an exception, for a detail that is not UTF-8.
+        return write_text(doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), buf,
+                          capacity, needed, status);
+    });
+}
+
 ferrox_code ferrox_tokenize(const ferrox_model* m, const char* text, size_t len, int add_special,
                             int parse_special, int32_t* tokens, size_t capacity, size_t* n_tokens,
                             ferrox_call_status* status) {
@@ -345,6 +461,19 @@ ferrox_code ferrox_detokenize(const ferrox_model* m, const int32_t* tokens, size
     });
 }
 
+ferrox_code ferrox_token_text(const ferrox_model* m, int32_t token, char* buf, size_t capacity,
+                              size_t* needed, ferrox_call_status* status) {
+    if (!m) return invalid(status, "ferrox_token_text: model is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        auto texts = m->file->get_string_array("tokenizer.ggml.tokens");
+        if (!texts) return invalid(status, texts.error().message());
+        if (token < 0 || static_cast<size_t>(token) >= texts->size())
+            return invalid(status, fmt::format("token {} is outside 0..{}", token,
+                                               static_cast<int64_t>(texts->size()) - 1));
+        return write_text((*texts)[static_cast<size_t>(token)], buf, capacity, needed, status);
+    });
+}
+
 ferrox_code ferrox_detok_stream_new(const ferrox_model* m, ferrox_detok_stream** out,
                                     ferrox_call_status* status) {
     if (!m || !out) return invalid(status, "ferrox_detok_stream_new: model or out is NULL");
@@ -360,16 +489,13 @@ ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* s, int32_t token, char
     if (token >= 0 && static_cast<uint64_t>(token) >= s->owner->model->vocab())
         return invalid(status, fmt::format("token {} is outside the vocabulary", token));
     return guarded(status, [&]() -> ferrox_code {
-        // The piece goes in before the size check, so a too-small buffer
-        // loses nothing: the text waits in pending for the next push.
-        std::string text = token >= 0 ? s->streamer.feed(s->owner->tokenizer->token_to_piece(token))
-                                      : s->streamer.flush();
+        // On a copy, kept only when the text fits: a too-small buffer changes
+        // nothing, and the same push with a larger one gets the same text.
+        Utf8Streamer next = s->streamer;
+        const std::string text =
+            token >= 0 ? next.feed(s->owner->tokenizer->token_to_piece(token)) : next.flush();
         const ferrox_code code = write_text(text, buf, capacity, needed, status);
-        if (code != FERROX_CODE_OK) {
-            Utf8Streamer back;
-            (void)back.feed(text);
-            s->streamer = std::move(back);
-        }
+        if (code == FERROX_CODE_OK) s->streamer = std::move(next);
         return code;
     });
 }
@@ -394,9 +520,13 @@ ferrox_code ferrox_context_new(const ferrox_model* m, const ferrox_context_param
         o.n_ctx = p.n_ctx;
         o.n_seq = p.n_seq;
         o.n_batch = p.n_batch;
+        auto c = std::make_unique<ferrox_context>();
+        if (p.profile) {
+            c->profile = std::make_unique<model::StepProfile>();
+            o.profile = c->profile.get();
+        }
         auto ctx = model::Context::create(*m->model, o);
         if (!ctx) return invalid(status, ctx.error().message());
-        auto c = std::make_unique<ferrox_context>();
         c->owner = m;
         c->ctx = std::move(*ctx);
         *out = c.release();
@@ -447,6 +577,39 @@ ferrox_code ferrox_logits(ferrox_context* c, uint32_t index, const float** out,
         return invalid(status,
                        fmt::format("batch token {} of the last decode asked for no logits", index));
     *out = l.data();
+    return ok(status);
+}
+
+ferrox_code ferrox_context_profile(ferrox_context* c, const char** json,
+                                   ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (!json) return invalid(status, "ferrox_context_profile: json is NULL");
+    if (!c->profile)
+        return invalid(status, "ferrox_context_profile: the context was made without profile");
+    return guarded(status, [&]() -> ferrox_code {
+        nlohmann::json ops = nlohmann::json::array();
+        for (const model::StepTiming& t : c->profile->rows())
+            ops.push_back({{"op", t.op},
+                           {"role", t.role},
+                           {"kind", kind_name(t.kind)},
+                           {"calls", t.calls},
+                           {"nanoseconds", t.nanoseconds},
+                           {"bytes", t.bytes}});
+        const nlohmann::json doc{{"launch_times", c->profile->launch_times},
+                                 {"nanoseconds", c->profile->total_nanoseconds()},
+                                 {"ops", std::move(ops)}};
+        c->profile_json = doc.dump();
+        *json = c->profile_json.c_str();
+        return ok(status);
+    });
+}
+
+ferrox_code ferrox_context_profile_reset(ferrox_context* c, ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (!c->profile)
+        return invalid(status,
+                       "ferrox_context_profile_reset: the context was made without profile");
+    c->profile->clear();  // keeps launch_times: it says what the steps are
     return ok(status);
 }
 

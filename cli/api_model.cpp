@@ -1,0 +1,64 @@
+#include "api_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include "ferrox/log.h"
+
+namespace ferrox::cli {
+
+ferrox_call_status fresh_status() {
+    ferrox_call_status st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    return st;
+}
+
+bool succeeded(ferrox_code code, const ferrox_call_status& st) {
+    if (code == FERROX_CODE_OK) return true;
+    logger().error("{}", st.message);
+    return false;
+}
+
+namespace {
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+}  // namespace
+
+ApiModelParams::ApiModelParams(const CommonOptions& common, const ModelChoices& choices) {
+    ferrox_model_params_default(&params_);
+    if (common.config_path) {
+        config_path_ = common.config_path->string();
+        params_.config_path = config_path_.c_str();
+    }
+    for (const auto& d : common.plugin_dirs) dir_strings_.push_back(d.string());
+    for (const auto& d : dir_strings_) dirs_.push_back(d.c_str());
+    params_.plugin_dirs = dirs_.data();
+    params_.n_plugin_dirs = static_cast<uint32_t>(dirs_.size());
+    params_.threads = choices.threads;
+    params_.n_ctx_max = choices.context;
+    params_.kv_kind = lower(choices.kv_type) == "f16" ? FERROX_KV_F16 : FERROX_KV_F32;
+    params_.allow_resident = lower(choices.resident) != "off";
+    params_.max_sequences = choices.sequences;
+}
+
+void ApiModelParams::log_progress() {
+    params_.progress = [](float fraction, void* user) {
+        // 0 and 1 come on every load; what lies between is weights moving to a device.
+        int& last = *static_cast<int*>(user);
+        const int tenth = static_cast<int>(fraction * 10.0f);
+        if (fraction > 0.0f && fraction < 1.0f && tenth != last) {
+            last = tenth;
+            logger().info("loading: {}%", tenth * 10);
+        }
+        return 0;
+    };
+    params_.progress_user = &last_tenth_;
+}
+
+}  // namespace ferrox::cli
