@@ -1,5 +1,6 @@
-// `ferrox architectures`: the architectures ferrox runs and the tensors each
-// one's files hold, as binding reads them (ferrox/model/tensor_rules.h). The
+// `ferrox architectures`: the architectures ferrox runs, the metadata keys
+// each one's files are read for (ferrox/model/key_rules.h) and the tensors
+// they hold, as binding reads them (ferrox/model/tensor_rules.h). The
 // tiny-model generator writes its files from the --json form.
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "commands/commands.h"
 #include "ferrox/log.h"
 #include "ferrox/model/architecture.h"
+#include "ferrox/model/key_rules.h"
 #include "ferrox/model/tensor_rules.h"
 #include "output.h"
 
@@ -73,6 +75,23 @@ std::string presence(const TensorRule& r) {
     return s;
 }
 
+nlohmann::json key_json(std::string_view arch, const model::KeyRule& k) {
+    nlohmann::json j{{"key", fmt::format("{}.{}", arch, k.suffix)},
+                     {"use", model::key_use_name(k.use)}};
+    if (!k.fallback.empty()) j["fallback"] = k.fallback;
+    if (!k.when.empty()) j["when"] = k.when;
+    return j;
+}
+
+std::string key_text(const model::KeyRule& k) {
+    std::string s(model::key_use_name(k.use));
+    if (k.use == model::KeyUse::Optional && !k.fallback.empty()) s += ", else " + k.fallback;
+    if (k.use == model::KeyUse::Refused)
+        s += k.fallback.empty() ? " when present" : " unless " + k.fallback;
+    if (!k.when.empty()) s += " (" + std::string(k.when) + ")";
+    return s;
+}
+
 int list(const std::vector<std::string>& names, bool json) {
     std::vector<const model::ArchSpec*> chosen;
     for (const std::string& name : names) {
@@ -95,15 +114,23 @@ int list(const std::vector<std::string>& names, bool json) {
         if (json) {
             nlohmann::json tensors = nlohmann::json::array();
             for (const TensorRule& r : rules) tensors.push_back(rule_json(r));
-            doc["architectures"].push_back({{"name", spec->name}, {"tensors", tensors}});
+            nlohmann::json keys = nlohmann::json::array();
+            for (const model::KeyRule& k : model::key_rules(*spec))
+                keys.push_back(key_json(spec->name, k));
+            doc["architectures"].push_back(
+                {{"name", spec->name}, {"keys", keys}, {"tensors", tensors}});
             continue;
         }
-        std::cout << spec->name << "\n";
+        std::cout << spec->name << "\n  keys:\n";
+        for (const model::KeyRule& k : model::key_rules(*spec))
+            std::cout << fmt::format("    {:<40} {}\n", fmt::format("{}.{}", spec->name, k.suffix),
+                                     key_text(k));
+        std::cout << "  tensors:\n";
         for (const TensorRule& r : rules) {
             std::string dims;
             for (const std::string& d : shape(r)) dims += (dims.empty() ? "" : ", ") + d;
-            std::cout << fmt::format("  {:<32} {:<36} {}\n", full_name(r, r.name), "[" + dims + "]",
-                                     presence(r));
+            std::cout << fmt::format("    {:<32} {:<36} {}\n", full_name(r, r.name),
+                                     "[" + dims + "]", presence(r));
         }
     }
     if (json) print_json(std::move(doc));
@@ -115,12 +142,15 @@ int list(const std::vector<std::string>& names, bool json) {
 Command add_architectures_command(CLI::App& app, CommonOptions&) {
     auto* cmd = app.add_subcommand(
         "architectures",
-        "List the architectures ferrox runs and the tensors each one's files hold (name, shape "
-        "in GGUF order, required or optional); a file with any other tensor is refused");
+        "List the architectures ferrox runs, the metadata keys each one's files are read for "
+        "(required, optional and the value that stands in, refused unless at a value) and the "
+        "tensors they hold (name, shape in GGUF order, required or optional); a file with any "
+        "other tensor is refused");
     auto names = std::make_shared<std::vector<std::string>>();
     auto json = std::make_shared<bool>(false);
     cmd->add_option("name", *names, "Only these architectures (general.architecture values)");
-    cmd->add_flag("--json", *json, "Print one JSON object: {\"architectures\": [{name, tensors}]}");
+    cmd->add_flag("--json", *json,
+                  "Print one JSON object: {\"architectures\": [{name, keys, tensors}]}");
     return {cmd, [names, json]() { return list(*names, *json); }};
 }
 

@@ -11,24 +11,49 @@
 namespace ferrox::model {
 namespace {
 
-// Reads `<arch>.<suffix>` as u32, with the key named in any error.
+// Reads `<arch>.<suffix>`, with the key named in any error. Every key of
+// the architecture's is read through here, so that a trace of the reads
+// can be held to the row's key list (key_rules).
 class Keys {
   public:
-    Keys(const gguf::File& f, std::string prefix) : file_(f), prefix_(std::move(prefix)) {}
+    Keys(const gguf::File& f, std::string prefix, KeyTrace* trace)
+        : file_(f), prefix_(std::move(prefix)), trace_(trace) {}
     std::string key(std::string_view suffix) const { return prefix_ + "." + std::string(suffix); }
-    Expected<uint32_t> u32(std::string_view suffix) const { return file_.get_u32(key(suffix)); }
+    Expected<uint32_t> u32(std::string_view suffix) const {
+        return file_.get_u32(read(suffix, KeyUse::Required));
+    }
     Expected<uint32_t> u32_or(std::string_view suffix, uint32_t v) const {
-        return file_.get_u32_or(key(suffix), v);
+        return file_.get_u32_or(read(suffix, KeyUse::Optional), v);
     }
-    Expected<float> f32(std::string_view suffix) const { return file_.get_f32(key(suffix)); }
+    Expected<float> f32(std::string_view suffix) const {
+        return file_.get_f32(read(suffix, KeyUse::Required));
+    }
     Expected<float> f32_or(std::string_view suffix, float v) const {
-        return file_.get_f32_or(key(suffix), v);
+        return file_.get_f32_or(read(suffix, KeyUse::Optional), v);
     }
-    bool has(std::string_view suffix) const { return file_.find(key(suffix)) != nullptr; }
+    Expected<std::string> string_or(std::string_view suffix, std::string_view v) const {
+        return file_.get_string_or(read(suffix, KeyUse::Optional), std::string(v));
+    }
+    Expected<bool> bool_or(std::string_view suffix, bool v) const {
+        return file_.get_bool_or(read(suffix, KeyUse::Optional), v);
+    }
+    Expected<std::vector<int32_t>> i32_array(std::string_view suffix) const {
+        return file_.get_i32_array(read(suffix, KeyUse::Required));
+    }
+    // Whether the file has the key: what a refused or optional key is tested by.
+    bool has(std::string_view suffix) const {
+        return file_.find(read(suffix, KeyUse::Optional)) != nullptr;
+    }
 
   private:
+    std::string read(std::string_view suffix, KeyUse how) const {
+        if (trace_) trace_->push_back({std::string(suffix), how});
+        return key(suffix);
+    }
+
     const gguf::File& file_;
     std::string prefix_;
+    KeyTrace* trace_;
 };
 
 Error refuse(const gguf::File& f, std::string_view key, std::string_view why) {
@@ -90,7 +115,7 @@ Expected<void> read_yarn_keys(const gguf::File& file, const Keys& k, const ArchS
 // factor (or the older rope.scale_linear) to 1, and "none" never scales.
 Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, const ArchSpec& arch,
                                  Hparams& hp) {
-    auto type = file.get_string_or(k.key("rope.scaling.type"), "linear");
+    auto type = k.string_or("rope.scaling.type", "linear");
     if (!type) return type.error();
     const auto* scheme = std::find_if(std::begin(kRopeScalingNames), std::end(kRopeScalingNames),
                                       [&](const RopeScalingName& n) { return n.name == *type; });
@@ -210,7 +235,7 @@ Expected<void> refuse_non_decoder(const gguf::File& file) {
     return {};
 }
 
-Expected<Hparams> read_hparams(const gguf::File& file) {
+Expected<Hparams> read_hparams(const gguf::File& file, KeyTrace* trace) {
     if (auto r = refuse_non_decoder(file); !r) return r.error();
     auto name = file.get_string("general.architecture");
     if (!name) return name.error();
@@ -226,7 +251,7 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
             fmt::format("architecture '{}' is not implemented (known: {})", *name, known));
     }
     hp.arch = info->arch;
-    const Keys k(file, *name);
+    const Keys k(file, *name, trace);
 
 // Each required key: a missing one is returned as the reader's Error, which names it.
 #define FERROX_READ(dst, expr)      \
@@ -363,7 +388,7 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
     if (info->rope_sections) {
         // llama.cpp requires the key (up to four sections); ggml takes a pair's
         // section modulo their sum, so the sum must not be 0.
-        auto sections = file.get_i32_array(k.key("rope.dimension_sections"));
+        auto sections = k.i32_array("rope.dimension_sections");
         if (!sections) return sections.error();
         int64_t sum = 0;
         bool negative = false;
@@ -377,7 +402,7 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         if (auto r = read_granite_scales(file, k, hp); !r) return r.error();
         // llama.cpp's granite graph rotates no layer at all when the file says
         // its RoPE was not fine-tuned (the key doubles as a switch for RoPE).
-        auto rope_on = file.get_bool_or(k.key("rope.scaling.finetuned"), true);
+        auto rope_on = k.bool_or("rope.scaling.finetuned", true);
         if (!rope_on) return rope_on.error();
         if (!*rope_on) hp.no_rope_period = 1;
     }
@@ -395,7 +420,7 @@ Expected<Hparams> read_hparams(const gguf::File& file) {
         // A softmax over the chosen k already sums to 1 (llama.cpp reads no
         // key for it then).
         if (hp.moe_gating == MoeGating::Softmax) {
-            auto norm = file.get_bool_or(k.key("expert_weights_norm"), true);
+            auto norm = k.bool_or("expert_weights_norm", true);
             if (!norm) return norm.error();
             hp.expert_weights_norm = *norm;
         }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferrox/api.h"
 #include "ferrox/expected.h"
@@ -156,7 +157,22 @@ FERROX_API std::string_view arch_name(Arch arch);
 // would not tell the user what they loaded. read_hparams calls it too.
 FERROX_API Expected<void> refuse_non_decoder(const gguf::File& file);
 
-// Reads and checks every hyper-parameter; the Error names the file and the key.
-FERROX_API Expected<Hparams> read_hparams(const gguf::File& file);
+// How a metadata key is read: it must be there, or a default stands in, or a
+// value other than its default is refused (what ferrox does not implement),
+// or it is read and not applied.
+enum class KeyUse : uint8_t { Required, Optional, Refused, Ignored };
+
+// One read of an architecture's key (`<arch>.` + suffix): Required when a
+// missing key fails the read, else Optional.
+struct KeyRead {
+    std::string suffix;
+    KeyUse how = KeyUse::Required;
+};
+using KeyTrace = std::vector<KeyRead>;
+
+// Reads and checks every hyper-parameter; the Error names the file and the
+// key. With `trace`, every read of an architecture key is appended to it (the
+// test that holds the reader to the row's key list, key_rules).
+FERROX_API Expected<Hparams> read_hparams(const gguf::File& file, KeyTrace* trace = nullptr);
 
 }  // namespace ferrox::model

@@ -1,0 +1,117 @@
+#include "ferrox/model/key_rules.h"
+
+#include <fmt/format.h>
+
+namespace ferrox::model {
+namespace {
+
+constexpr auto R = KeyUse::Required;
+constexpr auto O = KeyUse::Optional;
+constexpr auto X = KeyUse::Refused;
+
+}  // namespace
+
+// In the order read_hparams reads them; each line says what its code does.
+std::vector<KeyRule> key_rules(const ArchSpec& spec) {
+    std::vector<KeyRule> k = {
+        {"pooling_type", X, "0", "an embedding or reranking model"},
+        {"embedding_length", R, {}, {}},
+        {"block_count", R, {}, {}},
+        {"attention.head_count", R, {}, {}},
+        {"attention.head_count_kv", O, "attention.head_count", {}},
+        {"context_length", R, {}, {}},
+        {"attention.layer_norm_rms_epsilon", R, {}, {}},
+        {"attention.key_length", O, "embedding_length / attention.head_count", {}},
+        {"attention.value_length", O, "attention.key_length", {}},
+        {"rope.dimension_count", spec.partial_rotary ? O : X, "attention.key_length", {}},
+        {"rope.dimension_count_swa", X, "rope.dimension_count", {}},
+        {"rope.freq_base", O, "10000", {}},
+        {"rope.scaling.type", O, "linear", {}},
+        {"rope.scaling.factor", O, "0 (unscaled)", {}},
+        {"rope.scale_linear", O, "0 (unscaled)", "without rope.scaling.factor"},
+        {"rope.scaling.attn_factor", O, "1", {}},
+        {"rope.scaling.original_context_length", O, "context_length", {}},
+    };
+    // YaRN's tuning keys: read where llama.cpp's graph reads them, else only
+    // their fixed value is accepted.
+    const struct {
+        uint8_t bit;
+        std::string_view suffix, fixed;
+    } yarn[] = {{kYarnBetaFast, "rope.scaling.yarn_beta_fast", "32"},
+                {kYarnBetaSlow, "rope.scaling.yarn_beta_slow", "1"},
+                {kYarnExtFactor, "rope.scaling.yarn_ext_factor", "1 with YaRN, else 0"},
+                {kYarnAttnFactor, "rope.scaling.yarn_attn_factor", "1"},
+                {kYarnLogMultiplier, "rope.scaling.yarn_log_multiplier", "0"}};
+    for (const auto& y : yarn)
+        k.push_back({y.suffix, (spec.yarn_keys & y.bit) ? O : X, std::string(y.fixed), {}});
+    if (spec.softcapping) {
+        k.push_back({"attn_logit_softcapping", O, "50", {}});
+        k.push_back({"final_logit_softcapping", O, "30", {}});
+    } else {
+        k.push_back({"attn_logit_softcapping", X, {}, {}});
+        k.push_back({"final_logit_softcapping", X, {}, {}});
+    }
+    if (spec.sliding_window) {
+        if (spec.default_window != 0)
+            k.push_back(
+                {"attention.sliding_window", O, fmt::format("{}", spec.default_window), {}});
+        else if (spec.window_optional)
+            k.push_back({"attention.sliding_window", O, "0 (no window)", {}});
+        else
+            k.push_back({"attention.sliding_window", R, {}, {}});
+        k.push_back(
+            {"attention.sliding_window_pattern",
+             O,
+             fmt::format("{} (one global layer in {})", spec.window_period, spec.window_period),
+             {}});
+        k.push_back({"rope.freq_base_swa",
+                     O,
+                     spec.local_rope_base != 0 ? fmt::format("{}", spec.local_rope_base)
+                                               : std::string("rope.freq_base"),
+                     {}});
+    } else if (spec.sliding_window_ignored) {
+        k.push_back({"attention.sliding_window", KeyUse::Ignored, {}, {}});
+    } else {
+        k.push_back({"attention.sliding_window", X, "0", {}});
+    }
+    if (spec.attn_temperature) k.push_back({"attention.temperature_scale", O, "0", {}});
+    if (spec.rope_sections) k.push_back({"rope.dimension_sections", R, {}, {}});
+    if (spec.granite_scales) {
+        k.push_back({"logit_scale", R, {}, {}});
+        k.push_back({"embedding_scale", O, "0 (none)", {}});
+        k.push_back({"residual_scale", O, "0 (none)", {}});
+        k.push_back({"attention.scale", O, "0 (1/sqrt(key_length))", {}});
+        k.push_back({"rope.scaling.finetuned", O, "true", {}});
+    }
+    const std::string_view experts = spec.moe ? std::string_view{} : "with experts";
+    if (spec.moe_with_expert_count) k.push_back({"expert_count", O, "0 (dense)", {}});
+    if (spec.moe || spec.moe_with_expert_count) {
+        k.push_back({"expert_count", R, {}, experts});
+        k.push_back({"expert_used_count", R, {}, experts});
+        k.push_back(
+            {spec.moe ? "expert_feed_forward_length" : "feed_forward_length", R, {}, experts});
+        if (spec.moe_gating == MoeGating::Softmax)
+            k.push_back({"expert_weights_norm", O, "true", experts});
+    }
+    if (!spec.moe) {
+        k.push_back({"feed_forward_length", R, {}, spec.moe_with_expert_count ? "dense" : ""});
+        if (!spec.moe_with_expert_count) k.push_back({"expert_count", X, "0", {}});
+    }
+    return k;
+}
+
+std::string_view key_use_name(KeyUse use) {
+    switch (use) {
+        case KeyUse::Required:
+            return "required";
+        case KeyUse::Optional:
+            return "optional";
+        case KeyUse::Refused:
+            return "refused";
+        case KeyUse::Ignored:
+            return "ignored";
+    }
+    return "?";
+}
+
+}  // namespace ferrox::model
