@@ -21,6 +21,22 @@ bool succeeded(ferrox_code code, const ferrox_call_status& st) {
     return false;
 }
 
+ferrox_code decode_one_sequence(ferrox_context* ctx, const std::vector<int32_t>& tokens,
+                                size_t first, size_t n, LogitsFor logits, ferrox_call_status& st) {
+    std::vector<int32_t> positions(n), seqs(n, 0);
+    std::vector<uint8_t> want(n, logits == LogitsFor::All ? 1 : 0);
+    for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(first + i);
+    if (n > 0 && logits == LogitsFor::Last) want[n - 1] = 1;
+    ferrox_batch b{};
+    b.struct_size = sizeof b;
+    b.n_tokens = static_cast<uint32_t>(n);
+    b.tokens = tokens.data() + first;
+    b.positions = positions.data();
+    b.seq_ids = seqs.data();
+    b.logits = want.data();
+    return ferrox_decode(ctx, &b, &st);
+}
+
 namespace {
 
 std::string lower(std::string s) {

@@ -24,6 +24,14 @@ ferrox_call_status fresh_status();
 // The C API's status, turned into a log line; true when the call succeeded.
 bool succeeded(ferrox_code code, const ferrox_call_status& st);
 
+// Which tokens of a decode want their logits.
+enum class LogitsFor { None, Last, All };
+
+// One decode of tokens [first, first + n) of `tokens`, sequence 0, each at its
+// own index as position (a single sequence's prompt or step).
+ferrox_code decode_one_sequence(ferrox_context* ctx, const std::vector<int32_t>& tokens,
+                                size_t first, size_t n, LogitsFor logits, ferrox_call_status& st);
+
 // ferrox_model_params for --config, --plugin-dir, -t, -c, --kv-type and
 // --resident. It holds the strings the params point into: keep it until the
 // load returns (not copyable, not movable).

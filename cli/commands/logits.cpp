@@ -96,23 +96,11 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
     // row goes from the context's own logits straight to the file, so n x vocab
     // floats (128 GiB for a 128K context of a 256K vocabulary) are never held.
     const size_t chunk = 256;
-    std::vector<int32_t> positions, seqs;
-    std::vector<uint8_t> want;
     auto written = write_file_atomically(o.out_path, o.model_path, [&](const ByteSink& sink) {
         for (size_t start = 0; start < tokens.size(); start += chunk) {
             const size_t n = std::min(chunk, tokens.size() - start);
-            positions.resize(n);
-            seqs.assign(n, 0);
-            want.assign(n, 1);
-            for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(start + i);
-            ferrox_batch b{};
-            b.struct_size = sizeof b;
-            b.n_tokens = static_cast<uint32_t>(n);
-            b.tokens = tokens.data() + start;
-            b.positions = positions.data();
-            b.seq_ids = seqs.data();
-            b.logits = want.data();
-            if (ferrox_decode(ctx.get(), &b, &st) != FERROX_CODE_OK)
+            if (decode_one_sequence(ctx.get(), tokens, start, n, LogitsFor::All, st) !=
+                FERROX_CODE_OK)
                 return Expected<void>(make_error("{}", st.message));
             for (uint32_t i = 0; i < n; ++i) {
                 const float* row = nullptr;

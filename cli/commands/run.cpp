@@ -123,24 +123,6 @@ Expected<ChatModelFacts> chat_facts(const ferrox_model* model, const std::string
     return f;
 }
 
-// One decode of tokens [first, first + n) of `tokens` at their own positions,
-// sequence 0; only the last one's logits when `want_last`.
-ferrox_code decode(ferrox_context* ctx, const std::vector<int32_t>& tokens, size_t first, size_t n,
-                   bool want_last, ferrox_call_status& st) {
-    std::vector<int32_t> positions(n), seqs(n, 0);
-    std::vector<uint8_t> want(n, 0);
-    for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(first + i);
-    if (want_last) want[n - 1] = 1;
-    ferrox_batch b{};
-    b.struct_size = sizeof b;
-    b.n_tokens = static_cast<uint32_t>(n);
-    b.tokens = tokens.data() + first;
-    b.positions = positions.data();
-    b.seq_ids = seqs.data();
-    b.logits = want.data();
-    return ferrox_decode(ctx, &b, &st);
-}
-
 // The context's profile so far (and emptied), as rows.
 Expected<OpProfile> take_profile(ferrox_context* ctx) {
     ferrox_call_status st = fresh_status();
@@ -247,7 +229,9 @@ int run(const CommonOptions& common, RunOptions o) {
     for (size_t start = 0; start < n_prompt; start += chunk) {
         const size_t n = std::min(chunk, n_prompt - start);
         const bool last = start + n == n_prompt;
-        if (!succeeded(decode(ctx.get(), tokens, start, n, last, st), st)) return kExitFailure;
+        const LogitsFor logits = last ? LogitsFor::Last : LogitsFor::None;
+        if (!succeeded(decode_one_sequence(ctx.get(), tokens, start, n, logits, st), st))
+            return kExitFailure;
         last_index = n - 1;
     }
     const float* logits = nullptr;
@@ -305,7 +289,9 @@ int run(const CommonOptions& common, RunOptions o) {
         if (!o.json && !stdout_ok()) break;  // main() reports the write error
         pending.erase(0, stopped ? pending.size() : emit);
         if (stopped || i + 1 == o.n_predict) break;
-        if (!succeeded(decode(ctx.get(), tokens, tokens.size() - 1, 1, true, st), st) ||
+        if (!succeeded(
+                decode_one_sequence(ctx.get(), tokens, tokens.size() - 1, 1, LogitsFor::Last, st),
+                st) ||
             !succeeded(ferrox_logits(ctx.get(), 0, &logits, &st), st))
             return kExitFailure;
         ++n_eval;

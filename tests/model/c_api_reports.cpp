@@ -311,23 +311,10 @@ void detok_small_buffer(const ferrox_model* model) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: c_api_reports MODEL.gguf\n");
-        return 2;
-    }
-    if (!std::filesystem::exists(argv[1])) {
-        std::printf("SKIP: %s is absent\n", argv[1]);
-        return 77;
-    }
-    ferrox_call_status st = fresh_status();
-    ferrox_model_params mp;
-    ferrox_model_params_default(&mp);
-    mp.threads = 1;
     ferrox_model* model = nullptr;
-    if (ferrox_model_load(argv[1], &mp, &model, &st) != FERROX_CODE_OK) {
-        std::fprintf(stderr, "FAIL: load: %s\n", st.message);
-        return 1;
-    }
+    if (const int code = ferrox::test::load_model_argument(argc, argv, "c_api_reports", &model))
+        return code;
+    ferrox_call_status st = fresh_status();
     facts_and_capacity(model);
     residency(model);
     uint64_t calls_before = 0;

@@ -29,20 +29,10 @@ int fail(const char* what, const ferrox_call_status& st) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: c_api_threads MODEL.gguf\n");
-        return 2;
-    }
-    if (!std::filesystem::exists(argv[1])) {
-        std::printf("SKIP: %s is absent\n", argv[1]);
-        return 77;
-    }
-    ferrox_call_status st = fresh_status();
-    ferrox_model_params mp;
-    ferrox_model_params_default(&mp);
-    mp.threads = 1;
     ferrox_model* model = nullptr;
-    if (ferrox_model_load(argv[1], &mp, &model, &st) != FERROX_CODE_OK) return fail("load", st);
+    if (const int code = ferrox::test::load_model_argument(argc, argv, "c_api_threads", &model))
+        return code;
+    ferrox_call_status st = fresh_status();
     ferrox_context_params cp;
     ferrox_context_params_default(&cp);
     cp.n_ctx = 512;
