@@ -306,7 +306,9 @@ int run(const CommonOptions& common, RunOptions o) {
         pending += piece;
         generated += pending;
     }
-    if (!o.json) std::cout << escape_text(stopped ? "" : pending, EscapeFor::Text) << "\n";
+    if (!o.json)
+        std::cout << escape_text(stopped ? "" : pending, EscapeFor::Text) << "\n"
+                  << std::flush;  // before the stats on stderr
     const double eval_s = seconds_since(eval_start);
     if (interrupted())
         std::fprintf(stderr, "interrupted: stopped after %zu generated tokens\n",

@@ -188,3 +188,16 @@ def test_tiny_model_tensors_match_the_rules(path):
         assert shape == resolve(rules[name]["shape"], dims), (tensor, rules[name])
     # Only the variants made to be refused hold a tensor without a rule.
     assert not unmatched or path.stem in ("tiny-llama-extra", "tiny-llama-ffn-bias"), unmatched
+
+
+def test_text_form_and_an_unknown_name():
+    """The text form lists a row's keys and tensors; a name ferrox does not run is a usage
+    error (exit 2) that lists the names it does."""
+    text = subprocess.run([FERROX, "architectures", "gemma2"], check=True, capture_output=True, text=True).stdout
+    assert text.startswith("gemma2\n  keys:\n")
+    assert "gemma2.attn_logit_softcapping" in text and "optional, else 50" in text
+    assert "blk.N.post_ffw_norm.weight" in text
+    bad = subprocess.run([FERROX, "architectures", "mamba"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "'mamba' is not an architecture ferrox runs" in bad.stderr
+    assert all(a["name"] in bad.stderr for a in ARCHS)
