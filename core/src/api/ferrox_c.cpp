@@ -465,12 +465,16 @@ ferrox_code ferrox_token_text(const ferrox_model* m, int32_t token, char* buf, s
                               size_t* needed, ferrox_call_status* status) {
     if (!m) return invalid(status, "ferrox_token_text: model is NULL");
     return guarded(status, [&]() -> ferrox_code {
-        auto texts = m->file->get_string_array("tokenizer.ggml.tokens");
-        if (!texts) return invalid(status, texts.error().message());
-        if (token < 0 || static_cast<size_t>(token) >= texts->size())
+        // The one entry, read in place: not a copy of every token text per call.
+        const gguf::Value* value = m->file->find("tokenizer.ggml.tokens");
+        const auto* texts = value ? std::get_if<gguf::Array>(value) : nullptr;
+        if (!texts || texts->element_type() != gguf::ValueType::String)
+            return invalid(status, "tokenizer.ggml.tokens is not an array of strings");
+        if (token < 0 || static_cast<uint64_t>(token) >= texts->size())
             return invalid(status, fmt::format("token {} is outside 0..{}", token,
                                                static_cast<int64_t>(texts->size()) - 1));
-        return write_text((*texts)[static_cast<size_t>(token)], buf, capacity, needed, status);
+        return write_text(std::string(texts->string_at(static_cast<uint64_t>(token))), buf,
+                          capacity, needed, status);
     });
 }
 
