@@ -101,6 +101,7 @@ Expected<ModelSession> open_model(const CommonOptions& common, const std::string
     auto m = model::Model::load(*ms.file, *ms.dispatcher, *ms.registry, options);
     if (!m) return m.error();
     ms.model = std::move(*m);
+    ms.file->release_header_pages();  // the tokenizer and the model hold what they need
     return ms;
 }
 

@@ -201,6 +201,25 @@ TEST_CASE("a tensor keeps its mapping alive after the File that parsed it is gon
     CHECK(gguf_test::fnv1a64(kept->data()) == t["fnv1a64"].get<std::string>());
 }
 
+TEST_CASE("metadata arrays read in place keep their mapping alive after the File is gone") {
+    // Arrays (strings, scalars, nested) view the mapping rather than copy it:
+    // a Value copied out must still read what the gguf package wrote once the
+    // File and every other holder of the mapping are gone (ASan would see a
+    // dangling view).
+    const json want = gguf_test::sidecar("all_types_v3");
+    std::vector<std::pair<Value, json>> kept;
+    {
+        auto file = File::open(gguf_test::fixture_dir() / "all_types_v3.gguf");
+        REQUIRE(file.has_value());
+        for (const json& kv : want["metadata"])
+            if (const Value* v = file->find(kv["key"].get<std::string>());
+                v && std::holds_alternative<Array>(*v))
+                kept.emplace_back(*v, kv);
+    }
+    REQUIRE(kept.size() >= 5);
+    for (const auto& [value, kv] : kept) check_value(value, kv, kv["key"].get<std::string>());
+}
+
 TEST_CASE("an in-memory copy parses exactly like the mapped file") {
     const auto path = gguf_test::fixture_dir() / "small_v2.gguf";
     auto mapped = File::open(path);

@@ -300,6 +300,7 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
                 m->chat_template = *s;
                 m->has_template = true;
             }
+        m->file->release_header_pages();  // the tokenizer and the model hold what they need
         *out = m.release();
         return ok(status);
     });

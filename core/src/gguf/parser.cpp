@@ -227,19 +227,25 @@ class Parser {
                                       key, *count, value_type_name(*element), reader_.remaining()));
 
         if (*element == ValueType::String) {
-            // Straight into one buffer: no std::string per element, even for a moment.
-            std::string pool;
-            std::vector<uint64_t> ends;
-            ends.reserve(*count);
+            // In place: each string checked and its start noted, nothing copied.
+            const uint64_t region_at = reader_.offset();
+            std::vector<uint32_t> starts;
+            starts.reserve(*count);
             // Named once, not per element (the error gives the offset).
             const std::string what = fmt::format("a string in the array of key '{}'", key);
             for (uint64_t i = 0; i < *count; ++i) {
                 auto text = reader_.read_string_view(what);
                 if (!text) return text.error();
-                pool += *text;
-                ends.push_back(pool.size());
+                const uint64_t start = reader_.offset() - text->size() - region_at;
+                if (reader_.offset() - region_at > std::numeric_limits<uint32_t>::max())
+                    return error_at(
+                        region_at,
+                        fmt::format("the strings of key '{}' take more than 4 GiB", key));
+                starts.push_back(static_cast<uint32_t>(start));
             }
-            return Array::of_string_pool(std::move(pool), std::move(ends));
+            const auto all = file_.mapping_->bytes();
+            return Array::of_mapped_strings(all.subspan(region_at, reader_.offset() - region_at),
+                                            std::move(starts), file_.mapping_);
         }
         if (*element == ValueType::Array) {
             std::vector<Array> arrays;
@@ -260,8 +266,7 @@ class Parser {
                         elements_at + i,
                         fmt::format("bool element #{} of key '{}' is neither 0 nor 1", i, key));
         }
-        return Array::of_scalars(*element, *count,
-                                 std::vector<std::byte>(packed->begin(), packed->end()));
+        return Array::of_mapped_scalars(*element, *count, *packed, file_.mapping_);
     }
 
     Expected<void> alignment() {

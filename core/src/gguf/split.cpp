@@ -141,6 +141,8 @@ Expected<File> File::open_other_shards(File first) {
     return first;
 }
 
+void File::release_header_pages() const { mapping_->release_pages(0, data_offset_); }
+
 uint64_t File::mapped_bytes() const {
     uint64_t bytes = 0;
     for (const Shard& s : shards_) bytes += s.mapping->bytes().size();

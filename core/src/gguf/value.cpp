@@ -15,7 +15,7 @@ constexpr std::array<std::string_view, kValueTypeCount> kTypeNames{
 constexpr std::array<uint32_t, kValueTypeCount> kScalarSizes{1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
 template <class T>
-T load(const std::vector<std::byte>& packed, uint64_t index) {
+T load(std::span<const std::byte> packed, uint64_t index) {
     T value;
     std::memcpy(&value, packed.data() + index * sizeof(T), sizeof(T));
     return value;
@@ -39,6 +39,29 @@ Array Array::of_scalars(ValueType type, uint64_t count, std::vector<std::byte> p
     array.element_type_ = type;
     array.size_ = count;
     array.scalars_ = std::move(packed);
+    return array;
+}
+
+Array Array::of_mapped_scalars(ValueType type, uint64_t count, std::span<const std::byte> bytes,
+                               std::shared_ptr<const void> backing) {
+    assert(scalar_size(type) != 0 && bytes.size() == count * scalar_size(type) && backing);
+    Array array;
+    array.element_type_ = type;
+    array.size_ = count;
+    array.mapped_ = bytes;
+    array.backing_ = std::move(backing);
+    return array;
+}
+
+Array Array::of_mapped_strings(std::span<const std::byte> region, std::vector<uint32_t> starts,
+                               std::shared_ptr<const void> backing) {
+    assert(region.size() <= UINT32_MAX && backing);
+    Array array;
+    array.element_type_ = ValueType::String;
+    array.size_ = starts.size();
+    array.mapped_ = region;
+    array.mapped_starts_ = std::move(starts);
+    array.backing_ = std::move(backing);
     return array;
 }
 
@@ -80,33 +103,34 @@ Array Array::of_arrays(std::vector<Array> arrays) {
 
 Value Array::at(uint64_t i) const {
     assert(i < size_);
+    const std::span<const std::byte> scalars = scalar_bytes();
     switch (element_type_) {
         case ValueType::UInt8:
-            return load<uint8_t>(scalars_, i);
+            return load<uint8_t>(scalars, i);
         case ValueType::Int8:
-            return load<int8_t>(scalars_, i);
+            return load<int8_t>(scalars, i);
         case ValueType::UInt16:
-            return load<uint16_t>(scalars_, i);
+            return load<uint16_t>(scalars, i);
         case ValueType::Int16:
-            return load<int16_t>(scalars_, i);
+            return load<int16_t>(scalars, i);
         case ValueType::UInt32:
-            return load<uint32_t>(scalars_, i);
+            return load<uint32_t>(scalars, i);
         case ValueType::Int32:
-            return load<int32_t>(scalars_, i);
+            return load<int32_t>(scalars, i);
         case ValueType::Float32:
-            return load<float>(scalars_, i);
+            return load<float>(scalars, i);
         case ValueType::Bool:
-            return scalars_[i] != std::byte{0};
+            return scalars[i] != std::byte{0};
         case ValueType::String:
             return std::string(string_at(i));
         case ValueType::Array:
             return arrays_[i];
         case ValueType::UInt64:
-            return load<uint64_t>(scalars_, i);
+            return load<uint64_t>(scalars, i);
         case ValueType::Int64:
-            return load<int64_t>(scalars_, i);
+            return load<int64_t>(scalars, i);
         case ValueType::Float64:
-            return load<double>(scalars_, i);
+            return load<double>(scalars, i);
     }
     return uint8_t{0};  // unreachable: element_type_ is always a valid type
 }

@@ -128,6 +128,13 @@ class FERROX_API File {
     bool is_split() const { return shards_.size() > 1; }
     uint64_t mapped_bytes() const;  // every shard's whole file
 
+    // Once a model and its tokenizer are built from the metadata, the pages
+    // before the tensor data (keys, arrays, tensor infos; a split model's
+    // other shards hold no vocabulary) are not read again: this lets the
+    // process's memory drop them (MappedFile::release_pages). Reading a
+    // value afterwards still works.
+    void release_header_pages() const;
+
   private:
     File() = default;
     friend class Parser;

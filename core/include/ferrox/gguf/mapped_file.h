@@ -34,6 +34,12 @@ class FERROX_API MappedFile {
     const std::filesystem::path& path() const { return path_; }
     bool is_file_mapping() const { return mmapped_; }
 
+    // Lets this process's memory drop the whole pages inside [offset,
+    // offset + length): the bytes do not change (a read faults them back in
+    // from the page cache), but pages no one reads again stop counting
+    // against the process. Nothing for an owned copy.
+    void release_pages(uint64_t offset, uint64_t length) const;
+
     // Process-unique and never reused (0 only for a moved-from object). Caches
     // key on this, never on bytes().data(): unmapping one file and mapping
     // another can hand back the same address (the seeds' MapId ABA).

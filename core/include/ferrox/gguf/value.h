@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -77,6 +79,11 @@ constexpr std::optional<ValueType> value_type_of() {
 // packed little-endian bytes (a 150k-entry score table stays 600 KB, not
 // 150k variants); strings back to back in one buffer (a 262k-token vocabulary
 // is 3 MB, not 8 MB of std::string objects); nested arrays decoded.
+//
+// A parsed file's arrays go further and read their elements in place in the
+// file's mapping, which they keep alive: once the tokenizer has its own copy,
+// a 262K-token vocabulary costs this process no memory at all (the kernel may
+// drop the clean file pages and fault them back in if they are read again).
 class FERROX_API Array {
   public:
     Array() = default;
@@ -86,6 +93,17 @@ class FERROX_API Array {
     // Strings already back to back: element i is pool[ends[i-1], ends[i]).
     static Array of_string_pool(std::string pool, std::vector<uint64_t> ends);
     static Array of_arrays(std::vector<Array> arrays);
+
+    // In place: `bytes` (count * scalar_size(type) of them) stay valid as
+    // long as `backing` lives.
+    static Array of_mapped_scalars(ValueType type, uint64_t count, std::span<const std::byte> bytes,
+                                   std::shared_ptr<const void> backing);
+    // In place, GGUF's own string encoding: `region` is the strings as the
+    // file holds them (each a u64 length, then its bytes) and string i's
+    // bytes start at region[starts[i]]; it runs to 8 bytes before the next
+    // start, the last one to the region's end. The region is under 4 GiB.
+    static Array of_mapped_strings(std::span<const std::byte> region, std::vector<uint32_t> starts,
+                                   std::shared_ptr<const void> backing);
 
     ValueType element_type() const { return element_type_; }
     uint64_t size() const { return size_; }
@@ -100,11 +118,12 @@ class FERROX_API Array {
         static_assert(value_type_of<T>().has_value(), "as_vector<T> needs a scalar GGUF type");
         if (element_type_ != *value_type_of<T>()) return std::nullopt;
         std::vector<T> out(size_);
+        const std::byte* packed = scalar_bytes().data();
         for (uint64_t i = 0; i < size_; ++i) {
             if constexpr (std::is_same_v<T, bool>) {
-                out[i] = scalars_[i] != std::byte{0};
+                out[i] = packed[i] != std::byte{0};
             } else {
-                std::memcpy(&out[i], scalars_.data() + i * sizeof(T), sizeof(T));
+                std::memcpy(&out[i], packed + i * sizeof(T), sizeof(T));
             }
         }
         return out;
@@ -112,6 +131,11 @@ class FERROX_API Array {
 
     // String arrays: element i, or all of them copied out.
     std::string_view string_at(uint64_t i) const {
+        if (backing_) {
+            const uint64_t begin = mapped_starts_[i];
+            const uint64_t end = i + 1 < size_ ? mapped_starts_[i + 1] - 8 : mapped_.size();
+            return {reinterpret_cast<const char*>(mapped_.data()) + begin, end - begin};
+        }
         const uint64_t begin = i == 0 ? 0 : string_ends_[i - 1];
         return std::string_view(string_pool_).substr(begin, string_ends_[i] - begin);
     }
@@ -119,8 +143,19 @@ class FERROX_API Array {
     const std::vector<Array>& arrays() const { return arrays_; }  // Array arrays
 
   private:
+    // A scalar array's packed elements, owned or in place.
+    std::span<const std::byte> scalar_bytes() const {
+        if (backing_) return mapped_;
+        return scalars_;
+    }
+
     ValueType element_type_ = ValueType::UInt8;
     uint64_t size_ = 0;
+    // In place (backing_ set): the elements' bytes, and for strings where
+    // each one starts.
+    std::shared_ptr<const void> backing_;
+    std::span<const std::byte> mapped_;
+    std::vector<uint32_t> mapped_starts_;
     std::vector<std::byte> scalars_;
     std::string string_pool_;
     std::vector<uint64_t> string_ends_;  // element i ends at string_ends_[i] in the pool
