@@ -107,3 +107,14 @@ TEST_CASE("refusal: a BOS id outside the vocabulary is refused") {
     REQUIRE_FALSE(tok);
     CHECK_THAT(tok.error().message(), Catch::Contains("BOS id 7"));
 }
+
+TEST_CASE("refusal: a token type outside GGUF's 0..6 is refused, naming the token") {
+    ferrox::VocabSpec spec;
+    spec.model = "llama";
+    spec.tokens = {"a", "b", "c"};
+    spec.types = {ferrox::TokenType::normal, static_cast<ferrox::TokenType>(9),
+                  ferrox::TokenType::control};
+    auto tok = ferrox::Tokenizer::from_spec(spec);
+    REQUIRE_FALSE(tok);
+    CHECK_THAT(tok.error().message(), Catch::Contains("token 1 has type 9"));
+}

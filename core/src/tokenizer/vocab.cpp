@@ -91,7 +91,14 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
         vocab.offsets_.push_back(static_cast<uint32_t>(vocab.pool_.size()));
     }
     vocab.scores_ = spec.scores.empty() ? std::vector<float>(n, 0.0f) : spec.scores;
-    vocab.types_ = spec.types.empty() ? std::vector<TokenType>(n, TokenType::normal) : spec.types;
+    vocab.types_.assign(n, static_cast<uint8_t>(TokenType::normal));
+    for (size_t i = 0; i < spec.types.size(); ++i) {
+        const auto t = static_cast<int32_t>(spec.types[i]);
+        if (t < 0 || t > static_cast<int32_t>(TokenType::byte))
+            return make_error("tokenizer: token {} has type {}, outside 0..{}", i, t,
+                              static_cast<int32_t>(TokenType::byte));
+        vocab.types_[i] = static_cast<uint8_t>(t);
+    }
     // At most half full, so a probe ends at an empty slot soon.
     vocab.slots_.assign(std::bit_ceil(2 * n), kNoToken);
     const size_t mask = vocab.slots_.size() - 1;
@@ -132,8 +139,7 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
     for (std::string_view text : kEndOfGenerationTexts) {
         if (auto id = vocab.find(text)) {
             vocab.end_of_generation_.insert(*id);
-            auto& type = vocab.types_[static_cast<size_t>(*id)];
-            if (type != TokenType::control && type != TokenType::unknown) type = TokenType::control;
+            vocab.make_control(*id);
         }
     }
     for (const FimTexts& fim : kFimTexts) {
@@ -141,20 +147,19 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
             const auto id = text.empty() ? std::nullopt : vocab.find(text);
             if (!id) continue;
             if (fim.ends_generation) vocab.end_of_generation_.insert(*id);
-            auto& type = vocab.types_[static_cast<size_t>(*id)];
-            if (type != TokenType::control && type != TokenType::unknown) type = TokenType::control;
+            vocab.make_control(*id);
         }
     }
     // Where "</s>" sits beside these markers it is an ordinary word (Gemma 4, PLaMo).
     if (auto s_id = vocab.find("</s>")) {
         if (vocab.find("<|tool_response>") || vocab.find("<|plamo:eos|>")) {
             vocab.end_of_generation_.erase(*s_id);
-            vocab.types_[static_cast<size_t>(*s_id)] = TokenType::normal;
+            vocab.types_[static_cast<size_t>(*s_id)] = static_cast<uint8_t>(TokenType::normal);
         }
     }
 
     for (size_t i = 0; i < n; ++i) {
-        const TokenType t = vocab.types_[i];
+        const TokenType t = vocab.type(static_cast<int32_t>(i));
         if (t == TokenType::control || t == TokenType::user_defined || t == TokenType::unknown)
             vocab.special_tokens_.push_back(static_cast<int32_t>(i));
     }

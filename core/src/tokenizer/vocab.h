@@ -28,7 +28,9 @@ class Vocab {
         return std::string_view(pool_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
     }
     float score(int32_t id) const { return scores_[static_cast<size_t>(id)]; }
-    TokenType type(int32_t id) const { return types_[static_cast<size_t>(id)]; }
+    TokenType type(int32_t id) const {
+        return static_cast<TokenType>(types_[static_cast<size_t>(id)]);
+    }
     bool valid(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < size(); }
     std::optional<int32_t> find(std::string_view text) const;
 
@@ -44,12 +46,20 @@ class Vocab {
     bool add_bos = false, add_eos = false, add_space_prefix = false;
 
   private:
+    // An end-of-generation or FIM marker is a control token whatever the file says
+    // (an unknown token stays unknown).
+    void make_control(int32_t id) {
+        const TokenType t = type(id);
+        if (t != TokenType::control && t != TokenType::unknown)
+            types_[static_cast<size_t>(id)] = static_cast<uint8_t>(TokenType::control);
+    }
+
     // Every text back to back in one string (a 262K-token vocabulary as one
     // std::string each, plus a node-based map, cost Gemma 3 about 26 MB).
     std::string pool_;
     std::vector<uint32_t> offsets_{0};  // text i is pool_[offsets_[i], offsets_[i+1])
     std::vector<float> scores_;
-    std::vector<TokenType> types_;
+    std::vector<uint8_t> types_;  // TokenType values (0..6), a byte each
     // text -> id: open addressing over a power-of-two table, kNoToken = empty.
     std::vector<int32_t> slots_;
     std::vector<int32_t> special_tokens_;
