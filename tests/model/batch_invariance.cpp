@@ -5,7 +5,8 @@
 //  - isolation: changing or removing the other sequences does not move them;
 //  - prefix sharing: 16 sequences that copy a prefix and diverge give the
 //    tokens of 16 independent runs, and the cache holds the prefix once;
-//  - bad batches: a typed error, no cell changed, the context still usable.
+//  - bad batches: a typed error, no cell changed, the context still usable;
+//  - where logits live: in the activation region or a buffer, the same rows.
 // Exits 77 (skipped, with the reason) when no model file is present.
 // $FERROX_TINY_MODELS names another tiny-model folder.
 #include <algorithm>
@@ -467,6 +468,85 @@ void state_round_trip(const model::Model& m, const std::string& name, std::mt199
           name + ": after save / restore the next token's logits are bit-identical");
 }
 
+// Where a decode's logits live: a host context keeps up to n_seq rows in its
+// activation region (dead once the last layer is done) and more rows in a
+// buffer of their own. Each row must equal the same sequence decoded alone
+// into the caller's span (decode_into, which uses neither), stay put through
+// sequence operations until the next decode, and come out the same when the
+// batch asks for more rows than the region holds.
+void logits_placement(const model::Model& m, const std::string& name, std::mt19937& rng,
+                      bool require_identical, double bound) {
+    const uint32_t n_seq = 4;
+    ContextOptions opt;
+    opt.n_ctx = 128;
+    opt.n_seq = n_seq;
+    opt.n_batch = 64;
+    auto made = Context::create(m, opt);
+    if (!made) return check(false, name + ": " + made.error().message());
+    Context& c = **made;
+    std::vector<Script> scripts;
+    // 14 prompt rows in all: more than the region's 4, at most the 16 that take
+    // the CPU plugin's MATVEC-identical kernels (see invariance()).
+    for (uint32_t s = 0; s < n_seq; ++s) scripts.push_back(random_script(rng, m.vocab(), 2 + s, 0));
+    const auto prompts = [&](bool every_row) {
+        Batch b;
+        for (uint32_t s = 0; s < n_seq; ++s)
+            for (size_t i = 0; i < scripts[s].prompt.size(); ++i)
+                b.add(scripts[s].prompt[i], static_cast<int32_t>(i), {static_cast<int32_t>(s)},
+                      every_row || i + 1 == scripts[s].prompt.size());
+        return b;
+    };
+    // The last prompt row of each sequence, alone, into a span of our own.
+    Rows alone;
+    for (uint32_t s = 0; s < n_seq; ++s) {
+        ContextOptions one = opt;
+        one.n_seq = 1;
+        auto solo = Context::create(m, one);
+        if (!solo) return check(false, name + ": " + solo.error().message());
+        Batch b;
+        for (size_t i = 0; i < scripts[s].prompt.size(); ++i)
+            b.add(scripts[s].prompt[i], static_cast<int32_t>(i), {0},
+                  i + 1 == scripts[s].prompt.size());
+        std::vector<float> row(m.vocab());
+        check(bool((*solo)->decode_into(b, row)), name + ": logits placement: decode_into");
+        alone.push_back(std::move(row));
+    }
+    const auto last_rows = [&](const Batch& b) {
+        Rows rows;
+        for (uint32_t i = 0; i < b.size(); ++i)
+            if (static_cast<size_t>(b.positions[i]) + 1 ==
+                scripts[static_cast<size_t>(b.seq_ids[i][0])].prompt.size()) {
+                auto l = c.logits(i);
+                rows.emplace_back(l.begin(), l.end());
+            }
+        return rows;
+    };
+    const auto holds = [&](const Compare& r) {
+        return require_identical ? r.identical == r.rows : r.worst <= bound;
+    };
+
+    const Batch few = prompts(false);
+    check(bool(c.decode(few)), name + ": logits placement: 4 sequences, 4 rows");
+    const Rows in_region = last_rows(few);
+    const Compare vs_alone = compare(in_region, alone);
+    check(holds(vs_alone),
+          name + ": 4 sequences' rows in the context equal each alone: " + describe(vs_alone));
+    (void)c.seq_copy(0, 3, 0, -1);
+    (void)c.seq_remove(2, 1, -1);
+    check(bool(c.seq_save(1)), name + ": logits placement: seq_save");
+    const Compare kept = compare(last_rows(few), in_region);
+    check(kept.identical == kept.rows,
+          name + ": the rows stay put through seq_copy, seq_remove, seq_save: " + describe(kept));
+
+    c.clear();
+    const Batch every = prompts(true);
+    check(bool(c.decode(every)), name + ": logits placement: every row of 4 prompts");
+    const Compare many = compare(last_rows(every), alone);
+    check(holds(many),
+          name + ": " + std::to_string(every.size()) +
+              " rows (more than the region holds) equal each alone: " + describe(many));
+}
+
 // Positions removed from a sequence's middle: the next token still decodes
 // (through the core's loop over the cells that are left), its logits are
 // finite and differ from those with nothing removed. (Their values are not
@@ -551,6 +631,7 @@ int main() {
         bad_input(*l.model, name);
         state_round_trip(*l.model, name, rng);
         middle_removal(*l.model, name, rng);
+        logits_placement(*l.model, name, rng, exact, 5e-3);
         if (name == "tiny-llama" || name == "tiny-gemma3")
             prefix_sharing(*l.model, name, rng, 512, exact, 5e-3);
     }
@@ -559,6 +640,7 @@ int main() {
         if (l.model) {
             invariance(*l.model, "gemma-3-270m", rng, false, kGemmaBound);
             prefix_sharing(*l.model, "gemma-3-270m", rng, 64, false, kGemmaBound);
+            logits_placement(*l.model, "gemma-3-270m", rng, false, kGemmaBound);
         }
     }
     std::printf("%d failure(s)\n", failures);

@@ -150,16 +150,29 @@ struct Model::Impl {
         return used;
     }
 
-    uint64_t scratch_bytes(uint32_t n_batch, uint32_t n_ctx) const {
-        return layout(n_batch, nullptr, nullptr) * sizeof(float) +
+    // A context's activation region, in floats. On the host it also holds
+    // the last decode's logits, `logits_rows` rows of them followed by their
+    // normalised inputs: once the last layer is done no activation is live,
+    // so a 16-sequence decode of a 262K vocabulary needs max(activations,
+    // logits) rather than both. A resident context downloads its logits into
+    // host memory instead, so its region is the layout alone.
+    uint64_t region_floats(uint32_t n_batch, uint32_t logits_rows) const {
+        const uint64_t floats = layout(n_batch, nullptr, nullptr);
+        if (residency.resident) return floats;
+        return std::max(floats, uint64_t{logits_rows} * (hp.vocab + hp.n_embd));
+    }
+
+    uint64_t scratch_bytes(uint32_t n_batch, uint32_t n_ctx, uint32_t logits_rows) const {
+        return region_floats(n_batch, logits_rows) * sizeof(float) +
                host_scratch_bytes(n_batch, n_ctx);
     }
 
-    // Host memory besides the activation region: angle tables, router
-    // scores, and the fallback attention's scores row.
+    // Host memory besides the activation region: angle tables (a resident
+    // context computes them here before uploading; a host one in place),
+    // router scores, and the fallback attention's scores row.
     uint64_t host_scratch_bytes(uint32_t n_batch, uint32_t n_ctx) const {
         const uint64_t half = hp.head_dim_k / 2;
-        const uint64_t tables = hp.attn_temp_scale != 0 ? 3 : 2;
+        const uint64_t tables = !residency.resident ? 0 : hp.attn_temp_scale != 0 ? 3 : 2;
         return (2 * tables * uint64_t{n_batch} * half + (uint64_t{n_batch} + 1) * hp.n_expert +
                 (hp.n_expert ? uint64_t{n_batch} * hp.n_embd : 0) + n_ctx) *
                sizeof(float);
@@ -225,10 +238,10 @@ struct Model::Impl {
             if (auto fits = plan_capacity(device); !fits) return fits.error();
             in.kv_element_bytes = 0;  // no KV cache in host memory
             in.scratch_bytes = host_scratch_bytes(n_batch, n_ctx);
+            in.scratch_bytes += logits_rows * hp.vocab * sizeof(float);  // downloaded logits
         } else {
-            in.scratch_bytes = scratch_bytes(n_batch, n_ctx);
+            in.scratch_bytes = scratch_bytes(n_batch, n_ctx, static_cast<uint32_t>(logits_rows));
         }
-        in.scratch_bytes += logits_rows * hp.vocab * sizeof(float);
         if (auto r = host_available(in, available_bytes, "the context's available_bytes"); !r)
             return r;
         if (auto fits = plan_capacity(in); !fits) return fits.error();
@@ -340,8 +353,13 @@ struct Context::Impl {
     // not adjacent (host only), and the hole-aware loop's scratch.
     std::vector<std::byte> k_gather, v_gather;
     std::vector<float> k_wide, v_wide, scores;
-    // The last decode's logits (one vocab row per wanted token) and where each
-    // batch token's row is (-1: none).
+    // The activation region, and its size in floats (Model::Impl::region_floats).
+    Act region;
+    uint64_t region_size = 0;
+    // The last decode's logits (one vocab row per wanted token): in the
+    // region on the host when they fit, else in a buffer of their own; and
+    // where each batch token's row is (-1: none).
+    const float* logits_data = nullptr;
     std::unique_ptr<float[]> logits_buffer;
     uint64_t logits_capacity = 0;
     std::vector<int32_t> logits_row;
@@ -494,8 +512,10 @@ struct Context::Impl {
                 "over yet",
                 run.seq);
         } else {
-            if (k_gather.size() < count * k_row) k_gather.resize(context * k_row);
-            if (v_gather.size() < count * v_row) v_gather.resize(context * v_row);
+            // Grown with the sequence (a vector at least doubles), not to the
+            // whole context: sixteen short sequences never pay for one long one.
+            if (k_gather.size() < count * k_row) k_gather.resize(count * k_row);
+            if (v_gather.size() < count * v_row) v_gather.resize(count * v_row);
             for (uint32_t j = 0; j < count; ++j) {
                 std::memcpy(k_gather.data() + j * k_row, k_cache[il].host + list[j] * k_row, k_row);
                 std::memcpy(v_gather.data() + j * v_row, v_cache[il].host + list[j] * v_row, v_row);
@@ -627,22 +647,35 @@ struct Context::Impl {
 
     // cos/sin per row of this batch, once for global and once for local
     // (sliding-window) layers: every head and layer of a kind shares them.
+    // Table t's cos and sin for n rows: written in place in the region on the
+    // host, in host vectors that upload() then copies when resident.
+    std::pair<std::span<float>, std::span<float>> rope_rows(int t, uint32_t n) {
+        const size_t used = size_t{n} * (hp.head_dim_k / 2);
+        if (s.rope_cos[t].host) return {{s.rope_cos[t].f32(), used}, {s.rope_sin[t].f32(), used}};
+        return {{rope_cos[t].data(), used}, {rope_sin[t].data(), used}};
+    }
+
+    Expected<void> upload_rope(int t, uint32_t n) {
+        if (s.rope_cos[t].host) return {};
+        const auto [cos, sin] = rope_rows(t, n);
+        if (auto r = steps->upload(cos, s.rope_cos[t]); !r) return r;
+        return steps->upload(sin, s.rope_sin[t]);
+    }
+
     Expected<void> rope_tables(uint32_t n) {
         const uint32_t half = hp.head_dim_k / 2;
         for (int local = 0; local < 2; ++local) {
             if (local && hp.sliding_window == 0) break;
-            rope_table(model.rope[local], {row_pos.data(), n}, half, rope_cos[local],
-                       rope_sin[local]);
-            const size_t used = size_t{n} * half;
-            if (auto r = steps->upload({rope_cos[local].data(), used}, s.rope_cos[local]); !r)
-                return r;
-            if (auto r = steps->upload({rope_sin[local].data(), used}, s.rope_sin[local]); !r)
-                return r;
+            const auto [cos, sin] = rope_rows(local, n);
+            rope_table(model.rope[local], {row_pos.data(), n}, half, cos, sin);
+            if (auto r = upload_rope(local, n); !r) return r;
         }
         if (hp.attn_temp_scale == 0) return {};
         // q's angles scaled by its position's temperature: rotating by (f cos,
         // f sin) is rotating and then multiplying by f, in one op. The factor
         // is computed as llama.cpp computes it (float position, double log).
+        const auto [cos0, sin0] = rope_rows(0, n);
+        const auto [cos2, sin2] = rope_rows(2, n);
         for (uint32_t r = 0; r < n; ++r) {
             const float pos = static_cast<float>(row_pos[r]);
             const double steps_past =
@@ -650,13 +683,11 @@ struct Context::Impl {
             const auto f = static_cast<float>(
                 std::log(steps_past + 1.0) * static_cast<double>(hp.attn_temp_scale) + 1.0);
             for (uint32_t i = 0; i < half; ++i) {
-                rope_cos[2][size_t{r} * half + i] = rope_cos[0][size_t{r} * half + i] * f;
-                rope_sin[2][size_t{r} * half + i] = rope_sin[0][size_t{r} * half + i] * f;
+                cos2[size_t{r} * half + i] = cos0[size_t{r} * half + i] * f;
+                sin2[size_t{r} * half + i] = sin0[size_t{r} * half + i] * f;
             }
         }
-        const size_t used = size_t{n} * half;
-        if (auto r = steps->upload({rope_cos[2].data(), used}, s.rope_cos[2]); !r) return r;
-        return steps->upload({rope_sin[2].data(), used}, s.rope_sin[2]);
+        return upload_rope(2, n);
     }
 
     Expected<void> dense_ffn(const LayerWeights& L, uint32_t n) {
@@ -800,7 +831,15 @@ struct Context::Impl {
                 return r;
             k0 = k1;
         }
-        if (auto r = output_logits(s.xn, n_out, out); !r) return r;
+        Act normed = s.xn;
+        if (!steps->resident() && out.data() == region.f32()) {
+            // The logits take the region over from its start, across x and
+            // xn: the normalised rows move past them first (memmove: the two
+            // places may overlap).
+            normed = region.at(uint64_t{n_out} * hp.vocab);
+            std::memmove(normed.host, s.xn.host, uint64_t{n_out} * d * sizeof(float));
+        }
+        if (auto r = output_logits(normed, n_out, out); !r) return r;
         if (hp.logit_scale != 1.0f) {  // granite: multiplied by the reciprocal, as llama.cpp
             const float inv = 1.0f / hp.logit_scale;
             for (float& v : out.first(size_t{n_out} * hp.vocab)) v *= inv;
@@ -814,11 +853,13 @@ struct Context::Impl {
     }
 
     Expected<void> allocate() {
-        auto region = steps->allocate(model.layout(max_batch, nullptr, nullptr) * sizeof(float));
-        if (!region) return region.error();
-        model.layout(max_batch, &s, &*region);
+        region_size = model.region_floats(max_batch, std::min(n_seq, max_batch));
+        auto allocated = steps->allocate(region_size * sizeof(float));
+        if (!allocated) return allocated.error();
+        region = *allocated;
+        model.layout(max_batch, &s, &region);
         const uint64_t half = hp.head_dim_k / 2;
-        for (int t = 0; t < 3; ++t) {
+        for (int t = 0; t < 3 && steps->resident(); ++t) {
             const size_t rows = t < 2 || hp.attn_temp_scale != 0 ? max_batch : 0;
             rope_cos[t].assign(rows * half, 0);
             rope_sin[t].assign(rows * half, 0);
@@ -1018,7 +1059,10 @@ struct Context::Impl {
         }
 
         std::span<float> dst = out;
-        if (own_buffer) {
+        if (own_buffer && !steps->resident() &&
+            uint64_t{n_out} * (hp.vocab + hp.n_embd) <= region_size) {
+            dst = {region.f32(), uint64_t{n_out} * hp.vocab};
+        } else if (own_buffer) {
             const uint64_t floats = uint64_t{n_out} * hp.vocab;
             if (floats > logits_capacity) {
                 logits_buffer = std::make_unique_for_overwrite<float[]>(floats);
@@ -1040,6 +1084,7 @@ struct Context::Impl {
             return {DecodeCode::Failed, r.error().message(), 0, 0};
         }
         permute_to_batch_order(dst);
+        logits_data = own_buffer ? dst.data() : nullptr;
         return {};
     }
 
@@ -1128,7 +1173,8 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
         in.kv_element_bytes = 0;  // no KV cache in host memory
         in.scratch_bytes = m.host_scratch_bytes(m.max_batch, m.context);
     } else {
-        in.scratch_bytes = m.scratch_bytes(m.max_batch, m.context);
+        // forward()'s own context writes its logits into the caller's span.
+        in.scratch_bytes = m.scratch_bytes(m.max_batch, m.context, 0);
     }
     in.weight_bytes = file.mapped_bytes();  // every shard of a split model
     if (auto r = Impl::host_available(in, options.available_bytes, "MemAvailable"); !r)
@@ -1305,8 +1351,8 @@ DecodeStatus Context::decode_into(const Batch& batch, std::span<float> out) {
 
 std::span<const float> Context::logits(uint32_t index) const {
     const Impl& c = *impl_;
-    if (index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_buffer) return {};
-    return {c.logits_buffer.get() + uint64_t(c.logits_row[index]) * c.hp.vocab, c.hp.vocab};
+    if (index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_data) return {};
+    return {c.logits_data + uint64_t(c.logits_row[index]) * c.hp.vocab, c.hp.vocab};
 }
 
 namespace {
