@@ -2,7 +2,8 @@
 // one context, with llama.cpp's llama-batched-bench habits: for each -npl,
 // npl prompts of -npp tokens (one shared prompt with --pps), then -ntg decode
 // steps of npl tokens each. Aggregate tokens/s for both phases, time per
-// decode step, the cells the cache used and the process's RSS; --reps runs
+// decode step, the cells the cache used and the process's RSS, and its peak
+// against the model file + KV + 10% budget; --reps runs
 // each row several times (median, min and max). A program, never a test.
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "commands/commands.h"
 #include "ferrox/log.h"
 #include "ferrox/model/context.h"
+#include "ferrox/quant_kind.h"
 #include "model_session.h"
 
 namespace ferrox::cli {
@@ -47,12 +49,42 @@ struct Row {
     uint64_t rss_kib = 0;
 };
 
-uint64_t rss_kib() {
+// A /proc/self/status field in KiB: "VmRSS" (now) or "VmHWM" (the peak so far).
+uint64_t status_kib(std::string_view field) {
     std::ifstream status("/proc/self/status");
     std::string line;
     while (std::getline(status, line))
-        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+        if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
+            line[field.size()] == ':')
+            return std::stoull(line.substr(field.size() + 1));
     return 0;
+}
+uint64_t rss_kib() { return status_kib("VmRSS"); }
+
+// The process's peak RSS against the budget #11 set: the model file plus
+// the KV cache of the cells the largest row used, plus 10% (as
+// bench/model_vs_llama.py counts a single sequence). The tensor bytes are
+// given too, for a reader who counts only those as the weights.
+nlohmann::json memory_report(const ModelSession& ms, uint32_t kv_element_bytes,
+                             uint32_t cells_used) {
+    const model::Hparams& hp = ms.model->hparams();
+    model::CapacityInputs in;
+    in.n_layer = hp.n_layer;
+    in.context = cells_used;
+    in.n_head_kv = hp.n_head_kv;
+    in.head_dim_k = hp.head_dim_k;
+    in.head_dim_v = hp.head_dim_v;
+    in.kv_element_bytes = kv_element_bytes;
+    const uint64_t kv_bytes = model::kv_cache_bytes(in);
+    uint64_t tensor_bytes = 0;
+    for (const gguf::Shard& shard : ms.file->shards()) tensor_bytes += shard.tensor_bytes;
+    const uint64_t file_bytes = ms.file->mapped_bytes();
+    const uint64_t budget = (file_bytes + kv_bytes) * 11 / 10;
+    const uint64_t peak = status_kib("VmHWM") * 1024;
+    return {{"peak_rss_bytes", peak},         {"model_file_bytes", file_bytes},
+            {"tensor_bytes", tensor_bytes},   {"kv_cells", cells_used},
+            {"kv_bytes", kv_bytes},           {"budget_bytes", budget},
+            {"within_budget", peak <= budget}};
 }
 
 using Clock = std::chrono::steady_clock;
@@ -150,8 +182,14 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
                     logger().info("npp {} ntg {} npl {}: decode {:.1f} tok/s", pp, tg, pl,
                                   double(tg) * pl / row.t_tg.median);
             }
+    uint32_t most_cells = 0;
+    for (const Row& r : rows) most_cells = std::max(most_cells, r.cells_used);
+    // F32 and F16 are one-element blocks: the kind table's block size is the element's.
+    const nlohmann::json memory =
+        memory_report(*ms, kind_traits(o.model.kv_type)->block_bytes, most_cells);
     if (o.json) {
         nlohmann::json out;
+        out["memory"] = memory;
         out["model"] = o.model_path;
         out["pps"] = o.pps;
         out["reps"] = o.reps;
@@ -196,6 +234,15 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
     }
     if (o.reps > 1)
         std::cout << fmt::format("(medians of {} runs; --json gives min and max)\n", o.reps);
+    constexpr double kMiB = 1024.0 * 1024.0;
+    std::cout << fmt::format(
+        "peak RSS {:.1f} MiB; budget (model file {:.1f} + KV of {} cells {:.1f}) x 1.1 = {:.1f} "
+        "MiB: {}\n",
+        static_cast<double>(memory["peak_rss_bytes"].get<uint64_t>()) / kMiB,
+        static_cast<double>(memory["model_file_bytes"].get<uint64_t>()) / kMiB, most_cells,
+        static_cast<double>(memory["kv_bytes"].get<uint64_t>()) / kMiB,
+        static_cast<double>(memory["budget_bytes"].get<uint64_t>()) / kMiB,
+        memory["within_budget"].get<bool>() ? "within" : "over");
     return kExitOk;
 }
 
