@@ -3,7 +3,10 @@
 // touches libcuda -- witnessed by the dynamic loader itself (LD_DEBUG=libs).
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "../plugins/plugin_env.h"
 #include "run_process.h"
@@ -39,6 +42,27 @@ TEST_CASE("the version and help flags tell the truth and exit 0") {
     CHECK(h.exit_code == 0);
     CHECK_THAT(h.out, Catch::Contains("backends") && Catch::Contains("bench") &&
                           Catch::Contains("--plugin-dir") && Catch::Contains("--config"));
+}
+
+TEST_CASE("the man page has an entry for every subcommand --help lists") {
+    const auto h = run_ferrox("--help");
+    REQUIRE(h.exit_code == 0);
+    std::ifstream page(FERROX_MAN_PAGE);
+    REQUIRE(page.good());
+    const std::string man((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+    std::istringstream help(h.out.substr(h.out.find("Subcommands:")));
+    std::string line;
+    int commands = 0;
+    std::getline(help, line);  // "Subcommands:"
+    while (std::getline(help, line) && line.rfind("  ", 0) == 0) {
+        std::string name = line.substr(2, line.find(' ', 2) - 2);
+        std::string roff;  // groff spells a hyphen "\-"
+        for (char c : name) roff += c == '-' ? std::string("\\-") : std::string(1, c);
+        INFO("subcommand " << name);
+        CHECK_THAT(man, Catch::Contains(".TP\n.B " + roff + "\n"));
+        ++commands;
+    }
+    CHECK(commands >= 9);
 }
 
 TEST_CASE("an unknown subcommand or flag exits 2 with a message on stderr") {
