@@ -645,8 +645,6 @@ struct Context::Impl {
         return {};
     }
 
-    // cos/sin per row of this batch, once for global and once for local
-    // (sliding-window) layers: every head and layer of a kind shares them.
     // Table t's cos and sin for n rows: written in place in the region on the
     // host, in host vectors that upload() then copies when resident.
     std::pair<std::span<float>, std::span<float>> rope_rows(int t, uint32_t n) {
@@ -662,6 +660,8 @@ struct Context::Impl {
         return steps->upload(sin, s.rope_sin[t]);
     }
 
+    // cos/sin per row of this batch, once for global and once for local
+    // (sliding-window) layers: every head and layer of a kind shares them.
     Expected<void> rope_tables(uint32_t n) {
         const uint32_t half = hp.head_dim_k / 2;
         for (int local = 0; local < 2; ++local) {
