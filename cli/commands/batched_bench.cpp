@@ -16,7 +16,6 @@
 #include "commands/commands.h"
 #include "ferrox/log.h"
 #include "ferrox/model/context.h"
-#include "ferrox/quant_kind.h"
 #include "model_session.h"
 
 namespace ferrox::cli {
@@ -65,17 +64,8 @@ uint64_t rss_kib() { return status_kib("VmRSS"); }
 // the KV cache of the cells the largest row used, plus 10% (as
 // bench/model_vs_llama.py counts a single sequence). The tensor bytes are
 // given too, for a reader who counts only those as the weights.
-nlohmann::json memory_report(const ModelSession& ms, uint32_t kv_element_bytes,
-                             uint32_t cells_used) {
-    const model::Hparams& hp = ms.model->hparams();
-    model::CapacityInputs in;
-    in.n_layer = hp.n_layer;
-    in.context = cells_used;
-    in.n_head_kv = hp.n_head_kv;
-    in.head_dim_k = hp.head_dim_k;
-    in.head_dim_v = hp.head_dim_v;
-    in.kv_element_bytes = kv_element_bytes;
-    const uint64_t kv_bytes = model::kv_cache_bytes(in);
+nlohmann::json memory_report(const ModelSession& ms, uint32_t cells_used) {
+    const uint64_t kv_bytes = ms.model->kv_cache_bytes(cells_used);
     uint64_t tensor_bytes = 0;
     for (const gguf::Shard& shard : ms.file->shards()) tensor_bytes += shard.tensor_bytes;
     const uint64_t file_bytes = ms.file->mapped_bytes();
@@ -184,9 +174,7 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
             }
     uint32_t most_cells = 0;
     for (const Row& r : rows) most_cells = std::max(most_cells, r.cells_used);
-    // F32 and F16 are one-element blocks: the kind table's block size is the element's.
-    const nlohmann::json memory =
-        memory_report(*ms, kind_traits(o.model.kv_type)->block_bytes, most_cells);
+    const nlohmann::json memory = memory_report(*ms, most_cells);
     if (o.json) {
         nlohmann::json out;
         out["memory"] = memory;

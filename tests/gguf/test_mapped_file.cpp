@@ -84,7 +84,7 @@ long resident_kib(const void* address) {
     bool inside = false;
     while (std::getline(smaps, line)) {
         uintptr_t begin = 0, end = 0;
-        if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 && line.find(' ') != 0) {
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) {  // a mapping's first line
             inside = begin <= at && at < end;
         } else if (inside && line.rfind("Rss:", 0) == 0) {
             return std::stol(line.substr(4));

@@ -124,9 +124,7 @@ void MappedFile::release_pages(uint64_t offset, uint64_t length) const {
     if (!mmapped_ || offset >= size_) return;
     const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     const uint64_t begin = (offset + page - 1) / page * page;  // the mapping starts on a page
-    const uint64_t end =
-        std::min<uint64_t>(offset + std::min<uint64_t>(length, size_ - offset), size_) / page *
-        page;
+    const uint64_t end = (offset + std::min<uint64_t>(length, size_ - offset)) / page * page;
     // Advice only: when it fails the pages simply stay.
     if (begin < end) ::madvise(const_cast<std::byte*>(data_) + begin, end - begin, MADV_DONTNEED);
 }

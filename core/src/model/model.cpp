@@ -178,10 +178,6 @@ struct Model::Impl {
                sizeof(float);
     }
 
-    // What a context made after loading adds (its KV cache, scratch, cell
-    // lists and one logits row per sequence), against the memory free now:
-    // the weights are already in place. A server's or the C API's context
-    // is larger than the model's own, which the load-time plan covered.
     // A capacity plan's KV-cache terms for `cells` cells.
     CapacityInputs kv_terms(uint32_t cells) const {
         CapacityInputs in;
@@ -1116,6 +1112,9 @@ const CapacityPlan& Model::capacity() const { return impl_->plan; }
 const Residency& Model::residency() const { return impl_->residency; }
 const CapacityPlan& Model::device_capacity() const { return impl_->device_plan; }
 uint32_t Model::context() const { return impl_->context; }
+uint64_t Model::kv_cache_bytes(uint32_t cells) const {
+    return model::kv_cache_bytes(impl_->kv_terms(cells));
+}
 uint64_t Model::vocab() const { return impl_->hp.vocab; }
 uint32_t Model::max_batch() const { return impl_->max_batch; }
 

@@ -86,6 +86,9 @@ class FERROX_API Model {
     const CapacityPlan& device_capacity() const;
     uint32_t context() const;
     uint64_t vocab() const;
+    // The KV cache of `cells` cells in the model's KV kind, as the capacity
+    // plan counts it (wherever the cache lives).
+    uint64_t kv_cache_bytes(uint32_t cells) const;
 
     // The options' context and max_batch: what Context::create defaults to.
     uint32_t max_batch() const;
