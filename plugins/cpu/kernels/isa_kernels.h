@@ -48,10 +48,11 @@ struct QuantizedActs {
     // f16(d * sum) sits in the first half and 0 in the second (the kinds that
     // use Q8_1, Q4_1 and Q5_1, have one min per 32, so the product is the same).
     float* scaled_sum;
-    // Q8_K only (nullptr otherwise), for the 512-bit K-quant MATVEC: the
-    // codes' sum per 16 columns, and the codes again, each 128 columns in the
-    // order 0-31, 64-95, 32-63, 96-127 (the low nibbles of 64 packed Q4_K
-    // bytes are columns 0-31 and 64-95, the high ones 32-63 and 96-127).
+    // Q8_K for a fused MATVEC only (else nullptr; quantize_acts fills them
+    // where given), for the 512-bit Q4_K / Q5_K kernel: the codes' sum per 16
+    // columns, and the codes again, each 128 columns in the order 0-31,
+    // 64-95, 32-63, 96-127 (the low nibbles of 64 packed Q4_K bytes are
+    // columns 0-31 and 64-95, the high ones 32-63 and 96-127).
     int16_t* code_sum;
     int8_t* q_nibble_order;
 };

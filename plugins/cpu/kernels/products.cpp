@@ -49,13 +49,16 @@ class Int8Rows {
 // Activations quantized once per call, shared read-only by every thread.
 class QuantizedBatch {
   public:
-    QuantizedBatch(uint64_t n, uint64_t cols, ActFormat format)
+    // `fused`: for w.fused_matvec, whose Q8_K kernels also read the code sums
+    // and the nibble-order copy; the other paths go without both (a prefill
+    // batch would carry another n * cols bytes for nothing).
+    QuantizedBatch(uint64_t n, uint64_t cols, ActFormat format, bool fused)
         : cols_(cols),
           q_(n * cols),
           scale_(n * cols / 16),
           sums_(n * cols / 16),
-          code_sum_(format == ActFormat::Q8_K ? n * cols / 16 : 0),
-          nibble_order_(format == ActFormat::Q8_K ? n * cols : 0) {}
+          code_sum_(fused && format == ActFormat::Q8_K ? n * cols / 16 : 0),
+          nibble_order_(fused && format == ActFormat::Q8_K ? n * cols : 0) {}
     QuantizedActs at(uint64_t c) {
         const bool k = !nibble_order_.empty();
         return {q_.data() + c * cols_, scale_.data() + c * cols_ / 16,
@@ -227,7 +230,7 @@ void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const 
             float* y) {
     const uint64_t grain = grain_for(pool, w.rows);
     if (uses_int8(w)) {
-        QuantizedBatch acts(1, w.cols, w.kernel->acts);
+        QuantizedBatch acts(1, w.cols, w.kernel->acts, w.fused_matvec != nullptr);
         isa.quantize_acts(w.kernel->acts, x, w.cols, acts.at(0));
         const QuantizedActs a = acts.at(0);
         if (w.fused_matvec) {
@@ -271,7 +274,7 @@ void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const fl
         // Decode-sized batches of the 32-weight kinds: all activations in the
         // lanes of one vector, each weight block read once for all of them;
         // every result is the MATVEC's to the bit (batch invariance).
-        QuantizedBatch acts(n, w.cols, w.kernel->acts);
+        QuantizedBatch acts(n, w.cols, w.kernel->acts, false);
         const std::vector<QuantizedActs> views = quantize_each(isa, w, x, n, acts);
         const LaneBatch& lanes = LaneBatch::of(views.data(), n, w.cols, w.lanes_gemm.offset);
         pool.parallel_for(w.rows, grain_for(pool, w.rows), [&](uint64_t begin, uint64_t end) {
@@ -285,7 +288,7 @@ void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const fl
         // activations (again, from cache, for the next ones), and every
         // result is the MATVEC's to the bit, so a sequence's step does not
         // depend on how many others share the batch.
-        QuantizedBatch acts(n, w.cols, w.kernel->acts);
+        QuantizedBatch acts(n, w.cols, w.kernel->acts, true);
         const std::vector<QuantizedActs> views = quantize_each(isa, w, x, n, acts);
         pool.parallel_for(w.rows, grain_for(pool, w.rows), [&](uint64_t begin, uint64_t end) {
             for (uint64_t r = begin; r < end; ++r)
@@ -301,7 +304,7 @@ void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const fl
     const PanelGemmInfo panel =
         uses_int8(w) && n >= kPanelMinActs ? isa.panel_gemm(w.kind) : PanelGemmInfo{};
     if (panel.gemm) {
-        QuantizedBatch acts(n, w.cols, w.kernel->acts);
+        QuantizedBatch acts(n, w.cols, w.kernel->acts, false);
         PanelBatch regrouped(n, w.cols, panel.group);
         pool.parallel_for(n, 8, [&](uint64_t begin, uint64_t end) {
             for (uint64_t c = begin; c < end; ++c) {
@@ -333,7 +336,7 @@ void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const fl
         return;
     }
     if (uses_int8(w)) {
-        QuantizedBatch acts(n, w.cols, w.kernel->acts);
+        QuantizedBatch acts(n, w.cols, w.kernel->acts, false);
         pool.parallel_for(n, 8, [&](uint64_t begin, uint64_t end) {
             for (uint64_t c = begin; c < end; ++c)
                 isa.quantize_acts(w.kernel->acts, x + c * w.cols, w.cols, acts.at(c));
