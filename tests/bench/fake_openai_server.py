@@ -73,8 +73,21 @@ def make_handler(script: Script):
                 script.requests.append(body)
                 script.in_flight += 1
                 script.max_in_flight = max(script.max_in_flight, script.in_flight)
+            counted = True
+
+            # A request stops counting before the bytes that end its response go out:
+            # once the client sees them it may send its next request at once, which
+            # must not find this one still counted (that read 5 in flight for 4 clients).
+            def uncount():
+                nonlocal counted
+                if counted:
+                    counted = False
+                    with script.lock:
+                        script.in_flight -= 1
+
             try:
                 if prompt == script.fail_prompt:
+                    uncount()
                     self.send_json(500, {"error": {"message": "scripted failure"}})
                     return
                 # As many content chunks as max_tokens asks, minus one: never the usage figure.
@@ -96,12 +109,12 @@ def make_handler(script: Script):
                                       "model": "fake", "choices": [],
                                       "usage": {"prompt_tokens": 5, "completion_tokens": n + USAGE_EXTRA,
                                                 "total_tokens": n + USAGE_EXTRA + 5}})
+                uncount()
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 self.close_connection = True
             finally:
-                with script.lock:
-                    script.in_flight -= 1
+                uncount()
 
         def write_event(self, obj):
             self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
