@@ -365,7 +365,9 @@ TEST_CASE("CPU gemm with 512 activations matches the reference for every kind") 
 TEST_CASE("CPU gemm of up to 16 activations equals matvec bit for bit on the fused kinds") {
     // Batch invariance: a decode step's products must not depend on how many
     // other sequences share the batch. 37 rows (not a multiple of any tile),
-    // 512 columns; every activation alone through matvec, then all together.
+    // 512 columns, and 3 blocks more (Q4_0's MATVEC takes 8 blocks a step,
+    // then the rest one by one); every activation alone through matvec,
+    // then all together.
     const ferrox_kind fused[] = {FERROX_KIND_Q8_0, FERROX_KIND_Q4_0, FERROX_KIND_Q5_0,
                                  FERROX_KIND_Q2_K, FERROX_KIND_Q3_K, FERROX_KIND_Q4_K,
                                  FERROX_KIND_Q5_K, FERROX_KIND_Q6_K, FERROX_KIND_IQ4_XS};
@@ -373,28 +375,32 @@ TEST_CASE("CPU gemm of up to 16 activations equals matvec bit for bit on the fus
         if (isa == "portable") continue;  // no fused kernels there
         CpuRig rig(2, isa);
         std::mt19937_64 rng(test_seed(41));
-        const uint64_t rows = 37, cols = 512;
-        for (ferrox_kind kind : fused) {
-            auto m =
-                WeightMatrix::owned("w", kind, rows, cols, random_weights(kind, rows, cols, rng));
-            REQUIRE(m.has_value());
-            for (uint64_t n : {2u, 3u, 4u, 5u, 8u, 16u}) {
-                INFO(kind_name(kind) << " isa=" << isa << " n=" << n);
-                const auto x = gaussian(n * cols, rng);
-                std::vector<float> together(n * rows, NAN), alone(rows, NAN);
-                REQUIRE(rig.dispatch->apply_batch(*m, "t", x, n, together).has_value());
-                uint64_t differing = 0;
-                for (uint64_t c = 0; c < n; ++c) {
-                    REQUIRE(rig.dispatch
-                                ->apply(*m, "t", std::span<const float>(x).subspan(c * cols, cols),
-                                        alone)
-                                .has_value());
-                    for (uint64_t r = 0; r < rows; ++r)
-                        differing += std::memcmp(&alone[r], &together[c * rows + r], 4) != 0;
+        const uint64_t rows = 37;
+        for (ferrox_kind kind : fused)
+            for (uint64_t extra_blocks : {0u, 3u}) {
+                const uint64_t cols =
+                    512 + extra_blocks * kind_traits(static_cast<uint32_t>(kind))->block_elements;
+                auto m = WeightMatrix::owned("w", kind, rows, cols,
+                                             random_weights(kind, rows, cols, rng));
+                REQUIRE(m.has_value());
+                for (uint64_t n : {2u, 3u, 4u, 5u, 8u, 16u}) {
+                    INFO(kind_name(kind) << " isa=" << isa << " n=" << n << " cols=" << cols);
+                    const auto x = gaussian(n * cols, rng);
+                    std::vector<float> together(n * rows, NAN), alone(rows, NAN);
+                    REQUIRE(rig.dispatch->apply_batch(*m, "t", x, n, together).has_value());
+                    uint64_t differing = 0;
+                    for (uint64_t c = 0; c < n; ++c) {
+                        REQUIRE(rig.dispatch
+                                    ->apply(*m, "t",
+                                            std::span<const float>(x).subspan(c * cols, cols),
+                                            alone)
+                                    .has_value());
+                        for (uint64_t r = 0; r < rows; ++r)
+                            differing += std::memcmp(&alone[r], &together[c * rows + r], 4) != 0;
+                    }
+                    CHECK(differing == 0);
                 }
-                CHECK(differing == 0);
             }
-        }
     }
 }
 

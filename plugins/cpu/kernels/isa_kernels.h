@@ -38,6 +38,18 @@ enum class ActFormat : uint8_t {
     Q8_K,
 };
 
+// Eight Q8_0 blocks of one activation laid out for the pairs MATVEC
+// (pairs_matvec_row in fused_lanes.inc), which dots blocks 2j and 2j + 1 in
+// 128-bit lane j: a block's columns 0-15 meet its weights' low nibbles and
+// 16-31 the high ones. Built by products.cpp for the weight kind's code offset.
+struct PairGroup {
+    int8_t low_even[64], high_even[64], low_odd[64], high_odd[64];
+    // Lane j (4 values): blocks 2j and 2j + 1, twice: -offset * the block's
+    // code sum, and the block's scale.
+    int32_t start[16];
+    float scale[16];
+};
+
 // An activation vector quantized for the int8 path. Every format has one
 // scale per 32 columns at least (Q8_K repeats its block scale), which the
 // fused MATVEC kernels rely on; the tiles read it per 16.
@@ -55,6 +67,9 @@ struct QuantizedActs {
     // columns 0-31 and 64-95, the high ones 32-63 and 96-127).
     int16_t* code_sum;
     int8_t* q_nibble_order;
+    // Q8_0 for a one-activation fused MATVEC whose kind reads them
+    // (LaneGemmInfo::pair_groups), else nullptr: cols / 256 PairGroups.
+    const PairGroup* pair_groups;
 };
 
 // A weight row decoded for the int8 path: w = scale * q + offset per 16. On
@@ -99,6 +114,9 @@ using LaneGemm = void (*)(const std::byte* rows, uint64_t row_bytes, uint64_t n_
 struct LaneGemmInfo {
     LaneGemm gemm = nullptr;  // nullptr: none for the kind on this ISA
     int offset = 0;
+    // Its MATVEC of one activation reads QuantizedActs::pair_groups, built
+    // with `offset` (Q4_0).
+    bool pair_groups = false;
 };
 
 // The panel GEMM (prefill). kPanelRows decoded rows are interleaved so that

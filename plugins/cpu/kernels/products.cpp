@@ -61,9 +61,12 @@ class QuantizedBatch {
           nibble_order_(fused && format == ActFormat::Q8_K ? n * cols : 0) {}
     QuantizedActs at(uint64_t c) {
         const bool k = !nibble_order_.empty();
-        return {q_.data() + c * cols_, scale_.data() + c * cols_ / 16,
-                sums_.data() + c * cols_ / 16, k ? code_sum_.data() + c * cols_ / 16 : nullptr,
-                k ? nibble_order_.data() + c * cols_ : nullptr};
+        return {q_.data() + c * cols_,
+                scale_.data() + c * cols_ / 16,
+                sums_.data() + c * cols_ / 16,
+                k ? code_sum_.data() + c * cols_ / 16 : nullptr,
+                k ? nibble_order_.data() + c * cols_ : nullptr,
+                nullptr};
     }
 
   private:
@@ -108,6 +111,28 @@ class LaneBatch {
     std::vector<int32_t> start_;
     std::vector<float> scale_;
 };
+
+// One activation's codes regrouped for the pairs MATVEC (PairGroup), whole
+// groups of 256 columns; a row's last cols % 256 are read from acts.q.
+std::vector<PairGroup> pair_groups(const QuantizedActs& acts, uint64_t cols, int offset) {
+    std::vector<PairGroup> groups(cols / 256);
+    for (uint64_t g = 0; g < groups.size(); ++g)
+        for (uint64_t j = 0; j < 4; ++j)
+            for (uint64_t parity = 0; parity < 2; ++parity) {
+                const uint64_t blk = 8 * g + 2 * j + parity;
+                const int8_t* x = acts.q + 32 * blk;
+                PairGroup& to = groups[g];
+                std::copy_n(x, 16, (parity ? to.low_odd : to.low_even) + 16 * j);
+                std::copy_n(x + 16, 16, (parity ? to.high_odd : to.high_even) + 16 * j);
+                int32_t sum = 0;
+                for (int k = 0; k < 32; ++k) sum += x[k];
+                for (uint64_t twice = 0; twice < 2; ++twice) {
+                    to.start[4 * j + 2 * twice + parity] = -offset * sum;
+                    to.scale[4 * j + 2 * twice + parity] = acts.scale[2 * blk];
+                }
+            }
+    return groups;
+}
 
 // Activations regrouped for the panel GEMM: per `group` columns, the int32
 // dot's start value, the scale and the scaled sum.
@@ -232,7 +257,12 @@ void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const 
     if (uses_int8(w)) {
         QuantizedBatch acts(1, w.cols, w.kernel->acts, w.fused_matvec != nullptr);
         isa.quantize_acts(w.kernel->acts, x, w.cols, acts.at(0));
-        const QuantizedActs a = acts.at(0);
+        QuantizedActs a = acts.at(0);
+        std::vector<PairGroup> pairs;
+        if (w.lanes_gemm.pair_groups) {
+            pairs = pair_groups(a, w.cols, w.lanes_gemm.offset);
+            a.pair_groups = pairs.data();
+        }
         if (w.fused_matvec) {
             // One row per call, so a thread reads one sequential stream
             // (interleaving 4 short rows left the hardware prefetchers behind).
