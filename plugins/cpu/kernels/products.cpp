@@ -77,6 +77,13 @@ class QuantizedBatch {
     std::vector<int8_t> nibble_order_;
 };
 
+// The sum of `count` activation codes: what a weight code offset costs a dot.
+int32_t code_sum(const int8_t* q, uint64_t count) {
+    int32_t sum = 0;
+    for (uint64_t k = 0; k < count; ++k) sum += q[k];
+    return sum;
+}
+
 // Up to kLaneActs quantized activations in the lanes GEMM's layout. One per
 // thread, refilled by each product (a decode step runs hundreds): lanes past
 // the call's count are zero, so they add nothing to the lanes in use.
@@ -99,9 +106,7 @@ class LaneBatch {
                 for (uint64_t k = 0; k < 4; ++k)
                     codes_[(g * kLaneActs + a) * 4 + k] = acts[a].q[4 * g + k];
             for (uint64_t b = 0; b < cols / 32; ++b) {
-                int32_t sum = 0;
-                for (uint64_t k = 0; k < 32; ++k) sum += acts[a].q[32 * b + k];
-                start_[b * kLaneActs + a] = -offset * sum;
+                start_[b * kLaneActs + a] = -offset * code_sum(acts[a].q + 32 * b, 32);
                 scale_[b * kLaneActs + a] = acts[a].scale[2 * b];
             }
         }
@@ -113,9 +118,11 @@ class LaneBatch {
 };
 
 // One activation's codes regrouped for the pairs MATVEC (PairGroup), whole
-// groups of 256 columns; a row's last cols % 256 are read from acts.q.
-std::vector<PairGroup> pair_groups(const QuantizedActs& acts, uint64_t cols, int offset) {
-    std::vector<PairGroup> groups(cols / 256);
+// groups of 256 columns; a row's last cols % 256 are read from acts.q. One
+// per thread, refilled by each product, like LaneBatch.
+const PairGroup* pair_groups(const QuantizedActs& acts, uint64_t cols, int offset) {
+    thread_local std::vector<PairGroup> groups;
+    groups.resize(cols / 256);  // every field is overwritten below
     for (uint64_t g = 0; g < groups.size(); ++g)
         for (uint64_t j = 0; j < 4; ++j)
             for (uint64_t parity = 0; parity < 2; ++parity) {
@@ -124,14 +131,13 @@ std::vector<PairGroup> pair_groups(const QuantizedActs& acts, uint64_t cols, int
                 PairGroup& to = groups[g];
                 std::copy_n(x, 16, (parity ? to.low_odd : to.low_even) + 16 * j);
                 std::copy_n(x + 16, 16, (parity ? to.high_odd : to.high_even) + 16 * j);
-                int32_t sum = 0;
-                for (int k = 0; k < 32; ++k) sum += x[k];
+                const int32_t start = -offset * code_sum(x, 32);
                 for (uint64_t twice = 0; twice < 2; ++twice) {
-                    to.start[4 * j + 2 * twice + parity] = -offset * sum;
+                    to.start[4 * j + 2 * twice + parity] = start;
                     to.scale[4 * j + 2 * twice + parity] = acts.scale[2 * blk];
                 }
             }
-    return groups;
+    return groups.data();
 }
 
 // Activations regrouped for the panel GEMM: per `group` columns, the int32
@@ -148,11 +154,9 @@ class PanelBatch {
     void fill(uint64_t c, const QuantizedActs& a, int code_bias) {
         const uint64_t step = static_cast<uint64_t>(group_ / 16);
         for (uint64_t g = 0; g < per_; ++g) {
-            int32_t codes = 0;
+            const int32_t codes =
+                code_sum(a.q + g * static_cast<uint64_t>(group_), static_cast<uint64_t>(group_));
             float sum = 0.0f;
-            for (uint64_t k = g * static_cast<uint64_t>(group_);
-                 k < (g + 1) * static_cast<uint64_t>(group_); ++k)
-                codes += a.q[k];
             for (uint64_t h = 0; h < step; ++h) sum += a.scaled_sum[g * step + h];
             start_[c * per_ + g] = -code_bias * codes;
             scale_[c * per_ + g] = a.scale[g * step];
@@ -258,12 +262,9 @@ void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const 
         QuantizedBatch acts(1, w.cols, w.kernel->acts, w.fused_matvec != nullptr);
         isa.quantize_acts(w.kernel->acts, x, w.cols, acts.at(0));
         QuantizedActs a = acts.at(0);
-        std::vector<PairGroup> pairs;
-        if (w.lanes_gemm.pair_groups) {
-            pairs = pair_groups(a, w.cols, w.lanes_gemm.offset);
-            a.pair_groups = pairs.data();
-        }
         if (w.fused_matvec) {
+            if (w.lanes_gemm.pair_groups)
+                a.pair_groups = pair_groups(a, w.cols, w.lanes_gemm.offset);
             // One row per call, so a thread reads one sequential stream
             // (interleaving 4 short rows left the hardware prefetchers behind).
             pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
