@@ -211,7 +211,9 @@ def test_logits_replace_their_file_whole_or_leave_it(model, workdir):
     out = workdir / "logits.bin"
     out.write_bytes(b"previous contents")
     r = ferrox("logits", "-m", str(model), "--tokens", "1,259,99999", "--out", str(out))
-    assert r.returncode == 1  # token 99999 is past the vocabulary: the run fails mid-way
+    # Token 99999 is past the vocabulary: refused before the file is touched (this
+    # used to fail mid-way, exit 1; no other mid-way failure is reachable from here).
+    assert r.returncode == 2
     assert out.read_bytes() == b"previous contents"
     assert not [p for p in workdir.iterdir() if p.name.startswith(".logits.bin.")]
     r = ferrox("logits", "-m", str(model), "--tokens", "1,259,260", "--out", str(out))

@@ -35,6 +35,8 @@ def write_shards(folder: pathlib.Path) -> list[pathlib.Path]:
     return shards
 
 
+# The files hold no model (two bare tensors): `inspect` prints the file, its shards
+# included, then refuses the missing hyper-parameters. A refused shard stops it first.
 def inspect(first: pathlib.Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "FERROX_CONFIG"}
     env["XDG_CONFIG_HOME"] = "/nonexistent"
@@ -45,8 +47,7 @@ def inspect(first: pathlib.Path) -> subprocess.CompletedProcess:
 def test_plain_shards_open(tmp_path):
     first, _ = write_shards(tmp_path / "plain")
     r = inspect(first)
-    assert r.returncode == 0, r.stderr
-    assert b"shards: 2 files" in r.stdout
+    assert b"shards: 2 files" in r.stdout, r.stderr
 
 
 def test_a_shard_linked_out_of_the_folder_is_refused_by_name(tmp_path):
@@ -58,6 +59,7 @@ def test_a_shard_linked_out_of_the_folder_is_refused_by_name(tmp_path):
     second.symlink_to(moved)  # a valid shard, but outside the first shard's folder
     r = inspect(first)
     assert r.returncode == 2, r.stderr
+    assert b"shards:" not in r.stdout
     err = r.stderr.decode()
     assert str(second) in err and str(moved) in err and "outside" in err
 
@@ -70,6 +72,7 @@ def test_a_shard_name_linked_to_a_non_gguf_file_is_refused_before_reading_it(tmp
     second.symlink_to(secret)
     r = inspect(first)
     assert r.returncode == 2
+    assert b"shards:" not in r.stdout
     assert b"outside" in r.stderr and b"magic" not in r.stderr
 
 
@@ -81,8 +84,8 @@ def test_shards_linked_into_one_folder_as_a_hub_cache_does_open(tmp_path):
     for shard in real:
         (snapshot / shard.name).symlink_to(shard)
     r = inspect(snapshot / real[0].name)
-    assert r.returncode == 0, r.stderr
-    assert str(snapshot / real[1].name).encode() in r.stdout
+    assert b"shards: 2 files" in r.stdout, r.stderr
+    assert str(snapshot / real[1].name).encode() in r.stdout  # named as linked, not as the blob
 
 
 def test_a_folder_under_a_shard_name_is_refused(tmp_path):
@@ -91,4 +94,5 @@ def test_a_folder_under_a_shard_name_is_refused(tmp_path):
     second.mkdir()
     r = inspect(first)
     assert r.returncode == 2
+    assert b"shards:" not in r.stdout
     assert b"not a regular file" in r.stderr
