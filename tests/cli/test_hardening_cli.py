@@ -355,6 +355,14 @@ def test_an_out_of_vocabulary_token_id_is_a_usage_error(model, workdir):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", [["run", "-p", "hi", "-n", "1"], ["chat"],
+                                     ["logits", "--tokens", "1", "--out", "/dev/null"]])
+def test_threads_past_the_configurable_range_are_a_usage_error(model, command):
+    r = ferrox(command[0], "-m", str(model), "-t", "2000", *command[1:])
+    assert r.returncode == 2, r.stderr
+    assert b"2000" in r.stderr and b"1024" in r.stderr
+
+
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0))
 
