@@ -25,7 +25,10 @@ void override_threads(Config& config, unsigned threads) {
 }  // namespace
 
 void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
-    cmd.add_option("-t,--threads", choices.threads, "CPU threads (overrides cpu.threads)");
+    // cpu.threads' range: past it the plugin's create() fails, which logits reported as a
+    // backend failure (exit 1) instead of a usage error.
+    cmd.add_option("-t,--threads", choices.threads, "CPU threads (overrides cpu.threads)")
+        ->check(CLI::Range(0u, 1024u));
     cmd.add_option("-c,--ctx-size", choices.context,
                    "Context length (KV cache positions; default min(4096, training))");
     cmd.add_option("--kv-type", choices.kv_type,

@@ -22,6 +22,7 @@
 #include "ferrox/tokenizer/utf8_streamer.h"
 #include "model_session.h"
 #include "output.h"
+#include "sampler_flags.h"
 
 namespace ferrox::cli {
 namespace {
@@ -215,16 +216,9 @@ Command add_chat_command(CLI::App& app, CommonOptions& common) {
     cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
     cmd->add_option("--sys,--system-prompt", o->system_prompt,
                     "System prompt (also -sys, as llama-cli spells it)");
-    cmd->add_option("-n,--n-predict", o->n_predict,
-                    "Tokens per answer at most (default -1: until the end of the turn)");
+    add_n_predict_flag(*cmd, o->n_predict, NPredict::PerAnswer);
     add_model_choices(*cmd, o->model);
-    cmd->add_option("--seed", o->sampling.seed, "RNG seed (same seed, same output)");
-    cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy (default 0.8)");
-    cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0 = off (default 40)");
-    cmd->add_option("--top-p", o->sampling.top_p, "Top-p, 1 = off (default 0.95)");
-    cmd->add_option("--min-p", o->sampling.min_p, "Min-p, 0 = off (default 0.05)");
-    cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
-                    "Repetition penalty, 1 = off (default 1.0)");
+    add_sampler_flags(*cmd, o->sampling);
     add_chat_options(*cmd, o->chat);
     return {cmd, [o, &common]() { return run(common, *o); }};
 }

@@ -69,6 +69,14 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
             return kExitBadInput;
         }
         tokens = std::move(*ids);
+        // An id the model has no row for is the caller's mistake, like a malformed one.
+        const uint32_t vocab = ferrox_model_vocab(model.get());
+        for (size_t i = 0; i < tokens.size(); ++i)
+            if (static_cast<uint32_t>(tokens[i]) >= vocab) {
+                logger().error("--tokens: {} (item {}) is outside the vocabulary of {} tokens",
+                               tokens[i], i + 1, vocab);
+                return kExitBadInput;
+            }
     } else {
         // Text in the prompt stays text unless --special asks for control tokens.
         const int parse = o.model.special ? 1 : 0;

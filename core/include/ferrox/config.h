@@ -45,12 +45,24 @@ struct ServerConfig {
     uint64_t max_body_bytes = 4u << 20;
 };
 
+// The `plugins:` section's policy for what a plugin file must show before its code runs.
+struct PluginPolicy {
+    static constexpr uint32_t kMaxCreateTimeout = 3600;
+    // plugins.allow_without_note: load a plugin lacking FERROX_PLUGIN_NOTE, whose
+    // constructors and describe() then run before its ABI and ISA are known.
+    bool allow_without_note = false;
+    // plugins.create_timeout: seconds a plugin's create() may take before the
+    // backend is given up on (init-failed); a CUDA context takes a few.
+    uint32_t create_timeout = 60;
+};
+
 struct FERROX_API Config {
     std::string source;  // the file it came from, or "<built-in default>"
     std::vector<std::filesystem::path> plugin_paths;  // plugins.paths, relative ones resolved
                                                       // against the config file's folder
     std::vector<std::string> backend_order{"cpu"};    // backends.order, never empty
     std::vector<BackendConfig> backends;  // one per name in backend_order, in that order
+    PluginPolicy plugins;                 // plugins.allow_without_note, plugins.create_timeout
     bool registry_strict = false;         // registry.strict
     std::string log_level = "info";       // log.level: trace|debug|info|warn|error|off
     ServerConfig server;                  // server.*

@@ -19,6 +19,7 @@
 #include "config/scalar_parse.h"
 #include "config/yaml_document.h"
 #include "ferrox/config.h"
+#include "ferrox/escape.h"
 #include "ferrox/seeded_hash.h"
 
 namespace ferrox {
@@ -426,8 +427,21 @@ Expected<void> ConfigParser::parse_order(const MapEntry& entry) {
 Expected<void> ConfigParser::parse_plugins(const MapEntry& section) {
     auto entries = section_entries(section);
     if (!entries) return entries.error();
-    static const std::array<std::string, 1> kKeys{"paths"};
+    static const std::array<std::string, 3> kKeys{"paths", "allow_without_note", "create_timeout"};
     for (const MapEntry& entry : *entries) {
+        if (entry.key == "allow_without_note") {
+            auto allow = read_bool(entry, "plugins.allow_without_note");
+            if (!allow) return allow.error();
+            config_.plugins.allow_without_note = *allow;
+            continue;
+        }
+        if (entry.key == "create_timeout") {
+            auto seconds =
+                read_integer(entry, "plugins.create_timeout", 1, PluginPolicy::kMaxCreateTimeout);
+            if (!seconds) return seconds.error();
+            config_.plugins.create_timeout = static_cast<uint32_t>(*seconds);
+            continue;
+        }
         if (entry.key != "paths") return unknown_key(entry, "in section 'plugins'", kKeys);
         if (entry.value.IsNull()) continue;  // "paths:" with no list: none
         if (!entry.value.IsSequence()) {
@@ -440,6 +454,11 @@ Expected<void> ConfigParser::parse_plugins(const MapEntry& section) {
                 return error_at(item, fmt::format("plugins.paths must list folder names, got {}",
                                                   describe(item)));
             }
+            // The system calls stop at a NUL: "/opt/p\0/x" would search /opt/p.
+            if (item.Scalar().find('\0') != std::string::npos)
+                return error_at(item, fmt::format("plugins.paths entry '{}' holds a NUL byte; "
+                                                  "a folder name cannot",
+                                                  escape_text(item.Scalar())));
             std::filesystem::path folder(item.Scalar());
             if (folder.is_relative() && !base_dir_.empty()) folder = base_dir_ / folder;
             config_.plugin_paths.push_back(folder.lexically_normal());
