@@ -441,7 +441,7 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         CHECK(w->sliding_window == 4096);
         for (uint32_t il = 0; il < 8; ++il) CHECK(w->is_local_layer(il) == (il % 4 != 3));
         CHECK(w->rope_base_local == w->rope_base);
-        CHECK(w->local_rope == model::LocalRope::Plain);
+        CHECK(w->arch->local_rope == model::LocalRope::Plain);
     }
     SECTION("qwen2vl and qwen3vl need rope.dimension_sections, checked") {
         for (const std::string arch : {"qwen2vl", "qwen3vl"}) {
@@ -570,9 +570,9 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         REQUIRE(qwen);
         auto q = model::read_hparams(*qwen);
         REQUIRE(q);
-        CHECK(q->moe_gating == model::MoeGating::Softmax);
+        CHECK(q->arch->moe_gating == model::MoeGating::Softmax);
         CHECK(q->expert_weights_norm);  // llama.cpp's default when the key is absent
-        CHECK_FALSE((q->attn_sinks || q->attn_output_bias || q->expert_biases));
+        CHECK_FALSE((q->arch->attention_sinks || q->attn_output_bias || q->arch->expert_biases));
     }
     SECTION("experts on an architecture ferrox runs dense are refused by key") {
         auto file = llama_like("qwen2").u32("qwen2.expert_count", 8).parse();
