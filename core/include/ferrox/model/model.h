@@ -101,7 +101,8 @@ class FERROX_API Model {
     // it mutates that context; use a Context per thread instead.
     Expected<void> forward(std::span<const int32_t> tokens, uint32_t pos, std::span<float> logits);
 
-    // Defined in model.cpp only; named here so the pass tracer there can make one.
+    // Defined in core/src/model/load.h; named here so the pass tracer
+    // (context.cpp) can make one.
     struct Impl;
 
   private:
