@@ -160,18 +160,19 @@ class Conversation {
 
 int run(const CommonOptions& common, const ChatCommandOptions& o) {
     const bool interactive = ::isatty(STDIN_FILENO) == 1;
-    auto ms = open_model(common, o.model_path, o.model);
-    if (!ms) {
-        logger().error("{}", ms.error().message());
+    auto engine = open_engine(common, o.model_path, o.model);
+    if (!engine) {
+        logger().error("{}", engine.error().message());
         return kExitBadInput;
     }
-    const Tokenizer& tok = *ms->tokenizer;  // built before the weights were mapped
-    auto chosen = choose_chat_template(*ms->file, o.chat.chat_template);
+    Engine& e = **engine;
+    const Tokenizer& tok = e.tokenizer();  // built before the weights were mapped
+    auto chosen = choose_chat_template(e.file(), o.chat.chat_template);
     if (!chosen) {
         logger().error("{}", chosen.error().message());
         return kExitBadInput;
     }
-    Conversation conv(*ms->model, tok, ChatRenderer(std::move(*chosen), *ms->file, tok), o,
+    Conversation conv(e.model(), tok, ChatRenderer(std::move(*chosen), e.file(), tok), o,
                       interactive);
 
     struct sigaction action {

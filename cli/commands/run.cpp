@@ -163,12 +163,7 @@ int run(const CommonOptions& common, RunOptions o) {
         return kExitBadInput;
     const ModelHandle model(raw_model, ferrox_model_free);
     const ferrox_model* m = model.get();
-    const uint32_t n_ctx = ferrox_model_n_ctx(m), train = ferrox_model_n_ctx_train(m);
-    if (n_ctx > train)
-        logger().warn(
-            "context {} exceeds the {} positions {} was trained on; positions past {} are "
-            "outside what the model learned",
-            n_ctx, train, o.model_path, train);
+    const uint32_t n_ctx = ferrox_model_n_ctx(m);  // the engine warned if past training
     const char* capacity = "";
     if (!succeeded(ferrox_model_capacity_summary(m, &capacity, &st), st)) return kExitFailure;
     const uint32_t vocab = ferrox_model_vocab(m);

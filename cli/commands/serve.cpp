@@ -27,6 +27,10 @@
 namespace ferrox::cli {
 namespace {
 
+// Tokens per decode the server asks for; the engine lowers it to a shorter
+// context (a context of 256 cells takes batches of 256).
+constexpr uint32_t kServeBatch = 512;
+
 struct ServeOptions {
     ServerConfig flags;  // only the members whose flag was given are used
     unsigned threads = 0;
@@ -148,38 +152,38 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     ModelChoices choices;
     choices.threads = o.threads;
     choices.kv_type = s.kv_type;
-    choices.context = 256;  // the model's own single-sequence context; serving makes its own
+    choices.context = s.context;  // 0: the engine's rule, parallel x min(4096, training)
     choices.sequences = s.parallel;
-    auto ms = open_model(common, s.model, choices);
-    if (!ms) {
+    choices.batch = kServeBatch;
+    auto engine = open_engine(common, s.model, choices);
+    if (!engine) {
         api.set_state(server::ServerState::Failed);
-        logger().error("serve: {}", ms.error().message());
+        logger().error("serve: {}", engine.error().message());
         return kExitBadInput;
     }
-    auto tmpl = choose_chat_template(*ms->file, o.chat.chat_template);
+    const Engine& e = **engine;
+    auto tmpl = choose_chat_template(e.file(), o.chat.chat_template);
     if (!tmpl) {
         api.set_state(server::ServerState::Failed);
         logger().error("serve: {}", tmpl.error().message());
         return kExitBadInput;
     }
-    const ChatRenderer renderer(std::move(*tmpl), *ms->file, *ms->tokenizer);
-    const uint32_t n_train = ms->model->hparams().n_ctx_train;
-    model::ContextOptions co;
-    co.n_seq = s.parallel;
-    co.n_ctx = s.context ? s.context : s.parallel * std::min(4096u, n_train);
-    co.n_batch = std::max<uint32_t>(512, s.parallel);
-    auto ctx = model::Context::create(*ms->model, co);
+    const ChatRenderer renderer(std::move(*tmpl), e.file(), e.tokenizer());
+    const uint32_t n_train = e.model().hparams().n_ctx_train;
+    const model::ContextOptions co = e.context_options();
+    auto ctx = model::Context::create(e.model(), co);
     if (!ctx) {
         api.set_state(server::ServerState::Failed);
         logger().error("serve: {}", ctx.error().message());
         return kExitBadInput;
     }
     server::SchedulerOptions so;
-    so.n_seq = s.parallel;
+    so.n_seq = co.n_seq;
+    so.prefill_chunk = std::min(so.prefill_chunk, co.n_batch);  // a chunk is one decode
     so.max_queue = s.max_queue;
-    server::Scheduler scheduler(*ms->model, *ms->tokenizer, std::move(*ctx), so, metrics);
+    server::Scheduler scheduler(e.model(), e.tokenizer(), std::move(*ctx), so, metrics);
     server::LoadedModel loaded;
-    loaded.tokenizer = ms->tokenizer.get();
+    loaded.tokenizer = &e.tokenizer();
     loaded.scheduler = &scheduler;
     loaded.max_positions = std::min(co.n_ctx, n_train);
     loaded.render_chat =

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ferrox/log.h"
+#include "ferrox/model/defaults.h"
 #include "ferrox/quant_kind.h"
 #include "residency.h"
 
@@ -212,8 +213,8 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     auto hp = read_hparams(file);
     if (!hp) return hp.error();
     m.hp = std::move(*hp);
-    m.context = options.context ? options.context : m.hp.n_ctx_train;
-    m.max_batch = std::max(1u, std::min(options.max_batch, m.context));
+    m.context = options.context ? options.context : default_context(m.hp.n_ctx_train, 1);
+    m.max_batch = derived_batch(options.max_batch, m.context);
     if (options.kv_kind != FERROX_KIND_F32 && options.kv_kind != FERROX_KIND_F16)
         return make_error("KV cache kind {} is not supported (F32 or F16)",
                           kind_name(options.kv_kind));

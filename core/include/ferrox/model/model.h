@@ -42,8 +42,8 @@ FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams
 class StepProfile;
 
 struct ModelOptions {
-    uint32_t context = 4096;   // KV cache positions; 0: the training context
-    uint32_t max_batch = 256;  // positions per forward chunk (scratch is sized for it)
+    uint32_t context = 4096;   // KV cache positions; 0: default_context (model/defaults.h)
+    uint32_t max_batch = 256;  // positions per forward chunk; derived_batch (model/defaults.h)
     bool registry_strict = false;
     // The KV cache's element kind: F32 (exact) or F16 (half the memory, as
     // llama.cpp's default cache).
