@@ -1,6 +1,7 @@
 #include "http_server.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -35,6 +36,8 @@ int poll_timeout(Clock::time_point t) {
 }
 
 error_code errno_code(int e) { return {e, boost::system::system_category()}; }
+
+constexpr uint64_t kTrimAfterBytes = 16u << 20;
 
 }  // namespace
 
@@ -483,6 +486,7 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
                 break;
             }
         }
+        const uint64_t charged = charge.bytes();
         Responder responder(*c, &charge);
         {
             std::lock_guard lock(m_);
@@ -498,6 +502,10 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
             c->keep_alive = false;
             responder.send(500, "application/json", error_json("no response", "server_error"));
         }
+        // glibc keeps freed memory in each thread's arena: without this, a
+        // series of large requests on different connections each leave their
+        // peak behind, and the process outgrows the budget that admitted them.
+        if (charged >= kTrimAfterBytes) ::malloc_trim(0);
         std::lock_guard lock(m_);
         if (--handling_ == 0) all_closed_.notify_all();
     }

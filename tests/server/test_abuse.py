@@ -104,13 +104,13 @@ def keys_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(keys_file):
     with running("--parallel", "2", "-c", "2048", "--kv-type", "f16", "--api-key-file", keys_file,
-                 "--cors-origin", "https://app.example", "--request-memory", "256MiB",
+                 "--cors-origin", "https://app.example", "--request-memory", "512MiB",
                  "--max-queue", "0") as s:
         yield s
 
 
 def test_a_large_logit_bias_is_refused_before_it_is_scheduled(server):
-    bias = {str(i): 1 for i in range(5000)}
+    bias = {str(i): 1 for i in range(3000)}
     t0 = time.time()
     code, body = post(server.port, "/v1/completions",
                       {"prompt": "Hello", "max_tokens": 4, "logit_bias": bias})
@@ -156,9 +156,9 @@ def test_deep_and_wide_json_are_refused_quickly(server):
 
 def test_parallel_4mib_bodies_stay_within_the_memory_budget(server):
     """8 concurrent /tokenize calls of 4 MiB took 7.8 GB. Each is now charged
-    32 x its body against server.request_memory (256 MiB here): what does not
-    fit gets 503 with the arithmetic, and the process grows by at most the
-    budget plus the bodies in the socket buffers."""
+    64 x its body against server.request_memory (512 MiB here, so two at a
+    time): what does not fit gets 503 with the arithmetic, and the process
+    grows by at most the budget plus the bodies in flight."""
     rng = __import__("random").Random(40)
     words = ["river", "stone", "owl", "glass", "bread", "moon", "chess", "rain"]
     text = " ".join(rng.choice(words) for _ in range(700000))[: (4 << 20) - 64]
@@ -185,12 +185,12 @@ def test_parallel_4mib_bodies_stay_within_the_memory_budget(server):
     for code, b in answers:
         if code == 503:
             assert "server.request_memory" in b["error"]["message"]
-            assert "x 32" in b["error"]["message"]
+            assert "x 64" in b["error"]["message"]
     grown = peak[0] - before
-    budget = 256 << 20
+    budget = 512 << 20
     print(f"RSS before {before >> 20} MiB, peak {peak[0] >> 20} MiB, grown {grown >> 20} MiB; "
           f"codes {codes}")
-    assert grown <= budget + 8 * len(body), f"grew {grown >> 20} MiB past the 256 MiB budget"
+    assert grown <= budget + 8 * len(body), f"grew {grown >> 20} MiB past the 512 MiB budget"
     assert health(server.port) == 200
 
 
@@ -257,22 +257,33 @@ def test_a_half_closed_client_gets_its_whole_answer(server):
     assert body_json(answer)["usage"]["completion_tokens"] == 24
 
 
+def metrics(server) -> dict[str, float]:
+    answer = exchange(server.port, raw(server.port, "GET", "/metrics", headers={"Connection": "close"}))
+    assert status(answer) == 200, answer[:200]
+    out = {}
+    for line in answer.partition(b"\r\n\r\n")[2].decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
 def test_a_client_leaving_a_non_streamed_request_cancels_it(server):
-    before = server.metrics()
+    before = metrics(server)
     body = json.dumps({"prompt": "Write a long story about a dragon.", "max_tokens": 1500,
                        "temperature": 0, "logit_bias": NO_END}).encode()
     sock = socket.create_connection(("127.0.0.1", server.port))
     sock.sendall(raw(server.port, "POST", "/v1/completions", body))
     end = time.time() + 30
-    while server.metrics()["ferrox:generation_tokens_total"] < before["ferrox:generation_tokens_total"] + 5:
+    while metrics(server)["ferrox:generation_tokens_total"] < before["ferrox:generation_tokens_total"] + 5:
         assert time.time() < end
         time.sleep(0.05)
     sock.close()
     end = time.time() + 3
-    while server.metrics()["ferrox:num_requests_running"] != 0:
+    while metrics(server)["ferrox:num_requests_running"] != 0:
         assert time.time() < end, "the generation went on after its client left"
         time.sleep(0.05)
-    m = server.metrics()
+    m = metrics(server)
     assert m['ferrox:request_outcomes_total{code="499"}'] >= before.get('ferrox:request_outcomes_total{code="499"}', 0) + 1
     assert m["ferrox:generation_tokens_total"] - before["ferrox:generation_tokens_total"] < 1500
 
