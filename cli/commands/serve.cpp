@@ -253,8 +253,10 @@ Command add_serve_command(CLI::App& app, CommonOptions& common) {
         if (setting.kind == SettingKind::Switch) {
             o->given[setting.key] = cmd->add_flag(names, o->switches[setting.key], help);
         } else {
-            o->given[setting.key] = cmd->add_option(names, o->text[setting.key], help)
-                                        ->type_name(server_setting_type(setting));
+            std::string type = server_setting_type(setting);
+            std::erase(type, '`');  // Markdown quoting, for the docs' table
+            o->given[setting.key] =
+                cmd->add_option(names, o->text[setting.key], help)->type_name(type);
         }
     }
     cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
