@@ -1,8 +1,8 @@
 #include "http_server.h"
 
 #include <arpa/inet.h>
-#include <malloc.h>
 #include <fmt/format.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
