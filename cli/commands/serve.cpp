@@ -149,8 +149,9 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     }
     api_options.guard.cors_origin = std::move(*origin);
     api_options.guard.allowed_hosts = std::move(*hosts);
-    if (!server::is_loopback_host(s.host) && s.host != "0.0.0.0" && s.host != "::")
-        api_options.guard.allowed_hosts.push_back(s.host);  // the name it was asked to bind
+    // The name it was asked to bind is one of its names (an address needs no entry).
+    if (auto bound = server::checked_host_list(s.host); bound && bound->size() == 1)
+        api_options.guard.allowed_hosts.push_back(bound->front());
     SignalWatch signals;
     server::Metrics metrics;
     api_options.model_id =
