@@ -84,11 +84,3 @@ TEST_CASE("text that cannot start a stop string is not held back") {
     CHECK(stop.stopped);
     CHECK(stop.emit == "a");
 }
-
-TEST_CASE("json_depth counts brackets outside strings only") {
-    CHECK(json_depth("{}") == 1);
-    CHECK(json_depth(R"({"a": [[1], {"b": []}]})") == 4);
-    CHECK(json_depth(R"({"a": "[[[[[[[[\"]]]]"})") == 1);
-    CHECK(json_depth(std::string(100, '[') + std::string(100, ']')) == 100);
-    CHECK(json_depth("") == 0);
-}
