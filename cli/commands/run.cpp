@@ -176,7 +176,7 @@ int run(const CommonOptions& common, RunOptions o) {
                  ferrox_model_arch(m), ferrox_model_n_layer(m), ferrox_model_n_embd(m), vocab,
                  n_ctx, capacity, seconds_since(load_start));
 
-    ChatPrompt prompt{o.prompt, {}};
+    ChatPrompt prompt{o.prompt, {}, {}};
     if (o.chat || !o.chat_options.chat_template.empty()) {
         auto facts = chat_facts(m, o.model_path);
         auto rendered = facts ? single_turn_prompt(*facts, o.chat_options, o.prompt)

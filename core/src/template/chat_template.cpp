@@ -22,7 +22,8 @@ Value from_json(const nlohmann::ordered_json& j, bool client, size_t depth = 0) 
         throw tmpl::ValueError("the context nests deeper than " +
                                std::to_string(tmpl::kMaxValueDepth) + " levels");
     Value v = from_json_at(j, client, depth);
-    return client ? v.marked_client() : v;
+    if (!client) return v;
+    return v.is_string() ? v.as_client() : v.marked_client();
 }
 
 Value from_json_at(const nlohmann::ordered_json& j, bool client, size_t depth) {

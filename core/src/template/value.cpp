@@ -114,7 +114,6 @@ const ClientSpans& Value::client_spans() const {
 }
 
 Value Value::marked_client() const {
-    if (kind_ == Kind::String) return as_client();  // a string's mark says where
     Value v = *this;
     if (!v.client_) v.client_ = derived_marker();
     return v;

@@ -161,7 +161,8 @@ class Value {
     // This value with every string in it, keys included, client text as a
     // whole and every container marked (what a builtin returns from client input).
     Value as_client() const;
-    // A copy marked as derived from client text (numbers, bools, containers).
+    // A copy marked as derived from client data; a string keeps its spans
+    // (its client bytes are where they say: none when it has none).
     Value marked_client() const;
     // How deeply containers nest in this value (a scalar 0, [1] 1); a list
     // nesting deeper than kMaxValueDepth is refused when it is built, so no walk
