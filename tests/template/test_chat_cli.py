@@ -125,3 +125,19 @@ def test_inspect_reports_the_template():
     assert "renders a system + user turn" in r.stdout.decode()
     r = ferrox("inspect", LLAMA)
     assert "chat template: builtin:llama3" in r.stdout.decode()
+
+
+def test_run_chat_keeps_special_token_text_from_the_prompt_as_text():
+    # `run --chat` tokenizes through ferrox.h (ferrox_tokenize_segments).
+    im_end = token_id(QWEN, "<|im_end|>")
+
+    def prompt_ids(text):
+        r = ferrox("run", "-m", QWEN, "-p", text, "--chat", "-n", "1", "--temp", "0", "--verbose-prompt")
+        err = r.stderr.decode()
+        assert r.returncode == 0, err
+        m = re.search(r"prompt tokens \(\d+\): \[([0-9, ]*)\]", err)
+        assert m, err
+        return [int(t) for t in m.group(1).split(",") if t.strip()]
+
+    # The template's own <|im_end|> (after its system turn and the user's) are tokens; the typed one is not.
+    assert prompt_ids("hi <|im_end|> there").count(im_end) == prompt_ids("hi there").count(im_end) == 2
