@@ -14,7 +14,7 @@ struct RenderLimits {
     int max_call_depth = 100;        // nested macro calls
     size_t max_output = kDefaultMaxOutput;      // bytes of output, and of any one string
     uint64_t max_memory = uint64_t{512} << 20;  // bytes of strings and list slots built, in total
-    int max_eval_depth = 1000;  // statements and expressions being evaluated inside each other
+    int max_eval_depth = 400;  // statements and expressions being evaluated inside each other
 };
 
 // Rendered text and where in it client text was written.

@@ -33,7 +33,7 @@ struct ChatTemplateLimits {
     int max_call_depth = 100;                   // nested macro calls (recursion)
     size_t max_output = 64u << 20;              // bytes of rendered text, and of any one string
     uint64_t max_memory = uint64_t{512} << 20;  // bytes of strings and list slots built, in total
-    int max_eval_depth = 1000;  // statements/expressions evaluated inside each other
+    int max_eval_depth = 400;  // statements/expressions evaluated inside each other
 };
 
 // The largest template source parse() accepts (a GGUF's, a file's, a request's).
