@@ -446,23 +446,25 @@ class Evaluator {
             auto f = std::make_shared<Frame>(Frame{frame, {}});
             auto loop = std::make_shared<Dict>();
             loop->is_namespace = true;
-            loop->set(Value("index"), counted(Value(i + 1)));
-            loop->set(Value("index0"), counted(Value(i)));
-            loop->set(Value("revindex"), counted(Value(n - i)));
-            loop->set(Value("revindex0"), counted(Value(n - i - 1)));
-            loop->set(Value("first"), counted(Value(i == 0)));
-            loop->set(Value("last"), counted(Value(i == n - 1)));
-            loop->set(Value("length"), counted(Value(n)));
-            loop->set(Value("depth"), Value(1));
-            loop->set(Value("depth0"), Value(0));
-            loop->set(Value("previtem"), i > 0 ? all[static_cast<size_t>(i - 1)]
-                                               : Value::undefined("'previtem' is undefined"));
-            loop->set(Value("nextitem"), i + 1 < n ? all[static_cast<size_t>(i + 1)]
-                                                   : Value::undefined("'nextitem' is undefined"));
-            loop->set(Value("cycle"), make_callable("cycle", [i](Args& a) -> Value {
-                          if (a.positional.empty()) throw ValueError("no items for cycling given");
-                          return a.positional[static_cast<size_t>(i) % a.positional.size()];
-                      }));
+            loop->add_new(Value("index"), counted(Value(i + 1)));
+            loop->add_new(Value("index0"), counted(Value(i)));
+            loop->add_new(Value("revindex"), counted(Value(n - i)));
+            loop->add_new(Value("revindex0"), counted(Value(n - i - 1)));
+            loop->add_new(Value("first"), counted(Value(i == 0)));
+            loop->add_new(Value("last"), counted(Value(i == n - 1)));
+            loop->add_new(Value("length"), counted(Value(n)));
+            loop->add_new(Value("depth"), Value(1));
+            loop->add_new(Value("depth0"), Value(0));
+            loop->add_new(Value("previtem"), i > 0 ? all[static_cast<size_t>(i - 1)]
+                                                   : Value::undefined("'previtem' is undefined"));
+            loop->add_new(Value("nextitem"), i + 1 < n
+                                                 ? all[static_cast<size_t>(i + 1)]
+                                                 : Value::undefined("'nextitem' is undefined"));
+            loop->add_new(Value("cycle"), make_callable("cycle", [i](Args& a) -> Value {
+                              if (a.positional.empty())
+                                  throw ValueError("no items for cycling given");
+                              return a.positional[static_cast<size_t>(i) % a.positional.size()];
+                          }));
             f->set("loop", Value(loop));
             assign(s.targets, all[static_cast<size_t>(i)], *f);
             if (exec_body(s.body, f, out) == Flow::Break) break;

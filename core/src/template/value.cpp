@@ -217,6 +217,14 @@ const Value* Dict::find(std::string_view key) const {
     return nullptr;
 }
 
+void Dict::add_new(Value key, Value value) {
+    const uint32_t d = std::max(key.depth(), value.depth()) + 1;
+    if (d > kMaxValueDepth) too_deep();
+    depth = std::max(depth, d);
+    from_client = from_client || key.from_client() || value.from_client();
+    items.emplace_back(std::move(key), std::move(value));
+}
+
 void Dict::set(Value key, Value value) {
     const uint32_t d = std::max(key.depth(), value.depth()) + 1;
     if (d > kMaxValueDepth) too_deep();

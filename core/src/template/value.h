@@ -203,6 +203,9 @@ struct Dict {
     const Value* find(const Value& key) const;
     const Value* find(std::string_view key) const;
     void set(Value key, Value value);
+    // set() for a key known to be new (the evaluator's loop variable): no search,
+    // so no comparisons charged to the template's step budget.
+    void add_new(Value key, Value value);
 };
 
 // Positional and keyword arguments of a call.
