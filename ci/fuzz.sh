@@ -12,10 +12,14 @@ ninja -C "$build" fuzz_dequant fuzz_gguf fuzz_template
 # target name -> its committed seed corpus
 declare -A corpora=([fuzz_dequant]=tests/quant/fuzz_corpus [fuzz_gguf]=tests/gguf/fuzz_corpus
                      [fuzz_template]=tests/template/fuzz_corpus)
+# target name -> its dictionary of tokens worth splicing in
+declare -A dictionaries=([fuzz_template]=tests/template/fuzz_template.dict)
 for target in "${!corpora[@]}"; do
   work="$build/corpus-$target"   # new inputs land here; the committed corpus stays read-only
   mkdir -p "$work"
   echo "$target: ${seconds}s"
+  dict=()
+  [[ -n "${dictionaries[$target]:-}" ]] && dict=(-dict="${dictionaries[$target]}")
   "$build/bin/$target" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=10 \
-    -print_final_stats=1 "$work" "${corpora[$target]}" 2>&1 | tail -4
+    "${dict[@]}" -print_final_stats=1 "$work" "${corpora[$target]}" 2>&1 | tail -4
 done

@@ -14,7 +14,6 @@ namespace ferrox::cli {
 namespace {
 
 constexpr const char* kTemplateKey = "tokenizer.chat_template";
-constexpr uintmax_t kMaxTemplateFile = 4u << 20;  // real templates are a few KiB
 
 std::string builtin_names() {
     std::string names;
@@ -27,37 +26,14 @@ Expected<std::string> read_template_file(const std::string& path) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
     if (ec) return make_error("--chat-template {}: {}", path, ec.message());
-    if (size > kMaxTemplateFile)
+    if (size > kMaxChatTemplateSource)
         return make_error("--chat-template {}: {} bytes; a chat template is at most {} bytes", path,
-                          size, kMaxTemplateFile);
+                          size, kMaxChatTemplateSource);
     std::ifstream in(path, std::ios::binary);
     if (!in) return make_error("--chat-template {}: cannot open: {}", path, std::strerror(errno));
     std::ostringstream text;
     text << in.rdbuf();
     return text.str();
-}
-
-std::string token_text(const gguf::File& file, int32_t id) {
-    if (id < 0) return {};
-    auto tokens = file.get_string_array("tokenizer.ggml.tokens");
-    if (!tokens || static_cast<size_t>(id) >= tokens->size()) return {};
-    return (*tokens)[static_cast<size_t>(id)];
-}
-
-// The file's side of the facts (no tokenizer needed to choose a template).
-ChatModelFacts template_facts(const gguf::File& file) {
-    ChatModelFacts f;
-    f.path = file.path().string();
-    if (file.find(kTemplateKey)) {
-        auto text = file.get_string(kTemplateKey);
-        if (text)
-            f.file_template = std::move(*text);
-        else
-            f.template_error = text.error().message();
-    }
-    const auto arch = file.get_string_or("general.architecture", "");
-    if (arch) f.arch = *arch;
-    return f;
 }
 
 }  // namespace
@@ -74,19 +50,8 @@ void add_chat_options(CLI::App& cmd, ChatOptions& options) {
                  "Print the rendered prompt and its token ids to stderr before generating");
 }
 
-ChatModelFacts chat_model_facts(const gguf::File& file, const Tokenizer& tok) {
-    ChatModelFacts f = template_facts(file);
-    f.bos = tok.bos();
-    f.bos_text = token_text(file, tok.bos());
-    f.eos_text = token_text(file, tok.eos());
-    f.encode = [&tok](std::string_view text, bool add_special, bool parse_special) {
-        return tok.encode(text, add_special, parse_special);
-    };
-    return f;
-}
-
 Expected<ChatTemplate> choose_chat_template(const gguf::File& file, const std::string& flag) {
-    return choose_chat_template(template_facts(file), flag);
+    return choose_chat_template(chat_template_facts(file), flag);
 }
 
 Expected<ChatTemplate> choose_chat_template(const ChatModelFacts& model, const std::string& flag) {
@@ -114,78 +79,6 @@ Expected<ChatTemplate> choose_chat_template(const ChatModelFacts& model, const s
     logger().warn("the model file has no {}; using the built-in '{}' template for '{}' ({})",
                   kTemplateKey, b->name, arch, b->description);
     return ChatTemplate::parse(std::string(b->source), "builtin:" + std::string(b->name));
-}
-
-ChatRenderer::ChatRenderer(ChatTemplate tmpl, ChatModelFacts model)
-    : template_(std::move(tmpl)), model_(std::move(model)) {}
-
-ChatRenderer::ChatRenderer(ChatTemplate tmpl, const gguf::File& file, const Tokenizer& tok)
-    : ChatRenderer(std::move(tmpl), chat_model_facts(file, tok)) {}
-
-Expected<ChatPrompt> ChatRenderer::render(const nlohmann::ordered_json& messages,
-                                          bool add_generation_prompt) const {
-    auto text = template_.render(
-        chat_context(messages, add_generation_prompt, model_.bos_text, model_.eos_text));
-    if (!text) return text.error();
-    ChatPrompt p{std::move(*text), {}};
-
-    // Segments of the rendered text: [begin, end) spans of message content,
-    // found in order. Content the template rewrote (trimmed, say) is looked for
-    // trimmed; content that cannot be found but holds special-token text is
-    // refused rather than parsed as tokens.
-    std::vector<std::pair<size_t, size_t>> spans;
-    size_t from = 0;
-    for (const auto& m : messages) {
-        if (!m.contains("content") || !m["content"].is_string()) continue;
-        std::string content = m["content"].get<std::string>();
-        if (content.empty()) continue;
-        const bool has_special =
-            model_.encode(content, false, true) != model_.encode(content, false, false);
-        size_t at = p.text.find(content, from);
-        if (at == std::string::npos) {
-            const size_t b = content.find_first_not_of(" \t\n\r");
-            const size_t e = content.find_last_not_of(" \t\n\r");
-            if (b != std::string::npos) {
-                content = content.substr(b, e - b + 1);
-                at = p.text.find(content, from);
-            }
-        }
-        if (at == std::string::npos) {
-            if (has_special)
-                return make_error(
-                    "{}: a message holds special-token text that the template "
-                    "rewrites; refusing to parse it as tokens",
-                    template_.origin());
-            continue;
-        }
-        if (has_special) spans.emplace_back(at, at + content.size());
-        from = at + content.size();
-    }
-    if (spans.empty()) {
-        // Nothing in the messages reads as a special token: one pass is the same
-        // as tokenizing the segments apart, and keeps the merges across them.
-        p.tokens = model_.encode(p.text, true, true);
-    } else {
-        size_t pos = 0;
-        bool first = true;
-        auto add = [&](size_t b, size_t e, bool special) {
-            if (e <= b) return;
-            auto ids = model_.encode(std::string_view(p.text).substr(b, e - b), first, special);
-            first = false;
-            p.tokens.insert(p.tokens.end(), ids.begin(), ids.end());
-        };
-        for (const auto& [b, e] : spans) {
-            add(pos, b, true);
-            add(b, e, false);
-            pos = e;
-        }
-        add(pos, p.text.size(), true);
-    }
-    // A template that writes bos_token itself and a vocabulary that adds BOS give two.
-    if (p.tokens.size() >= 2 && model_.bos >= 0 && p.tokens[0] == model_.bos &&
-        p.tokens[1] == model_.bos)
-        p.tokens.erase(p.tokens.begin());
-    return p;
 }
 
 void print_verbose_prompt(const ChatPrompt& prompt) {

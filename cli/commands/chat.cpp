@@ -98,7 +98,7 @@ class Conversation {
         size_t keep = common_prefix(cached_, tokens);
         if (keep == tokens.size()) --keep;
         if (o_.chat.verbose_prompt) {
-            print_verbose_prompt(ChatPrompt{prompt->text, tokens});
+            print_verbose_prompt(ChatPrompt{prompt->text, tokens, {}});
             std::fprintf(stderr, "prefill: %zu new tokens, %zu reused from the cache\n",
                          tokens.size() - keep, keep);
         }

@@ -81,6 +81,28 @@ std::vector<int32_t> tokenize(const ferrox_model* model, std::string_view text, 
     return ids;
 }
 
+std::vector<int32_t> tokenize_segments(const ferrox_model* model,
+                                       std::span<const TextSegment> segments, bool add_special) {
+    std::vector<ferrox_text_segment> parts;
+    size_t bytes = 0;
+    for (const TextSegment& s : segments) {
+        parts.push_back({s.text.data(), s.text.size(), s.parse_special ? 1 : 0});
+        bytes += s.text.size();
+    }
+    ferrox_call_status st = fresh_status();
+    std::vector<int32_t> ids(bytes + 2);  // a first guess; asked again when short
+    size_t n = 0;
+    ferrox_code code = ferrox_tokenize_segments(model, parts.data(), parts.size(), add_special,
+                                                ids.data(), ids.size(), &n, &st);
+    if (code == FERROX_CODE_BUFFER_TOO_SMALL) {
+        ids.resize(n);
+        code = ferrox_tokenize_segments(model, parts.data(), parts.size(), add_special, ids.data(),
+                                        ids.size(), &n, &st);
+    }
+    ids.resize(code == FERROX_CODE_OK ? n : 0);
+    return ids;
+}
+
 // The vocabulary's text of a token ("<bos>"); "" when there is none.
 std::string token_text(const ferrox_model* model, int32_t token) {
     if (token < 0) return {};
@@ -119,6 +141,9 @@ Expected<ChatModelFacts> chat_facts(const ferrox_model* model, const std::string
         ferrox_call_status ignored = fresh_status();
         ferrox_code code = FERROX_CODE_OK;
         return tokenize(model, piece, add_special, parse_special, ignored, code);
+    };
+    f.encode_segments = [model](std::span<const TextSegment> segments, bool add_special) {
+        return tokenize_segments(model, segments, add_special);
     };
     return f;
 }
@@ -171,7 +196,7 @@ int run(const CommonOptions& common, RunOptions o) {
                  ferrox_model_arch(m), ferrox_model_n_layer(m), ferrox_model_n_embd(m), vocab,
                  n_ctx, capacity, seconds_since(load_start));
 
-    ChatPrompt prompt{o.prompt, {}};
+    ChatPrompt prompt{o.prompt, {}, {}};
     if (o.chat || !o.chat_options.chat_template.empty()) {
         auto facts = chat_facts(m, o.model_path);
         auto rendered = facts ? single_turn_prompt(*facts, o.chat_options, o.prompt)

@@ -20,7 +20,9 @@ ferrox::tmpl::Dict make_context() {
         m.as_dict().set(Value("content"), Value(std::string("hi ") + role));
         messages.push_back(m);
     }
-    ctx.set(Value("messages"), Value(std::move(messages)));
+    // Marked as client text, as the chat renderer marks it, so that the
+    // provenance paths (concatenation, joins, trims, builtins) run too.
+    ctx.set(Value("messages"), Value(std::move(messages)).as_client());
     ctx.set(Value("add_generation_prompt"), Value(true));
     ctx.set(Value("bos_token"), Value("<s>"));
     ctx.set(Value("tools"), Value::none());
@@ -38,7 +40,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         limits.max_steps = 20000;
         limits.max_call_depth = 20;
         limits.max_output = 1 << 16;
-        (void)ferrox::tmpl::render(program, context, limits);
+        limits.max_memory = 32u << 20;
+        const auto out = ferrox::tmpl::render_marked(program, context, limits);
+        // The engine's client ranges lie inside the text, in order.
+        size_t at = 0;
+        for (const auto& r : out.client) {
+            if (r.begin < at || r.end < r.begin || r.end > out.text.size()) __builtin_trap();
+            at = r.end;
+        }
     } catch (const ferrox::tmpl::TemplateError&) {
     } catch (const ferrox::tmpl::ValueError&) {
     }

@@ -36,6 +36,8 @@ cases = [
  ("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{% set ns.l = [ns, (ns,)] %}{{ ns }}|{{ ns.me|string }}|{{ ns.l }}|{{ ns.me.me.a }}|{{ ns.l[0] == ns }}", {}),
  # Values nested 100 deep through a namespace: well inside the depth limit.
  ("{% set ns = namespace(x=0) %}{% for i in range(100) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}|{{ ns.x|tojson }}|{{ ns.x == ns.x }}", {}),
+ # Slice steps and bounds near 2^63: Python's answer, never a read out of bounds.
+ ("{{ 'abcdef'[0::9223372036854775807] }}|{{ 'abcdef'[2::9223372036854775807] }}|{{ 'abcdef'[::-9223372036854775807 - 1] }}|{{ [1,2,3][1:9223372036854775807:9223372036854775807] }}|{{ 'héllo'[-1:-9223372036854775807:-9223372036854775807] }}|{{ [1,2,3][-9223372036854775807 - 1:9223372036854775807] }}|{{ 'abc'[9223372036854775807::-9223372036854775807] }}|{{ [1,2,3][9223372036854775807:-9223372036854775807 - 1:-1] }}|{{ 'abc'[-9223372036854775807 - 1] is defined }}", {}),
 ]
 out = []
 for src, ctx in cases:

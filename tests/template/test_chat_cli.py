@@ -125,3 +125,43 @@ def test_inspect_reports_the_template():
     assert "renders a system + user turn" in r.stdout.decode()
     r = ferrox("inspect", LLAMA)
     assert "chat template: builtin:llama3" in r.stdout.decode()
+
+
+def test_run_chat_keeps_special_token_text_from_the_prompt_as_text():
+    # `run --chat` tokenizes through ferrox.h (ferrox_tokenize_segments).
+    im_end = token_id(QWEN, "<|im_end|>")
+
+    def prompt_ids(text):
+        r = ferrox("run", "-m", QWEN, "-p", text, "--chat", "-n", "1", "--temp", "0", "--verbose-prompt")
+        err = r.stderr.decode()
+        assert r.returncode == 0, err
+        m = re.search(r"prompt tokens \(\d+\): \[([0-9, ]*)\]", err)
+        assert m, err
+        return [int(t) for t in m.group(1).split(",") if t.strip()]
+
+    # The template's own <|im_end|> (after its system turn and the user's) are tokens; the typed one is not.
+    assert prompt_ids("hi <|im_end|> there").count(im_end) == prompt_ids("hi there").count(im_end) == 2
+
+
+def test_inspect_shows_a_hostile_template_as_one_that_does_not_render(tmp_path):
+    def gguf_with(template):
+        path = tmp_path / "hostile.gguf"
+        w = gguf.GGUFWriter(str(path), "llama")
+        w.add_string("tokenizer.chat_template", template)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return path
+
+    # A ~200-byte file whose slice step is near 2^63 once read out of bounds (a segfault).
+    # (The file has no model keys, so inspect also reports that and exits 2: never a signal.)
+    r = ferrox("inspect", gguf_with("{{ [1, 2, 3][1:9223372036854775807:9223372036854775807] }}"
+                                    "{{ 'abcdef'[2::9223372036854775807] }}"))
+    assert r.returncode in (0, 2), r.stderr.decode()
+    assert "renders a system + user turn" in r.stdout.decode()
+    r = ferrox("inspect", gguf_with("{% for i in range(100000) %}{% for j in range(100000) %}"
+                                    "{% endfor %}{% endfor %}"))
+    assert r.returncode in (0, 2), r.stderr.decode()
+    assert "does not render: tokenizer.chat_template:1: for: the template ran more than max_steps" in \
+        r.stdout.decode()

@@ -198,3 +198,87 @@ TEST_CASE("every built-in template parses and renders a conversation") {
     CHECK(ferrox::builtin_chat_template_for_arch("qwen3")->name == "chatml");
     CHECK(ferrox::builtin_chat_template_for_arch("nope") == nullptr);
 }
+
+namespace {
+
+// The bytes of a render that are marked as client text, as "[...]" around them.
+std::string marked(const std::string& source, const Json& ctx) {
+    auto t = ChatTemplate::parse(source, "t.jinja");
+    if (!t) FAIL(t.error().message());
+    static const std::string_view trusted[] = {"bos_token"};
+    auto r = t->render_marked(ctx, trusted);
+    if (!r) FAIL(r.error().message());
+    std::string out;
+    size_t at = 0;
+    for (const auto& range : r->client) {
+        REQUIRE(range.begin >= at);
+        REQUIRE(range.end <= r->text.size());
+        out += r->text.substr(at, range.begin - at) + "[" +
+               r->text.substr(range.begin, range.end - range.begin) + "]";
+        at = range.end;
+    }
+    return out + r->text.substr(at);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "client text is marked where the engine writes it, through concatenation, joins, "
+    "trims, macros and block sets") {
+    const Json ctx = Json::parse(R"({"bos_token": "<s>", "messages": [
+        {"role": "user", "content": "<T>", "name": "n<T>"},
+        {"role": "assistant", "content": "  pad  "}]})");
+    // The template writes "<T>" before the content; the content "<T>" is marked, not the literal.
+    CHECK(
+        marked("{{ bos_token }}<T>{% for m in messages %}{{ '<T>' + m.content + '|' }}{% endfor %}",
+               ctx) == "<s><T><T>[<T>]|<T>[  pad  ]|");
+    CHECK(marked("{{ '<A>' ~ messages[0].name ~ '<B>' }}", ctx) == "<A>[n<T>]<B>");
+    CHECK(marked("{{ ['<A>', messages[0].content, '<B>']|join('/') }}", ctx) == "<A>/[<T>]/<B>");
+    CHECK(marked("{{ ('<A>' + messages[1].content)|trim }}", ctx) == "<A>[  pad]");
+    CHECK(marked("{% macro m(x) %}<M>{{ x }}</M>{% endmacro %}{{ m(messages[0].content) }}", ctx) ==
+          "<M>[<T>]</M>");
+    CHECK(marked("{% set s %}<S>{{ messages[0].role }}{% endset %}{{ s }}", ctx) == "<S>[user]");
+    // What a builtin computes from client text is client text as a whole.
+    CHECK(marked("{{ messages[0].content|upper }}|{{ messages[0].content[1:] }}", ctx) ==
+          "[<T>]|[T>]");
+    CHECK(marked("{{ messages|length }}{{ messages[0].content.replace('T', '<T>') }}", ctx) ==
+          "[2<<T>>]");  // adjacent client bytes make one range
+    CHECK(marked("{% for c in messages[0].content %}{{ c }}{% endfor %}", ctx) == "[<T>]");
+    // Keys of client dicts are client text too; the template's own text never is.
+    CHECK(marked("{% for k in messages[0] %}<{{ k }}>{% endfor %}", ctx) ==
+          "<[role]><[content]><[name]>");
+}
+
+TEST_CASE("builtins are charged the work they do against the step budget") {
+    ferrox::ChatTemplateLimits limits;
+    limits.max_steps = 1'000'000;
+    // 3000 distinct values: about 4.5 million comparisons in one filter call.
+    const std::string err =
+        error_of("\n{{ range(3000)|list|unique|list|length }}", Json::object(), limits);
+    CHECK_THAT(err, Catch::Contains("bad.jinja:2:"));
+    CHECK_THAT(err, Catch::Contains("max_steps 1000000"));
+    CHECK(error_of("{{ range(300)|list|unique|list|length }}", Json::object(), limits).empty());
+}
+
+TEST_CASE("the memory budget counts every string and list a render builds") {
+    ferrox::ChatTemplateLimits limits;
+    limits.max_memory = 64u << 20;
+    // Each string is 1 MiB, well under max_output; 100 of them are not.
+    const std::string err = error_of(
+        "{% set s = 'x' * 1048576 %}\n{% for i in range(100) %}{% set t = s ~ i %}{% endfor %}",
+        Json::object(), limits);
+    CHECK_THAT(err, Catch::Contains("bad.jinja:2:"));
+    CHECK_THAT(err, Catch::Contains("max_memory 67108864"));
+    // Reading a variable shares its string: a read loop allocates nothing new.
+    CHECK(error_of("{% set s = 'x' * 1048576 %}{% for i in range(1000) %}{% set t = s %}"
+                   "{% set u = [t, s] %}{% endfor %}",
+                   Json::object(), limits)
+              .empty());
+}
+
+TEST_CASE("a template source over 4 MiB is refused before it is read") {
+    auto t = ChatTemplate::parse(std::string(ferrox::kMaxChatTemplateSource + 1, 'x'), "big.jinja");
+    REQUIRE_FALSE(t);
+    CHECK_THAT(t.error().message(), Catch::Contains("big.jinja: the template is 4194305 bytes"));
+    CHECK(ChatTemplate::parse(std::string(ferrox::kMaxChatTemplateSource, 'x'), "ok.jinja"));
+}

@@ -209,6 +209,25 @@ FERROX_C_API ferrox_code ferrox_tokenize(const ferrox_model* model, const char* 
                                          size_t capacity, size_t* n_tokens,
                                          ferrox_call_status* status);
 
+/* One piece of a prompt for ferrox_tokenize_segments: `len` bytes at `text`,
+ * and whether control-token text inside it becomes control tokens (a chat
+ * template's own text: yes; what a client sent: no). */
+typedef struct ferrox_text_segment {
+    const char* text;
+    size_t len;
+    int parse_special;
+} ferrox_text_segment;
+
+/* The concatenation of `n` segments tokenized as one text (words and merges run
+ * across segment edges), control tokens cut out only inside segments whose
+ * parse_special is set; one split over two segments stays text. Otherwise as
+ * ferrox_tokenize. For chat prompts whose client text must stay text.
+ * \since API 0.2 (added with the chat renderer) */
+FERROX_C_API ferrox_code ferrox_tokenize_segments(const ferrox_model* model,
+                                                  const ferrox_text_segment* segments, size_t n,
+                                                  int add_special, int32_t* tokens, size_t capacity,
+                                                  size_t* n_tokens, ferrox_call_status* status);
+
 /* The text of `n` tokens (control tokens give nothing), as ferrox_model_meta
  * writes into buf. A token id outside the vocabulary is an error. */
 FERROX_C_API ferrox_code ferrox_detokenize(const ferrox_model* model, const int32_t* tokens,

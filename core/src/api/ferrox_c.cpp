@@ -425,6 +425,33 @@ ferrox_code ferrox_tokenize(const ferrox_model* m, const char* text, size_t len,
     });
 }
 
+ferrox_code ferrox_tokenize_segments(const ferrox_model* m, const ferrox_text_segment* segments,
+                                     size_t n, int add_special, int32_t* tokens, size_t capacity,
+                                     size_t* n_tokens, ferrox_call_status* status) {
+    if (!m || (!segments && n) || !n_tokens)
+        return invalid(status, "ferrox_tokenize_segments: model, segments or n_tokens is NULL");
+    for (size_t i = 0; i < n; ++i)
+        if (!segments[i].text && segments[i].len)
+            return invalid(status, fmt::format("ferrox_tokenize_segments: segment {} has {} bytes "
+                                               "at NULL",
+                                               i, segments[i].len));
+    return guarded(status, [&]() -> ferrox_code {
+        std::vector<TextSegment> parts;
+        parts.reserve(n);
+        for (size_t i = 0; i < n; ++i)
+            parts.push_back(
+                {std::string_view(segments[i].text ? segments[i].text : "", segments[i].len),
+                 segments[i].parse_special != 0});
+        const auto ids = m->tokenizer->encode(parts, add_special != 0);
+        *n_tokens = ids.size();
+        if (!tokens || capacity < ids.size())
+            return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
+                          fmt::format("{} tokens do not fit in {}", ids.size(), capacity));
+        std::copy(ids.begin(), ids.end(), tokens);
+        return ok(status);
+    });
+}
+
 ferrox_code ferrox_detokenize(const ferrox_model* m, const int32_t* tokens, size_t n, char* buf,
                               size_t capacity, size_t* needed, ferrox_call_status* status) {
     if (!m || (!tokens && n)) return invalid(status, "ferrox_detokenize: model or tokens is NULL");

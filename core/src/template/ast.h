@@ -46,6 +46,9 @@ struct Expr {
     std::vector<ExprPtr> items;
     CallArgs args;
     bool negated = false;  // Test: `is not`
+    // 1 + the deepest child (items and args): the parser refuses a tree deeper
+    // than kMaxExprDepth, so evaluating and destroying it cannot exhaust the stack.
+    int depth = 1;
 };
 
 struct Stmt;

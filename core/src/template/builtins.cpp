@@ -1085,23 +1085,41 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
     };
     const int64_t b = adjust(start, step < 0 ? n - 1 : 0);
     const int64_t e = adjust(stop, step < 0 ? -1 : n);
+    // Python's slice length, in unsigned arithmetic: `i += step` with a step
+    // near 2^63 would wrap past the end (a read out of bounds), so each index
+    // is b + k * step for k below the count, which stays within [0, n).
+    const uint64_t stride =
+        step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+    const uint64_t span = step > 0 ? (e > b ? static_cast<uint64_t>(e - b) : 0)
+                                   : (b > e ? static_cast<uint64_t>(b - e) : 0);
+    const uint64_t count = span ? (span - 1) / stride + 1 : 0;
+    charge_steps(count);
+    auto index = [&](uint64_t k) {
+        const uint64_t offset = k * stride;  // < span <= n: no overflow
+        return static_cast<size_t>(step > 0 ? static_cast<uint64_t>(b) + offset
+                                            : static_cast<uint64_t>(b) - offset);
+    };
     if (obj.is_list()) {
         List out;
-        for (int64_t i = b; step > 0 ? i < e : i > e; i += step)
-            out.push_back(obj.as_list()[static_cast<size_t>(i)]);
-        return Value(std::move(out), obj.is_tuple());
+        out.reserve(count);
+        for (uint64_t k = 0; k < count; ++k) out.push_back(obj.as_list()[index(k)]);
+        Value r(std::move(out), obj.is_tuple());
+        return obj.from_client() ? r.marked_client() : r;
     }
     std::string out;
-    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) {
+    for (uint64_t k = 0; k < count; ++k) {
         if (ascii)
-            out += obj.as_string()[static_cast<size_t>(i)];
+            out += obj.as_string()[index(k)];
         else
-            out += chars[static_cast<size_t>(i)];
+            out += chars[index(k)];
     }
     return Value(std::move(out));
 }
 
 List iterate(const Value& v) {
+    // Copying the elements out is work the size of the sequence.
+    if (v.is_list()) charge_steps(v.as_list().size());
+    if (v.is_dict()) charge_steps(v.as_dict().items.size());
     switch (v.kind()) {
         case Value::Kind::Undefined:
             return {};

@@ -2,6 +2,8 @@
 // turn every engine error into "<origin>:<line>: <construct>: <why>".
 #include "ferrox/template/chat_template.h"
 
+#include <algorithm>
+
 #include "template/builtins.h"
 #include "template/evaluator.h"
 #include "template/parser.h"
@@ -11,7 +13,20 @@ namespace {
 
 using tmpl::Value;
 
-Value from_json(const nlohmann::ordered_json& j) {
+Value from_json_at(const nlohmann::ordered_json& j, bool client, size_t depth);
+
+// A client's JSON nests as deeply as it likes; the values the template sees may
+// not (kMaxValueDepth), and this walk recurses, so it stops there first.
+Value from_json(const nlohmann::ordered_json& j, bool client, size_t depth = 0) {
+    if (depth > tmpl::kMaxValueDepth)
+        throw tmpl::ValueError("the context nests deeper than " +
+                               std::to_string(tmpl::kMaxValueDepth) + " levels");
+    Value v = from_json_at(j, client, depth);
+    if (!client) return v;
+    return v.is_string() ? v.as_client() : v.marked_client();
+}
+
+Value from_json_at(const nlohmann::ordered_json& j, bool client, size_t depth) {
     switch (j.type()) {
         case nlohmann::ordered_json::value_t::null:
             return Value::none();
@@ -30,12 +45,15 @@ Value from_json(const nlohmann::ordered_json& j) {
             return Value(j.get<std::string>());
         case nlohmann::ordered_json::value_t::array: {
             tmpl::List l;
-            for (const auto& item : j) l.push_back(from_json(item));
+            for (const auto& item : j) l.push_back(from_json(item, client, depth + 1));
             return Value(std::move(l));
         }
         case nlohmann::ordered_json::value_t::object: {
             Value d = tmpl::make_dict();
-            for (const auto& [k, v] : j.items()) d.as_dict().set(Value(k), from_json(v));
+            for (const auto& [k, v] : j.items()) {
+                const Value key(k);
+                d.as_dict().set(client ? key.as_client() : key, from_json(v, client, depth + 1));
+            }
             return d;
         }
         default:
@@ -90,6 +108,9 @@ Error located(const std::string& origin, const tmpl::TemplateError& e) {
 }  // namespace
 
 Expected<ChatTemplate> ChatTemplate::parse(std::string source, std::string origin) {
+    if (source.size() > kMaxChatTemplateSource)
+        return make_error("{}: the template is {} bytes; a chat template is at most {} bytes",
+                          origin, source.size(), kMaxChatTemplateSource);
     ChatTemplate t;
     try {
         auto program = std::make_shared<tmpl::Program>(tmpl::parse(source));
@@ -104,12 +125,29 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string source, std::string origi
 }
 
 Expected<std::string> ChatTemplate::render(const nlohmann::ordered_json& context) const {
+    auto marked = render_marked(context, {});
+    if (!marked) return marked.error();
+    return std::move(marked->text);
+}
+
+Expected<MarkedPrompt> ChatTemplate::render_marked(
+    const nlohmann::ordered_json& context, std::span<const std::string_view> trusted) const {
     if (!context.is_object()) return make_error("{}: the context must be a JSON object", origin_);
     try {
         tmpl::Dict vars;
-        for (const auto& [k, v] : context.items()) vars.set(Value(k), from_json(v));
-        tmpl::RenderLimits limits{limits_.max_steps, limits_.max_call_depth, limits_.max_output};
-        return tmpl::render(*program_, vars, limits);
+        for (const auto& [k, v] : context.items()) {
+            const bool client =
+                std::find(trusted.begin(), trusted.end(), std::string_view(k)) == trusted.end();
+            vars.set(Value(k), from_json(v, client));
+        }
+        const tmpl::RenderLimits limits{limits_.max_steps, limits_.max_call_depth,
+                                        limits_.max_output, limits_.max_memory,
+                                        limits_.max_eval_depth};
+        tmpl::MarkedText out = tmpl::render_marked(*program_, vars, limits);
+        MarkedPrompt p{std::move(out.text), {}};
+        p.client.reserve(out.client.size());
+        for (const auto& sp : out.client) p.client.push_back({sp.begin, sp.end});
+        return p;
     } catch (const tmpl::TemplateError& e) {
         return located(origin_, e);
     } catch (const tmpl::ValueError& e) {

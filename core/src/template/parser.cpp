@@ -248,16 +248,33 @@ class Parser {
 
     ExprPtr node(Expr::Kind k, int line) { return std::make_unique<Expr>(k, line); }
 
+    // `child` becomes part of `parent`'s tree: its depth counts, and a tree
+    // deeper than kMaxExprDepth is refused while it is built.
+    ExprPtr deepen(Expr& parent, ExprPtr child) {
+        if (child && child->depth + 1 > parent.depth) {
+            parent.depth = child->depth + 1;
+            if (parent.depth > kMaxExprDepth)
+                throw TemplateError(parent.line, "expression",
+                                    "expression nested deeper than " +
+                                        std::to_string(kMaxExprDepth) +
+                                        " (operators, filters, attributes and brackets)");
+        }
+        return child;
+    }
+    void adopt(Expr& parent, ExprPtr child) {
+        parent.items.push_back(deepen(parent, std::move(child)));
+    }
+
     ExprPtr parse_tuple(bool with_cond) {
         const int line = cur().line;
         ExprPtr first = parse_expression(with_cond);
         if (!at_op(",")) return first;
         auto t = node(Expr::Kind::TupleLit, line);
-        t->items.push_back(std::move(first));
+        adopt(*t, std::move(first));
         while (at_op(",")) {
             ++i_;
             if (cur().kind == TK::BlockEnd || cur().kind == TK::VarEnd || at_op(")")) break;
-            t->items.push_back(parse_expression(with_cond));
+            adopt(*t, parse_expression(with_cond));
         }
         return t;
     }
@@ -270,13 +287,13 @@ class Parser {
             const int line = cur().line;
             ++i_;
             auto c = node(Expr::Kind::Cond, line);
-            c->items.push_back(parse_or());
-            c->items.push_back(std::move(e));
+            adopt(*c, parse_or());
+            adopt(*c, std::move(e));
             if (at_name("else")) {
                 ++i_;
-                c->items.push_back(parse_expression(true));
+                adopt(*c, parse_expression(true));
             } else {
-                c->items.push_back(nullptr);
+                adopt(*c, nullptr);
             }
             e = std::move(c);
         }
@@ -286,8 +303,8 @@ class Parser {
     ExprPtr binary(std::string op, ExprPtr l, ExprPtr r, int line) {
         auto b = node(Expr::Kind::Binary, line);
         b->name = std::move(op);
-        b->items.push_back(std::move(l));
-        b->items.push_back(std::move(r));
+        adopt(*b, std::move(l));
+        adopt(*b, std::move(r));
         return b;
     }
 
@@ -316,7 +333,7 @@ class Parser {
         if (at_name("not")) {
             auto n = node(Expr::Kind::Not, cur().line);
             ++i_;
-            n->items.push_back(parse_not());
+            adopt(*n, parse_not());
             return n;
         }
         return parse_compare();
@@ -391,7 +408,7 @@ class Parser {
         if (at_op("-") || at_op("+")) {
             e = node(at_op("-") ? Expr::Kind::Neg : Expr::Kind::Pos, cur().line);
             ++i_;
-            e->items.push_back(parse_unary(false));
+            adopt(*e, parse_unary(false));
         } else {
             e = parse_primary();
         }
@@ -447,7 +464,7 @@ class Parser {
                     ++i_;
                     auto l = node(Expr::Kind::ListLit, line);
                     while (!at_op("]")) {
-                        l->items.push_back(parse_expression(true));
+                        adopt(*l, parse_expression(true));
                         if (!at_op(",")) break;
                         ++i_;
                     }
@@ -458,9 +475,9 @@ class Parser {
                     ++i_;
                     auto d = node(Expr::Kind::DictLit, line);
                     while (!at_op("}")) {
-                        d->items.push_back(parse_expression(true));
+                        adopt(*d, parse_expression(true));
                         expect_op(":", "dict");
-                        d->items.push_back(parse_expression(true));
+                        adopt(*d, parse_expression(true));
                         if (!at_op(",")) break;
                         ++i_;
                     }
@@ -487,14 +504,14 @@ class Parser {
                 ++i_;
                 if (cur().kind == TK::Int) {
                     auto g = node(Expr::Kind::GetItem, line);
-                    g->items.push_back(std::move(e));
-                    g->items.push_back(literal(Value(t_[i_++].int_value), line));
+                    adopt(*g, std::move(e));
+                    adopt(*g, literal(Value(t_[i_++].int_value), line));
                     e = std::move(g);
                     continue;
                 }
                 auto g = node(Expr::Kind::GetAttr, line);
                 g->name = expect_name("attribute");
-                g->items.push_back(std::move(e));
+                adopt(*g, std::move(e));
                 e = std::move(g);
             } else if (at_op("[")) {
                 ++i_;
@@ -521,27 +538,28 @@ class Parser {
         }
         expect_op("]", "subscript");
         auto g = node(slice ? Expr::Kind::Slice : Expr::Kind::GetItem, line);
-        g->items.push_back(std::move(obj));
+        adopt(*g, std::move(obj));
         if (!slice) {
             if (!parts[0]) fail("subscript", "empty subscript");
-            g->items.push_back(std::move(parts[0]));
+            adopt(*g, std::move(parts[0]));
         } else {
-            for (auto& p : parts) g->items.push_back(std::move(p));
+            for (auto& p : parts) adopt(*g, std::move(p));
         }
         return g;
     }
 
-    void parse_args(CallArgs& args, const char* construct) {
+    void parse_args(Expr& owner, const char* construct) {
+        CallArgs& args = owner.args;
         expect_op("(", construct);
         while (!at_op(")")) {
             if (at_op("*") || at_op("**")) fail(construct, "*args and **kwargs are not supported");
             if (cur().kind == TK::Name && peek().kind == TK::Op && peek().text == "=") {
                 std::string name = t_[i_].text;
                 i_ += 2;
-                args.keyword.emplace_back(std::move(name), parse_expression(true));
+                args.keyword.emplace_back(std::move(name), deepen(owner, parse_expression(true)));
             } else {
                 if (!args.keyword.empty()) fail(construct, "positional argument after keyword");
-                args.positional.push_back(parse_expression(true));
+                args.positional.push_back(deepen(owner, parse_expression(true)));
             }
             if (!at_op(",")) break;
             ++i_;
@@ -551,8 +569,8 @@ class Parser {
 
     ExprPtr parse_call(ExprPtr callee, int line) {
         auto c = node(Expr::Kind::Call, line);
-        c->items.push_back(std::move(callee));
-        parse_args(c->args, "call");
+        adopt(*c, std::move(callee));
+        parse_args(*c, "call");
         return c;
     }
 
@@ -592,8 +610,8 @@ class Parser {
             ++i_;
             f->name += "." + expect_name("filter");
         }
-        f->items.push_back(std::move(e));
-        if (at_op("(")) parse_args(f->args, "filter");
+        adopt(*f, std::move(e));
+        if (at_op("(")) parse_args(*f, "filter");
         return f;
     }
 
@@ -606,14 +624,14 @@ class Parser {
             t->negated = true;
         }
         t->name = expect_name("test");
-        t->items.push_back(std::move(e));
+        adopt(*t, std::move(e));
         if (at_op("(")) {
-            parse_args(t->args, "test");
+            parse_args(*t, "test");
         } else if ((cur().kind == TK::Name || cur().kind == TK::String || cur().kind == TK::Int ||
                     cur().kind == TK::Float || at_op("[") || at_op("{")) &&
                    !at_name("else") && !at_name("or") && !at_name("and") && !at_name("is")) {
             // `x is divisibleby 3`: one argument without parentheses.
-            t->args.positional.push_back(parse_postfix(parse_primary()));
+            t->args.positional.push_back(deepen(*t, parse_postfix(parse_primary())));
         }
         return t;
     }

@@ -13,5 +13,8 @@ namespace ferrox::tmpl {
 Program parse(std::string_view source, const LexOptions& options = {});
 
 inline constexpr int kMaxParseDepth = 200;
+// How deep one expression's tree may be, counting the chains the parser builds
+// in a loop (`a + a + ...`, `x|f|f...`, `a.b.c...`) as well as brackets.
+inline constexpr int kMaxExprDepth = 256;
 
 }  // namespace ferrox::tmpl

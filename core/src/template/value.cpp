@@ -11,7 +11,7 @@ namespace ferrox::tmpl {
 
 namespace {
 
-thread_local size_t t_string_limit = kDefaultMaxOutput;
+thread_local RenderBudget* t_budget = nullptr;
 
 // Where every recursive walk of a value (repr, tojson, ==, <) stops, as
 // Python's recursion limit stops it, instead of overflowing the stack.
@@ -24,9 +24,10 @@ void check_value_depth(size_t depth) {
 }  // namespace
 
 void check_string_length(size_t length) {
-    if (length > t_string_limit)
-        throw ValueError("string longer than the output limit (" + std::to_string(t_string_limit) +
-                         " bytes)");
+    const size_t limit = t_budget ? t_budget->max_string : kDefaultMaxOutput;
+    if (length > limit)
+        throw ValueError("string longer than the output limit (max_output " +
+                         std::to_string(limit) + " bytes)");
 }
 
 void check_piece_count(size_t count) {
@@ -35,15 +36,128 @@ void check_piece_count(size_t count) {
                          " pieces");
 }
 
-StringLimitScope::StringLimitScope(size_t limit) : saved_(t_string_limit) {
-    t_string_limit = limit;
+void charge_steps(uint64_t work) {
+    if (!t_budget) return;
+    t_budget->steps += work;
+    if (t_budget->steps > t_budget->max_steps)
+        throw ValueError("the template ran more than max_steps " +
+                         std::to_string(t_budget->max_steps) + " steps (an endless loop?)");
 }
-StringLimitScope::~StringLimitScope() { t_string_limit = saved_; }
 
-Value::Value(List l, bool tuple)
-    : kind_(Kind::Seq), tuple_(tuple), list_(std::make_shared<List>(std::move(l))) {}
+void charge_bytes(uint64_t bytes) {
+    if (!t_budget) return;
+    t_budget->bytes += bytes;
+    if (t_budget->bytes > t_budget->max_bytes)
+        throw ValueError("the template allocated more than max_memory " +
+                         std::to_string(t_budget->max_bytes) + " bytes in total");
+}
+
+BudgetScope::BudgetScope(RenderBudget& budget) : saved_(t_budget) { t_budget = &budget; }
+BudgetScope::~BudgetScope() { t_budget = saved_; }
+
+namespace {
+const std::shared_ptr<const ClientSpans>& derived_marker() {
+    static const auto marker = std::make_shared<const ClientSpans>();
+    return marker;
+}
+[[noreturn]] void too_deep() {
+    throw ValueError("values nest deeper than " + std::to_string(kMaxValueDepth) + " levels");
+}
+}  // namespace
+
+const std::string& Value::empty_string() {
+    static const std::string empty;
+    return empty;
+}
+
+Value::Value(std::string s) : kind_(Kind::String) {
+    charge_bytes(s.size());
+    str_ = std::make_shared<const std::string>(std::move(s));
+}
+
+Value Value::client_string(std::string s, ClientSpans spans) {
+    Value v(std::move(s));
+    v.client_ =
+        spans.empty() ? derived_marker() : std::make_shared<const ClientSpans>(std::move(spans));
+    return v;
+}
+
+Value::Value(List l, bool tuple) : kind_(Kind::Seq), tuple_(tuple) {
+    uint32_t deepest = 0;
+    bool client = false;
+    for (const Value& item : l) {
+        deepest = std::max(deepest, item.depth());
+        client = client || item.from_client();
+    }
+    if (deepest + 1 > kMaxValueDepth) too_deep();
+    charge_bytes(l.size() * sizeof(Value));
+    depth_ = deepest + 1;
+    if (client) client_ = derived_marker();
+    list_ = std::make_shared<List>(std::move(l));
+}
 Value::Value(std::shared_ptr<Dict> d) : kind_(Kind::Map), dict_(std::move(d)) {}
 Value::Value(std::shared_ptr<Callable> c) : kind_(Kind::Func), callable_(std::move(c)) {}
+
+uint32_t Value::depth() const {
+    if (kind_ == Kind::Seq) return depth_;
+    if (kind_ == Kind::Map) return dict_->depth;
+    return 0;
+}
+
+bool Value::from_client() const {
+    return client_ != nullptr || (kind_ == Kind::Map && dict_->from_client);
+}
+
+const ClientSpans& Value::client_spans() const {
+    static const ClientSpans none;
+    return client_ ? *client_ : none;
+}
+
+Value Value::marked_client() const {
+    Value v = *this;
+    if (!v.client_) v.client_ = derived_marker();
+    return v;
+}
+
+Value Value::as_client() const { return as_client_at(0); }
+
+Value Value::as_client_at(size_t depth) const {
+    check_value_depth(depth);
+    switch (kind_) {
+        case Kind::String: {
+            Value v = *this;
+            const size_t n = as_string().size();
+            const auto& spans = client_spans();
+            const bool whole = spans.size() == 1 && spans[0].begin == 0 && spans[0].end == n;
+            if (!whole)
+                v.client_ =
+                    n ? std::make_shared<const ClientSpans>(ClientSpans{{0, n}}) : derived_marker();
+            return v;
+        }
+        case Kind::Seq: {
+            List items;
+            items.reserve(list_->size());
+            for (const Value& item : *list_) items.push_back(item.as_client_at(depth + 1));
+            Value v(std::move(items), tuple_);
+            v.generator_ = generator_;
+            v.client_ = derived_marker();
+            return v;
+        }
+        case Kind::Map: {
+            auto d = std::make_shared<Dict>();
+            d->is_namespace = dict_->is_namespace;
+            for (const auto& [k, item] : dict_->items)
+                d->set(k.as_client_at(depth + 1), item.as_client_at(depth + 1));
+            d->from_client = true;
+            return Value(std::move(d));
+        }
+        case Kind::Func:
+        case Kind::Undefined:
+            return *this;
+        default:
+            return marked_client();
+    }
+}
 
 bool Value::truthy() const {
     switch (kind_) {
@@ -56,7 +170,7 @@ bool Value::truthy() const {
         case Kind::Float:
             return float_ != 0.0;
         case Kind::String:
-            return !str_.empty();
+            return !as_string().empty();
         case Kind::Seq:
             return generator_ || !list_->empty();
         case Kind::Map:
@@ -103,7 +217,19 @@ const Value* Dict::find(std::string_view key) const {
     return nullptr;
 }
 
+void Dict::add_new(Value key, Value value) {
+    const uint32_t d = std::max(key.depth(), value.depth()) + 1;
+    if (d > kMaxValueDepth) too_deep();
+    depth = std::max(depth, d);
+    from_client = from_client || key.from_client() || value.from_client();
+    items.emplace_back(std::move(key), std::move(value));
+}
+
 void Dict::set(Value key, Value value) {
+    const uint32_t d = std::max(key.depth(), value.depth()) + 1;
+    if (d > kMaxValueDepth) too_deep();
+    depth = std::max(depth, d);
+    from_client = from_client || key.from_client() || value.from_client();
     for (auto& [k, v] : items)
         if (py_equal(k, key)) {
             v = std::move(value);
@@ -427,8 +553,10 @@ std::string json_dumps(const Value& v, int indent, const std::optional<std::stri
 
 namespace {
 
+// Every comparison is a step: `unique` pays n^2, a sort n log n, `in` over a list n.
 bool equal_at(const Value& a, const Value& b, size_t depth) {
     check_value_depth(depth);
+    charge_steps(1);
     if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
         return a.as_int() == b.as_int();
@@ -468,6 +596,7 @@ bool equal_at(const Value& a, const Value& b, size_t depth) {
 
 bool less_at(const Value& a, const Value& b, size_t depth) {
     check_value_depth(depth);
+    charge_steps(1);
     if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return a.as_float() < b.as_float();
         return a.as_int() < b.as_int();
