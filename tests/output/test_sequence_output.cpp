@@ -96,17 +96,6 @@ TEST_CASE("the earliest end decides between stops inside one token") {
     CHECK(shown.finish == FinishReason::StopString);
 }
 
-TEST_CASE("a stop string made of a character split across tokens is found") {
-    const auto tok = tokenizer();
-    OutputOptions o;
-    o.stop = {"\xE2\x82\xAC"};
-    SequenceOutput out(*tok, o);
-    const auto shown = run(out, {id_of(*tok, "x"), id_of(*tok, "<0xE2>"), id_of(*tok, "<0x82>"),
-                                 id_of(*tok, "<0xAC>"), id_of(*tok, "ab")});
-    CHECK(shown.text == "x");
-    CHECK(shown.finish == FinishReason::StopString);
-}
-
 TEST_CASE("a stop string at the start of the output leaves no text") {
     const auto tok = tokenizer();
     OutputOptions o;
