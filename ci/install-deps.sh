@@ -2,11 +2,16 @@
 # Installs what building and testing ferrox needs on Debian 12: Debian packages
 # (only those missing) and the Python packages the tests use as references.
 # Idempotent and quiet; safe to run on every CI start.
+# --build-only: just what building the CLI and plugins needs (the main job).
 set -euo pipefail
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
 
 debs=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost-dev libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
+)
+((build_only)) || debs+=(
   clang-14 libclang-rt-14-dev          # libFuzzer targets
   clang-format                          # the format check (Debian 12: clang-format 14)
   dpkg-dev fakeroot lintian file debootstrap strace  # packaging tests
@@ -24,6 +29,8 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+((build_only)) && exit 0
 
 # Independent references for the tests: the gguf package's quant formats and writer;
 # the official OpenAI client (server tests, bench/openai_load.py).

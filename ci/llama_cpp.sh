@@ -29,9 +29,13 @@ if [[ "$(installed_version)" != "$version" ]]; then
     # ggml_backend_amx_mul_mat). Explicit -mno flags win over -march=native;
     # --no-cache-dir: pip would otherwise hand back a wheel it built earlier.
     no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    # The sdist that fetch_templates.sh caches, when there: one download fewer.
+    source="llama-cpp-python==$version"
+    sdist="$cache/sdist/llama_cpp_python-$version.tar.gz"
+    [[ -s "$sdist" ]] && source="$sdist"
     if ! CFLAGS="$no_amx" CXXFLAGS="$no_amx" \
         CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF" \
-        "$python" -m pip wheel -q --no-cache-dir --no-deps "llama-cpp-python==$version" -w "$wheels" >"$log" 2>&1; then
+        "$python" -m pip wheel -q --no-cache-dir --no-deps "$source" -w "$wheels" >"$log" 2>&1; then
       echo "llama_cpp.sh: building the llama-cpp-python wheel failed; see $log" >&2
       exit 1
     fi

@@ -58,6 +58,7 @@ ApiModelParams::ApiModelParams(const CommonOptions& common, const ModelChoices& 
     params_.n_plugin_dirs = static_cast<uint32_t>(dirs_.size());
     params_.threads = choices.threads;
     params_.n_ctx_max = choices.context;
+    params_.n_batch_max = choices.batch;
     params_.kv_kind = lower(choices.kv_type) == "f16" ? FERROX_KV_F16 : FERROX_KV_F32;
     params_.allow_resident = lower(choices.resident) != "off";
     params_.max_sequences = choices.sequences;

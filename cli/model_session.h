@@ -1,5 +1,7 @@
-// A model opened for the commands that run one (run, inspect, logits): the
-// configuration and plugins, then the GGUF file and the loaded model on top.
+// The flags every command that opens a model shares, and the one way the
+// CLI opens one: Engine::open (ferrox/engine.h) with the session's
+// configuration. run and logits open through ferrox.h (api_model.h), which
+// is the same Engine::open behind the C API.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,33 +9,18 @@
 #include <memory>
 #include <string>
 
-#include "ferrox/dispatch.h"
+#include "ferrox/engine.h"
 #include "ferrox/expected.h"
-#include "ferrox/gguf/file.h"
-#include "ferrox/kernel_registry.h"
-#include "ferrox/model/model.h"
-#include "ferrox/tokenizer/tokenizer.h"
+#include "ferrox/model/step_profile.h"
 #include "session.h"
 
 namespace ferrox::cli {
 
-// A loaded model with everything it borrows (file, dispatcher, registry), each
-// on the heap so the references the model holds survive moves.
-struct ModelSession {
-    Session session;
-    std::unique_ptr<KernelRegistry> registry;
-    std::unique_ptr<Dispatcher> dispatcher;
-    std::unique_ptr<gguf::File> file;
-    // Built from the file before any weight is bound, so that a tokenizer
-    // ferrox refuses stops the load before the weights cost anything.
-    std::unique_ptr<Tokenizer> tokenizer;
-    std::unique_ptr<model::Model> model;
-};
-
-// What every command that loads a model lets the user choose.
+// What every command that loads a model lets the user choose. 0 leaves a
+// number to the engine's rule (ferrox/model/defaults.h).
 struct ModelChoices {
     unsigned threads = 0;                   // > 0 overrides cpu.threads
-    uint32_t context = 0;                   // 0: min(4096, training context)
+    uint32_t context = 0;                   // KV cells; 0: sequences x min(4096, training)
     std::string kv_type = "f32";            // the KV cache's element kind: f32 or f16
     std::string resident = "auto";          // auto | off: may the forward pass live on a device
     bool special = false;                   // --special: special-token text in the prompt is parsed
@@ -41,12 +28,15 @@ struct ModelChoices {
     // Sequences one context will hold (serve --parallel, batched-bench -npl):
     // a resident backend that can hold only one keeps the model in host memory.
     uint32_t sequences = 1;
+    uint32_t batch = 0;  // tokens per decode; 0: 256; never more than the context
 };
 
 // Registers -t/--threads, -c/--ctx-size, --kv-type, --resident and --special on `cmd`.
 void add_model_choices(CLI::App& cmd, ModelChoices& choices);
 
-Expected<ModelSession> open_model(const CommonOptions& common, const std::string& path,
-                                  const ModelChoices& choices);
+// Engine::open with --config (its log level applied), --plugin-dir and the
+// choices; the load's progress logged a tenth at a time.
+Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const std::string& path,
+                                              const ModelChoices& choices);
 
 }  // namespace ferrox::cli

@@ -35,14 +35,16 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
     return diff == 0;
 }
 
-bool authorized(const std::vector<std::string>& keys, std::string_view authorization) {
-    if (keys.empty()) return true;
+int matching_key(const std::vector<std::string>& keys, std::string_view authorization) {
+    if (keys.empty()) return 0;
     constexpr std::string_view kBearer = "Bearer ";
-    if (authorization.substr(0, kBearer.size()) != kBearer) return false;
+    if (authorization.substr(0, kBearer.size()) != kBearer) return -1;
     const std::string_view given = authorization.substr(kBearer.size());
-    bool ok = false;
-    for (const std::string& key : keys) ok |= constant_time_equal(given, key);
-    return ok;
+    int found = -1;
+    // Every key is compared, whichever matches.
+    for (size_t i = 0; i < keys.size(); ++i)
+        if (constant_time_equal(given, keys[i])) found = static_cast<int>(i);
+    return found;
 }
 
 }  // namespace ferrox::server

@@ -18,7 +18,13 @@ Expected<std::vector<std::string>> load_api_keys(const std::string& path);
 // Equal contents, in time that depends only on the lengths.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
-// True when `authorization` (the header's value) carries one of `keys`, or keys is empty.
-bool authorized(const std::vector<std::string>& keys, std::string_view authorization);
+// Which of `keys` `authorization` (the header's value) carries: its index,
+// 0 when keys is empty (the one tenant of an open server), -1 for none.
+int matching_key(const std::vector<std::string>& keys, std::string_view authorization);
+
+// True when `authorization` carries one of `keys`, or keys is empty.
+inline bool authorized(const std::vector<std::string>& keys, std::string_view authorization) {
+    return matching_key(keys, authorization) >= 0;
+}
 
 }  // namespace ferrox::server

@@ -20,6 +20,9 @@ class FdStream {
     int fd() const { return fd_; }
     void set_read_deadline(Clock::time_point t) { read_deadline_ = t; }
     void set_write_timeout(std::chrono::milliseconds t) { write_timeout_ = t; }
+    // Waits until a byte (or the peer's FIN or reset) can be read, at most
+    // until `deadline`; false when the deadline passed first.
+    bool wait_readable(Clock::time_point deadline);
 
     template <class MutableBuffers>
     size_t read_some(const MutableBuffers& buffers, boost::system::error_code& ec) {

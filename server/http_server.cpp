@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <cerrno>
@@ -34,6 +36,8 @@ int poll_timeout(Clock::time_point t) {
 }
 
 error_code errno_code(int e) { return {e, boost::system::system_category()}; }
+
+constexpr uint64_t kTrimAfterBytes = 16u << 20;
 
 }  // namespace
 
@@ -65,6 +69,16 @@ size_t FdStream::read_into(void* data, size_t size, error_code& ec) {
     }
 }
 
+bool FdStream::wait_readable(Clock::time_point deadline) {
+    for (;;) {
+        pollfd p{fd_, POLLIN, 0};
+        const int r = ::poll(&p, 1, poll_timeout(deadline));
+        if (r > 0) return true;
+        if (r == 0) return false;
+        if (errno != EINTR) return true;  // let the read report it
+    }
+}
+
 size_t FdStream::write_from(const void* data, size_t size, error_code& ec) {
     const auto deadline = Clock::now() + write_timeout_;
     for (;;) {
@@ -93,7 +107,8 @@ size_t FdStream::write_from(const void* data, size_t size, error_code& ec) {
 
 class Connection {
   public:
-    Connection(int fd, const HttpLimits& server_limits) : stream(fd), limits(server_limits) {
+    Connection(int fd, const HttpLimits& server_limits, std::string peer_address)
+        : stream(fd), limits(server_limits), peer(std::move(peer_address)) {
         stream.set_write_timeout(limits.write_timeout);
     }
     ~Connection() { ::close(stream.fd()); }
@@ -108,9 +123,47 @@ class Connection {
 
     FdStream stream;
     const HttpLimits& limits;
+    const std::string peer;  // the client's address, for the per-client cap
     bool keep_alive = true;
     unsigned version = 11;
+    // Guarded by the server's mutex:
+    bool idle = false, evicted = false;
+    bool probes_only = false;  // taken past max_connections: /health and /ready only
+    Clock::time_point idle_since;
 };
+
+HttpLimits http_limits(const ServerConfig& config) {
+    HttpLimits l;
+    l.max_body_bytes = config.max_body_bytes;
+    l.read_timeout = std::chrono::seconds(config.read_timeout);
+    l.idle_timeout = std::chrono::seconds(config.idle_timeout);
+    l.max_connections = config.max_connections;
+    l.max_client_connections = config.max_client_connections;
+    l.request_memory = config.request_memory;
+    return l;
+}
+
+bool is_loopback_host(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+    bool all_loopback = found != nullptr;
+    for (addrinfo* a = found; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+            all_loopback &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        } else if (a->ai_family == AF_INET6) {
+            const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
+            all_loopback &= IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) != 0;
+        } else {
+            all_loopback = false;
+        }
+    }
+    ::freeaddrinfo(found);
+    return all_loopback;
+}
 
 std::string error_json(std::string_view message, std::string_view type) {
     nlohmann::json j;
@@ -169,15 +222,21 @@ void Responder::end_stream() {
     if (failed_ || ec) connection_.keep_alive = false;
 }
 
-bool Responder::client_gone() const {
+bool Responder::client_gone() {
     if (failed_) return true;
-    pollfd p{connection_.stream.fd(), POLLIN | POLLRDHUP, 0};
+    pollfd p{connection_.stream.fd(), POLLRDHUP, 0};
     if (::poll(&p, 1, 0) <= 0) return false;
-    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+    if (p.revents & (POLLHUP | POLLERR)) return true;
+    if ((p.revents & POLLRDHUP) && !probed_) {
+        probed_ = true;
+        const char probe = 0;
+        (void)::send(connection_.stream.fd(), &probe, 1, MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    return false;
 }
 
 HttpServer::HttpServer(HttpLimits limits, Handler handler)
-    : limits_(limits), handler_(std::move(handler)) {}
+    : limits_(std::move(limits)), handler_(std::move(handler)), memory_(limits_.request_memory) {}
 
 HttpServer::~HttpServer() { stop(std::chrono::milliseconds(2000)); }
 
@@ -217,7 +276,10 @@ Expected<void> HttpServer::start(const std::string& host, uint16_t port) {
 
 void HttpServer::accept_loop() {
     for (;;) {
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        sockaddr_storage peer{};
+        socklen_t peer_len = sizeof peer;
+        const int fd =
+            ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             {
@@ -232,32 +294,143 @@ void HttpServer::accept_loop() {
         }
         const int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        auto connection = std::make_shared<Connection>(fd, limits_);
-        std::unique_lock lock(m_);
-        if (stopping_) return;
-        if (open_.size() >= limits_.max_connections) {
-            lock.unlock();
-            connection->keep_alive = false;
-            Responder r(*connection);
-            r.send(503, "application/json", error_json("too many open connections", "unavailable"),
-                   {{"Retry-After", "1"}});
-            continue;
+        char address[INET6_ADDRSTRLEN] = "?";
+        if (peer.ss_family == AF_INET)
+            ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&peer)->sin_addr, address,
+                        sizeof address);
+        else if (peer.ss_family == AF_INET6)
+            ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr, address,
+                        sizeof address);
+        auto connection = std::make_shared<Connection>(fd, limits_, address);
+        {
+            std::lock_guard lock(m_);
+            if (stopping_) return;
         }
-        open_.emplace(connection.get(), connection);
-        lock.unlock();
+        if (!admit(connection)) continue;
         std::thread([this, connection]() mutable { serve(std::move(connection)); }).detach();
     }
+}
+
+bool HttpServer::admit(const std::shared_ptr<Connection>& c) {
+    std::unique_lock lock(m_);
+    uint32_t& mine = per_client_[c->peer];
+    if (mine >= limits_.max_client_connections) {
+        if (mine == 0) per_client_.erase(c->peer);
+        lock.unlock();
+        refuse(*c, fmt::format("this client already holds {} connections "
+                               "(server.max_client_connections)",
+                               limits_.max_client_connections));
+        return false;
+    }
+    size_t live = 0;  // evicted connections are on their way out
+    Connection* oldest_idle = nullptr;
+    for (auto& [raw, other] : open_) {
+        if (other->evicted) continue;
+        ++live;
+        if (other->idle && (!oldest_idle || other->idle_since < oldest_idle->idle_since))
+            oldest_idle = raw;
+    }
+    if (live >= limits_.max_connections && oldest_idle) {
+        // Its thread sees the end of the stream and lets the connection go.
+        oldest_idle->evicted = true;
+        ::shutdown(oldest_idle->stream.fd(), SHUT_RDWR);
+    } else if (live >= limits_.max_connections) {
+        if (live >= limits_.max_connections + limits_.probe_reserve) {
+            lock.unlock();
+            refuse(*c, fmt::format("too many open connections (server.max_connections {})",
+                                   limits_.max_connections));
+            return false;
+        }
+        c->probes_only = true;
+    }
+    ++mine;
+    open_.emplace(c.get(), c);
+    return true;
+}
+
+void HttpServer::refuse(Connection& c, std::string why) {
+    c.keep_alive = false;
+    Responder r(c);
+    r.send(503, "application/json", error_json(why, "unavailable"),
+           {{"Retry-After", "1"}, {"Connection", "close"}});
+    // Unread bytes at close() make the kernel send a reset, which can destroy
+    // the answer before the client reads it: take what has arrived, without waiting.
+    ::shutdown(c.stream.fd(), SHUT_WR);
+    char sink[4096];
+    for (int i = 0; i < 16 && ::recv(c.stream.fd(), sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+    }
+}
+
+namespace {
+
+// Reads and drops a body of `length` bytes (part may be in `buffer`), within
+// the read deadline, so that a refused request's client reads the refusal.
+void discard_body(FdStream& stream, boost::beast::flat_buffer& buffer, uint64_t length) {
+    const uint64_t held = std::min<uint64_t>(buffer.size(), length);
+    buffer.consume(held);
+    uint64_t left = length - held;
+    char sink[16384];
+    error_code ec;
+    while (left > 0 && !ec)
+        left -= std::min<uint64_t>(
+            left,
+            stream.read_some(boost::asio::buffer(sink, std::min<uint64_t>(sizeof sink, left)), ec));
+}
+
+}  // namespace
+
+void HttpServer::set_idle(Connection& c, bool idle) {
+    std::lock_guard lock(m_);
+    c.idle = idle;
+    if (idle) c.idle_since = Clock::now();
+}
+
+void HttpServer::forget(Connection& c) {
+    std::lock_guard lock(m_);
+    if (auto it = per_client_.find(c.peer); it != per_client_.end() && --it->second == 0)
+        per_client_.erase(it);
+    open_.erase(&c);
+    if (open_.empty()) all_closed_.notify_all();
 }
 
 void HttpServer::serve(std::shared_ptr<Connection> c) {
     boost::beast::flat_buffer buffer;
     while (c->keep_alive) {
+        if (buffer.size() == 0) {  // between requests: idle until the next one starts
+            set_idle(*c, true);
+            const bool started = c->stream.wait_readable(Clock::now() + limits_.idle_timeout);
+            set_idle(*c, false);
+            {
+                std::lock_guard lock(m_);
+                if (c->evicted) break;
+            }
+            if (!started) break;  // idle_timeout: close quietly, as keep-alive allows
+        }
         c->stream.set_read_deadline(Clock::now() + limits_.read_timeout);
         http::request_parser<http::string_body> parser;
         parser.header_limit(limits_.max_header_bytes);
         parser.body_limit(limits_.max_body_bytes);
         error_code ec;
         http::read_header(c->stream, buffer, parser, ec);
+        MemoryBudget::Charge charge;
+        if (!ec && !parser.is_done()) {
+            // Charged before the body is read: a body the budget cannot hold
+            // is never read (the connection is closed after the 503).
+            const uint64_t body = parser.content_length().value_or(limits_.max_body_bytes);
+            const uint64_t need = std::min(body, limits_.max_body_bytes) * kRequestMemoryFactor;
+            charge = memory_.try_charge(need);
+            if (charge.bytes() == 0) {
+                c->version = parser.get().version();
+                if (parser.content_length() && body <= limits_.max_body_bytes)
+                    discard_body(c->stream, buffer, body);
+                refuse(*c,
+                       fmt::format("the server is short of request memory: {} bytes of body x {} = "
+                                   "{} bytes needed, {} of server.request_memory {} in use",
+                                   body, kRequestMemoryFactor, need, memory_.in_use(),
+                                   memory_.total()));
+                break;
+            }
+        }
         if (!ec && parser.get()[http::field::expect] == "100-continue") {
             http::response<http::empty_body> go{http::status::continue_, parser.get().version()};
             c->write(go);
@@ -303,7 +476,18 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
             std::lock_guard lock(m_);
             if (stopping_) c->keep_alive = false;
         }
-        Responder responder(*c);
+        if (c->probes_only) {
+            const std::string_view target(request.target().data(), request.target().size());
+            const auto& probes = limits_.probe_targets;
+            if (std::find(probes.begin(), probes.end(), target) == probes.end()) {
+                refuse(*c, fmt::format("too many open connections (server.max_connections {}); "
+                                       "only the probes are answered",
+                                       limits_.max_connections));
+                break;
+            }
+        }
+        const uint64_t charged = charge.bytes();
+        Responder responder(*c, &charge);
         {
             std::lock_guard lock(m_);
             ++handling_;
@@ -318,12 +502,14 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
             c->keep_alive = false;
             responder.send(500, "application/json", error_json("no response", "server_error"));
         }
+        // glibc keeps freed memory in each thread's arena: without this, a
+        // series of large requests on different connections each leave their
+        // peak behind, and the process outgrows the budget that admitted them.
+        if (charged >= kTrimAfterBytes) ::malloc_trim(0);
         std::lock_guard lock(m_);
         if (--handling_ == 0) all_closed_.notify_all();
     }
-    std::lock_guard lock(m_);
-    open_.erase(c.get());
-    if (open_.empty()) all_closed_.notify_all();
+    forget(*c);
 }
 
 void HttpServer::stop_accepting() {

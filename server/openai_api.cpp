@@ -18,8 +18,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-constexpr size_t kMaxJsonDepth = 64;
-
 // A refused request: the HTTP status, the message, and the field at fault.
 struct ApiError {
     int status;
@@ -169,35 +167,13 @@ std::string sse(const ordered_json& j) { return "data: " + dump(j) + "\n\n"; }
 
 }  // namespace
 
-size_t json_depth(std::string_view text) {
-    size_t depth = 0, most = 0;
-    bool in_string = false, escaped = false;
-    for (char c : text) {
-        if (in_string) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (c == '"')
-            in_string = true;
-        else if (c == '[' || c == '{')
-            most = std::max(most, ++depth);
-        else if ((c == ']' || c == '}') && depth > 0)
-            --depth;
-    }
-    return most;
-}
-
 struct Api::Call {
     const HttpRequest& request;
     Responder& responder;
     std::string id;
     Headers headers;  // sent with every response of this call
     ordered_json body;
+    std::string tenant;  // whose prefix-cache entries this request may share
     uint32_t prompt_tokens = 0, completion_tokens = 0;
     double ttft = -1;
 
@@ -209,17 +185,11 @@ struct Api::Call {
         h.insert(h.end(), extra.begin(), extra.end());
         responder.send(e.status, "application/json", error_body(e), h);
     }
-    // The body as JSON, or a 400 naming where it broke.
-    void parse_body() {
-        const std::string& text = request.body();
-        if (json_depth(text) > kMaxJsonDepth)
-            throw ApiError{400, fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth),
-                           ""};
-        try {
-            body = ordered_json::parse(text);
-        } catch (const json::parse_error& e) {
-            throw ApiError{400, fmt::format("malformed JSON: {}", e.what()), ""};
-        }
+    // The body as JSON, or a 400 naming where it broke or the limit it crossed.
+    void parse_body(const JsonLimits& limits) {
+        auto parsed = parse_bounded_json(request.body(), limits);
+        if (!parsed) throw ApiError{400, parsed.error().message(), ""};
+        body = std::move(*parsed);
         if (!body.is_object()) throw ApiError{400, "the body must be a JSON object", ""};
     }
 };
@@ -231,10 +201,10 @@ void Api::set_model(LoadedModel model) { model_ = std::move(model); }
 
 void Api::handle(const HttpRequest& request, Responder& responder) {
     const auto t0 = Clock::now();
-    Call call{request, responder, request_id_from(request, next_id_++), {}, {}, 0, 0, -1};
+    Call call{request, responder, request_id_from(request, next_id_++), {}, {}, {}, 0, 0, -1};
     call.headers.emplace_back("X-Request-Id", call.id);
-    if (!options_.cors_origin.empty()) {
-        call.headers.emplace_back("Access-Control-Allow-Origin", options_.cors_origin);
+    if (!options_.guard.cors_origin.empty()) {
+        call.headers.emplace_back("Access-Control-Allow-Origin", options_.guard.cors_origin);
         call.headers.emplace_back("Vary", "Origin");
     }
     try {
@@ -274,7 +244,10 @@ void Api::route(Call& call) {
         return call.send_json(state == ServerState::Ready ? 200 : 503,
                               {{"status", kNames[static_cast<int>(state)]}});
     }
-    if (method == http::verb::options && !options_.cors_origin.empty()) {
+    // The probes tell nothing and must answer whatever sent them.
+    if (auto refused = guard_request(call.request, options_.guard))
+        throw ApiError{refused->status, refused->why, ""};
+    if (method == http::verb::options && !options_.guard.cors_origin.empty()) {
         Headers h = call.headers;
         h.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
         h.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id");
@@ -286,10 +259,12 @@ void Api::route(Call& call) {
     const std::string_view auth_value =
         auth == call.request.end() ? std::string_view()
                                    : std::string_view(auth->value().data(), auth->value().size());
-    if (!authorized(options_.api_keys, auth_value)) {
+    const int key = matching_key(options_.api_keys, auth_value);
+    if (key < 0) {
         ApiError e{401, "missing or wrong API key (Authorization: Bearer <key>)", ""};
         return call.send_error(e, {{"WWW-Authenticate", "Bearer"}});
     }
+    call.tenant = std::to_string(key);
     if (target == "/metrics") {
         if (method != http::verb::get) throw ApiError{405, "use GET", ""};
         call.responder.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(),
@@ -316,7 +291,7 @@ void Api::route(Call& call) {
         return call.send_error({503, "the model is still loading", ""}, {{"Retry-After", "5"}});
     if (state != ServerState::Ready)
         return call.send_error({503, "the server is shutting down", ""}, {{"Retry-After", "5"}});
-    call.parse_body();
+    call.parse_body(options_.limits.json);
     if (target == "/v1/chat/completions") return generate(call, true);
     if (target == "/v1/completions") return generate(call, false);
     if (target == "/tokenize") return tokenize(call);
@@ -402,7 +377,8 @@ void Api::generate(Call& call, bool chat) {
     const uint32_t limit = model_.max_positions;
     std::string prompt_text;
     if (chat) {
-        const ordered_json messages = checked_messages(f.raw("messages"), options_.max_messages);
+        const ordered_json messages =
+            checked_messages(f.raw("messages"), options_.limits.max_messages);
         auto rendered = model_.render_chat(messages);
         if (!rendered) throw ApiError{400, rendered.error().message(), "messages"};
         g.prompt = std::move(rendered->tokens);
@@ -458,6 +434,10 @@ void Api::generate(Call& call, bool chat) {
     if (f.has("logit_bias")) {
         const ordered_json& lb = f.raw("logit_bias");
         if (!lb.is_object()) f.fail("logit_bias", "must be an object of token id to bias");
+        // Applied to every token sampled: bounded so one request cannot stall the step.
+        if (lb.size() > options_.limits.max_logit_bias)
+            f.fail("logit_bias", fmt::format("has {} entries; at most {}", lb.size(),
+                                             options_.limits.max_logit_bias));
         const size_t vocab = model_.tokenizer->vocab_size();
         for (auto it = lb.begin(); it != lb.end(); ++it) {
             const std::string name = "logit_bias." + it.key();
@@ -483,12 +463,21 @@ void Api::generate(Call& call, bool chat) {
             }
         else
             f.fail("stop", "must be a string or a list of strings");
-        if (stops.size() > options_.max_stop_strings)
-            f.fail("stop", fmt::format("has more than {} strings", options_.max_stop_strings));
+        const RequestLimits& l = options_.limits;
+        if (stops.size() > l.max_stop_strings)
+            f.fail("stop", fmt::format("has more than {} strings", l.max_stop_strings));
         for (const auto& one : stops)
-            if (one.size() > 1024) f.fail("stop", "strings must be at most 1024 bytes");
+            if (one.size() > l.max_stop_bytes)
+                f.fail("stop", fmt::format("strings must be at most {} bytes", l.max_stop_bytes));
         g.stop = std::move(stops);
     }
+    // Prefix-cache entries are shared only within one API key and salt, so
+    // that cached_tokens never tells one tenant what another sent.
+    const std::string salt = f.string("cache_salt", "");
+    if (salt.size() > options_.limits.max_cache_salt_bytes)
+        f.fail("cache_salt",
+               fmt::format("must be at most {} bytes", options_.limits.max_cache_salt_bytes));
+    g.cache_scope = call.tenant + '\n' + salt;
     if (chat) {
         g.logprobs = f.boolean("logprobs", false);
         g.top_logprobs = static_cast<uint32_t>(f.integer("top_logprobs", 0, 20, 0));
@@ -499,6 +488,10 @@ void Api::generate(Call& call, bool chat) {
         g.top_logprobs = static_cast<uint32_t>(std::max<int64_t>(n, 0));
     }
     f.refuse_the_rest();
+    // What the request holds from here on: its body (until the handler
+    // returns) and the prompt's tokens; the parsed JSON goes now.
+    call.body = nullptr;
+    call.responder.keep_memory(call.request.body().size() + g.prompt.size() * sizeof(int32_t));
 
     auto submitted = model_.scheduler->submit(std::move(g));
     if (!submitted.job) {
@@ -548,9 +541,13 @@ void Api::generate(Call& call, bool chat) {
                            {"logprobs", nullptr},
                            {"finish_reason", nullptr}})));
     }
+    // The client is looked at every 100 ms whether or not tokens flow, so a
+    // non-streamed request is cancelled as soon as a streamed one would be.
+    auto next_look = Clock::now();
     for (;;) {
         auto event = job.next(std::chrono::milliseconds(100));
-        if (!event) {
+        if (!event || Clock::now() >= next_look) {
+            next_look = Clock::now() + std::chrono::milliseconds(100);
             if (call.responder.client_gone()) {
                 job.cancel();
                 if (stream)
@@ -560,7 +557,7 @@ void Api::generate(Call& call, bool chat) {
                 call.responder.set_outcome(499);  // the client closed the request
                 return;
             }
-            continue;
+            if (!event) continue;
         }
         note_first_token();
         if (event->kind == Event::Kind::Text) {
@@ -608,6 +605,9 @@ void Api::generate(Call& call, bool chat) {
             if (!stream) return call.send_error(e);
             call.responder.write_chunk(sse(ordered_json::parse(error_body(e))));
             call.responder.end_stream();
+            // The 200 went out with the headers; a stream cut short (by the
+            // drain, a timeout) is counted and logged as what cut it.
+            call.responder.set_outcome(e.status);
             return;
         }
         // Done.
@@ -689,7 +689,7 @@ void Api::detokenize(Call& call) {
 
 void Api::apply_template(Call& call) {
     Fields f(call.body, "");
-    const ordered_json messages = checked_messages(f.raw("messages"), options_.max_messages);
+    const ordered_json messages = checked_messages(f.raw("messages"), options_.limits.max_messages);
     f.refuse_the_rest();
     auto rendered = model_.render_chat(messages);
     if (!rendered) throw ApiError{400, rendered.error().message(), "messages"};

@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "bounded_json.h"
 #include "ferrox/expected.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "http_server.h"
 #include "metrics.h"
+#include "request_guard.h"
 #include "scheduler.h"
 
 namespace ferrox::server {
@@ -28,13 +30,24 @@ struct RenderedChat {
 // Messages (already checked: role and string content each) to the prompt.
 using ChatRenderFn = std::function<Expected<RenderedChat>(const nlohmann::ordered_json&)>;
 
+// Limits on what one request may ask for, fixed (docs/security.md states
+// each): every array and object a client controls is bounded by count, and
+// the per-step work it causes by that count.
+struct RequestLimits {
+    JsonLimits json{64, 1u << 18, 4096};  // depth, values, members of one object
+    uint32_t max_messages = 1024;
+    uint32_t max_stop_strings = 16;
+    uint32_t max_stop_bytes = 1024;  // each
+    uint32_t max_logit_bias = 1024;  // entries, applied to every sampled token
+    uint32_t max_cache_salt_bytes = 256;
+};
+
 struct ApiOptions {
     std::string model_id;
     std::vector<std::string> api_keys;  // empty: open
-    std::string cors_origin;            // empty: no CORS headers
-    uint32_t max_messages = 1024;
-    uint32_t max_stop_strings = 16;
-    std::chrono::seconds request_timeout{600};
+    GuardOptions guard;                 // Host, Origin (cors_origin)
+    std::chrono::seconds request_timeout{0};
+    RequestLimits limits;
 };
 
 // What the endpoints need once the model is loaded.
@@ -71,9 +84,5 @@ class Api {
     std::atomic<uint64_t> next_id_{1};
     int64_t started_at_ = 0;
 };
-
-// The nesting depth of a JSON text (brackets outside strings), so that a
-// body nested deeper than the parser should recurse is refused first.
-size_t json_depth(std::string_view text);
 
 }  // namespace ferrox::server

@@ -27,6 +27,7 @@ struct Scheduler::Slot {
     int32_t seq = 0;
     std::shared_ptr<Job> job;
     std::vector<int32_t> cached;  // the tokens in this sequence's cells, position 0 on
+    std::string scope;            // the cache_scope of the request that computed them
     bool generating = false;      // the prompt is in; next_token waits to be decoded
     int32_t next_token = -1;
     int batch_index = -1;
@@ -95,9 +96,13 @@ Scheduler::Submitted Scheduler::submit(GenerationRequest request) {
         return {nullptr, Refusal::TooLong,
                 fmt::format("{} prompt tokens + max_tokens {} exceed the context's {} cells",
                             request.prompt.size(), request.max_tokens, n_ctx_)};
-    if (waiting_.size() >= options_.max_queue)
+    // A request for a free slot waits only until the loop admits it; the
+    // queue (max_queue, 0 = none) is what waits beyond the free slots.
+    const size_t free_slots = options_.n_seq - std::min<size_t>(running_, options_.n_seq);
+    if (waiting_.size() >= options_.max_queue + free_slots)
         return {nullptr, Refusal::QueueFull,
-                fmt::format("{} requests are waiting (server.max_queue)", waiting_.size())};
+                fmt::format("{} requests are waiting for {} free sequences (server.max_queue {})",
+                            waiting_.size(), free_slots, options_.max_queue)};
     auto job = std::make_shared<Job>(std::move(request));
     waiting_.push_back(job);
     metrics_.waiting = static_cast<int64_t>(waiting_.size());
@@ -173,6 +178,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         Slot* best = nullptr;
         size_t reuse = 0;
         for (Slot& s : slots_) {
+            if (s.scope != job->request.cache_scope) continue;
             const size_t l =
                 std::min({common_prefix(s.cached, prompt), s.canonical, most}) / chunk * chunk;
             if (l > reuse) reuse = l, best = &s;
@@ -200,6 +206,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
             target->canonical = 0;
         }
         Slot& s = *target;
+        s.scope = job->request.cache_scope;
         s.job = job;
         s.admitted = ++admit_clock_;
         s.generating = false;

@@ -37,6 +37,10 @@ struct GenerationRequest {
     // The OpenAI API sets no repetition penalty: base.repeat_penalty stays 1.
     ChainParams sampling;
     std::vector<std::string> stop;
+    // Requests share cached prompt prefixes only within one scope (the API
+    // key and the request's cache_salt): a shared prefix shows in its
+    // cached_tokens and its speed.
+    std::string cache_scope;
     uint32_t top_logprobs = 0;  // alternatives reported per token
     bool logprobs = false;
     Clock::time_point arrival = Clock::now();
@@ -78,8 +82,8 @@ class Job {
 };
 
 struct SchedulerOptions {
-    uint32_t n_seq = 4;
-    uint32_t max_queue = 64;
+    uint32_t n_seq = 0;
+    uint32_t max_queue = 0;  // waiting beyond the free slots
     // Prompt tokens per step beside the decoding sequences; also the unit in
     // which a cached prefix is shared.
     uint32_t prefill_chunk = 128;

@@ -64,11 +64,11 @@ uint64_t rss_kib() { return status_kib("VmRSS"); }
 // the KV cache of the cells the largest row used, plus 10% (as
 // bench/model_vs_llama.py counts a single sequence). The tensor bytes are
 // given too, for a reader who counts only those as the weights.
-nlohmann::json memory_report(const ModelSession& ms, uint32_t cells_used) {
-    const uint64_t kv_bytes = ms.model->kv_cache_bytes(cells_used);
+nlohmann::json memory_report(const Engine& e, uint32_t cells_used) {
+    const uint64_t kv_bytes = e.model().kv_cache_bytes(cells_used);
     uint64_t tensor_bytes = 0;
-    for (const gguf::Shard& shard : ms.file->shards()) tensor_bytes += shard.tensor_bytes;
-    const uint64_t file_bytes = ms.file->mapped_bytes();
+    for (const gguf::Shard& shard : e.file().shards()) tensor_bytes += shard.tensor_bytes;
+    const uint64_t file_bytes = e.file().mapped_bytes();
     const uint64_t budget = (file_bytes + kv_bytes) * 11 / 10;
     const uint64_t peak = status_kib("VmHWM") * 1024;
     return {{"peak_rss_bytes", peak},         {"model_file_bytes", file_bytes},
@@ -126,27 +126,27 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
     const uint32_t max_pp = *std::max_element(o.npp.begin(), o.npp.end());
     const uint32_t max_tg = *std::max_element(o.ntg.begin(), o.ntg.end());
     const uint32_t cells = (o.pps ? max_pp : max_pp * max_pl) + max_tg * max_pl;
+    // Opened for exactly the context its rows need, planned once at load (-c
+    // does not size it: the rows do).
     ModelChoices choices = o.model;
-    // The model's own single-sequence context stays small; the bench makes its own.
-    if (choices.context == 0) choices.context = 256;
+    choices.context = cells;
     choices.sequences = max_pl;
-    auto ms = open_model(common, o.model_path, choices);
-    if (!ms) {
-        logger().error("{}", ms.error().message());
+    choices.batch = o.n_batch;
+    auto engine = open_engine(common, o.model_path, choices);
+    if (!engine) {
+        logger().error("{}", engine.error().message());
         return kExitBadInput;
     }
+    const Engine& e = **engine;
     const uint64_t rss_loaded = rss_kib();
-    model::ContextOptions co;
-    co.n_ctx = cells;
-    co.n_seq = max_pl;
-    co.n_batch = std::min(o.n_batch, cells);
-    auto ctx = model::Context::create(*ms->model, co);
+    const model::ContextOptions co = e.context_options();
+    auto ctx = model::Context::create(e.model(), co);
     if (!ctx) {
         logger().error("{}", ctx.error().message());
         return kExitBadInput;
     }
     std::mt19937 rng(1);
-    const auto vocab = static_cast<uint32_t>(ms->model->vocab());
+    const auto vocab = static_cast<uint32_t>(e.model().vocab());
     std::vector<Row> rows;
     for (uint32_t pp : o.npp)
         for (uint32_t tg : o.ntg)
@@ -174,7 +174,7 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
             }
     uint32_t most_cells = 0;
     for (const Row& r : rows) most_cells = std::max(most_cells, r.cells_used);
-    const nlohmann::json memory = memory_report(*ms, most_cells);
+    const nlohmann::json memory = memory_report(e, most_cells);
     if (o.json) {
         nlohmann::json out;
         out["memory"] = memory;

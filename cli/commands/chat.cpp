@@ -22,6 +22,7 @@
 #include "ferrox/tokenizer/tokenizer.h"
 #include "model_session.h"
 #include "output.h"
+#include "sampler_flags.h"
 
 namespace ferrox::cli {
 namespace {
@@ -168,18 +169,19 @@ class Conversation {
 
 int run(const CommonOptions& common, const ChatCommandOptions& o) {
     const bool interactive = ::isatty(STDIN_FILENO) == 1;
-    auto ms = open_model(common, o.model_path, o.model);
-    if (!ms) {
-        logger().error("{}", ms.error().message());
+    auto engine = open_engine(common, o.model_path, o.model);
+    if (!engine) {
+        logger().error("{}", engine.error().message());
         return kExitBadInput;
     }
-    const Tokenizer& tok = *ms->tokenizer;  // built before the weights were mapped
-    auto chosen = choose_chat_template(*ms->file, o.chat.chat_template);
+    Engine& e = **engine;
+    const Tokenizer& tok = e.tokenizer();  // built before the weights were mapped
+    auto chosen = choose_chat_template(e.file(), o.chat.chat_template);
     if (!chosen) {
         logger().error("{}", chosen.error().message());
         return kExitBadInput;
     }
-    Conversation conv(*ms->model, tok, ChatRenderer(std::move(*chosen), *ms->file, tok), o,
+    Conversation conv(e.model(), tok, ChatRenderer(std::move(*chosen), e.file(), tok), o,
                       interactive);
 
     struct sigaction action {
@@ -224,16 +226,9 @@ Command add_chat_command(CLI::App& app, CommonOptions& common) {
     cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
     cmd->add_option("--sys,--system-prompt", o->system_prompt,
                     "System prompt (also -sys, as llama-cli spells it)");
-    cmd->add_option("-n,--n-predict", o->n_predict,
-                    "Tokens per answer at most (default -1: until the end of the turn)");
+    add_n_predict_flag(*cmd, o->n_predict, NPredict::PerAnswer);
     add_model_choices(*cmd, o->model);
-    cmd->add_option("--seed", o->sampling.seed, "RNG seed (same seed, same output)");
-    cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy (default 0.8)");
-    cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0 = off (default 40)");
-    cmd->add_option("--top-p", o->sampling.top_p, "Top-p, 1 = off (default 0.95)");
-    cmd->add_option("--min-p", o->sampling.min_p, "Min-p, 0 = off (default 0.05)");
-    cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
-                    "Repetition penalty, 1 = off (default 1.0)");
+    add_sampler_flags(*cmd, o->sampling);
     add_chat_options(*cmd, o->chat);
     return {cmd, [o, &common]() { return run(common, *o); }};
 }

@@ -55,11 +55,7 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
         ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st);
     if (!succeeded(loaded, st)) return loaded == FERROX_CODE_BACKEND ? kExitFailure : kExitBadInput;
     const ModelHandle model(raw_model, ferrox_model_free);
-    const uint32_t train = ferrox_model_n_ctx_train(model.get());
-    const uint32_t n_ctx = o.model.context ? o.model.context : std::min(4096u, train);
-    if (n_ctx > train)
-        logger().warn("context {} exceeds the {} positions {} was trained on", n_ctx, train,
-                      o.model_path);
+    const uint32_t n_ctx = ferrox_model_n_ctx(model.get());  // the engine's rule, and its warning
 
     std::vector<int32_t> tokens;
     if (!o.tokens_csv.empty()) {
@@ -69,6 +65,14 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
             return kExitBadInput;
         }
         tokens = std::move(*ids);
+        // An id the model has no row for is the caller's mistake, like a malformed one.
+        const uint32_t vocab = ferrox_model_vocab(model.get());
+        for (size_t i = 0; i < tokens.size(); ++i)
+            if (static_cast<uint32_t>(tokens[i]) >= vocab) {
+                logger().error("--tokens: {} (item {}) is outside the vocabulary of {} tokens",
+                               tokens[i], i + 1, vocab);
+                return kExitBadInput;
+            }
     } else {
         // Text in the prompt stays text unless --special asks for control tokens.
         const int parse = o.model.special ? 1 : 0;

@@ -17,11 +17,11 @@
 #include "commands/commands.h"
 #include "ferrox/ferrox.h"
 #include "ferrox/log.h"
-#include "flag_checks.h"
 #include "input.h"
 #include "model_session.h"
 #include "output.h"
 #include "profile_report.h"
+#include "sampler_flags.h"
 #include "signals.h"
 
 namespace ferrox::cli {
@@ -162,12 +162,7 @@ int run(const CommonOptions& common, RunOptions o) {
         return kExitBadInput;
     const ModelHandle model(raw_model, ferrox_model_free);
     const ferrox_model* m = model.get();
-    const uint32_t n_ctx = ferrox_model_n_ctx(m), train = ferrox_model_n_ctx_train(m);
-    if (n_ctx > train)
-        logger().warn(
-            "context {} exceeds the {} positions {} was trained on; positions past {} are "
-            "outside what the model learned",
-            n_ctx, train, o.model_path, train);
+    const uint32_t n_ctx = ferrox_model_n_ctx(m);  // the engine warned if past training
     const char* capacity = "";
     if (!succeeded(ferrox_model_capacity_summary(m, &capacity, &st), st)) return kExitFailure;
     const uint32_t vocab = ferrox_model_vocab(m);
@@ -385,25 +380,9 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
     auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
     auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from this file");
     prompt->excludes(file);
-    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 128)")
-        ->check(CLI::Range(0, std::numeric_limits<int>::max()));
+    add_n_predict_flag(*cmd, o->n_predict, NPredict::Total);
     add_model_choices(*cmd, o->model);
-    cmd->add_option("--seed", o->sampling.seed, "RNG seed (same seed, same output)")
-        ->check(unsigned_digits());
-    cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy (default 0.8)")
-        ->check(finite_in(0, 100));
-    cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0 = off (default 40)")
-        ->check(unsigned_digits());
-    cmd->add_option("--top-p", o->sampling.top_p, "Top-p, 1 = off (default 0.95)")
-        ->check(finite_in(0, 1));
-    cmd->add_option("--min-p", o->sampling.min_p, "Min-p, 0 = off (default 0.05)")
-        ->check(finite_in(0, 1));
-    cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
-                    "Repetition penalty, 1 = off (default 1.0)")
-        ->check(finite_in(0, 100, true));
-    cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n,
-                    "Tokens the repetition penalty looks back over (default 64)")
-        ->check(unsigned_digits());
+    add_sampler_flags(*cmd, o->sampling);
     cmd->add_option("--stop", o->stops, "Stop when this text is generated (repeatable)");
     cmd->add_flag("--chat", o->chat,
                   "Wrap the prompt as one user turn in the chat template (the file's, or "

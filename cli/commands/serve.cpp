@@ -4,12 +4,14 @@
 // /ready turns 503, nothing new is taken, running requests get
 // server.drain_timeout to finish, the rest are cancelled, exit 0. A second
 // signal exits at once.
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -18,6 +20,7 @@
 #include "commands/commands.h"
 #include "ferrox/log.h"
 #include "ferrox/model/context.h"
+#include "ferrox/server_settings.h"
 #include "http_server.h"
 #include "metrics.h"
 #include "model_session.h"
@@ -27,29 +30,34 @@
 namespace ferrox::cli {
 namespace {
 
+// Tokens per decode the server asks for; the engine lowers it to a shorter
+// context (a context of 256 cells takes batches of 256).
+constexpr uint32_t kServeBatch = 512;
+
 struct ServeOptions {
-    ServerConfig flags;  // only the members whose flag was given are used
+    // The server flags, declared from the settings table: each one's text as
+    // given, checked by the same rule as the configuration file's key.
+    std::map<std::string_view, std::string> text;
+    std::map<std::string_view, bool> switches;
+    std::map<std::string_view, CLI::Option*> given;
     unsigned threads = 0;
     ChatOptions chat;
-    CLI::App* cmd = nullptr;
 };
 
 // The configuration's server section with every given flag on top.
-ServerConfig merged(const ServerConfig& from_config, const ServeOptions& o) {
+Expected<ServerConfig> merged(const ServerConfig& from_config, const ServeOptions& o) {
     ServerConfig s = from_config;
-    const auto given = [&](const char* name) { return o.cmd->count(name) > 0; };
-    if (given("--model")) s.model = o.flags.model;
-    if (given("--host")) s.host = o.flags.host;
-    if (given("--port")) s.port = o.flags.port;
-    if (given("--parallel")) s.parallel = o.flags.parallel;
-    if (given("--ctx-size")) s.context = o.flags.context;
-    if (given("--kv-type")) s.kv_type = o.flags.kv_type;
-    if (given("--api-key-file")) s.api_key_file = o.flags.api_key_file;
-    if (given("--alias")) s.alias = o.flags.alias;
-    if (given("--max-queue")) s.max_queue = o.flags.max_queue;
-    if (given("--request-timeout")) s.request_timeout = o.flags.request_timeout;
-    if (given("--drain-timeout")) s.drain_timeout = o.flags.drain_timeout;
-    if (given("--read-timeout")) s.read_timeout = o.flags.read_timeout;
+    for (const ServerSetting& setting : server_settings()) {
+        if (o.given.at(setting.key)->count() == 0) continue;
+        const std::string value = setting.kind == SettingKind::Switch
+                                      ? (o.switches.at(setting.key) ? "true" : "false")
+                                      : o.text.at(setting.key);
+        auto set = set_server_setting(s, setting, value);
+        if (!set) {
+            const std::string_view flags = setting.flags;
+            return make_error("{}: {}", flags.substr(flags.rfind(',') + 1), set.error().message());
+        }
+    }
     return s;
 }
 
@@ -113,7 +121,12 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         logger().error("{}", config.error().message());
         return kExitBadInput;
     }
-    const ServerConfig s = merged(config->server, o);
+    const auto merged_config = merged(config->server, o);
+    if (!merged_config) {
+        logger().error("serve: {}", merged_config.error().message());
+        return kExitBadInput;
+    }
+    const ServerConfig& s = *merged_config;
     if (s.model.empty()) {
         logger().error("serve: no model: give -m FILE or set server.model in the configuration");
         return kExitBadInput;
@@ -123,18 +136,34 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         logger().error("serve: {}", keys.error().message());
         return kExitBadInput;
     }
+    if (keys->empty() && !s.insecure_open && !server::is_loopback_host(s.host)) {
+        logger().error(
+            "serve: server.host '{}' is not a loopback address and no API key is set: give "
+            "--api-key-file (or $FERROX_API_KEY), or --insecure-open to serve anyone who can "
+            "reach it",
+            s.host);
+        return kExitBadInput;
+    }
+    server::ApiOptions api_options;
+    auto origin = server::checked_origin(s.cors_origin);
+    auto hosts = server::checked_host_list(s.allowed_hosts);
+    if (!origin || !hosts) {
+        logger().error("serve: {}", (!origin ? origin.error() : hosts.error()).message());
+        return kExitBadInput;
+    }
+    api_options.guard.cors_origin = std::move(*origin);
+    api_options.guard.allowed_hosts = std::move(*hosts);
+    // The name it was asked to bind is one of its names (an address needs no entry).
+    if (auto bound = server::checked_host_list(s.host); bound && bound->size() == 1)
+        api_options.guard.allowed_hosts.push_back(bound->front());
     SignalWatch signals;
     server::Metrics metrics;
-    server::ApiOptions api_options;
     api_options.model_id =
         s.alias.empty() ? std::filesystem::path(s.model).filename().string() : s.alias;
     api_options.api_keys = std::move(*keys);
-    api_options.cors_origin = s.cors_origin;
     api_options.request_timeout = std::chrono::seconds(s.request_timeout);
     server::Api api(api_options, metrics);
-    server::HttpLimits limits;
-    limits.max_body_bytes = s.max_body_bytes;
-    limits.read_timeout = std::chrono::seconds(s.read_timeout);
+    const server::HttpLimits limits = server::http_limits(s);
     server::HttpServer http(limits, [&api](const server::HttpRequest& r, server::Responder& out) {
         api.handle(r, out);
     });
@@ -148,38 +177,38 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     ModelChoices choices;
     choices.threads = o.threads;
     choices.kv_type = s.kv_type;
-    choices.context = 256;  // the model's own single-sequence context; serving makes its own
+    choices.context = s.context;  // 0: the engine's rule, parallel x min(4096, training)
     choices.sequences = s.parallel;
-    auto ms = open_model(common, s.model, choices);
-    if (!ms) {
+    choices.batch = kServeBatch;
+    auto engine = open_engine(common, s.model, choices);
+    if (!engine) {
         api.set_state(server::ServerState::Failed);
-        logger().error("serve: {}", ms.error().message());
+        logger().error("serve: {}", engine.error().message());
         return kExitBadInput;
     }
-    auto tmpl = choose_chat_template(*ms->file, o.chat.chat_template);
+    const Engine& e = **engine;
+    auto tmpl = choose_chat_template(e.file(), o.chat.chat_template);
     if (!tmpl) {
         api.set_state(server::ServerState::Failed);
         logger().error("serve: {}", tmpl.error().message());
         return kExitBadInput;
     }
-    const ChatRenderer renderer(std::move(*tmpl), *ms->file, *ms->tokenizer);
-    const uint32_t n_train = ms->model->hparams().n_ctx_train;
-    model::ContextOptions co;
-    co.n_seq = s.parallel;
-    co.n_ctx = s.context ? s.context : s.parallel * std::min(4096u, n_train);
-    co.n_batch = std::max<uint32_t>(512, s.parallel);
-    auto ctx = model::Context::create(*ms->model, co);
+    const ChatRenderer renderer(std::move(*tmpl), e.file(), e.tokenizer());
+    const uint32_t n_train = e.model().hparams().n_ctx_train;
+    const model::ContextOptions co = e.context_options();
+    auto ctx = model::Context::create(e.model(), co);
     if (!ctx) {
         api.set_state(server::ServerState::Failed);
         logger().error("serve: {}", ctx.error().message());
         return kExitBadInput;
     }
     server::SchedulerOptions so;
-    so.n_seq = s.parallel;
+    so.n_seq = co.n_seq;
+    so.prefill_chunk = std::min(so.prefill_chunk, co.n_batch);  // a chunk is one decode
     so.max_queue = s.max_queue;
-    server::Scheduler scheduler(*ms->model, *ms->tokenizer, std::move(*ctx), so, metrics);
+    server::Scheduler scheduler(e.model(), e.tokenizer(), std::move(*ctx), so, metrics);
     server::LoadedModel loaded;
-    loaded.tokenizer = ms->tokenizer.get();
+    loaded.tokenizer = &e.tokenizer();
     loaded.scheduler = &scheduler;
     loaded.max_positions = std::min(co.n_ctx, n_train);
     loaded.render_chat =
@@ -222,33 +251,19 @@ Command add_serve_command(CLI::App& app, CommonOptions& common) {
     auto* cmd = app.add_subcommand(
         "serve", "OpenAI-compatible HTTP server with continuous batching (docs/server.md)");
     auto o = std::make_shared<ServeOptions>();
-    o->cmd = cmd;
-    ServerConfig& f = o->flags;
-    cmd->add_option("-m,--model", f.model, "GGUF model file (overrides server.model)");
-    cmd->add_option("--host", f.host, "Address to bind (default 127.0.0.1, loopback)");
-    cmd->add_option("--port", f.port, "TCP port (default 8080; 0: any free port)")
-        ->check(CLI::Range(0u, 65535u));
-    cmd->add_option("--parallel", f.parallel, "Sequences decoded together (default 4)")
-        ->check(CLI::Range(1u, 64u));
-    cmd->add_option("-c,--ctx-size", f.context,
-                    "KV cells shared by all sequences (default parallel x min(4096, training))")
-        ->check(CLI::Range(0u, 1u << 20));
-    cmd->add_option("--kv-type", f.kv_type, "KV cache element kind: f32 (default) or f16")
-        ->check(CLI::IsMember({"f32", "f16"}));
-    cmd->add_option("--api-key-file", f.api_key_file,
-                    "File of API keys, one a line (default $FERROX_API_KEY, else none)");
-    cmd->add_option("--alias", f.alias, "Model id /v1/models reports (default the file name)");
-    cmd->add_option("--max-queue", f.max_queue, "Requests that may wait (default 64)")
-        ->check(CLI::Range(0u, 65536u));
-    cmd->add_option("--request-timeout", f.request_timeout,
-                    "Seconds from arrival to the last token (default 600)")
-        ->check(CLI::Range(1u, 86400u));
-    cmd->add_option("--drain-timeout", f.drain_timeout,
-                    "Seconds running requests get after SIGTERM (default 30)")
-        ->check(CLI::Range(0u, 86400u));
-    cmd->add_option("--read-timeout", f.read_timeout,
-                    "Seconds a client has to send a whole request (default 30)")
-        ->check(CLI::Range(1u, 3600u));
+    for (const ServerSetting& setting : server_settings()) {
+        const std::string help =
+            fmt::format("{} (default {})", setting.help, server_setting_default(setting));
+        const std::string names(setting.flags);
+        if (setting.kind == SettingKind::Switch) {
+            o->given[setting.key] = cmd->add_flag(names, o->switches[setting.key], help);
+        } else {
+            std::string type = server_setting_type(setting);
+            std::erase(type, '`');  // Markdown quoting, for the docs' table
+            o->given[setting.key] =
+                cmd->add_option(names, o->text[setting.key], help)->type_name(type);
+        }
+    }
     cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
     add_chat_template_option(*cmd, o->chat.chat_template);
     return {cmd, [o, &common]() { return run(common, *o); }};

@@ -1,7 +1,9 @@
 // libferrox_cpu.so: the ABI glue. Every entry catches everything; no
 // exception crosses into the core.
+#include <sched.h>
 #include <sys/sysinfo.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -241,9 +243,21 @@ ferrox_status run_attention_entry(ferrox_backend* b, const ferrox_attention_desc
     });
 }
 
-// "threads": 0 or absent = one per online core.
-ferrox_status parse_threads(const ferrox_option* options, size_t n, unsigned& threads,
-                            ferrox_message* error) {
+// The cores this process may run on (its affinity mask: taskset, cgroup
+// cpusets), which can be far fewer than the machine has online.
+unsigned usable_cores() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return static_cast<unsigned>(CPU_COUNT(&set));
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// "threads": 0 or absent = one per usable core. More threads than usable
+// cores only take turns on them (and each kernel waits for the last one):
+// so -t 1024 on 2 cores crawled; it is capped, with a warning.
+ferrox_status parse_threads(const ferrox_option* options, size_t n, const ferrox_host* host,
+                            unsigned& threads, ferrox_message* error) {
     threads = 0;
     for (size_t i = 0; i < n; ++i) {
         if (std::strcmp(options[i].key, "threads") != 0) continue;
@@ -256,7 +270,17 @@ ferrox_status parse_threads(const ferrox_option* options, size_t n, unsigned& th
         }
         threads = static_cast<unsigned>(v);
     }
-    if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned cores = usable_cores();
+    if (threads > cores) {
+        const std::string warning = "cpu: threads " + std::to_string(threads) +
+                                    " is more than the " + std::to_string(cores) +
+                                    " cores this process may use (sched_getaffinity); using " +
+                                    std::to_string(cores);
+        if (host && host->struct_size >= sizeof(ferrox_host) && host->log)
+            host->log(host->context, FERROX_LOG_WARN, warning.c_str());
+        threads = cores;
+    }
+    if (threads == 0) threads = cores;
     return FERROX_OK;
 }
 
@@ -328,7 +352,7 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
     using namespace ferrox::cpu;
     if (!out) return FERROX_ERR_INVALID_ARGUMENT;
     unsigned threads = 0;
-    if (auto s = parse_threads(options, n_options, threads, error); s != FERROX_OK) return s;
+    if (auto s = parse_threads(options, n_options, host, threads, error); s != FERROX_OK) return s;
     Isa isa = Isa::Portable;
     if (auto s = parse_isa_option(options, n_options, isa, error); s != FERROX_OK) return s;
     return guarded(error, [&] {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import time
@@ -210,7 +211,9 @@ def test_logits_replace_their_file_whole_or_leave_it(model, workdir):
     out = workdir / "logits.bin"
     out.write_bytes(b"previous contents")
     r = ferrox("logits", "-m", str(model), "--tokens", "1,259,99999", "--out", str(out))
-    assert r.returncode == 1  # token 99999 is past the vocabulary: the run fails mid-way
+    # Token 99999 is past the vocabulary: refused before the file is touched (this
+    # used to fail mid-way, exit 1; no other mid-way failure is reachable from here).
+    assert r.returncode == 2
     assert out.read_bytes() == b"previous contents"
     assert not [p for p in workdir.iterdir() if p.name.startswith(".logits.bin.")]
     r = ferrox("logits", "-m", str(model), "--tokens", "1,259,260", "--out", str(out))
@@ -325,6 +328,100 @@ def test_sampling_flags_out_of_range_are_refused(model, flag, value):
     r = ferrox("run", "-m", str(model), "-p", "hi", flag, value)
     assert r.returncode == 2
     assert flag.encode() in r.stderr or value.encode() in r.stderr
+
+
+# One declaration of the sampling flags serves run and chat: chat refuses what run refuses.
+@pytest.mark.parametrize("flag,value", [("--temp", "nan"), ("--temp", "-1"), ("--top-p", "2"),
+                                        ("--min-p", "-0.1"), ("--repeat-penalty", "0"),
+                                        ("--seed", "-1"), ("--top-k", "-3"),
+                                        ("--repeat-last-n", "-1"), ("-n", "-7")])
+def test_chat_refuses_the_sampling_flags_run_refuses(model, flag, value):
+    r = ferrox("chat", "-m", str(model), flag, value)
+    assert r.returncode == 2, r.stderr
+    assert flag.encode() in r.stderr or value.encode() in r.stderr
+
+
+def test_chat_still_takes_minus_one_answer_tokens_and_in_range_sampling(model):
+    r = ferrox("chat", "-m", str(model), "-n", "-1", "--temp", "0", "--top-p", "1",
+               "--repeat-last-n", "8")
+    assert r.returncode == 0, r.stderr
+
+
+def test_an_out_of_vocabulary_token_id_is_a_usage_error(model, workdir):
+    out = workdir / "oov.f32"
+    r = ferrox("logits", "-m", str(model), "--tokens", "1,4000000", "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    assert b"--tokens: 4000000 (item 2) is outside the vocabulary of" in r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["run", "-p", "hi", "-n", "1"], ["chat"],
+                                     ["logits", "--tokens", "1", "--out", "/dev/null"]])
+def test_threads_past_the_configurable_range_are_a_usage_error(model, command):
+    r = ferrox(command[0], "-m", str(model), "-t", "2000", *command[1:])
+    assert r.returncode == 2, r.stderr
+    assert b"2000" in r.stderr and b"1024" in r.stderr
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def test_threads_past_the_usable_cores_are_capped_with_a_warning(model):
+    r = ferrox("run", "-m", str(model), "-p", "hi", "-n", "1", "-t", "1024")
+    assert r.returncode == 0, r.stderr
+    want = (f"threads 1024 is more than the {usable_cores()} cores this process may use "
+            f"(sched_getaffinity); using {usable_cores()}").encode()
+    assert want in r.stderr
+
+
+FIXTURES = os.environ.get("FERROX_FIXTURE_PLUGIN_DIR", "")
+
+
+def plugin_folder(workdir: pathlib.Path, name: str) -> pathlib.Path:
+    """A folder only this user can write, holding the fixture plugin `name`."""
+    folder = workdir / f"plugins-{name}"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    target = folder / f"libferrox_{name}.so"
+    shutil.copyfile(pathlib.Path(FIXTURES) / target.name, target)
+    target.chmod(0o755)
+    return folder
+
+
+@pytest.mark.skipif(not FIXTURES, reason="FERROX_FIXTURE_PLUGIN_DIR is not set")
+def test_a_plugin_that_crashes_in_describe_leaves_a_line_naming_it(workdir):
+    folder = plugin_folder(workdir, "crashdescribe")
+    cfg = workdir / "crash.yaml"
+    cfg.write_text("backends:\n  order: [crashdescribe]\n")
+    r = ferrox("--config", str(cfg), "--plugin-dir", str(folder), "backends")
+    # Killed by the signal (under AddressSanitizer its handler reports and exits 1).
+    assert r.returncode != 0, r.stderr
+    want = (f"ferrox: backend crashdescribe ({folder / 'libferrox_crashdescribe.so'}) died in "
+            "describe(): signal 11")
+    assert want.encode() in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not FIXTURES, reason="FERROX_FIXTURE_PLUGIN_DIR is not set")
+def test_a_plugin_without_a_note_is_refused_by_default_and_logged_when_allowed(workdir):
+    folder = plugin_folder(workdir, "nonote")
+    cfg = workdir / "nonote.yaml"
+    cfg.write_text("backends:\n  order: [nonote]\n")
+    r = ferrox("--config", str(cfg), "--plugin-dir", str(folder), "backends")
+    assert b"no-note" in r.stdout + r.stderr
+    assert b"plugins.allow_without_note: true" in r.stdout + r.stderr
+    cfg.write_text("plugins:\n  allow_without_note: true\nbackends:\n  order: [nonote]\n")
+    r = ferrox("--config", str(cfg), "--plugin-dir", str(folder), "backends")
+    assert r.returncode == 0, r.stderr
+    assert f"backend nonote: loading {folder / 'libferrox_nonote.so'} without a ferrox note".encode() \
+        in r.stderr
+
+
+def test_deep_yaml_is_refused_at_its_line_and_column_with_the_limit(workdir):
+    cfg = workdir / "deep.yaml"
+    cfg.write_text("backends:\n  order: " + "[" * 600 + "]" * 600 + "\n")
+    r = ferrox("--config", str(cfg), "backends")
+    assert r.returncode == 2
+    assert f"{cfg}:2:72: YAML collections nested deeper than 64 levels".encode() in r.stderr
 
 
 # ---- class 11: messages -------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include "ferrox/dispatch.h"
 #include "ferrox/gguf/file.h"
 #include "ferrox/kernel_registry.h"
+#include "ferrox/model/architecture.h"
 #include "ferrox/model/model.h"
 #include "ferrox/op.h"
 
@@ -112,7 +113,7 @@ Prediction predict(const std::filesystem::path& path, ferrox_kind kv_kind) {
     Dispatcher dispatcher({cuda_table_backend()}, registry);
     auto residency = model::probe_model(*file, *hp, dispatcher, kv_kind);
     REQUIRE(residency.has_value());
-    return {*residency, registry.seal(), hp->pre_norms};
+    return {*residency, registry.seal(), hp->arch->pre_norms};
 }
 
 // The models CI makes or fetches (ci/test.sh); a missing one is reported, not hidden.

@@ -332,6 +332,63 @@ TEST_CASE("arrays nest up to the depth limit and no deeper") {
                Catch::Contains("nested deeper than"));
 }
 
+namespace {
+
+// Appends little-endian scalars to a byte vector.
+struct Bytes {
+    std::vector<std::byte> out;
+    template <class T>
+    void put(T value) {
+        const auto* p = reinterpret_cast<const std::byte*>(&value);
+        out.insert(out.end(), p, p + sizeof(value));
+    }
+    void put_string(std::string_view s) {
+        put(uint64_t{s.size()});
+        for (char c : s) out.push_back(static_cast<std::byte>(c));
+    }
+    void header(uint64_t tensors, uint64_t keys) {
+        for (char c : std::string("GGUF")) out.push_back(static_cast<std::byte>(c));
+        put(uint32_t{3});
+        put(tensors);
+        put(keys);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a header whose parsed form would pass the metadata budget is refused, naming it") {
+    // One key holding a million empty arrays: 12 bytes each in the file, an
+    // Array object each in memory (~15x), so 12 MB of file would take ~180 MB.
+    Bytes arrays;
+    arrays.header(0, 1);
+    arrays.put_string("k");
+    arrays.put(uint32_t{9});  // ARRAY
+    arrays.put(uint32_t{9});  // of ARRAY
+    const uint64_t n_arrays = 1'000'000;
+    arrays.put(n_arrays);
+    for (uint64_t i = 0; i < n_arrays; ++i) {
+        arrays.put(uint32_t{4});  // UINT32
+        arrays.put(uint64_t{0});  // x 0
+    }
+    const std::string message = parse_error(arrays.out, "arrays.gguf");
+    CHECK_THAT(message, Catch::Contains("1000000 nested arrays of key 'k'") &&
+                            Catch::Contains("64 MiB") && Catch::Contains("metadata budget"));
+    // The count field: 24 bytes of header, the key (8 + 1), its type and the element type.
+    CHECK_THAT(message, Catch::Contains(at(24 + 9 + 4 + 4)));
+
+    // A million keys of 21 bytes each: ~350 bytes each once parsed.
+    Bytes keys;
+    const uint64_t n_keys = 1'000'000;
+    keys.header(0, n_keys);
+    for (uint64_t i = 0; i < n_keys; ++i) {
+        keys.put_string(fmt::format("k{:07}", i));
+        keys.put(uint32_t{0});  // UINT8
+        keys.put(uint8_t{1});
+    }
+    CHECK_THAT(parse_error(keys.out, "keys.gguf"),
+               Catch::Contains("metadata entry #") && Catch::Contains("metadata budget"));
+}
+
 TEST_CASE("random byte corruption never crashes and every error names the file") {
     const Fixture f("all_types_v3");
     const auto seed = std::random_device{}();

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ferrox/model/architecture.h"
 #include "ferrox/model/hparams.h"
 #include "ferrox/model/rope_tables.h"
 
@@ -30,6 +31,7 @@ RopeScaling scaling(const std::string& name) {
 
 nlohmann::json answer(const nlohmann::json& rq) {
     Hparams hp;
+    hp.arch = ferrox::model::find_architecture("llama");  // local layers: the unscaled rule
     hp.n_rot = rq.at("n_rot").get<uint32_t>();
     hp.head_dim_k = rq.value("head_dim", hp.n_rot);
     hp.rope_base = rq.value("base", 10000.0f);

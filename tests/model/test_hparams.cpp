@@ -54,12 +54,12 @@ TEST_CASE("gemma3 metadata gives its hyper-parameters and the 5-local-1-global l
     REQUIRE(file);
     auto hp = model::read_hparams(*file);
     REQUIRE(hp);
-    CHECK(hp->arch == model::Arch::Gemma3);
+    CHECK(hp->arch == model::find_architecture("gemma3"));
     CHECK(hp->n_embd == 64);
     CHECK(hp->n_head_kv == 1);
     CHECK(hp->head_dim_k == 32);
     CHECK(hp->vocab == 10);
-    CHECK(hp->rope == model::RopeStyle::Neox);
+    CHECK(hp->arch->rope == model::RopeStyle::Neox);
     CHECK(hp->rope_base == 1e6f);
     CHECK(hp->rope_base_local == 10000.0f);
     CHECK(hp->sliding_window == 512);
@@ -374,7 +374,7 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         REQUIRE(file);
         auto hp = model::read_hparams(*file);
         REQUIRE(hp);
-        CHECK(hp->rope == model::RopeStyle::Normal);
+        CHECK(hp->arch->rope == model::RopeStyle::Normal);
         CHECK(hp->logit_scale == 8.0f);
         CHECK(hp->embedding_scale == 12.0f);
         CHECK(hp->residual_scale == 0.22f);
@@ -427,10 +427,10 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         REQUIRE(file);
         auto hp = model::read_hparams(*file);
         REQUIRE(hp);
-        CHECK_FALSE(hp->pre_norms);
-        CHECK(hp->post_norms);
-        CHECK(hp->qk_norm == model::QkNorm::Whole);
-        CHECK(hp->rope == model::RopeStyle::Neox);
+        CHECK_FALSE(hp->arch->pre_norms);
+        CHECK(hp->arch->post_norms);
+        CHECK(hp->arch->qk_norm == model::QkNorm::Whole);
+        CHECK(hp->arch->rope == model::RopeStyle::Neox);
         CHECK(hp->sliding_window == 0);  // OLMo 2: no window, every layer global
         for (uint32_t il = 0; il < 8; ++il) CHECK_FALSE(hp->is_local_layer(il));
         // OLMo 3 (same architecture): three local layers, then one global.
@@ -441,7 +441,7 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         CHECK(w->sliding_window == 4096);
         for (uint32_t il = 0; il < 8; ++il) CHECK(w->is_local_layer(il) == (il % 4 != 3));
         CHECK(w->rope_base_local == w->rope_base);
-        CHECK(w->local_rope == model::LocalRope::Plain);
+        CHECK(w->arch->local_rope == model::LocalRope::Plain);
     }
     SECTION("qwen2vl and qwen3vl need rope.dimension_sections, checked") {
         for (const std::string arch : {"qwen2vl", "qwen3vl"}) {
@@ -451,7 +451,7 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
             REQUIRE(file);
             auto hp = model::read_hparams(*file);
             REQUIRE(hp);
-            CHECK(hp->rope == model::RopeStyle::Neox);
+            CHECK(hp->arch->rope == model::RopeStyle::Neox);
             auto missing = llama_like(arch).parse();
             REQUIRE(missing);
             auto m = model::read_hparams(*missing);
@@ -473,7 +473,7 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         auto hp = model::read_hparams(*file);
         REQUIRE(hp);
         CHECK(hp->sliding_window == 0);
-        CHECK(hp->rope == model::RopeStyle::Neox);
+        CHECK(hp->arch->rope == model::RopeStyle::Neox);
     }
     SECTION("mistral3 reads the attention temperature and three of YaRN's keys") {
         const auto yarn = [] {
@@ -557,10 +557,10 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         REQUIRE(hp);
         for (uint32_t il = 0; il < 8; ++il) CHECK(hp->is_local_layer(il) == (il % 2 == 0));
         CHECK(hp->sliding_window == 128);
-        CHECK(hp->moe_gating == model::MoeGating::SoftmaxWeight);
+        CHECK(hp->arch->moe_gating == model::MoeGating::SoftmaxWeight);
         CHECK_FALSE(hp->expert_weights_norm);
-        CHECK(hp->activation == model::FfnActivation::SwigluOai);
-        CHECK((hp->attn_sinks && hp->attn_output_bias && hp->expert_biases));
+        CHECK(hp->arch->activation == model::FfnActivation::SwigluOai);
+        CHECK((hp->arch->attention_sinks && hp->attn_output_bias && hp->arch->expert_biases));
         CHECK(hp->n_ff == 0);
         auto qwen = llama_like("qwen3moe")
                         .u32("qwen3moe.expert_count", 4)
@@ -570,9 +570,9 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         REQUIRE(qwen);
         auto q = model::read_hparams(*qwen);
         REQUIRE(q);
-        CHECK(q->moe_gating == model::MoeGating::Softmax);
+        CHECK(q->arch->moe_gating == model::MoeGating::Softmax);
         CHECK(q->expert_weights_norm);  // llama.cpp's default when the key is absent
-        CHECK_FALSE((q->attn_sinks || q->attn_output_bias || q->expert_biases));
+        CHECK_FALSE((q->arch->attention_sinks || q->attn_output_bias || q->arch->expert_biases));
     }
     SECTION("experts on an architecture ferrox runs dense are refused by key") {
         auto file = llama_like("qwen2").u32("qwen2.expert_count", 8).parse();
@@ -592,7 +592,7 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
         CHECK(hp->n_expert == 8);
         CHECK(hp->n_expert_used == 2);
         CHECK(hp->n_ff_expert == 128);
-        CHECK(hp->moe_gating == model::MoeGating::Softmax);
+        CHECK(hp->arch->moe_gating == model::MoeGating::Softmax);
         CHECK(hp->expert_weights_norm);
         auto dense = llama_like("llama").u32("llama.expert_count", 0).parse();
         REQUIRE(dense);

@@ -37,7 +37,7 @@ void hold_reader_to_rules(const std::filesystem::path& path) {
     model::KeyTrace trace;
     auto hp = model::read_hparams(*file, &trace);
     REQUIRE(hp);
-    const auto rules = model::key_rules(model::architecture(hp->arch));
+    const auto rules = model::key_rules(*hp->arch);
     for (const model::KeyRead& read : trace) {
         INFO("read " << read.suffix);
         const bool listed = std::any_of(rules.begin(), rules.end(),

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "ferrox/model/architecture.h"
 #include "ferrox/model/ops.h"
 #include "ferrox/model/rope_tables.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 model::Hparams plain(uint32_t n_rot) {
     model::Hparams hp;
+    hp.arch = model::find_architecture("llama");
     hp.n_rot = hp.head_dim_k = n_rot;
     hp.rope_base = 10000.0f;
     hp.rope_n_ctx_orig = 4096;

@@ -7,6 +7,8 @@
 // they are held to a tight bound against a reference fed activations rounded
 // by an independent model of those rules written here, and to a loose one
 // against the float activations (the error that quantizing adds, by design).
+#include <sched.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -344,6 +346,25 @@ TEST_CASE("the cpu plugin refuses an isa it does not know and names the choices"
                                    only_folder(dir.path()));
     CHECK(plugins.selected().empty());
     CHECK_THAT(record_of(plugins, "cpu").reason, Catch::Contains("portable, avx2, avx512 or auto"));
+}
+
+TEST_CASE("threads past the cores this process may use are capped to them") {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+    const int usable = CPU_COUNT(&allowed);
+    TempDir dir;
+    install_plugin(real_plugin("cpu"), dir.path());
+    for (const char* threads : {"1024", "0"}) {
+        INFO("cpu.threads " << threads);
+        auto plugins = PluginSet::load(
+            config_from(std::string("backends: {order: [cpu]}\ncpu: {threads: ") + threads + "}"),
+            only_folder(dir.path()));
+        REQUIRE(plugins.selected().size() == 1);
+        const auto& devices = record_of(plugins, "cpu").devices;
+        REQUIRE(devices.size() == 1);
+        CHECK_THAT(devices[0].name, Catch::Contains("(" + std::to_string(usable) + " threads"));
+    }
 }
 
 TEST_CASE("CPU gemm with 512 activations matches the reference for every kind") {

@@ -35,8 +35,10 @@ TEST_CASE("an ELF library without the entry symbols is missing-symbol") {
     TempDir dir;
     install_plugin(fixture("nosym"), dir.path());
     install_plugin(real_plugin("cpu"), dir.path());
-    const auto set =
-        PluginSet::load(config_from("backends: {order: [nosym, cpu]}"), only_folder(dir.path()));
+    // Without a note as well: refused as no-note unless allowed, and then missing-symbol.
+    const auto set = PluginSet::load(
+        config_from("plugins: {allow_without_note: true}\nbackends: {order: [nosym, cpu]}"),
+        only_folder(dir.path()));
     CHECK(record_of(set, "nosym").state == PluginState::MissingSymbol);
     CHECK_THAT(record_of(set, "nosym").reason, Catch::Contains("ferrox_plugin_describe"));
     CHECK(record_of(set, "cpu").state == PluginState::Ready);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -166,17 +167,74 @@ TEST_CASE("a plugin whose note names another backend is refused before it loads"
     CHECK_THAT(r.reason, Catch::Contains("note says 'cpu'"));
 }
 
-TEST_CASE("a plugin without a note still loads through describe() and the record says why") {
+TEST_CASE("a plugin without a note is refused before it loads unless the config allows it") {
+    TempDir dir;
+    const auto nonote = install_plugin(fixture("nonote"), dir.path());
+    const auto refused = load_one(dir.path(), "nonote");
+    CHECK(refused.state == PluginState::NoNote);
+    CHECK(state_name(refused.state) == "no-note");
+    CHECK_THAT(refused.reason, Catch::Contains(nonote.string()) &&
+                                   Catch::Contains("plugins.allow_without_note: true"));
+    CHECK_FALSE(mapped_in_this_process(nonote));
+}
+
+TEST_CASE("with plugins.allow_without_note a plugin without a note loads through describe()") {
     TempDir dir;
     install_plugin(fixture("nonote"), dir.path());
     install_plugin(fixture("nonoteisa"), dir.path());
-    const auto ok = load_one(dir.path(), "nonote");
+    const auto load_allowed = [&](const std::string& name) {
+        const auto set = PluginSet::load(
+            config_from("plugins: {allow_without_note: true}\nbackends: {order: [" + name + "]}"),
+            only_folder(dir.path()));
+        return record_of(set, name);
+    };
+    const auto ok = load_allowed("nonote");
     CHECK(ok.state == PluginState::Ready);
     CHECK_THAT(ok.metadata_source,
                Catch::StartsWith("describe()") && Catch::Contains(".note.ferrox.plugin"));
-    const auto isa = load_one(dir.path(), "nonoteisa");
+    const auto isa = load_allowed("nonoteisa");
     CHECK(isa.state == PluginState::IsaUnsupported);
     CHECK_THAT(isa.metadata_source, Catch::StartsWith("describe()"));
+}
+
+TEST_CASE("a create() that never returns is given up on after plugins.create_timeout") {
+    TempDir dir;
+    install_plugin(fixture("hangcreate"), dir.path());
+    const auto start = std::chrono::steady_clock::now();
+    const auto set = PluginSet::load(
+        config_from("plugins: {create_timeout: 1}\nbackends: {order: [hangcreate]}"),
+        only_folder(dir.path()));
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto& r = record_of(set, "hangcreate");
+    CHECK(r.state == PluginState::InitFailed);
+    CHECK_THAT(r.reason, Catch::Contains("create() did not return within 1 s"));
+    CHECK(waited >= 1.0);
+    CHECK(waited < 10.0);
+}
+
+TEST_CASE("a position-independent executable named as a plugin is refused before dlopen") {
+    TempDir dir;
+    const auto pie = install_plugin(fixture("pie"), dir.path());
+    const auto r = load_one(dir.path(), "pie");
+    CHECK(r.state == PluginState::NotALibrary);
+    CHECK_THAT(r.reason, Catch::Contains(pie.string()) && Catch::Contains("is an executable") &&
+                             !Catch::Contains("/proc/self/fd"));
+    CHECK_FALSE(mapped_in_this_process(pie));
+}
+
+TEST_CASE("a plugin folder whose name holds a NUL byte is not searched as the shorter name") {
+    TempDir dir;
+    install_plugin(fixture("fake"), dir.path());
+    // The system calls would stop at the NUL and read dir itself.
+    std::string with_nul = dir.path().string();
+    with_nul += std::string("\0/elsewhere", 11);
+    LoaderOptions o = only_folder(dir.path());
+    o.plugin_dirs = {std::filesystem::path(with_nul)};
+    const auto set = PluginSet::load(config_from("backends: {order: [fake]}"), o);
+    const auto& r = record_of(set, "fake");
+    CHECK(r.state != PluginState::Ready);
+    CHECK_THAT(r.reason, Catch::Contains("NUL byte"));
 }
 
 TEST_CASE("the real plugins carry the note, and it agrees with describe()") {

@@ -112,7 +112,7 @@ def test_load_answers_equal_the_same_request_alone():
 
 
 def raw_request(port: int, method: str, path: str, body: bytes = b"", extra: str = "") -> bytes:
-    head = (f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n{extra}\r\n")
     return head.encode() + body
 

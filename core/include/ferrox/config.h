@@ -27,22 +27,40 @@ struct BackendConfig {
 };
 
 // The `server:` section: what `ferrox serve` uses unless a flag overrides it
-// (docs/config.md, docs/server.md).
+// (docs/config.md, docs/server.md). Each member's key, range, flag and help
+// are declared once, in ferrox/server_settings.h; the defaults are these.
 struct ServerConfig {
-    std::string model;               // the GGUF file to serve; -m overrides
-    std::string host = "127.0.0.1";  // loopback unless asked
-    uint32_t port = 8080;            // 0: any free port (the bound one is logged)
-    uint32_t parallel = 4;           // sequences decoded together
-    uint32_t context = 0;  // KV cells shared by all sequences; 0: parallel x min(4096, training)
-    std::string kv_type = "f32";     // f32 | f16
-    std::string api_key_file;        // empty: $FERROX_API_KEY, else no keys
-    std::string alias;               // the model id /v1/models reports; empty: file name
-    uint32_t max_queue = 64;         // waiting requests past the running ones; more: 503
-    uint32_t request_timeout = 600;  // seconds from arrival to the last token
-    uint32_t drain_timeout = 30;     // seconds in-flight requests get after SIGTERM
-    uint32_t read_timeout = 30;      // seconds a client has to send a whole request
-    std::string cors_origin;         // Access-Control-Allow-Origin; empty: no CORS headers
+    std::string model;
+    std::string host = "127.0.0.1";
+    uint32_t port = 8080;
+    uint32_t parallel = 4;
+    uint32_t context = 0;
+    std::string kv_type = "f32";
+    std::string api_key_file;
+    std::string alias;
+    uint32_t max_queue = 64;
+    uint32_t request_timeout = 600;
+    uint32_t drain_timeout = 30;
+    uint32_t read_timeout = 30;
+    uint32_t idle_timeout = 15;
+    std::string cors_origin;
+    std::string allowed_hosts;
     uint64_t max_body_bytes = 4u << 20;
+    uint64_t request_memory = 1ull << 30;
+    uint32_t max_connections = 256;
+    uint32_t max_client_connections = 32;
+    bool insecure_open = false;
+};
+
+// The `plugins:` section's policy for what a plugin file must show before its code runs.
+struct PluginPolicy {
+    static constexpr uint32_t kMaxCreateTimeout = 3600;
+    // plugins.allow_without_note: load a plugin lacking FERROX_PLUGIN_NOTE, whose
+    // constructors and describe() then run before its ABI and ISA are known.
+    bool allow_without_note = false;
+    // plugins.create_timeout: seconds a plugin's create() may take before the
+    // backend is given up on (init-failed); a CUDA context takes a few.
+    uint32_t create_timeout = 60;
 };
 
 struct FERROX_API Config {
@@ -51,6 +69,7 @@ struct FERROX_API Config {
                                                       // against the config file's folder
     std::vector<std::string> backend_order{"cpu"};    // backends.order, never empty
     std::vector<BackendConfig> backends;  // one per name in backend_order, in that order
+    PluginPolicy plugins;                 // plugins.allow_without_note, plugins.create_timeout
     bool registry_strict = false;         // registry.strict
     std::string log_level = "info";       // log.level: trace|debug|info|warn|error|off
     ServerConfig server;                  // server.*

@@ -99,7 +99,8 @@ typedef struct ferrox_model_params {
     /* The cells and batch the load-time memory plan counts, and what a
      * context gets for n_ctx / n_batch 0. (A context may ask for more; it is
      * planned against the memory free when it is made.) n_ctx_max 0:
-     * min(4096, training); n_batch_max 0: 256. */
+     * max_sequences x min(4096, training); n_batch_max 0: 256; the batch is
+     * never more than n_ctx_max (docs/api.md, "One door"). */
     uint32_t n_ctx_max;
     uint32_t n_batch_max;
     int allow_resident; /* nonzero (default): keep the pass on a 1.2 backend */

@@ -31,7 +31,8 @@ enum class PluginState {
     InsecurePermissions,  // the file or a folder above it is writable by another user
     NoDriver,             // its driver library is absent or too old
     NoDevice,             // driver present, no usable device
-    InitFailed,           // create() or a later check failed
+    InitFailed,           // create() or a later check failed, or create() timed out
+    NoNote,               // no FERROX_PLUGIN_NOTE and plugins.allow_without_note is off
 };
 
 FERROX_API std::string_view state_name(PluginState state);  // "ready", "no-driver", ...

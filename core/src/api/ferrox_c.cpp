@@ -15,6 +15,7 @@
 
 #include "ferrox/config.h"
 #include "ferrox/dispatch.h"
+#include "ferrox/engine.h"
 #include "ferrox/ferrox.h"
 #include "ferrox/gguf/file.h"
 #include "ferrox/kernel_registry.h"
@@ -32,13 +33,7 @@
 using namespace ferrox;
 
 struct ferrox_model {
-    Config config;
-    std::unique_ptr<PluginSet> plugins;
-    std::unique_ptr<KernelRegistry> registry;
-    std::unique_ptr<Dispatcher> dispatcher;
-    std::unique_ptr<gguf::File> file;
-    std::unique_ptr<model::Model> model;
-    std::unique_ptr<Tokenizer> tokenizer;
+    std::unique_ptr<Engine> engine;
     std::string chat_template;
     bool has_template = false;
     std::string capacity_summary;  // fixed at load
@@ -160,6 +155,73 @@ ferrox_code guarded(ferrox_call_status* status, F&& body) {
     }
 }
 
+// ferrox_model_params in the engine's terms (docs/api.md: n_ctx_max is
+// `context`, n_batch_max `batch`, max_sequences `sequences`); the strings
+// are copied, a NULL among them refused.
+Expected<EngineOptions> engine_options(const ferrox_model_params& p) {
+    if (p.kv_kind != FERROX_KV_F32 && p.kv_kind != FERROX_KV_F16)
+        return make_error("kv_kind {} is neither F32 nor F16", int(p.kv_kind));
+    if (p.n_backends && !p.backends) return make_error("n_backends > 0 with backends NULL");
+    if (p.n_plugin_dirs && !p.plugin_dirs)
+        return make_error("n_plugin_dirs > 0 with plugin_dirs NULL");
+    EngineOptions o;
+    for (uint32_t i = 0; i < p.n_backends; ++i) {
+        if (!p.backends[i]) return make_error("backends[{}] is NULL", i);
+        o.backend_order.emplace_back(p.backends[i]);
+    }
+    for (uint32_t i = 0; i < p.n_plugin_dirs; ++i) {
+        if (!p.plugin_dirs[i]) return make_error("plugin_dirs[{}] is NULL", i);
+        o.plugin_dirs.emplace_back(p.plugin_dirs[i]);
+    }
+    o.threads = p.threads;
+    o.context = p.n_ctx_max;
+    o.batch = p.n_batch_max;
+    o.sequences = p.max_sequences ? p.max_sequences : 1;
+    o.kv_kind = p.kv_kind == FERROX_KV_F16 ? FERROX_KIND_F16 : FERROX_KIND_F32;
+    o.allow_resident = p.allow_resident != 0;
+    if (p.progress)
+        o.progress = [fn = p.progress, user = p.progress_user](float fraction) {
+            return fn(fraction, user) != 0;
+        };
+    return o;
+}
+
+ConfigSearch config_search(const ferrox_model_params& p) {
+    ConfigSearch search;
+    if (p.config_path) search.explicit_path = p.config_path;
+    return search;
+}
+
+ferrox_code code_of(OpenFailure why) {
+    switch (why) {
+        case OpenFailure::Io:
+            return FERROX_CODE_IO;
+        case OpenFailure::BadModel:
+            return FERROX_CODE_INVALID_ARGUMENT;
+        case OpenFailure::Cancelled:
+            return FERROX_CODE_CANCELLED;
+        case OpenFailure::None:
+        case OpenFailure::Backend:
+            break;
+    }
+    return FERROX_CODE_BACKEND;
+}
+
+// The handle over an opened engine, with the strings its getters lend out.
+std::unique_ptr<ferrox_model> model_handle(std::unique_ptr<Engine> engine) {
+    auto m = std::make_unique<ferrox_model>();
+    m->capacity_summary = engine->model().capacity().summary();
+    if (engine->model().residency().resident)
+        m->resident_backend = engine->dispatcher().resident_backend().name();
+    if (const auto* v = engine->file().find("tokenizer.chat_template"))
+        if (const auto* s = std::get_if<std::string>(v)) {
+            m->chat_template = *s;
+            m->has_template = true;
+        }
+    m->engine = std::move(engine);
+    return m;
+}
+
 }  // namespace
 
 extern "C" {
@@ -205,108 +267,16 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
     ferrox_model_params p;
     ferrox_model_params_default(&p);
     if (!read_params(given, p, status, "ferrox_model_params")) return FERROX_CODE_INVALID_ARGUMENT;
-    if (p.kv_kind != FERROX_KV_F32 && p.kv_kind != FERROX_KV_F16)
-        return invalid(status, fmt::format("kv_kind {} is neither F32 nor F16", int(p.kv_kind)));
-    if (p.n_backends && !p.backends) return invalid(status, "n_backends > 0 with backends NULL");
-    if (p.n_plugin_dirs && !p.plugin_dirs)
-        return invalid(status, "n_plugin_dirs > 0 with plugin_dirs NULL");
+    auto options = engine_options(p);
+    if (!options) return invalid(status, options.error().message());
     return guarded(status, [&]() -> ferrox_code {
-        auto m = std::make_unique<ferrox_model>();
-        auto file = gguf::File::open(path);
-        if (!file) return report(status, FERROX_CODE_IO, file.error().message());
-        m->file = std::make_unique<gguf::File>(std::move(*file));
-        // Before any plugin or weight: what the file is (an adapter or projector
-        // has no tokenizer), then a refused tokenizer, are the first errors.
-        if (auto r = model::refuse_non_decoder(*m->file); !r)
-            return invalid(status, r.error().message());
-        auto tok = Tokenizer::from_gguf(*m->file);
-        if (!tok) return invalid(status, tok.error().message());
-        m->tokenizer = std::move(*tok);
-        ConfigSearch search;
-        if (p.config_path) search.explicit_path = p.config_path;
-        auto config = load_config(search);
+        auto config = load_config(config_search(p));
         if (!config) return report(status, FERROX_CODE_IO, config.error().message());
-        m->config = std::move(*config);
-        if (p.n_backends) {
-            std::vector<std::string> order;
-            std::vector<BackendConfig> backends;
-            for (uint32_t i = 0; i < p.n_backends; ++i) {
-                if (!p.backends[i]) return invalid(status, fmt::format("backends[{}] is NULL", i));
-                order.emplace_back(p.backends[i]);
-                const BackendConfig* known = m->config.backend(p.backends[i]);
-                backends.push_back(known ? *known : BackendConfig{p.backends[i], false, {}});
-            }
-            m->config.backend_order = std::move(order);
-            m->config.backends = std::move(backends);
-        }
-        if (p.threads)
-            for (auto& b : m->config.backends) {
-                if (b.name != "cpu") continue;
-                bool set = false;
-                for (auto& [key, value] : b.options)
-                    if (key == "threads") value = std::to_string(p.threads), set = true;
-                if (!set) b.options.emplace_back("threads", std::to_string(p.threads));
-            }
-        LoaderOptions loader;
-        for (uint32_t i = 0; i < p.n_plugin_dirs; ++i) {
-            if (!p.plugin_dirs[i])
-                return invalid(status, fmt::format("plugin_dirs[{}] is NULL", i));
-            loader.plugin_dirs.emplace_back(p.plugin_dirs[i]);
-        }
-        m->plugins = std::make_unique<PluginSet>(PluginSet::load(m->config, loader));
-        for (const PluginRecord* r : m->plugins->required_failures())
-            return report(status, FERROX_CODE_BACKEND,
-                          fmt::format("required backend '{}' is {}: {}", r->name,
-                                      state_name(r->state), r->reason));
-        // Every backend optional and none ready: refused now, not at the first token.
-        if (m->plugins->selected().empty()) {
-            std::vector<std::string> states;
-            for (const auto& r : m->plugins->records())
-                if (r.state != PluginState::NotSelected)
-                    states.push_back(
-                        fmt::format("{} is {}: {}", r.name, state_name(r.state), r.reason));
-            return report(
-                status, FERROX_CODE_BACKEND,
-                fmt::format(
-                    "no backend of backends.order [{}] is ready ({}); see `ferrox backends`",
-                    fmt::join(m->config.backend_order, ", "), fmt::join(states, "; ")));
-        }
-        m->registry = std::make_unique<KernelRegistry>();
-        m->dispatcher = std::make_unique<Dispatcher>(m->plugins->selected(), *m->registry);
-        if (p.progress && p.progress(0.0f, p.progress_user))
-            return report(status, FERROX_CODE_CANCELLED, "cancelled before loading the model");
-        auto train = model::read_hparams(*m->file);
-        if (!train) return invalid(status, train.error().message());
-        model::ModelOptions options;
-        options.registry_strict = m->config.registry_strict;
-        options.context = p.n_ctx_max ? p.n_ctx_max : std::min(4096u, train->n_ctx_train);
-        if (p.n_batch_max) options.max_batch = p.n_batch_max;
-        options.kv_kind = p.kv_kind == FERROX_KV_F16 ? FERROX_KIND_F16 : FERROX_KIND_F32;
-        options.allow_resident = p.allow_resident != 0;
-        options.max_sequences = p.max_sequences ? p.max_sequences : 1;
-        bool cancelled = false;
-        if (p.progress)
-            options.on_upload = [&](uint64_t done, uint64_t total) {
-                const float f =
-                    total ? 0.1f + 0.9f * static_cast<float>(done) / static_cast<float>(total)
-                          : 1.0f;
-                if (!cancelled && p.progress(f, p.progress_user)) cancelled = true;
-            };
-        auto model = model::Model::load(*m->file, *m->dispatcher, *m->registry, options);
-        if (!model) return report(status, FERROX_CODE_BACKEND, model.error().message());
-        m->model = std::move(*model);
-        m->capacity_summary = m->model->capacity().summary();
-        if (m->model->residency().resident)
-            m->resident_backend = m->dispatcher->resident_backend().name();
-        if (cancelled || (p.progress && p.progress(1.0f, p.progress_user)))
-            return report(status, FERROX_CODE_CANCELLED, "cancelled by the progress callback");
-        if (const auto* v = m->file->find("tokenizer.chat_template"))
-            if (const auto* s = std::get_if<std::string>(v)) {
-                m->chat_template = *s;
-                m->has_template = true;
-            }
-        m->file->release_header_pages();  // the tokenizer and the model hold what they need
-        *out = m.release();
+        options->config = std::move(*config);
+        OpenFailure why = OpenFailure::None;
+        auto engine = Engine::open(path, std::move(*options), &why);
+        if (!engine) return report(status, code_of(why), engine.error().message());
+        *out = model_handle(std::move(*engine)).release();
         return ok(status);
     });
 }
@@ -314,22 +284,22 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
 void ferrox_model_free(ferrox_model* model) { delete model; }
 
 uint32_t ferrox_model_vocab(const ferrox_model* m) {
-    return m ? static_cast<uint32_t>(m->model->vocab()) : 0;
+    return m ? static_cast<uint32_t>(m->engine->model().vocab()) : 0;
 }
 uint32_t ferrox_model_n_ctx_train(const ferrox_model* m) {
-    return m ? m->model->hparams().n_ctx_train : 0;
+    return m ? m->engine->model().hparams().n_ctx_train : 0;
 }
-int32_t ferrox_model_bos(const ferrox_model* m) { return m ? m->tokenizer->bos() : -1; }
-int32_t ferrox_model_eos(const ferrox_model* m) { return m ? m->tokenizer->eos() : -1; }
+int32_t ferrox_model_bos(const ferrox_model* m) { return m ? m->engine->tokenizer().bos() : -1; }
+int32_t ferrox_model_eos(const ferrox_model* m) { return m ? m->engine->tokenizer().eos() : -1; }
 int ferrox_model_is_end_of_generation(const ferrox_model* m, int32_t token) {
-    return m && m->tokenizer->is_end_of_generation(token) ? 1 : 0;
+    return m && m->engine->tokenizer().is_end_of_generation(token) ? 1 : 0;
 }
 
 ferrox_code ferrox_model_meta(const ferrox_model* m, const char* key, char* buf, size_t capacity,
                               size_t* needed, ferrox_call_status* status) {
     if (!m || !key) return invalid(status, "ferrox_model_meta: model or key is NULL");
     return guarded(status, [&]() -> ferrox_code {
-        const gguf::Value* v = m->file->find(key);
+        const gguf::Value* v = m->engine->file().find(key);
         if (!v) return invalid(status, fmt::format("no metadata key '{}'", key));
         std::string text;
         if (const auto* s = std::get_if<std::string>(v))
@@ -350,12 +320,18 @@ ferrox_code ferrox_model_chat_template(const ferrox_model* m, const char** out,
 }
 
 const char* ferrox_model_arch(const ferrox_model* m) {
-    return m ? m->model->hparams().arch_name.c_str() : "";
+    return m ? m->engine->model().hparams().arch_name.c_str() : "";
 }
-uint32_t ferrox_model_n_layer(const ferrox_model* m) { return m ? m->model->hparams().n_layer : 0; }
-uint32_t ferrox_model_n_embd(const ferrox_model* m) { return m ? m->model->hparams().n_embd : 0; }
-uint32_t ferrox_model_n_ctx(const ferrox_model* m) { return m ? m->model->context() : 0; }
-uint32_t ferrox_model_n_batch(const ferrox_model* m) { return m ? m->model->max_batch() : 0; }
+uint32_t ferrox_model_n_layer(const ferrox_model* m) {
+    return m ? m->engine->model().hparams().n_layer : 0;
+}
+uint32_t ferrox_model_n_embd(const ferrox_model* m) {
+    return m ? m->engine->model().hparams().n_embd : 0;
+}
+uint32_t ferrox_model_n_ctx(const ferrox_model* m) { return m ? m->engine->model().context() : 0; }
+uint32_t ferrox_model_n_batch(const ferrox_model* m) {
+    return m ? m->engine->model().max_batch() : 0;
+}
 
 ferrox_code ferrox_model_capacity_summary(const ferrox_model* m, const char** out,
                                           ferrox_call_status* status) {
@@ -371,7 +347,7 @@ ferrox_code ferrox_model_residency(const ferrox_model* m, ferrox_residency* out,
         return invalid(status,
                        fmt::format("ferrox_residency: struct_size {} is not between 4 and {}",
                                    out->struct_size, sizeof(ferrox_residency)));
-    const model::Residency& r = m->model->residency();
+    const model::Residency& r = m->engine->model().residency();
     ferrox_residency full{};
     full.struct_size = out->struct_size;
     full.resident = r.resident ? 1 : 0;
@@ -390,7 +366,7 @@ std::vector<RegistryEntry> dispatch_records(const ferrox_model& m, uint64_t& cal
                                             uint64_t& fallback_calls) {
     std::vector<RegistryEntry> out;
     calls = fallback_calls = 0;
-    for (RegistryEntry& e : m.registry->seal().entries) {
+    for (RegistryEntry& e : m.engine->registry().seal().entries) {
         if (e.phase != Phase::Dispatch) continue;
         calls += e.count;
         if (e.outcome == Outcome::Miss) fallback_calls += e.count;
@@ -443,8 +419,8 @@ ferrox_code ferrox_tokenize(const ferrox_model* m, const char* text, size_t len,
     if (!m || (!text && len) || !n_tokens)
         return invalid(status, "ferrox_tokenize: model, text or n_tokens is NULL");
     return guarded(status, [&]() -> ferrox_code {
-        const auto ids = m->tokenizer->encode(std::string_view(text ? text : "", len),
-                                              add_special != 0, parse_special != 0);
+        const auto ids = m->engine->tokenizer().encode(std::string_view(text ? text : "", len),
+                                                       add_special != 0, parse_special != 0);
         *n_tokens = ids.size();
         if (!tokens || capacity < ids.size())
             return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
@@ -457,13 +433,14 @@ ferrox_code ferrox_tokenize(const ferrox_model* m, const char* text, size_t len,
 ferrox_code ferrox_detokenize(const ferrox_model* m, const int32_t* tokens, size_t n, char* buf,
                               size_t capacity, size_t* needed, ferrox_call_status* status) {
     if (!m || (!tokens && n)) return invalid(status, "ferrox_detokenize: model or tokens is NULL");
-    const uint64_t vocab = m->model->vocab();
+    const uint64_t vocab = m->engine->model().vocab();
     for (size_t i = 0; i < n; ++i)
         if (tokens[i] < 0 || static_cast<uint64_t>(tokens[i]) >= vocab)
             return invalid(status, fmt::format("token {} at index {} is outside 0..{}", tokens[i],
                                                i, vocab - 1));
     return guarded(status, [&]() -> ferrox_code {
-        return write_text(m->tokenizer->decode({tokens, n}), buf, capacity, needed, status);
+        return write_text(m->engine->tokenizer().decode({tokens, n}), buf, capacity, needed,
+                          status);
     });
 }
 
@@ -472,7 +449,7 @@ ferrox_code ferrox_token_text(const ferrox_model* m, int32_t token, char* buf, s
     if (!m) return invalid(status, "ferrox_token_text: model is NULL");
     return guarded(status, [&]() -> ferrox_code {
         // The one entry, read in place: not a copy of every token text per call.
-        const gguf::Value* value = m->file->find("tokenizer.ggml.tokens");
+        const gguf::Value* value = m->engine->file().find("tokenizer.ggml.tokens");
         const auto* texts = value ? std::get_if<gguf::Array>(value) : nullptr;
         if (!texts || texts->element_type() != gguf::ValueType::String)
             return invalid(status, "tokenizer.ggml.tokens is not an array of strings");
@@ -516,14 +493,15 @@ int ferrox_detok_stream_stopped(const ferrox_detok_stream* s) {
 ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* s, int32_t token, char* buf,
                                      size_t capacity, size_t* needed, ferrox_call_status* status) {
     if (!s) return invalid(status, "ferrox_detok_stream_push: stream is NULL");
-    if (token >= 0 && static_cast<uint64_t>(token) >= s->owner->model->vocab())
+    if (token >= 0 && static_cast<uint64_t>(token) >= s->owner->engine->model().vocab())
         return invalid(status, fmt::format("token {} is outside the vocabulary", token));
     return guarded(status, [&]() -> ferrox_code {
         // On a copy, kept only when the text fits: a too-small buffer changes
         // nothing, and the same push with a larger one gets the same text.
         output::TextStream next = s->text;
-        const auto step =
-            token >= 0 ? next.push(s->owner->tokenizer->token_to_piece(token)) : next.finish();
+        const auto step = token >= 0
+                              ? next.push(s->owner->engine->tokenizer().token_to_piece(token))
+                              : next.finish();
         const ferrox_code code = write_text(step.emit, buf, capacity, needed, status);
         if (code == FERROX_CODE_OK) s->text = std::move(next), s->pushed = true;
         return code;
@@ -555,7 +533,7 @@ ferrox_code ferrox_context_new(const ferrox_model* m, const ferrox_context_param
             c->profile = std::make_unique<model::StepProfile>();
             o.profile = c->profile.get();
         }
-        auto ctx = model::Context::create(*m->model, o);
+        auto ctx = model::Context::create(m->engine->model(), o);
         if (!ctx) return invalid(status, ctx.error().message());
         c->owner = m;
         c->ctx = std::move(*ctx);

@@ -19,7 +19,9 @@
 #include "config/scalar_parse.h"
 #include "config/yaml_document.h"
 #include "ferrox/config.h"
+#include "ferrox/escape.h"
 #include "ferrox/seeded_hash.h"
+#include "ferrox/server_settings.h"
 
 namespace ferrox {
 namespace config_detail {
@@ -426,8 +428,21 @@ Expected<void> ConfigParser::parse_order(const MapEntry& entry) {
 Expected<void> ConfigParser::parse_plugins(const MapEntry& section) {
     auto entries = section_entries(section);
     if (!entries) return entries.error();
-    static const std::array<std::string, 1> kKeys{"paths"};
+    static const std::array<std::string, 3> kKeys{"paths", "allow_without_note", "create_timeout"};
     for (const MapEntry& entry : *entries) {
+        if (entry.key == "allow_without_note") {
+            auto allow = read_bool(entry, "plugins.allow_without_note");
+            if (!allow) return allow.error();
+            config_.plugins.allow_without_note = *allow;
+            continue;
+        }
+        if (entry.key == "create_timeout") {
+            auto seconds =
+                read_integer(entry, "plugins.create_timeout", 1, PluginPolicy::kMaxCreateTimeout);
+            if (!seconds) return seconds.error();
+            config_.plugins.create_timeout = static_cast<uint32_t>(*seconds);
+            continue;
+        }
         if (entry.key != "paths") return unknown_key(entry, "in section 'plugins'", kKeys);
         if (entry.value.IsNull()) continue;  // "paths:" with no list: none
         if (!entry.value.IsSequence()) {
@@ -440,6 +455,11 @@ Expected<void> ConfigParser::parse_plugins(const MapEntry& section) {
                 return error_at(item, fmt::format("plugins.paths must list folder names, got {}",
                                                   describe(item)));
             }
+            // The system calls stop at a NUL: "/opt/p\0/x" would search /opt/p.
+            if (item.Scalar().find('\0') != std::string::npos)
+                return error_at(item, fmt::format("plugins.paths entry '{}' holds a NUL byte; "
+                                                  "a folder name cannot",
+                                                  escape_text(item.Scalar())));
             std::filesystem::path folder(item.Scalar());
             if (folder.is_relative() && !base_dir_.empty()) folder = base_dir_ / folder;
             config_.plugin_paths.push_back(folder.lexically_normal());
@@ -477,70 +497,37 @@ Expected<void> ConfigParser::parse_log(const MapEntry& section) {
 Expected<void> ConfigParser::parse_server(const MapEntry& section) {
     auto entries = section_entries(section);
     if (!entries) return entries.error();
-    static const std::array<std::string, 14> kKeys{
-        "model",         "host",         "port",        "parallel",      "context",
-        "kv_type",       "api_key_file", "alias",       "max_queue",     "request_timeout",
-        "drain_timeout", "read_timeout", "cors_origin", "max_body_bytes"};
-    static constexpr std::array<std::string_view, 2> kKvTypes{"f32", "f16"};
-    ServerConfig& s = config_.server;
-    const auto text = [&](const MapEntry& entry, std::string& out) -> Expected<void> {
-        if (!entry.value.IsScalar() || entry.value.Scalar().empty())
-            return error_at(value_mark(entry),
-                            fmt::format("server.{} must be a non-empty string, got {}", entry.key,
-                                        describe(entry.value)));
-        out = entry.value.Scalar();
-        return {};
-    };
-    const auto number = [&](const MapEntry& entry, uint32_t& out, std::int64_t min,
-                            std::int64_t max) -> Expected<void> {
-        auto v = read_integer(entry, "server." + entry.key, min, max);
-        if (!v) return v.error();
-        out = static_cast<uint32_t>(*v);
-        return {};
-    };
+    std::vector<std::string> keys;
+    for (const ServerSetting& s : server_settings()) keys.emplace_back(s.key);
     for (const MapEntry& entry : *entries) {
+        const ServerSetting* setting = find_server_setting(entry.key);
+        if (!setting) return unknown_key(entry, "in section 'server'", keys);
+        const std::string key_path = "server." + entry.key;
         Expected<void> parsed;
-        const std::string& k = entry.key;
-        if (k == "model") {
-            parsed = text(entry, s.model);
-        } else if (k == "host") {
-            parsed = text(entry, s.host);
-        } else if (k == "port") {
-            parsed = number(entry, s.port, 0, 65535);
-        } else if (k == "parallel") {
-            parsed = number(entry, s.parallel, 1, 64);
-        } else if (k == "context") {
-            parsed = number(entry, s.context, 0, 1 << 20);
-        } else if (k == "kv_type") {
-            auto v = read_choice(entry, "server.kv_type", kKvTypes);
+        if (setting->kind == SettingKind::Switch) {
+            auto v = read_bool(entry, key_path);
             if (!v) return v.error();
-            s.kv_type = *v;
-        } else if (k == "api_key_file") {
-            parsed = text(entry, s.api_key_file);
-        } else if (k == "alias") {
-            parsed = text(entry, s.alias);
-        } else if (k == "max_queue") {
-            parsed = number(entry, s.max_queue, 0, 1 << 16);
-        } else if (k == "request_timeout") {
-            parsed = number(entry, s.request_timeout, 1, 86400);
-        } else if (k == "drain_timeout") {
-            parsed = number(entry, s.drain_timeout, 0, 86400);
-        } else if (k == "read_timeout") {
-            parsed = number(entry, s.read_timeout, 1, 3600);
-        } else if (k == "cors_origin") {
-            parsed = text(entry, s.cors_origin);
-        } else if (k == "max_body_bytes") {
-            auto v = read_byte_size(entry, "server.max_body_bytes");
+            parsed = set_server_setting(config_.server, *setting, *v ? "true" : "false");
+        } else if (setting->kind == SettingKind::Choice) {
+            auto v = read_choice(entry, key_path, setting->choices);
             if (!v) return v.error();
-            if (*v < 1024 || *v > (1ull << 30))
-                return error_at(
-                    value_mark(entry),
-                    fmt::format("server.max_body_bytes must be between 1KiB and 1GiB, got {}", *v));
-            s.max_body_bytes = *v;
+            parsed = set_server_setting(config_.server, *setting, *v);
+        } else if (setting->kind == SettingKind::Count) {
+            auto v = read_integer(entry, key_path, setting->min, setting->max);
+            if (!v) return v.error();
+            parsed = set_server_setting(config_.server, *setting, std::to_string(*v));
+        } else if (setting->kind == SettingKind::Bytes) {
+            auto v = read_byte_size(entry, key_path);
+            if (!v) return v.error();
+            parsed = set_server_setting(config_.server, *setting, std::to_string(*v));
         } else {
-            return unknown_key(entry, "in section 'server'", kKeys);
+            if (!entry.value.IsScalar() || entry.value.Scalar().empty())
+                return error_at(value_mark(entry),
+                                fmt::format("{} must be a non-empty string, got {}", key_path,
+                                            describe(entry.value)));
+            parsed = set_server_setting(config_.server, *setting, entry.value.Scalar());
         }
-        if (!parsed) return parsed;
+        if (!parsed) return error_at(value_mark(entry), parsed.error().message());
     }
     return {};
 }

@@ -1,6 +1,7 @@
 #include "config/yaml_document.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 
 #include <exception>
@@ -10,7 +11,13 @@
 namespace ferrox::config_detail {
 namespace {
 
-// Sees only where documents start; everything else is ignored.
+// Thrown through yaml-cpp's parser by DocumentStarts at the first collection
+// nested past kMaxYamlDepth: where it opens, not where the scanner had got to.
+struct TooDeep {
+    YAML::Mark mark;
+};
+
+// Sees where documents start and how deep collections nest; nothing else.
 class DocumentStarts final : public YAML::EventHandler {
   public:
     std::vector<YAML::Mark> starts;
@@ -21,12 +28,22 @@ class DocumentStarts final : public YAML::EventHandler {
     void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
     void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
                   const std::string&) override {}
-    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                         YAML::EmitterStyle::value) override {}
-    void OnSequenceEnd() override {}
-    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                    YAML::EmitterStyle::value) override {}
-    void OnMapEnd() override {}
+    void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {
+        open(mark);
+    }
+    void OnSequenceEnd() override { --depth_; }
+    void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {
+        open(mark);
+    }
+    void OnMapEnd() override { --depth_; }
+
+  private:
+    void open(const YAML::Mark& mark) {
+        if (++depth_ > kMaxYamlDepth) throw TooDeep{mark};
+    }
+    int depth_ = 0;
 };
 
 // At most two documents are read. yaml-cpp 0.7 reports a document start forever,
@@ -38,7 +55,18 @@ std::variant<std::monostate, YamlProblem> check_one_document(const std::string& 
     std::istringstream stream(text);
     YAML::Parser parser(stream);
     DocumentStarts documents;
-    while (documents.starts.size() < 2 && parser.HandleNextDocument(documents)) {
+    try {
+        while (documents.starts.size() < 2 && parser.HandleNextDocument(documents)) {
+        }
+    } catch (const TooDeep& deep) {
+        return YamlProblem{deep.mark,
+                           fmt::format("YAML collections nested deeper than {} levels (the "
+                                       "limit for a configuration file) start here",
+                                       kMaxYamlDepth)};
+    } catch (const YAML::DeepRecursion& e) {
+        // yaml-cpp's own guard (500 levels, "bad file"); ours is lower, so a
+        // scalar-only path that still reaches it is named here in words.
+        return YamlProblem{e.mark, fmt::format("YAML nested deeper than {} levels", e.depth())};
     }
     if (documents.starts.size() < 2) return std::monostate{};
     const YAML::Mark first = documents.starts[0];

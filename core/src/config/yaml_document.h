@@ -14,6 +14,11 @@ struct YamlProblem {
     std::string message;
 };
 
+// Maps and lists nest at most this deep (a configuration file needs 3); one
+// deeper is refused where it opens. yaml-cpp's own guard stops at 500 with
+// "bad file" and the scanner's position, not the collection's.
+inline constexpr int kMaxYamlDepth = 64;
+
 // A Null node for empty text (or only comments). Never throws.
 std::variant<YAML::Node, YamlProblem> load_single_document(const std::string& text);
 

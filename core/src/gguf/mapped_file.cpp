@@ -12,6 +12,7 @@
 #include <new>
 #include <utility>
 
+#include "ferrox/escape.h"
 #include "ferrox/gguf/truncation_guard.h"
 
 namespace ferrox::gguf {
@@ -47,8 +48,21 @@ void MappedFile::AlignedDelete::operator()(std::byte* p) const {
 }
 
 Expected<MappedFile> MappedFile::open(const std::filesystem::path& path) {
+    return open_as(path, path, 0);
+}
+
+Expected<MappedFile> MappedFile::open_resolved(const std::filesystem::path& real,
+                                               const std::filesystem::path& name) {
+    return open_as(real, name, O_NOFOLLOW);
+}
+
+Expected<MappedFile> MappedFile::open_as(const std::filesystem::path& target,
+                                         const std::filesystem::path& path, int extra_flags) {
+    // open() stops at a NUL: "a.gguf\0x" would open a.gguf under another name.
+    if (target.native().find('\0') != std::string::npos)
+        return make_error("{}: the path holds a NUL byte", escape_text(target.native()));
     // O_NONBLOCK: a FIFO named as a model must not hang the open (refused below).
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    FileDescriptor fd(::open(target.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | extra_flags));
     if (fd.get() < 0) return make_error("{}: cannot open: {}", path.string(), std::strerror(errno));
     struct stat info {};
     if (::fstat(fd.get(), &info) != 0)

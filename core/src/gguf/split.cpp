@@ -28,14 +28,32 @@ std::string shard_suffix(uint32_t index, uint32_t count) {
     return buf;
 }
 
-Expected<File> open_one(const std::filesystem::path& path) {
-    auto mapped = MappedFile::open(path);
-    if (!mapped) return mapped.error();
-    return File::parse(std::make_shared<const MappedFile>(std::move(*mapped)));
-}
-
 Error in_shard(const std::filesystem::path& path, const std::string& what) {
     return make_error("{}: {}", path.string(), what);
+}
+
+// A shard is read only from the folder the first shard really lies in (after
+// its own symlinks: a Hugging Face cache links every shard into one blobs
+// folder), and only as a regular file: a shard name linked to /etc/shadow or a
+// home folder would otherwise be read and its bytes quoted in errors or served.
+Expected<std::filesystem::path> shard_in_first_folder(const std::filesystem::path& shard,
+                                                      const std::filesystem::path& first) {
+    std::error_code ec;
+    const std::filesystem::path folder = std::filesystem::canonical(first, ec).parent_path();
+    if (ec) return in_shard(first, fmt::format("cannot resolve: {}", ec.message()));
+    const std::filesystem::path real = std::filesystem::canonical(shard, ec);
+    if (ec) return in_shard(shard, fmt::format("cannot resolve: {}", ec.message()));
+    if (real.parent_path() != folder)
+        return in_shard(shard, fmt::format("resolves to {}, outside {} where the first shard lies; "
+                                           "shards are read from that folder only",
+                                           real.string(), folder.string()));
+    return real;
+}
+
+Expected<File> open_one(const std::filesystem::path& real, const std::filesystem::path& path) {
+    auto mapped = MappedFile::open_resolved(real, path);
+    if (!mapped) return mapped.error();
+    return File::parse(std::make_shared<const MappedFile>(std::move(*mapped)));
 }
 
 // A metadata string the first shard and a later one must agree on, when the
@@ -99,7 +117,9 @@ Expected<File> File::open_other_shards(File first) {
         if (!std::filesystem::exists(path, ec))
             return in_shard(path, fmt::format("shard {} of {} is missing (opening {})", k + 1,
                                               *count, first.path().string()));
-        auto shard = open_one(path);
+        auto real = shard_in_first_folder(path, first.path());
+        if (!real) return real.error();
+        auto shard = open_one(*real, path);
         if (!shard) return shard.error();
         auto shard_count = shard->get_u32(kSplitCount);
         if (!shard_count) return shard_count.error();

@@ -1,5 +1,3 @@
-#include <cstdlib>
-
 #include "ferrox/model/architecture.h"
 
 namespace ferrox::model {
@@ -11,16 +9,14 @@ namespace {
 // random model of each to it.
 constexpr ArchSpec kArchitectures[] = {
     {.name = "llama",
-     .arch = Arch::Llama,
      .rope = RopeStyle::Normal,
      .moe_with_expert_count = true,
      .rope_factors = RopeFactorTensors::ByScalingType,
      .attn_output_bias = TensorUse::Optional},
-    {.name = "qwen2", .arch = Arch::Qwen2},
-    {.name = "qwen3", .arch = Arch::Qwen3, .qk_norm = QkNorm::PerHead},
-    {.name = "qwen3moe", .arch = Arch::Qwen3Moe, .qk_norm = QkNorm::PerHead, .moe = true},
+    {.name = "qwen2"},
+    {.name = "qwen3", .qk_norm = QkNorm::PerHead},
+    {.name = "qwen3moe", .qk_norm = QkNorm::PerHead, .moe = true},
     {.name = "gemma3",
-     .arch = Arch::Gemma3,
      .qk_norm = QkNorm::PerHead,
      .post_norms = true,
      .activation = FfnActivation::GeluTanh,
@@ -33,7 +29,6 @@ constexpr ArchSpec kArchitectures[] = {
     // Gemma 2: every other layer local (window 4096 unless the file says),
     // one rope base for all, soft-capped attention scores and logits.
     {.name = "gemma2",
-     .arch = Arch::Gemma2,
      .post_norms = true,
      .activation = FfnActivation::GeluTanh,
      .sqrt_embedding_scale = true,
@@ -45,7 +40,6 @@ constexpr ArchSpec kArchitectures[] = {
      .softcapping = true},
     // IBM Granite 3.x: llama's layers with four scales from the file.
     {.name = "granite",
-     .arch = Arch::Granite,
      .rope = RopeStyle::Normal,
      .rope_factors = RopeFactorTensors::ByScalingType,
      .granite_scales = true,
@@ -55,7 +49,6 @@ constexpr ArchSpec kArchitectures[] = {
     // output.weight. OLMo 3's files add a window: three local layers, then
     // one global, the local ones rotated without YaRN.
     {.name = "olmo2",
-     .arch = Arch::Olmo2,
      .qk_norm = QkNorm::Whole,
      .pre_norms = false,
      .post_norms = true,
@@ -65,17 +58,16 @@ constexpr ArchSpec kArchitectures[] = {
      .window_optional = true,
      .local_rope = LocalRope::Plain},
     // SmolLM3: llama's layers, every fourth without RoPE.
-    {.name = "smollm3", .arch = Arch::Smollm3, .rope = RopeStyle::Normal, .no_rope_period = 4},
+    {.name = "smollm3", .rope = RopeStyle::Normal, .no_rope_period = 4},
     // The text path of Qwen2-VL and Qwen3-VL: qwen2's and qwen3's layers with
     // multi-section RoPE (NeoX for text). Qwen3-VL's deepstack inputs are
     // image features added after the first layers; for text llama.cpp adds
     // zeros there.
-    {.name = "qwen2vl", .arch = Arch::Qwen2Vl, .rope_sections = true},
-    {.name = "qwen3vl", .arch = Arch::Qwen3Vl, .qk_norm = QkNorm::PerHead, .rope_sections = true},
+    {.name = "qwen2vl", .rope_sections = true},
+    {.name = "qwen3vl", .qk_norm = QkNorm::PerHead, .rope_sections = true},
     // Ministral 3 / Mistral 3: llama's layers with YaRN (its betas and log
     // multiplier from the file) and Llama 4's attention temperature.
     {.name = "mistral3",
-     .arch = Arch::Mistral3,
      .rope = RopeStyle::Normal,
      .rope_factors = RopeFactorTensors::ByScalingType,
      .yarn_keys = kYarnBetaFast | kYarnBetaSlow | kYarnLogMultiplier,
@@ -85,7 +77,6 @@ constexpr ArchSpec kArchitectures[] = {
     // architecture, as llama.cpp does) and gate||up, LongRoPE factors, a
     // rotated prefix of each head on Phi-4-mini.
     {.name = "phi3",
-     .arch = Arch::Phi3,
      .rope_factors = RopeFactorTensors::LongRope,
      .fused_gate_up = true,
      .sliding_window_ignored = true,
@@ -95,7 +86,6 @@ constexpr ArchSpec kArchitectures[] = {
     // experts, a sink logit per head, the top k router logits softmaxed into
     // expert weights, and a SwiGLU clamped at 7.
     {.name = "gpt-oss",
-     .arch = Arch::GptOss,
      .activation = FfnActivation::SwigluOai,
      .moe = true,
      .tied_output = false,
@@ -117,12 +107,6 @@ const ArchSpec* find_architecture(std::string_view name) {
     for (const ArchSpec& a : kArchitectures)
         if (a.name == name) return &a;
     return nullptr;
-}
-
-const ArchSpec& architecture(Arch arch) {
-    for (const ArchSpec& a : kArchitectures)
-        if (a.arch == arch) return a;
-    std::abort();  // every Arch has a row; a missing one is a programming error
 }
 
 }  // namespace ferrox::model

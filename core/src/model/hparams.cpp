@@ -194,8 +194,6 @@ Expected<void> read_granite_scales(const gguf::File& file, const Keys& k, Hparam
 
 }  // namespace
 
-std::string_view arch_name(Arch arch) { return architecture(arch).name; }
-
 // Files that are not a chat or base language model say so before anything
 // else is read. llama.cpp's converters mark them: `general.type` is
 // "adapter" (convert_lora_to_gguf), "mmproj" with architecture "clip" (a
@@ -235,23 +233,7 @@ Expected<void> refuse_non_decoder(const gguf::File& file) {
     return {};
 }
 
-Expected<Hparams> read_hparams(const gguf::File& file, KeyTrace* trace) {
-    if (auto r = refuse_non_decoder(file); !r) return r.error();
-    auto name = file.get_string("general.architecture");
-    if (!name) return name.error();
-    Hparams hp;
-    hp.arch_name = *name;
-    const ArchSpec* info = find_architecture(*name);
-    if (!info) {
-        std::string known;
-        for (const ArchSpec& a : architectures())
-            known += fmt::format("{}{}", known.empty() ? "" : ", ", a.name);
-        return refuse(
-            file, "general.architecture",
-            fmt::format("architecture '{}' is not implemented (known: {})", *name, known));
-    }
-    hp.arch = info->arch;
-    const Keys k(file, *name, trace);
+namespace {
 
 // Each required key: a missing one is returned as the reader's Error, which names it.
 #define FERROX_READ(dst, expr)      \
@@ -261,6 +243,18 @@ Expected<Hparams> read_hparams(const gguf::File& file, KeyTrace* trace) {
         dst = *v_;                  \
     } while (0)
 
+// The row of general.architecture, or a refusal listing the known ones.
+Expected<const ArchSpec*> find_spec(const gguf::File& file, const std::string& name) {
+    if (const ArchSpec* spec = find_architecture(name)) return spec;
+    std::string known;
+    for (const ArchSpec& a : architectures())
+        known += fmt::format("{}{}", known.empty() ? "" : ", ", a.name);
+    return refuse(file, "general.architecture",
+                  fmt::format("architecture '{}' is not implemented (known: {})", name, known));
+}
+
+// Widths, depth, heads and the training context.
+Expected<void> read_shape(const gguf::File& file, const Keys& k, Hparams& hp) {
     FERROX_READ(hp.n_embd, k.u32("embedding_length"));
     FERROX_READ(hp.n_layer, k.u32("block_count"));
     FERROX_READ(hp.n_head, k.u32("attention.head_count"));
@@ -279,47 +273,61 @@ Expected<Hparams> read_hparams(const gguf::File& file, KeyTrace* trace) {
     if (hp.head_dim_k % 2 != 0)
         return refuse(file, k.key("attention.key_length"),
                       fmt::format("{} is odd; RoPE rotates pairs", hp.head_dim_k));
+    return {};
+}
+
+// The rotated dimensions of a head, one count for every layer.
+Expected<void> read_rotary_dims(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                                Hparams& hp) {
     FERROX_READ(hp.n_rot, k.u32_or("rope.dimension_count", hp.head_dim_k));
     if (hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim_k)
         return refuse(file, k.key("rope.dimension_count"),
                       fmt::format("{} is not an even count of rotated dimensions in 2..{} (the "
                                   "head dimension)",
                                   hp.n_rot, hp.head_dim_k));
-    if (hp.n_rot != hp.head_dim_k && !info->partial_rotary)
+    if (hp.n_rot != hp.head_dim_k && !spec.partial_rotary)
         return refuse(file, k.key("rope.dimension_count"),
                       fmt::format("partial RoPE ({} of {} dims) is not run for architecture '{}' "
                                   "(llama.cpp requires all {} to rotate for it)",
-                                  hp.n_rot, hp.head_dim_k, *name, hp.head_dim_k));
+                                  hp.n_rot, hp.head_dim_k, spec.name, hp.head_dim_k));
     // llama.cpp's graphs take one n_rot for every layer; a sliding-window
     // width of its own would be read by some code paths and not others.
-    if (k.has("rope.dimension_count_swa")) {
-        auto swa = k.u32("rope.dimension_count_swa");
-        if (!swa) return swa.error();
-        if (*swa != hp.n_rot)
-            return refuse(file, k.key("rope.dimension_count_swa"),
-                          fmt::format("{} differs from rope.dimension_count {}: a rotated width "
-                                      "of the sliding-window layers' own is not implemented",
-                                      *swa, hp.n_rot));
-    }
-    FERROX_READ(hp.rope_base, k.f32_or("rope.freq_base", 10000.0f));
-    if (auto r = read_rope_scaling(file, k, *info, hp); !r) return r.error();
-    if (info->softcapping) {
-        // llama.cpp's defaults where the keys are absent: 50 and 30 (Gemma 2's).
-        FERROX_READ(hp.attn_softcap, k.f32_or("attn_logit_softcapping", 50.0f));
-        FERROX_READ(hp.final_softcap, k.f32_or("final_logit_softcapping", 30.0f));
-        for (const auto& [key, v] : {std::pair{"attn_logit_softcapping", hp.attn_softcap},
-                                     std::pair{"final_logit_softcapping", hp.final_softcap}})
-            if (!(v > 0) || !std::isfinite(v))
-                return refuse(file, k.key(key), fmt::format("{} is not a cap (finite, > 0)", v));
-    } else {
+    if (!k.has("rope.dimension_count_swa")) return {};
+    auto swa = k.u32("rope.dimension_count_swa");
+    if (!swa) return swa.error();
+    if (*swa != hp.n_rot)
+        return refuse(file, k.key("rope.dimension_count_swa"),
+                      fmt::format("{} differs from rope.dimension_count {}: a rotated width "
+                                  "of the sliding-window layers' own is not implemented",
+                                  *swa, hp.n_rot));
+    return {};
+}
+
+// Gemma 2's soft-capping of attention scores and logits; refused elsewhere.
+Expected<void> read_softcaps(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                             Hparams& hp) {
+    if (!spec.softcapping) {
         for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"})
             if (k.has(cap))
                 return refuse(file, k.key(cap),
                               fmt::format("logit soft-capping is not implemented for "
                                           "architecture '{}'",
-                                          *name));
+                                          spec.name));
+        return {};
     }
+    // llama.cpp's defaults where the keys are absent: 50 and 30 (Gemma 2's).
+    FERROX_READ(hp.attn_softcap, k.f32_or("attn_logit_softcapping", 50.0f));
+    FERROX_READ(hp.final_softcap, k.f32_or("final_logit_softcapping", 30.0f));
+    for (const auto& [key, v] : {std::pair{"attn_logit_softcapping", hp.attn_softcap},
+                                 std::pair{"final_logit_softcapping", hp.final_softcap}})
+        if (!(v > 0) || !std::isfinite(v))
+            return refuse(file, k.key(key), fmt::format("{} is not a cap (finite, > 0)", v));
+    return {};
+}
 
+// What the tensors say: the vocabulary, biases present, and the scales
+// that follow from the widths.
+Expected<void> read_tensor_facts(const gguf::File& file, const ArchSpec& spec, Hparams& hp) {
     auto embd = file.find_tensor("token_embd.weight");
     if (!embd) return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
     hp.vocab = embd->row_count();
@@ -329,112 +337,158 @@ Expected<Hparams> read_hparams(const gguf::File& file, KeyTrace* trace) {
     // gets them added (qwen2's always have them).
     hp.qkv_bias = file.find_tensor("blk.0.attn_q.bias") || file.find_tensor("blk.0.attn_k.bias") ||
                   file.find_tensor("blk.0.attn_v.bias");
-    hp.rope = info->rope;
-    hp.qk_norm = info->qk_norm;
-    hp.pre_norms = info->pre_norms;
-    hp.post_norms = info->post_norms;
-    hp.activation = info->activation;
-    hp.no_rope_period = info->no_rope_period;
-    hp.attn_output_bias = info->attn_output_bias == TensorUse::Required;
-    if (info->attn_output_bias ==
-        TensorUse::Optional)  // over the tensors: the layer count is unchecked yet
-        for (const gguf::Tensor& t : file.tensors())
+    hp.no_rope_period = spec.no_rope_period;
+    hp.attn_output_bias = spec.attn_output_bias == TensorUse::Required;
+    if (spec.attn_output_bias == TensorUse::Optional)  // over the tensors: the layer count is
+        for (const gguf::Tensor& t : file.tensors())   // unchecked yet
             hp.attn_output_bias |=
                 t.name().starts_with("blk.") && t.name().ends_with(".attn_output.bias");
-    hp.attn_sinks = info->attention_sinks;
-    if (info->sqrt_embedding_scale) hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
-    if (info->sliding_window) {
-        FERROX_READ(hp.sliding_window,
-                    info->default_window || info->window_optional
-                        ? k.u32_or("attention.sliding_window", info->default_window)
-                        : k.u32("attention.sliding_window"));
-        hp.local_rope = info->local_rope;
-        // The architecture's pattern: Gemma 3 has five local layers, then one
-        // global (layer il is global when (il + 1) % 6 == 0), Gemma 2 one and
-        // one. Real files leave the keys below out, but llama.cpp honours
-        // them (other models of these architectures set them), so must we.
-        FERROX_READ(hp.swa_period,
-                    k.u32_or("attention.sliding_window_pattern", info->window_period));
-        if (hp.swa_period == 0)  // llama.cpp: every layer local
-            return refuse(file, k.key("attention.sliding_window_pattern"),
-                          "0 (no global layer) is not implemented");
-        FERROX_READ(hp.rope_base_local,
-                    k.f32_or("rope.freq_base_swa",
-                             info->local_rope_base != 0 ? info->local_rope_base : hp.rope_base));
-    } else if (!info->sliding_window_ignored) {
+    if (spec.sqrt_embedding_scale) hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
+    return {};
+}
+
+// The sliding window, its layer pattern and its rope base (gemma's rows);
+// a window the row does not describe is refused.
+Expected<void> read_window(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                           Hparams& hp) {
+    if (!spec.sliding_window) {
         // A window this architecture's row does not describe: attending to
         // the whole past there would be wrong.
-        if (auto r = refuse_if_set(file, k, "attention.sliding_window", "a sliding window", *name);
-            !r)
-            return r.error();
+        if (spec.sliding_window_ignored) return {};
+        return refuse_if_set(file, k, "attention.sliding_window", "a sliding window", spec.name);
     }
+    FERROX_READ(hp.sliding_window, spec.default_window || spec.window_optional
+                                       ? k.u32_or("attention.sliding_window", spec.default_window)
+                                       : k.u32("attention.sliding_window"));
+    // The architecture's pattern: Gemma 3 has five local layers, then one
+    // global (layer il is global when (il + 1) % 6 == 0), Gemma 2 one and
+    // one. Real files leave the keys below out, but llama.cpp honours
+    // them (other models of these architectures set them), so must we.
+    FERROX_READ(hp.swa_period, k.u32_or("attention.sliding_window_pattern", spec.window_period));
+    if (hp.swa_period == 0)  // llama.cpp: every layer local
+        return refuse(file, k.key("attention.sliding_window_pattern"),
+                      "0 (no global layer) is not implemented");
+    FERROX_READ(hp.rope_base_local,
+                k.f32_or("rope.freq_base_swa",
+                         spec.local_rope_base != 0 ? spec.local_rope_base : hp.rope_base));
+    return {};
+}
+
+// mistral3's attention temperature: q scaled up with the position.
+Expected<void> read_attn_temperature(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.attn_temp_scale, k.f32_or("attention.temperature_scale", 0.0f));
+    if (!std::isfinite(hp.attn_temp_scale) || hp.attn_temp_scale < 0)
+        return refuse(file, k.key("attention.temperature_scale"),
+                      fmt::format("{} is not a scale (finite, >= 0)", hp.attn_temp_scale));
+    // llama.cpp's length is the original context (YaRN's).
+    hp.attn_temp_length = hp.rope_n_ctx_orig;
+    if (hp.attn_temp_scale != 0 && hp.attn_temp_length == 0)
+        return refuse(file, k.key("rope.scaling.original_context_length"),
+                      "is 0: the attention temperature needs a length");
+    return {};
+}
+
+// Multi-section RoPE's sections (qwen2vl, qwen3vl): checked, not stored (a
+// text token has one position in every section).
+Expected<void> check_rope_sections(const gguf::File& file, const Keys& k) {
+    // llama.cpp requires the key (up to four sections); ggml takes a pair's
+    // section modulo their sum, so the sum must not be 0.
+    auto sections = k.i32_array("rope.dimension_sections");
+    if (!sections) return sections.error();
+    int64_t sum = 0;
+    bool negative = false;
+    for (const int32_t v : *sections) sum += v, negative = negative || v < 0;
+    if (sections->empty() || sections->size() > 4 || negative || sum == 0)
+        return refuse(file, k.key("rope.dimension_sections"),
+                      fmt::format("[{}] is not 1 to 4 section sizes >= 0 with a sum > 0",
+                                  fmt::join(*sections, ", ")));
+    return {};
+}
+
+// granite's scales, and its switch that turns RoPE off.
+Expected<void> read_granite(const gguf::File& file, const Keys& k, Hparams& hp) {
+    if (auto r = read_granite_scales(file, k, hp); !r) return r;
+    // llama.cpp's granite graph rotates no layer at all when the file says
+    // its RoPE was not fine-tuned (the key doubles as a switch for RoPE).
+    auto rope_on = k.bool_or("rope.scaling.finetuned", true);
+    if (!rope_on) return rope_on.error();
+    if (!*rope_on) hp.no_rope_period = 1;
+    return {};
+}
+
+// The experts' counts and widths (mixture-of-experts rows, or a llama file
+// with expert_count > 0).
+Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                            Hparams& hp) {
+    FERROX_READ(hp.n_expert, k.u32("expert_count"));
+    FERROX_READ(hp.n_expert_used, k.u32("expert_used_count"));
+    // Mixtral's llama files: each expert is feed_forward_length wide, as
+    // llama.cpp's llama graph reads it.
+    FERROX_READ(hp.n_ff_expert,
+                spec.moe ? k.u32("expert_feed_forward_length") : k.u32("feed_forward_length"));
+    // A softmax over the chosen k already sums to 1 (llama.cpp reads no
+    // key for it then).
+    if (spec.moe_gating == MoeGating::Softmax)
+        FERROX_READ(hp.expert_weights_norm, k.bool_or("expert_weights_norm", true));
+    if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
+        return refuse(
+            file, k.key("expert_used_count"),
+            fmt::format("{} is not in 1..expert_count ({})", hp.n_expert_used, hp.n_expert));
+    hp.n_ff = 0;
+    return {};
+}
+
+// The FFN: experts, or one dense FFN (and no experts).
+Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
+    uint32_t optional_experts = 0;
+    if (spec.moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
+    if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
+    FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
+    return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
+}
+
+#undef FERROX_READ
+
+// The readers in the order their keys are read (which decides which of
+// several problems a file is refused for first).
+Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
+    if (auto r = read_shape(file, k, hp); !r) return r;
+    if (auto r = read_rotary_dims(file, k, spec, hp); !r) return r;
+    auto base = k.f32_or("rope.freq_base", 10000.0f);
+    if (!base) return base.error();
+    hp.rope_base = *base;
+    if (auto r = read_rope_scaling(file, k, spec, hp); !r) return r;
+    if (auto r = read_softcaps(file, k, spec, hp); !r) return r;
+    if (auto r = read_tensor_facts(file, spec, hp); !r) return r;
+    if (auto r = read_window(file, k, spec, hp); !r) return r;
     // Gemma 3 27B (62 layers) scales q by 1/sqrt(n_embd / n_head) = 1/sqrt(168),
     // not 1/sqrt(head_dim = 128), and Gemma 2 27B (46) likewise, as their
     // reference implementations and llama.cpp do; llama.cpp recognises them
     // by the layer count alone.
-    if (info->wide_attention_scale_layers != 0 && hp.n_layer == info->wide_attention_scale_layers)
+    if (spec.wide_attention_scale_layers != 0 && hp.n_layer == spec.wide_attention_scale_layers)
         hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
-    if (info->attn_temperature) {
-        FERROX_READ(hp.attn_temp_scale, k.f32_or("attention.temperature_scale", 0.0f));
-        if (!std::isfinite(hp.attn_temp_scale) || hp.attn_temp_scale < 0)
-            return refuse(file, k.key("attention.temperature_scale"),
-                          fmt::format("{} is not a scale (finite, >= 0)", hp.attn_temp_scale));
-        // llama.cpp's length is the original context (YaRN's).
-        hp.attn_temp_length = hp.rope_n_ctx_orig;
-        if (hp.attn_temp_scale != 0 && hp.attn_temp_length == 0)
-            return refuse(file, k.key("rope.scaling.original_context_length"),
-                          "is 0: the attention temperature needs a length");
-    }
-    if (info->rope_sections) {
-        // llama.cpp requires the key (up to four sections); ggml takes a pair's
-        // section modulo their sum, so the sum must not be 0.
-        auto sections = k.i32_array("rope.dimension_sections");
-        if (!sections) return sections.error();
-        int64_t sum = 0;
-        bool negative = false;
-        for (const int32_t v : *sections) sum += v, negative = negative || v < 0;
-        if (sections->empty() || sections->size() > 4 || negative || sum == 0)
-            return refuse(file, k.key("rope.dimension_sections"),
-                          fmt::format("[{}] is not 1 to 4 section sizes >= 0 with a sum > 0",
-                                      fmt::join(*sections, ", ")));
-    }
-    if (info->granite_scales) {
-        if (auto r = read_granite_scales(file, k, hp); !r) return r.error();
-        // llama.cpp's granite graph rotates no layer at all when the file says
-        // its RoPE was not fine-tuned (the key doubles as a switch for RoPE).
-        auto rope_on = k.bool_or("rope.scaling.finetuned", true);
-        if (!rope_on) return rope_on.error();
-        if (!*rope_on) hp.no_rope_period = 1;
-    }
-    uint32_t optional_experts = 0;
-    if (info->moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
-    if (info->moe || optional_experts > 0) {
-        FERROX_READ(hp.n_expert, k.u32("expert_count"));
-        FERROX_READ(hp.n_expert_used, k.u32("expert_used_count"));
-        // Mixtral's llama files: each expert is feed_forward_length wide, as
-        // llama.cpp's llama graph reads it.
-        FERROX_READ(hp.n_ff_expert,
-                    info->moe ? k.u32("expert_feed_forward_length") : k.u32("feed_forward_length"));
-        hp.moe_gating = info->moe_gating;
-        hp.expert_biases = info->expert_biases;
-        // A softmax over the chosen k already sums to 1 (llama.cpp reads no
-        // key for it then).
-        if (hp.moe_gating == MoeGating::Softmax) {
-            auto norm = k.bool_or("expert_weights_norm", true);
-            if (!norm) return norm.error();
-            hp.expert_weights_norm = *norm;
-        }
-        if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
-            return refuse(
-                file, k.key("expert_used_count"),
-                fmt::format("{} is not in 1..expert_count ({})", hp.n_expert_used, hp.n_expert));
-        hp.n_ff = 0;
-    } else {
-        FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
-        if (auto r = refuse_if_set(file, k, "expert_count", "a mixture of experts", *name); !r)
-            return r.error();
-    }
-#undef FERROX_READ
+    if (spec.attn_temperature)
+        if (auto r = read_attn_temperature(file, k, hp); !r) return r;
+    if (spec.rope_sections)
+        if (auto r = check_rope_sections(file, k); !r) return r;
+    if (spec.granite_scales)
+        if (auto r = read_granite(file, k, hp); !r) return r;
+    return read_ffn(file, k, spec, hp);
+}
+
+}  // namespace
+
+Expected<Hparams> read_hparams(const gguf::File& file, KeyTrace* trace) {
+    if (auto r = refuse_non_decoder(file); !r) return r.error();
+    auto name = file.get_string("general.architecture");
+    if (!name) return name.error();
+    auto spec = find_spec(file, *name);
+    if (!spec) return spec.error();
+    Hparams hp;
+    hp.arch = *spec;
+    hp.arch_name = *name;
+    const Keys k(file, *name, trace);
+    if (auto r = read_all(file, k, **spec, hp); !r) return r.error();
     if (auto sane = check_hparams_sane(file, hp, *name); !sane) return sane.error();
     return hp;
 }

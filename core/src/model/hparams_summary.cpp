@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "ferrox/model/architecture.h"
+
 namespace ferrox::model {
 namespace {
 
@@ -75,9 +77,9 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     if (hp.sliding_window) {
         add("sliding_window", hp.sliding_window);
         add("rope_base_local", hp.rope_base_local);
-        add("local_rope", local_rope_name(hp.local_rope));
+        add("local_rope", local_rope_name(hp.arch->local_rope));
     }
-    add("rope_style", rope_style_name(hp.rope));
+    add("rope_style", rope_style_name(hp.arch->rope));
     add("rope_dims", hp.n_rot);
     add("rope_base", hp.rope_base);
     add("rope_scaling", rope_scaling_name(hp.rope_scaling));
@@ -90,22 +92,23 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("attention_temperature_length", hp.attn_temp_length);
     }
     add("rms_eps", hp.rms_eps);
-    add("pre_norms", hp.pre_norms);
-    add("post_norms", hp.post_norms);
-    add("qk_norm", qk_norm_name(hp.qk_norm));
+    add("pre_norms", hp.arch->pre_norms);
+    add("post_norms", hp.arch->post_norms);
+    add("qk_norm", qk_norm_name(hp.arch->qk_norm));
     add("qkv_bias", hp.qkv_bias);
     if (hp.attn_output_bias) add("attn_output_bias", true);
-    if (hp.attn_sinks) add("attention_sinks", true);
-    add("ffn", hp.activation == FfnActivation::Silu       ? "swiglu"
-               : hp.activation == FfnActivation::GeluTanh ? "geglu"
-                                                          : "swiglu_oai");
+    if (hp.arch->attention_sinks) add("attention_sinks", true);
+    add("ffn", hp.arch->activation == FfnActivation::Silu       ? "swiglu"
+               : hp.arch->activation == FfnActivation::GeluTanh ? "geglu"
+                                                                : "swiglu_oai");
     if (hp.n_expert) {
         add("experts", hp.n_expert);
         add("experts_used", hp.n_expert_used);
         add("expert_ffn_length", hp.n_ff_expert);
         add("expert_weights_norm", hp.expert_weights_norm);
-        add("expert_gating", hp.moe_gating == MoeGating::Softmax ? "softmax" : "softmax_of_top_k");
-        if (hp.expert_biases) add("expert_biases", true);
+        add("expert_gating",
+            hp.arch->moe_gating == MoeGating::Softmax ? "softmax" : "softmax_of_top_k");
+        if (hp.arch->expert_biases) add("expert_biases", true);
     } else {
         add("ffn_length", hp.n_ff);
     }

@@ -65,7 +65,7 @@ bool fused_norm_available(const Dispatcher& dispatcher);
 // Runs the decoder over tracing steps (nothing computed, nothing allocated)
 // for a two-step pass of one sequence, as resident steps on the dispatcher's
 // first backend would issue it. Binds the file's weights (views, no copies of
-// matrices). Defined with the decoder in model.cpp.
+// matrices). Defined with the context in context.cpp.
 Expected<PassTrace> trace_pass(const gguf::File& file, const Hparams& hp, Dispatcher& dispatcher,
                                ferrox_kind kv_kind);
 

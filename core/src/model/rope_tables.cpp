@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "ferrox/model/architecture.h"
+
 namespace ferrox::model {
 namespace {
 
@@ -39,7 +41,8 @@ RopeSpec rope_spec(const Hparams& hp, std::span<const float> freq_factors, bool 
     // and with freq_scale 1 they leave the angles alone), scaled as the
     // global layers (gemma2), or plain (olmo2: below).
     spec.base = local ? hp.rope_base_local : hp.rope_base;
-    spec.freq_scale = local && hp.local_rope != LocalRope::AsGlobal ? 1.0f : hp.rope_freq_scale;
+    spec.freq_scale =
+        local && hp.arch->local_rope != LocalRope::AsGlobal ? 1.0f : hp.rope_freq_scale;
     if (!local) spec.freq_factors.assign(freq_factors.begin(), freq_factors.end());
 
     // llama.cpp's context: the ramp weight is the file's yarn_ext_factor, else
@@ -60,7 +63,7 @@ RopeSpec rope_spec(const Hparams& hp, std::span<const float> freq_factors, bool 
         attn /= 1.0 + 0.1 * std::log(factor);
     }
     spec.attn_factor = static_cast<float>(attn * static_cast<double>(hp.rope_attn_factor));
-    if (local && hp.local_rope == LocalRope::Plain) {  // llama.cpp passes ext 0, attn 1
+    if (local && hp.arch->local_rope == LocalRope::Plain) {  // llama.cpp passes ext 0, attn 1
         spec.ext_factor = 0.0f;
         spec.attn_factor = 1.0f;
     }

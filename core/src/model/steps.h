@@ -1,6 +1,6 @@
 // Where one forward pass's activations live, and the ops that reach them.
 //
-// The decoder (model.cpp) is written once against Steps. HostSteps keeps
+// The decoder (decoder.cpp) is written once against Steps. HostSteps keeps
 // activations and the KV cache in host memory and runs weight products and
 // attention through the Dispatcher's 1.0/1.1 entries (any backend order, host
 // fallbacks). ResidentSteps keeps all of them in the first backend's buffers

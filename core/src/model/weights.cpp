@@ -164,7 +164,7 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
     ModelWeights mw;
     mw.layers.resize(hp.n_layer);
     std::unordered_set<std::string> bound;
-    const std::vector<TensorBinding> table = tensor_table(architecture(hp.arch));
+    const std::vector<TensorBinding> table = tensor_table(*hp.arch);
     const auto bind = [&](const TensorBinding& b, LayerWeights* layer) -> Expected<void> {
         const TensorRule& rule = b.rule;
         const auto full_name = [&](std::string_view n) {

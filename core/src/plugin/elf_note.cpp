@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +19,8 @@ namespace {
 // kilobyte; anything near these is not a plugin this loader should trust.
 constexpr uint64_t kMaxNameTable = 1u << 20;
 constexpr uint64_t kMaxNoteSection = 64u << 10;
+// PATH_MAX: the longest interpreter path worth quoting in a refusal.
+constexpr uint64_t kMaxInterpreterPath = 4096;
 
 #if defined(__x86_64__)
 constexpr uint16_t kHostMachine = EM_X86_64;
@@ -81,6 +85,33 @@ std::optional<PluginNote> parse_desc(std::string_view desc, std::string& problem
     return note;
 }
 
+// A position-independent executable is ET_DYN too; it differs from a library
+// by naming a program interpreter. dlopen() would refuse it (glibc >= 2.30)
+// with a message naming only /proc/self/fd/N: say what the file is instead.
+// Returns the refusal, or nullopt for a library.
+std::optional<std::string> program_interpreter(int fd, uint64_t file_size, const Elf64_Ehdr& eh,
+                                               const std::string& label) {
+    if (eh.e_phoff == 0 || eh.e_phnum == 0) return std::nullopt;
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == PN_XNUM)
+        return fmt::format("{}: malformed ELF program header table", label);
+    std::vector<Elf64_Phdr> segments(eh.e_phnum);  // <= 65534 * 56 bytes
+    if (!read_at(fd, file_size, eh.e_phoff, segments.data(),
+                 uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr)))
+        return fmt::format("{}: ELF program headers lie beyond the end of the file", label);
+    for (const Elf64_Phdr& p : segments) {
+        if (p.p_type != PT_INTERP) continue;
+        std::string interpreter(std::min<uint64_t>(p.p_filesz, kMaxInterpreterPath), '\0');
+        if (!read_at(fd, file_size, p.p_offset, interpreter.data(), interpreter.size()))
+            return fmt::format("{}: its PT_INTERP segment lies beyond the end of the file", label);
+        interpreter.resize(strnlen(interpreter.c_str(), interpreter.size()));
+        return fmt::format(
+            "{} is an executable (position-independent, run by {}), not a shared library; "
+            "a plugin is built with -shared",
+            label, interpreter);
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 NoteResult read_plugin_note(int fd, uint64_t file_size, const std::string& label) {
@@ -95,6 +126,8 @@ NoteResult read_plugin_note(int fd, uint64_t file_size, const std::string& label
     if (eh.e_type != ET_DYN)
         return NotALibrary{
             fmt::format("{} is an ELF file but not a shared library (type {})", label, eh.e_type)};
+    if (auto interpreter = program_interpreter(fd, file_size, eh, label))
+        return NotALibrary{std::move(*interpreter)};
     if (eh.e_shoff == 0 || eh.e_shnum == 0) return NoNote{"the file has no section headers"};
     if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum)
         return NotALibrary{fmt::format("{}: malformed ELF section header table", label)};

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <thread>
 
+#include "call_guard.h"
 #include "elf_note.h"
 #include "ferrox/cpu_features.h"
 #include "ferrox/escape.h"
@@ -42,6 +47,8 @@ std::string_view state_name(PluginState state) {
             return "no-device";
         case PluginState::InitFailed:
             return "init-failed";
+        case PluginState::NoNote:
+            return "no-note";
     }
     return "?";
 }
@@ -112,6 +119,14 @@ Opened classify_dlopen_failure(const std::string& what) {
     return {PluginState::InitFailed, what};
 }
 
+// dlerror() names the descriptor path dlopen() was given; the reader wants the file.
+std::string name_the_file(std::string text, const std::string& loaded_as, const fs::path& file) {
+    for (size_t at = text.find(loaded_as); at != std::string::npos;
+         at = text.find(loaded_as, at + file.native().size()))
+        text.replace(at, loaded_as.size(), file.native());
+    return text;
+}
+
 std::string message_text(const ferrox_message& m) {
     return std::string(m.text, strnlen(m.text, sizeof m.text));
 }
@@ -145,11 +160,55 @@ bool check_name(PluginRecord& record, const std::string& described, std::string_
     return false;
 }
 
+// One create() call and all it reads, owned jointly by the loader and the
+// thread that makes the call: when the loader stops waiting, the thread (and
+// the plugin code in it) still has valid arguments, and the library stays
+// loaded for it.
+struct CreateCall {
+    std::shared_ptr<boost::dll::shared_library> library;
+    std::vector<std::pair<std::string, std::string>> option_text;
+    std::vector<ferrox_option> options;
+    std::unique_ptr<HostContext> host;
+    ferrox_host table{};
+    ferrox_backend* raw = nullptr;
+    ferrox_message message{};
+    ferrox_status status = FERROX_ERR_INTERNAL;
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false, abandoned = false;
+};
+
+// Runs create() on a thread of its own and waits at most `timeout`. False when
+// it did not return in time: the call is abandoned (a backend it returns later
+// is destroyed on that thread), never waited for again.
+bool create_within(const std::shared_ptr<CreateCall>& call, std::chrono::seconds timeout) {
+    auto create = call->library->get<ferrox_status(const ferrox_host*, const ferrox_option*, size_t,
+                                                   ferrox_backend**, ferrox_message*)>(
+        FERROX_PLUGIN_CREATE_SYMBOL);
+    std::thread([call, create] {
+        const ferrox_status status = create(&call->table, call->options.data(),
+                                            call->options.size(), &call->raw, &call->message);
+        std::lock_guard lock(call->mutex);
+        call->status = status;
+        call->done = true;
+        ferrox_backend* late = call->raw;
+        if (call->abandoned && status == FERROX_OK && late &&
+            late->struct_size >= offsetof(ferrox_backend, destroy) + sizeof late->destroy &&
+            late->destroy)
+            late->destroy(late);
+        call->finished.notify_all();
+    }).detach();
+    std::unique_lock lock(call->mutex);
+    if (call->finished.wait_for(lock, timeout, [&] { return call->done; })) return true;
+    call->abandoned = true;
+    return false;
+}
+
 // Everything from file checks to create(); fills `record` and returns the
 // state. No plugin code runs before the file's trust chain, its ELF header and
-// (when it has one) its note were checked; describe() runs before the ABI check
-// only for a plugin without the note.
-void open_plugin(PluginRecord& record, const BackendConfig* settings) {
+// its note were checked; a plugin without the note runs only when the
+// configuration allows it, and then describe() runs before the ABI check.
+void open_plugin(PluginRecord& record, const BackendConfig* settings, const PluginPolicy& policy) {
     auto opened = plugin::open_trusted(record.path);
     if (auto* failure = std::get_if<plugin::TrustFailure>(&opened)) {
         record.state =
@@ -175,20 +234,37 @@ void open_plugin(PluginRecord& record, const BackendConfig* settings) {
         record.description = from_note->description;
         if (!check_name(record, from_note->name, "note") || !check_metadata(record)) return;
     } else {
-        record.metadata_source = fmt::format("describe() (ran after loading: {})",
-                                             std::get<plugin::NoNote>(note).reason);
+        const std::string& why = std::get<plugin::NoNote>(note).reason;
+        if (!policy.allow_without_note) {
+            record.state = PluginState::NoNote;
+            record.reason = fmt::format(
+                "{}: {}; without it the plugin's code would run before its ABI and CPU "
+                "needs are known (plugins.allow_without_note: true loads it anyway)",
+                record.path.string(), why);
+            return;
+        }
+        logger().warn(
+            "backend {}: loading {} without a ferrox note ({}) because plugins.allow_without_note "
+            "is set; its constructors and describe() run before any check",
+            record.name, record.path.string(), why);
+        record.metadata_source = fmt::format("describe() (ran after loading: {})", why);
     }
+    logger().debug("backend {}: loading {}", record.name, record.path.string());
 
     auto library = std::make_shared<boost::dll::shared_library>();
+    const std::string loaded_as = plugin::fd_path(file.fd);
     try {
+        // The plugin's own code runs from here (its constructors): a fatal signal names it.
+        const plugin::PluginCallScope in_plugin(record.name, record.path,
+                                                "its constructors (dlopen)");
         // The descriptor that was checked, not the path: a file swapped in since
         // cannot be the one loaded.
-        library->load(plugin::fd_path(file.fd),
+        library->load(loaded_as,
                       boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     } catch (const std::exception& e) {
         const Opened o = classify_dlopen_failure(e.what());
         record.state = o.state;
-        record.reason = o.reason;
+        record.reason = name_the_file(o.reason, loaded_as, record.path);
         return;
     }
     for (const char* symbol : {FERROX_PLUGIN_DESCRIBE_SYMBOL, FERROX_PLUGIN_CREATE_SYMBOL}) {
@@ -203,7 +279,12 @@ void open_plugin(PluginRecord& record, const BackendConfig* settings) {
     auto describe = library->get<ferrox_status(ferrox_plugin_info*)>(FERROX_PLUGIN_DESCRIBE_SYMBOL);
     ferrox_plugin_info info{};
     info.struct_size = sizeof info;
-    if (describe(&info) != FERROX_OK) {
+    ferrox_status described = FERROX_ERR_INTERNAL;
+    {
+        const plugin::PluginCallScope in_plugin(record.name, record.path, "describe()");
+        described = describe(&info);
+    }
+    if (described != FERROX_OK) {
         record.state = PluginState::InitFailed;
         record.reason = "describe() failed";
         return;
@@ -228,19 +309,31 @@ void open_plugin(PluginRecord& record, const BackendConfig* settings) {
             return;
     }
 
-    std::vector<ferrox_option> options;
-    if (settings)
-        for (const auto& [key, value] : settings->options)
-            options.push_back({key.c_str(), value.c_str()});
-    auto host = std::make_unique<HostContext>();
-    host->backend_name = record.name;
-    const ferrox_host table = make_host_table(host.get());
-    auto create =
-        library->get<ferrox_status(const ferrox_host*, const ferrox_option*, size_t,
-                                   ferrox_backend**, ferrox_message*)>(FERROX_PLUGIN_CREATE_SYMBOL);
-    ferrox_backend* raw = nullptr;
-    ferrox_message message{};
-    const ferrox_status status = create(&table, options.data(), options.size(), &raw, &message);
+    auto call = std::make_shared<CreateCall>();
+    call->library = library;
+    if (settings) call->option_text = settings->options;
+    for (const auto& [key, value] : call->option_text)
+        call->options.push_back({key.c_str(), value.c_str()});
+    call->host = std::make_unique<HostContext>();
+    call->host->backend_name = record.name;
+    call->table = make_host_table(call->host.get());
+    logger().debug("backend {}: calling create()", record.name);
+    bool returned = false;
+    {
+        const plugin::PluginCallScope in_plugin(record.name, record.path, "create()");
+        returned = create_within(call, std::chrono::seconds(policy.create_timeout));
+    }
+    if (!returned) {
+        record.state = PluginState::InitFailed;
+        record.reason = fmt::format(
+            "create() did not return within {} s (plugins.create_timeout); the backend is given "
+            "up on and its call left running",
+            policy.create_timeout);
+        return;
+    }
+    ferrox_backend* raw = call->raw;
+    const ferrox_status status = call->status;
+    const ferrox_message& message = call->message;
     if (status != FERROX_OK || !raw) {
         record.state = status == FERROX_ERR_NO_DRIVER   ? PluginState::NoDriver
                        : status == FERROX_ERR_NO_DEVICE ? PluginState::NoDevice
@@ -261,7 +354,7 @@ void open_plugin(PluginRecord& record, const BackendConfig* settings) {
         return;
     }
     auto backend = std::make_shared<Backend>(raw, std::static_pointer_cast<void>(library),
-                                             std::move(host), record.name);
+                                             std::move(call->host), record.name);
     for (uint32_t d = 0; d < backend->device_count(); ++d) {
         auto dev = backend->device_info(d);
         if (!dev) continue;
@@ -341,7 +434,7 @@ PluginSet PluginSet::load(const Config& config, const LoaderOptions& options) {
         }
         PluginRecord& record = set.records_[it->second];
         record.required = settings && settings->required;
-        open_plugin(record, settings);
+        open_plugin(record, settings, config.plugins);
         if (record.state == PluginState::Ready) set.selected_.push_back(record.backend);
         if (record.state == PluginState::Ready)
             logger().debug("backend {} ready from {}", record.name, record.path.string());

@@ -11,6 +11,8 @@
 #include <optional>
 #include <vector>
 
+#include "ferrox/escape.h"
+
 namespace fs = std::filesystem;
 
 namespace ferrox::plugin {
@@ -82,6 +84,12 @@ std::optional<TrustFailure> check_folder(const fs::path& path, const struct stat
 }  // namespace
 
 std::variant<TrustedFile, TrustFailure> open_trusted(const fs::path& file) {
+    // The system calls below stop at a NUL: "/trusted\0/../x" would name "/trusted".
+    if (file.native().find('\0') != std::string::npos)
+        return TrustFailure{
+            false, fmt::format("refused: the path {} holds a NUL byte, so the file opened would "
+                               "not be the one named",
+                               escape_text(file.native()))};
     std::error_code ec;
     const fs::path real = fs::canonical(file, ec);
     if (ec)

@@ -13,6 +13,8 @@ using Options = std::vector<std::pair<std::string, std::string>>;
 // The documented defaults, written out by hand from the schema in the brief.
 void require_documented_defaults(const ferrox::Config& config) {
     CHECK(config.plugin_paths.empty());
+    CHECK_FALSE(config.plugins.allow_without_note);
+    CHECK(config.plugins.create_timeout == 60);
     CHECK(config.backend_order == std::vector<std::string>{"cpu"});
     REQUIRE(config.backends.size() == 1);
     CHECK(config.backends[0].name == "cpu");
@@ -49,8 +51,9 @@ TEST_CASE("an empty file, or one with only comments, means the built-in default"
 
 TEST_CASE("every key of the shipped file has a comment right above it") {
     const std::string text = ferrox::test::read_file(FERROX_SHIPPED_CONFIG);
-    for (const std::string key : {"  paths:", "  order:", "  threads:", "  required:", "  device:",
-                                  "  vram_budget:", "  strict:", "  level:"}) {
+    for (const std::string key :
+         {"  paths:", "  allow_without_note:", "  create_timeout:", "  order:", "  threads:",
+          "  required:", "  device:", "  vram_budget:", "  strict:", "  level:"}) {
         INFO("key " << key);
         std::size_t at = text.find("\n" + key);
         REQUIRE(at != std::string::npos);

@@ -29,6 +29,25 @@ TEST_CASE("malformed YAML is reported at yaml-cpp's position") {
           "bad.yaml:3:3: malformed YAML: end of map not found");
 }
 
+TEST_CASE("YAML nested past the depth limit is refused where the first collection too deep opens") {
+    // The root map is level 1, backends' map 2, so the 63rd '[' opens level 65.
+    const std::string flow =
+        "backends:\n  order: " + std::string(600, '[') + std::string(600, ']') + "\n";
+    CHECK(error_of(flow) ==
+          "bad.yaml:2:72: YAML collections nested deeper than 64 levels (the limit for a "
+          "configuration file) start here");
+    // Block maps: level k's key sits on line k at column 2k-1; level 65 opens on line 65.
+    std::string block;
+    for (int level = 0; level < 80; ++level) block += std::string(2 * level, ' ') + "k:\n";
+    const std::string message = error_of(block);
+    CHECK_THAT(message,
+               Catch::StartsWith("bad.yaml:65:129: YAML collections nested deeper than 64"));
+    // 64 levels are fine as YAML (the parser then refuses the unknown key).
+    std::string ok;
+    for (int level = 0; level < 64; ++level) ok += std::string(2 * level, ' ') + "k:\n";
+    CHECK_THAT(error_of(ok), Catch::Contains("unknown key 'k'"));
+}
+
 TEST_CASE("an unknown key is named with a did-you-mean suggestion from the keys valid there") {
     CHECK(error_of("cpu:\n  thread: 2\n") ==
           "bad.yaml:2:3: unknown key 'thread' in section 'cpu'; did you mean 'threads'?");
@@ -78,6 +97,15 @@ TEST_CASE("a value of the wrong type names the key, the expected type and what w
           "bad.yaml:2:13: cpu.required must be true or false, got 'yes'");
     CHECK(error_of("registry:\n  strict: 1\n") ==
           "bad.yaml:2:11: registry.strict must be true or false, got '1'");
+    CHECK(error_of("plugins:\n  allow_without_note: 1\n") ==
+          "bad.yaml:2:23: plugins.allow_without_note must be true or false, got '1'");
+    CHECK_THAT(error_of("plugins:\n  create_timeout: 0\n"),
+               Catch::StartsWith("bad.yaml:2:19: plugins.create_timeout must be between 1 and "
+                                 "3600"));
+    // A NUL would cut the folder name short at the system call: /opt/p searched for /opt/p\0/x.
+    CHECK(error_of("plugins:\n  paths: [\"/opt/p\\0/x\"]\n") ==
+          "bad.yaml:2:11: plugins.paths entry '/opt/p\\x00/x' holds a NUL byte; a folder name "
+          "cannot");
     CHECK(error_of("plugins:\n  paths: /opt/plugins\n") ==
           "bad.yaml:2:10: plugins.paths must be a list of folders, got '/opt/plugins'");
     CHECK(error_of("backends:\n  order: cpu\n") ==

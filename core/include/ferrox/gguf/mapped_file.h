@@ -17,7 +17,13 @@ namespace ferrox::gguf {
 class FERROX_API MappedFile {
   public:
     // open + fstat + mmap(PROT_READ, MAP_PRIVATE). An empty file maps to no bytes.
+    // Regular files only; a path holding a NUL byte is refused.
     static Expected<MappedFile> open(const std::filesystem::path& path);
+    // The same for a path already resolved and checked (`real`, a split model's
+    // later shard): a symlink there now is refused (O_NOFOLLOW), and the file is
+    // named `name` (the shard's own name) in messages and path().
+    static Expected<MappedFile> open_resolved(const std::filesystem::path& real,
+                                              const std::filesystem::path& name);
 
     // An owned, 64-byte-aligned copy of `bytes` that behaves like a mapping:
     // for in-memory files, tests and the fuzzer. `label` stands in for the path
@@ -46,6 +52,10 @@ class FERROX_API MappedFile {
     uint64_t mapping_id() const { return mapping_id_; }
 
   private:
+    // Opens `target` with open(2)'s `extra_flags`, naming it `path`.
+    static Expected<MappedFile> open_as(const std::filesystem::path& target,
+                                        const std::filesystem::path& path, int extra_flags);
+
     struct AlignedDelete {
         void operator()(std::byte* p) const;
     };

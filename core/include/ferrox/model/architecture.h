@@ -41,7 +41,6 @@ enum YarnKeys : uint8_t {
 
 struct ArchSpec {
     std::string_view name;  // general.architecture, and the prefix of its keys
-    Arch arch;
     RopeStyle rope = RopeStyle::Neox;
     QkNorm qk_norm = QkNorm::None;
     bool pre_norms = true;    // attn_norm / ffn_norm before each block
@@ -109,6 +108,5 @@ struct ArchSpec {
 FERROX_API std::span<const ArchSpec> architectures();
 // nullptr for an architecture ferrox does not run.
 FERROX_API const ArchSpec* find_architecture(std::string_view name);
-FERROX_API const ArchSpec& architecture(Arch arch);
 
 }  // namespace ferrox::model

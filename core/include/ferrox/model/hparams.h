@@ -14,23 +14,6 @@
 
 namespace ferrox::model {
 
-enum class Arch {
-    Llama,
-    Qwen2,
-    Qwen3,
-    Qwen3Moe,
-    Gemma3,
-    Granite,
-    Olmo2,
-    Smollm3,
-    Qwen2Vl,
-    Qwen3Vl,
-    Phi3,
-    Mistral3,
-    Gemma2,
-    GptOss
-};
-
 // Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
 // Neox pairs (i, i + d/2) (qwen, gemma).
 enum class RopeStyle { Normal, Neox };
@@ -76,8 +59,14 @@ enum class LocalRope {
 // projection (n_head x head_dim values: olmo2).
 enum class QkNorm { None, PerHead, Whole };
 
+struct ArchSpec;
+
 struct Hparams {
-    Arch arch = Arch::Llama;
+    // The architecture's row (ferrox/model/architecture.h): what its files do
+    // not state -- RoPE style, norms, activation, expert gating, biases -- is
+    // read through it, never copied here. read_hparams sets it; a hand-made
+    // Hparams (a test's) names a row.
+    const ArchSpec* arch = nullptr;
     std::string arch_name;  // "gemma3", the metadata prefix
 
     uint32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0;
@@ -87,7 +76,6 @@ struct Hparams {
     uint64_t vocab = 0;  // rows of token_embd
     float rms_eps = 0;
 
-    RopeStyle rope = RopeStyle::Normal;
     // Rotated dimensions of a head (rope.dimension_count): the first n_rot
     // rotate, the rest pass through (partial rotary, gemma3 only for now).
     uint32_t n_rot = 0;
@@ -105,19 +93,14 @@ struct Hparams {
     float rope_yarn_beta_fast = 32.0f, rope_yarn_beta_slow = 1.0f, rope_yarn_log_mul = 0.0f;
     float rope_yarn_ext_factor = -1.0f, rope_yarn_attn_factor = 1.0f;
     float rope_base_local = 10000.0f;  // sliding-window layers
-    LocalRope local_rope = LocalRope::Unscaled;
-    uint32_t sliding_window = 0;  // 0: every layer attends to the whole past
-    uint32_t swa_period = 0;      // every swa_period-th layer is global; 0: none local
+    uint32_t sliding_window = 0;       // 0: every layer attends to the whole past
+    uint32_t swa_period = 0;           // every swa_period-th layer is global; 0: none local
 
-    FfnActivation activation = FfnActivation::Silu;
     float attn_scale = 1.0f;  // applied to q . k: 1/sqrt(head_dim), Gemma 3 27B's, granite's key
     // Embeddings are multiplied by embedding_scale (gemma: sqrt(n_embd);
     // granite: its key); each block's output by residual_scale before it joins
     // the residual stream; logits by 1 / logit_scale (granite).
     float embedding_scale = 1.0f, residual_scale = 1.0f, logit_scale = 1.0f;
-    bool pre_norms = true;    // attn_norm and ffn_norm before each block (all but olmo2)
-    bool post_norms = false;  // post_attention_norm and post_ffw_norm (gemma3, olmo2)
-    QkNorm qk_norm = QkNorm::None;
     bool qkv_bias = false;  // q/k/v biases (qwen2)
     // Soft-capping (gemma2): attention scores and final logits pass through
     // cap x tanh(x / cap); 0: not capped.
@@ -132,12 +115,9 @@ struct Hparams {
     // Mixture of experts (qwen3moe); n_expert == 0 for dense models.
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
     bool expert_weights_norm = false;
-    MoeGating moe_gating = MoeGating::Softmax;
     // Biases on the attention output (gpt-oss; some llama-family files, on
-    // some layers: true when any layer has one), on the router and every
-    // expert's three projections (gpt-oss); a sink logit per head in each
-    // layer's attention (gpt-oss).
-    bool attn_output_bias = false, expert_biases = false, attn_sinks = false;
+    // some layers: true when any layer has one).
+    bool attn_output_bias = false;
 
     bool has_rope(uint32_t il) const {
         return no_rope_period == 0 || (il + 1) % no_rope_period != 0;
@@ -147,8 +127,6 @@ struct Hparams {
         return sliding_window > 0 && swa_period > 0 && (il + 1) % swa_period != 0;
     }
 };
-
-FERROX_API std::string_view arch_name(Arch arch);
 
 // Refuses a file that is not a decoder ferrox runs, saying what it is: a LoRA
 // adapter, a vision projector (mmproj), an importance matrix, an embedding or

@@ -42,8 +42,8 @@ FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams
 class StepProfile;
 
 struct ModelOptions {
-    uint32_t context = 4096;   // KV cache positions; 0: the training context
-    uint32_t max_batch = 256;  // positions per forward chunk (scratch is sized for it)
+    uint32_t context = 4096;   // KV cache positions; 0: default_context (model/defaults.h)
+    uint32_t max_batch = 256;  // positions per forward chunk; derived_batch (model/defaults.h)
     bool registry_strict = false;
     // The KV cache's element kind: F32 (exact) or F16 (half the memory, as
     // llama.cpp's default cache).
@@ -101,7 +101,8 @@ class FERROX_API Model {
     // it mutates that context; use a Context per thread instead.
     Expected<void> forward(std::span<const int32_t> tokens, uint32_t pos, std::span<float> logits);
 
-    // Defined in model.cpp only; named here so the pass tracer there can make one.
+    // Defined in core/src/model/load.h; named here so the pass tracer
+    // (context.cpp) can make one.
     struct Impl;
 
   private:

@@ -1,0 +1,79 @@
+#include "sampler_flags.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <string>
+
+#include "flag_checks.h"
+
+namespace ferrox::cli {
+namespace {
+
+// A real-valued flag: finite, in [lo, hi] ((lo, hi] when open_low).
+struct RealFlag {
+    const char* name;
+    const char* help;
+    double lo, hi;
+    bool open_low;
+};
+
+// A count: decimal digits only, so "-1" is refused rather than wrapped.
+struct CountFlag {
+    const char* name;
+    const char* help;
+};
+
+constexpr RealFlag kTemperature{"--temp", "Temperature; 0 = greedy", 0, 100, false};
+constexpr RealFlag kTopP{"--top-p", "Top-p, 1 = off", 0, 1, false};
+constexpr RealFlag kMinP{"--min-p", "Min-p, 0 = off", 0, 1, false};
+constexpr RealFlag kRepeatPenalty{"--repeat-penalty", "Repetition penalty, 1 = off", 0, 100, true};
+constexpr CountFlag kSeed{"--seed", "RNG seed (same seed, same output)"};
+constexpr CountFlag kTopK{"--top-k", "Top-k, 0 = off"};
+constexpr CountFlag kRepeatLastN{"--repeat-last-n",
+                                 "Tokens the repetition penalty looks back over"};
+
+template <class T>
+void add_real(CLI::App& cmd, const RealFlag& flag, T& value) {
+    cmd.add_option(flag.name, value, fmt::format("{} (default {})", flag.help, value))
+        ->check(finite_in(flag.lo, flag.hi, flag.open_low));
+}
+
+template <class T>
+void add_count(CLI::App& cmd, const CountFlag& flag, T& value, bool show_default = true) {
+    const std::string help =
+        show_default ? fmt::format("{} (default {})", flag.help, value) : flag.help;
+    cmd.add_option(flag.name, value, help)->check(unsigned_digits());
+}
+
+// The two parameter structs spell their members alike; one body serves both.
+template <class Params>
+void add_all(CLI::App& cmd, Params& p) {
+    add_count(cmd, kSeed, p.seed, false);
+    add_real(cmd, kTemperature, p.temperature);
+    add_count(cmd, kTopK, p.top_k);
+    add_real(cmd, kTopP, p.top_p);
+    add_real(cmd, kMinP, p.min_p);
+    add_real(cmd, kRepeatPenalty, p.repeat_penalty);
+    add_count(cmd, kRepeatLastN, p.repeat_last_n);
+}
+
+}  // namespace
+
+void add_sampler_flags(CLI::App& cmd, ferrox_sampler_params& params) { add_all(cmd, params); }
+void add_sampler_flags(CLI::App& cmd, SamplerParams& params) { add_all(cmd, params); }
+
+void add_n_predict_flag(CLI::App& cmd, int& n_predict, NPredict meaning) {
+    constexpr int kMost = std::numeric_limits<int>::max();
+    if (meaning == NPredict::Total) {
+        cmd.add_option("-n,--n-predict", n_predict,
+                       fmt::format("Tokens to generate (default {})", n_predict))
+            ->check(CLI::Range(0, kMost));
+    } else {
+        cmd.add_option("-n,--n-predict", n_predict,
+                       "Tokens per answer at most (default -1: until the end of the turn)")
+            ->check(CLI::Range(-1, kMost));
+    }
+}
+
+}  // namespace ferrox::cli

@@ -1,0 +1,27 @@
+// The sampling flags, declared once: name, help (with the default the
+// parameters hold), and the range each value must lie in. Every front end that
+// takes them registers them from here, so `chat` cannot accept what `run`
+// refuses (before, `chat --temp nan --top-p 2 -n -7` ran).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "ferrox/ferrox.h"
+#include "ferrox/sampling.h"
+
+namespace ferrox::cli {
+
+// --seed, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
+// writing into `params`; the values it holds now are the defaults the help shows.
+// One overload per parameter struct a front end draws with (the C API's, the core's).
+void add_sampler_flags(CLI::App& cmd, ferrox_sampler_params& params);
+void add_sampler_flags(CLI::App& cmd, SamplerParams& params);
+
+// What -n/--n-predict means for a command.
+enum class NPredict {
+    Total,      // tokens to generate, 0..INT_MAX (run)
+    PerAnswer,  // tokens per answer, -1 (until the end of the turn) or 0..INT_MAX (chat)
+};
+void add_n_predict_flag(CLI::App& cmd, int& n_predict, NPredict meaning);
+
+}  // namespace ferrox::cli

@@ -1,0 +1,59 @@
+// Every setting of the `server:` section, declared once: its YAML key, the
+// ServerConfig member it fills, its kind and range, the `ferrox serve` flag
+// and the help. The YAML parser, the flags, `--help` (defaults printed from
+// ServerConfig{}), the merge of flags over the file and docs/config.md's table
+// are all derived from this table (a test holds the docs to it).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "ferrox/api.h"
+#include "ferrox/config.h"
+#include "ferrox/expected.h"
+
+namespace ferrox {
+
+enum class SettingKind {
+    Text,    // a non-empty string
+    Count,   // a whole number in [min, max]
+    Bytes,   // a byte size ("4MiB") in [min, max]
+    Choice,  // one word of `choices`
+    Switch,  // true or false (a flag without a value)
+};
+
+struct ServerSetting {
+    std::string_view key;    // server.<key>
+    std::string_view flags;  // CLI11 names: "-m,--model"
+    SettingKind kind;
+    std::variant<std::string ServerConfig::*, uint32_t ServerConfig::*, uint64_t ServerConfig::*,
+                 bool ServerConfig::*>
+        member;
+    std::string_view help;
+    int64_t min = 0, max = 0;                   // Count, Bytes (inclusive)
+    std::span<const std::string_view> choices;  // Choice
+    std::string_view unset = {};  // what the empty or zero default means, shown as the default
+};
+
+FERROX_API std::span<const ServerSetting> server_settings();
+FERROX_API const ServerSetting* find_server_setting(std::string_view key);
+
+// Reads `text` into `config` by the setting's kind and range. The error names
+// server.<key>, the range and the value; the caller adds where it came from.
+FERROX_API Expected<void> set_server_setting(ServerConfig& config, const ServerSetting& setting,
+                                             std::string_view text);
+// to.<member> = from.<member>
+FERROX_API void copy_server_setting(ServerConfig& to, const ServerConfig& from,
+                                    const ServerSetting& setting);
+
+// The default as a reader should see it ("8080", "4MiB", "(none)", the unset note).
+FERROX_API std::string server_setting_default(const ServerSetting& setting);
+// The type and range ("integer 0..65535", "size 1KiB..1GiB", "`f32`, `f16`").
+FERROX_API std::string server_setting_type(const ServerSetting& setting);
+// The Markdown table docs/config.md shows under "### `server`".
+FERROX_API std::string server_settings_markdown();
+
+}  // namespace ferrox

@@ -1,0 +1,239 @@
+#include "ferrox/server_settings.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "config/scalar_parse.h"
+
+namespace ferrox {
+namespace {
+
+using K = SettingKind;
+using S = ServerConfig;
+
+constexpr std::array<std::string_view, 2> kKvTypes{"f32", "f16"};
+constexpr int64_t kKiB = 1 << 10, kMiB = 1 << 20, kGiB = int64_t(1) << 30, kTiB = int64_t(1) << 40;
+
+ServerSetting text(std::string_view key, std::string_view flags, std::string S::*member,
+                   std::string_view help, std::string_view unset = {}) {
+    return {key, flags, K::Text, member, help, 0, 0, {}, unset};
+}
+ServerSetting count(std::string_view key, std::string_view flags, uint32_t S::*member,
+                    std::string_view help, int64_t min, int64_t max, std::string_view unset = {}) {
+    return {key, flags, K::Count, member, help, min, max, {}, unset};
+}
+ServerSetting bytes(std::string_view key, std::string_view flags, uint64_t S::*member,
+                    std::string_view help, int64_t min, int64_t max) {
+    return {key, flags, K::Bytes, member, help, min, max, {}, {}};
+}
+
+// The order is the order of --help and of docs/config.md.
+const std::array kSettings{
+    text("model", "-m,--model", &S::model, "The GGUF file to serve."),
+    text("host", "--host", &S::host,
+         "Address to bind; a non-loopback one needs API keys or insecure_open."),
+    count("port", "--port", &S::port, "TCP port; 0 picks a free one (the bound one is logged).", 0,
+          65535),
+    count("parallel", "--parallel", &S::parallel,
+          "Sequences decoded together in the shared context.", 1, 64),
+    count("context", "-c,--ctx-size", &S::context, "KV cells shared by all sequences.", 0, 1 << 20,
+          "0: parallel x min(4096, training context)"),
+    ServerSetting{"kv_type",
+                  "--kv-type",
+                  K::Choice,
+                  &S::kv_type,
+                  "KV-cache element kind.",
+                  0,
+                  0,
+                  kKvTypes,
+                  {}},
+    text("api_key_file", "--api-key-file", &S::api_key_file,
+         "File of API keys, one a line (# comments); an empty or unreadable file refuses to "
+         "start.",
+         "$FERROX_API_KEY, else no keys"),
+    text("alias", "--alias", &S::alias, "Model id reported by /v1/models.", "the file name"),
+    count("max_queue", "--max-queue", &S::max_queue,
+          "Requests that may wait beyond the free sequences (0: none wait); more get 503.", 0,
+          65536),
+    count("request_timeout", "--request-timeout", &S::request_timeout,
+          "Seconds from arrival to the last token.", 1, 86400),
+    count("drain_timeout", "--drain-timeout", &S::drain_timeout,
+          "Seconds in-flight requests get after SIGTERM.", 0, 86400),
+    count("read_timeout", "--read-timeout", &S::read_timeout,
+          "Seconds a client has to send a whole request, from its first byte.", 1, 3600),
+    count("idle_timeout", "--idle-timeout", &S::idle_timeout,
+          "Seconds a keep-alive connection may wait for its next request.", 1, 3600),
+    text("cors_origin", "--cors-origin", &S::cors_origin,
+         "The one origin (scheme://host[:port]) browsers may call from; a request with another "
+         "Origin gets 403.",
+         "none: every Origin is refused"),
+    text("allowed_hosts", "--allowed-hosts", &S::allowed_hosts,
+         "More names the Host header may carry, comma-separated (DNS-rebinding guard).",
+         "IP addresses, localhost and the bound name only"),
+    bytes("max_body_bytes", "--max-body-bytes", &S::max_body_bytes, "Largest request body.", kKiB,
+          kGiB),
+    bytes("request_memory", "--request-memory", &S::request_memory,
+          "Memory the requests being parsed may hold together, each charged a fixed multiple of "
+          "its body (docs/security.md); past it 503.",
+          16 * kMiB, kTiB),
+    count("max_connections", "--max-connections", &S::max_connections,
+          "Open connections; when full, the longest-idle keep-alive one is closed.", 2, 65536),
+    count("max_client_connections", "--max-client-connections", &S::max_client_connections,
+          "Open connections one client address may hold.", 1, 65536),
+    ServerSetting{"insecure_open",
+                  "--insecure-open",
+                  K::Switch,
+                  &S::insecure_open,
+                  "Allow a non-loopback address without API keys.",
+                  0,
+                  0,
+                  {},
+                  {}},
+};
+
+std::string size_text(uint64_t bytes) {
+    constexpr std::array<std::pair<uint64_t, const char*>, 4> kUnits{
+        {{uint64_t(kTiB), "TiB"}, {uint64_t(kGiB), "GiB"}, {uint64_t(kMiB), "MiB"}, {1024, "KiB"}}};
+    for (const auto& [unit, name] : kUnits)
+        if (bytes >= unit && bytes % unit == 0) return fmt::format("{}{}", bytes / unit, name);
+    return std::to_string(bytes);
+}
+
+Error out_of_range(const ServerSetting& s, std::string_view got) {
+    if (s.kind == K::Bytes)
+        return make_error("server.{} must be between {} and {}, got {}", s.key,
+                          size_text(uint64_t(s.min)), size_text(uint64_t(s.max)), got);
+    return make_error("server.{} must be between {} and {}, got {}", s.key, s.min, s.max, got);
+}
+
+}  // namespace
+
+std::span<const ServerSetting> server_settings() { return kSettings; }
+
+const ServerSetting* find_server_setting(std::string_view key) {
+    for (const ServerSetting& s : kSettings)
+        if (s.key == key) return &s;
+    return nullptr;
+}
+
+Expected<void> set_server_setting(ServerConfig& config, const ServerSetting& s,
+                                  std::string_view text) {
+    using namespace config_detail;
+    switch (s.kind) {
+        case K::Text:
+            if (text.empty()) return make_error("server.{} must be a non-empty string", s.key);
+            config.*std::get<std::string S::*>(s.member) = std::string(text);
+            return {};
+        case K::Choice: {
+            for (std::string_view c : s.choices)
+                if (c == text) {
+                    config.*std::get<std::string S::*>(s.member) = std::string(text);
+                    return {};
+                }
+            std::string names;
+            for (std::string_view c : s.choices)
+                names += fmt::format("{}'{}'", names.empty() ? "" : ", ", c);
+            return make_error("server.{} must be one of {}, got '{}'", s.key, names, text);
+        }
+        case K::Switch: {
+            const auto b = parse_bool(text);
+            if (!std::holds_alternative<bool>(b))
+                return make_error("server.{} must be true or false, got '{}'", s.key, text);
+            config.*std::get<bool S::*>(s.member) = std::get<bool>(b);
+            return {};
+        }
+        case K::Count: {
+            const auto v = parse_integer(text);
+            if (std::holds_alternative<NumberProblem>(v)) {
+                if (std::get<NumberProblem>(v) == NumberProblem::TooLarge)
+                    return out_of_range(s, text);
+                return make_error("server.{} must be an integer, got '{}'", s.key, text);
+            }
+            const int64_t n = std::get<int64_t>(v);
+            if (n < s.min || n > s.max) return out_of_range(s, std::to_string(n));
+            config.*std::get<uint32_t S::*>(s.member) = static_cast<uint32_t>(n);
+            return {};
+        }
+        case K::Bytes: {
+            const ByteSizeResult size = parse_byte_size(text);
+            if (!size.ok && !size.negative && !size.overflow) {
+                std::string m = fmt::format(
+                    "server.{} must be a number of bytes or a size such as \"512MiB\" (units B, "
+                    "KiB, MiB, GiB, TiB), got '{}'",
+                    s.key, text);
+                if (!size.suggestion.empty())
+                    m += fmt::format("; did you mean '{}'?", size.suggestion);
+                return make_error("{}", m);
+            }
+            if (!size.ok || size.bytes < uint64_t(s.min) || size.bytes > uint64_t(s.max))
+                return out_of_range(s, size.ok ? std::to_string(size.bytes) : std::string(text));
+            config.*std::get<uint64_t S::*>(s.member) = size.bytes;
+            return {};
+        }
+    }
+    return make_error("server.{}: unknown kind", s.key);
+}
+
+void copy_server_setting(ServerConfig& to, const ServerConfig& from, const ServerSetting& s) {
+    std::visit([&](auto member) { to.*member = from.*member; }, s.member);
+}
+
+std::string server_setting_default(const ServerSetting& s) {
+    static const ServerConfig defaults;
+    const std::string value = std::visit(
+        [&](auto member) -> std::string {
+            const auto& v = defaults.*member;
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::string>)
+                return v;
+            else if constexpr (std::is_same_v<T, bool>)
+                return v ? "true" : "false";
+            else if (s.kind == K::Bytes)
+                return size_text(v);
+            else
+                return std::to_string(v);
+        },
+        s.member);
+    if (!s.unset.empty() && (value.empty() || value == "0")) return std::string(s.unset);
+    return value.empty() ? "(none)" : value;
+}
+
+std::string server_setting_type(const ServerSetting& s) {
+    switch (s.kind) {
+        case K::Text:
+            return "string";
+        case K::Count:
+            return fmt::format("integer {}..{}", s.min, s.max);
+        case K::Bytes:
+            return fmt::format("size {}..{}", size_text(uint64_t(s.min)),
+                               size_text(uint64_t(s.max)));
+        case K::Switch:
+            return "`true`, `false`";
+        case K::Choice: {
+            std::string out;
+            for (std::string_view c : s.choices)
+                out += fmt::format("{}`{}`", out.empty() ? "" : ", ", c);
+            return out;
+        }
+    }
+    return "";
+}
+
+std::string server_settings_markdown() {
+    std::string out =
+        "| Key | Flag | Type | Default | Meaning |\n|-----|------|------|---------|---------|\n";
+    for (const ServerSetting& s : kSettings) {
+        std::string flags;
+        for (std::string_view rest = s.flags; !rest.empty();) {
+            const size_t comma = rest.find(',');
+            flags += fmt::format("{}`{}`", flags.empty() ? "" : ", ", rest.substr(0, comma));
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        }
+        out += fmt::format("| `{}` | {} | {} | {} | {} |\n", s.key, flags, server_setting_type(s),
+                           server_setting_default(s), s.help);
+    }
+    return out;
+}
+
+}  // namespace ferrox

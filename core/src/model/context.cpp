@@ -1,0 +1,832 @@
+#include "ferrox/model/context.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <span>
+
+#include "decoder.h"
+#include "ferrox/model/architecture.h"
+#include "ferrox/model/ops.h"
+#include "ferrox/quant/half.h"
+#include "ferrox/quant_kind.h"
+#include "load.h"
+#include "residency.h"
+#include "steps.h"
+#include "sticky_steps.h"
+
+namespace ferrox::model {
+
+// A batch row's attention unit: consecutive rows of one sequence at
+// consecutive positions (the batch sorted by sequence, then position).
+struct AttentionRun {
+    uint32_t row0 = 0, n = 0, seq = 0;
+    int32_t pos0 = 0;
+    // The sequence's cells each layer kind may see, ordered by position:
+    // [0] every earlier position (global layers), [1] the sliding window's.
+    std::vector<uint32_t> cells[2];
+};
+
+struct Context::Impl final : KvAttention {
+    const Model::Impl& model;
+    const Hparams& hp;
+    const ModelWeights& w;
+    Dispatcher& dispatcher;
+    const std::vector<LayerConstants>& consts;
+    const ferrox_kind kv_kind;
+    const Decoder decoder;
+    uint32_t context = 0, max_batch = 0, n_seq = 1;
+    std::unique_ptr<Steps> steps;
+    Activations act;
+    // Per layer: [cell][n_kv * head_dim] of kv_kind.
+    std::vector<Act> k_cache, v_cache;
+    KvCells cells;
+
+    // The decode in progress: the batch sorted by (sequence, position).
+    std::vector<uint32_t> order;  // sorted row -> batch index
+    std::vector<int32_t> row_tokens, row_pos;
+    std::vector<uint32_t> row_cell;  // the cell each row's K/V goes to
+    std::vector<AttentionRun> runs;
+    // Attention over cells (ABI 1.3): every run's cells in position order,
+    // one after another, and per sorted row its {begin, end} in that list for
+    // global [0] and sliding-window [1] layers; uploaded once per batch.
+    std::vector<uint32_t> cell_list, spans[2];
+    uint32_t max_span[2] = {0, 0};
+    Act cell_list_dev, spans_dev[2];
+    uint64_t cell_list_capacity = 0;  // entries cell_list_dev holds
+    std::vector<uint32_t> out_rows;   // sorted rows whose logits are wanted
+    std::vector<uint32_t> out_slot;   // their output index, in batch order
+    // A sequence's K/V rows gathered in position order when its cells are
+    // not adjacent (host only), and the hole-aware loop's scratch.
+    std::vector<std::byte> k_gather, v_gather;
+    std::vector<float> k_wide, v_wide, scores;
+    // The last decode's logits (one vocab row per wanted token): in the
+    // activation region on the host when they fit, else in a buffer of their
+    // own; and where each batch token's row is (-1: none).
+    const float* logits_data = nullptr;
+    std::unique_ptr<float[]> logits_buffer;
+    uint64_t logits_capacity = 0;
+    std::vector<int32_t> logits_row;
+
+    Impl(const Model::Impl& m, uint32_t n_ctx, uint32_t n_batch, uint32_t seqs)
+        : model(m),
+          hp(m.hp),
+          w(m.w),
+          dispatcher(m.dispatcher),
+          consts(m.consts),
+          kv_kind(m.kv_kind),
+          decoder(m.hp, m.w, m.consts, m.output_norm, m.rope),
+          context(n_ctx),
+          max_batch(n_batch),
+          n_seq(seqs),
+          cells(n_ctx, seqs) {}
+
+    uint64_t q_dim() const { return model::q_dim(hp); }
+    uint64_t k_dim() const { return model::k_dim(hp); }
+    uint64_t v_dim() const { return model::v_dim(hp); }
+    uint64_t o_dim() const { return model::o_dim(hp); }
+    size_t kv_element_bytes() const { return model.kv_element_bytes(); }
+
+    // The decoder's call into the cache: this layer's K/V rows stored, then
+    // the batch's attention over its sequences' cells.
+    void store_and_attend(StickySteps& st, uint32_t il, bool local, uint32_t n) override {
+        store_rows(st, il, n);
+        if (st.attends_over_cells()) return attend_cells(st, il, local, n);
+        for (const AttentionRun& run : runs) attend(st, il, local, run);
+    }
+
+    // Each row's K and V into its cell: one store per run of rows whose
+    // cells are adjacent (a whole prefill chunk, usually).
+    void store_rows(StickySteps& st, uint32_t il, uint32_t n) {
+        const uint64_t element = kv_element_bytes();
+        const Scratch& s = act.s;
+        for (uint32_t r0 = 0; r0 < n;) {
+            uint32_t r1 = r0 + 1;
+            while (r1 < n && row_cell[r1] == row_cell[r1 - 1] + 1) ++r1;
+            const uint64_t cell = row_cell[r0], rows = r1 - r0;
+            st.store_kv(s.k.at(r0 * k_dim()), k_cache[il].at_bytes(cell * k_dim() * element),
+                        kv_kind, rows * k_dim());
+            st.store_kv(s.v.at(r0 * v_dim()), v_cache[il].at_bytes(cell * v_dim() * element),
+                        kv_kind, rows * v_dim());
+            r0 = r1;
+        }
+    }
+
+    // One run's attention over its sequence's cells. The K/V rows the
+    // attention entry reads are the sequence's cells in position order:
+    // the cache itself when those cells are adjacent, else gathered. Either
+    // way a sequence's attention reads the same values in the same order
+    // whatever else is in the batch, which keeps its logits batch-invariant.
+    void attend(StickySteps& st, uint32_t il, bool local, const AttentionRun& run) {
+        if (st.failed()) return;  // the gathered rows and the hole loop read the cache
+        const std::vector<uint32_t>& list = run.cells[local && hp.sliding_window ? 1 : 0];
+        const uint64_t element = kv_element_bytes();
+        const uint64_t k_row = k_dim() * element, v_row = v_dim() * element;
+        const auto count = static_cast<uint32_t>(list.size());
+        const int32_t base = cells.pos(list.front());
+        const bool adjacent =
+            list.back() - list.front() + 1 == count && std::is_sorted(list.begin(), list.end());
+        // No position missing between the first visible one and the run's last.
+        const bool dense = cells.pos(list.back()) - base + 1 == static_cast<int32_t>(count);
+        Act keys, values;
+        if (adjacent) {
+            keys = k_cache[il].at_bytes(list.front() * k_row);
+            values = v_cache[il].at_bytes(list.front() * v_row);
+        } else if (st.resident()) {
+            return st.fail(make_error(
+                "sequence {}: its cells are not adjacent, which a resident context cannot attend "
+                "over yet",
+                run.seq));
+        } else {
+            // Grown with the sequence (a vector at least doubles), not to the
+            // whole context: sixteen short sequences never pay for one long one.
+            if (k_gather.size() < count * k_row) k_gather.resize(count * k_row);
+            if (v_gather.size() < count * v_row) v_gather.resize(count * v_row);
+            for (uint32_t j = 0; j < count; ++j) {
+                std::memcpy(k_gather.data() + j * k_row, k_cache[il].host + list[j] * k_row, k_row);
+                std::memcpy(v_gather.data() + j * v_row, v_cache[il].host + list[j] * v_row, v_row);
+            }
+            keys = Act{k_gather.data()};
+            values = Act{v_gather.data()};
+        }
+        const Act q = act.s.q.at(uint64_t{run.row0} * q_dim());
+        const Act out = act.s.att.at(uint64_t{run.row0} * o_dim());
+        const uint32_t window = local ? hp.sliding_window : 0;
+        const Act* sinks = hp.arch->attention_sinks ? &consts[il].sinks : nullptr;
+        if (!dense) return attend_with_holes(run, window, list, q, keys, values, out, il);
+
+        ferrox_attention_desc desc{};
+        desc.struct_size = sizeof desc;
+        desc.abi_version = FERROX_ABI_VERSION;
+        desc.n_query = run.n;
+        desc.pos0 = static_cast<uint32_t>(run.pos0 - base);
+        desc.window = window;  // the last `window` positions, itself included
+        desc.n_head = hp.n_head;
+        desc.n_head_kv = hp.n_head_kv;
+        desc.head_dim_k = hp.head_dim_k;
+        desc.head_dim_v = hp.head_dim_v;
+        desc.scale = hp.attn_scale;
+        desc.kv_kind = kv_kind;
+        desc.softcap = hp.attn_softcap;
+        st.attention(desc, q, keys, values, out, sinks);
+    }
+
+    // Every row of the batch in one call (ABI 1.3): each attends over the
+    // span of cell_list that decode() cut for it, so sequences never see
+    // each other's cells, and a sequence's span is the same list in the same
+    // order whatever else the batch holds.
+    void attend_cells(StickySteps& st, uint32_t il, bool local, uint32_t n) {
+        const int list = local && hp.sliding_window ? 1 : 0;
+        ferrox_attention_cells_desc desc{};
+        desc.struct_size = sizeof desc;
+        desc.abi_version = FERROX_ABI_VERSION;
+        desc.n_query = n;
+        desc.n_head = hp.n_head;
+        desc.n_head_kv = hp.n_head_kv;
+        desc.head_dim_k = hp.head_dim_k;
+        desc.head_dim_v = hp.head_dim_v;
+        desc.scale = hp.attn_scale;
+        desc.kv_kind = kv_kind;
+        desc.n_cells = context;
+        desc.n_index = static_cast<uint32_t>(cell_list.size());
+        desc.max_span = max_span[list];
+        desc.softcap = hp.attn_softcap;
+        st.attention_cells(desc, act.s.q, k_cache[il], v_cache[il], cell_list_dev, spans_dev[list],
+                           act.s.att, hp.arch->attention_sinks ? &consts[il].sinks : nullptr);
+    }
+
+    // The batch's cell lists and spans for attend_cells: a run's rows share
+    // its sequence's list (cells at positions up to the run's last); row i
+    // at position p sees the list's cells at positions <= p (global layers)
+    // and, with a sliding window w, those above p - w too.
+    Expected<void> cut_spans(uint32_t n) {
+        cell_list.clear();
+        for (int k = 0; k < 2; ++k) {
+            spans[k].assign(2 * size_t{n}, 0);
+            max_span[k] = 0;
+        }
+        const auto window = static_cast<int32_t>(hp.sliding_window);
+        for (const AttentionRun& run : runs) {
+            const auto base = static_cast<uint32_t>(cell_list.size());
+            const std::vector<uint32_t>& own = run.cells[0];
+            cell_list.insert(cell_list.end(), own.begin(), own.end());
+            uint32_t lo = 0, hi = 0;  // into own: first visible (window), one past the last
+            for (uint32_t i = 0; i < run.n; ++i) {
+                const int32_t pos = run.pos0 + static_cast<int32_t>(i);
+                while (hi < own.size() && cells.pos(own[hi]) <= pos) ++hi;
+                while (window && lo < hi && cells.pos(own[lo]) <= pos - window) ++lo;
+                const uint32_t row = run.row0 + i;
+                const uint32_t bounds[2][2] = {{base, base + hi}, {base + lo, base + hi}};
+                for (int k = 0; k < 2; ++k) {
+                    spans[k][2 * size_t{row}] = bounds[k][0];
+                    spans[k][2 * size_t{row} + 1] = bounds[k][1];
+                    max_span[k] = std::max(max_span[k], bounds[k][1] - bounds[k][0]);
+                }
+            }
+        }
+        if (cell_list.size() > cell_list_capacity)
+            return make_error("decode: the batch's cell lists hold {} entries; room for {}",
+                              cell_list.size(), cell_list_capacity);
+        StickySteps st(*steps);
+        st.upload_words(cell_list, cell_list_dev);
+        for (int k = 0; k < (hp.sliding_window ? 2 : 1); ++k)
+            st.upload_words(spans[k], spans_dev[k]);
+        return st.status();
+    }
+
+    // A sequence with positions removed from its middle (seq_remove): the
+    // attention entry wants consecutive positions, so the core's own loop
+    // attends each query over the visible rows of the gathered list.
+    void attend_with_holes(const AttentionRun& run, uint32_t window,
+                           const std::vector<uint32_t>& list, Act q, Act keys, Act values, Act out,
+                           uint32_t il) {
+        const uint64_t count = list.size();
+        const uint64_t k_n = count * k_dim(), v_n = count * v_dim();
+        const auto widen = [&](Act a, uint64_t n, std::vector<float>& wide) -> const float* {
+            if (kv_kind == FERROX_KIND_F32) return a.f32();
+            wide.resize(n);
+            const auto* half = reinterpret_cast<const uint16_t*>(a.host);
+            for (uint64_t i = 0; i < n; ++i) wide[i] = quant::fp16_to_fp32(half[i]);
+            return wide.data();
+        };
+        const float* k = widen(keys, k_n, k_wide);
+        const float* v = widen(values, v_n, v_wide);
+        scores.resize(count);
+        const ops::AttentionShape shape{
+            hp.n_head,
+            hp.n_head_kv,
+            hp.head_dim_k,
+            hp.head_dim_v,
+            hp.attn_scale,
+            hp.attn_softcap,
+            hp.arch->attention_sinks ? w.layers[il].sinks.data() : nullptr};
+        uint32_t lo = 0, hi = 0;
+        for (uint32_t i = 0; i < run.n; ++i) {
+            const int32_t pos = run.pos0 + static_cast<int32_t>(i);
+            const int32_t first = window ? pos + 1 - static_cast<int32_t>(window) : 0;
+            while (lo < count && cells.pos(list[lo]) < first) ++lo;
+            while (hi + 1 < count && cells.pos(list[hi + 1]) <= pos) ++hi;
+            ops::attend(shape, {q.f32() + i * q_dim(), q_dim()}, k, v, lo, hi, scores,
+                        {out.f32() + i * o_dim(), o_dim()});
+        }
+    }
+
+    // The batch's forward pass, once validate() and the cell assignment have
+    // filled the row vectors. `out`: one vocab row per wanted token, in
+    // sorted-row order (decode() puts them back into batch order). The ops
+    // run without a check each; the pass's first failure is returned.
+    Expected<void> run(std::span<float> out) {
+        StickySteps st(*steps);
+        decoder.forward(st, act, *this, row_tokens, row_pos, out_rows, out);
+        return st.status();
+    }
+
+    Expected<void> allocate() {
+        act.region_size = model.region_floats(max_batch, std::min(n_seq, max_batch));
+        auto allocated = steps->allocate(act.region_size * sizeof(float));
+        if (!allocated) return allocated.error();
+        act.region = *allocated;
+        activation_layout(hp, model.residency.resident, max_batch, &act.s, &act.region);
+        act.size_host(hp, max_batch, steps->resident());
+        k_cache.clear();
+        v_cache.clear();
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            auto k = steps->allocate(uint64_t{context} * k_dim() * kv_element_bytes());
+            if (!k) return k.error();
+            auto v = steps->allocate(uint64_t{context} * v_dim() * kv_element_bytes());
+            if (!v) return v.error();
+            k_cache.push_back(*k);
+            v_cache.push_back(*v);
+        }
+        if (steps->attends_over_cells()) {
+            // A batch has at most min(n_seq, n_batch) runs, each listing at
+            // most every cell once.
+            cell_list_capacity = uint64_t{std::min(n_seq, max_batch)} * context;
+            auto list = steps->allocate(cell_list_capacity * sizeof(uint32_t));
+            if (!list) return list.error();
+            cell_list_dev = *list;
+            for (Act& spans_act : spans_dev) {
+                auto a = steps->allocate(2 * uint64_t{max_batch} * sizeof(uint32_t));
+                if (!a) return a.error();
+                spans_act = *a;
+            }
+        }
+        return {};
+    }
+
+    DecodeStatus invalid(std::string message) const {
+        return {DecodeCode::InvalidBatch, std::move(message), 0, 0};
+    }
+
+    // Checks the batch against the context before anything changes, then
+    // sorts it into rows and runs. Every rule a batch can break is here.
+    DecodeStatus validate(const Batch& b) {
+        const size_t n = b.size();
+        if (n == 0) return invalid("decode: the batch is empty");
+        if (b.positions.size() != n || b.seq_ids.size() != n || b.logits.size() != n)
+            return invalid(fmt::format(
+                "decode: the batch's arrays differ in length (tokens {}, positions {}, seq_ids "
+                "{}, logits {})",
+                n, b.positions.size(), b.seq_ids.size(), b.logits.size()));
+        if (n > max_batch)
+            return invalid(
+                fmt::format("decode: a batch of {} tokens exceeds n_batch {}", n, max_batch));
+        for (size_t i = 0; i < n; ++i) {
+            const int32_t id = b.tokens[i];
+            if (id < 0 || static_cast<uint64_t>(id) >= hp.vocab)
+                return invalid(fmt::format(
+                    "decode: token id {} at batch index {} is outside the vocabulary (0..{})", id,
+                    i, hp.vocab - 1));
+            if (b.positions[i] < 0)
+                return invalid(fmt::format("decode: position {} at batch index {} is negative",
+                                           b.positions[i], i));
+            if (b.seq_ids[i].empty())
+                return invalid(fmt::format("decode: batch index {} names no sequence", i));
+            uint64_t mask = 0;
+            for (int32_t seq : b.seq_ids[i]) {
+                if (seq < 0 || static_cast<uint32_t>(seq) >= n_seq)
+                    return invalid(fmt::format(
+                        "decode: sequence id {} at batch index {} is outside 0..{} (n_seq {})", seq,
+                        i, n_seq - 1, n_seq));
+                if (mask >> seq & 1u)
+                    return invalid(
+                        fmt::format("decode: batch index {} names sequence {} twice", i, seq));
+                mask |= uint64_t{1} << seq;
+            }
+        }
+        // Per sequence: the batch's positions follow its last cached one,
+        // each exactly once.
+        std::vector<std::vector<int32_t>> seq_positions(n_seq);
+        for (size_t i = 0; i < n; ++i)
+            for (int32_t seq : b.seq_ids[i]) seq_positions[seq].push_back(b.positions[i]);
+        for (uint32_t seq = 0; seq < n_seq; ++seq) {
+            auto& p = seq_positions[seq];
+            if (p.empty()) continue;
+            std::sort(p.begin(), p.end());
+            int32_t next = cells.max_pos(seq) + 1;
+            for (int32_t pos : p) {
+                if (pos != next)
+                    return invalid(fmt::format(
+                        "decode: sequence {} gets position {} where {} comes next (positions "
+                        "must follow the sequence's last one, each once)",
+                        seq, pos, next));
+                ++next;
+            }
+        }
+        // Rows sorted by (attending sequence, position).
+        order.resize(n);
+        std::iota(order.begin(), order.end(), 0u);
+        std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+            const int32_t sx = b.seq_ids[x][0], sy = b.seq_ids[y][0];
+            return sx != sy ? sx < sy : b.positions[x] < b.positions[y];
+        });
+        return {};
+    }
+
+    // Cells that no sequence can see again: only when every layer attends
+    // through the sliding window (a global layer may see any earlier cell).
+    // A future query at q > max_pos sees (q - window, q], so a cell at a
+    // position below max_pos + 2 - window is outside every window to come.
+    void reuse_out_of_window() {
+        if (hp.sliding_window == 0) return;
+        for (uint32_t il = 0; il < hp.n_layer; ++il)
+            if (!hp.is_local_layer(il)) return;
+        const auto window = static_cast<int32_t>(hp.sliding_window);
+        for (uint32_t seq = 0; seq < n_seq; ++seq) {
+            const int32_t max = cells.max_pos(seq);
+            if (max >= 0) cells.remove(seq, 0, max + 2 - window);
+        }
+    }
+
+    // The sorted rows into their cells: each row's token, position and cell,
+    // the cell taken for the row's sequences, and which rows' logits are
+    // wanted (and where each goes in batch order). Returns how many are.
+    uint32_t place_rows(const Batch& b, const std::vector<uint32_t>& free_cells) {
+        const auto n = static_cast<uint32_t>(b.size());
+        row_tokens.resize(n);
+        row_pos.resize(n);
+        row_cell.resize(n);
+        out_rows.clear();
+        out_slot.clear();
+        logits_row.assign(n, -1);
+        uint32_t n_out = 0;
+        for (uint32_t i = 0; i < n; ++i)
+            if (b.logits[i]) logits_row[i] = static_cast<int32_t>(n_out++);
+        for (uint32_t r = 0; r < n; ++r) {
+            const uint32_t i = order[r];
+            row_tokens[r] = b.tokens[i];
+            row_pos[r] = b.positions[i];
+            row_cell[r] = free_cells[r];
+            uint64_t mask = 0;
+            for (int32_t seq : b.seq_ids[i]) mask |= uint64_t{1} << seq;
+            cells.occupy(free_cells[r], b.positions[i], mask);
+            if (b.logits[i]) {
+                out_rows.push_back(r);
+                out_slot.push_back(static_cast<uint32_t>(logits_row[i]));
+            }
+        }
+        return n_out;
+    }
+
+    // Runs: consecutive rows of one attending sequence at consecutive positions.
+    void cut_runs(const Batch& b) {
+        runs.clear();
+        for (uint32_t r = 0; r < b.size(); ++r) {
+            const auto seq = static_cast<uint32_t>(b.seq_ids[order[r]][0]);
+            if (!runs.empty() && runs.back().seq == seq &&
+                runs.back().pos0 + static_cast<int32_t>(runs.back().n) == row_pos[r]) {
+                ++runs.back().n;
+                continue;
+            }
+            AttentionRun run;
+            run.row0 = r;
+            run.n = 1;
+            run.seq = seq;
+            run.pos0 = row_pos[r];
+            runs.push_back(std::move(run));
+        }
+    }
+
+    DecodeStatus decode(const Batch& b, std::span<float> out, bool own_buffer) {
+        if (auto v = validate(b); !v) return v;
+        const auto n = static_cast<uint32_t>(b.size());
+        auto free_cells = cells.find_free(n);
+        if (free_cells.empty()) {
+            reuse_out_of_window();
+            free_cells = cells.find_free(n);
+        }
+        if (free_cells.empty())
+            return {DecodeCode::NoRoom,
+                    fmt::format("decode: {} tokens need {} free KV cells; {} of {} are free", n, n,
+                                cells.free(), cells.size()),
+                    n, cells.free()};
+
+        const uint32_t n_out = place_rows(b, free_cells);
+        cut_runs(b);
+        const bool over_cells = steps->attends_over_cells();
+        for (AttentionRun& run : runs) {
+            const int32_t last = run.pos0 + static_cast<int32_t>(run.n) - 1;
+            cells.cells_of(run.seq, 0, last, run.cells[0]);
+            if (hp.sliding_window && !over_cells) {
+                const int32_t first = run.pos0 + 1 - static_cast<int32_t>(hp.sliding_window);
+                cells.cells_of(run.seq, std::max(first, 0), last, run.cells[1]);
+            }
+        }
+        if (over_cells) {
+            if (auto r = cut_spans(n); !r) {
+                cells.release(free_cells);
+                return {DecodeCode::Failed, r.error().message(), 0, 0};
+            }
+        } else if (steps->resident()) {
+            // The 1.2 resident attention entry reads a sequence's rows in place.
+            for (const AttentionRun& run : runs)
+                for (const auto& list : run.cells)
+                    if (!list.empty() && (list.back() - list.front() + 1 != list.size() ||
+                                          cells.pos(list.back()) - cells.pos(list.front()) + 1 !=
+                                              static_cast<int32_t>(list.size()))) {
+                        cells.release(free_cells);
+                        return invalid(fmt::format(
+                            "decode: sequence {}'s cells are not one adjacent run in position "
+                            "order, which a resident context needs",
+                            run.seq));
+                    }
+        }
+
+        std::span<float> dst = out;
+        if (own_buffer && !steps->resident() &&
+            uint64_t{n_out} * (hp.vocab + hp.n_embd) <= act.region_size) {
+            dst = {act.region.f32(), uint64_t{n_out} * hp.vocab};
+        } else if (own_buffer) {
+            const uint64_t floats = uint64_t{n_out} * hp.vocab;
+            if (floats > logits_capacity) {
+                logits_buffer = std::make_unique_for_overwrite<float[]>(floats);
+                logits_capacity = floats;
+            }
+            dst = {logits_buffer.get(), floats};
+        } else if (out.size() != uint64_t{n_out} * hp.vocab) {
+            cells.release(free_cells);
+            return invalid(
+                fmt::format("decode: the logits span holds {} floats; {} wanted rows "
+                            "need {}",
+                            out.size(), n_out, uint64_t{n_out} * hp.vocab));
+        }
+        if (auto r = run(dst); !r) {
+            // The cells this batch took are given back; the K/V rows written
+            // into them are unreachable, everything else is as it was.
+            cells.release(free_cells);
+            logits_row.assign(n, -1);
+            return {DecodeCode::Failed, r.error().message(), 0, 0};
+        }
+        permute_to_batch_order(dst);
+        logits_data = own_buffer ? dst.data() : nullptr;
+        return {};
+    }
+
+    // Rows were computed in sorted order; out_slot[k] is where row k belongs.
+    // Cycles of swaps through one spare row put them in place.
+    void permute_to_batch_order(std::span<float> dst) {
+        const size_t n_out = out_slot.size();
+        std::vector<uint32_t> slot = out_slot;
+        std::vector<float> spare;
+        for (size_t k = 0; k < n_out; ++k) {
+            while (slot[k] != k) {
+                const uint32_t to = slot[k];
+                if (spare.empty()) spare.resize(hp.vocab);
+                float* a = dst.data() + k * hp.vocab;
+                float* c = dst.data() + uint64_t{to} * hp.vocab;
+                std::memcpy(spare.data(), c, hp.vocab * sizeof(float));
+                std::memcpy(c, a, hp.vocab * sizeof(float));
+                std::memcpy(a, spare.data(), hp.vocab * sizeof(float));
+                std::swap(slot[k], slot[to]);
+            }
+        }
+    }
+};
+
+// ---- The pass traced ---------------------------------------------------------
+
+Expected<PassTrace> trace_pass(const gguf::File& file, const Hparams& hp, Dispatcher& dispatcher,
+                               ferrox_kind kv_kind) {
+    Model::Impl m(file, dispatcher);
+    m.hp = hp;
+    auto weights = bind_weights(file, hp);
+    if (!weights) return weights.error();
+    m.w = std::move(*weights);
+    m.kv_kind = kv_kind;
+    m.context = 3;  // a step of one token, then one of two
+    m.max_batch = 2;
+    m.residency.resident = true;  // the resident layout, with its logits region
+    m.set_rope();
+    if (auto r = m.bind_embedding_matrix(); !r) return r.error();
+    PassTrace trace;
+    m.steps = make_tracing_steps(dispatcher, m.embedding(), trace);
+    if (auto r = m.allocate_constants(); !r) return r.error();
+    Context::Impl c(m, m.context, m.max_batch, 1);
+    c.steps = make_tracing_steps(dispatcher, m.embedding(), trace);
+    if (auto r = c.allocate(); !r) return r.error();
+    // Every row wants logits, so the output product is traced as a MATVEC
+    // and as a GEMM (a prefill that scores each position, as `logits` does).
+    Batch batch;
+    batch.add(0, 0, {0}, true);
+    if (auto r = c.decode(batch, {}, true); !r)
+        return make_error("{}: tracing the forward pass: {}", file.path().string(), r.message);
+    batch.clear();
+    batch.add(0, 1, {0}, true);
+    batch.add(0, 2, {0}, true);
+    if (auto r = c.decode(batch, {}, true); !r)
+        return make_error("{}: tracing the forward pass: {}", file.path().string(), r.message);
+    return trace;
+}
+
+// ---- Context ----------------------------------------------------------------
+
+void Batch::add(int32_t token, int32_t pos, std::initializer_list<int32_t> seqs, bool want_logits) {
+    add(token, pos, std::span<const int32_t>(seqs.begin(), seqs.size()), want_logits);
+}
+
+void Batch::add(int32_t token, int32_t pos, std::span<const int32_t> seqs, bool want_logits) {
+    tokens.push_back(token);
+    positions.push_back(pos);
+    seq_ids.emplace_back(seqs.begin(), seqs.end());
+    logits.push_back(want_logits ? 1 : 0);
+}
+
+void Batch::clear() {
+    tokens.clear();
+    positions.clear();
+    seq_ids.clear();
+    logits.clear();
+}
+
+const char* decode_code_name(DecodeCode code) {
+    switch (code) {
+        case DecodeCode::Ok:
+            return "ok";
+        case DecodeCode::InvalidBatch:
+            return "invalid batch";
+        case DecodeCode::NoRoom:
+            return "no room in the KV cache";
+        case DecodeCode::Failed:
+            return "failed";
+    }
+    return "unknown";
+}
+
+Expected<std::unique_ptr<Context>> Context::create(const Model& model,
+                                                   const ContextOptions& options) {
+    const Model::Impl& m = *model.impl_;
+    const uint32_t n_ctx = options.n_ctx ? options.n_ctx : m.context;
+    const uint32_t n_batch = options.n_batch ? options.n_batch : m.max_batch;
+    if (options.n_seq == 0 || options.n_seq > KvCells::kMaxSeq)
+        return make_error("context: n_seq {} is outside 1..{}", options.n_seq, KvCells::kMaxSeq);
+    if (n_batch > n_ctx)
+        return make_error("context: n_batch {} exceeds n_ctx {} (a batch's tokens need cells)",
+                          n_batch, n_ctx);
+    if (m.residency.resident && options.n_seq > 1 &&
+        !m.dispatcher.resident_backend().has_attention_cells()) {
+        const Backend& b = m.dispatcher.resident_backend();
+        return make_error(
+            "context: {} sequences on the resident {} backend: its plugin is ABI {}, whose "
+            "resident attention reads one sequence's cells in place; several sequences need "
+            "ABI 1.3's attention_cells (update the plugin, or load the model with --resident "
+            "off)",
+            options.n_seq, b.name(), b.abi_version_text());
+    }
+    // Its KV cache, scratch, cell lists and one logits row per sequence,
+    // against the memory free now: the weights are already in place. A
+    // server's or the C API's context is larger than the model's own, which
+    // the load-time plan covered.
+    MemoryDemand demand;
+    demand.subject = fmt::format("a context of {} cells for {} sequences (batch {})", n_ctx,
+                                 options.n_seq, n_batch);
+    demand.cells = n_ctx;
+    demand.n_batch = n_batch;
+    demand.logits_rows = std::min(options.n_seq, n_batch);
+    demand.available_bytes = options.available_bytes;
+    demand.available_what = "the context's available_bytes";
+    if (auto fits = plan_memory(m, demand); !fits)
+        return make_error("context: {}", fits.error().message());
+    auto impl = std::make_unique<Impl>(m, n_ctx, n_batch, options.n_seq);
+    impl->steps = m.make_steps(n_ctx);
+    if (options.profile)
+        impl->steps = make_profiling_steps(std::move(impl->steps), *options.profile);
+    if (auto r = impl->allocate(); !r) return r.error();
+    return std::unique_ptr<Context>(new Context(std::move(impl)));
+}
+
+Context::Context(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Context::~Context() = default;
+uint32_t Context::n_ctx() const { return impl_->context; }
+uint32_t Context::n_seq() const { return impl_->n_seq; }
+uint32_t Context::n_batch() const { return impl_->max_batch; }
+const KvCells& Context::cells() const { return impl_->cells; }
+
+DecodeStatus Context::decode(const Batch& batch) { return impl_->decode(batch, {}, true); }
+
+DecodeStatus Context::decode_into(const Batch& batch, std::span<float> out) {
+    return impl_->decode(batch, out, false);
+}
+
+std::span<const float> Context::logits(uint32_t index) const {
+    const Impl& c = *impl_;
+    if (index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_data) return {};
+    return {c.logits_data + uint64_t(c.logits_row[index]) * c.hp.vocab, c.hp.vocab};
+}
+
+namespace {
+Expected<void> check_seq(int32_t seq, uint32_t n_seq, bool allow_all) {
+    if ((seq < 0 && !allow_all) || seq >= static_cast<int32_t>(n_seq))
+        return make_error("sequence id {} is outside 0..{} (n_seq {})", seq, n_seq - 1, n_seq);
+    return {};
+}
+}  // namespace
+
+Expected<void> Context::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
+    if (auto r = check_seq(seq, impl_->n_seq, true); !r) return r;
+    if (seq < 0)
+        impl_->cells.remove_all(p0, p1);
+    else
+        impl_->cells.remove(static_cast<uint32_t>(seq), p0, p1);
+    return {};
+}
+
+Expected<void> Context::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+    if (auto r = check_seq(src, impl_->n_seq, false); !r) return r;
+    if (auto r = check_seq(dst, impl_->n_seq, false); !r) return r;
+    impl_->cells.copy(static_cast<uint32_t>(src), static_cast<uint32_t>(dst), p0, p1);
+    return {};
+}
+
+Expected<void> Context::seq_keep(int32_t seq) {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r;
+    impl_->cells.keep(static_cast<uint32_t>(seq));
+    return {};
+}
+
+void Context::clear() { impl_->cells.clear(); }
+
+namespace {
+// Saved sequence state: a header, the positions, then each layer's K rows
+// and V rows in position order.
+struct StateHeader {
+    char magic[4];  // "FXSQ"
+    uint32_t version;
+    uint32_t n_layer, kv_kind;
+    uint64_t k_row, v_row;  // bytes per cell row
+    uint32_t n_cells, reserved;
+};
+constexpr uint32_t kStateVersion = 1;
+}  // namespace
+
+Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r.error();
+    const Impl& c = *impl_;
+    if (c.steps->resident())
+        return make_error("seq_save: the cache of a resident context lives on the device");
+    std::vector<uint32_t> list;
+    c.cells.cells_of(static_cast<uint32_t>(seq), 0, std::numeric_limits<int32_t>::max(), list);
+    StateHeader h{};
+    std::memcpy(h.magic, "FXSQ", 4);
+    h.version = kStateVersion;
+    h.n_layer = c.hp.n_layer;
+    h.kv_kind = static_cast<uint32_t>(c.kv_kind);
+    h.k_row = c.k_dim() * c.kv_element_bytes();
+    h.v_row = c.v_dim() * c.kv_element_bytes();
+    h.n_cells = static_cast<uint32_t>(list.size());
+    const uint64_t size = sizeof h + list.size() * sizeof(int32_t) +
+                          uint64_t{h.n_layer} * list.size() * (h.k_row + h.v_row);
+    std::vector<std::byte> out(size);
+    std::byte* p = out.data();
+    std::memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    for (uint32_t cell : list) {
+        const int32_t pos = c.cells.pos(cell);
+        std::memcpy(p, &pos, sizeof pos);
+        p += sizeof pos;
+    }
+    for (uint32_t il = 0; il < h.n_layer; ++il) {
+        for (uint32_t cell : list) {
+            std::memcpy(p, c.k_cache[il].host + cell * h.k_row, h.k_row);
+            p += h.k_row;
+        }
+        for (uint32_t cell : list) {
+            std::memcpy(p, c.v_cache[il].host + cell * h.v_row, h.v_row);
+            p += h.v_row;
+        }
+    }
+    return out;
+}
+
+Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> bytes) {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r;
+    Impl& c = *impl_;
+    if (c.steps->resident())
+        return make_error("seq_restore: the cache of a resident context lives on the device");
+    StateHeader h{};
+    if (bytes.size() < sizeof h)
+        return make_error("seq_restore: {} bytes is shorter than the {}-byte header", bytes.size(),
+                          sizeof h);
+    std::memcpy(&h, bytes.data(), sizeof h);
+    if (std::memcmp(h.magic, "FXSQ", 4) != 0 || h.version != kStateVersion)
+        return make_error("seq_restore: not a ferrox sequence state (version {})", kStateVersion);
+    const uint64_t k_row = c.k_dim() * c.kv_element_bytes();
+    const uint64_t v_row = c.v_dim() * c.kv_element_bytes();
+    if (h.n_layer != c.hp.n_layer || h.kv_kind != static_cast<uint32_t>(c.kv_kind) ||
+        h.k_row != k_row || h.v_row != v_row)
+        return make_error(
+            "seq_restore: the state is for {} layers, KV kind {}, rows of {}/{} bytes; this "
+            "context has {} layers, {}, {}/{}",
+            h.n_layer, h.kv_kind, h.k_row, h.v_row, c.hp.n_layer, kind_name(c.kv_kind), k_row,
+            v_row);
+    // Every size the buffer controls is checked against the buffer before use.
+    const uint64_t need = sizeof h + uint64_t{h.n_cells} * sizeof(int32_t) +
+                          uint64_t{h.n_layer} * h.n_cells * (k_row + v_row);
+    if (h.n_cells > c.cells.size() || bytes.size() != need)
+        return make_error(
+            "seq_restore: {} cells need {} bytes; the buffer holds {} (context of {})", h.n_cells,
+            need, bytes.size(), c.cells.size());
+    std::vector<int32_t> positions(h.n_cells);
+    std::memcpy(positions.data(), bytes.data() + sizeof h, h.n_cells * sizeof(int32_t));
+    for (uint32_t i = 0; i < h.n_cells; ++i)
+        if (positions[i] < 0 || (i && positions[i] <= positions[i - 1]))
+            return make_error("seq_restore: position {} at index {} is not after the previous one",
+                              positions[i], i);
+    // The sequence's own cells are given up first; count them as free.
+    std::vector<uint32_t> own;
+    c.cells.cells_of(static_cast<uint32_t>(seq), 0, std::numeric_limits<int32_t>::max(), own);
+    uint32_t reclaim = 0;
+    for (uint32_t cell : own) reclaim += c.cells.seqs(cell) == (uint64_t{1} << seq) ? 1 : 0;
+    if (h.n_cells > c.cells.free() + reclaim)
+        return make_error("seq_restore: {} cells needed, {} free", h.n_cells,
+                          c.cells.free() + reclaim);
+    c.cells.remove(static_cast<uint32_t>(seq), 0, -1);
+    const auto cells = c.cells.find_free(h.n_cells);
+    const std::byte* p = bytes.data() + sizeof h + h.n_cells * sizeof(int32_t);
+    for (uint32_t il = 0; il < h.n_layer; ++il) {
+        for (uint32_t cell : cells) {
+            std::memcpy(c.k_cache[il].host + cell * k_row, p, k_row);
+            p += k_row;
+        }
+        for (uint32_t cell : cells) {
+            std::memcpy(c.v_cache[il].host + cell * v_row, p, v_row);
+            p += v_row;
+        }
+    }
+    for (uint32_t i = 0; i < h.n_cells; ++i)
+        c.cells.occupy(cells[i], positions[i], uint64_t{1} << seq);
+    return {};
+}
+
+Expected<int32_t> Context::seq_min_pos(int32_t seq) const {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r.error();
+    return impl_->cells.min_pos(static_cast<uint32_t>(seq));
+}
+
+Expected<int32_t> Context::seq_max_pos(int32_t seq) const {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r.error();
+    return impl_->cells.max_pos(static_cast<uint32_t>(seq));
+}
+
+}  // namespace ferrox::model

@@ -1,0 +1,340 @@
+#include "decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "ferrox/model/architecture.h"
+#include "ferrox/model/ops.h"
+#include "residency.h"
+
+namespace ferrox::model {
+
+namespace {
+
+// Per position: the larger of the attention block's and the FFN's buffers.
+uint64_t block_floats(const Hparams& hp) {
+    const uint64_t attention = q_dim(hp) + k_dim(hp) + v_dim(hp) + o_dim(hp) + hp.n_embd;
+    const uint64_t ffn = 2 * std::max<uint64_t>(hp.n_ff, 1) + hp.n_embd;
+    return std::max(attention, ffn);
+}
+
+// Table t's cos and sin for n rows: written in place in the region on the
+// host, in host vectors that upload_rope() then copies when resident.
+std::pair<std::span<float>, std::span<float>> rope_rows(const Hparams& hp, Activations& a, int t,
+                                                        uint32_t n) {
+    const size_t used = size_t{n} * (hp.head_dim_k / 2);
+    if (a.s.rope_cos[t].host) return {{a.s.rope_cos[t].f32(), used}, {a.s.rope_sin[t].f32(), used}};
+    return {{a.rope_cos[t].data(), used}, {a.rope_sin[t].data(), used}};
+}
+
+}  // namespace
+
+uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, Scratch* sp,
+                           const Act* base) {
+    Scratch unused;
+    Scratch& s = sp ? *sp : unused;
+    uint64_t used = 0;
+    const auto carve = [&](Act& a, uint64_t floats) {
+        if (base) a = base->at(used);
+        used += floats;
+    };
+    const uint64_t b = n_batch, ff = std::max<uint64_t>(hp.n_ff, 1);
+    const uint64_t half = hp.head_dim_k / 2;
+    carve(s.x, b * hp.n_embd);
+    carve(s.xn, b * hp.n_embd);
+    const uint64_t blocks = used;
+    carve(s.q, b * q_dim(hp));
+    carve(s.k, b * k_dim(hp));
+    carve(s.v, b * v_dim(hp));
+    carve(s.att, b * o_dim(hp));
+    carve(s.o, b * hp.n_embd);
+    used = blocks;  // the FFN block starts over
+    carve(s.gate, b * ff);
+    carve(s.up, b * ff);
+    carve(s.ffn, b * hp.n_embd);
+    used = blocks + b * block_floats(hp);
+    carve(s.router, b * hp.n_expert);
+    carve(s.expert_gate, hp.n_ff_expert);
+    carve(s.expert_up, hp.n_ff_expert);
+    carve(s.expert_down, hp.n_embd);
+    for (int t = 0; t < 3; ++t) {
+        const uint64_t rows = t < 2 || hp.attn_temp_scale != 0 ? b : 0;
+        carve(s.rope_cos[t], rows * half);
+        carve(s.rope_sin[t], rows * half);
+    }
+    if (resident) carve(s.logits, uint64_t{std::min(kLogitRows, n_batch)} * hp.vocab);
+    return used;
+}
+
+void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident) {
+    const uint64_t half = hp.head_dim_k / 2;
+    for (int t = 0; t < 3 && resident; ++t) {
+        const size_t rows = t < 2 || hp.attn_temp_scale != 0 ? max_batch : 0;
+        rope_cos[t].assign(rows * half, 0);
+        rope_sin[t].assign(rows * half, 0);
+    }
+    router_scores.assign((size_t{max_batch} + 1) * hp.n_expert, 0);  // + one row of weights
+    expert_order.assign(hp.n_expert, 0);
+    if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
+}
+
+void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
+                      std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                      std::span<const uint32_t> out_rows, std::span<float> out) const {
+    const auto n = static_cast<uint32_t>(tokens.size());
+    embed(st, a, tokens);
+    rope_tables(st, a, positions);
+    for (uint32_t il = 0; il < hp_.n_layer; ++il) {
+        attention_block(st, a, kv, il, n);
+        ffn_block(st, a, il, n);
+    }
+    output(st, a, out_rows, out);
+}
+
+void Decoder::embed(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        const int32_t id = tokens[i];
+        if (id < 0 || static_cast<uint64_t>(id) >= hp_.vocab)
+            return st.fail(
+                make_error("token id {} at batch index {} is outside the vocabulary (0..{})", id, i,
+                           hp_.vocab - 1));
+    }
+    st.embed(tokens, hp_.embedding_scale, a.s.x);
+}
+
+void Decoder::upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) const {
+    if (a.s.rope_cos[t].host) return;
+    const auto [cos, sin] = rope_rows(hp_, a, t, n);
+    st.upload(cos, a.s.rope_cos[t]);
+    st.upload(sin, a.s.rope_sin[t]);
+}
+
+// cos/sin per row of this batch, once for global and once for local
+// (sliding-window) layers: every head and layer of a kind shares them.
+void Decoder::rope_tables(StickySteps& st, Activations& a,
+                          std::span<const int32_t> positions) const {
+    const auto n = static_cast<uint32_t>(positions.size());
+    const uint32_t half = hp_.head_dim_k / 2;
+    for (int local = 0; local < 2; ++local) {
+        if (local && hp_.sliding_window == 0) break;
+        const auto [cos, sin] = rope_rows(hp_, a, local, n);
+        rope_table(rope_[local], positions, half, cos, sin);
+        upload_rope(st, a, local, n);
+    }
+    if (hp_.attn_temp_scale == 0) return;
+    // q's angles scaled by its position's temperature: rotating by (f cos,
+    // f sin) is rotating and then multiplying by f, in one op. The factor
+    // is computed as llama.cpp computes it (float position, double log).
+    const auto [cos0, sin0] = rope_rows(hp_, a, 0, n);
+    const auto [cos2, sin2] = rope_rows(hp_, a, 2, n);
+    for (uint32_t r = 0; r < n; ++r) {
+        const float pos = static_cast<float>(positions[r]);
+        const double steps_past =
+            static_cast<double>(std::floor(pos / static_cast<float>(hp_.attn_temp_length)));
+        const auto f = static_cast<float>(
+            std::log(steps_past + 1.0) * static_cast<double>(hp_.attn_temp_scale) + 1.0);
+        for (uint32_t i = 0; i < half; ++i) {
+            cos2[size_t{r} * half + i] = cos0[size_t{r} * half + i] * f;
+            sin2[size_t{r} * half + i] = sin0[size_t{r} * half + i] * f;
+        }
+    }
+    upload_rope(st, a, 2, n);
+}
+
+void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                              uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
+    const LayerConstants& C = consts_[il];
+    const uint32_t d = hp_.n_embd, hd = hp_.head_dim_k;
+    Scratch& s = a.s;
+    // Later layers get xn from the previous FFN's residual add fused with
+    // this norm; without pre-norms (olmo2) the block reads x itself.
+    if (il == 0 && hp_.arch->pre_norms)
+        st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
+    const Act in = hp_.arch->pre_norms ? s.xn : s.x;
+    st.project(*L.q, "attn_q", in, n, s.q);
+    st.project(*L.k, "attn_k", in, n, s.k);
+    st.project(*L.v, "attn_v", in, n, s.v);
+    if (hp_.qkv_bias) {
+        st.add(roles::kQkvBias, s.q, C.q_bias, n, static_cast<uint32_t>(q_dim(hp_)), 0, 1.0f);
+        st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_)), 0, 1.0f);
+        st.add(roles::kQkvBias, s.v, C.v_bias, n, static_cast<uint32_t>(v_dim(hp_)), 0, 1.0f);
+    }
+    if (hp_.arch->qk_norm != QkNorm::None) {
+        // Per head: one row per head of head_dim values; whole: one row per position.
+        const bool whole = hp_.arch->qk_norm == QkNorm::Whole;
+        const uint64_t q_rows = whole ? n : uint64_t{n} * hp_.n_head;
+        const uint64_t k_rows = whole ? n : uint64_t{n} * hp_.n_head_kv;
+        const auto q_len = static_cast<uint32_t>(whole ? q_dim(hp_) : hd);
+        const auto k_len = static_cast<uint32_t>(whole ? k_dim(hp_) : hd);
+        st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp_.rms_eps, s.q);
+        st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
+    }
+    const bool local = hp_.is_local_layer(il);
+    const uint32_t n_rot = rope_[local].n_rot;
+    if (hp_.has_rope(il)) {
+        const int q_table = hp_.attn_temp_scale != 0 && !local ? 2 : local;
+        st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
+                hp_.arch->rope);
+        st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
+                hp_.arch->rope);
+    }
+    kv.store_and_attend(st, il, local, n);
+    st.project(*L.o, "attn_output", s.att, n, s.o);
+    if (!L.o_bias.empty())  // gpt-oss's every layer, a llama file's some
+        st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f);
+    if (hp_.arch->post_norms)
+        st.rms_norm(roles::kPostAttnNorm, s.o, C.post_attn_norm, n, d, hp_.rms_eps, s.o);
+    // The residual add and the FFN's norm: xn = ffn_norm(x += o).
+    if (!hp_.arch->pre_norms)
+        return st.add(roles::kResidual, s.x, s.o, n, d, d, hp_.residual_scale);
+    st.add_rms_norm(roles::kFfnNorm, s.x, s.o, d, hp_.residual_scale, C.ffn_norm, n, d, hp_.rms_eps,
+                    s.xn);
+}
+
+void Decoder::dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const {
+    Scratch& s = a.s;
+    const Act in = hp_.arch->pre_norms ? s.xn : s.x;  // x itself without pre-norms (olmo2)
+    st.project(*L.gate, "ffn_gate", in, n, s.gate);
+    st.project(*L.up, "ffn_up", in, n, s.up);
+    st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * hp_.n_ff);
+    st.project(*L.down, "ffn_down", s.gate, n, s.ffn);
+}
+
+// One row's experts and their weights from its router logits, into
+// expert_order's first n_expert_used entries and `weights`: qwen3moe softmaxes all logits and
+// takes the top k, optionally renormalised; gpt-oss takes the top k logits and softmaxes those
+// alone.
+void Decoder::route(Activations& a, std::span<float> logits, std::span<float> weights) const {
+    const uint32_t k = hp_.n_expert_used;
+    std::vector<uint32_t>& order = a.expert_order;
+    std::iota(order.begin(), order.end(), 0u);
+    const bool softmax_first = hp_.arch->moe_gating == MoeGating::Softmax;
+    if (softmax_first) ops::softmax(logits);  // monotonic: the same top k either way
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](uint32_t x, uint32_t y) { return logits[x] > logits[y]; });
+    for (uint32_t j = 0; j < k; ++j) weights[j] = logits[order[j]];
+    if (!softmax_first) {
+        ops::softmax(weights.first(k));
+        return;
+    }
+    if (!hp_.expert_weights_norm) return;
+    float total = 0;
+    for (uint32_t j = 0; j < k; ++j) total += weights[j];
+    for (uint32_t j = 0; j < k; ++j) weights[j] /= total;
+}
+
+// The router logits of all n positions in one product and one download
+// (the layer's one host round trip); the router bias, gating and top-k on
+// the host; each chosen expert's FFN output (with its biases, gpt-oss)
+// added into the result with its router weight.
+void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
+                      const LayerConstants& C, uint32_t n) const {
+    const uint32_t d = hp_.n_embd, f = hp_.n_ff_expert;
+    Scratch& s = a.s;
+    st.upload({a.zeros.data(), size_t{n} * d}, s.ffn);
+    st.project(*L.router, "moe_router", s.xn, n, s.router);
+    st.download(s.router, {a.router_scores.data(), size_t{n} * hp_.n_expert});
+    if (st.failed()) return;  // the scores were not downloaded: nothing to route by
+    std::span<float> weights{a.router_scores.data() + size_t{n} * hp_.n_expert, hp_.n_expert};
+    for (uint32_t i = 0; i < n; ++i) {
+        const Act xi = s.xn.at(uint64_t{i} * d);
+        std::span<float> logits{a.router_scores.data() + size_t{i} * hp_.n_expert, hp_.n_expert};
+        for (size_t e = 0; e < L.router_bias.size(); ++e) logits[e] += L.router_bias[e];
+        route(a, logits, weights);
+        for (uint32_t j = 0; j < hp_.n_expert_used; ++j) {
+            const uint32_t e = a.expert_order[j];
+            // An expert's bias row, when the architecture has them.
+            const auto bias = [&](const Act& rows, Act dst, uint32_t len) {
+                if (hp_.arch->expert_biases)
+                    st.add(roles::kExpertBias, dst, rows.at(uint64_t{e} * len), 1, len, 0, 1.0f);
+            };
+            st.project(L.gate_exps[e], "ffn_gate_exps", xi, 1, s.expert_gate);
+            bias(C.gate_exps_bias, s.expert_gate, f);
+            st.project(L.up_exps[e], "ffn_up_exps", xi, 1, s.expert_up);
+            bias(C.up_exps_bias, s.expert_up, f);
+            st.glu(hp_.arch->activation, s.expert_gate, s.expert_up, f);
+            st.project(L.down_exps[e], "ffn_down_exps", s.expert_gate, 1, s.expert_down);
+            bias(C.down_exps_bias, s.expert_down, d);
+            st.add(roles::kMoeCombine, s.ffn.at(uint64_t{i} * d), s.expert_down, 1, d, 0,
+                   weights[j]);
+        }
+    }
+}
+
+void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
+    const LayerConstants& C = consts_[il];
+    const uint32_t d = hp_.n_embd;
+    Scratch& s = a.s;
+    // xn = ffn_norm(x) already: the attention block's last step.
+    if (hp_.n_expert == 0)
+        dense_ffn(st, a, L, n);
+    else
+        moe_ffn(st, a, L, C, n);
+    if (hp_.arch->post_norms)
+        st.rms_norm(roles::kPostFfwNorm, s.ffn, C.post_ffw_norm, n, d, hp_.rms_eps, s.ffn);
+    if (il + 1 == hp_.n_layer || !hp_.arch->pre_norms)
+        return st.add(roles::kResidual, s.x, s.ffn, n, d, d, hp_.residual_scale);
+    // The residual add and the next layer's norm: xn = attn_norm(x += ffn).
+    st.add_rms_norm(roles::kAttnNorm, s.x, s.ffn, d, hp_.residual_scale, consts_[il + 1].attn_norm,
+                    n, d, hp_.rms_eps, s.xn);
+}
+
+// Logits of `n` normalised rows at `xn` into `out` (n * vocab floats): in
+// place on the host, through a bounded device region when resident.
+void Decoder::output_logits(StickySteps& st, Activations& a, Act xn, uint32_t n,
+                            std::span<float> out) const {
+    if (!st.resident())
+        return st.project(*w_.output, "output", xn, n,
+                          Act{reinterpret_cast<std::byte*>(out.data())});
+    for (uint32_t start = 0; start < n; start += kLogitRows) {
+        const uint32_t rows = std::min(kLogitRows, n - start);
+        st.project(*w_.output, "output", xn.at(uint64_t{start} * hp_.n_embd), rows, a.s.logits);
+        st.download(a.s.logits,
+                    out.subspan(uint64_t{start} * hp_.vocab, uint64_t{rows} * hp_.vocab));
+    }
+}
+
+// The wanted rows' logits: the output norm, the output product and the
+// architecture's scaling of the logits.
+void Decoder::output(StickySteps& st, Activations& a, std::span<const uint32_t> out_rows,
+                     std::span<float> out) const {
+    const auto n_out = static_cast<uint32_t>(out_rows.size());
+    const uint32_t d = hp_.n_embd;
+    Scratch& s = a.s;
+    if (n_out == 0) return;
+    // Wanted rows normalised into xn, adjacent rows in one call (every row
+    // of a prefill, or the last one alone, as a single sequence asks).
+    for (uint32_t k0 = 0; k0 < n_out;) {
+        uint32_t k1 = k0 + 1;
+        while (k1 < n_out && out_rows[k1] == out_rows[k1 - 1] + 1) ++k1;
+        st.rms_norm(roles::kOutputNorm, s.x.at(uint64_t{out_rows[k0]} * d), output_norm_, k1 - k0,
+                    d, hp_.rms_eps, s.xn.at(uint64_t{k0} * d));
+        k0 = k1;
+    }
+    if (st.failed()) return;  // the normalised rows were not written
+    Act normed = s.xn;
+    if (!st.resident() && out.data() == a.region.f32()) {
+        // The logits take the region over from its start, across x and
+        // xn: the normalised rows move past them first (memmove: the two
+        // places may overlap).
+        normed = a.region.at(uint64_t{n_out} * hp_.vocab);
+        std::memmove(normed.host, s.xn.host, uint64_t{n_out} * d * sizeof(float));
+    }
+    output_logits(st, a, normed, n_out, out);
+    if (st.failed()) return;        // no logits to scale
+    if (hp_.logit_scale != 1.0f) {  // granite: multiplied by the reciprocal, as llama.cpp
+        const float inv = 1.0f / hp_.logit_scale;
+        for (float& v : out.first(size_t{n_out} * hp_.vocab)) v *= inv;
+    }
+    if (hp_.final_softcap != 0.0f) {  // gemma2: x (1 / cap), tanh, x cap, as llama.cpp
+        const float inv = 1.0f / hp_.final_softcap;
+        for (float& v : out.first(size_t{n_out} * hp_.vocab))
+            v = std::tanh(v * inv) * hp_.final_softcap;
+    }
+}
+
+}  // namespace ferrox::model

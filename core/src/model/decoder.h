@@ -1,0 +1,136 @@
+// The decoder's blocks -- embedding, attention, FFN, mixture-of-experts
+// routing, output -- written once over Steps and the hyper-parameters. It
+// holds no batch and no KV state: the context (context.cpp) orders the batch,
+// owns the cache and is called back, through KvAttention, where a layer's K/V
+// rows are stored and attended over. Adding a layer kind is an edit here
+// (docs/models.md, "Adding a layer kind").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "ferrox/model/hparams.h"
+#include "ferrox/model/rope_tables.h"
+#include "steps.h"
+#include "sticky_steps.h"
+#include "weights.h"
+
+namespace ferrox::model {
+
+// Where each activation lives, carved once for a context's `n_batch` rows out
+// of one allocation: no allocation per token, on the host or on a device.
+struct Scratch {
+    Act x, xn, router, expert_gate, expert_up, expert_down, logits;
+    // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
+    // live at the same time, so the two blocks share one region.
+    Act q, k, v, att, o, gate, up, ffn;
+    // [global, local, global for q under an attention temperature][position][head_dim / 2]
+    Act rope_cos[3], rope_sin[3];
+};
+
+// Norm weights, biases and sinks where the ops read them.
+struct LayerConstants {
+    Act attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
+    Act q_bias, k_bias, v_bias, o_bias, sinks;
+    Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
+};
+
+// Each layer's constants: the vector bound from the file and where the ops
+// read it (empty vectors -- parts an architecture lacks -- are skipped).
+inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstants::*>
+    kLayerConstants[] = {
+        {&LayerWeights::attn_norm, &LayerConstants::attn_norm},
+        {&LayerWeights::ffn_norm, &LayerConstants::ffn_norm},
+        {&LayerWeights::q_norm, &LayerConstants::q_norm},
+        {&LayerWeights::k_norm, &LayerConstants::k_norm},
+        {&LayerWeights::post_attn_norm, &LayerConstants::post_attn_norm},
+        {&LayerWeights::post_ffw_norm, &LayerConstants::post_ffw_norm},
+        {&LayerWeights::q_bias, &LayerConstants::q_bias},
+        {&LayerWeights::k_bias, &LayerConstants::k_bias},
+        {&LayerWeights::v_bias, &LayerConstants::v_bias},
+        {&LayerWeights::o_bias, &LayerConstants::o_bias},
+        {&LayerWeights::sinks, &LayerConstants::sinks},
+        {&LayerWeights::gate_exps_bias, &LayerConstants::gate_exps_bias},
+        {&LayerWeights::up_exps_bias, &LayerConstants::up_exps_bias},
+        {&LayerWeights::down_exps_bias, &LayerConstants::down_exps_bias},
+};
+
+// Rows of logits a resident model computes per download.
+inline constexpr uint32_t kLogitRows = 16;
+
+// Per-position widths of the projections.
+inline uint64_t q_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.head_dim_k; }
+inline uint64_t k_dim(const Hparams& hp) { return uint64_t{hp.n_head_kv} * hp.head_dim_k; }
+inline uint64_t v_dim(const Hparams& hp) { return uint64_t{hp.n_head_kv} * hp.head_dim_v; }
+inline uint64_t o_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.head_dim_v; }
+
+// The one activation region of a context with `n_batch` rows, in floats;
+// lays it out into `s` when `base` is given. `resident`: the region also
+// holds a bounded logits window (logits are downloaded from it).
+uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, Scratch* s,
+                           const Act* base);
+
+// A context's activations: the region activation_layout carved, and the
+// host-side values of a pass (angles before upload, router scores after
+// download).
+struct Activations {
+    Scratch s;
+    Act region;
+    uint64_t region_size = 0;  // floats
+    std::vector<float> rope_cos[3], rope_sin[3], router_scores, zeros;
+    std::vector<uint32_t> expert_order;
+
+    // Sizes the host-side values for `max_batch` rows.
+    void size_host(const Hparams& hp, uint32_t max_batch, bool resident);
+};
+
+// Where a layer's K and V rows (in s.k, s.v) go and how the batch's queries
+// (s.q) attend over the cache into s.att: the context's part of attention.
+class KvAttention {
+  public:
+    virtual void store_and_attend(StickySteps& st, uint32_t il, bool local, uint32_t n) = 0;
+
+  protected:
+    ~KvAttention() = default;
+};
+
+// The model's read-only half of a pass.
+class Decoder {
+  public:
+    Decoder(const Hparams& hp, const ModelWeights& w, const std::vector<LayerConstants>& consts,
+            const Act& output_norm, const RopeSpec (&rope)[2])
+        : hp_(hp), w_(w), consts_(consts), output_norm_(output_norm), rope_(rope) {}
+
+    // The batch's forward pass over its rows (sorted by sequence, then
+    // position). `out_rows`: the rows whose logits are wanted, into `out`
+    // (one vocab row each, in out_rows' order). A failure is in `st`.
+    void forward(StickySteps& st, Activations& a, KvAttention& kv, std::span<const int32_t> tokens,
+                 std::span<const int32_t> positions, std::span<const uint32_t> out_rows,
+                 std::span<float> out) const;
+
+  private:
+    void embed(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const;
+    void rope_tables(StickySteps& st, Activations& a, std::span<const int32_t> positions) const;
+    void upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) const;
+    void attention_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                         uint32_t n) const;
+    void ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
+    void dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
+    void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
+                 uint32_t n) const;
+    void route(Activations& a, std::span<float> logits, std::span<float> weights) const;
+    void output(StickySteps& st, Activations& a, std::span<const uint32_t> out_rows,
+                std::span<float> out) const;
+    void output_logits(StickySteps& st, Activations& a, Act xn, uint32_t n,
+                       std::span<float> out) const;
+
+    const Hparams& hp_;
+    const ModelWeights& w_;
+    const std::vector<LayerConstants>& consts_;
+    const Act& output_norm_;
+    const RopeSpec (&rope_)[2];  // [global, local]
+};
+
+}  // namespace ferrox::model
