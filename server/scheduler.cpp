@@ -1,13 +1,9 @@
 #include "scheduler.h"
 
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 
 #include "ferrox/log.h"
 #include "ferrox/sampler_chain.h"
-#include "ferrox/tokenizer/utf8_streamer.h"
-#include "stop_strings.h"
 
 namespace ferrox::server {
 
@@ -40,8 +36,7 @@ struct Scheduler::Slot {
     uint64_t admitted = 0;  // admission order: prompts are prefilled oldest first
     size_t canonical = 0;   // leading cached positions computed in whole prefill chunks
     SamplerChain chain;
-    Utf8Streamer utf8;
-    std::optional<StopScanner> stops;
+    std::optional<output::SequenceOutput> output;  // the job's text, stop strings, logprobs
     Clock::time_point last_token_at;
 };
 
@@ -55,6 +50,15 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+output::OutputOptions output_options(const GenerationRequest& r) {
+    output::OutputOptions o;
+    o.stop = r.stop;
+    o.max_tokens = r.max_tokens;
+    o.logprobs = r.logprobs;
+    o.top_logprobs = r.top_logprobs;
+    return o;
+}
 
 Event error_event(int status, std::string why) {
     Event e;
@@ -211,8 +215,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         s.reused = static_cast<uint32_t>(s.cached.size());
         s.chain = SamplerChain::from_params(job->request.sampling);
         s.chain.accept(prompt);
-        s.utf8 = Utf8Streamer();
-        s.stops.emplace(job->request.stop);
+        s.output.emplace(tok_, output_options(job->request));
         ++running_;
         metrics_.prompt_tokens += prompt.size();
         if (s.reused > 0) {
@@ -253,63 +256,28 @@ void Scheduler::finish(Slot& slot, Event done, bool keep_cells) {
 void Scheduler::sample_slot(Slot& slot, std::span<const float> logits) {
     const GenerationRequest& r = slot.job->request;
     const auto now = Clock::now();
-    TokenLogprob lp;
     const int32_t token = slot.chain.sample(logits);
     slot.chain.accept(token);
-    if (r.logprobs) {
-        // log-softmax of the model's own distribution (before any sampling stage).
-        const double top = *std::max_element(logits.begin(), logits.end());
-        double sum = 0;
-        for (float v : logits) sum += std::exp(double(v) - top);
-        const double log_z = top + std::log(sum);
-        lp.token = token;
-        lp.piece = tok_.token_to_piece(token);
-        lp.logprob = static_cast<float>(double(logits[static_cast<size_t>(token)]) - log_z);
-        if (r.top_logprobs > 0) {
-            std::vector<int32_t> ids(logits.size());
-            std::iota(ids.begin(), ids.end(), 0);
-            const size_t k = std::min<size_t>(r.top_logprobs, ids.size());
-            std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(k), ids.end(),
-                              [&](int32_t a, int32_t b) {
-                                  return logits[size_t(a)] > logits[size_t(b)] ||
-                                         (logits[size_t(a)] == logits[size_t(b)] && a < b);
-                              });
-            for (size_t i = 0; i < k; ++i)
-                lp.top.emplace_back(tok_.token_to_piece(ids[i]),
-                                    static_cast<float>(double(logits[size_t(ids[i])]) - log_z));
+    auto step = slot.output->push(token, logits);
+    if (step.finish != output::FinishReason::EndOfGeneration) {
+        if (slot.generated == 0) {
+            slot.job->first_token_at = now;
+            metrics_.ttft.observe(seconds(now - r.arrival));
+        } else {
+            metrics_.tpot.observe(seconds(now - slot.last_token_at));
         }
+        slot.last_token_at = now;
+        ++slot.generated;
+        ++metrics_.generation_tokens;
     }
-    if (tok_.is_end_of_generation(token)) {
-        Event tail;
-        tail.text = slot.stops->push(slot.utf8.flush()).emit + slot.stops->flush();
-        if (!tail.text.empty()) slot.job->push(std::move(tail));
-        Event done;
-        done.kind = Event::Kind::Done;
-        done.finish_reason = "stop";
-        finish(slot, std::move(done), true);
-        return;
-    }
-    if (slot.generated == 0) {
-        slot.job->first_token_at = now;
-        metrics_.ttft.observe(seconds(now - r.arrival));
-    } else {
-        metrics_.tpot.observe(seconds(now - slot.last_token_at));
-    }
-    slot.last_token_at = now;
-    ++slot.generated;
-    ++metrics_.generation_tokens;
-    auto step = slot.stops->push(slot.utf8.feed(tok_.token_to_piece(token)));
     Event text;
-    text.text = std::move(step.emit);
-    if (r.logprobs) text.logprobs.push_back(std::move(lp));
-    const bool at_length = slot.generated >= r.max_tokens;
-    if (!step.stopped && at_length)
-        text.text += slot.stops->push(slot.utf8.flush()).emit + slot.stops->flush();
+    text.text = std::move(step.text);
+    if (step.logprob) text.logprobs.push_back(std::move(*step.logprob));
     if (!text.text.empty() || !text.logprobs.empty()) slot.job->push(std::move(text));
-    if (step.stopped || at_length) {
+    if (step.finish != output::FinishReason::None) {
         Event done;
         done.kind = Event::Kind::Done;
-        done.finish_reason = step.stopped ? "stop" : "length";
+        done.finish_reason = step.finish == output::FinishReason::Length ? "length" : "stop";
         finish(slot, std::move(done), true);
         return;
     }

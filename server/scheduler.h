@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ferrox/model/context.h"
+#include "ferrox/output/sequence_output.h"
 #include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "metrics.h"
@@ -46,12 +47,7 @@ struct GenerationRequest {
     Clock::time_point deadline = Clock::time_point::max();
 };
 
-struct TokenLogprob {
-    int32_t token = 0;
-    std::string piece;
-    float logprob = 0;
-    std::vector<std::pair<std::string, float>> top;  // piece, logprob; best first
-};
+using output::TokenLogprob;
 
 // What a job reports, in order: Text events, then exactly one Done or Error.
 struct Event {

@@ -17,9 +17,9 @@
 #include "chat_prompt.h"
 #include "commands/commands.h"
 #include "ferrox/log.h"
-#include "ferrox/sampling.h"
+#include "ferrox/output/sequence_output.h"
+#include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
-#include "ferrox/tokenizer/utf8_streamer.h"
 #include "model_session.h"
 #include "output.h"
 #include "sampler_flags.h"
@@ -63,7 +63,7 @@ class Conversation {
           tok_(tok),
           renderer_(std::move(renderer)),
           o_(o),
-          sampler_(o.sampling),
+          sampler_(SamplerChain::from_params(o.sampling)),
           interactive_(interactive),
           logits_(m.vocab()) {
         clear();
@@ -110,15 +110,21 @@ class Conversation {
         cached_ = tokens;
 
         std::string answer;
-        Utf8Streamer streamer;
+        output::SequenceOutput out(tok_, {});
+        // The repetition penalty sees this turn's whole conversation; the
+        // random stream goes on from the last turn (one seed per session).
+        sampler_.clear_history();
+        sampler_.accept(tokens);
         g_stop_answer.store(false);
         g_generating.store(true);
         for (int i = 0; o_.n_predict < 0 || i < o_.n_predict; ++i) {
             if (g_stop_answer.load()) break;
-            const int32_t next = sampler_.sample(logits_, tokens);
-            if (tok_.is_end_of_generation(next)) break;
+            const int32_t next = sampler_.sample(logits_);
+            const auto step = out.push(next);
+            emit(step.text, answer);
+            if (step.finish == output::FinishReason::EndOfGeneration) break;
+            sampler_.accept(next);
             tokens.push_back(next);
-            emit(streamer.feed(tok_.token_to_piece(next)), answer);
             if (tokens.size() >= m_.context()) {
                 logger().warn("the context is full ({} tokens); the answer stops here",
                               m_.context());
@@ -134,9 +140,12 @@ class Conversation {
             cached_.push_back(next);
         }
         g_generating.store(false);
-        emit(streamer.flush(), answer);
+        const bool cancelled = g_stop_answer.load();
+        emit(out.finish(cancelled ? output::FinishReason::Cancelled : output::FinishReason::Length)
+                 .text,
+             answer);
         std::cout << "\n" << std::flush;
-        if (g_stop_answer.load() && interactive_) std::fprintf(stderr, "[answer stopped]\n");
+        if (cancelled && interactive_) std::fprintf(stderr, "[answer stopped]\n");
         messages_.push_back({{"role", "assistant"}, {"content", answer}});
         return true;
     }
@@ -151,7 +160,7 @@ class Conversation {
     const Tokenizer& tok_;
     ChatRenderer renderer_;
     const ChatCommandOptions& o_;
-    Sampler sampler_;
+    SamplerChain sampler_;
     bool interactive_;
     std::vector<float> logits_;
     nlohmann::ordered_json messages_;

@@ -17,7 +17,6 @@
 #include "commands/commands.h"
 #include "ferrox/ferrox.h"
 #include "ferrox/log.h"
-#include "ferrox/sampling.h"  // find_stop: stop strings are text, not sampling
 #include "input.h"
 #include "model_session.h"
 #include "output.h"
@@ -240,6 +239,11 @@ int run(const CommonOptions& common, RunOptions o) {
     ferrox_detok_stream* raw_stream = nullptr;
     if (!succeeded(ferrox_detok_stream_new(m, &raw_stream, &st), st)) return kExitFailure;
     const DetokHandle stream(raw_stream, ferrox_detok_stream_free);
+    // The stream holds back what may begin a stop string and ends at the first to complete.
+    for (const std::string& stop : o.stops)
+        if (!succeeded(ferrox_detok_stream_add_stop(stream.get(), stop.data(), stop.size(), &st),
+                       st))
+            return kExitBadInput;
 
     catch_interrupts();  // from here a first Ctrl-C stops after the current token
     const auto prompt_start = Clock::now();
@@ -271,8 +275,7 @@ int run(const CommonOptions& common, RunOptions o) {
     if (!succeeded(ferrox_sampler_accept(sampler.get(), tokens.data(), n_prompt, &st), st))
         return kExitFailure;
 
-    std::string pending, generated;  // pending: held back while it might start a stop string
-    std::string piece;
+    std::string generated, piece;
     int n_eval = 0;
     bool stopped = false;
     const auto eval_start = Clock::now();
@@ -300,14 +303,10 @@ int run(const CommonOptions& common, RunOptions o) {
                                  }),
                        st))
             return kExitFailure;
-        pending += piece;
-        const StopMatch stop = find_stop(pending, o.stops);
-        size_t emit = pending.size() - stop.hold;
-        if (stop.found != std::string::npos) emit = stop.found, stopped = true;
-        generated += pending.substr(0, emit);
-        if (!o.json) std::cout << escape_text(pending.substr(0, emit), EscapeFor::Text);
+        generated += piece;
+        if (!o.json) std::cout << escape_text(piece, EscapeFor::Text);
         if (!o.json && !stdout_ok()) break;  // main() reports the write error
-        pending.erase(0, stopped ? pending.size() : emit);
+        stopped = ferrox_detok_stream_stopped(stream.get()) != 0;
         if (stopped || i + 1 == o.n_predict) break;
         if (!succeeded(
                 decode_one_sequence(ctx.get(), tokens, tokens.size() - 1, 1, LogitsFor::Last, st),
@@ -316,18 +315,16 @@ int run(const CommonOptions& common, RunOptions o) {
             return kExitFailure;
         ++n_eval;
     }
-    if (!stopped) {
-        if (!succeeded(read_text(piece, st,
-                                 [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
-                                     return ferrox_detok_stream_push(stream.get(), -1, b, c, n, s);
-                                 }),
-                       st))
-            return kExitFailure;
-        pending += piece;
-        generated += pending;
-    }
+    // The end: what was held back (nothing after a stop).
+    if (!succeeded(read_text(piece, st,
+                             [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
+                                 return ferrox_detok_stream_push(stream.get(), -1, b, c, n, s);
+                             }),
+                   st))
+        return kExitFailure;
+    generated += piece;
     if (!o.json)
-        std::cout << escape_text(stopped ? "" : pending, EscapeFor::Text) << "\n"
+        std::cout << escape_text(piece, EscapeFor::Text) << "\n"
                   << std::flush;  // before the stats on stderr
     const double eval_s = seconds_since(eval_start);
     if (interrupted())

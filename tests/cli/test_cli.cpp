@@ -1,6 +1,7 @@
 // The `ferrox` executable as users and operators run it: exit codes, stdout
 // for results, stderr for logs, and the rule that a CPU-only selection never
 // touches libcuda -- witnessed by the dynamic loader itself (LD_DEBUG=libs).
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -177,6 +178,55 @@ TEST_CASE("run --profile counts one forward and one draw per generation step") {
     CHECK(calls("prompt", "sample", "sample") == 1);
     CHECK(calls("generation", "sample", "sample") == 5);
     CHECK(calls("generation", "matvec", "output") == 5);
+}
+
+namespace {
+// Tiny Llama (tests/model/make_tiny_models.py), or "" when it is not there.
+std::filesystem::path tiny_llama() {
+    const char* dir = std::getenv("FERROX_TINY_MODELS");
+    const char* home = std::getenv("HOME");
+    const auto model =
+        (dir ? std::filesystem::path(dir)
+             : std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models") /
+        "tiny-llama.gguf";
+    return std::filesystem::exists(model) ? model : std::filesystem::path();
+}
+
+bool plain_ascii(const std::string& s) {
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return c >= 0x20 && c < 0x7f && c != '\''; });
+}
+}  // namespace
+
+// Stops A = text[k, k+4) and B = text[k+1, k+3): B completes one byte before
+// A, so the text ends after text[k] however the tokens split it. The old rule
+// (earliest start) cut before text[k] whenever both completed in one token.
+TEST_CASE("run --stop cuts at the stop string that completes first, as serve does") {
+    const auto model = tiny_llama();
+    if (model.empty()) {
+        WARN("skipped: no tiny-llama.gguf (python3 tests/model/make_tiny_models.py)");
+        return;
+    }
+    const std::string base =
+        "run -m " + sh_quote(model) + " -p 'hello world' -n 32 --temp 0 -t 1 --json";
+    const auto whole = run_ferrox(base);
+    INFO(whole.err);
+    REQUIRE(whole.exit_code == 0);
+    const std::string text = nlohmann::json::parse(whole.out).at("text").get<std::string>();
+    int tried = 0;
+    for (size_t k = 0; k + 4 <= text.size() && tried < 6; ++k) {
+        const std::string a = text.substr(k, 4), b = text.substr(k + 1, 2);
+        if (!plain_ascii(a) || a[0] == '-' || b[0] == '-' || text.find(a) != k ||
+            text.find(b) != k + 1)
+            continue;
+        ++tried;
+        const auto r = run_ferrox(base + " --stop '" + a + "' --stop '" + b + "'");
+        INFO("stops '" << a << "' and '" << b << "' over '" << text << "'\n" << r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK(nlohmann::json::parse(r.out).at("text") == text.substr(0, k + 1));
+    }
+    INFO("generated: '" << text << "'");
+    REQUIRE(tried >= 3);
 }
 
 #ifdef FERROX_CUDA_PLUGIN

@@ -1,9 +1,9 @@
 // ferrox.h 0.2 on a real model: what `ferrox run` reads through it. The
 // model's facts, its capacity line and residency, the kernel report (typed
 // counts and JSON agreeing), a token's vocabulary text, a context's per-op
-// profile and its reset, and a detok stream that loses nothing to a small
-// buffer -- each with its bad input (NULL, a wrong struct_size) refused
-// with a message.
+// profile and its reset, a detok stream that loses nothing to a small
+// buffer and (0.3) one with stop strings -- each with its bad input (NULL, a wrong struct_size)
+// refused with a message.
 //
 //   c_api_reports MODEL.gguf   (tiny-llama; exit 77 when the file is absent: skipped)
 #include <cstdio>
@@ -49,7 +49,7 @@ ferrox_batch one_sequence(const std::vector<int32_t>& tokens, std::vector<int32_
 
 void facts_and_capacity(const ferrox_model* model) {
     ferrox_call_status st = fresh_status();
-    expect(ferrox_api_version() == (0u << 16 | 2u), "the API version is 0.2", st);
+    expect(ferrox_api_version() == (0u << 16 | 3u), "the API version is 0.3", st);
     expect(std::string(ferrox_model_arch(model)) == "llama", "the architecture is llama", st);
     expect(ferrox_model_n_layer(model) == 2 && ferrox_model_n_embd(model) == 128,
            "2 layers of 128 embd (tiny-llama)", st);
@@ -308,6 +308,61 @@ void detok_small_buffer(const ferrox_model* model) {
     ferrox_detok_stream_free(stream);
 }
 
+// Pushes one byte token per character of `text`; what the stream wrote.
+std::string push_bytes(const ferrox_model* model, ferrox_detok_stream* stream,
+                       const std::string& text, ferrox_call_status& st) {
+    std::string out;
+    char room[64];
+    size_t needed = 0;
+    for (const char c : text) {
+        const int32_t id = byte_token(model, static_cast<uint8_t>(c));
+        expect(id >= 0, "a byte token per character", st);
+        if (id >= 0 &&
+            ferrox_detok_stream_push(stream, id, room, sizeof room, &needed, &st) == FERROX_CODE_OK)
+            out.append(room, needed);
+    }
+    return out;
+}
+
+void detok_stops(const ferrox_model* model) {
+    ferrox_call_status st = fresh_status();
+    ferrox_detok_stream* stream = nullptr;
+    expect(ferrox_detok_stream_new(model, &stream, &st) == FERROX_CODE_OK, "a stream", st);
+    // "bc" completes before "abcd" does: the text ends after "xa".
+    expect(ferrox_detok_stream_add_stop(stream, "abcd", 4, &st) == FERROX_CODE_OK &&
+               ferrox_detok_stream_add_stop(stream, "bc", 2, &st) == FERROX_CODE_OK,
+           "two stop strings", st);
+    expect(push_bytes(model, stream, "xabcd", st) == "xa" && ferrox_detok_stream_stopped(stream),
+           "the stop that completes first cuts the text", st);
+    expect(ferrox_detok_stream_add_stop(stream, "z", 1, &st) == FERROX_CODE_INVALID_ARGUMENT &&
+               mentions(st, "begun"),
+           "a stop after the first push is refused", st);
+    ferrox_detok_stream_free(stream);
+
+    // Held back while it may begin a stop, written at the end when none completed.
+    expect(ferrox_detok_stream_new(model, &stream, &st) == FERROX_CODE_OK, "a stream", st);
+    expect(ferrox_detok_stream_add_stop(stream, "bc", 2, &st) == FERROX_CODE_OK, "a stop", st);
+    char room[64];
+    size_t needed = 0;
+    expect(push_bytes(model, stream, "ab", st) == "a" &&
+               ferrox_detok_stream_push(stream, -1, room, sizeof room, &needed, &st) ==
+                   FERROX_CODE_OK &&
+               std::string(room, needed) == "b" && !ferrox_detok_stream_stopped(stream),
+           "the held-back 'b' comes out at the end", st);
+    ferrox_detok_stream_free(stream);
+
+    expect(ferrox_detok_stream_new(model, &stream, &st) == FERROX_CODE_OK, "a stream", st);
+    const std::string long_stop(1025, 'a');
+    expect(ferrox_detok_stream_add_stop(stream, long_stop.data(), long_stop.size(), &st) ==
+                   FERROX_CODE_INVALID_ARGUMENT &&
+               mentions(st, "1024"),
+           "a stop string over 1024 bytes is refused, naming the limit", st);
+    expect(ferrox_detok_stream_add_stop(nullptr, "a", 1, &st) == FERROX_CODE_INVALID_ARGUMENT &&
+               ferrox_detok_stream_stopped(nullptr) == 0,
+           "a NULL stream is refused", st);
+    ferrox_detok_stream_free(stream);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -324,7 +379,8 @@ int main(int argc, char** argv) {
     kernel_report(model, calls_before);
     token_text(model);
     detok_small_buffer(model);
+    detok_stops(model);
     ferrox_model_free(model);
-    if (failures == 0) std::printf("ok: ferrox.h 0.2's reports on %s\n", argv[1]);
+    if (failures == 0) std::printf("ok: ferrox.h 0.2's reports and 0.3's stops on %s\n", argv[1]);
     return failures ? 1 : 0;
 }

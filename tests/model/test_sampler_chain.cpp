@@ -1,5 +1,6 @@
-// The sampler chain: from_params draws what Sampler draws, each stage does
-// what it says, and per-sequence chains keep separate random streams.
+// The sampler chain: from_params draws what the first sampler (Sampler,
+// removed) drew, each stage does what it says, and per-sequence chains keep
+// separate random streams.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -18,10 +19,66 @@ std::vector<float> random_logits(std::mt19937& rng, size_t n) {
 }
 }  // namespace
 
-TEST_CASE("from_params draws exactly what Sampler draws for the same logits and history") {
-    const uint32_t seed = 1234;
-    INFO("seed " << seed);
-    std::mt19937 rng(seed);
+namespace {
+// Portable logits: mt19937's output is fixed by the standard; a distribution's is not.
+std::vector<float> portable_logits(std::mt19937& rng, size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(rng() >> 8) * 0x1.0p-24f * 16.0f - 8.0f;
+    return v;
+}
+
+// The draws of the first sampler (class Sampler at 9088ff8, since removed) for
+// the settings and logits made below: 40 settings (greedy, top-k 0 and k,
+// top-p, min-p, a repetition penalty), 20 draws each. Seeded output
+// recorded by users stays reproducible while these hold.
+const std::vector<std::vector<int32_t>> kSamplerDraws{
+    {80, 202, 65, 134, 266, 23, 155, 182, 73, 154, 57, 33, 154, 147, 224, 154, 268, 186, 161, 122},
+    {95, 56, 226, 17, 94, 151, 277, 67, 295, 15, 281, 14, 68, 129, 180, 31, 248, 101, 130, 262},
+    {219, 94, 224, 231, 283, 110, 248, 46, 52, 234, 12, 278, 59, 125, 209, 99, 146, 145, 99, 152},
+    {271, 19, 197, 55, 239, 93, 176, 215, 153, 292, 83, 76, 179, 257, 286, 7, 247, 299, 7, 207},
+    {140, 117, 65, 47, 83, 220, 182, 132, 78, 42, 48, 136, 219, 16, 232, 291, 279, 231, 36, 267},
+    {165, 29, 80, 186, 260, 64, 242, 111, 55, 236, 176, 147, 205, 257, 40, 107, 214, 75, 15, 277},
+    {180, 20, 282, 230, 277, 150, 85, 138, 155, 83, 9, 263, 17, 271, 211, 41, 180, 252, 110, 110},
+    {159, 253, 191, 80,  274, 181, 269, 253, 134, 192,
+     170, 150, 178, 210, 291, 30,  52,  123, 204, 138},
+    {203, 165, 28, 205, 216, 292, 17, 263, 195, 40, 240, 91, 148, 3, 127, 277, 172, 237, 238, 101},
+    {285, 11, 278, 87, 167, 283, 12, 211, 228, 247, 16, 170, 224, 93, 120, 241, 5, 131, 94, 95},
+    {74, 9, 239, 71, 122, 151, 245, 249, 178, 219, 47, 294, 129, 79, 240, 61, 158, 219, 284, 277},
+    {189, 212, 283, 205, 59, 202, 212, 118, 287, 83, 283, 223, 17, 139, 55, 76, 25, 214, 217, 112},
+    {202, 270, 90, 196, 193, 259, 160, 253, 68, 289, 248, 170, 283, 95, 171, 264, 98, 162, 144, 15},
+    {262, 297, 228, 94, 45, 155, 179, 273, 168, 209, 158, 11, 59, 261, 112, 53, 109, 23, 106, 104},
+    {174, 95, 198, 12, 121, 85, 194, 7, 147, 190, 138, 284, 166, 29, 40, 179, 131, 54, 225, 174},
+    {91, 205, 34, 141, 48, 254, 29, 253, 113, 230, 296, 214, 244, 108, 48, 292, 80, 126, 181, 186},
+    {224, 209, 16, 115, 78, 75, 128, 209, 90, 159, 172, 25, 23, 89, 27, 157, 292, 184, 258, 119},
+    {0, 207, 21, 100, 18, 219, 252, 277, 42, 168, 102, 120, 84, 55, 28, 96, 150, 15, 140, 81},
+    {178, 249, 164, 160, 260, 9, 4, 48, 226, 145, 149, 80, 47, 258, 176, 159, 185, 21, 1, 209},
+    {156, 54, 18, 149, 203, 263, 192, 190, 0, 118, 63, 207, 105, 11, 37, 32, 283, 71, 156, 194},
+    {188, 240, 22, 190, 280, 285, 164, 53, 70, 216, 162, 53, 99, 182, 192, 99, 277, 157, 211, 281},
+    {245, 40, 271, 229, 31, 241, 191, 127, 119, 52, 284, 8, 280, 53, 185, 116, 251, 266, 36, 136},
+    {297, 73, 111, 90, 279, 184, 224, 2, 263, 88, 90, 35, 273, 163, 162, 185, 133, 110, 202, 276},
+    {248, 188, 211, 138, 282, 86, 181, 18, 180, 47, 231, 233, 210, 127, 163, 145, 288, 218, 299, 0},
+    {274, 29, 144, 53, 46, 21, 233, 100, 173, 90, 47, 148, 142, 109, 71, 51, 243, 147, 201, 168},
+    {207, 187, 141, 264, 110, 101, 199, 51, 40, 180, 32, 204, 193, 1, 48, 94, 118, 99, 187, 9},
+    {169, 37, 76, 33, 220, 252, 168, 191, 144, 138, 32, 56, 22, 17, 157, 4, 299, 120, 211, 269},
+    {121, 128, 220, 79, 139, 236, 20, 286, 52, 266, 55, 239, 138, 110, 93, 294, 223, 242, 141, 5},
+    {40, 179, 13, 103, 55, 256, 267, 267, 18, 224, 144, 291, 196, 126, 45, 103, 166, 22, 296, 79},
+    {141, 94, 221, 218, 39, 196, 15, 36, 7, 226, 180, 270, 152, 75, 62, 8, 235, 11, 118, 175},
+    {285, 58, 253, 87, 193, 283, 146, 121, 79, 226, 296, 218, 275, 155, 35, 65, 186, 216, 132, 47},
+    {145, 56, 37, 74, 133, 41, 97, 114, 112, 84, 275, 236, 92, 219, 243, 191, 263, 178, 239, 134},
+    {264, 91, 281, 23, 195, 3, 86, 57, 199, 81, 221, 151, 50, 42, 69, 135, 109, 207, 158, 288},
+    {87, 146, 128, 296, 6, 165, 209, 55, 173, 57, 208, 204, 214, 206, 150, 213, 126, 70, 186, 272},
+    {135, 232, 38, 163, 147, 5, 214, 188, 58, 176, 218, 115, 61, 139, 242, 83, 86, 5, 146, 149},
+    {28, 199, 208, 178, 90, 178, 295, 98, 63, 189, 229, 257, 34, 39, 108, 2, 99, 117, 30, 138},
+    {163, 243, 137, 287, 123, 176, 236, 129, 69, 39, 209, 131, 89, 19, 283, 222, 204, 49, 248, 13},
+    {36, 146, 262, 174, 267, 171, 137, 255, 107, 92, 153, 161, 266, 246, 27, 274, 227, 85, 61, 87},
+    {6, 13, 211, 155, 40, 192, 192, 259, 90, 129, 39, 196, 49, 193, 53, 107, 59, 116, 268, 148},
+    {281, 290, 241, 118, 21,  38,  146, 299, 193, 145,
+     165, 29,  216, 269, 194, 103, 248, 40,  140, 226},
+};
+}  // namespace
+
+TEST_CASE("from_params draws exactly what the first sampler drew for the same logits and seed") {
+    std::mt19937 rng(1234);
     for (int trial = 0; trial < 40; ++trial) {
         SamplerParams p;
         p.temperature = trial % 5 == 0 ? 0.0f : 0.3f + 0.1f * static_cast<float>(trial % 9);
@@ -31,17 +88,41 @@ TEST_CASE("from_params draws exactly what Sampler draws for the same logits and 
         p.repeat_penalty = trial % 4 == 1 ? 1.3f : 1.0f;
         p.repeat_last_n = 16;
         p.seed = rng();
-        Sampler old(p);
         SamplerChain chain = SamplerChain::from_params(p);
-        std::vector<int32_t> history;
+        std::vector<int32_t> drawn;
         for (int step = 0; step < 20; ++step) {
-            const auto logits = random_logits(rng, 300);
-            const int32_t a = old.sample(logits, history);
-            const int32_t b = chain.sample(logits);
-            REQUIRE(a == b);
-            history.push_back(a);
-            chain.accept(a);
+            const int32_t t = chain.sample(portable_logits(rng, 300));
+            drawn.push_back(t);
+            chain.accept(t);
         }
+        INFO("trial " << trial);
+        CHECK(drawn == kSamplerDraws[size_t(trial)]);
+    }
+}
+
+TEST_CASE("clear_history forgets the tokens and keeps the random stream") {
+    SamplerParams p;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.5f;
+    p.seed = 77;
+    std::mt19937 rng(8);
+    const auto logits = portable_logits(rng, 64);
+    // One chain over two "turns" against a fresh chain that skips the first turn's draws.
+    SamplerChain a = SamplerChain::from_params(p), b = SamplerChain::from_params(p);
+    for (int i = 0; i < 5; ++i) {
+        a.accept(a.sample(logits));
+        (void)b.sample(logits);  // the same draws from the stream, nothing accepted
+    }
+    a.clear_history();
+    CHECK(a.history().empty());
+    for (int i = 0; i < 10; ++i) {
+        const int32_t x = a.sample(logits), y = b.sample(logits);
+        CHECK(x == y);
+        a.accept(x);
+        b.accept(y);
     }
 }
 

@@ -1,9 +1,11 @@
-// Sampling: determinism per seed and each filter's behaviour.
+// Sampling through SamplerChain::from_params (the chain run, chat and the
+// server draw with): determinism per seed and each filter's behaviour.
 #include <catch2/catch.hpp>
 #include <map>
 #include <random>
 #include <set>
 
+#include "ferrox/sampler_chain.h"
 #include "ferrox/sampling.h"
 #include "random_data.h"
 
@@ -11,9 +13,9 @@ using namespace ferrox;
 
 namespace {
 std::vector<int32_t> draws(SamplerParams p, const std::vector<float>& logits, int n) {
-    Sampler s(p);
+    SamplerChain s = SamplerChain::from_params(p);
     std::vector<int32_t> out;
-    for (int i = 0; i < n; ++i) out.push_back(s.sample(logits, {}));
+    for (int i = 0; i < n; ++i) out.push_back(s.sample(logits));
     return out;
 }
 SamplerParams plain(uint64_t seed) {
@@ -35,7 +37,7 @@ TEST_CASE("greedy sampling returns the argmax whatever the seed") {
     const int32_t best = argmax(logits);
     for (uint64_t seed : {1u, 2u, 3u}) {
         p.seed = seed;
-        CHECK(Sampler(p).sample(logits, {}) == best);
+        CHECK(SamplerChain::from_params(p).sample(logits) == best);
     }
 }
 
@@ -73,41 +75,37 @@ TEST_CASE("top-k keeps only the k most likely tokens") {
 }
 
 TEST_CASE("top-p keeps the smallest prefix reaching p and min-p drops tokens below min_p * p_max") {
-    std::vector<Sampler::Candidate> c{{0, 0, 0.5f}, {1, 0, 0.3f}, {2, 0, 0.15f}, {3, 0, 0.05f}};
+    const Candidates c{{{0, 0, 0.5f}, {1, 0, 0.3f}, {2, 0, 0.15f}, {3, 0, 0.05f}}, true, true};
     auto top_p = c;
-    Sampler::keep_top_p(top_p, 0.7f);
-    CHECK(top_p.size() == 2);
+    top_p.keep_top_p(0.7f);
+    CHECK(top_p.c.size() == 2);
     auto top_p_all = c;
-    Sampler::keep_top_p(top_p_all, 0.99f);
-    CHECK(top_p_all.size() == 4);
+    top_p_all.keep_top_p(0.99f);
+    CHECK(top_p_all.c.size() == 4);
     auto min_p = c;
-    Sampler::keep_min_p(min_p, 0.3f);  // floor 0.15: keeps 0.5, 0.3, 0.15
-    CHECK(min_p.size() == 3);
-    auto top_k = c;
-    Sampler::keep_top_k(top_k, 1);
-    REQUIRE(top_k.size() == 1);
-    CHECK(top_k[0].id == 0);
+    min_p.keep_min_p(0.3f);  // floor 0.15: keeps 0.5, 0.3, 0.15
+    CHECK(min_p.c.size() == 3);
 }
 
 TEST_CASE(
     "the repetition penalty divides positive and multiplies negative logits of recent tokens") {
-    std::vector<float> logits{2.0f, -2.0f, 2.0f, 1.0f};
-    const std::vector<int32_t> history{2, 0, 1, 1};
-    Sampler::apply_repeat_penalty(logits, history, 2.0f, 3);  // sees 0, 1, 1: not 2
-    CHECK(logits == std::vector<float>{1.0f, -4.0f, 2.0f, 1.0f});
+    // Greedy over the penalised logits, one token at a time: what remains the best tells
+    // what the penalty did. Logits 2, -2, 2, 1 with history 2, 0, 1, 1 and last_n 3: the
+    // penalty sees 0 and 1 (not 2): 0 -> 1, 1 -> -4; 2 stays 2 and wins.
     SamplerParams p;
     p.temperature = 0;
+    p.repeat_penalty = 2.0f;
+    p.repeat_last_n = 3;
+    SamplerChain chain = SamplerChain::from_params(p);
+    chain.accept(std::vector<int32_t>{2, 0, 1, 1});
+    CHECK(chain.sample(std::vector<float>{2.0f, -2.0f, 2.0f, 1.0f}) == 2);
+    // 0 penalised to 1.0 falls below 3's 1.5.
+    CHECK(chain.sample(std::vector<float>{2.0f, -2.0f, 0.5f, 1.5f}) == 3);
+    // -2 * 2 = -4 stays below -3 when 1 is negative.
+    CHECK(chain.sample(std::vector<float>{-5.0f, -2.0f, -5.0f, -3.0f}) == 3);
     p.repeat_penalty = 4.0f;
-    const std::vector<float> l2{3.0f, 2.0f};
-    const std::vector<int32_t> h2{0};
-    CHECK(Sampler(p).sample(l2, h2) == 1);
-}
-
-TEST_CASE("find_stop finds the earliest stop string and holds back a possible start of one") {
-    const std::vector<std::string> stops{"\n\n", "User:"};
-    CHECK(find_stop("hello User: x", stops).found == 6);
-    const StopMatch partial = find_stop("hello Us", stops);
-    CHECK(partial.found == std::string::npos);
-    CHECK(partial.hold == 2);
-    CHECK(find_stop("hello", stops).hold == 0);
+    p.repeat_last_n = 64;
+    SamplerChain strong = SamplerChain::from_params(p);
+    strong.accept(0);
+    CHECK(strong.sample(std::vector<float>{3.0f, 2.0f}) == 1);
 }

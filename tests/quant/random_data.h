@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "nmse.h"
+
 namespace ferrox::quant::testing {
 
 inline uint32_t test_seed() {
@@ -29,16 +31,7 @@ inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
     return bytes;
 }
 
-// Normalised mean squared error: sum (a - b)^2 / sum a^2.
-inline double nmse(const std::vector<float>& reference, const std::vector<float>& actual) {
-    double error = 0, power = 0;
-    for (size_t i = 0; i < reference.size(); ++i) {
-        const auto expected = static_cast<double>(reference[i]);
-        const double diff = expected - static_cast<double>(actual[i]);
-        error += diff * diff;
-        power += expected * expected;
-    }
-    return error / power;
-}
+// nmse(got, want): tests/support/nmse.h.
+using ferrox::test::nmse;
 
 }  // namespace ferrox::quant::testing

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "nmse.h"  // nmse(got, want)
+
 namespace ferrox::test {
 
 // FERROX_TEST_SEED overrides the default, to replay a failure.
@@ -24,20 +26,6 @@ inline std::vector<float> gaussian(size_t n, std::mt19937_64& rng, float sigma =
     std::vector<float> v(n);
     for (auto& x : v) x = d(rng);
     return v;
-}
-
-// Normalised mean squared error of `got` against `want`: sum (g-w)^2 / sum w^2.
-// NaN where the reference is NaN counts as agreement; NaN elsewhere is a failure (inf).
-inline double nmse(std::span<const float> got, std::span<const float> want) {
-    double err = 0, ref = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        if (std::isnan(want[i]) && std::isnan(got[i])) continue;
-        if (std::isnan(got[i]) || std::isnan(want[i])) return INFINITY;
-        const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
-        err += d * d;
-        ref += static_cast<double>(want[i]) * static_cast<double>(want[i]);
-    }
-    return ref == 0 ? err : err / ref;
 }
 
 }  // namespace ferrox::test

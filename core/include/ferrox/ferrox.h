@@ -23,7 +23,8 @@
  * \since API 0.1 unless marked otherwise; 0.2 added the model's facts and
  * reports (ferrox_model_arch ... ferrox_model_kernel_report), ferrox_token_text
  * and per-op profiling of a context (ferrox_context_params.profile,
- * ferrox_context_profile). */
+ * ferrox_context_profile); 0.3 stop strings on a detok stream and
+ * ferrox_tokenize_segments. */
 #ifndef FERROX_FERROX_H
 #define FERROX_FERROX_H
 
@@ -41,7 +42,7 @@ extern "C" {
 #endif
 
 #define FERROX_API_VERSION_MAJOR 0u
-#define FERROX_API_VERSION_MINOR 2u
+#define FERROX_API_VERSION_MINOR 3u
 
 /* The library's API version, major << 16 | minor. */
 FERROX_C_API uint32_t ferrox_api_version(void);
@@ -222,7 +223,7 @@ typedef struct ferrox_text_segment {
  * across segment edges), control tokens cut out only inside segments whose
  * parse_special is set; one split over two segments stays text. Otherwise as
  * ferrox_tokenize. For chat prompts whose client text must stay text.
- * \since API 0.2 (added with the chat renderer) */
+ * \since API 0.3 */
 FERROX_C_API ferrox_code ferrox_tokenize_segments(const ferrox_model* model,
                                                   const ferrox_text_segment* segments, size_t n,
                                                   int add_special, int32_t* tokens, size_t capacity,
@@ -245,7 +246,8 @@ FERROX_C_API ferrox_code ferrox_token_text(const ferrox_model* model, int32_t to
                                            ferrox_call_status* status);
 
 /* Streaming text: push tokens one at a time and get only whole UTF-8
- * characters back (a character split across tokens waits for its end). */
+ * characters back (a character split across tokens waits for its end), and,
+ * with stop strings, only text that cannot begin one (docs/api.md). */
 typedef struct ferrox_detok_stream ferrox_detok_stream;
 FERROX_C_API ferrox_code ferrox_detok_stream_new(const ferrox_model* model,
                                                  ferrox_detok_stream** out,
@@ -259,6 +261,17 @@ FERROX_C_API void ferrox_detok_stream_free(ferrox_detok_stream* stream);
 FERROX_C_API ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* stream, int32_t token,
                                                   char* buf, size_t capacity, size_t* needed,
                                                   ferrox_call_status* status);
+/* A stop string (len bytes, at most 1024; at most 64 per stream), given
+ * before the first push. The stream ends at the stop string that completes
+ * first (of two completing on the same byte, the longer): the text written
+ * ends where it begins, ferrox_detok_stream_stopped turns nonzero, and later
+ * pushes write nothing. Text that may still begin a stop string is held
+ * back, and written by the final push (token < 0) when none completed.
+ * An empty stop string is ignored. \since API 0.3 */
+FERROX_C_API ferrox_code ferrox_detok_stream_add_stop(ferrox_detok_stream* stream, const char* text,
+                                                      size_t len, ferrox_call_status* status);
+/* Nonzero once a stop string completed (0 for NULL). \since API 0.3 */
+FERROX_C_API int ferrox_detok_stream_stopped(const ferrox_detok_stream* stream);
 
 /* ---- context ------------------------------------------------------------ */
 

@@ -5,8 +5,9 @@
 // stream -- so each sequence gets its own chain (clone_for) and two
 // sequences never share a random stream.
 //
-// SamplerChain::from_params(p) draws exactly the tokens Sampler(p) draws for
-// the same logits and history (tests/model/test_sampler_chain.cpp).
+// SamplerChain::from_params(p) draws exactly the tokens the first sampler
+// (Sampler, removed) drew for the same logits, history and seed: its draws
+// are recorded in tests/model/test_sampler_chain.cpp.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +26,22 @@ namespace ferrox {
 // The candidates a stage filters or reweights. `sorted`: highest logit
 // first (ties by id); `has_p`: p holds probabilities (softmax ran since the
 // logits last changed).
-struct Candidates {
-    std::vector<Sampler::Candidate> c;
+struct Candidate {
+    int32_t id;
+    float logit;
+    float p;  // set by softmax
+};
+
+struct FERROX_API Candidates {
+    std::vector<Candidate> c;
     bool sorted = false;
     bool has_p = false;
 
     void sort();     // by logit, highest first, ties by id
     void softmax();  // sorts first; sets p
+    // The filters, on sorted candidates (top_p and min_p need p).
+    void keep_top_p(float p);      // the smallest prefix whose mass reaches p
+    void keep_min_p(float min_p);  // those with p >= min_p * the best's p
 };
 
 // What a stage may read and change besides the candidates.
@@ -86,10 +96,10 @@ class FERROX_API SamplerChain {
 
     // Logit bias (when any), penalties, then greedy when temperature <= 0,
     // else top-k, temperature, top-p, min-p and a draw. A stage that is off
-    // changes nothing, except that top-k 0 sorts every candidate (as Sampler
-    // does), which orders the draw.
+    // changes nothing, except that top-k 0 sorts every candidate, which
+    // orders the draw.
     static SamplerChain from_params(const ChainParams& params);
-    // The chain `ferrox run` has always used (Sampler's draws).
+    // The chain `ferrox run` and `ferrox chat` draw with.
     static SamplerChain from_params(const SamplerParams& params) {
         return from_params(ChainParams{params, 0, 0, {}});
     }
@@ -105,6 +115,8 @@ class FERROX_API SamplerChain {
     void accept(int32_t token) { state_.history.push_back(token); }
     void accept(std::span<const int32_t> tokens);
     const std::vector<int32_t>& history() const { return state_.history; }
+    // Forgets the history and keeps the random stream (a chat's next turn).
+    void clear_history() { state_.history.clear(); }
 
     // The same stages with an empty history and a fresh stream from `seed`:
     // one chain per sequence.

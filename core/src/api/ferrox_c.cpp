@@ -24,11 +24,11 @@
 #include "ferrox/model/model.h"
 #include "ferrox/model/step_profile.h"
 #include "ferrox/op.h"
+#include "ferrox/output/text_stream.h"
 #include "ferrox/plugin_loader.h"
 #include "ferrox/quant_kind.h"
 #include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
-#include "ferrox/tokenizer/utf8_streamer.h"
 
 using namespace ferrox;
 
@@ -55,9 +55,14 @@ struct ferrox_sampler {
     SamplerChain chain;
 };
 
+// ferrox_detok_stream_add_stop's bounds: each push scans every stop over the held text.
+constexpr size_t kMaxDetokStops = 64, kMaxDetokStopBytes = 1024;
+
 struct ferrox_detok_stream {
     const ferrox_model* owner = nullptr;
-    Utf8Streamer streamer;
+    std::vector<std::string> stops;  // given before the first push
+    output::TextStream text;         // UTF-8 assembly and the stops
+    bool pushed = false;
 };
 
 namespace {
@@ -486,11 +491,31 @@ ferrox_code ferrox_token_text(const ferrox_model* m, int32_t token, char* buf, s
 ferrox_code ferrox_detok_stream_new(const ferrox_model* m, ferrox_detok_stream** out,
                                     ferrox_call_status* status) {
     if (!m || !out) return invalid(status, "ferrox_detok_stream_new: model or out is NULL");
-    *out = new ferrox_detok_stream{m, {}};
+    auto stream = std::make_unique<ferrox_detok_stream>();
+    stream->owner = m;
+    *out = stream.release();
     return ok(status);
 }
 
 void ferrox_detok_stream_free(ferrox_detok_stream* s) { delete s; }
+
+ferrox_code ferrox_detok_stream_add_stop(ferrox_detok_stream* s, const char* text, size_t len,
+                                         ferrox_call_status* status) {
+    if (!s || (!text && len)) return invalid(status, "ferrox_detok_stream_add_stop: NULL argument");
+    if (s->pushed) return invalid(status, "ferrox_detok_stream_add_stop: the stream has begun");
+    if (s->stops.size() >= kMaxDetokStops || len > kMaxDetokStopBytes)
+        return invalid(status, fmt::format("stop strings: at most {} of at most {} bytes each",
+                                           kMaxDetokStops, kMaxDetokStopBytes));
+    return guarded(status, [&]() -> ferrox_code {
+        s->stops.emplace_back(text ? text : "", len);
+        s->text = output::TextStream(s->stops);  // nothing pushed yet: no state to keep
+        return ok(status);
+    });
+}
+
+int ferrox_detok_stream_stopped(const ferrox_detok_stream* s) {
+    return s && s->text.stopped() ? 1 : 0;
+}
 
 ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* s, int32_t token, char* buf,
                                      size_t capacity, size_t* needed, ferrox_call_status* status) {
@@ -500,12 +525,12 @@ ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* s, int32_t token, char
     return guarded(status, [&]() -> ferrox_code {
         // On a copy, kept only when the text fits: a too-small buffer changes
         // nothing, and the same push with a larger one gets the same text.
-        Utf8Streamer next = s->streamer;
-        const std::string text =
-            token >= 0 ? next.feed(s->owner->engine->tokenizer().token_to_piece(token))
-                       : next.flush();
-        const ferrox_code code = write_text(text, buf, capacity, needed, status);
-        if (code == FERROX_CODE_OK) s->streamer = std::move(next);
+        output::TextStream next = s->text;
+        const auto step = token >= 0
+                              ? next.push(s->owner->engine->tokenizer().token_to_piece(token))
+                              : next.finish();
+        const ferrox_code code = write_text(step.emit, buf, capacity, needed, status);
+        if (code == FERROX_CODE_OK) s->text = std::move(next), s->pushed = true;
         return code;
     });
 }

@@ -10,7 +10,7 @@ namespace ferrox {
 namespace {
 
 // Highest first; ties by id so the order (and the draw) is deterministic.
-bool by_logit(const Sampler::Candidate& a, const Sampler::Candidate& b) {
+bool by_logit(const Candidate& a, const Candidate& b) {
     return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
 }
 
@@ -109,7 +109,7 @@ class TopP final : public SamplerStage {
     const char* name() const override { return "top-p"; }
     int32_t apply(Candidates& c, SamplerState&) override {
         if (!c.has_p) c.softmax();
-        Sampler::keep_top_p(c.c, p_);
+        c.keep_top_p(p_);
         return -1;
     }
     std::unique_ptr<SamplerStage> clone() const override { return std::make_unique<TopP>(*this); }
@@ -124,7 +124,7 @@ class MinP final : public SamplerStage {
     const char* name() const override { return "min-p"; }
     int32_t apply(Candidates& c, SamplerState&) override {
         if (!c.has_p) c.softmax();
-        Sampler::keep_min_p(c.c, p_);
+        c.keep_min_p(p_);
         return -1;
     }
     std::unique_ptr<SamplerStage> clone() const override { return std::make_unique<MinP>(*this); }
@@ -177,8 +177,32 @@ void Candidates::sort() {
 
 void Candidates::softmax() {
     sort();
-    Sampler::softmax(c);
     has_p = true;
+    if (c.empty()) return;
+    const float max = c.front().logit;
+    double sum = 0;
+    for (auto& x : c) sum += static_cast<double>(x.p = std::exp(x.logit - max));
+    for (auto& x : c) x.p = static_cast<float>(static_cast<double>(x.p) / sum);
+}
+
+void Candidates::keep_top_p(float p) {
+    if (p >= 1.0f) return;
+    double cum = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        cum += static_cast<double>(c[i].p);
+        if (cum >= static_cast<double>(p)) {
+            c.resize(i + 1);
+            return;
+        }
+    }
+}
+
+void Candidates::keep_min_p(float min_p) {
+    if (min_p <= 0.0f || c.empty()) return;
+    const float floor = min_p * c.front().p;
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].p >= floor) ++keep;
+    c.resize(keep);
 }
 
 double SamplerState::uniform() { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
@@ -222,7 +246,7 @@ SamplerChain SamplerChain::from_params(const ChainParams& params) {
         chain.add(greedy_stage());
         return chain;
     }
-    // top_k 0 sorts every candidate, as Sampler does.
+    // top_k 0 sorts every candidate (the draw walks them in that order).
     chain.add(top_k_stage(p.top_k));
     chain.add(temperature_stage(p.temperature));
     chain.add(top_p_stage(p.top_p));

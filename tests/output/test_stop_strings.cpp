@@ -1,16 +1,15 @@
-// Stop strings over streamed pieces, and the JSON depth pre-check. The
-// expected text is computed independently, byte by byte over the whole
-// output; streaming must reproduce it for every way of splitting the output
-// into pieces.
+// Stop strings over streamed pieces. The expected text is computed
+// independently, byte by byte over the whole output; streaming must
+// reproduce it for every way of splitting the output into pieces.
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "openai_api.h"
-#include "stop_strings.h"
+#include "ferrox/output/stop_strings.h"
+#include "random_data.h"
 
-using namespace ferrox::server;
+using ferrox::output::StopScanner;
 
 namespace {
 
@@ -44,7 +43,7 @@ std::pair<std::string, bool> streamed(const std::vector<std::string>& pieces,
 }  // namespace
 
 TEST_CASE("a stop string split across pieces is cut exactly where the whole text has it") {
-    std::mt19937 rng(14);
+    std::mt19937 rng(static_cast<uint32_t>(ferrox::test::test_seed(14)));
     const std::string alphabet = "ab<|>x ";
     for (int trial = 0; trial < 2000; ++trial) {
         std::string text;
@@ -73,6 +72,30 @@ TEST_CASE("a stop string split across pieces is cut exactly where the whole text
     }
 }
 
+TEST_CASE("the stop that ends first wins over one that starts first, however the text is split") {
+    // "bc" completes on the 'c', before "abcd" can: the output is "a" whether
+    // the text comes as one piece, as "abc" + "d", or byte by byte. (The rule
+    // of earliest start gave "" for one piece and "a" for the others.)
+    const std::vector<std::string> stops{"abcd", "bc"};
+    for (const auto& pieces : std::vector<std::vector<std::string>>{
+             {"abcde"}, {"abc", "de"}, {"a", "b", "c", "d", "e"}, {"ab", "cde"}}) {
+        INFO("first piece '" << pieces.front() << "'");
+        CHECK(streamed(pieces, stops) == std::pair<std::string, bool>{"a", true});
+    }
+    // Of two ending on the same byte, the longer (it starts first).
+    CHECK(streamed({"xabcd"}, {"cd", "abcd"}) == std::pair<std::string, bool>{"x", true});
+}
+
+TEST_CASE("a stop string at the very start leaves no text, and nothing comes after a stop") {
+    StopScanner scanner({"User:"});
+    const auto first = scanner.push("User: hi");
+    CHECK(first.stopped);
+    CHECK(first.emit.empty());
+    CHECK(scanner.stopped());
+    CHECK(scanner.push("more").emit.empty());
+    CHECK(scanner.flush().empty());
+}
+
 TEST_CASE("text that cannot start a stop string is not held back") {
     StopScanner scanner({"<|end|>"});
     CHECK(scanner.push("hello ").emit == "hello ");
@@ -83,4 +106,10 @@ TEST_CASE("text that cannot start a stop string is not held back") {
     const auto stop = scanner.push("a<|end|>tail");
     CHECK(stop.stopped);
     CHECK(stop.emit == "a");
+}
+
+TEST_CASE("without stop strings (or only empty ones) every byte passes at once") {
+    StopScanner none({""});
+    CHECK(none.push("<|").emit == "<|");
+    CHECK_FALSE(none.stopped());
 }

@@ -1,18 +1,18 @@
-#include "stop_strings.h"
+#include "ferrox/output/stop_strings.h"
 
 #include <algorithm>
 
-namespace ferrox::server {
+namespace ferrox::output {
 
 StopScanner::StopScanner(std::vector<std::string> stops) : stops_(std::move(stops)) {
     std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
 }
 
 StopScanner::Step StopScanner::push(std::string_view text) {
+    if (stopped_) return {};
+    if (stops_.empty()) return {std::string(text), false};
     held_ += text;
-    // The stop that completes first, as if the text came one byte at a time
-    // (so where the pieces split cannot change the answer); of two that end
-    // on the same byte, the longer.
+    // Earliest end, then the longer (the header says why).
     size_t first = std::string::npos, first_end = std::string::npos;
     for (const std::string& stop : stops_) {
         const size_t at = held_.find(stop);
@@ -23,6 +23,7 @@ StopScanner::Step StopScanner::push(std::string_view text) {
     if (first != std::string::npos) {
         Step step{held_.substr(0, first), true};
         held_.clear();
+        stopped_ = true;
         return step;
     }
     // The longest tail of the held text that begins some stop string.
@@ -46,4 +47,4 @@ std::string StopScanner::flush() {
     return rest;
 }
 
-}  // namespace ferrox::server
+}  // namespace ferrox::output
