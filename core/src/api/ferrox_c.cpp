@@ -447,7 +447,7 @@ ferrox_code ferrox_tokenize_segments(const ferrox_model* m, const ferrox_text_se
             parts.push_back(
                 {std::string_view(segments[i].text ? segments[i].text : "", segments[i].len),
                  segments[i].parse_special != 0});
-        const auto ids = m->tokenizer->encode(parts, add_special != 0);
+        const auto ids = m->engine->tokenizer().encode(parts, add_special != 0);
         *n_tokens = ids.size();
         if (!tokens || capacity < ids.size())
             return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
