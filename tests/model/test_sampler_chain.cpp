@@ -1,6 +1,7 @@
 // The sampler chain: from_params draws what the first sampler (Sampler,
 // removed) drew, each stage does what it says, and per-sequence chains keep
 // separate random streams.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -150,6 +151,44 @@ TEST_CASE("a logit bias of -inf bans a token and a positive bias promotes one") 
     SamplerChain promote(0);
     promote.add(logit_bias_stage({{7, 100.0f}})).add(greedy_stage());
     CHECK(promote.sample(logits) == 7);
+}
+
+TEST_CASE("a logit bias adds each entry, in order, to its token in id order or any other") {
+    // Against a plain reference (every entry compared with every candidate, the
+    // stage's old loop): candidates in id order, shuffled, and cut to a subset;
+    // entries repeated, out of range and negative.
+    std::mt19937 rng(4041);
+    for (int round = 0; round < 20; ++round) {
+        const size_t n = 1 + rng() % 3000;
+        const auto logits = random_logits(rng, n);
+        std::vector<std::pair<int32_t, float>> bias;
+        const size_t entries = 1 + rng() % 600;
+        std::normal_distribution<float> d(0.0f, 5.0f);
+        for (size_t i = 0; i < entries; ++i) {
+            const int32_t id = static_cast<int32_t>(rng() % (n + 20)) - 10;
+            bias.push_back({id, d(rng)});
+            if (rng() % 8 == 0) bias.push_back({id, d(rng)});  // the same token again
+        }
+        for (int layout = 0; layout < 3; ++layout) {
+            Candidates c;
+            for (size_t i = 0; i < n; ++i)
+                c.c.push_back({static_cast<int32_t>(i), logits[i], 0.0f});
+            if (layout >= 1) std::shuffle(c.c.begin(), c.c.end(), rng);
+            if (layout == 2) c.c.resize(c.c.size() / 2 + 1);
+            Candidates want = c;
+            for (auto& x : want.c)
+                for (const auto& [id, b] : bias)
+                    if (x.id == id) x.logit += b;
+            SamplerState state;
+            logit_bias_stage(bias)->apply(c, state);
+            REQUIRE(c.c.size() == want.c.size());
+            for (size_t i = 0; i < c.c.size(); ++i) {
+                INFO("round " << round << ", layout " << layout << ", candidate " << i);
+                REQUIRE(c.c[i].id == want.c[i].id);
+                REQUIRE(c.c[i].logit == want.c[i].logit);  // the same additions in the same order
+            }
+        }
+    }
 }
 
 TEST_CASE("chains cloned per sequence draw from their own streams") {

@@ -16,14 +16,31 @@ bool by_logit(const Candidate& a, const Candidate& b) {
 
 class LogitBias final : public SamplerStage {
   public:
-    explicit LogitBias(std::vector<std::pair<int32_t, float>> bias) : bias_(std::move(bias)) {}
+    explicit LogitBias(std::vector<std::pair<int32_t, float>> bias)
+        : bias_(std::move(bias)), by_id_(bias_) {
+        std::stable_sort(by_id_.begin(), by_id_.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
     const char* name() const override { return "logit-bias"; }
+    // O(entries) while the candidates are in id order, O(n log entries)
+    // otherwise: a request's bias must never cost entries x vocabulary per step,
+    // since every sequence of a server step waits for it. Each candidate gets
+    // its entries added in the order given, either way.
     int32_t apply(Candidates& c, SamplerState&) override {
         if (bias_.empty()) return -1;
         // Candidates start in id order (index == id) until a stage sorts them.
-        for (auto& x : c.c) {
-            for (const auto& [id, b] : bias_)
-                if (x.id == id) x.logit += b;
+        const bool indexed = std::all_of(bias_.begin(), bias_.end(), [&](const auto& e) {
+            return e.first >= 0 && static_cast<size_t>(e.first) < c.c.size() &&
+                   c.c[static_cast<size_t>(e.first)].id == e.first;
+        });
+        if (indexed) {
+            for (const auto& [id, b] : bias_) c.c[static_cast<size_t>(id)].logit += b;
+        } else {
+            for (auto& x : c.c) {
+                auto it = std::lower_bound(by_id_.begin(), by_id_.end(), x.id,
+                                           [](const auto& e, int32_t id) { return e.first < id; });
+                for (; it != by_id_.end() && it->first == x.id; ++it) x.logit += it->second;
+            }
         }
         c.sorted = c.has_p = false;
         return -1;
@@ -34,6 +51,7 @@ class LogitBias final : public SamplerStage {
 
   private:
     std::vector<std::pair<int32_t, float>> bias_;
+    std::vector<std::pair<int32_t, float>> by_id_;  // bias_, stably sorted by id
 };
 
 class Penalties final : public SamplerStage {
