@@ -190,8 +190,14 @@ def test_parallel_4mib_bodies_stay_within_the_memory_budget(server):
     budget = 512 << 20
     print(f"RSS before {before >> 20} MiB, peak {peak[0] >> 20} MiB, grown {grown >> 20} MiB; "
           f"codes {codes}")
-    assert grown <= budget + 8 * len(body), f"grew {grown >> 20} MiB past the 512 MiB budget"
     assert health(server.port) == 200
+    # Under ASan the process holds freed blocks in its quarantine (256 MiB) and
+    # pads every allocation, so its RSS says nothing about the budget; the plain
+    # build measures it.
+    if os.environ.get("FERROX_SANITIZE", "OFF").upper() not in ("", "OFF", "0", "FALSE"):
+        print("RSS bound not checked: a sanitizer build")
+        return
+    assert grown <= budget + 8 * len(body), f"grew {grown >> 20} MiB past the 512 MiB budget"
 
 
 def test_a_web_page_cannot_post_text_plain_or_use_a_foreign_host_or_origin(server):
