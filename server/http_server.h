@@ -52,6 +52,9 @@ struct HttpLimits {
     uint32_t max_connections;
     uint32_t max_client_connections;  // per peer address
     uint64_t request_memory;          // bytes, for all requests together
+    // A body larger than this makes its connection's thread bulk work: it is
+    // read, parsed and tokenized at idle CPU priority (see yield_cpu_to_decoding).
+    uint64_t bulk_body_bytes = 64 * 1024;
 };
 HttpLimits http_limits(const ServerConfig& config);
 

@@ -200,6 +200,57 @@ def test_parallel_4mib_bodies_stay_within_the_memory_budget(server):
     assert grown <= budget + 8 * len(body), f"grew {grown >> 20} MiB past the 512 MiB budget"
 
 
+SCHED_IDLE = 5
+
+
+def idle_policy_threads(pid: int) -> int:
+    """Threads of `pid` scheduled SCHED_IDLE (field 41 of /proc/<pid>/task/<tid>/stat)."""
+    count = 0
+    for stat in pathlib.Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except FileNotFoundError:  # the thread ended while we looked
+            continue
+        count += int(fields[41 - 3]) == SCHED_IDLE
+    return count
+
+
+def wait_for(predicate, timeout: float = 5) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_a_bulk_body_is_handled_at_idle_cpu_priority(server):
+    """Four clients tokenizing 4 MiB each made a quiet client's p99 time to
+    first token 4.9x its quiet value (bench/serve_abuse_ttft.py): a body over
+    64 KiB is now read, parsed and tokenized by a SCHED_IDLE thread, and a
+    small one is not."""
+    pid = server.proc.pid
+    before = idle_policy_threads(pid)
+    rng = __import__("random").Random(41)
+    for size, bulk in ((4 << 10, False), (1 << 20, True)):
+        text = " ".join(rng.choice(["owl", "river", "stone"]) for _ in range(size // 5))[: size - 32]
+        data = raw(server.port, "POST", "/tokenize", json.dumps({"content": text}).encode())
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(data[:-100])  # the headers and most of the body: its thread waits for the rest
+            if bulk:
+                assert wait_for(lambda: idle_policy_threads(pid) == before + 1), "no SCHED_IDLE thread"
+            else:
+                time.sleep(0.3)
+                assert idle_policy_threads(pid) == before
+            sock.sendall(data[-100:])
+            sock.settimeout(60)
+            out = b""
+            while not response_complete(out) and (chunk := sock.recv(65536)):
+                out += chunk
+        assert status(out) == 200, out[:300]
+        assert len(body_json(out)["tokens"]) > size // 8
+
+
 def test_a_web_page_cannot_post_text_plain_or_use_a_foreign_host_or_origin(server):
     body = json.dumps({"prompt": "Hi", "max_tokens": 2}).encode()
     code, b = post(server.port, "/v1/completions", body, {"Content-Type": "text/plain"})
