@@ -297,6 +297,13 @@ TEST_CASE("a prompt that cannot fit while nothing running will free cells ends w
 TEST_CASE("a job past its deadline ends with timeout, whether it waited or ran") {
     Rig rig(256, 1, options(2));
     SECTION("waiting") {
+        // A finished request leaves its cells for reuse; a request whose
+        // deadline passed while it waited must not take the sequence (and drop them).
+        run(rig, {rig.submit(rig.prompt(6), 3)});
+        const size_t cached = rig.ctx->cells_of(0);
+        const size_t calls = rig.ctx->decodes.size();
+        const uint64_t prompt_tokens = rig.metrics.prompt_tokens;
+        REQUIRE(cached == 8);
         GenerationRequest r;
         r.prompt = rig.prompt(5);
         r.max_tokens = 3;
@@ -306,7 +313,9 @@ TEST_CASE("a job past its deadline ends with timeout, whether it waited or ran")
         const auto said = run(rig, {job});
         CHECK(said[0].done->finish == FinishReason::Timeout);
         CHECK(said[0].text.empty());
-        CHECK(rig.ctx->decodes.empty());  // never computed
+        CHECK(rig.ctx->decodes.size() == calls);  // never computed
+        CHECK(rig.ctx->cells_of(0) == cached);    // nor admitted
+        CHECK(rig.metrics.prompt_tokens == prompt_tokens);
     }
     SECTION("running") {
         GenerationRequest r;
