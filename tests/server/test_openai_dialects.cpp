@@ -128,20 +128,19 @@ TEST_CASE("a completion is parsed into a request and answered in the legacy shap
     p.dialect->collect(t);
     auto answer = ordered_json::parse(p.dialect->answer(done_event(FinishReason::Length)));
     answer.erase("created");
-    const ordered_json want = {
-        {"id", "cmpl-r1"},
-        {"object", "text_completion"},
-        {"model", "m"},
-        {"choices",
-         {{{"text", "de"},
-           {"index", 0},
-           {"logprobs",
-            {{"tokens", {"d", "e"}},
-             {"token_logprobs", {-0.5, -0.25}},
-             {"top_logprobs", {{{"d", -0.5}}, {{"e", -0.25}}}},
-             {"text_offset", {3, 4}}}},  // counted from the prompt's end
-           {"finish_reason", "length"}}}},
-        {"usage", kUsage}};
+    const ordered_json want = {{"id", "cmpl-r1"},
+                               {"object", "text_completion"},
+                               {"model", "m"},
+                               {"choices",
+                                {{{"text", "de"},
+                                  {"index", 0},
+                                  {"logprobs",
+                                   {{"tokens", {"d", "e"}},
+                                    {"token_logprobs", {-0.5, -0.25}},
+                                    {"top_logprobs", {{{"d", -0.5}}, {{"e", -0.25}}}},
+                                    {"text_offset", {3, 4}}}},  // counted from the prompt's end
+                                  {"finish_reason", "length"}}}},
+                               {"usage", kUsage}};
     CHECK(answer.dump() == want.dump());
 }
 
