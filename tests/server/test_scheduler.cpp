@@ -238,6 +238,31 @@ TEST_CASE("a cached prefix is reused in whole chunks, as cached_tokens, within o
     CHECK(c_said[0].text == rig.expected(second, 3));
 }
 
+TEST_CASE("a running sequence's prefix is shared with a new one by sharing its cells") {
+    Rig rig(256, 2, options(0, 4, 64));
+    const auto first = rig.prompt(9);
+    auto a = rig.submit(first, 40);
+    for (int i = 0; i < 4; ++i) rig.scheduler->step();  // A's prompt in; A generating
+    Said a_said;
+    read(*a, a_said);
+    REQUIRE_FALSE(a_said.done);
+
+    auto second = first;
+    second.resize(8);
+    const auto tail = rig.prompt(3);
+    second.insert(second.end(), tail.begin(), tail.end());
+    const size_t before = rig.ctx->decodes.size();
+    auto b = rig.submit(second, 4);
+    const auto said = run(rig, {a, b});
+    CHECK(said[1].done->cached_tokens == 8);
+    CHECK(said[1].text == rig.expected(second, 4));
+    // A's cells were not disturbed (its first tokens were read above).
+    CHECK(a_said.text + said[0].text == rig.expected(first, 40));
+    const auto b_calls = calls_of(*rig.ctx, 1, before);
+    REQUIRE_FALSE(b_calls.empty());
+    CHECK(rig.ctx->decodes[b_calls.front()].front().pos == 8);
+}
+
 TEST_CASE("a cancelled job frees its sequence at the next step and ends cancelled") {
     Rig rig(256, 1, options(1));
     const auto pa = rig.prompt(6), pb = rig.prompt(5);
