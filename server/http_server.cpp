@@ -17,7 +17,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "fd_stream.h"
 #include "ferrox/log.h"
@@ -179,12 +178,6 @@ bool is_loopback_host(const std::string& host) {
     return all_loopback;
 }
 
-std::string error_json(std::string_view message, std::string_view type) {
-    nlohmann::json j;
-    j["error"] = {{"message", message}, {"type", type}};
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 void Responder::send(int status, std::string_view content_type, std::string body, Headers extra) {
     if (sent_) return;
     sent_ = true;
@@ -249,8 +242,17 @@ bool Responder::client_gone() {
     return false;
 }
 
-HttpServer::HttpServer(HttpLimits limits, Handler handler)
-    : limits_(std::move(limits)), handler_(std::move(handler)), memory_(limits_.request_memory) {}
+HttpServer::HttpServer(HttpLimits limits, Handler handler, ErrorFormatter format_error)
+    : limits_(std::move(limits)),
+      handler_(std::move(handler)),
+      format_error_(std::move(format_error)),
+      memory_(limits_.request_memory) {}
+
+void HttpServer::send_error(Responder& responder, int status, std::string_view why, Headers extra) {
+    ErrorBody e = format_error_ ? format_error_(status, why)
+                                : ErrorBody{"text/plain; charset=utf-8", std::string(why)};
+    responder.send(status, e.content_type, std::move(e.body), std::move(extra));
+}
 
 HttpServer::~HttpServer() { stop(std::chrono::milliseconds(2000)); }
 
@@ -365,8 +367,7 @@ bool HttpServer::admit(const std::shared_ptr<Connection>& c) {
 void HttpServer::refuse(Connection& c, std::string why) {
     c.keep_alive = false;
     Responder r(c);
-    r.send(503, "application/json", error_json(why, "unavailable"),
-           {{"Retry-After", "1"}, {"Connection", "close"}});
+    send_error(r, 503, why, {{"Retry-After", "1"}, {"Connection", "close"}});
     // Unread bytes at close() make the kernel send a reset, which can destroy
     // the answer before the client reads it: take what has arrived, without waiting.
     ::shutdown(c.stream.fd(), SHUT_WR);
@@ -483,8 +484,7 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
             c->keep_alive = false;
             c->version = 11;
             Responder r(*c);
-            r.send(status, "application/json", error_json(why, "invalid_request_error"),
-                   {{"Connection", "close"}});
+            send_error(r, status, why, {{"Connection", "close"}});
             break;
         }
         const HttpRequest& request = parser.get();
@@ -519,7 +519,7 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
         }
         if (!responder.sent()) {
             c->keep_alive = false;
-            responder.send(500, "application/json", error_json("no response", "server_error"));
+            send_error(responder, 500, "no response");
         }
         // glibc keeps freed memory in each thread's arena: without this, a
         // series of large requests on different connections each leave their

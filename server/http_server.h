@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -63,8 +64,14 @@ bool is_loopback_host(const std::string& host);
 
 class Connection;
 
-// {"error": {"message": ..., "type": ...}}, as OpenAI's API answers a refused request.
-std::string error_json(std::string_view message, std::string_view type);
+// The body of an error the transport answers by itself (malformed HTTP, a
+// request too large or too slow, a full connection table, a handler that
+// sent nothing): the API layer shapes it, so this layer knows no API dialect.
+struct ErrorBody {
+    std::string content_type;
+    std::string body;
+};
+using ErrorFormatter = std::function<ErrorBody(int status, std::string_view message)>;
 
 // What a handler answers with: one whole response, or a stream of chunks
 // (Server-Sent Events) after the headers.
@@ -103,7 +110,7 @@ using Handler = std::function<void(const HttpRequest&, Responder&)>;
 
 class HttpServer {
   public:
-    HttpServer(HttpLimits limits, Handler handler);
+    HttpServer(HttpLimits limits, Handler handler, ErrorFormatter format_error);
     ~HttpServer();
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;
@@ -130,11 +137,13 @@ class HttpServer {
     // the table is full; false (and a 503 sent) when it cannot be taken.
     bool admit(const std::shared_ptr<Connection>& connection);
     void refuse(Connection& connection, std::string why);
+    void send_error(Responder& responder, int status, std::string_view why, Headers extra = {});
     void set_idle(Connection& connection, bool idle);
     void forget(Connection& connection);
 
     HttpLimits limits_;
     Handler handler_;
+    ErrorFormatter format_error_;
     int listen_fd_ = -1;
     uint16_t port_ = 0;
     std::thread acceptor_;

@@ -2,18 +2,24 @@
 // and Chat Completions APIs (JSON and Server-Sent Events), /v1/models,
 // /health, /ready, /metrics, /tokenize, /detokenize and /apply-template.
 // Every request field is checked; a field ferrox does not implement is
-// refused with 400 naming it, never ignored.
+// refused with 400 naming it, never ignored. This layer alone speaks HTTP and
+// OpenAI: it maps the scheduler's refusals and finish reasons to statuses,
+// error types and finish_reason strings, and shapes the errors the transport
+// answers by itself (openai_error_body).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bounded_json.h"
+#include "dialect.h"
 #include "ferrox/expected.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "http_server.h"
@@ -22,25 +28,6 @@
 #include "scheduler.h"
 
 namespace ferrox::server {
-
-struct RenderedChat {
-    std::string text;
-    std::vector<int32_t> tokens;
-};
-// Messages (already checked: role and string content each) to the prompt.
-using ChatRenderFn = std::function<Expected<RenderedChat>(const nlohmann::ordered_json&)>;
-
-// Limits on what one request may ask for, fixed (docs/security.md states
-// each): every array and object a client controls is bounded by count, and
-// the per-step work it causes by that count.
-struct RequestLimits {
-    JsonLimits json{64, 1u << 18, 4096};  // depth, values, members of one object
-    uint32_t max_messages = 1024;
-    uint32_t max_stop_strings = 16;
-    uint32_t max_stop_bytes = 1024;  // each
-    uint32_t max_logit_bias = 1024;  // entries, applied to every sampled token
-    uint32_t max_cache_salt_bytes = 256;
-};
 
 struct ApiOptions {
     std::string model_id;
@@ -60,6 +47,14 @@ struct LoadedModel {
 
 enum class ServerState { Loading, Ready, Draining, Failed };
 
+// The HTTP error a job's end stands for (499 cancelled, 504 timeout, 503 no
+// room or shutdown, 500 failed); none when the answer is whole.
+std::optional<ApiError> cut_short(const Event& done);
+
+// An error the transport answers by itself, OpenAI-shaped:
+// {"error": {"message", "type"}} (HttpServer's ErrorFormatter).
+ErrorBody openai_error_body(int status, std::string_view message);
+
 class Api {
   public:
     Api(ApiOptions options, Metrics& metrics);
@@ -72,7 +67,12 @@ class Api {
   private:
     struct Call;
     void route(Call& call);
-    void generate(Call& call, bool chat);
+    // parse -> submit -> stream | collect, over the endpoint's dialect.
+    void generate(Call& call, Dialect& dialect);
+    std::shared_ptr<Job> submit(Call& call, GenerationRequest request);
+    void stream(Call& call, Dialect& dialect, Job& job);
+    void collect(Call& call, Dialect& dialect, Job& job);
+    std::optional<Event> next_event(Call& call, Job& job, Clock::time_point& next_look);
     void tokenize(Call& call);
     void detokenize(Call& call);
     void apply_template(Call& call);

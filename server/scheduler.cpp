@@ -60,21 +60,20 @@ output::OutputOptions output_options(const GenerationRequest& r) {
     return o;
 }
 
-Event error_event(int status, std::string why) {
+// A Done event: the job ended, for `why`.
+Event ended(FinishReason why, std::string detail) {
     Event e;
-    e.kind = Event::Kind::Error;
-    e.http_status = status;
-    e.error = std::move(why);
+    e.kind = Event::Kind::Done;
+    e.finish = why;
+    e.why = std::move(detail);
     return e;
 }
 
 }  // namespace
 
-Scheduler::Scheduler(const model::Model& model, const Tokenizer& tokenizer,
-                     std::unique_ptr<model::Context> context, SchedulerOptions options,
-                     Metrics& metrics)
-    : model_(model),
-      tok_(tokenizer),
+Scheduler::Scheduler(const Tokenizer& tokenizer, std::unique_ptr<DecodeContext> context,
+                     SchedulerOptions options, Metrics& metrics)
+    : tok_(tokenizer),
       ctx_(std::move(context)),
       options_(options),
       metrics_(metrics),
@@ -83,7 +82,10 @@ Scheduler::Scheduler(const model::Model& model, const Tokenizer& tokenizer,
     slots_.resize(options_.n_seq);
     for (uint32_t i = 0; i < options_.n_seq; ++i) slots_[i].seq = static_cast<int32_t>(i);
     metrics_.kv_total = n_ctx_;
-    thread_ = std::thread([this] { loop(); });
+}
+
+void Scheduler::start() {
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
 }
 
 Scheduler::~Scheduler() { stop(); }
@@ -123,35 +125,42 @@ bool Scheduler::wait_idle(Clock::time_point deadline) {
 void Scheduler::stop() {
     {
         std::lock_guard lock(m_);
-        if (stopping_ && !thread_.joinable()) return;
         stopping_ = true;
     }
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
+    // No step runs now: whatever is still running or waiting ends here.
+    for (Slot& s : slots_)
+        if (s.job)
+            finish(s, FinishReason::Shutdown, "the server stopped before the answer was done",
+                   false);
+    std::unique_lock lock(m_);
+    for (auto& job : waiting_)
+        job->push(ended(FinishReason::Shutdown, "the server stopped before the request was taken"));
+    waiting_.clear();
+    metrics_.waiting = 0;
+    idle_.notify_all();
 }
 
 void Scheduler::loop() {
     for (;;) {
         {
-            std::unique_lock lock(m_);
+            std::lock_guard lock(m_);
             if (stopping_) break;
-            admit(lock);
         }
         if (step()) continue;
         std::unique_lock lock(m_);
         wake_.wait_for(lock, std::chrono::milliseconds(100),
                        [&] { return stopping_ || !waiting_.empty(); });
     }
-    // Shutting down: whatever is still running or waiting ends with an error.
-    for (Slot& s : slots_)
-        if (s.job)
-            finish(s, error_event(503, "the server stopped before the answer was done"), false);
-    std::unique_lock lock(m_);
-    for (auto& job : waiting_)
-        job->push(error_event(503, "the server stopped before the request was taken"));
-    waiting_.clear();
-    metrics_.waiting = 0;
-    idle_.notify_all();
+}
+
+bool Scheduler::step() {
+    {
+        std::unique_lock lock(m_);
+        admit(lock);
+    }
+    return advance();
 }
 
 // Moves waiting jobs into free slots. Called with m_ held; the context is
@@ -165,7 +174,8 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         waiting_.pop_front();
         if (job->cancelled()) continue;
         if (Clock::now() > job->request.deadline) {
-            job->push(error_event(504, "server.request_timeout passed while the request waited"));
+            job->push(ended(FinishReason::Timeout,
+                            "server.request_timeout passed while the request waited"));
             continue;
         }
         const std::vector<int32_t>& prompt = job->request.prompt;
@@ -196,7 +206,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
                  ctx_->seq_copy(best->seq, target->seq, 0, static_cast<int32_t>(reuse));
             target->cached.assign(prompt.begin(), prompt.begin() + static_cast<long>(reuse));
         } else {
-            ok = bool(ctx_->seq_remove(target->seq, static_cast<int32_t>(reuse), -1));
+            ok = ctx_->seq_remove(target->seq, static_cast<int32_t>(reuse), -1);
             target->cached.resize(reuse);
         }
         target->canonical = reuse;
@@ -228,14 +238,13 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
     idle_.notify_all();  // dropped waiters may have left nothing to wait for
 }
 
-void Scheduler::finish(Slot& slot, Event done, bool keep_cells) {
-    const auto now = Clock::now();
-    if (done.kind == Event::Kind::Done) {
-        done.prompt_tokens = static_cast<uint32_t>(slot.job->request.prompt.size());
-        done.completion_tokens = slot.generated;
-        done.cached_tokens = slot.reused;
-        metrics_.e2e.observe(seconds(now - slot.job->request.arrival));
-    }
+void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool keep_cells) {
+    Event done = ended(why, std::move(detail));
+    done.prompt_tokens = static_cast<uint32_t>(slot.job->request.prompt.size());
+    done.completion_tokens = slot.generated;
+    done.cached_tokens = slot.reused;
+    if (output::is_complete(why))
+        metrics_.e2e.observe(seconds(Clock::now() - slot.job->request.arrival));
     slot.job->push(std::move(done));
     if (!keep_cells) {
         (void)ctx_->seq_remove(slot.seq, 0, -1);
@@ -259,7 +268,7 @@ void Scheduler::sample_slot(Slot& slot, std::span<const float> logits) {
     const int32_t token = slot.chain.sample(logits);
     slot.chain.accept(token);
     auto step = slot.output->push(token, logits);
-    if (step.finish != output::FinishReason::EndOfGeneration) {
+    if (step.finish != FinishReason::EndOfGeneration) {
         if (slot.generated == 0) {
             slot.job->first_token_at = now;
             metrics_.ttft.observe(seconds(now - r.arrival));
@@ -274,18 +283,15 @@ void Scheduler::sample_slot(Slot& slot, std::span<const float> logits) {
     text.text = std::move(step.text);
     if (step.logprob) text.logprobs.push_back(std::move(*step.logprob));
     if (!text.text.empty() || !text.logprobs.empty()) slot.job->push(std::move(text));
-    if (step.finish != output::FinishReason::None) {
-        Event done;
-        done.kind = Event::Kind::Done;
-        done.finish_reason = step.finish == output::FinishReason::Length ? "length" : "stop";
-        finish(slot, std::move(done), true);
+    if (step.finish != FinishReason::None) {
+        finish(slot, step.finish, {}, true);
         return;
     }
     slot.next_token = token;
     slot.generating = true;
 }
 
-void Scheduler::publish_usage() { metrics_.kv_used = ctx_->cells().used(); }
+void Scheduler::publish_usage() { metrics_.kv_used = ctx_->cells_used(); }
 
 // Evicts the cells idle slots keep for prefix reuse (least recently used
 // first) until `batch` fits, then decodes it.
@@ -301,14 +307,14 @@ model::DecodeStatus Scheduler::decode_making_room(const model::Batch& batch) {
         (void)ctx_->seq_remove(s->seq, 0, -1);
         s->cached.clear();
         s->canonical = 0;
-        if (ctx_->cells().free() >= batch.size()) break;
+        if (ctx_->cells_free() >= batch.size()) break;
     }
     return ctx_->decode(batch);
 }
 
 void Scheduler::fail_batch(const model::DecodeStatus& status, const std::vector<Slot*>& in) {
     logger().error("server: decode failed: {}", status.message);
-    for (Slot* s : in) finish(*s, error_event(500, "decode failed: " + status.message), false);
+    for (Slot* s : in) finish(*s, FinishReason::Failed, "decode failed: " + status.message, false);
 }
 
 // One call per group of at most kDecodeRowsPerCall generating sequences: a
@@ -332,10 +338,7 @@ void Scheduler::decode_step() {
             });
             logger().warn("server: KV cache full ({} cells); a request ends at {} positions",
                           n_ctx_, longest->cached.size());
-            Event done;
-            done.kind = Event::Kind::Done;
-            done.finish_reason = "length";
-            finish(*longest, std::move(done), false);
+            finish(*longest, FinishReason::Length, {}, false);
             continue;
         }
         if (!status) {
@@ -383,8 +386,8 @@ size_t Scheduler::prefill_chunk_of(Slot& slot) {
         const bool others = std::any_of(slots_.begin(), slots_.end(),
                                         [&](const Slot& s) { return s.job && s.generating; });
         if (!others)  // nothing will free cells: this prompt cannot fit now
-            finish(slot, error_event(503, fmt::format("the KV cache is full ({} cells)", n_ctx_)),
-                   false);
+            finish(slot, FinishReason::NoRoom,
+                   fmt::format("the KV cache is full ({} cells)", n_ctx_), false);
         return 0;  // else try again once running requests finish
     }
     if (!status) {
@@ -397,14 +400,14 @@ size_t Scheduler::prefill_chunk_of(Slot& slot) {
     return to - from;
 }
 
-bool Scheduler::step() {
+bool Scheduler::advance() {
     const auto now = Clock::now();
     for (Slot& s : slots_) {
         if (!s.job) continue;
         if (s.job->cancelled())
-            finish(s, error_event(499, "the client closed the connection"), false);
+            finish(s, FinishReason::Cancelled, "cancelled by its caller", false);
         else if (now > s.job->request.deadline)
-            finish(s, error_event(504, "server.request_timeout passed"), false);
+            finish(s, FinishReason::Timeout, "server.request_timeout passed", false);
     }
     if (std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return bool(s.job); })) {
         publish_usage();

@@ -5,7 +5,9 @@
 // oldest pending prompts, so a long new prompt is prefilled in pieces between
 // the running streams' tokens. The shapes are chosen so that a request's
 // tokens are the same whatever else runs (docs/server.md, "Determinism").
-// Connection threads submit Jobs and read their Events.
+// Connection threads submit Jobs and read their Events. It speaks in engine
+// terms only: a job ends with an output::FinishReason and a refusal is a
+// Refusal; the API layer words them (HTTP statuses, finish_reason strings).
 #pragma once
 
 #include <atomic>
@@ -21,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "ferrox/model/context.h"
+#include "decode_context.h"
 #include "ferrox/output/sequence_output.h"
 #include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
@@ -49,15 +51,18 @@ struct GenerationRequest {
 
 using output::TokenLogprob;
 
-// What a job reports, in order: Text events, then exactly one Done or Error.
+using output::FinishReason;
+
+// What a job reports, in order: Text events, then exactly one Done, whose
+// `finish` says how it ended: a whole answer (output::is_complete) or cut
+// short (Cancelled, Timeout, NoRoom, Failed, Shutdown; `why` says more).
 struct Event {
-    enum class Kind { Text, Done, Error } kind = Kind::Text;
+    enum class Kind { Text, Done } kind = Kind::Text;
     std::string text;
-    std::vector<TokenLogprob> logprobs;  // the tokens behind `text`, when asked for
-    std::string finish_reason;           // Done: "stop" or "length"
-    uint32_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
-    int http_status = 0;  // Error
-    std::string error;
+    std::vector<TokenLogprob> logprobs;        // the tokens behind `text`, when asked for
+    FinishReason finish = FinishReason::None;  // Done
+    std::string why;                           // Done, when cut short
+    uint32_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // Done
 };
 
 class Job {
@@ -93,10 +98,18 @@ struct SchedulerOptions {
 
 class Scheduler {
   public:
-    // `model` and `tokenizer` must outlive the scheduler; `context` is its own.
-    Scheduler(const model::Model& model, const Tokenizer& tokenizer,
-              std::unique_ptr<model::Context> context, SchedulerOptions options, Metrics& metrics);
+    // `tokenizer` must outlive the scheduler; `context` is its own.
+    Scheduler(const Tokenizer& tokenizer, std::unique_ptr<DecodeContext> context,
+              SchedulerOptions options, Metrics& metrics);
     ~Scheduler();
+
+    // Runs step() on the scheduler's own thread until stop(), waiting for
+    // work when there is none. Without start(), a caller (a test) steps it.
+    void start();
+    // One round: admits waiting jobs into free sequences, ends cancelled and
+    // timed-out ones, decodes the next token of every generating sequence,
+    // then prefill chunks. False when no job runs.
+    bool step();
 
     enum class Refusal { None, QueueFull, Draining, TooLong };
     struct Submitted {
@@ -110,7 +123,7 @@ class Scheduler {
     void begin_drain();
     // Waits until no job runs or waits, at most until `deadline`; true when idle.
     bool wait_idle(Clock::time_point deadline);
-    // Ends every job with an Error event (503) and stops the thread.
+    // Stops the thread; every job still running or waiting ends with Shutdown.
     void stop();
 
     uint32_t n_ctx() const { return n_ctx_; }
@@ -119,7 +132,7 @@ class Scheduler {
   private:
     struct Slot;
     void loop();
-    bool step();  // false when there was nothing to do
+    bool advance();  // step() after admission
     void decode_step();
     void prefill_step();
     size_t prefill_chunk_of(Slot& slot);  // positions computed; 0: no room for it now
@@ -128,13 +141,12 @@ class Scheduler {
     // The CPU products of up to 16 rows equal the single-row ones to the bit.
     static constexpr size_t kDecodeRowsPerCall = 16;
     void admit(std::unique_lock<std::mutex>& lock);
-    void finish(Slot& slot, Event done, bool keep_cells);
+    void finish(Slot& slot, FinishReason why, std::string detail, bool keep_cells);
     void sample_slot(Slot& slot, std::span<const float> logits);
     void publish_usage();
 
-    const model::Model& model_;
     const Tokenizer& tok_;
-    std::unique_ptr<model::Context> ctx_;
+    std::unique_ptr<DecodeContext> ctx_;
     SchedulerOptions options_;
     Metrics& metrics_;
     uint32_t n_ctx_ = 0;

@@ -164,9 +164,10 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     api_options.request_timeout = std::chrono::seconds(s.request_timeout);
     server::Api api(api_options, metrics);
     const server::HttpLimits limits = server::http_limits(s);
-    server::HttpServer http(limits, [&api](const server::HttpRequest& r, server::Responder& out) {
-        api.handle(r, out);
-    });
+    server::HttpServer http(
+        limits,
+        [&api](const server::HttpRequest& r, server::Responder& out) { api.handle(r, out); },
+        server::openai_error_body);
     if (auto started = http.start(s.host, static_cast<uint16_t>(s.port)); !started) {
         logger().error("serve: {}", started.error().message());
         return kExitFailure;
@@ -206,7 +207,8 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     so.n_seq = co.n_seq;
     so.prefill_chunk = std::min(so.prefill_chunk, co.n_batch);  // a chunk is one decode
     so.max_queue = s.max_queue;
-    server::Scheduler scheduler(e.model(), e.tokenizer(), std::move(*ctx), so, metrics);
+    server::Scheduler scheduler(e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics);
+    scheduler.start();
     server::LoadedModel loaded;
     loaded.tokenizer = &e.tokenizer();
     loaded.scheduler = &scheduler;

@@ -20,8 +20,21 @@ const char* to_string(FinishReason reason) {
             return "length";
         case FinishReason::Cancelled:
             return "cancelled";
+        case FinishReason::Timeout:
+            return "timeout";
+        case FinishReason::NoRoom:
+            return "no_room";
+        case FinishReason::Failed:
+            return "failed";
+        case FinishReason::Shutdown:
+            return "shutdown";
     }
     return "unknown";
+}
+
+bool is_complete(FinishReason reason) {
+    return reason == FinishReason::EndOfGeneration || reason == FinishReason::StopString ||
+           reason == FinishReason::Length;
 }
 
 SequenceOutput::SequenceOutput(const Tokenizer& tokenizer, OutputOptions options)

@@ -36,8 +36,16 @@ enum class FinishReason {
     StopString,       // a stop string completed
     Length,           // max_tokens reached, or the context has no room for more
     Cancelled,        // the caller stopped it (Ctrl-C, a client that went away)
+    // Ends a scheduler gives a sequence from outside its text:
+    Timeout,   // its deadline passed, while it waited or ran
+    NoRoom,    // the KV cache cannot hold its prompt and nothing running will free cells
+    Failed,    // a decode failed
+    Shutdown,  // the engine stopped before it was done
 };
 FERROX_API const char* to_string(FinishReason reason);  // "eog", "stop", "length", ...
+// EndOfGeneration, StopString and Length: the text is a whole answer (the
+// other reasons cut it short).
+FERROX_API bool is_complete(FinishReason reason);
 
 struct TokenLogprob {
     int32_t token = 0;

@@ -1,0 +1,35 @@
+#include "decode_context.h"
+
+#include <utility>
+
+namespace ferrox::server {
+
+namespace {
+
+class ModelContext final : public DecodeContext {
+  public:
+    explicit ModelContext(std::unique_ptr<model::Context> context) : ctx_(std::move(context)) {}
+
+    uint32_t n_ctx() const override { return ctx_->n_ctx(); }
+    uint32_t n_seq() const override { return ctx_->n_seq(); }
+    uint32_t cells_used() const override { return ctx_->cells().used(); }
+    model::DecodeStatus decode(const model::Batch& batch) override { return ctx_->decode(batch); }
+    std::span<const float> logits(uint32_t index) const override { return ctx_->logits(index); }
+    bool seq_remove(int32_t seq, int32_t p0, int32_t p1) override {
+        return bool(ctx_->seq_remove(seq, p0, p1));
+    }
+    bool seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) override {
+        return bool(ctx_->seq_copy(src, dst, p0, p1));
+    }
+
+  private:
+    std::unique_ptr<model::Context> ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<DecodeContext> context_over(std::unique_ptr<model::Context> context) {
+    return std::make_unique<ModelContext>(std::move(context));
+}
+
+}  // namespace ferrox::server

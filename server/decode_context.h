@@ -1,0 +1,43 @@
+// What the scheduler needs of an inference context, and no more: decode a
+// batch into logits, drop and share a sequence's cells, and the sizes. The
+// server runs it over a model::Context (context_over); the scheduler's tests
+// run it over a fake that needs no model (tests/server/fake_context.h), as
+// vLLM tests its scheduler without a model runner.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "ferrox/model/context.h"
+
+namespace ferrox::server {
+
+class DecodeContext {
+  public:
+    virtual ~DecodeContext() = default;
+
+    virtual uint32_t n_ctx() const = 0;  // KV cells, for all sequences together
+    virtual uint32_t n_seq() const = 0;  // sequence ids 0..n_seq-1
+    virtual uint32_t cells_used() const = 0;
+    uint32_t cells_free() const { return n_ctx() - cells_used(); }
+
+    // One forward pass over `batch` (model::Batch's rules). Anything but Ok
+    // leaves the cells as they were; NoRoom when fewer cells are free than
+    // the batch has tokens.
+    virtual model::DecodeStatus decode(const model::Batch& batch) = 0;
+    // Row `index` of the last decode (vocabulary floats), or empty when that
+    // row asked for none. Valid until the next decode.
+    virtual std::span<const float> logits(uint32_t index) const = 0;
+
+    // Positions [p0, p1) of `seq` (p1 < 0: to the end) are dropped; false on
+    // a bad sequence id.
+    virtual bool seq_remove(int32_t seq, int32_t p0, int32_t p1) = 0;
+    // `dst` shares `src`'s cells of positions [p0, p1).
+    virtual bool seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) = 0;
+};
+
+// The scheduler's view of a model context (which it then owns).
+std::unique_ptr<DecodeContext> context_over(std::unique_ptr<model::Context> context);
+
+}  // namespace ferrox::server

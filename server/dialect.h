@@ -1,0 +1,85 @@
+// One API's shape of a generation: how its request body becomes the
+// GenerationRequest the scheduler runs, and how the job's events become its
+// answer, streamed or whole. Api::generate runs every generation endpoint as
+// parse -> submit -> stream | collect over one of these, so an API is one
+// subclass and one row of Api's endpoint table (server/openai_dialects.h
+// holds Chat Completions and Completions). An object serves one request and keeps what
+// it needs between events (the text so far, a logprob offset).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bounded_json.h"
+#include "ferrox/expected.h"
+#include "request_fields.h"
+#include "scheduler.h"
+
+namespace ferrox {
+class Tokenizer;
+}
+
+namespace ferrox::server {
+
+struct RenderedChat {
+    std::string text;
+    std::vector<int32_t> tokens;
+};
+// Messages (already checked: role and string content each) to the prompt.
+using ChatRenderFn = std::function<Expected<RenderedChat>(const nlohmann::ordered_json&)>;
+
+// Limits on what one request may ask for, fixed (docs/security.md states
+// each): every array and object a client controls is bounded by count, and
+// the per-step work it causes by that count.
+struct RequestLimits {
+    JsonLimits json{64, 1u << 18, 4096};  // depth, values, members of one object
+    uint32_t max_messages = 1024;
+    uint32_t max_stop_strings = 16;
+    uint32_t max_stop_bytes = 1024;  // each
+    uint32_t max_logit_bias = 1024;  // entries, applied to every sampled token
+    uint32_t max_cache_salt_bytes = 256;
+};
+
+// What a dialect reads a request against.
+struct ParseInput {
+    const Tokenizer& tokenizer;
+    const ChatRenderFn& render_chat;
+    uint32_t max_positions;  // prompt + max_tokens of one request
+    const RequestLimits& limits;
+    const std::string& tenant;  // whose prefix-cache entries the request may share
+};
+
+// Who answers: the response's id and the model's name.
+struct ReplyIds {
+    std::string request_id;  // the X-Request-Id
+    std::string model;
+};
+
+class Dialect {
+  public:
+    virtual ~Dialect() = default;
+
+    // Reads and checks the whole body into `request` (whose arrival and
+    // deadline are set), throwing ApiError naming the field at fault.
+    virtual void parse(const nlohmann::ordered_json& body, const ParseInput& in,
+                       GenerationRequest& request) = 0;
+    virtual bool streamed() const = 0;  // after parse
+
+    // A stream, as its chunks (one event each): what is sent before any
+    // text, for one Text event, and for the Done event of a whole answer
+    // (the last chunks of the stream).
+    using Chunks = std::vector<std::string>;
+    virtual Chunks stream_start() = 0;
+    virtual Chunks stream_text(const Event& text) = 0;
+    virtual Chunks stream_end(const Event& done) = 0;
+    // A whole answer: each Text event, then the JSON body for the Done one.
+    virtual void collect(const Event& text) = 0;
+    virtual std::string answer(const Event& done) = 0;
+};
+
+}  // namespace ferrox::server
