@@ -97,8 +97,8 @@ constexpr const CpuKernel* find_kernel(ferrox_kind kind) {
 
 // What runs for kinds without a kernel: the core's reference dequantizer, then
 // an f32 dot. Every kind the core knows has a kernel (rows_follow_kind_table),
-// and weight_prepare refuses the others, so this is only ever named, never run;
-// the ABI asks every backend for its fallback's name.
+// and weight_prepare refuses the others, so this name is declared in the
+// backend table but never runs (make_view throws rather than take it).
 inline constexpr const char* kFallbackName = "f32 dequant-dot";
 
 }  // namespace ferrox::cpu
