@@ -10,6 +10,7 @@
 #include "ferrox/cpu_features.h"
 #include "ferrox/dispatch.h"
 #include "ferrox/log.h"
+#include "ferrox/model/resident_ops.h"
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
 #include "format.h"
@@ -38,17 +39,10 @@ Capability capability(const std::shared_ptr<Backend>& b, ferrox_op op, ferrox_ki
     return {{}, plan.runner ? step.detail : std::string(), {}};
 }
 
-// The resident-decoding ops (ABI 1.2) keyed by element kind, as a pass issues them
-// (besides weight products and GET_ROWS, listed per weight kind). ADD_RMS_NORM is
+// The resident-decoding ops (ABI 1.2) are model::resident_element_ops(): what
+// the resident steps record, so this table lists what a pass issues (besides
+// weight products and GET_ROWS, listed per weight kind). ADD_RMS_NORM is
 // optional: without it a pass issues the residual ADD and the RMS_NORM apart.
-constexpr std::pair<ferrox_op, ferrox_kind> kResidentOps[] = {
-    {FERROX_OP_RMS_NORM, FERROX_KIND_F32},   {FERROX_OP_ADD_RMS_NORM, FERROX_KIND_F32},
-    {FERROX_OP_ROPE, FERROX_KIND_F32},       {FERROX_OP_ADD, FERROX_KIND_F32},
-    {FERROX_OP_SWIGLU, FERROX_KIND_F32},     {FERROX_OP_GEGLU, FERROX_KIND_F32},
-    {FERROX_OP_SWIGLU_OAI, FERROX_KIND_F32}, {FERROX_OP_CONVERT, FERROX_KIND_F32},
-    {FERROX_OP_CONVERT, FERROX_KIND_F16},    {FERROX_OP_ATTENTION, FERROX_KIND_F32},
-    {FERROX_OP_ATTENTION, FERROX_KIND_F16},
-};
 
 // The kernel a resident pass on `b` would run for (op, kind), or "".
 std::string resident_kernel(const std::shared_ptr<Backend>& b, ferrox_op op, ferrox_kind kind) {
@@ -120,7 +114,7 @@ nlohmann::json to_json(const Session& s) {
             b["capabilities"] = caps;
             nlohmann::json resident{{"supported", r.backend->has_resident()}};
             if (r.backend->has_resident()) {
-                for (const auto& [op, kind] : kResidentOps) {
+                for (const auto& [op, kind] : model::resident_element_ops()) {
                     const std::string kernel = resident_kernel(r.backend, op, kind);
                     resident["ops"][std::string(op_name(op))][std::string(kind_name(kind))] =
                         kernel.empty() ? nlohmann::json(nullptr) : nlohmann::json(kernel);
@@ -194,7 +188,7 @@ void print_text(const Session& s) {
         std::cout << "  resident decoding (ABI 1.2): yes -- a model whose every op is listed "
                      "runs wholly in this backend's memory\n";
         std::vector<std::vector<std::string>> ops{{"  OP", "KIND", "KERNEL"}};
-        for (const auto& [op, kind] : kResidentOps) {
+        for (const auto& [op, kind] : model::resident_element_ops()) {
             const std::string kernel = resident_kernel(r.backend, op, kind);
             ops.push_back({"  " + std::string(op_name(op)), std::string(kind_name(kind)),
                            kernel.empty() ? "-" : kernel});

@@ -1,5 +1,5 @@
-// libferrox_cpu.so: the ABI glue. Every entry catches everything; no
-// exception crosses into the core.
+// libferrox_cpu.so: the ABI glue. Every entry's body runs in guarded()
+// (ferrox/c_boundary.h); no exception crosses into the core.
 #include <sched.h>
 #include <sys/sysinfo.h>
 
@@ -17,6 +17,7 @@
 #include "attention/attention.h"
 #include "cpu_isa.h"
 #include "ferrox/backend_abi.h"
+#include "ferrox/c_boundary.h"
 #include "ferrox/plugin_note.h"
 #include "ferrox/quant_kind.h"
 #include "kernels/isa_kernels.h"
@@ -55,26 +56,7 @@ struct CpuBackend {
 
 CpuBackend& self(const ferrox_backend* b) { return *static_cast<CpuBackend*>(b->self); }
 
-void set_message(ferrox_message* m, const std::string& text) {
-    if (!m) return;
-    std::snprintf(m->text, sizeof m->text, "%s", text.c_str());
-}
-
-template <class Fn>
-ferrox_status guarded(ferrox_message* error, Fn&& fn) {
-    try {
-        return fn();
-    } catch (const std::bad_alloc&) {
-        set_message(error, "out of host memory");
-        return FERROX_ERR_OUT_OF_MEMORY;
-    } catch (const std::exception& e) {
-        set_message(error, e.what());
-        return FERROX_ERR_INTERNAL;
-    } catch (...) {
-        set_message(error, "unknown error");
-        return FERROX_ERR_INTERNAL;
-    }
-}
+void set_message(ferrox_message* m, const std::string& text) { write_message(m, text); }
 
 std::string read_cpu_name() {
     std::ifstream in("/proc/cpuinfo");
@@ -104,7 +86,7 @@ ferrox_status device_info(const ferrox_backend* b, uint32_t device, ferrox_devic
         set_message(error, "the CPU backend has one device, 0");
         return FERROX_ERR_INVALID_ARGUMENT;
     }
-    return guarded(error, [&] {
+    return guarded("cpu", error, [&] {
         out->type = FERROX_DEVICE_CPU;
         const std::string name = self(b).cpu_name + " (" + std::to_string(self(b).pool->size()) +
                                  " threads, " + std::string(isa_name(self(b).isa)) + ")";
@@ -131,7 +113,7 @@ void kernel_for(const ferrox_backend*, ferrox_op op, ferrox_kind kind, ferrox_ke
 
 ferrox_status buffer_alloc(ferrox_backend*, uint64_t bytes, ferrox_buffer** out,
                            ferrox_message* error) {
-    return guarded(error, [&] {
+    return guarded("cpu", error, [&] {
         auto buffer = std::make_unique<ferrox_buffer>();
         buffer->owned.resize(bytes);
         buffer->data = buffer->owned.data();
@@ -168,7 +150,7 @@ ferrox_status buffer_download(ferrox_backend*, const ferrox_buffer* buffer, uint
 
 ferrox_status buffer_wrap_host(ferrox_backend*, void* host, uint64_t bytes, ferrox_buffer** out,
                                ferrox_message* error) {
-    return guarded(error, [&] {
+    return guarded("cpu", error, [&] {
         auto buffer = std::make_unique<ferrox_buffer>();
         buffer->data = static_cast<std::byte*>(host);
         buffer->size = bytes;
@@ -190,7 +172,7 @@ ferrox_status weight_prepare(ferrox_backend* b, const ferrox_weight_desc* desc, 
                     "row_bytes disagrees with it");
         return FERROX_ERR_INVALID_ARGUMENT;
     }
-    return guarded(error, [&] {
+    return guarded("cpu", error, [&] {
         auto w = std::make_unique<ferrox_weight>();
         const auto* bytes = static_cast<const std::byte*>(desc->data);
         if (!borrow) w->copy.assign(bytes, bytes + desc->rows * desc->row_bytes);
@@ -209,7 +191,7 @@ ferrox_status run_matvec(ferrox_backend* b, const ferrox_weight* w, const float*
         set_message(error, "matvec: null argument");
         return FERROX_ERR_INVALID_ARGUMENT;
     }
-    return guarded(error, [&] {
+    return guarded("cpu", error, [&] {
         matvec(*self(b).pool, *self(b).kernels, w->view, x, y);
         return FERROX_OK;
     });
@@ -221,7 +203,7 @@ ferrox_status run_gemm(ferrox_backend* b, const ferrox_weight* w, const float* x
         set_message(error, "gemm: null argument");
         return FERROX_ERR_INVALID_ARGUMENT;
     }
-    return guarded(error, [&] {
+    return guarded("cpu", error, [&] {
         gemm(*self(b).pool, *self(b).kernels, w->view, x, n, y);
         return FERROX_OK;
     });
@@ -233,7 +215,7 @@ ferrox_status run_attention_entry(ferrox_backend* b, const ferrox_attention_desc
         set_message(error, "attention: null descriptor");
         return FERROX_ERR_INVALID_ARGUMENT;
     }
-    return guarded(error, [&] {
+    return guarded("cpu", error, [&] {
         const char* problem = nullptr;
         if (!run_attention(*self(b).pool, self(b).attend, *desc, &problem)) {
             set_message(error, problem);
@@ -355,7 +337,7 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
     if (auto s = parse_threads(options, n_options, host, threads, error); s != FERROX_OK) return s;
     Isa isa = Isa::Portable;
     if (auto s = parse_isa_option(options, n_options, isa, error); s != FERROX_OK) return s;
-    return guarded(error, [&] {
+    return ferrox::guarded("cpu", error, [&] {
         auto backend = std::make_unique<CpuBackend>();
         if (host && host->struct_size >= sizeof(ferrox_host)) backend->host = *host;
         backend->pool = std::make_unique<ThreadPool>(threads);

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "ferrox/backend_abi.h"
+#include "ferrox/quant_kind.h"
 
 // `#pragma unroll` for the device pass only; the host compiler would warn.
 #ifdef __CUDA_ARCH__
@@ -204,12 +205,16 @@ inline constexpr bool kUnsupportedKind = false;
 template <ferrox_kind Kind>
 __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint64_t g,
                                                        uint64_t cols, float (&w)[kGranule]) {
+    // The block shape is the kind table's (a super-block of 8 granules for the
+    // K-quants and IQ4_XS, one granule for the other quants, one value for the
+    // floats); the layouts below are the kind's own.
+    [[maybe_unused]] constexpr int kBlockBytes = KindBlock<Kind>::kBytes;
+    [[maybe_unused]] constexpr int kGranulesPerBlock = KindBlock<Kind>::kElements / kGranule;
     if constexpr (Kind == FERROX_KIND_F32 || Kind == FERROX_KIND_F16 || Kind == FERROX_KIND_BF16) {
         const uint64_t first = g * kGranule;
         const int valid = cols - first < kGranule ? static_cast<int>(cols - first) : kGranule;
         if (valid == kGranule) {
-            constexpr int kBytes = Kind == FERROX_KIND_F32 ? 4 : 2;
-            const auto span = load_span<kBytes * kGranule>(row + kBytes * first);
+            const auto span = load_span<kBlockBytes * kGranule>(row + kBlockBytes * first);
             FERROX_UNROLL
             for (int l = 0; l < kGranule; ++l) {
                 if constexpr (Kind == FERROX_KIND_F32)
@@ -240,7 +245,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         return valid;
     } else if constexpr (Kind == FERROX_KIND_Q8_0) {
         // 34 bytes: f16 d, int8 q[32]; w = d * q.
-        const auto block = load_span<34>(row + g * 34);
+        const auto block = load_span<kBlockBytes>(row + g * kBlockBytes);
         const float d = block.f16(0);
         FERROX_UNROLL
         for (int l = 0; l < kGranule; ++l)
@@ -249,7 +254,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
     } else if constexpr (Kind == FERROX_KIND_Q4_0) {
         // 18 bytes: f16 d, 16 bytes of nibbles (low = weight l, high = l + 16);
         // w = d * (nibble - 8).
-        const auto block = load_span<18>(row + g * 18);
+        const auto block = load_span<kBlockBytes>(row + g * kBlockBytes);
         const float d = block.f16(0);
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
@@ -260,7 +265,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         return kGranule;
     } else if constexpr (Kind == FERROX_KIND_Q4_1) {
         // 20 bytes: f16 d, f16 m, 16 bytes of nibbles as Q4_0; w = (d * q) + m.
-        const auto block = load_span<20>(row + g * 20);
+        const auto block = load_span<kBlockBytes>(row + g * kBlockBytes);
         const float d = block.f16(0);
         const float m = block.f16(2);
         FERROX_UNROLL
@@ -276,7 +281,6 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         // Bit l of qh is the fifth bit of weight l.
         constexpr bool kHasMin = Kind == FERROX_KIND_Q5_1;
         constexpr int kQs = kHasMin ? 8 : 6;
-        constexpr int kBlockBytes = kHasMin ? 24 : 22;
         const auto block = load_span<kBlockBytes>(row + g * kBlockBytes);
         const float d = block.f16(0);
         [[maybe_unused]] const float m = kHasMin ? block.f16(2) : 0.0f;
@@ -298,7 +302,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
     } else if constexpr (Kind == FERROX_KIND_IQ4_NL) {
         // 18 bytes: f16 d, 16 bytes of nibbles (as Q4_0) indexing the IQ4
         // values; w = d * value.
-        const auto block = load_span<18>(row + g * 18);
+        const auto block = load_span<kBlockBytes>(row + g * kBlockBytes);
         const float d = block.f16(0);
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
@@ -310,7 +314,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
     } else if constexpr (Kind == FERROX_KIND_MXFP4) {
         // 17 bytes: E8M0 exponent e, 16 bytes of e2m1 codes (nibbles as
         // Q4_0); w = (2^(e - 127) / 2) * (2 * e2m1 value).
-        const auto block = load_span<17>(row + g * 17);
+        const auto block = load_span<kBlockBytes>(row + g * kBlockBytes);
         const float d = e8m0_half(static_cast<uint8_t>(block.byte(0)));
         FERROX_UNROLL
         for (int l = 0; l < 16; ++l) {
@@ -324,7 +328,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         // scales_l (a low nibble per sub-block), then 16 bytes of nibbles per
         // 32-weight sub-block (as IQ4_NL). The 6-bit scale is stored + 32;
         // w = (d * (scale - 32)) * value.
-        const uint8_t* block = row + (g / 8) * 136;
+        const uint8_t* block = row + (g / kGranulesPerBlock) * kBlockBytes;
         const int s = static_cast<int>(g % 8);
         const float d = load_f16(block);
         const int scales_h = block[2] | (block[3] << 8);
@@ -349,7 +353,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         // f16 d; bit s of hmask[l] *clear* subtracts 4 from the code;
         // w = (d * scale) * q.
         constexpr bool kThreeBit = Kind == FERROX_KIND_Q3_K;
-        const uint8_t* block = row + (g / 8) * (kThreeBit ? 110 : 84);
+        const uint8_t* block = row + (g / kGranulesPerBlock) * kBlockBytes;
         const int s = static_cast<int>(g % 8);
         const auto qs = load_span<32>(block + (kThreeBit ? 32 : 16) + 32 * (s / 4));
         const int shift = 2 * (s % 4);
@@ -392,8 +396,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         // Sub-block s (0..7) takes the low (even s) or high (odd s) nibbles of
         // qs[32*(s/2) ..]; w = (d * scale) * q - (dmin * min).
         constexpr bool kFiveBit = Kind == FERROX_KIND_Q5_K;
-        constexpr uint64_t kBlockBytes = kFiveBit ? 176 : 144;
-        const uint8_t* block = row + (g / 8) * kBlockBytes;
+        const uint8_t* block = row + (g / kGranulesPerBlock) * kBlockBytes;
         const int s = static_cast<int>(g % 8);
         // The first 16 bytes (d, dmin, 12 bytes of scales/mins) in one span;
         // sub-block s's 6-bit scale and min sit at byte s & 3 of its words.
@@ -427,7 +430,7 @@ __host__ __device__ __forceinline__ int decode_granule(const uint8_t* row, uint6
         // Weight e = 128h + 32k + l: nibble of ql[64h + 32(k&1) + l] (high for
         // k >= 2), high bits (qh[32h + l] >> 2k) & 3, scale scales[e / 16];
         // w = (d * scale) * (q - 32).
-        const uint8_t* block = row + (g / 8) * 210;
+        const uint8_t* block = row + (g / kGranulesPerBlock) * kBlockBytes;
         const int s = static_cast<int>(g % 8);
         const int h = s / 4;
         const int k = s % 4;

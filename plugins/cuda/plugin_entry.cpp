@@ -15,6 +15,7 @@
 #include "cuda_backend.h"
 #include "device_probe.h"
 #include "ferrox/backend_abi.h"
+#include "ferrox/c_boundary.h"
 #include "ferrox/plugin_note.h"
 #include "host_log.h"
 #include "options.h"
@@ -27,38 +28,28 @@ CudaBackend& backend_of(const ferrox_backend* backend) {
     return *static_cast<CudaBackend*>(backend->self);
 }
 
-// Runs `body` (returning Status) and converts the outcome, and any exception,
-// into a status code plus the caller's message.
+// Runs `body` (returning Status) and converts the outcome, and any exception
+// (ferrox/c_boundary.h), into a status code plus the caller's message.
 template <class Body>
 ferrox_status guarded(ferrox_message* error, Body&& body) noexcept {
-    try {
+    return ferrox::guarded("cuda", error, [&] {
         Status status = body();
         if (!status.is_ok()) write_message(error, status.message);
         return status.code;
-    } catch (const std::bad_alloc&) {
-        write_message(error, "cuda: host memory exhausted");
-        return FERROX_ERR_OUT_OF_MEMORY;
-    } catch (const std::exception& exception) {
-        write_message(error, fmt::format("cuda: internal error: {}", exception.what()));
-        return FERROX_ERR_INTERNAL;
-    } catch (...) {
-        write_message(error, "cuda: internal error (unknown exception)");
-        return FERROX_ERR_INTERNAL;
-    }
+    });
 }
 
 // For entries that return nothing: an exception is logged and swallowed.
 template <class Body>
 void guarded_void(const ferrox_backend* backend, const char* entry, Body&& body) noexcept {
-    try {
-        body();
-    } catch (...) {
-        try {
-            if (backend != nullptr && backend->self != nullptr)
-                backend_of(backend).log().error(fmt::format("cuda: {} failed", entry));
-        } catch (...) {
-        }
-    }
+    catch_all(body, [&](const Escaped&) {
+        catch_all(
+            [&] {
+                if (backend != nullptr && backend->self != nullptr)
+                    backend_of(backend).log().error(fmt::format("cuda: {} failed", entry));
+            },
+            [](const Escaped&) {});
+    });
 }
 
 Status null_backend() { return Status::fail(FERROX_ERR_INVALID_ARGUMENT, "cuda: null backend"); }

@@ -43,12 +43,4 @@ inline Status cuda_failure(cudaError_t error, std::string_view what) {
     return Status::fail(code, fmt::format("cuda: {}: {}", what, describe_cuda_error(error)));
 }
 
-// Copies `text` into the caller's message buffer, truncated, NUL-terminated.
-inline void write_message(ferrox_message* out, std::string_view text) {
-    if (out == nullptr) return;
-    const size_t length = std::min(text.size(), sizeof(out->text) - 1);
-    std::memcpy(out->text, text.data(), length);
-    out->text[length] = '\0';
-}
-
 }  // namespace ferrox::cuda

@@ -7,7 +7,9 @@
 //    positions removed from its middle (holes), rows in rotating order;
 //    every wanted row's logits on the resident context must equal the host
 //    context's (the fixture runs the core's own math, so NMSE <= 1e-9, as
-//    tests/parity/test_resident_parity.py holds single sequences);
+//    tests/parity/test_resident_parity.py holds single sequences); every
+//    element op that pass records is one model::resident_element_ops() lists
+//    (the table `ferrox backends` prints);
 //  - the fixture's `seq_leak` fault (a row also sees one cell of the next
 //    sequence in the call) must fail that comparison, while one sequence
 //    alone is untouched by it (the fault leaks between sequences only);
@@ -19,6 +21,7 @@
 // Exits 77 (skipped) when no tiny model is present ($FERROX_TINY_MODELS).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,7 +37,10 @@
 #include "ferrox/gguf/file.h"
 #include "ferrox/model/context.h"
 #include "ferrox/model/model.h"
+#include "ferrox/model/resident_ops.h"
+#include "ferrox/op.h"
 #include "ferrox/plugin_loader.h"
+#include "ferrox/quant_kind.h"
 #include "plain_checks.h"
 
 using namespace ferrox;
@@ -79,6 +85,25 @@ Rows run_on(const model::Model& m, uint32_t n_seq, bool only_seq0, const std::st
     return ferrox::test::run_script_on(m, n_seq, only_seq0, what);
 }
 
+// Every element op the resident pass recorded (probe and run) is one that
+// model::resident_element_ops() lists, which is what `ferrox backends` shows.
+void listed_ops_cover_the_pass(const KernelRegistry& registry, const std::string& name) {
+    const std::vector<model::ResidentElementOp> listed = model::resident_element_ops();
+    size_t seen = 0;
+    for (const RegistryEntry& e : registry.seal().entries) {
+        if (e.key.backend != "resident" || e.key.op == FERROX_OP_MATVEC ||
+            e.key.op == FERROX_OP_GEMM || e.key.op == FERROX_OP_GET_ROWS)
+            continue;
+        ++seen;
+        const model::ResidentElementOp op{e.key.op, e.key.kind};
+        check(std::find(listed.begin(), listed.end(), op) != listed.end(),
+              name + ": the pass issued " + std::string(op_name(op.op)) + " on " +
+                  std::string(kind_name(op.kind)) + " (" + e.key.role +
+                  "), which resident_element_ops() does not list");
+    }
+    check(seen > 0, name + ": the resident pass recorded element ops");
+}
+
 void resident_equals_host(const PluginSet& plugins, const PluginSet& leaky, const gguf::File& file,
                           const std::string& name) {
     const Loaded host = load(plugins, file, false, 4);
@@ -92,6 +117,7 @@ void resident_equals_host(const PluginSet& plugins, const PluginSet& leaky, cons
     const Rows want = run_on(*host.model, 4, false, name + " host");
     const Agreement a = agree(run_on(*resident.model, 4, false, name + " resident"), want);
     check(a.ok(), name + ": 4 sequences, resident vs host: " + a.text());
+    listed_ops_cover_the_pass(*resident.registry, name);
 
     const Loaded faulty = load(leaky, file, true, 4);
     if (!faulty.model) return;

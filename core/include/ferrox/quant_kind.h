@@ -56,6 +56,18 @@ constexpr const KindTraits* kind_traits(std::string_view name) {
     return nullptr;
 }
 
+// A kind's block shape as compile-time constants, for kernels written as
+// templates over it (int: they index with it). A kind the table lacks does
+// not compile.
+template <ferrox_kind Kind>
+struct KindBlock {
+    static constexpr ferrox_kind kKind = Kind;
+    static constexpr int kElements =
+        static_cast<int>(kind_traits(static_cast<uint32_t>(Kind))->block_elements);
+    static constexpr int kBytes =
+        static_cast<int>(kind_traits(static_cast<uint32_t>(Kind))->block_bytes);
+};
+
 constexpr std::string_view kind_name(ferrox_kind kind) {
     const KindTraits* k = kind_traits(static_cast<uint32_t>(kind));
     return k ? k->name : std::string_view{"?"};

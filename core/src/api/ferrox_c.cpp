@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ferrox/c_boundary.h"
 #include "ferrox/config.h"
 #include "ferrox/dispatch.h"
 #include "ferrox/engine.h"
@@ -144,15 +145,15 @@ class Entered {
         return report(status, FERROX_CODE_BUSY,            \
                       "the context is in use by another thread (one thread at a time)");
 
+// Every entry's body: an escaping exception (ferrox/c_boundary.h) becomes a
+// BACKEND status.
 template <class F>
 ferrox_code guarded(ferrox_call_status* status, F&& body) {
-    try {
-        return body();
-    } catch (const std::exception& e) {
-        return report(status, FERROX_CODE_BACKEND, std::string("internal error: ") + e.what());
-    } catch (...) {
-        return report(status, FERROX_CODE_BACKEND, "internal error");
-    }
+    return catch_all(std::forward<F>(body), [&](const Escaped& e) {
+        return report(status, FERROX_CODE_BACKEND,
+                      e.kind == Escaped::Unknown ? std::string("internal error")
+                                                 : std::string("internal error: ") + e.what);
+    });
 }
 
 // ferrox_model_params in the engine's terms (docs/api.md: n_ctx_max is

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "ferrox/model/architecture.h"
+#include "ferrox/model/resident_ops.h"
 #include "ferrox/quant_kind.h"
 #include "residency.h"
 #include "steps.h"
@@ -37,11 +39,14 @@ class ResidentSteps final : public Steps {
   public:
     // `trace`: record into it and run nothing (the dispatcher is only asked
     // what the backend offers, and it need not be resident-capable).
-    ResidentSteps(Dispatcher& dispatcher, const WeightMatrix& embedding, PassTrace* trace)
+    // `fused_norm`: whether the backend fuses the residual add with the next
+    // norm (fused_norm_available), which decides the ops add_rms_norm issues.
+    ResidentSteps(Dispatcher& dispatcher, const WeightMatrix& embedding, PassTrace* trace,
+                  bool fused_norm)
         : dispatcher_(dispatcher),
           backend_(dispatcher.resident_capable() ? &dispatcher.resident_backend() : nullptr),
           embedding_(embedding),
-          fused_norm_(fused_norm_available(dispatcher)),
+          fused_norm_(fused_norm),
           over_cells_(backend_ && backend_->has_attention_cells()),
           trace_(trace) {}
 
@@ -224,12 +229,48 @@ class ResidentSteps final : public Steps {
 
 std::unique_ptr<Steps> make_resident_steps(Dispatcher& dispatcher,
                                            const WeightMatrix& embedding_matrix) {
-    return std::make_unique<ResidentSteps>(dispatcher, embedding_matrix, nullptr);
+    return std::make_unique<ResidentSteps>(dispatcher, embedding_matrix, nullptr,
+                                           fused_norm_available(dispatcher));
 }
 
 std::unique_ptr<Steps> make_tracing_steps(Dispatcher& dispatcher,
                                           const WeightMatrix& embedding_matrix, PassTrace& trace) {
-    return std::make_unique<ResidentSteps>(dispatcher, embedding_matrix, &trace);
+    return std::make_unique<ResidentSteps>(dispatcher, embedding_matrix, &trace,
+                                           fused_norm_available(dispatcher));
+}
+
+std::vector<ResidentElementOp> resident_element_ops() {
+    // Tracing steps on no backend: each call below records the op the same
+    // call records in a running pass (this file's step() calls), nothing runs.
+    KernelRegistry registry;
+    Dispatcher no_backend({}, registry);
+    auto embedding = WeightMatrix::owned("token_embd", FERROX_KIND_F32, 1, 1,
+                                         std::vector<std::byte>(sizeof(float)));
+    if (!embedding) return {};
+    PassTrace trace;
+    ResidentSteps apart(no_backend, *embedding, &trace, false);
+    ResidentSteps fused(no_backend, *embedding, &trace, true);
+    const Act none{};
+    // Each entry a decoder block calls, with every variant a pass can take:
+    // norms fused or apart (as the backend offers), every FFN activation
+    // of the architecture rows, every KV cache kind.
+    (void)apart.rms_norm(roles::kAttnNorm, none, none, 1, 1, 0.0f, none);
+    (void)fused.add_rms_norm(roles::kFfnNorm, none, none, 0, 1.0f, none, 1, 1, 0.0f, none);
+    (void)apart.rope(none, none, none, 1, 1, 2, 2, RopeStyle::Normal);
+    (void)apart.add_rms_norm(roles::kFfnNorm, none, none, 0, 1.0f, none, 1, 1, 0.0f, none);
+    for (const ArchSpec& arch : architectures()) (void)apart.glu(arch.activation, none, none, 1);
+    for (ferrox_kind kv : kKvCacheKinds) (void)apart.store_kv(none, none, kv, 1);
+    for (ferrox_kind kv : kKvCacheKinds) {
+        ferrox_attention_desc desc{};
+        desc.kv_kind = kv;
+        (void)apart.attention(desc, none, none, none, none, nullptr);
+    }
+    std::vector<ResidentElementOp> ops;
+    for (const ResidentOp& op : trace.ops) {
+        const ResidentElementOp element{op.op, op.kind};
+        if (std::find(ops.begin(), ops.end(), element) == ops.end()) ops.push_back(element);
+    }
+    return ops;
 }
 
 }  // namespace ferrox::model

@@ -5,10 +5,30 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "ferrox/quant/half.h"
+#include "ferrox/quant_kind.h"
 
 namespace ferrox::quant::detail {
+
+// The two block sizes the codecs are written for, from the kind table: every
+// legacy format shares Q8_0's, every K-quant Q4_K's super-block.
+inline constexpr int kLegacyBlock = KindBlock<FERROX_KIND_Q8_0>::kElements;
+inline constexpr int kSuperBlock = KindBlock<FERROX_KIND_Q4_K>::kElements;
+
+consteval bool all_blocks_are(std::initializer_list<ferrox_kind> kinds, int elements) {
+    for (ferrox_kind k : kinds)
+        if (static_cast<int>(kind_traits(static_cast<uint32_t>(k))->block_elements) != elements)
+            return false;
+    return true;
+}
+static_assert(all_blocks_are({FERROX_KIND_Q4_0, FERROX_KIND_Q4_1, FERROX_KIND_Q5_0,
+                              FERROX_KIND_Q5_1, FERROX_KIND_Q8_0, FERROX_KIND_Q8_1},
+                             kLegacyBlock));
+static_assert(all_blocks_are({FERROX_KIND_Q2_K, FERROX_KIND_Q3_K, FERROX_KIND_Q4_K,
+                              FERROX_KIND_Q5_K, FERROX_KIND_Q6_K, FERROX_KIND_Q8_K},
+                             kSuperBlock));
 
 using DequantizeBlock = void (*)(const uint8_t* block, float* out);
 using QuantizeBlock = void (*)(const float* in, uint8_t* block);

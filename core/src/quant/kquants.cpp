@@ -6,7 +6,7 @@
 namespace ferrox::quant::detail {
 namespace {
 
-constexpr int kSuper = 256;
+constexpr int kSuper = kSuperBlock;
 
 // Q2_K/Q3_K/Q6_K pack 2-bit fields: element e lives in byte 32*(e/128) + e%32,
 // at bit pair (e%128)/32.

@@ -7,7 +7,7 @@
 namespace ferrox::quant::detail {
 namespace {
 
-constexpr int kBlock = 32;
+constexpr int kBlock = kLegacyBlock;
 
 // The 4-bit code of element i: elements 0..15 are the low nibbles of
 // qs[0..15], elements 16..31 their high nibbles.

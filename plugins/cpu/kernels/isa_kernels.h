@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "ferrox/backend_abi.h"
+#include "ferrox/quant_kind.h"
 
 namespace ferrox::cpu {
 
@@ -37,6 +38,27 @@ enum class ActFormat : uint8_t {
     // all zero when amax is 0 (ggml's quantize_row_q8_K_ref).
     Q8_K,
 };
+
+// The GGML kind whose blocks an activation format writes: its block shape is
+// the quant kind table's (Q8_0 and Q8_1 32 weights, Q8_K 256).
+constexpr ferrox_kind act_kind(ActFormat format) {
+    switch (format) {
+        case ActFormat::Q8_0:
+            return FERROX_KIND_Q8_0;
+        case ActFormat::Q8_1:
+            return FERROX_KIND_Q8_1;
+        case ActFormat::Q8_K:
+            return FERROX_KIND_Q8_K;
+        case ActFormat::None:
+            break;
+    }
+    return FERROX_KIND_F32;
+}
+
+// Columns per activation block (0 for None: nothing is quantized).
+constexpr uint32_t act_block_elements(ActFormat format) {
+    return format == ActFormat::None ? 0 : kind_traits(act_kind(format))->block_elements;
+}
 
 // Eight Q8_0 blocks of one activation laid out for the pairs MATVEC
 // (pairs_matvec_row in fused_lanes.inc), which dots blocks 2j and 2j + 1 in
@@ -156,7 +178,8 @@ struct PanelGemmInfo {
 
 struct IsaKernels {
     const char* name;  // "portable", "avx2", "avx512vnni"
-    // nullptr for kinds this ISA file does not decode (then the other path).
+    // nullptr for the kinds of the other path: every ISA decodes exactly
+    // kCpuKernels' rows of its path (checked at compile time).
     Int8Decoder (*int8_decoder)(ferrox_kind kind);
     FloatDecoder (*float_decoder)(ferrox_kind kind);
     // x[cols] -> acts; cols a multiple of 32 (of 256 for Q8_K). Every ISA

@@ -1,9 +1,10 @@
 #include "kernels/products.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
-#include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
 
 namespace ferrox::cpu {
@@ -212,15 +213,12 @@ void float_rows(const WeightView& w, uint64_t r0, uint64_t count, float* buffer,
                 const float** out) {
     for (uint64_t i = 0; i < count; ++i) {
         const std::byte* src = row_bytes_at(w, r0 + i);
-        if (w.kind == FERROX_KIND_F32 && w.kernel) {
+        if (w.kind == FERROX_KIND_F32) {
             out[i] = reinterpret_cast<const float*>(src);
             continue;
         }
         float* dst = buffer + i * w.cols;
-        if (w.float_decode)
-            w.float_decode(src, w.blocks_per_row, dst);
-        else
-            quant::dequantize_row(w.kind, src, dst, w.cols);
+        w.float_decode(src, w.blocks_per_row, dst);
         out[i] = dst;
     }
 }
@@ -242,16 +240,24 @@ std::vector<QuantizedActs> quantize_each(const IsaKernels& isa, const WeightView
 
 WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uint64_t cols,
                      uint64_t row_bytes, const std::byte* data) {
-    WeightView v{kind, rows, cols, row_bytes, data, find_kernel(kind), 0};
-    const KindTraits* t = kind_traits(static_cast<uint32_t>(kind));
-    v.blocks_per_row = t ? cols / t->block_elements : 0;
-    if (v.kernel && v.kernel->path == DataPath::Int8) {
+    // The kernel kernel_for() names is the one that runs: every kind the core
+    // knows has a row, and every row its decoder on every ISA (static_asserts
+    // in kernel_table.h and isa_kernels_impl.inc). An id without a row never
+    // gets here (weight_prepare refuses it); were it to, it is an error, not
+    // a quiet slow path.
+    const CpuKernel* kernel = find_kernel(kind);
+    if (!kernel)
+        throw std::invalid_argument("cpu: no kernel for GGML kind " +
+                                    std::to_string(static_cast<unsigned>(kind)));
+    WeightView v{kind, rows, cols, row_bytes, data, kernel, 0};
+    v.blocks_per_row = cols / kind_traits(static_cast<uint32_t>(kind))->block_elements;
+    if (kernel->path == DataPath::Int8) {
         v.int8_decode = isa.int8_decoder(kind);
-        if (v.int8_decode) v.fused_matvec = isa.fused_matvec(kind);
+        v.fused_matvec = isa.fused_matvec(kind);
         if (v.fused_matvec) v.lanes_gemm = isa.lanes_gemm(kind);
+    } else {
+        v.float_decode = isa.float_decoder(kind);
     }
-    if (v.kernel && v.kernel->path == DataPath::Float) v.float_decode = isa.float_decoder(kind);
-    if (!v.int8_decode && !v.float_decode) v.kernel = nullptr;  // the named fallback
     return v;
 }
 

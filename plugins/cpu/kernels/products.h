@@ -16,7 +16,7 @@ struct WeightView {
     ferrox_kind kind;
     uint64_t rows, cols, row_bytes;
     const std::byte* data;
-    const CpuKernel* kernel;              // nullptr: fallback path
+    const CpuKernel* kernel;              // the row kernel_for() names, never null
     uint64_t blocks_per_row;              // cols / block elements
     Int8Decoder int8_decode = nullptr;    // DataPath::Int8
     FloatDecoder float_decode = nullptr;  // DataPath::Float
@@ -24,7 +24,8 @@ struct WeightView {
     LaneGemmInfo lanes_gemm = {};         // decode GEMM with activations in lanes
 };
 
-// Fills the view's decoders from the chosen ISA's kernel set.
+// Fills the view's decoders from the chosen ISA's kernel set; throws for a
+// kind without a kernel row (weight_prepare refuses those first).
 WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uint64_t cols,
                      uint64_t row_bytes, const std::byte* data);
 
