@@ -132,10 +132,11 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
     choices.context = cells;
     choices.sequences = max_pl;
     choices.batch = o.n_batch;
-    auto engine = open_engine(common, o.model_path, choices);
+    OpenFailure why = OpenFailure::None;
+    auto engine = open_engine(common, o.model_path, choices, &why);
     if (!engine) {
         logger().error("{}", engine.error().message());
-        return kExitBadInput;
+        return exit_status(why);
     }
     const Engine& e = **engine;
     const uint64_t rss_loaded = rss_kib();

@@ -144,8 +144,9 @@ int run(const CommonOptions& common, RunOptions o) {
     ApiModelParams params(common, o.model);
     params.log_progress();
     ferrox_model* raw_model = nullptr;
-    if (!succeeded(ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st), st))
-        return kExitBadInput;
+    const ferrox_code loaded =
+        ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st);
+    if (!succeeded(loaded, st)) return exit_status_of_load(loaded);
     const ModelHandle model(raw_model, ferrox_model_free);
     const ferrox_model* m = model.get();
     const uint32_t n_ctx = ferrox_model_n_ctx(m);  // the engine warned if past training
@@ -200,9 +201,9 @@ int run(const CommonOptions& common, RunOptions o) {
     const DetokHandle stream(raw_stream, ferrox_detok_stream_free);
     // The stream holds back what may begin a stop string and ends at the first to complete.
     for (const std::string& stop : o.stops)
-        if (!succeeded(ferrox_detok_stream_add_stop(stream.get(), stop.data(), stop.size(), &st),
-                       st))
-            return kExitBadInput;
+        if (ferrox_detok_stream_add_stop(stream.get(), stop.data(), stop.size(), &st) !=
+            FERROX_CODE_OK)
+            return usage_error("--stop", "{}", st.message);
 
     catch_interrupts();  // from here a first Ctrl-C stops after the current token
     const auto prompt_start = Clock::now();
