@@ -2,7 +2,9 @@
 // "Exit status"; --help's footer):
 //   0  success
 //   1  the work failed at run time: a required backend or the weights' load
-//      failed, a decode failed, output could not be written
+//      failed (memory planned for a -c this machine cannot hold included: the
+//      engine reports it from the load), a decode failed, output could not be
+//      written
 //   2  usage: a flag's value, a missing or conflicting flag, and what the
 //      flags name -- a --config, model, prompt or template file that is absent,
 //      unreadable or malformed, a prompt that does not fit the context
