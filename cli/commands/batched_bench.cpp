@@ -122,6 +122,10 @@ Expected<std::pair<double, double>> measure(model::Context& c, uint32_t vocab, u
 }
 
 int run(const CommonOptions& common, const BatchedBenchOptions& o) {
+    if (o.model.special)
+        return usage_error("--special",
+                           "batched-bench has no prompt text to parse (its prompts "
+                           "are random token ids)");
     const uint32_t max_pl = *std::max_element(o.npl.begin(), o.npl.end());
     const uint32_t max_pp = *std::max_element(o.npp.begin(), o.npp.end());
     const uint32_t max_tg = *std::max_element(o.ntg.begin(), o.ntg.end());

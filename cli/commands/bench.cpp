@@ -17,6 +17,7 @@
 #include "ferrox/log.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
+#include "flag_checks.h"
 #include "format.h"
 #include "model_session.h"
 #include "output.h"
@@ -343,7 +344,8 @@ Command add_bench_command(CLI::App& app, CommonOptions& common) {
     cmd->add_option("--rotate-mib", o->rotate_mib, "MiB of distinct weight copies to rotate over")
         ->check(CLI::Range(uint64_t{0}, kMaxRotateMib));
     cmd->add_flag("--hot", o->hot, "Reuse one weight copy (cache-hot) instead of rotating");
-    cmd->add_option("--seed", o->seed, "Random seed for weights and activations");
+    cmd->add_option("--seed", o->seed, "Random seed for weights and activations")
+        ->check(unsigned_digits());
     cmd->add_flag("--json", o->json, "Print JSON instead of a markdown table");
     return {cmd, [o, &common] { return run_bench(common, *o); }};
 }

@@ -168,6 +168,10 @@ class Conversation {
 };
 
 int run(const CommonOptions& common, const ChatCommandOptions& o) {
+    if (o.model.special)
+        return usage_error("--special",
+                           "a chat message is never read for control tokens (the "
+                           "template's own text is); leave the flag out");
     const bool interactive = ::isatty(STDIN_FILENO) == 1;
     OpenFailure why = OpenFailure::None;
     auto engine = open_engine(common, o.model_path, o.model, &why);

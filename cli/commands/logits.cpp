@@ -43,6 +43,8 @@ Expected<std::vector<int32_t>> parse_tokens(const std::string& csv) {
 
 // Through ferrox.h, as any program would: the CLI is the C API's first user.
 int run(const CommonOptions& common, const LogitsOptions& o) {
+    if (o.model.special && !o.tokens_csv.empty())
+        return usage_error("--special", "--tokens are ids already; it applies to --prompt only");
     // The configuration's log level (the API reads the file again for the rest).
     if (auto config = load_session_config(common); !config) {
         logger().error("{}", config.error().message());

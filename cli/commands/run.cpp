@@ -125,6 +125,10 @@ int run(const CommonOptions& common, RunOptions o) {
         logger().error("run: give the prompt with -p/--prompt or -f/--file");
         return kExitBadInput;
     }
+    if (o.model.special && (o.chat || !o.chat_options.chat_template.empty()))
+        return usage_error("--special",
+                           "with --chat the prompt is the user's message, which is "
+                           "never read for control tokens; leave one out");
     if (!o.prompt_file.empty()) {
         auto text = read_text_file(o.prompt_file, "--file");
         if (!text) {
