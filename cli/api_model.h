@@ -17,6 +17,7 @@ using ModelHandle = std::unique_ptr<ferrox_model, decltype(&ferrox_model_free)>;
 using ContextHandle = std::unique_ptr<ferrox_context, decltype(&ferrox_context_free)>;
 using SamplerHandle = std::unique_ptr<ferrox_sampler, decltype(&ferrox_sampler_free)>;
 using DetokHandle = std::unique_ptr<ferrox_detok_stream, decltype(&ferrox_detok_stream_free)>;
+using ChatPromptHandle = std::unique_ptr<ferrox_chat_prompt, decltype(&ferrox_chat_prompt_free)>;
 
 // A zeroed ferrox_call_status of this header's size.
 ferrox_call_status fresh_status();

@@ -48,7 +48,8 @@ Expected<BenchFootprint> bench_footprint(ferrox_kind kind, const Shape& shape,
     const uint64_t limit = memory_limit ? memory_limit : physical_memory();
     const auto per_row = row_bytes(kind, shape.cols);
     if (!per_row)
-        return make_error("{} needs a row length that is a multiple of {}", kind_name(kind),
+        return make_error("--shape {}x{}: {} needs a row length that is a multiple of {}",
+                          shape.rows, shape.cols, kind_name(kind),
                           kind_traits(static_cast<uint32_t>(kind))->block_elements);
     if (rotate_mib > kMaxRotateMib)
         return make_error("--rotate-mib {} is more than {} (1 TiB)", rotate_mib, kMaxRotateMib);
@@ -72,8 +73,9 @@ Expected<BenchFootprint> bench_footprint(ferrox_kind kind, const Shape& shape,
     const uint64_t peak = std::max(f.total_bytes, probe);
     if (limit && peak > limit)
         return make_error(
-            "{} {}x{}: {} weight copies x {} bytes + {} bytes of activations (batch {}) = {:.1f} "
-            "GiB, or the {:.1f} GiB bandwidth probe, exceeds this machine's {:.1f} GiB of memory",
+            "--shape, --batch, --rotate-mib: {} {}x{}: {} weight copies x {} bytes + {} bytes of "
+            "activations (batch {}) = {:.1f} GiB, or the {:.1f} GiB bandwidth probe, exceeds "
+            "this machine's {:.1f} GiB of memory",
             kind_name(kind), shape.rows, shape.cols, f.copies, f.weight_bytes, activations,
             largest_batch, static_cast<double>(f.total_bytes) / kGiB,
             static_cast<double>(probe) / kGiB, static_cast<double>(limit) / kGiB);

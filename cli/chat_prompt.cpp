@@ -15,13 +15,6 @@ namespace {
 
 constexpr const char* kTemplateKey = "tokenizer.chat_template";
 
-std::string builtin_names() {
-    std::string names;
-    for (const auto& b : builtin_chat_templates())
-        names += (names.empty() ? "" : ", ") + std::string(b.name);
-    return names;
-}
-
 Expected<std::string> read_template_file(const std::string& path) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
@@ -40,7 +33,7 @@ Expected<std::string> read_template_file(const std::string& path) {
 
 void add_chat_template_option(CLI::App& cmd, std::string& chat_template) {
     cmd.add_option("--chat-template", chat_template,
-                   "Chat template: a Jinja file, or a built-in (" + builtin_names() +
+                   "Chat template: a Jinja file, or a built-in (" + builtin_chat_template_names() +
                        "); default: the model file's tokenizer.chat_template");
 }
 
@@ -54,31 +47,34 @@ Expected<ChatTemplate> choose_chat_template(const gguf::File& file, const std::s
     return choose_chat_template(chat_template_facts(file), flag);
 }
 
-Expected<ChatTemplate> choose_chat_template(const ChatModelFacts& model, const std::string& flag) {
-    if (!flag.empty()) {
-        std::error_code ec;
-        if (std::filesystem::exists(flag, ec)) {
-            auto text = read_template_file(flag);
-            if (!text) return text.error();
-            return ChatTemplate::parse(std::move(*text), flag);
-        }
-        if (const auto* b = find_builtin_chat_template(flag))
-            return ChatTemplate::parse(std::string(b->source), "builtin:" + std::string(b->name));
+Expected<TemplateFlag> read_chat_template_flag(const std::string& flag) {
+    TemplateFlag chosen;
+    if (flag.empty()) return chosen;
+    std::error_code ec;
+    if (std::filesystem::exists(flag, ec)) {
+        auto text = read_template_file(flag);
+        if (!text) return text.error();
+        chosen.source = std::move(*text);
+        chosen.origin = flag;
+    } else if (find_builtin_chat_template(flag)) {
+        chosen.name = flag;
+    } else {
         return make_error("--chat-template {}: neither a file nor a built-in template ({})", flag,
-                          builtin_names());
+                          builtin_chat_template_names());
     }
-    if (!model.template_error.empty()) return make_error("{}", model.template_error);
-    if (model.file_template) return ChatTemplate::parse(*model.file_template, kTemplateKey);
-    const std::string& arch = model.arch;
-    const auto* b = builtin_chat_template_for_arch(arch);
-    if (!b)
-        return make_error(
-            "{}: the file has no {} and ferrox has no built-in template for architecture '{}'; "
-            "give one with --chat-template FILE|NAME ({})",
-            model.path, kTemplateKey, arch, builtin_names());
-    logger().warn("the model file has no {}; using the built-in '{}' template for '{}' ({})",
-                  kTemplateKey, b->name, arch, b->description);
-    return ChatTemplate::parse(std::string(b->source), "builtin:" + std::string(b->name));
+    return chosen;
+}
+
+Expected<ChatTemplate> choose_chat_template(const ChatModelFacts& model, const std::string& flag) {
+    auto chosen = read_chat_template_flag(flag);
+    if (!chosen) return chosen.error();
+    if (!chosen->origin.empty()) return ChatTemplate::parse(std::move(chosen->source), flag);
+    if (!chosen->name.empty()) {
+        const auto* b =
+            find_builtin_chat_template(chosen->name);  // read_chat_template_flag found it
+        return ChatTemplate::parse(std::string(b->source), "builtin:" + std::string(b->name));
+    }
+    return model_chat_template(model, "--chat-template FILE|NAME");
 }
 
 void print_verbose_prompt(const ChatPrompt& prompt) {
@@ -144,16 +140,6 @@ std::string chat_template_summary(const nlohmann::json& r) {
     line += r["renders"].get<bool>() ? ", renders a system + user turn"
                                      : "; does not render: " + r.value("error", std::string());
     return escape_text(line, EscapeFor::Text);
-}
-
-Expected<ChatPrompt> single_turn_prompt(const ChatModelFacts& model, const ChatOptions& options,
-                                        const std::string& user) {
-    auto chosen = choose_chat_template(model, options.chat_template);
-    if (!chosen) return chosen.error();
-    ChatRenderer renderer(std::move(*chosen), model);
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    messages.push_back({{"role", "user"}, {"content", user}});
-    return renderer.render(messages, true);
 }
 
 }  // namespace ferrox::cli

@@ -32,6 +32,14 @@ void add_chat_template_option(CLI::App& cmd, std::string& chat_template);
 // ChatModelFacts, ChatPrompt and ChatRenderer live in the core
 // (ferrox/template/chat_renderer.h), beside the engine that records provenance.
 
+// --chat-template as ferrox.h takes it: a file's text with its path as the
+// origin, or a built-in's name; all empty for an empty flag (the model's own).
+// Neither a file nor a built-in is an error naming the flag.
+struct TemplateFlag {
+    std::string source, origin, name;
+};
+Expected<TemplateFlag> read_chat_template_flag(const std::string& flag);
+
 // The template to use and where it came from. The GGUF's own unless `flag`
 // names a file or a built-in; a file without one falls back to the family's
 // built-in, with a warning naming it.
@@ -49,9 +57,5 @@ namespace ferrox::cli {
 // fallback or not) and whether it renders a system + user conversation.
 nlohmann::json chat_template_report(const gguf::File& file);
 std::string chat_template_summary(const nlohmann::json& report);  // one line, terminal-safe
-
-// `run --chat`: one user turn through the chosen template, ready to generate.
-Expected<ChatPrompt> single_turn_prompt(const ChatModelFacts& model, const ChatOptions& options,
-                                        const std::string& user);
 
 }  // namespace ferrox::cli

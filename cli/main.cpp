@@ -17,8 +17,10 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.fallthrough();
     app.footer(
-        "Exit status: 0 success, 1 a required backend or a run failed (or stdout could not be "
-        "written), 2 bad flags, config or input, 130 generation stopped by Ctrl-C.\nConfig lookup: "
+        "Exit status: 0 success; 1 the work failed (a required backend, the weights' load, a "
+        "decode, or writing the output); 2 a usage error, naming the flag (a bad, missing or "
+        "conflicting flag, or a --config, model, prompt or template file that is absent or "
+        "malformed); 130 generation stopped by Ctrl-C.\nConfig lookup: "
         "--config, $FERROX_CONFIG, $XDG_CONFIG_HOME/ferrox/ferrox.yaml, "
         "/etc/ferrox/ferrox.yaml, built-in default.\nPlugin search: --plugin-dir, "
         "$FERROX_PLUGIN_PATH, plugins.paths, the install folder, <exe>/../lib/ferrox/plugins.");

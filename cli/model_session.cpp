@@ -16,11 +16,15 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
+void add_threads_flag(CLI::App& cmd, unsigned& threads) {
     // cpu.threads' range: past it the plugin's create() fails, which logits reported as a
     // backend failure (exit 1) instead of a usage error.
-    cmd.add_option("-t,--threads", choices.threads, "CPU threads (overrides cpu.threads)")
+    cmd.add_option("-t,--threads", threads, "CPU threads (overrides cpu.threads)")
         ->check(CLI::Range(0u, 1024u));
+}
+
+void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
+    add_threads_flag(cmd, choices.threads);
     cmd.add_option("-c,--ctx-size", choices.context,
                    "Context length (KV cache positions; default min(4096, training))");
     cmd.add_option("--kv-type", choices.kv_type,
@@ -36,7 +40,8 @@ void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
 }
 
 Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const std::string& path,
-                                              const ModelChoices& choices) {
+                                              const ModelChoices& choices, OpenFailure* why) {
+    if (why) *why = OpenFailure::BadModel;  // the configuration is the user's to fix
     auto config = load_session_config(common);
     if (!config) return config.error();
     EngineOptions options;
@@ -58,7 +63,7 @@ Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const
         }
         return false;
     };
-    return Engine::open(path, std::move(options));
+    return Engine::open(path, std::move(options), why);
 }
 
 }  // namespace ferrox::cli

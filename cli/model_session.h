@@ -31,12 +31,17 @@ struct ModelChoices {
     uint32_t batch = 0;  // tokens per decode; 0: 256; never more than the context
 };
 
+// -t/--threads in cpu.threads' range (0 ... 1024), for every command that has it.
+void add_threads_flag(CLI::App& cmd, unsigned& threads);
+
 // Registers -t/--threads, -c/--ctx-size, --kv-type, --resident and --special on `cmd`.
 void add_model_choices(CLI::App& cmd, ModelChoices& choices);
 
 // Engine::open with --config (its log level applied), --plugin-dir and the
 // choices; the load's progress logged a tenth at a time.
+// `why` (may be NULL) says which step refused (exit_status(why)).
 Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const std::string& path,
-                                              const ModelChoices& choices);
+                                              const ModelChoices& choices,
+                                              OpenFailure* why = nullptr);
 
 }  // namespace ferrox::cli

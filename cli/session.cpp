@@ -5,10 +5,13 @@
 namespace ferrox::cli {
 
 Expected<Config> load_session_config(const CommonOptions& options) {
+    // A refusal names the flag that chose what was refused (exit_status.h: usage).
     auto config = load_config({options.config_path, {}});
+    if (!config && options.config_path) return make_error("--config: {}", config.error().message());
     if (!config) return config;
-    const std::string& level = options.log_level.empty() ? config->log_level : options.log_level;
-    if (auto set = set_log_level(level); !set) return set.error();
+    const bool flag = !options.log_level.empty();
+    if (auto set = set_log_level(flag ? options.log_level : config->log_level); !set)
+        return flag ? make_error("--log-level: {}", set.error().message()) : set.error();
     logger().debug("configuration from {}", config->source);
     return config;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "exit_status.h"
 #include "ferrox/config.h"
 #include "ferrox/expected.h"
 #include "ferrox/plugin_loader.h"
@@ -27,10 +28,5 @@ struct Session {
 
 Expected<Config> load_session_config(const CommonOptions& options);
 Expected<Session> open_session(const CommonOptions& options);
-
-// Exit codes, documented in --help.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;   // a required backend failed, a run failed
-inline constexpr int kExitBadInput = 2;  // bad flags, config or model file
 
 }  // namespace ferrox::cli

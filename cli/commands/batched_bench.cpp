@@ -122,6 +122,10 @@ Expected<std::pair<double, double>> measure(model::Context& c, uint32_t vocab, u
 }
 
 int run(const CommonOptions& common, const BatchedBenchOptions& o) {
+    if (o.model.special)
+        return usage_error("--special",
+                           "batched-bench has no prompt text to parse (its prompts "
+                           "are random token ids)");
     const uint32_t max_pl = *std::max_element(o.npl.begin(), o.npl.end());
     const uint32_t max_pp = *std::max_element(o.npp.begin(), o.npp.end());
     const uint32_t max_tg = *std::max_element(o.ntg.begin(), o.ntg.end());
@@ -132,10 +136,11 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
     choices.context = cells;
     choices.sequences = max_pl;
     choices.batch = o.n_batch;
-    auto engine = open_engine(common, o.model_path, choices);
+    OpenFailure why = OpenFailure::None;
+    auto engine = open_engine(common, o.model_path, choices, &why);
     if (!engine) {
         logger().error("{}", engine.error().message());
-        return kExitBadInput;
+        return exit_status(why);
     }
     const Engine& e = **engine;
     const uint64_t rss_loaded = rss_kib();

@@ -17,7 +17,9 @@
 #include "ferrox/log.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
+#include "flag_checks.h"
 #include "format.h"
+#include "model_session.h"
 #include "output.h"
 
 namespace ferrox::cli {
@@ -159,18 +161,12 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
                 std::erase_if(b.options, [](const auto& kv) { return kv.first == "threads"; });
                 b.options.emplace_back("threads", std::to_string(o.threads));
             }
-    LoaderOptions loader;
-    loader.plugin_dirs = common.plugin_dirs;
-    PluginSet plugins = PluginSet::load(*config, loader);
-    if (plugins.selected().empty()) {
-        logger().error("no backend is ready; see `ferrox backends`");
-        return kExitFailure;
-    }
-    for (const auto& kind_text : o.kinds) {  // before the bandwidth run, which takes seconds
-        if (!kind_traits(kind_text)) {
-            logger().error("unknown kind '{}' (ferrox backends lists them)", kind_text);
-            return kExitBadInput;
-        }
+    // The flags first: a usage error is one whatever the plugins do, and it
+    // comes before the bandwidth run, which takes seconds.
+    for (const auto& kind_text : o.kinds) {
+        if (!kind_traits(kind_text))
+            return usage_error("--kinds", "unknown kind '{}' (ferrox backends lists them)",
+                               kind_text);
         for (const auto& shape_text : o.shapes) {  // and every size, before any allocation
             auto shape = parse_shape(shape_text);
             auto fits = shape ? bench_footprint(kind_traits(kind_text)->id, *shape, o.batch, o.hot,
@@ -181,6 +177,13 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
                 return kExitBadInput;
             }
         }
+    }
+    LoaderOptions loader;
+    loader.plugin_dirs = common.plugin_dirs;
+    PluginSet plugins = PluginSet::load(*config, loader);
+    if (plugins.selected().empty()) {
+        logger().error("no backend is ready; see `ferrox backends`");
+        return kExitFailure;
     }
     KernelRegistry registry;
     Dispatcher dispatch(plugins.selected(), registry);
@@ -336,12 +339,13 @@ Command add_bench_command(CLI::App& app, CommonOptions& common) {
     cmd->add_option("--shape", o->shapes, "Weight shapes ROWSxCOLS")->delimiter(',');
     cmd->add_option("-n,--batch", o->batch, "Activations per call: 1 = MATVEC, more = GEMM")
         ->delimiter(',');
-    cmd->add_option("-t,--threads", o->threads, "CPU threads (default: the config's cpu.threads)");
+    add_threads_flag(*cmd, o->threads);
     cmd->add_option("--reps", o->reps, "Timed repetitions")->check(CLI::Range(1u, 100000u));
     cmd->add_option("--rotate-mib", o->rotate_mib, "MiB of distinct weight copies to rotate over")
         ->check(CLI::Range(uint64_t{0}, kMaxRotateMib));
     cmd->add_flag("--hot", o->hot, "Reuse one weight copy (cache-hot) instead of rotating");
-    cmd->add_option("--seed", o->seed, "Random seed for weights and activations");
+    cmd->add_option("--seed", o->seed, "Random seed for weights and activations")
+        ->check(unsigned_digits());
     cmd->add_flag("--json", o->json, "Print JSON instead of a markdown table");
     return {cmd, [o, &common] { return run_bench(common, *o); }};
 }

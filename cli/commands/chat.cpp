@@ -168,11 +168,16 @@ class Conversation {
 };
 
 int run(const CommonOptions& common, const ChatCommandOptions& o) {
+    if (o.model.special)
+        return usage_error("--special",
+                           "a chat message is never read for control tokens (the "
+                           "template's own text is); leave the flag out");
     const bool interactive = ::isatty(STDIN_FILENO) == 1;
-    auto engine = open_engine(common, o.model_path, o.model);
+    OpenFailure why = OpenFailure::None;
+    auto engine = open_engine(common, o.model_path, o.model, &why);
     if (!engine) {
         logger().error("{}", engine.error().message());
-        return kExitBadInput;
+        return exit_status(why);
     }
     Engine& e = **engine;
     const Tokenizer& tok = e.tokenizer();  // built before the weights were mapped

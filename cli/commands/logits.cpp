@@ -43,20 +43,14 @@ Expected<std::vector<int32_t>> parse_tokens(const std::string& csv) {
 
 // Through ferrox.h, as any program would: the CLI is the C API's first user.
 int run(const CommonOptions& common, const LogitsOptions& o) {
+    if (o.model.special && !o.tokens_csv.empty())
+        return usage_error("--special", "--tokens are ids already; it applies to --prompt only");
     // The configuration's log level (the API reads the file again for the rest).
     if (auto config = load_session_config(common); !config) {
         logger().error("{}", config.error().message());
         return kExitBadInput;
     }
-    ferrox_call_status st = fresh_status();
-    const ApiModelParams params(common, o.model);
-    ferrox_model* raw_model = nullptr;
-    const ferrox_code loaded =
-        ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st);
-    if (!succeeded(loaded, st)) return loaded == FERROX_CODE_BACKEND ? kExitFailure : kExitBadInput;
-    const ModelHandle model(raw_model, ferrox_model_free);
-    const uint32_t n_ctx = ferrox_model_n_ctx(model.get());  // the engine's rule, and its warning
-
+    // The flags before the model: a malformed --tokens is refused without a load.
     std::vector<int32_t> tokens;
     if (!o.tokens_csv.empty()) {
         auto ids = parse_tokens(o.tokens_csv);
@@ -65,6 +59,17 @@ int run(const CommonOptions& common, const LogitsOptions& o) {
             return kExitBadInput;
         }
         tokens = std::move(*ids);
+    }
+    ferrox_call_status st = fresh_status();
+    const ApiModelParams params(common, o.model);
+    ferrox_model* raw_model = nullptr;
+    const ferrox_code loaded =
+        ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st);
+    if (!succeeded(loaded, st)) return exit_status_of_load(loaded);
+    const ModelHandle model(raw_model, ferrox_model_free);
+    const uint32_t n_ctx = ferrox_model_n_ctx(model.get());  // the engine's rule, and its warning
+
+    if (!o.tokens_csv.empty()) {
         // An id the model has no row for is the caller's mistake, like a malformed one.
         const uint32_t vocab = ferrox_model_vocab(model.get());
         for (size_t i = 0; i < tokens.size(); ++i)

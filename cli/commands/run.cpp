@@ -80,71 +80,32 @@ std::vector<int32_t> tokenize(const ferrox_model* model, std::string_view text, 
     return ids;
 }
 
-std::vector<int32_t> tokenize_segments(const ferrox_model* model,
-                                       std::span<const TextSegment> segments, bool add_special) {
-    std::vector<ferrox_text_segment> parts;
-    size_t bytes = 0;
-    for (const TextSegment& s : segments) {
-        parts.push_back({s.text.data(), s.text.size(), s.parse_special ? 1 : 0});
-        bytes += s.text.size();
+// --chat: the prompt as one user turn, rendered and tokenized by ferrox.h
+// (the model's template, or --chat-template's file or built-in), the user's
+// text never read for control tokens.
+Expected<ChatPrompt> chat_prompt(const ferrox_model* model, const ChatOptions& options,
+                                 const std::string& user) {
+    auto flag = read_chat_template_flag(options.chat_template);
+    if (!flag) return flag.error();
+    const ferrox_chat_message message{"user", user.data(), user.size()};
+    ferrox_chat_params params;
+    ferrox_chat_params_default(&params);
+    params.messages = &message;
+    params.n_messages = 1;
+    if (!flag->origin.empty()) {
+        params.chat_template = flag->source.c_str();
+        params.template_origin = flag->origin.c_str();
     }
+    if (!flag->name.empty()) params.template_name = flag->name.c_str();
     ferrox_call_status st = fresh_status();
-    std::vector<int32_t> ids(bytes + 2);  // a first guess; asked again when short
-    size_t n = 0;
-    ferrox_code code = ferrox_tokenize_segments(model, parts.data(), parts.size(), add_special,
-                                                ids.data(), ids.size(), &n, &st);
-    if (code == FERROX_CODE_BUFFER_TOO_SMALL) {
-        ids.resize(n);
-        code = ferrox_tokenize_segments(model, parts.data(), parts.size(), add_special, ids.data(),
-                                        ids.size(), &n, &st);
-    }
-    ids.resize(code == FERROX_CODE_OK ? n : 0);
-    return ids;
-}
-
-// The vocabulary's text of a token ("<bos>"); "" when there is none.
-std::string token_text(const ferrox_model* model, int32_t token) {
-    if (token < 0) return {};
-    ferrox_call_status st = fresh_status();
-    std::string text;
-    const auto call = [&](char* buf, size_t capacity, size_t* needed, ferrox_call_status* s) {
-        return ferrox_token_text(model, token, buf, capacity, needed, s);
-    };
-    return read_text(text, st, call) == FERROX_CODE_OK ? text : std::string();
-}
-
-// What a chat template needs from the model, through the API.
-Expected<ChatModelFacts> chat_facts(const ferrox_model* model, const std::string& path) {
-    ferrox_call_status st = fresh_status();
-    ChatModelFacts f;
-    f.path = path;
-    const char* tmpl = nullptr;
-    if (ferrox_model_chat_template(model, &tmpl, &st) != FERROX_CODE_OK)
+    ferrox_chat_prompt* raw = nullptr;
+    if (ferrox_chat_apply_template(model, &params, &raw, &st) != FERROX_CODE_OK)
         return make_error("{}", st.message);
-    std::string value;
-    if (tmpl) {
-        f.file_template = tmpl;
-    } else if (read_text(value, st, [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
-                   return ferrox_model_meta(model, "tokenizer.chat_template", b, c, n, s);
-               }) == FERROX_CODE_OK) {
-        // The key is there but holds no string (the API gives strings only).
-        f.template_error = fmt::format(
-            "{}: metadata key 'tokenizer.chat_template' holds {}, expected STRING", path, value);
-    }
-    f.arch = ferrox_model_arch(model);
-    f.bos = ferrox_model_bos(model);
-    f.bos_text = token_text(model, f.bos);
-    f.eos_text = token_text(model, ferrox_model_eos(model));
-    // (ferrox_tokenize fails only on NULL arguments, which these are not.)
-    f.encode = [model](std::string_view piece, bool add_special, bool parse_special) {
-        ferrox_call_status ignored = fresh_status();
-        ferrox_code code = FERROX_CODE_OK;
-        return tokenize(model, piece, add_special, parse_special, ignored, code);
-    };
-    f.encode_segments = [model](std::span<const TextSegment> segments, bool add_special) {
-        return tokenize_segments(model, segments, add_special);
-    };
-    return f;
+    const ChatPromptHandle rendered(raw, ferrox_chat_prompt_free);
+    size_t bytes = 0, n = 0;
+    const char* text = ferrox_chat_prompt_text(raw, &bytes);
+    const int32_t* ids = ferrox_chat_prompt_tokens(raw, &n);
+    return ChatPrompt{std::string(text, bytes), std::vector<int32_t>(ids, ids + n), {}};
 }
 
 // The context's profile so far (and emptied), as rows.
@@ -164,6 +125,10 @@ int run(const CommonOptions& common, RunOptions o) {
         logger().error("run: give the prompt with -p/--prompt or -f/--file");
         return kExitBadInput;
     }
+    if (o.model.special && (o.chat || !o.chat_options.chat_template.empty()))
+        return usage_error("--special",
+                           "with --chat the prompt is the user's message, which is "
+                           "never read for control tokens; leave one out");
     if (!o.prompt_file.empty()) {
         auto text = read_text_file(o.prompt_file, "--file");
         if (!text) {
@@ -183,8 +148,9 @@ int run(const CommonOptions& common, RunOptions o) {
     ApiModelParams params(common, o.model);
     params.log_progress();
     ferrox_model* raw_model = nullptr;
-    if (!succeeded(ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st), st))
-        return kExitBadInput;
+    const ferrox_code loaded =
+        ferrox_model_load(o.model_path.c_str(), params.get(), &raw_model, &st);
+    if (!succeeded(loaded, st)) return exit_status_of_load(loaded);
     const ModelHandle model(raw_model, ferrox_model_free);
     const ferrox_model* m = model.get();
     const uint32_t n_ctx = ferrox_model_n_ctx(m);  // the engine warned if past training
@@ -197,9 +163,7 @@ int run(const CommonOptions& common, RunOptions o) {
 
     ChatPrompt prompt{o.prompt, {}, {}};
     if (o.chat || !o.chat_options.chat_template.empty()) {
-        auto facts = chat_facts(m, o.model_path);
-        auto rendered = facts ? single_turn_prompt(*facts, o.chat_options, o.prompt)
-                              : Expected<ChatPrompt>(facts.error());
+        auto rendered = chat_prompt(m, o.chat_options, o.prompt);
         if (!rendered) {
             logger().error("{}", rendered.error().message());
             return kExitBadInput;
@@ -241,9 +205,9 @@ int run(const CommonOptions& common, RunOptions o) {
     const DetokHandle stream(raw_stream, ferrox_detok_stream_free);
     // The stream holds back what may begin a stop string and ends at the first to complete.
     for (const std::string& stop : o.stops)
-        if (!succeeded(ferrox_detok_stream_add_stop(stream.get(), stop.data(), stop.size(), &st),
-                       st))
-            return kExitBadInput;
+        if (ferrox_detok_stream_add_stop(stream.get(), stop.data(), stop.size(), &st) !=
+            FERROX_CODE_OK)
+            return usage_error("--stop", "{}", st.message);
 
     catch_interrupts();  // from here a first Ctrl-C stops after the current token
     const auto prompt_start = Clock::now();

@@ -181,11 +181,12 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     choices.context = s.context;  // 0: the engine's rule, parallel x min(4096, training)
     choices.sequences = s.parallel;
     choices.batch = kServeBatch;
-    auto engine = open_engine(common, s.model, choices);
+    OpenFailure why = OpenFailure::None;
+    auto engine = open_engine(common, s.model, choices, &why);
     if (!engine) {
         api.set_state(server::ServerState::Failed);
         logger().error("serve: {}", engine.error().message());
-        return kExitBadInput;
+        return exit_status(why);
     }
     const Engine& e = **engine;
     auto tmpl = choose_chat_template(e.file(), o.chat.chat_template);
@@ -266,7 +267,7 @@ Command add_serve_command(CLI::App& app, CommonOptions& common) {
                 cmd->add_option(names, o->text[setting.key], help)->type_name(type);
         }
     }
-    cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
+    add_threads_flag(*cmd, o->threads);
     add_chat_template_option(*cmd, o->chat.chat_template);
     return {cmd, [o, &common]() { return run(common, *o); }};
 }

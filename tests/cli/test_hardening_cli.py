@@ -455,7 +455,7 @@ def test_optional_backends_none_ready_are_refused_at_load(model, workdir):
     cfg = workdir / "only-missing.yaml"
     cfg.write_text("backends:\n  order: [nosuch]\n")
     r = ferrox("--config", str(cfg), "run", "-m", str(model), "-p", "hi", "-n", "1")
-    assert r.returncode == 2
+    assert r.returncode == 1  # a run-time failure, as in logits and backends (cli/exit_status.h)
     assert b"no backend of backends.order [nosuch] is ready" in r.stderr
     assert b"nosuch is not-found" in r.stderr
     assert b"prompt eval" not in r.stderr

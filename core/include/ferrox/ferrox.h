@@ -24,7 +24,7 @@
  * reports (ferrox_model_arch ... ferrox_model_kernel_report), ferrox_token_text
  * and per-op profiling of a context (ferrox_context_params.profile,
  * ferrox_context_profile); 0.3 stop strings on a detok stream and
- * ferrox_tokenize_segments. */
+ * ferrox_tokenize_segments; 0.4 chat templates (ferrox_chat_apply_template). */
 #ifndef FERROX_FERROX_H
 #define FERROX_FERROX_H
 
@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 #define FERROX_API_VERSION_MAJOR 0u
-#define FERROX_API_VERSION_MINOR 3u
+#define FERROX_API_VERSION_MINOR 4u
 
 /* The library's API version, major << 16 | minor. */
 FERROX_C_API uint32_t ferrox_api_version(void);
@@ -272,6 +272,89 @@ FERROX_C_API ferrox_code ferrox_detok_stream_add_stop(ferrox_detok_stream* strea
                                                       size_t len, ferrox_call_status* status);
 /* Nonzero once a stop string completed (0 for NULL). \since API 0.3 */
 FERROX_C_API int ferrox_detok_stream_stopped(const ferrox_detok_stream* stream);
+
+/* ---- chat templates (\since API 0.4) ------------------------------------ */
+
+/* One message: its role ("system", "user", "assistant", "tool"), 1 to
+ * FERROX_CHAT_MAX_ROLE bytes, NUL-terminated, and its content, content_len
+ * bytes at `content` (no NUL needed; NULL with content_len 0 is empty). Bytes
+ * are passed as they are. */
+typedef struct ferrox_chat_message {
+    const char* role;
+    const char* content;
+    size_t content_len;
+} ferrox_chat_message;
+
+/* Bounds, checked before anything is rendered (the template's own budgets,
+ * docs/security.md, apply while it renders). */
+#define FERROX_CHAT_MAX_MESSAGES 65536u
+#define FERROX_CHAT_MAX_ROLE 64u
+#define FERROX_CHAT_MAX_CONTENT (16u << 20) /* bytes of one content, and of all */
+#define FERROX_CHAT_MAX_JSON (4u << 20)     /* bytes of messages_json, of tools_json */
+#define FERROX_CHAT_MAX_JSON_DEPTH 64u      /* arrays and objects inside each other */
+#define FERROX_CHAT_MAX_JSON_MEMBERS 256u   /* members of one JSON object */
+
+/* What to render. The conversation is either `messages` (role / content
+ * pairs) or `messages_json` (OpenAI's array of message objects: "role",
+ * "content" as a string, null or text parts, "name", "tool_calls",
+ * "tool_call_id"), never both. The template is the model's own
+ * (tokenizer.chat_template; a file without one: its family's built-in, with
+ * a warning in the log) unless `chat_template` gives a Jinja source or
+ * `template_name` a built-in ("chatml", "llama3", "gemma"); not both.
+ * Start from ferrox_chat_params_default (struct_size, add_generation_prompt). */
+typedef struct ferrox_chat_params {
+    uint32_t struct_size;
+    const ferrox_chat_message* messages;
+    size_t n_messages;
+    const char* messages_json; /* messages_json_len bytes; NULL: use `messages` */
+    size_t messages_json_len;
+    const char* tools_json; /* a JSON array of tools, tools_json_len bytes; NULL: none */
+    size_t tools_json_len;
+    int add_generation_prompt; /* default 1: end with the assistant's turn opened */
+    const char* chat_template; /* Jinja source, NUL-terminated; NULL: see above */
+    /* Names chat_template in errors ("my.jinja"); NULL: "chat_template". */
+    const char* template_origin;
+    const char* template_name; /* a built-in's name, NUL-terminated; NULL: see above */
+} ferrox_chat_params;
+
+FERROX_C_API void ferrox_chat_params_default(ferrox_chat_params* params);
+
+/* A rendered chat, owned by the caller (ferrox_chat_prompt_free); the
+ * pointers its getters return are owned by it and valid until it is freed. */
+typedef struct ferrox_chat_prompt ferrox_chat_prompt;
+
+/* Renders the conversation with the template and tokenizes it. The engine
+ * records, while it renders, which bytes came from the conversation (contents
+ * and their parts, names, tool calls, their ids and arguments, tool results,
+ * tools) -- they are never found by searching the text -- and those bytes
+ * never become control tokens, while the template's own text keeps its
+ * control tokens. A NULL or malformed argument, a bound exceeded, JSON that
+ * does not parse or a template that fails to render (raise_exception
+ * included) is FERROX_CODE_INVALID_ARGUMENT with a message naming the field,
+ * the message index or the template line. On success *out is the caller's. */
+FERROX_C_API ferrox_code ferrox_chat_apply_template(const ferrox_model* model,
+                                                    const ferrox_chat_params* params,
+                                                    ferrox_chat_prompt** out,
+                                                    ferrox_call_status* status);
+FERROX_C_API void ferrox_chat_prompt_free(ferrox_chat_prompt* prompt);
+
+/* The rendered text, NUL-terminated; *len (may be NULL) gets its bytes. */
+FERROX_C_API const char* ferrox_chat_prompt_text(const ferrox_chat_prompt* prompt, size_t* len);
+
+/* The text as *n consecutive segments that concatenate to it: the template's
+ * own text with parse_special 1, the conversation's with 0. Their `text`
+ * points into ferrox_chat_prompt_text (offset = segment.text - text): hand
+ * them to ferrox_tokenize_segments, or use ferrox_chat_prompt_tokens. */
+FERROX_C_API const ferrox_text_segment* ferrox_chat_prompt_segments(
+    const ferrox_chat_prompt* prompt, size_t* n);
+
+/* The prompt's tokens: what ferrox_tokenize_segments gives for the segments
+ * with add_special 1, less the second BOS when the template wrote its own. */
+FERROX_C_API const int32_t* ferrox_chat_prompt_tokens(const ferrox_chat_prompt* prompt, size_t* n);
+
+/* Which template rendered it: "tokenizer.chat_template", "builtin:NAME" or
+ * the caller's template_origin. */
+FERROX_C_API const char* ferrox_chat_prompt_template(const ferrox_chat_prompt* prompt);
 
 /* ---- context ------------------------------------------------------------ */
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "chat_apply.h"
 #include "ferrox/c_boundary.h"
 #include "ferrox/config.h"
 #include "ferrox/dispatch.h"
@@ -29,6 +30,7 @@
 #include "ferrox/plugin_loader.h"
 #include "ferrox/quant_kind.h"
 #include "ferrox/sampler_chain.h"
+#include "ferrox/template/chat_renderer.h"
 #include "ferrox/tokenizer/tokenizer.h"
 
 using namespace ferrox;
@@ -54,6 +56,13 @@ struct ferrox_context {
 
 struct ferrox_sampler {
     SamplerChain chain;
+};
+
+struct ferrox_chat_prompt {
+    std::string text;
+    std::vector<ferrox_text_segment> segments;  // pointing into text
+    std::vector<int32_t> tokens;
+    std::string origin;
 };
 
 // ferrox_detok_stream_add_stop's bounds: each push scans every stop over the held text.
@@ -821,6 +830,58 @@ ferrox_code ferrox_seq_state_restore_file(ferrox_context* c, int32_t seq, const 
         if (!r) return invalid(status, fmt::format("{}: {}", path, r.error().message()));
         return ok(status);
     });
+}
+
+void ferrox_chat_params_default(ferrox_chat_params* p) {
+    if (!p) return;
+    *p = ferrox_chat_params{};
+    p->struct_size = sizeof *p;
+    p->add_generation_prompt = 1;
+}
+
+ferrox_code ferrox_chat_apply_template(const ferrox_model* m, const ferrox_chat_params* given,
+                                       ferrox_chat_prompt** out, ferrox_call_status* status) {
+    if (!m || !given || !out)
+        return invalid(status, "ferrox_chat_apply_template: model, params or out is NULL");
+    *out = nullptr;
+    ferrox_chat_params p;
+    ferrox_chat_params_default(&p);
+    if (!read_params(given, p, status, "ferrox_chat_params")) return FERROX_CODE_INVALID_ARGUMENT;
+    return guarded(status, [&]() -> ferrox_code {
+        auto rendered = api::apply_chat_template(*m->engine, p);
+        if (!rendered) return invalid(status, rendered.error().message());
+        auto prompt = std::make_unique<ferrox_chat_prompt>();
+        prompt->text = std::move(rendered->text);
+        prompt->tokens = std::move(rendered->tokens);
+        prompt->origin = std::move(rendered->origin);
+        // Segments of the text in its final place (a moved short string moves its bytes).
+        for (const TextSegment& seg : prompt_segments(prompt->text, rendered->client))
+            prompt->segments.push_back({seg.text.data(), seg.text.size(), seg.parse_special});
+        *out = prompt.release();
+        return ok(status);
+    });
+}
+
+void ferrox_chat_prompt_free(ferrox_chat_prompt* prompt) { delete prompt; }
+
+const char* ferrox_chat_prompt_text(const ferrox_chat_prompt* prompt, size_t* len) {
+    if (len) *len = prompt ? prompt->text.size() : 0;
+    return prompt ? prompt->text.c_str() : "";
+}
+
+const ferrox_text_segment* ferrox_chat_prompt_segments(const ferrox_chat_prompt* prompt,
+                                                       size_t* n) {
+    if (n) *n = prompt ? prompt->segments.size() : 0;
+    return prompt ? prompt->segments.data() : nullptr;
+}
+
+const int32_t* ferrox_chat_prompt_tokens(const ferrox_chat_prompt* prompt, size_t* n) {
+    if (n) *n = prompt ? prompt->tokens.size() : 0;
+    return prompt ? prompt->tokens.data() : nullptr;
+}
+
+const char* ferrox_chat_prompt_template(const ferrox_chat_prompt* prompt) {
+    return prompt ? prompt->origin.c_str() : "";
 }
 
 }  // extern "C"

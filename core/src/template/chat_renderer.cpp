@@ -1,15 +1,20 @@
 #include "ferrox/template/chat_renderer.h"
 
 #include "ferrox/gguf/file.h"
+#include "ferrox/log.h"
 
 namespace ferrox {
 namespace {
 
+// Read in place: a copy of the whole vocabulary (262144 strings for Gemma 3)
+// per render would cost more than the render.
 std::string token_text(const gguf::File& file, int32_t id) {
-    if (id < 0) return {};
-    auto tokens = file.get_string_array("tokenizer.ggml.tokens");
-    if (!tokens || static_cast<size_t>(id) >= tokens->size()) return {};
-    return (*tokens)[static_cast<size_t>(id)];
+    const gguf::Value* value = file.find("tokenizer.ggml.tokens");
+    const auto* texts = value ? std::get_if<gguf::Array>(value) : nullptr;
+    if (id < 0 || !texts || texts->element_type() != gguf::ValueType::String ||
+        static_cast<uint64_t>(id) >= texts->size())
+        return {};
+    return std::string(texts->string_at(static_cast<uint64_t>(id)));
 }
 
 }  // namespace
@@ -42,6 +47,28 @@ ChatModelFacts chat_model_facts(const gguf::File& file, const Tokenizer& tok) {
         return tok.encode(segments, add_special);
     };
     return f;
+}
+
+std::string builtin_chat_template_names() {
+    std::string names;
+    for (const auto& b : builtin_chat_templates())
+        names += (names.empty() ? "" : ", ") + std::string(b.name);
+    return names;
+}
+
+Expected<ChatTemplate> model_chat_template(const ChatModelFacts& model, std::string_view give_one) {
+    constexpr const char* key = "tokenizer.chat_template";
+    if (!model.template_error.empty()) return make_error("{}", model.template_error);
+    if (model.file_template) return ChatTemplate::parse(*model.file_template, key);
+    const auto* b = builtin_chat_template_for_arch(model.arch);
+    if (!b)
+        return make_error(
+            "{}: the file has no {} and ferrox has no built-in template for architecture '{}'; "
+            "give one with {} ({})",
+            model.path, key, model.arch, give_one, builtin_chat_template_names());
+    logger().warn("the model file has no {}; using the built-in '{}' template for '{}' ({})", key,
+                  b->name, model.arch, b->description);
+    return ChatTemplate::parse(std::string(b->source), "builtin:" + std::string(b->name));
 }
 
 std::vector<TextSegment> prompt_segments(std::string_view text, std::span<const TextRange> client) {

@@ -56,6 +56,15 @@ struct ChatPrompt {
     std::vector<TextRange> client;  // where text from the request lies in `text`
 };
 
+// The model's own template: the file's tokenizer.chat_template, or, when the
+// file has none, its family's built-in (with a warning naming it in the log).
+// An unreadable key, or a file with neither, is an error naming the file;
+// `give_one` says how a caller names another ("--chat-template FILE|NAME").
+FERROX_API Expected<ChatTemplate> model_chat_template(const ChatModelFacts& model,
+                                                      std::string_view give_one);
+// The built-ins' names, "chatml, llama3, gemma", for messages.
+FERROX_API std::string builtin_chat_template_names();
+
 // The context keys the renderer supplies itself; every other one is client text.
 inline constexpr std::string_view kTrustedChatKeys[] = {"add_generation_prompt", "bos_token",
                                                         "eos_token"};
