@@ -155,13 +155,14 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
     }
     if (o.threads)
         for (auto& b : config->backends)
-            if (b.name == "cpu") {
-                std::erase_if(b.options, [](const auto& kv) { return kv.first == "threads"; });
-                b.options.emplace_back("threads", std::to_string(o.threads));
-            }
+            if (b.name == "cpu") b.set_option("threads", std::to_string(o.threads), "--threads");
     LoaderOptions loader;
     loader.plugin_dirs = common.plugin_dirs;
     PluginSet plugins = PluginSet::load(*config, loader);
+    for (const PluginRecord* r : plugins.option_errors()) {
+        logger().error("{}", r->reason);
+        return kExitBadInput;
+    }
     if (plugins.selected().empty()) {
         logger().error("no backend is ready; see `ferrox backends`");
         return kExitFailure;
@@ -336,7 +337,10 @@ Command add_bench_command(CLI::App& app, CommonOptions& common) {
     cmd->add_option("--shape", o->shapes, "Weight shapes ROWSxCOLS")->delimiter(',');
     cmd->add_option("-n,--batch", o->batch, "Activations per call: 1 = MATVEC, more = GEMM")
         ->delimiter(',');
-    cmd->add_option("-t,--threads", o->threads, "CPU threads (default: the config's cpu.threads)");
+    cmd->add_option(
+        "-t,--threads", o->threads,
+        "CPU threads (overrides cpu.threads; the CPU plugin declares its range and default, "
+        "see docs/config.md)");
     cmd->add_option("--reps", o->reps, "Timed repetitions")->check(CLI::Range(1u, 100000u));
     cmd->add_option("--rotate-mib", o->rotate_mib, "MiB of distinct weight copies to rotate over")
         ->check(CLI::Range(uint64_t{0}, kMaxRotateMib));

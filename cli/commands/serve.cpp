@@ -264,7 +264,9 @@ Command add_serve_command(CLI::App& app, CommonOptions& common) {
                 cmd->add_option(names, o->text[setting.key], help)->type_name(type);
         }
     }
-    cmd->add_option("-t,--threads", o->threads, "CPU threads (overrides cpu.threads)");
+    cmd->add_option("-t,--threads", o->threads,
+                    "CPU threads (overrides cpu.threads; the CPU plugin declares its range and "
+                    "default, see docs/config.md)");
     add_chat_template_option(*cmd, o->chat.chat_template);
     return {cmd, [o, &common]() { return run(common, *o); }};
 }
