@@ -69,12 +69,13 @@ TEST_CASE("an out-of-range value is refused before create(), naming file:line:co
 }
 
 TEST_CASE("an undeclared key or a wrong word is refused with where it was written") {
-    TempDir dir;
+    // A folder each: a copy over a library still loaded would pull its pages away.
+    TempDir dir, other;
     const auto typo = load_one(dir, "schema", "backends: {order: [schema]}\nschema:\n  lane: 2\n");
     CHECK(record_of(typo, "schema").reason ==
           "test.yaml:3:3: unknown key 'lane' in section 'schema'; did you mean 'lanes'?");
     const auto word =
-        load_one(dir, "schema", "backends: {order: [schema]}\nschema:\n  mode: slow\n");
+        load_one(other, "schema", "backends: {order: [schema]}\nschema:\n  mode: slow\n");
     CHECK(record_of(word, "schema").reason ==
           "test.yaml:3:9: schema.mode must be one of 'fast', 'exact', got 'slow'");
 }
