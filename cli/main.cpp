@@ -1,8 +1,13 @@
 // ferrox: command-line entry. Parses flags, runs one subcommand, and turns
 // errors into a message on stderr and an exit code -- once, here.
+#include <fmt/format.h>
+
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands/commands.h"
+#include "ferrox/config_settings.h"
 #include "ferrox/gguf/truncation_guard.h"
 #include "ferrox/log.h"
 #include "output.h"
@@ -31,8 +36,14 @@ int main(int argc, char** argv) {
     app.add_option("--plugin-dir", common.plugin_dirs,
                    "Folder to search for libferrox_<name>.so first (repeatable)")
         ->check(non_empty_folder_name("--plugin-dir"));
+    // log.level's words and default come from its row of the settings table.
+    const ferrox::ConfigSetting& level = *ferrox::find_config_setting("log", "level");
     app.add_option("--log-level", common.log_level,
-                   "trace, debug, info, warn, error or off (overrides log.level)");
+                   fmt::format("{} (overrides log.level; default {})",
+                               ferrox::config_setting_choices_text(level),
+                               ferrox::config_setting_value(ferrox::Config{}, level)))
+        ->check(
+            CLI::IsMember(std::vector<std::string>(level.choices.begin(), level.choices.end())));
 
     const Command commands[] = {
         add_backends_command(app, common),      add_bench_command(app, common),

@@ -17,10 +17,12 @@ std::string lower(std::string s) {
 }  // namespace
 
 void add_threads_flag(CLI::App& cmd, unsigned& threads) {
-    // cpu.threads' range: past it the plugin's create() fails, which logits reported as a
-    // backend failure (exit 1) instead of a usage error.
-    cmd.add_option("-t,--threads", threads, "CPU threads (overrides cpu.threads)")
-        ->check(CLI::Range(0u, 1024u));
+    // The CPU plugin declares cpu.threads' range (ABI 1.6): the engine checks the flag
+    // against it as it checks the file, and a value past it is a configuration error
+    // (exit 2) naming --threads and the range.
+    cmd.add_option("-t,--threads", threads,
+                   "CPU threads (overrides cpu.threads; the CPU plugin declares its range and "
+                   "default, see docs/config.md)");
 }
 
 void add_model_choices(CLI::App& cmd, ModelChoices& choices) {

@@ -22,6 +22,8 @@ Expected<Session> open_session(const CommonOptions& options) {
     LoaderOptions loader;
     loader.plugin_dirs = options.plugin_dirs;
     PluginSet plugins = PluginSet::load(*config, loader);
+    // A section its plugin refused is a configuration error (exit 2), required or not.
+    for (const PluginRecord* r : plugins.option_errors()) return Error(r->reason);
     return Session{std::move(*config), std::move(plugins)};
 }
 

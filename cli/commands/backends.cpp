@@ -64,6 +64,23 @@ std::string abi_string(uint32_t v) {
     return v ? fmt::format("{}.{}", FERROX_ABI_MAJOR(v), FERROX_ABI_MINOR(v)) : std::string("-");
 }
 
+// The options a plugin declares (ABI 1.6), as the core checks its section against them.
+nlohmann::json declared_options_json(const PluginRecord& r) {
+    static constexpr const char* kKindNames[] = {"integer", "bytes", "choice", "bool", "text"};
+    nlohmann::json out = nlohmann::json::array();
+    for (const OptionSpec& spec : r.options) {
+        nlohmann::json o{{"key", spec.key},
+                         {"kind", kKindNames[static_cast<size_t>(spec.kind)]},
+                         {"help", spec.help}};
+        if (spec.kind == FERROX_OPTION_INTEGER || spec.kind == FERROX_OPTION_BYTES)
+            o["range"] = {spec.min, spec.max};
+        if (spec.kind == FERROX_OPTION_CHOICE) o["choices"] = spec.choices;
+        o["default"] = spec.default_value ? nlohmann::json(*spec.default_value) : nlohmann::json();
+        out.push_back(std::move(o));
+    }
+    return out;
+}
+
 nlohmann::json to_json(const Session& s) {
     nlohmann::json doc;
     doc["ferrox_version"] = FERROX_VERSION;
@@ -87,6 +104,7 @@ nlohmann::json to_json(const Session& s) {
                          {"version", r.version},
                          {"isa_required", r.isa_required},
                          {"driver_libraries", r.driver_libraries}};
+        b["options"] = declared_options_json(r);
         b["devices"] = nlohmann::json::array();
         for (const auto& d : r.devices)
             b["devices"].push_back({{"type", d.type == FERROX_DEVICE_GPU ? "gpu" : "cpu"},

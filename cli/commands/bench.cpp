@@ -157,10 +157,7 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
     }
     if (o.threads)
         for (auto& b : config->backends)
-            if (b.name == "cpu") {
-                std::erase_if(b.options, [](const auto& kv) { return kv.first == "threads"; });
-                b.options.emplace_back("threads", std::to_string(o.threads));
-            }
+            if (b.name == "cpu") b.set_option("threads", std::to_string(o.threads), "--threads");
     // The flags first: a usage error is one whatever the plugins do, and it
     // comes before the bandwidth run, which takes seconds.
     for (const auto& kind_text : o.kinds) {
@@ -181,6 +178,10 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
     LoaderOptions loader;
     loader.plugin_dirs = common.plugin_dirs;
     PluginSet plugins = PluginSet::load(*config, loader);
+    for (const PluginRecord* r : plugins.option_errors()) {
+        logger().error("{}", r->reason);
+        return kExitBadInput;
+    }
     if (plugins.selected().empty()) {
         logger().error("no backend is ready; see `ferrox backends`");
         return kExitFailure;

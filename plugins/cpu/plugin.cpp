@@ -4,10 +4,12 @@
 #include <sys/sysinfo.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <string>
@@ -235,6 +237,19 @@ unsigned usable_cores() {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// The options create() takes, declared to the core through describe() (ABI 1.6):
+// the core checks a `cpu:` section against them, and fills in the defaults, before
+// create() runs. create() reads the same rows, so the range is stated once.
+constexpr int64_t kMaxThreads = 1024;
+constexpr ferrox_option_spec kDeclaredOptions[] = {
+    {"threads", FERROX_OPTION_INTEGER, 0, kMaxThreads, nullptr, "0",
+     "Worker threads; `0` = one per core this process may use (its CPU affinity, "
+     "`sched_getaffinity`); a larger value is capped to those cores with a warning."},
+    {"isa", FERROX_OPTION_CHOICE, 0, 0, "auto|portable|avx2|avx512", "auto",
+     "SIMD path of the CPU kernels; `auto` = the widest the CPU and OS enable (also "
+     "`FERROX_CPU_ISA`). A path the CPU cannot run is an error, never a crash."},
+};
+
 // "threads": 0 or absent = one per usable core. More threads than usable
 // cores only take turns on them (and each kernel waits for the last one):
 // so -t 1024 on 2 cores crawled; it is capped, with a warning.
@@ -245,9 +260,9 @@ ferrox_status parse_threads(const ferrox_option* options, size_t n, const ferrox
         if (std::strcmp(options[i].key, "threads") != 0) continue;
         char* end = nullptr;
         const long v = std::strtol(options[i].value, &end, 10);
-        if (!end || *end != '\0' || v < 0 || v > 1024) {
-            set_message(error, std::string("cpu: option threads must be 0..1024, got '") +
-                                   options[i].value + "'");
+        if (!end || *end != '\0' || v < 0 || v > kMaxThreads) {
+            set_message(error, "cpu: option threads must be 0.." + std::to_string(kMaxThreads) +
+                                   ", got '" + options[i].value + "'");
             return FERROX_ERR_INVALID_ARGUMENT;
         }
         threads = static_cast<unsigned>(v);
@@ -316,13 +331,20 @@ ferrox_status parse_isa_option(const ferrox_option* options, size_t n, Isa& isa,
 FERROX_PLUGIN_NOTE("cpu", FERROX_CPU_VERSION, "", "", FERROX_CPU_DESCRIPTION);
 
 extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* info) {
-    if (!info || info->struct_size < sizeof(ferrox_plugin_info)) return FERROX_ERR_INVALID_ARGUMENT;
+    // A core older than 1.6 passes a struct without the option members: it gets the rest.
+    if (!info || info->struct_size < offsetof(ferrox_plugin_info, option_spec_size))
+        return FERROX_ERR_INVALID_ARGUMENT;
     info->abi_version = FERROX_ABI_VERSION;
     info->name = "cpu";
     info->version = ferrox::cpu::kVersion;
     info->isa_required = "";  // baseline x86-64; faster paths are chosen at run time
     info->driver_libraries = "";
     info->description = FERROX_CPU_DESCRIPTION;
+    if (info->struct_size >= sizeof(ferrox_plugin_info)) {
+        info->option_spec_size = sizeof(ferrox_option_spec);
+        info->n_options = static_cast<uint32_t>(std::size(ferrox::cpu::kDeclaredOptions));
+        info->options = ferrox::cpu::kDeclaredOptions;
+    }
     return FERROX_OK;
 }
 

@@ -16,7 +16,19 @@ std::optional<uint64_t> parse_unsigned(std::string_view text) {
     return value;
 }
 
+constexpr ferrox_option_spec kDeclaredOptions[] = {
+    {"device", FERROX_OPTION_INTEGER, 0, 63, nullptr, "0",
+     "CUDA device index, numbered as `nvidia-smi` numbers them."},
+    {"vram_budget", FERROX_OPTION_BYTES, 0, std::numeric_limits<int64_t>::max(), nullptr, "0",
+     "VRAM ferrox may use; `0` = all free memory. A plain integer is bytes; a size takes an IEC "
+     "unit: `B`, `KiB`, `MiB`, `GiB`, `TiB` (case-insensitive, optional space: `512MiB`, "
+     "`\"8 GiB\"`). Decimal units (`8GB`) are refused as ambiguous, with the IEC spelling "
+     "suggested."},
+};
+
 }  // namespace
+
+std::span<const ferrox_option_spec> declared_options() { return kDeclaredOptions; }
 
 Expected<CudaOptions> parse_options(std::span<const ferrox_option> options) {
     CudaOptions parsed;

@@ -18,6 +18,10 @@ struct CudaOptions {
     std::vector<std::string> unknown_keys;  // reported as warnings, not errors
 };
 
+// The options create() takes, declared to the core through describe() (ABI 1.6),
+// which checks a `cuda:` section against them before create() runs.
+std::span<const ferrox_option_spec> declared_options();
+
 // Fails on a malformed value, naming the key and the value it could not read.
 Expected<CudaOptions> parse_options(std::span<const ferrox_option> options);
 

@@ -329,6 +329,13 @@ FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_describe(ferrox_plugin_info* in
                                 offsetof(ferrox_plugin_info, driver_libraries), "libcuda.so.1");
     set_if_covered<const char*>(info, &ferrox_plugin_info::description,
                                 offsetof(ferrox_plugin_info, description), FERROX_CUDA_DESCRIPTION);
+    // since 1.6: the options create() takes, checked by the core before create().
+    const auto declared = ferrox::cuda::declared_options();
+    if (info->struct_size >= sizeof(ferrox_plugin_info)) {
+        info->option_spec_size = sizeof(ferrox_option_spec);
+        info->n_options = static_cast<uint32_t>(declared.size());
+        info->options = declared.data();
+    }
     return FERROX_OK;
 }
 

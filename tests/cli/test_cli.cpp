@@ -86,6 +86,13 @@ TEST_CASE(
     CHECK(cpu.at("devices").size() == 1);
     CHECK(cpu.at("capabilities").at("MATVEC").at("Q4_K").contains("kernel"));
     CHECK(doc.at("search_path").back().at("origin") == "beside the executable");
+    // What the plugin declares through describe() (ABI 1.6), as the core checks it.
+    const auto& threads = cpu.at("options").at(0);
+    CHECK(threads.at("key") == "threads");
+    CHECK(threads.at("kind") == "integer");
+    CHECK(threads.at("range") == nlohmann::json::array({0, 1024}));
+    CHECK(threads.at("default") == "0");
+    CHECK(cpu.at("options").at(1).at("choices").size() == 4);
 }
 
 TEST_CASE(

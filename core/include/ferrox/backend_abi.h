@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 5u
+#define FERROX_ABI_VERSION_MINOR 6u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -137,6 +137,31 @@ typedef struct ferrox_host {
                           ferrox_outcome outcome, const char* detail);
 } ferrox_host;
 
+/* ---- options a plugin declares (since 1.6) ------------------------------ */
+
+/* since 1.6: the kind of value a declared option takes, and the normal form
+ * create() then receives it in. */
+typedef enum ferrox_option_kind {
+    FERROX_OPTION_INTEGER = 0, /* a decimal integer in [min, max]; create() gets plain decimal */
+    FERROX_OPTION_BYTES = 1,  /* bytes or an IEC size ("8GiB") in [min, max]; create() gets bytes */
+    FERROX_OPTION_CHOICE = 2, /* one word of `choices` */
+    FERROX_OPTION_BOOL = 3,   /* true or false; create() gets "true" or "false" */
+    FERROX_OPTION_TEXT = 4    /* any single value, passed as written */
+} ferrox_option_kind;
+
+#define FERROX_MAX_OPTIONS 64u
+
+/* since 1.6: one option a plugin declares. */
+typedef struct ferrox_option_spec {
+    const char* key;           /* [a-z0-9_]+, at most 64 bytes; not "required" (the core's) */
+    ferrox_option_kind kind;   /* a value the core does not know refuses the plugin */
+    int64_t min, max;          /* INTEGER, BYTES: the inclusive range (BYTES: min >= 0) */
+    const char* choices;       /* CHOICE: the words, '|'-separated ("auto|avx2") */
+    const char* default_value; /* in normal form: what create() gets when the file is
+                                  silent; NULL: nothing is passed then */
+    const char* help;          /* one sentence for docs and `ferrox backends` */
+} ferrox_option_spec;
+
 /* ---- describe: pure, callable before the ABI check ---------------------- */
 
 typedef struct ferrox_plugin_info {
@@ -150,6 +175,16 @@ typedef struct ferrox_plugin_info {
     /* Comma-separated driver libraries create() may try to dlopen ("" = none). */
     const char* driver_libraries;
     const char* description;
+    /* since 1.6: the options create() accepts, which the core checks a
+     * backend section against before create() runs (docs/abi.md). A
+     * plugin leaving n_options 0 (as every older plugin does) declares none:
+     * its section's scalars reach create() unchecked, as before 1.6. Elements
+     * are option_spec_size bytes apart (the plugin's sizeof(ferrox_option_spec)),
+     * so ferrox_option_spec may grow at its end. The array and its strings are
+     * the plugin's static data: they must stay valid while the library is loaded. */
+    uint32_t option_spec_size;
+    uint32_t n_options; /* at most FERROX_MAX_OPTIONS */
+    const ferrox_option_spec* options;
 } ferrox_plugin_info;
 
 /* ---- devices and buffers ------------------------------------------------ */

@@ -6,25 +6,69 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "ferrox/api.h"
+#include "ferrox/backend_abi.h"
 #include "ferrox/expected.h"
 
 namespace ferrox {
 
+// Where one backend option came from: "<file>:<line>:<column>" of its key and of
+// its value in the configuration file, or the flag that set it ("--threads").
+struct OptionOrigin {
+    std::string key, value;
+};
+
 struct BackendConfig {
     std::string name;       // "cpu", "cuda", or a third-party plugin name ([a-z0-9_]+)
     bool required = false;  // a failure of a required backend is an error, else a warning
-    // Passed to the plugin's create() as strings, in file order. cpu/cuda options are
-    // validated and normalised (vram_budget "8GiB" arrives as "8589934592"), and those the
-    // file does not set follow with their documented defaults, so the plugin always gets
-    // every one. A third-party backend gets exactly the scalars its section holds.
+    // The section's other keys as written, in file order (single values only). The
+    // loader checks them against the options the backend's plugin declares (ABI 1.6,
+    // apply_option_schema below) before create(): then create() gets them normalised
+    // (vram_budget "8GiB" arrives as "8589934592") followed by every declared default
+    // the file leaves out. A plugin that declares none gets exactly these.
     std::vector<std::pair<std::string, std::string>> options;
+    // Parallel to `options` where known; an option without one is named by key only.
+    std::vector<OptionOrigin> origins;
+
+    // Sets `key` (replacing the file's value, keeping its place) as a flag does;
+    // `flag` names it in errors ("--threads").
+    FERROX_API void set_option(std::string_view key, std::string value, std::string_view flag);
 };
+
+// One option a backend plugin declares (ferrox_option_spec, ABI 1.6), copied
+// out of the plugin by the loader.
+struct OptionSpec {
+    std::string key;
+    ferrox_option_kind kind = FERROX_OPTION_TEXT;
+    int64_t min = 0, max = 0;          // INTEGER, BYTES (inclusive)
+    std::vector<std::string> choices;  // CHOICE
+    std::optional<std::string> default_value;
+    std::string help;
+};
+
+// `text` checked as `spec` says and put in its normal form (plain decimal,
+// bytes, "true"/"false"); the error names `key_path` (cpu.threads), the kind or
+// range and the value, and the caller adds where the value came from.
+FERROX_API Expected<std::string> normal_option_value(const OptionSpec& spec,
+                                                     std::string_view key_path,
+                                                     std::string_view text);
+
+// The options create() receives for `backend` under `schema` (its plugin's
+// declaration, non-empty): the section's in file order, normalised, then each
+// declared default it leaves out. An unknown key (with a did-you-mean), a
+// value of the wrong kind or out of range is an error that starts with its
+// origin (file:line:column, or the flag) and names the key and the range.
+FERROX_API Expected<std::vector<std::pair<std::string, std::string>>> apply_option_schema(
+    const BackendConfig& backend, std::span<const OptionSpec> schema);
+
+// The Markdown table docs/config.md shows for a backend's declared options.
+FERROX_API std::string option_schema_markdown(std::span<const OptionSpec> schema);
 
 // The `server:` section: what `ferrox serve` uses unless a flag overrides it
 // (docs/config.md, docs/server.md). Each member's key, range, flag and help

@@ -33,6 +33,8 @@ enum class PluginState {
     NoDevice,             // driver present, no usable device
     InitFailed,           // create() or a later check failed, or create() timed out
     NoNote,               // no FERROX_PLUGIN_NOTE and plugins.allow_without_note is off
+    BadOptions,           // its section does not match the options it declares (a config
+                          // error: it stops every front end, required or not)
 };
 
 FERROX_API std::string_view state_name(PluginState state);  // "ready", "no-driver", ...
@@ -57,6 +59,7 @@ struct PluginRecord {
     // "describe() (...)" with why it could not (empty: never opened).
     std::string metadata_source;
     std::string version, isa_required, driver_libraries, description;
+    std::vector<OptionSpec> options;  // what it declares (ABI 1.6); empty: none
     std::vector<DeviceSummary> devices;
     std::shared_ptr<Backend> backend;  // set when Ready
 };
@@ -80,6 +83,12 @@ struct LoaderOptions {
 FERROX_API std::vector<SearchDir> plugin_search_dirs(const Config& config,
                                                      const LoaderOptions& options);
 
+// The options a plugin's describe() declares (ABI 1.6), copied out of the plugin
+// and checked: keys [a-z0-9_]+ and unique, known kinds, non-empty ranges and word
+// lists, bounded strings, defaults that pass their own rule. Empty for a plugin
+// that declares none (every plugin older than 1.6). An error names the option.
+FERROX_API Expected<std::vector<OptionSpec>> read_declared_options(const ferrox_plugin_info& info);
+
 class FERROX_API PluginSet {
   public:
     static PluginSet load(const Config& config, const LoaderOptions& options = {});
@@ -90,6 +99,8 @@ class FERROX_API PluginSet {
     const std::vector<std::shared_ptr<Backend>>& selected() const { return selected_; }
     // Records of required backends that are not Ready.
     std::vector<const PluginRecord*> required_failures() const;
+    // Records whose configuration section their plugin refused (BadOptions).
+    std::vector<const PluginRecord*> option_errors() const;
 
   private:
     std::vector<PluginRecord> records_;

@@ -13,18 +13,12 @@
 
 #include "ferrox/api.h"
 #include "ferrox/config.h"
+#include "ferrox/config_settings.h"
 #include "ferrox/expected.h"
 
 namespace ferrox {
 
-enum class SettingKind {
-    Text,    // a non-empty string
-    Count,   // a whole number in [min, max]
-    Bytes,   // a byte size ("4MiB") in [min, max]
-    Choice,  // one word of `choices`
-    Switch,  // true or false (a flag without a value)
-};
-
+// SettingKind: ferrox/config_settings.h (List is not a server kind).
 struct ServerSetting {
     std::string_view key;    // server.<key>
     std::string_view flags;  // CLI11 names: "-m,--model"

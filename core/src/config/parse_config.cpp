@@ -1,5 +1,7 @@
-// YAML text -> Config, checking every key, type and range against the schema that
-// config/ferrox.yaml documents. Every error names <source>:<line>:<column>.
+// YAML text -> Config, checking every key, type and range against the settings
+// tables (ferrox/config_settings.h, ferrox/server_settings.h). A backend section's
+// options are kept with their positions for the check against what its plugin
+// declares. Every error names <source>:<line>:<column>.
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -19,6 +21,7 @@
 #include "config/scalar_parse.h"
 #include "config/yaml_document.h"
 #include "ferrox/config.h"
+#include "ferrox/config_settings.h"
 #include "ferrox/escape.h"
 #include "ferrox/seeded_hash.h"
 #include "ferrox/server_settings.h"
@@ -27,57 +30,10 @@ namespace ferrox {
 namespace config_detail {
 namespace {
 
-// --- The schema of backend sections -------------------------------------------------
-
-enum class OptionKind { Integer, ByteSize, Choice };
-
-struct OptionRule {
-    std::string_view key;
-    OptionKind kind;
-    std::string_view default_value;  // what a plugin receives when the file is silent
-    std::int64_t min = 0;
-    std::int64_t max = 0;
-    std::string_view choices = {};  // Choice: the allowed words, '|'-separated
-};
-
-struct BuiltInBackend {
-    std::string_view name;
-    bool required_by_default;
-    std::span<const OptionRule> options;
-};
-
-// 0 threads: one per online core. 0 vram_budget: all free memory.
-// isa: which SIMD path the CPU plugin uses; auto = the widest this CPU and OS enable.
-constexpr std::array kCpuOptions{
-    OptionRule{"threads", OptionKind::Integer, "0", 0, 1024},
-    OptionRule{"isa", OptionKind::Choice, "auto", 0, 0, "auto|portable|avx2|avx512"}};
-constexpr std::array kCudaOptions{OptionRule{"device", OptionKind::Integer, "0", 0, 63},
-                                  OptionRule{"vram_budget", OptionKind::ByteSize, "0"}};
-// The CPU is the backend of last resort, so by default its failure is fatal.
-constexpr std::array kBuiltInBackends{BuiltInBackend{"cpu", true, kCpuOptions},
-                                      BuiltInBackend{"cuda", false, kCudaOptions}};
-
-constexpr std::array<std::string_view, 6> kLogLevels{"trace", "debug", "info",
-                                                     "warn",  "error", "off"};
-
-const BuiltInBackend* find_built_in(std::string_view name) {
-    for (const BuiltInBackend& backend : kBuiltInBackends) {
-        if (backend.name == name) return &backend;
-    }
-    return nullptr;
-}
-
-// Every option of a built-in backend reaches its plugin: the file's value, else the
-// default, so the schema here is the one place that states defaults.
-void add_default_options(BackendConfig& backend) {
-    const BuiltInBackend* built_in = find_built_in(backend.name);
-    if (!built_in) return;
-    for (const OptionRule& rule : built_in->options) {
-        const bool set = std::any_of(backend.options.begin(), backend.options.end(),
-                                     [&](const auto& option) { return option.first == rule.key; });
-        if (!set) backend.options.emplace_back(rule.key, rule.default_value);
-    }
-}
+// --- Backend sections ----------------------------------------------------------------
+// The core reads a backend section's `required` (ferrox/config_settings.h); its other
+// keys are the plugin's, checked against what the plugin declares when it is loaded
+// (apply_option_schema), so here they only have to be single values.
 
 bool is_backend_name(std::string_view name) {
     return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
@@ -157,11 +113,11 @@ class ConfigParser {
                                       std::span<const std::string_view> choices) const;
 
     Expected<void> parse_root(const YAML::Node& root);
-    Expected<void> parse_backends(const MapEntry& section);
-    Expected<void> parse_order(const MapEntry& entry);
-    Expected<void> parse_plugins(const MapEntry& section);
-    Expected<void> parse_registry(const MapEntry& section);
-    Expected<void> parse_log(const MapEntry& section);
+    // A section declared in ferrox/config_settings.h: each key read by its row.
+    Expected<void> parse_table_section(const MapEntry& section);
+    Expected<void> read_setting(const MapEntry& entry, const ConfigSetting& setting);
+    Expected<std::vector<std::string>> read_order(const MapEntry& entry) const;
+    Expected<std::vector<std::filesystem::path>> read_folders(const MapEntry& entry) const;
     Expected<void> parse_server(const MapEntry& section);
     Expected<void> parse_backend_section(const MapEntry& section);
 
@@ -307,7 +263,7 @@ Expected<Config> ConfigParser::parse(std::string_view text) {
         return error_at(fallback_mark_, fmt::format("cannot read the configuration: {}", e.what()));
     }
 
-    // Backends the file did not configure take the schema's defaults.
+    // Backends the file did not configure: `required` by default, no options.
     std::vector<BackendConfig> ordered;
     for (const std::string& name : config_.backend_order) {
         const auto configured =
@@ -316,11 +272,9 @@ Expected<Config> ConfigParser::parse(std::string_view text) {
         if (configured != config_.backends.end()) {
             ordered.push_back(std::move(*configured));
         } else {
-            const BuiltInBackend* built_in = find_built_in(name);
-            ordered.push_back(BackendConfig{name, built_in && built_in->required_by_default, {}});
+            ordered.push_back(BackendConfig{name, required_by_default(name), {}, {}});
         }
     }
-    for (BackendConfig& backend : ordered) add_default_options(backend);
     config_.backends = std::move(ordered);
     config_.source = source_;
     return std::move(config_);
@@ -340,11 +294,10 @@ Expected<void> ConfigParser::parse_root(const YAML::Node& root) {
     const auto backends = std::find_if(entries->begin(), entries->end(),
                                        [](const MapEntry& e) { return e.key == "backends"; });
     if (backends != entries->end()) {
-        if (auto parsed = parse_backends(*backends); !parsed) return parsed;
+        if (auto parsed = parse_table_section(*backends); !parsed) return parsed;
     }
 
-    std::vector<std::string> valid_keys{"plugins",  "backends", "cpu",   "cuda",
-                                        "registry", "log",      "server"};
+    std::vector<std::string> valid_keys = config_top_level_keys();
     for (const std::string& name : config_.backend_order) {
         if (std::find(valid_keys.begin(), valid_keys.end(), name) == valid_keys.end()) {
             valid_keys.push_back(name);
@@ -353,40 +306,84 @@ Expected<void> ConfigParser::parse_root(const YAML::Node& root) {
 
     for (const MapEntry& entry : *entries) {
         Expected<void> parsed;
-        if (entry.key == "backends") {
-            continue;
-        } else if (entry.key == "plugins") {
-            parsed = parse_plugins(entry);
-        } else if (entry.key == "registry") {
-            parsed = parse_registry(entry);
-        } else if (entry.key == "log") {
-            parsed = parse_log(entry);
-        } else if (entry.key == "server") {
-            parsed = parse_server(entry);
-        } else if (std::find(valid_keys.begin(), valid_keys.end(), entry.key) != valid_keys.end()) {
-            parsed = parse_backend_section(entry);
-        } else {
+        if (std::find(valid_keys.begin(), valid_keys.end(), entry.key) == valid_keys.end()) {
             return unknown_key(entry, "at the top level", valid_keys,
                                " (a section for a third-party backend is allowed only when "
                                "backends.order lists it)");
+        } else if (entry.key == "backends") {
+            continue;
+        } else if (entry.key == "server") {
+            parsed = parse_server(entry);
+        } else if (!config_section_keys(entry.key).empty()) {
+            parsed = parse_table_section(entry);
+        } else {
+            parsed = parse_backend_section(entry);
         }
         if (!parsed) return parsed;
     }
     return {};
 }
 
-Expected<void> ConfigParser::parse_backends(const MapEntry& section) {
+Expected<void> ConfigParser::parse_table_section(const MapEntry& section) {
     auto entries = section_entries(section);
     if (!entries) return entries.error();
-    static const std::array<std::string, 1> kKeys{"order"};
+    const std::vector<std::string> keys = config_section_keys(section.key);
     for (const MapEntry& entry : *entries) {
-        if (entry.key != "order") return unknown_key(entry, "in section 'backends'", kKeys);
-        if (auto parsed = parse_order(entry); !parsed) return parsed;
+        const ConfigSetting* setting = find_config_setting(section.key, entry.key);
+        if (!setting) return unknown_key(entry, fmt::format("in section '{}'", section.key), keys);
+        if (auto parsed = read_setting(entry, *setting); !parsed) return parsed;
     }
     return {};
 }
 
-Expected<void> ConfigParser::parse_order(const MapEntry& entry) {
+// The value of one table row, checked by its kind and range, stored where the row says.
+Expected<void> ConfigParser::read_setting(const MapEntry& entry, const ConfigSetting& setting) {
+    const std::string key_path = fmt::format("{}.{}", setting.section, setting.key);
+    auto store = [&](auto value) -> Expected<void> {
+        using Access = decltype(value)& (*)(Config&);
+        std::get<Access>(setting.member)(config_) = std::move(value);
+        return {};
+    };
+    switch (setting.kind) {
+        case SettingKind::Switch: {
+            auto value = read_bool(entry, key_path);
+            if (!value) return value.error();
+            return store(*value);
+        }
+        case SettingKind::Count: {
+            auto value = read_integer(entry, key_path, setting.min, setting.max);
+            if (!value) return value.error();
+            return store(static_cast<uint32_t>(*value));
+        }
+        case SettingKind::Choice: {
+            auto value = read_choice(entry, key_path, setting.choices);
+            if (!value) return value.error();
+            return store(std::move(*value));
+        }
+        case SettingKind::Text:
+            if (!entry.value.IsScalar() || entry.value.Scalar().empty())
+                return error_at(value_mark(entry),
+                                fmt::format("{} must be a non-empty string, got {}", key_path,
+                                            describe(entry.value)));
+            return store(entry.value.Scalar());
+        case SettingKind::List:
+            if (setting.items == ListItems::BackendNames) {
+                auto order = read_order(entry);
+                if (!order) return order.error();
+                return store(std::move(*order));
+            } else {
+                auto folders = read_folders(entry);
+                if (!folders) return folders.error();
+                return store(std::move(*folders));
+            }
+        case SettingKind::Bytes:
+            break;  // no row of these sections is a size
+    }
+    return error_at(value_mark(entry),
+                    fmt::format("{}: a kind this section cannot read", key_path));
+}
+
+Expected<std::vector<std::string>> ConfigParser::read_order(const MapEntry& entry) const {
     const YAML::Node& node = entry.value;
     if (!node.IsSequence()) {
         return error_at(value_mark(entry),
@@ -421,77 +418,32 @@ Expected<void> ConfigParser::parse_order(const MapEntry& entry) {
         order.push_back(name);
         listed_at.push_back(item);
     }
-    config_.backend_order = std::move(order);
-    return {};
+    return order;
 }
 
-Expected<void> ConfigParser::parse_plugins(const MapEntry& section) {
-    auto entries = section_entries(section);
-    if (!entries) return entries.error();
-    static const std::array<std::string, 3> kKeys{"paths", "allow_without_note", "create_timeout"};
-    for (const MapEntry& entry : *entries) {
-        if (entry.key == "allow_without_note") {
-            auto allow = read_bool(entry, "plugins.allow_without_note");
-            if (!allow) return allow.error();
-            config_.plugins.allow_without_note = *allow;
-            continue;
-        }
-        if (entry.key == "create_timeout") {
-            auto seconds =
-                read_integer(entry, "plugins.create_timeout", 1, PluginPolicy::kMaxCreateTimeout);
-            if (!seconds) return seconds.error();
-            config_.plugins.create_timeout = static_cast<uint32_t>(*seconds);
-            continue;
-        }
-        if (entry.key != "paths") return unknown_key(entry, "in section 'plugins'", kKeys);
-        if (entry.value.IsNull()) continue;  // "paths:" with no list: none
-        if (!entry.value.IsSequence()) {
-            return error_at(entry.value, fmt::format("plugins.paths must be a list of folders, "
-                                                     "got {}",
-                                                     describe(entry.value)));
-        }
-        for (const YAML::Node& item : entry.value) {
-            if (!item.IsScalar() || item.Scalar().empty()) {
-                return error_at(item, fmt::format("plugins.paths must list folder names, got {}",
-                                                  describe(item)));
-            }
-            // The system calls stop at a NUL: "/opt/p\0/x" would search /opt/p.
-            if (item.Scalar().find('\0') != std::string::npos)
-                return error_at(item, fmt::format("plugins.paths entry '{}' holds a NUL byte; "
-                                                  "a folder name cannot",
-                                                  escape_text(item.Scalar())));
-            std::filesystem::path folder(item.Scalar());
-            if (folder.is_relative() && !base_dir_.empty()) folder = base_dir_ / folder;
-            config_.plugin_paths.push_back(folder.lexically_normal());
-        }
+Expected<std::vector<std::filesystem::path>> ConfigParser::read_folders(
+    const MapEntry& entry) const {
+    std::vector<std::filesystem::path> folders;
+    if (entry.value.IsNull()) return folders;  // "paths:" with no list: none
+    if (!entry.value.IsSequence()) {
+        return error_at(entry.value, fmt::format("{}.{} must be a list of folders, got {}",
+                                                 "plugins", entry.key, describe(entry.value)));
     }
-    return {};
-}
-
-Expected<void> ConfigParser::parse_registry(const MapEntry& section) {
-    auto entries = section_entries(section);
-    if (!entries) return entries.error();
-    static const std::array<std::string, 1> kKeys{"strict"};
-    for (const MapEntry& entry : *entries) {
-        if (entry.key != "strict") return unknown_key(entry, "in section 'registry'", kKeys);
-        auto strict = read_bool(entry, "registry.strict");
-        if (!strict) return strict.error();
-        config_.registry_strict = *strict;
+    for (const YAML::Node& item : entry.value) {
+        if (!item.IsScalar() || item.Scalar().empty()) {
+            return error_at(item, fmt::format("plugins.{} must list folder names, got {}",
+                                              entry.key, describe(item)));
+        }
+        // The system calls stop at a NUL: "/opt/p\0/x" would search /opt/p.
+        if (item.Scalar().find('\0') != std::string::npos)
+            return error_at(item, fmt::format("plugins.{} entry '{}' holds a NUL byte; "
+                                              "a folder name cannot",
+                                              entry.key, escape_text(item.Scalar())));
+        std::filesystem::path folder(item.Scalar());
+        if (folder.is_relative() && !base_dir_.empty()) folder = base_dir_ / folder;
+        folders.push_back(folder.lexically_normal());
     }
-    return {};
-}
-
-Expected<void> ConfigParser::parse_log(const MapEntry& section) {
-    auto entries = section_entries(section);
-    if (!entries) return entries.error();
-    static const std::array<std::string, 1> kKeys{"level"};
-    for (const MapEntry& entry : *entries) {
-        if (entry.key != "level") return unknown_key(entry, "in section 'log'", kKeys);
-        auto level = read_choice(entry, "log.level", kLogLevels);
-        if (!level) return level.error();
-        config_.log_level = std::move(*level);
-    }
-    return {};
+    return folders;
 }
 
 Expected<void> ConfigParser::parse_server(const MapEntry& section) {
@@ -532,70 +484,31 @@ Expected<void> ConfigParser::parse_server(const MapEntry& section) {
     return {};
 }
 
-// A cpu/cuda section is checked against its rules even when backends.order leaves it
-// out (a typo there is still a typo); a third-party section passes any scalar through.
+// A backend section: `required` by its table row, any other key a single value kept
+// with where it was written, for the check against the plugin's declaration.
 Expected<void> ConfigParser::parse_backend_section(const MapEntry& section) {
     auto entries = section_entries(section);
     if (!entries) return entries.error();
-    const BuiltInBackend* built_in = find_built_in(section.key);
-    BackendConfig backend{section.key, built_in && built_in->required_by_default, {}};
-
-    std::vector<std::string> valid_keys{"required"};
-    if (built_in) {
-        for (const OptionRule& rule : built_in->options) valid_keys.emplace_back(rule.key);
-    }
-
+    BackendConfig backend{section.key, required_by_default(section.key), {}, {}};
+    const auto where = [&](const YAML::Mark& mark) {
+        const YAML::Mark m = mark.is_null() ? fallback_mark_ : mark;
+        return fmt::format("{}:{}:{}", source_, m.line + 1, m.column + 1);
+    };
     for (const MapEntry& entry : *entries) {
         const std::string key_path = fmt::format("{}.{}", section.key, entry.key);
-        if (entry.key == "required") {
+        if (find_config_setting(kBackendSection, entry.key) != nullptr) {
             auto required = read_bool(entry, key_path);
             if (!required) return required.error();
             backend.required = *required;
             continue;
         }
-        if (!built_in) {
-            if (!entry.value.IsScalar()) {
-                return error_at(value_mark(entry), fmt::format("{} must be a single value (text, "
-                                                               "number or true/false), got {}",
-                                                               key_path, describe(entry.value)));
-            }
-            backend.options.emplace_back(entry.key, entry.value.Scalar());
-            continue;
+        if (!entry.value.IsScalar()) {
+            return error_at(value_mark(entry), fmt::format("{} must be a single value (text, "
+                                                           "number or true/false), got {}",
+                                                           key_path, describe(entry.value)));
         }
-        const auto rule = std::find_if(built_in->options.begin(), built_in->options.end(),
-                                       [&](const OptionRule& r) { return r.key == entry.key; });
-        if (rule == built_in->options.end()) {
-            return unknown_key(entry, fmt::format("in section '{}'", section.key), valid_keys);
-        }
-        switch (rule->kind) {
-            case OptionKind::Integer: {
-                auto value = read_integer(entry, key_path, rule->min, rule->max);
-                if (!value) return value.error();
-                backend.options.emplace_back(entry.key, std::to_string(*value));
-                break;
-            }
-            case OptionKind::ByteSize: {
-                auto bytes = read_byte_size(entry, key_path);
-                if (!bytes) return bytes.error();
-                backend.options.emplace_back(entry.key, std::to_string(*bytes));
-                break;
-            }
-            case OptionKind::Choice: {
-                const std::string word = entry.value.IsScalar() ? entry.value.Scalar() : "";
-                bool allowed = false;
-                for (std::string_view rest = rule->choices; !rest.empty();) {
-                    const size_t bar = rest.find('|');
-                    allowed = allowed || rest.substr(0, bar) == word;
-                    rest = bar == std::string_view::npos ? "" : rest.substr(bar + 1);
-                }
-                if (!allowed) {
-                    return error_at(value_mark(entry), fmt::format("{} must be one of {}, got '{}'",
-                                                                   key_path, rule->choices, word));
-                }
-                backend.options.emplace_back(entry.key, word);
-                break;
-            }
-        }
+        backend.options.emplace_back(entry.key, entry.value.Scalar());
+        backend.origins.push_back({where(entry.key_node.Mark()), where(entry.value.Mark())});
     }
     config_.backends.push_back(std::move(backend));
     return {};

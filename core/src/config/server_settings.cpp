@@ -171,6 +171,8 @@ Expected<void> set_server_setting(ServerConfig& config, const ServerSetting& s,
             config.*std::get<uint64_t S::*>(s.member) = size.bytes;
             return {};
         }
+        case K::List:
+            break;
     }
     return make_error("server.{}: unknown kind", s.key);
 }
@@ -216,6 +218,8 @@ std::string server_setting_type(const ServerSetting& s) {
                 out += fmt::format("{}`{}`", out.empty() ? "" : ", ", c);
             return out;
         }
+        case K::List:
+            break;
     }
     return "";
 }

@@ -20,21 +20,18 @@ void override_backend_order(Config& config, const std::vector<std::string>& orde
     std::vector<BackendConfig> backends;
     for (const std::string& name : order) {
         const BackendConfig* known = config.backend(name);
-        backends.push_back(known ? *known : BackendConfig{name, false, {}});
+        backends.push_back(known ? *known : BackendConfig{name, false, {}, {}});
     }
     config.backend_order = order;
     config.backends = std::move(backends);
 }
 
-// cpu.threads, replaced (or added) in the options the plugin is created with.
+// cpu.threads, replaced (or added) in the options the plugin is created with;
+// the CPU plugin's declared range checks it as it checks the file's value, and
+// an error names the flag.
 void override_threads(Config& config, unsigned threads) {
-    for (auto& b : config.backends) {
-        if (b.name != "cpu") continue;
-        bool set = false;
-        for (auto& [key, value] : b.options)
-            if (key == "threads") value = std::to_string(threads), set = true;
-        if (!set) b.options.emplace_back("threads", std::to_string(threads));
-    }
+    for (auto& b : config.backends)
+        if (b.name == "cpu") b.set_option("threads", std::to_string(threads), "--threads");
 }
 
 // A required backend that did not load, or no backend ready at all: refused
@@ -117,6 +114,10 @@ struct Engine::Opening {
         LoaderOptions loader;
         loader.plugin_dirs = std::move(options.plugin_dirs);
         e.plugins_ = std::make_unique<PluginSet>(PluginSet::load(e.config_, loader));
+        // A section its plugin refused is a configuration error, required or not.
+        for (const PluginRecord* r : e.plugins_->option_errors())
+            return refuse(OpenFailure::BadModel, make_error("backend '{}' is {}: {}", r->name,
+                                                            state_name(r->state), r->reason));
         if (auto r = require_ready_backend(*e.plugins_, e.config_); !r)
             return refuse(OpenFailure::Backend, r.error());
         e.registry_ = std::make_unique<KernelRegistry>();

@@ -49,6 +49,8 @@ std::string_view state_name(PluginState state) {
             return "init-failed";
         case PluginState::NoNote:
             return "no-note";
+        case PluginState::BadOptions:
+            return "bad-options";
     }
     return "?";
 }
@@ -309,9 +311,28 @@ void open_plugin(PluginRecord& record, const BackendConfig* settings, const Plug
             return;
     }
 
+    // The section against what the plugin declares, before any of it reaches create().
+    auto declared = read_declared_options(info);
+    if (!declared) {
+        record.state = PluginState::InitFailed;
+        record.reason =
+            fmt::format("describe() declares malformed options: {}", declared.error().message());
+        return;
+    }
+    record.options = std::move(*declared);
     auto call = std::make_shared<CreateCall>();
     call->library = library;
     if (settings) call->option_text = settings->options;
+    if (!record.options.empty()) {
+        auto checked = apply_option_schema(
+            settings ? *settings : BackendConfig{record.name, false, {}, {}}, record.options);
+        if (!checked) {
+            record.state = PluginState::BadOptions;
+            record.reason = checked.error().message();
+            return;
+        }
+        call->option_text = std::move(*checked);
+    }
     for (const auto& [key, value] : call->option_text)
         call->options.push_back({key.c_str(), value.c_str()});
     call->host = std::make_unique<HostContext>();
@@ -439,13 +460,22 @@ PluginSet PluginSet::load(const Config& config, const LoaderOptions& options) {
         if (record.state == PluginState::Ready)
             logger().debug("backend {} ready from {}", record.name, record.path.string());
         else
-            logger().log(record.required ? spdlog::level::err : spdlog::level::warn,
+            logger().log(record.required || record.state == PluginState::BadOptions
+                             ? spdlog::level::err
+                             : spdlog::level::warn,
                          "backend {} {}: {}", record.name, state_name(record.state), record.reason);
     }
     for (auto& record : set.records_)
         if (record.state == PluginState::NotSelected && record.reason.empty())
             record.reason = "not in backends.order; not opened";
     return set;
+}
+
+std::vector<const PluginRecord*> PluginSet::option_errors() const {
+    std::vector<const PluginRecord*> out;
+    for (const auto& r : records_)
+        if (r.state == PluginState::BadOptions) out.push_back(&r);
+    return out;
 }
 
 std::vector<const PluginRecord*> PluginSet::required_failures() const {
