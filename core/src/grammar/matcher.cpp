@@ -131,11 +131,13 @@ GrammarMatcher::Step GrammarMatcher::advance_byte(const StackSet& in, PartialCha
     out_p = {};
     if (p.need == 0) {
         if (byte < 0x80) return advance_char(in, byte, out);
-        const uint8_t len = (byte >> 5) == 0x6    ? 2
-                            : (byte >> 4) == 0xE  ? 3
-                            : (byte >> 3) == 0x1E ? 4
-                                                  : 0;
-        if (len == 0) {  // a continuation byte or 0xF8.. where a code point must start
+        // As llama.cpp decodes: 0xF8..0xFF lead four bytes too (their code
+        // points lie past U+10FFFF, where only negated classes and '.' match).
+        const uint8_t len = (byte >> 5) == 0x6   ? 2
+                            : (byte >> 4) == 0xE ? 3
+                            : (byte >> 4) == 0xF ? 4
+                                                 : 0;
+        if (len == 0) {  // a continuation byte where a code point must start
             out.clear();
             return Step::Ok;
         }

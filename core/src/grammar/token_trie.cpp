@@ -2,7 +2,6 @@
 #include <numeric>
 
 #include "ferrox/grammar/matcher.h"
-#include "ferrox/tokenizer/tokenizer.h"
 
 namespace ferrox::grammar {
 
@@ -54,18 +53,6 @@ TokenTrie::TokenTrie(std::vector<std::string> pieces, std::vector<bool> end_of_g
             i = j;
         }
     }
-}
-
-std::shared_ptr<const TokenTrie> TokenTrie::from_tokenizer(const Tokenizer& tokenizer) {
-    const size_t n = tokenizer.vocab_size();
-    std::vector<std::string> pieces(n);
-    std::vector<bool> eog(n);
-    for (size_t i = 0; i < n; ++i) {
-        const auto id = static_cast<int32_t>(i);
-        pieces[i] = tokenizer.token_to_piece(id);
-        eog[i] = tokenizer.is_end_of_generation(id);
-    }
-    return std::make_shared<const TokenTrie>(std::move(pieces), std::move(eog));
 }
 
 }  // namespace ferrox::grammar
