@@ -15,8 +15,8 @@
 namespace {
 
 std::shared_ptr<const ferrox::grammar::TokenTrie> small_vocab() {
-    std::vector<std::string> pieces{"",  "a",  "ab", "{",  "\"", "\":", " ", "\n", "0",
-                                    "12", "é", "\xe3\x81", "\x82", "あ", "x", "(", ")", "."};
+    std::vector<std::string> pieces{"",   "a", "ab",       "{",    "\"", "\":", " ", "\n", "0",
+                                    "12", "é", "\xe3\x81", "\x82", "あ", "x",   "(", ")",  "."};
     std::vector<bool> eog(pieces.size(), false);
     eog[0] = true;
     return std::make_shared<const ferrox::grammar::TokenTrie>(std::move(pieces), std::move(eog));

@@ -53,7 +53,8 @@ nlohmann::json check(const std::string& source, const nlohmann::json& texts) {
         ferrox::grammar::GrammarMatcher m(*grammar, none);
         size_t prefix = 0;
         while (prefix < text.size() && m.accept_bytes(text.substr(prefix, 1))) ++prefix;
-        results.push_back({{"prefix", prefix}, {"complete", prefix == text.size() && m.complete()}});
+        results.push_back(
+            {{"prefix", prefix}, {"complete", prefix == text.size() && m.complete()}});
     }
     return {{"results", results}};
 }
@@ -69,9 +70,9 @@ nlohmann::json masks(const std::string& source, const nlohmann::json& tokens,
     for (size_t i = 0; i <= tokens.size(); ++i) {
         const auto start = std::chrono::steady_clock::now();
         if (auto ok = m.allowed(mask); !ok) return {{"error", ok.error().message()}};
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                               start)
-                         .count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
         out.push_back(mask_hex(mask, trie->vocab_size()));
         if (i == tokens.size()) break;
         if (auto ok = m.accept(tokens[i].get<int32_t>()); !ok)

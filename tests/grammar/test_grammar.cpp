@@ -65,8 +65,9 @@ TEST_CASE("every grammar llama.cpp ships parses") {
     }
     const auto dir = std::filesystem::temp_directory_path() / "ferrox_test_grammars";
     std::filesystem::create_directories(dir);
-    const std::string cmd = "tar -xzf '" + sdist.string() + "' -C '" + dir.string() +
-                            "' --strip-components=4 --wildcards '*/vendor/llama.cpp/grammars/*.gbnf'";
+    const std::string cmd =
+        "tar -xzf '" + sdist.string() + "' -C '" + dir.string() +
+        "' --strip-components=4 --wildcards '*/vendor/llama.cpp/grammars/*.gbnf'";
     REQUIRE(std::system(cmd.c_str()) == 0);
     size_t n = 0;
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -220,9 +221,9 @@ TEST_CASE("the allowed mask equals matching each token alone, step after step") 
     const uint64_t seed = seed_from_env() + 1;
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
-    const std::string alphabet[] = {"{", "}", "\"", ":", ",", " ", "a", "b", "1", "0", "-",
-                                    ".", "\\", "n", "é", "\xc3", "\xa9", "あ", "\xe3\x81",
-                                    "t", "r", "u", "e", "[", "]"};
+    const std::string alphabet[] = {"{",        "}", "\"", ":",  ",", " ", "a",    "b",    "1",
+                                    "0",        "-", ".",  "\\", "n", "é", "\xc3", "\xa9", "あ",
+                                    "\xe3\x81", "t", "r",  "u",  "e", "[", "]"};
     std::vector<std::string> pieces{""};  // 0: end of generation
     for (int i = 0; i < 600; ++i) {
         std::string p;
@@ -251,8 +252,9 @@ TEST_CASE("the allowed mask equals matching each token alone, step after step") 
         std::vector<int32_t> allowed;
         for (size_t id = 0; id < pieces.size(); ++id) {
             GrammarMatcher alone = m;
-            const bool want = eog[id] ? m.complete()
-                                      : !pieces[id].empty() && static_cast<bool>(alone.accept_bytes(pieces[id]));
+            const bool want =
+                eog[id] ? m.complete()
+                        : !pieces[id].empty() && static_cast<bool>(alone.accept_bytes(pieces[id]));
             INFO("step " << steps << " token " << id << " '" << pieces[id] << "'");
             CHECK(bit(mask, id) == want);
             if (want) allowed.push_back(static_cast<int32_t>(id));
@@ -266,7 +268,8 @@ TEST_CASE("the allowed mask equals matching each token alone, step after step") 
     CHECK(allowed_total > steps);  // more than one choice per step on average
 }
 
-TEST_CASE("the grammar stage masks the chain's draw, ends only when complete, restarts per sequence") {
+TEST_CASE(
+    "the grammar stage masks the chain's draw, ends only when complete, restarts per sequence") {
     // Tokens: 0 end of generation, then pieces.
     const std::vector<std::string> pieces{"", "{", "}", "x", "{}", "}}", "a"};
     std::vector<bool> eog(pieces.size(), false);

@@ -24,11 +24,16 @@ void set_bit(std::vector<uint64_t>& bits, int32_t id) {
     bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (static_cast<unsigned>(id) & 63);
 }
 
-// The code points a partial sequence can still become.
+// The code points a partial sequence can still become; lo > hi when none
+// (as llama.cpp: an overlong start -- C0, C1, E0 80, F0 80 -- can become no
+// character, so that byte tokens cannot spell ASCII the long way).
 std::pair<uint32_t, uint32_t> partial_range(PartialChar p) {
+    if (p.need == 1 && p.value < 2) return {1, 0};
     const unsigned shift = 6u * p.need;
-    const uint32_t lo = p.value << shift;
-    return {lo, lo | ((1u << shift) - 1)};
+    uint32_t lo = p.value << shift;
+    const uint32_t hi = lo | ((1u << shift) - 1);
+    if (lo == 0) lo = p.need == 2 ? 0x800 : p.need == 3 ? 0x10000 : lo;
+    return {lo, hi};
 }
 
 }  // namespace
@@ -154,14 +159,19 @@ GrammarMatcher::Step GrammarMatcher::advance_byte(const StackSet& in, PartialCha
             return advance_char(in, cp, out);
         }
     }
-    // Unfinished: keep the stacks whose next character could still be it.
+    // Unfinished: the stacks stay as they are while some top could still take
+    // the character (llama.cpp checks each partial sequence afresh against all
+    // stacks, and so must we, or F0 83 .. would lose the stacks F0 alone rules out).
     const auto [lo, hi] = partial_range(out_p);
     const Grammar& g = *grammar_;
     out.clear();
+    if (lo > hi) return Step::Ok;
     for (size_t i = 0; i < in.size(); ++i) {
         const auto s = in.at(i);
-        if (!s.empty() && g.charsets[g.symbols[s.back()].index].intersects(lo, hi))
-            out.insert(s, SIZE_MAX);
+        if (!s.empty() && g.charsets[g.symbols[s.back()].index].intersects(lo, hi)) {
+            out = in;
+            break;
+        }
     }
     return Step::Ok;
 }
