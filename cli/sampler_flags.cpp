@@ -6,6 +6,7 @@
 #include <string>
 
 #include "flag_checks.h"
+#include "input.h"
 
 namespace ferrox::cli {
 namespace {
@@ -62,6 +63,32 @@ void add_all(CLI::App& cmd, Params& p) {
 
 void add_sampler_flags(CLI::App& cmd, ferrox_sampler_params& params) { add_all(cmd, params); }
 void add_sampler_flags(CLI::App& cmd, SamplerParams& params) { add_all(cmd, params); }
+
+void add_grammar_flags(CLI::App& cmd, GrammarFlags& flags) {
+    auto* text = cmd.add_option("--grammar", flags.text,
+                                "A GBNF grammar (llama.cpp's format) the output must match");
+    auto* file =
+        cmd.add_option("--grammar-file", flags.file, "Read the GBNF grammar from this file");
+    text->excludes(file);
+}
+
+Expected<std::shared_ptr<const grammar::Grammar>> load_grammar(const GrammarFlags& flags) {
+    const grammar::GrammarLimits limits;
+    std::string source = flags.text;
+    std::string where = "--grammar";
+    if (!flags.file.empty()) {
+        // The prompt files' bound here; parse_gbnf refuses past max_source_bytes by name.
+        auto read = read_text_file(flags.file, "--grammar-file");
+        if (!read) return read.error();
+        source = std::move(*read);
+        where = flags.file;
+    } else if (flags.text.empty()) {
+        return std::shared_ptr<const grammar::Grammar>();
+    }
+    auto parsed = grammar::parse_gbnf(source, limits);
+    if (!parsed) return make_error("{}: {}", where, parsed.error().message());
+    return std::move(*parsed);
+}
 
 void add_n_predict_flag(CLI::App& cmd, int& n_predict, NPredict meaning) {
     constexpr int kMost = std::numeric_limits<int>::max();

@@ -5,8 +5,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
 
+#include "ferrox/expected.h"
 #include "ferrox/ferrox.h"
+#include "ferrox/grammar/gbnf.h"
 #include "ferrox/sampling.h"
 
 namespace ferrox::cli {
@@ -16,6 +20,15 @@ namespace ferrox::cli {
 // One overload per parameter struct a front end draws with (the C API's, the core's).
 void add_sampler_flags(CLI::App& cmd, ferrox_sampler_params& params);
 void add_sampler_flags(CLI::App& cmd, SamplerParams& params);
+
+// --grammar TEXT / --grammar-file PATH: a GBNF grammar every answer must match
+// (docs/grammar.md). At most one of the two.
+struct GrammarFlags {
+    std::string text, file;
+};
+void add_grammar_flags(CLI::App& cmd, GrammarFlags& flags);
+// The grammar the flags name, parsed and checked; nullptr when neither was given.
+Expected<std::shared_ptr<const grammar::Grammar>> load_grammar(const GrammarFlags& flags);
 
 // What -n/--n-predict means for a command.
 enum class NPredict {

@@ -32,8 +32,21 @@ struct ChatCommandOptions {
     int n_predict = -1;  // per answer; -1: until end of turn or a full context
     ModelChoices model;
     SamplerParams sampling;
+    GrammarFlags grammar;
+    std::shared_ptr<const grammar::Grammar> parsed_grammar;  // from `grammar`, when given
     ChatOptions chat;
 };
+
+// The chain every answer draws with: the grammar (when given) first, over
+// the tokenizer's bytes.
+SamplerChain answer_chain(const ChatCommandOptions& o, const Tokenizer& tok) {
+    ChainParams p{o.sampling, 0, 0, {}, {}, {}};
+    if (o.parsed_grammar) {
+        p.grammar = o.parsed_grammar;
+        p.grammar_vocab = grammar::TokenTrie::from_tokenizer(tok);
+    }
+    return SamplerChain::from_params(p);
+}
 
 // Ctrl-C: while an answer streams, the first stops it; otherwise it exits.
 std::atomic<bool> g_generating{false};
@@ -63,7 +76,7 @@ class Conversation {
           tok_(tok),
           renderer_(std::move(renderer)),
           o_(o),
-          sampler_(SamplerChain::from_params(o.sampling)),
+          sampler_(answer_chain(o, tok)),
           interactive_(interactive),
           logits_(m.vocab()) {
         clear();
@@ -120,6 +133,11 @@ class Conversation {
         for (int i = 0; o_.n_predict < 0 || i < o_.n_predict; ++i) {
             if (g_stop_answer.load()) break;
             const int32_t next = sampler_.sample(logits_);
+            if (next < 0) {  // the grammar allows nothing (its error says why)
+                g_generating.store(false);
+                logger().error("{}", sampler_.error());
+                return false;
+            }
             const auto step = out.push(next);
             emit(step.text, answer);
             if (step.finish == output::FinishReason::EndOfGeneration) break;
@@ -167,12 +185,18 @@ class Conversation {
     std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds, in order
 };
 
-int run(const CommonOptions& common, const ChatCommandOptions& o) {
+int run(const CommonOptions& common, ChatCommandOptions o) {
     if (o.model.special)
         return usage_error("--special",
                            "a chat message is never read for control tokens (the "
                            "template's own text is); leave the flag out");
     const bool interactive = ::isatty(STDIN_FILENO) == 1;
+    auto parsed = load_grammar(o.grammar);
+    if (!parsed) {
+        logger().error("{}", parsed.error().message());
+        return kExitBadInput;
+    }
+    o.parsed_grammar = std::move(*parsed);
     OpenFailure why = OpenFailure::None;
     auto engine = open_engine(common, o.model_path, o.model, &why);
     if (!engine) {
@@ -234,6 +258,7 @@ Command add_chat_command(CLI::App& app, CommonOptions& common) {
     add_n_predict_flag(*cmd, o->n_predict, NPredict::PerAnswer);
     add_model_choices(*cmd, o->model);
     add_sampler_flags(*cmd, o->sampling);
+    add_grammar_flags(*cmd, o->grammar);
     add_chat_options(*cmd, o->chat);
     return {cmd, [o, &common]() { return run(common, *o); }};
 }

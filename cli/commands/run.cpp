@@ -9,6 +9,7 @@
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "chat_prompt.h"
 #include "commands/commands.h"
 #include "ferrox/ferrox.h"
+#include "ferrox/grammar/matcher.h"
 #include "ferrox/log.h"
 #include "input.h"
 #include "model_session.h"
@@ -46,6 +48,7 @@ struct RunOptions {
     // The chain `run` has always drawn with: the API's defaults are its flags' defaults.
     ferrox_sampler_params sampling = default_sampling();
     std::vector<std::string> stops;
+    GrammarFlags grammar;
     bool chat = false, json = false, profile = false;
     ChatOptions chat_options;
 };
@@ -108,6 +111,24 @@ Expected<ChatPrompt> chat_prompt(const ferrox_model* model, const ChatOptions& o
     return ChatPrompt{std::string(text, bytes), std::vector<int32_t>(ids, ids + n), {}};
 }
 
+// The vocabulary's bytes and end-of-generation tokens, through the API, for
+// the grammar's token trie (built once per run).
+Expected<std::shared_ptr<const grammar::TokenTrie>> token_trie(const ferrox_model* model) {
+    const uint32_t vocab = ferrox_model_vocab(model);
+    std::vector<std::string> pieces(vocab);
+    std::vector<bool> eog(vocab);
+    ferrox_call_status st = fresh_status();
+    for (uint32_t id = 0; id < vocab; ++id) {
+        const auto token = static_cast<int32_t>(id);
+        if (read_text(pieces[id], st, [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
+                return ferrox_detokenize(model, &token, 1, b, c, n, s);
+            }) != FERROX_CODE_OK)
+            return make_error("token {}: {}", id, st.message);
+        eog[id] = ferrox_model_is_end_of_generation(model, token) != 0;
+    }
+    return std::make_shared<const grammar::TokenTrie>(std::move(pieces), std::move(eog));
+}
+
 // The context's profile so far (and emptied), as rows.
 Expected<OpProfile> take_profile(ferrox_context* ctx) {
     ferrox_call_status st = fresh_status();
@@ -136,6 +157,11 @@ int run(const CommonOptions& common, RunOptions o) {
             return kExitBadInput;
         }
         o.prompt = std::move(*text);
+    }
+    auto grammar = load_grammar(o.grammar);
+    if (!grammar) {
+        logger().error("{}", grammar.error().message());
+        return kExitBadInput;
     }
     const auto load_start = Clock::now();
     std::fprintf(stderr, "loading %s ...\n", shown(o.model_path).c_str());
@@ -238,6 +264,20 @@ int run(const CommonOptions& common, RunOptions o) {
     }
     if (!succeeded(ferrox_sampler_accept(sampler.get(), tokens.data(), n_prompt, &st), st))
         return kExitFailure;
+    // --grammar: the core's matcher masks the logits before the API's sampler
+    // draws (the same as a grammar stage first in the chain), until the C API
+    // carries the grammar stage itself.
+    std::optional<grammar::GrammarMatcher> matcher;
+    std::vector<uint64_t> allowed;
+    std::vector<float> masked;
+    if (*grammar) {
+        auto trie = token_trie(m);
+        if (!trie) {
+            logger().error("{}", trie.error().message());
+            return kExitFailure;
+        }
+        matcher.emplace(*grammar, std::move(*trie));
+    }
 
     std::string generated, piece;
     int n_eval = 0;
@@ -248,7 +288,28 @@ int run(const CommonOptions& common, RunOptions o) {
         // The first draw reads the prompt's logits: it is the prompt's, so
         // that a generation step is one forward and one draw.
         const auto sample_start = Clock::now();
-        const ferrox_code sampled = ferrox_sampler_sample(sampler.get(), logits, vocab, &next, &st);
+        const float* draw_from = logits;
+        if (matcher) {
+            if (auto ok = matcher->allowed(allowed); !ok) {
+                logger().error("{}", ok.error().message());
+                return kExitFailure;
+            }
+            masked.assign(logits, logits + vocab);
+            bool any = false;
+            for (uint32_t id = 0; id < vocab; ++id) {
+                if ((allowed[id / 64] >> (id % 64)) & 1)
+                    any = true;
+                else
+                    masked[id] = -std::numeric_limits<float>::infinity();
+            }
+            if (!any) {
+                logger().error("grammar: no token of the vocabulary can continue the grammar");
+                return kExitFailure;
+            }
+            draw_from = masked.data();
+        }
+        const ferrox_code sampled =
+            ferrox_sampler_sample(sampler.get(), draw_from, vocab, &next, &st);
         if (o.profile)
             (i == 0 ? prompt_profile : profile)
                 .add({"sample", "sample", "F32", 1,
@@ -257,6 +318,12 @@ int run(const CommonOptions& common, RunOptions o) {
                                                 .count()),
                       0});
         if (!succeeded(sampled, st)) return kExitFailure;
+        if (matcher) {
+            if (auto ok = matcher->accept(next); !ok) {
+                logger().error("{}", ok.error().message());
+                return kExitFailure;
+            }
+        }
         if (ferrox_model_is_end_of_generation(m, next)) break;
         tokens.push_back(next);
         if (!succeeded(ferrox_sampler_accept(sampler.get(), &next, 1, &st), st) ||
@@ -291,6 +358,8 @@ int run(const CommonOptions& common, RunOptions o) {
         std::cout << escape_text(piece, EscapeFor::Text) << "\n"
                   << std::flush;  // before the stats on stderr
     const double eval_s = seconds_since(eval_start);
+    if (matcher && !matcher->finished() && !matcher->complete())
+        std::fprintf(stderr, "grammar: the output stopped before the grammar was complete\n");
     if (interrupted())
         std::fprintf(stderr, "interrupted: stopped after %zu generated tokens\n",
                      tokens.size() - n_prompt);
@@ -372,6 +441,7 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
     add_n_predict_flag(*cmd, o->n_predict, NPredict::Total);
     add_model_choices(*cmd, o->model);
     add_sampler_flags(*cmd, o->sampling);
+    add_grammar_flags(*cmd, o->grammar);
     cmd->add_option("--stop", o->stops, "Stop when this text is generated (repeatable)");
     cmd->add_flag("--chat", o->chat,
                   "Wrap the prompt as one user turn in the chat template (the file's, or "

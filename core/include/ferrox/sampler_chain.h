@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ferrox/api.h"
+#include "ferrox/grammar/matcher.h"
 #include "ferrox/sampling.h"
 
 namespace ferrox {
@@ -60,6 +61,13 @@ class FERROX_API SamplerStage {
     virtual int32_t apply(Candidates& c, SamplerState& state) = 0;
     virtual bool terminal() const { return false; }
     virtual std::unique_ptr<SamplerStage> clone() const = 0;
+    // A token generated and kept (not a prompt's: SamplerChain::accept(span)
+    // passes none here); a stage with state of its own (the grammar) advances.
+    virtual void accept(int32_t /*token*/) {}
+    // Back to the stage's starting state (a new sequence, a chat's next answer).
+    virtual void restart() {}
+    // Why the stage filtered every candidate out, when it did ("" otherwise).
+    virtual std::string error() const { return {}; }
 };
 
 // Stages. Each is off at its neutral value.
@@ -76,6 +84,12 @@ FERROX_API std::unique_ptr<SamplerStage> top_p_stage(float p);      // 1: off
 FERROX_API std::unique_ptr<SamplerStage> min_p_stage(float min_p);  // 0: off
 FERROX_API std::unique_ptr<SamplerStage> greedy_stage();            // terminal
 FERROX_API std::unique_ptr<SamplerStage> distribution_stage();      // terminal, seeded draw
+// Removes the tokens whose text cannot continue the grammar (end of
+// generation only where it is complete) and advances over each accepted
+// token; docs/grammar.md.
+FERROX_API std::unique_ptr<SamplerStage> grammar_stage(
+    std::shared_ptr<const grammar::Grammar> grammar,
+    std::shared_ptr<const grammar::TokenTrie> vocab);
 
 // Everything a chain is built from: `ferrox run`'s flags (the base alone), a
 // server request, ferrox_sampler_params. One builder for all three, so the
@@ -84,6 +98,10 @@ struct ChainParams {
     SamplerParams base;  // temperature, top-k/p, min-p, repetition penalty, seed
     float frequency_penalty = 0, presence_penalty = 0;  // 0: off
     std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit)
+    // Both set: a grammar stage first, so that every later stage sees only
+    // the tokens the grammar allows.
+    std::shared_ptr<const grammar::Grammar> grammar;
+    std::shared_ptr<const grammar::TokenTrie> grammar_vocab;
 };
 
 class FERROX_API SamplerChain {
@@ -94,14 +112,14 @@ class FERROX_API SamplerChain {
     SamplerChain(SamplerChain&&) = default;
     SamplerChain& operator=(SamplerChain&&) = default;
 
-    // Logit bias (when any), penalties, then greedy when temperature <= 0,
+    // The grammar (when any), logit bias (when any), penalties, then greedy when temperature <= 0,
     // else top-k, temperature, top-p, min-p and a draw. A stage that is off
     // changes nothing, except that top-k 0 sorts every candidate, which
     // orders the draw.
     static SamplerChain from_params(const ChainParams& params);
     // The chain `ferrox run` and `ferrox chat` draw with.
     static SamplerChain from_params(const SamplerParams& params) {
-        return from_params(ChainParams{params, 0, 0, {}});
+        return from_params(ChainParams{params, 0, 0, {}, {}, {}});
     }
 
     SamplerChain& add(std::unique_ptr<SamplerStage> stage);
@@ -112,11 +130,16 @@ class FERROX_API SamplerChain {
     // terminal stage picks (greedy when the chain has none). Does not
     // accept it: call accept() with the token actually used.
     int32_t sample(std::span<const float> logits);
-    void accept(int32_t token) { state_.history.push_back(token); }
+    // A generated token: into the history, and through every stage.
+    void accept(int32_t token);
+    // Tokens for the history only (a prompt): stages do not advance over them.
     void accept(std::span<const int32_t> tokens);
     const std::vector<int32_t>& history() const { return state_.history; }
-    // Forgets the history and keeps the random stream (a chat's next turn).
-    void clear_history() { state_.history.clear(); }
+    // Forgets the history, restarts the stages and keeps the random stream
+    // (a chat's next turn).
+    void clear_history();
+    // Why sample() returned -1, when a stage says ("" otherwise).
+    std::string error() const;
 
     // The same stages with an empty history and a fresh stream from `seed`:
     // one chain per sequence.

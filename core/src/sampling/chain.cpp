@@ -185,6 +185,47 @@ class Distribution final : public SamplerStage {
     }
 };
 
+class GrammarStage final : public SamplerStage {
+  public:
+    GrammarStage(std::shared_ptr<const grammar::Grammar> g,
+                 std::shared_ptr<const grammar::TokenTrie> vocab)
+        : matcher_(std::move(g), std::move(vocab)) {}
+    const char* name() const override { return "grammar"; }
+    int32_t apply(Candidates& c, SamplerState&) override {
+        if (auto ok = matcher_.allowed(mask_); !ok) {
+            error_ = ok.error().message();
+            c.c.clear();
+            return -1;
+        }
+        const auto allowed = [&](const Candidate& x) {
+            const auto id = static_cast<size_t>(x.id);
+            return id / 64 < mask_.size() && (mask_[id / 64] >> (id % 64)) & 1;
+        };
+        c.c.erase(
+            std::remove_if(c.c.begin(), c.c.end(), [&](const auto& x) { return !allowed(x); }),
+            c.c.end());
+        if (c.c.empty()) error_ = "grammar: no token of the vocabulary can continue the grammar";
+        c.has_p = false;  // the order stays; the mass does not
+        return -1;
+    }
+    void accept(int32_t token) override {
+        if (auto ok = matcher_.accept(token); !ok) error_ = ok.error().message();
+    }
+    void restart() override {
+        matcher_.restart();
+        error_.clear();
+    }
+    std::string error() const override { return error_; }
+    std::unique_ptr<SamplerStage> clone() const override {
+        return std::make_unique<GrammarStage>(*this);
+    }
+
+  private:
+    grammar::GrammarMatcher matcher_;
+    std::vector<uint64_t> mask_;
+    std::string error_;
+};
+
 }  // namespace
 
 void Candidates::sort() {
@@ -240,6 +281,10 @@ std::unique_ptr<SamplerStage> top_p_stage(float p) { return std::make_unique<Top
 std::unique_ptr<SamplerStage> min_p_stage(float min_p) { return std::make_unique<MinP>(min_p); }
 std::unique_ptr<SamplerStage> greedy_stage() { return std::make_unique<Greedy>(); }
 std::unique_ptr<SamplerStage> distribution_stage() { return std::make_unique<Distribution>(); }
+std::unique_ptr<SamplerStage> grammar_stage(std::shared_ptr<const grammar::Grammar> grammar,
+                                            std::shared_ptr<const grammar::TokenTrie> vocab) {
+    return std::make_unique<GrammarStage>(std::move(grammar), std::move(vocab));
+}
 
 SamplerChain::SamplerChain(uint64_t seed) { state_.rng.seed(seed); }
 
@@ -257,6 +302,8 @@ SamplerChain& SamplerChain::operator=(const SamplerChain& other) {
 SamplerChain SamplerChain::from_params(const ChainParams& params) {
     const SamplerParams& p = params.base;
     SamplerChain chain(p.seed);
+    if (params.grammar && params.grammar_vocab)
+        chain.add(grammar_stage(params.grammar, params.grammar_vocab));
     if (!params.logit_bias.empty()) chain.add(logit_bias_stage(params.logit_bias));
     chain.add(penalties_stage(p.repeat_last_n, p.repeat_penalty, params.frequency_penalty,
                               params.presence_penalty));
@@ -278,8 +325,24 @@ SamplerChain& SamplerChain::add(std::unique_ptr<SamplerStage> stage) {
     return *this;
 }
 
+void SamplerChain::accept(int32_t token) {
+    state_.history.push_back(token);
+    for (const auto& stage : stages_) stage->accept(token);
+}
+
 void SamplerChain::accept(std::span<const int32_t> tokens) {
     state_.history.insert(state_.history.end(), tokens.begin(), tokens.end());
+}
+
+void SamplerChain::clear_history() {
+    state_.history.clear();
+    for (const auto& stage : stages_) stage->restart();
+}
+
+std::string SamplerChain::error() const {
+    for (const auto& stage : stages_)
+        if (auto e = stage->error(); !e.empty()) return e;
+    return {};
 }
 
 int32_t SamplerChain::sample(std::span<const float> logits) {
@@ -303,6 +366,7 @@ SamplerChain SamplerChain::clone_for(uint64_t seed) const {
 
 void SamplerChain::reset(uint64_t seed) {
     state_.history.clear();
+    for (const auto& stage : stages_) stage->restart();
     state_.rng.seed(seed);
 }
 
