@@ -21,7 +21,10 @@ fetch_pid=$!
 # The CUDA plugin only where a GPU can run it, and then for that GPU alone.
 read -r cuda cuda_archs < <(bash ci/detect-cuda-arch.sh)
 echo "main-job: CUDA plugin: $cuda${cuda_archs:+ (sm_$cuda_archs)}" >&2
-cmake --preset release -DFERROX_BUILD_TESTS=OFF -DFERROX_PCH=ON -DFERROX_CUDA="$cuda" \
+# A unity build: each target's files compiled in batches of 8, so the headers
+# they share (CLI11, nlohmann-json, fmt, Beast) are compiled once per batch, not
+# once per file: cold, 4.3 CPU-minutes instead of 11.1 (README, "Building by hand").
+cmake --preset release -DFERROX_BUILD_TESTS=OFF -DCMAKE_UNITY_BUILD=ON -DFERROX_CUDA="$cuda" \
   ${cuda_archs:+-DFERROX_CUDA_ARCHS="$cuda_archs"} >/dev/null
 cmake --build --preset release -j "$(nproc)"
 echo "main-job: build done ($((SECONDS - started)) s)" >&2

@@ -1,10 +1,10 @@
 #include "api_model.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 
 #include "ferrox/log.h"
+#include "format.h"
 
 namespace ferrox::cli {
 
@@ -37,15 +37,6 @@ ferrox_code decode_one_sequence(ferrox_context* ctx, const std::vector<int32_t>&
     return ferrox_decode(ctx, &b, &st);
 }
 
-namespace {
-
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
-}  // namespace
-
 ApiModelParams::ApiModelParams(const CommonOptions& common, const ModelChoices& choices) {
     ferrox_model_params_default(&params_);
     if (common.config_path) {
@@ -59,8 +50,8 @@ ApiModelParams::ApiModelParams(const CommonOptions& common, const ModelChoices& 
     params_.threads = choices.threads;
     params_.n_ctx_max = choices.context;
     params_.n_batch_max = choices.batch;
-    params_.kv_kind = lower(choices.kv_type) == "f16" ? FERROX_KV_F16 : FERROX_KV_F32;
-    params_.allow_resident = lower(choices.resident) != "off";
+    params_.kv_kind = ascii_lower(choices.kv_type) == "f16" ? FERROX_KV_F16 : FERROX_KV_F32;
+    params_.allow_resident = ascii_lower(choices.resident) != "off";
     params_.max_sequences = choices.sequences;
 }
 

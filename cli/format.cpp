@@ -3,10 +3,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "ferrox/escape.h"
 
 namespace ferrox::cli {
+
+std::string ascii_lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
 
 std::string human_bytes(uint64_t bytes) {
     constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -1,20 +1,12 @@
 #include "model_session.h"
 
-#include <cctype>
 #include <utility>
 
 #include "ferrox/log.h"
 #include "ferrox/quant_kind.h"
+#include "format.h"
 
 namespace ferrox::cli {
-namespace {
-
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
-}  // namespace
 
 void add_threads_flag(CLI::App& cmd, unsigned& threads) {
     // The CPU plugin declares cpu.threads' range (ABI 1.6): the engine checks the flag
@@ -53,8 +45,8 @@ Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const
     options.context = choices.context;
     options.sequences = choices.sequences;
     options.batch = choices.batch;
-    options.kv_kind = kind_traits(lower(choices.kv_type))->id;
-    options.allow_resident = lower(choices.resident) != "off";
+    options.kv_kind = kind_traits(ascii_lower(choices.kv_type))->id;
+    options.allow_resident = ascii_lower(choices.resident) != "off";
     options.profile = choices.profile;
     // 0 and 1 come on every load; what lies between is weights moving to a device.
     options.progress = [last = -1](float fraction) mutable {

@@ -15,7 +15,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build/deb}
 version=${2:-}
 
-args=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERROX_BUILD_TESTS=OFF
+# A unity build, as ci/main-job.sh builds: a package build compiles from cold
+# more often than not, and CI's packaging checks then compile the batches the
+# main job compiles, so a name two files both define at file scope fails here.
+args=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERROX_BUILD_TESTS=OFF -DCMAKE_UNITY_BUILD=ON
       -DCMAKE_INSTALL_PREFIX=/usr
       -DFERROX_CUDA="${FERROX_CUDA:-ON}"
       -DCMAKE_PROJECT_INCLUDE="$root/packaging/cmake/VersionOverride.cmake"

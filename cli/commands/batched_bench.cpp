@@ -17,6 +17,7 @@
 #include "ferrox/log.h"
 #include "ferrox/model/context.h"
 #include "model_session.h"
+#include "stopwatch.h"
 
 namespace ferrox::cli {
 namespace {
@@ -42,7 +43,7 @@ Stat stat_of(std::vector<double> v) {
     return {v[v.size() / 2], v.front(), v.back()};
 }
 
-struct Row {
+struct BatchRow {
     uint32_t pp = 0, tg = 0, pl = 0, n_kv = 0, cells_used = 0;
     Stat t_pp, t_tg;  // seconds
     uint64_t rss_kib = 0;
@@ -75,12 +76,6 @@ nlohmann::json memory_report(const Engine& e, uint32_t cells_used) {
             {"tensor_bytes", tensor_bytes},   {"kv_cells", cells_used},
             {"kv_bytes", kv_bytes},           {"budget_bytes", budget},
             {"within_budget", peak <= budget}};
-}
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // One (npp, ntg, npl) measurement: prefill seconds, decode seconds.
@@ -152,11 +147,11 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
     }
     std::mt19937 rng(1);
     const auto vocab = static_cast<uint32_t>(e.model().vocab());
-    std::vector<Row> rows;
+    std::vector<BatchRow> rows;
     for (uint32_t pp : o.npp)
         for (uint32_t tg : o.ntg)
             for (uint32_t pl : o.npl) {
-                Row row{pp, tg, pl, (o.pps ? pp : pp * pl) + tg * pl, 0, {}, {}, 0};
+                BatchRow row{pp, tg, pl, (o.pps ? pp : pp * pl) + tg * pl, 0, {}, {}, 0};
                 std::vector<double> tpp, ttg;
                 for (unsigned r = 0; r < std::max(1u, o.reps); ++r) {
                     auto t = measure(**ctx, vocab, pp, tg, pl, o.pps, rng);
@@ -178,7 +173,7 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
                                   double(tg) * pl / row.t_tg.median);
             }
     uint32_t most_cells = 0;
-    for (const Row& r : rows) most_cells = std::max(most_cells, r.cells_used);
+    for (const BatchRow& r : rows) most_cells = std::max(most_cells, r.cells_used);
     const nlohmann::json memory = memory_report(e, most_cells);
     if (o.json) {
         nlohmann::json out;
@@ -189,7 +184,7 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
         out["n_batch"] = co.n_batch;
         out["n_ctx"] = co.n_ctx;
         out["rss_after_load_kib"] = rss_loaded;
-        for (const Row& r : rows) {
+        for (const BatchRow& r : rows) {
             const double pp_tokens = double(o.pps ? r.pp : r.pp * r.pl);
             const double tg_tokens = double(r.tg) * r.pl;
             out["rows"].push_back({{"npp", r.pp},
@@ -216,7 +211,7 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
         "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "step ms", "RSS MiB");
     std::cout << "|-------|-------|------|--------|----------|-----------|----------|-----------|"
                  "----------|-----------|\n";
-    for (const Row& r : rows) {
+    for (const BatchRow& r : rows) {
         const double pp_tokens = double(o.pps ? r.pp : r.pp * r.pl);
         const double tg_tokens = double(r.tg) * r.pl;
         std::cout << fmt::format(

@@ -37,7 +37,7 @@ struct BenchOptions {
     uint64_t seed = 1;
 };
 
-struct Row {
+struct KernelRow {
     std::string kind, shape;
     uint64_t n = 0;
     std::string backend, path;
@@ -197,7 +197,7 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
     }
     const Bandwidth bandwidth = *measured;
 
-    std::vector<Row> rows;
+    std::vector<KernelRow> rows;
     for (const auto& kind_text : o.kinds) {
         const KindTraits* traits = kind_traits(kind_text);
         for (const auto& shape_text : o.shapes) {
@@ -267,7 +267,7 @@ int run_bench(CommonOptions& common, const BenchOptions& o) {
                 }
                 const Plan plan =
                     dispatch.plan(n == 1 ? FERROX_OP_MATVEC : FERROX_OP_GEMM, traits->id);
-                Row row;
+                KernelRow row;
                 row.kind = std::string(traits->name);
                 row.shape = shape_text;
                 row.n = n;

@@ -25,15 +25,10 @@
 #include "profile_report.h"
 #include "sampler_flags.h"
 #include "signals.h"
+#include "stopwatch.h"
 
 namespace ferrox::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 ferrox_sampler_params default_sampling() {
     ferrox_sampler_params p;

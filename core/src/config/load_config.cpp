@@ -78,17 +78,17 @@ std::string environment(const char* name) {
     return value ? std::string(value) : std::string();
 }
 
-struct Candidate {
+struct SearchedPath {
     std::filesystem::path path;
     const char* named_by;  // what named it, when a missing file is an error; else nullptr
 };
 
-std::vector<Candidate> candidates(const ConfigSearch& search) {
+std::vector<SearchedPath> candidates(const ConfigSearch& search) {
     if (search.explicit_path) return {{*search.explicit_path, "--config"}};
     if (const std::string from_env = environment("FERROX_CONFIG"); !from_env.empty()) {
         return {{from_env, "$FERROX_CONFIG"}};
     }
-    std::vector<Candidate> found;
+    std::vector<SearchedPath> found;
     // XDG: a relative $XDG_CONFIG_HOME is invalid and ignored; the default is ~/.config.
     std::filesystem::path user_dir = environment("XDG_CONFIG_HOME");
     if (user_dir.is_relative()) {
@@ -123,12 +123,12 @@ std::filesystem::path default_sysconfdir() { return FERROX_INSTALL_SYSCONFDIR; }
 
 std::vector<std::filesystem::path> config_candidates(const ConfigSearch& search) {
     std::vector<std::filesystem::path> paths;
-    for (Candidate& candidate : candidates(search)) paths.push_back(std::move(candidate.path));
+    for (SearchedPath& candidate : candidates(search)) paths.push_back(std::move(candidate.path));
     return paths;
 }
 
 Expected<Config> load_config(const ConfigSearch& search) {
-    for (const Candidate& candidate : candidates(search)) {
+    for (const SearchedPath& candidate : candidates(search)) {
         std::error_code ec;
         // exists() fails (rather than says no) on e.g. a permission problem: then try to
         // read it and report why it cannot be read, instead of quietly skipping it.

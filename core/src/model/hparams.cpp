@@ -56,10 +56,6 @@ class Keys {
     KeyTrace* trace_;
 };
 
-Error refuse(const gguf::File& f, std::string_view key, std::string_view why) {
-    return make_error("{}: metadata key '{}': {}", f.path().string(), key, why);
-}
-
 // YaRN's tuning keys, each range-checked. An architecture whose llama.cpp
 // graph reads them takes them; for the others llama.cpp keeps its defaults,
 // so a file that says otherwise is refused: honouring it would disagree with

@@ -4,11 +4,11 @@
 #include <variant>
 
 namespace ferrox::model {
-namespace {
-
-Error refuse(const gguf::File& f, const std::string& key, std::string_view why) {
+Error refuse(const gguf::File& f, std::string_view key, std::string_view why) {
     return make_error("{}: metadata key '{}': {}", f.path().string(), key, why);
 }
+
+namespace {
 
 constexpr uint32_t kMaxLayers = 512;
 

@@ -51,6 +51,15 @@ inline void write_u16(uint8_t* p, uint16_t v) {
 inline void write_f16(uint8_t* p, float v) { write_u16(p, fp32_to_fp16(v)); }
 inline void write_f32(uint8_t* p, float v) { std::memcpy(p, &v, sizeof v); }
 
+// Elements per K-quant (and i-quant) super-block.
+inline constexpr int kSuper = kSuperBlock;
+
+// The 4-bit code of element i of a 32-element block: elements 0..15 are the
+// low nibbles of qs[0..15], elements 16..31 their high nibbles.
+inline uint8_t nibble(const uint8_t* qs, int i) {
+    return static_cast<uint8_t>(i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4);
+}
+
 // float.cpp
 void dequantize_f32(const uint8_t* block, float* out);
 void dequantize_f16(const uint8_t* block, float* out);

@@ -20,11 +20,6 @@ uint8_t expand_signs(uint32_t seven_bits) {
 
 float sign_of_bit(uint8_t signs, int bit) { return (signs >> bit) & 1 ? -1.0f : 1.0f; }
 
-// Low nibbles of qs[0..15] are elements 0..15, high nibbles 16..31.
-uint8_t nibble(const uint8_t* qs, int i) {
-    return static_cast<uint8_t>(i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4);
-}
-
 // The IQ4 non-linear 4-bit values.
 constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                    1,    13,   25,  38,  53,  69,  89,  113};

@@ -6,8 +6,6 @@
 namespace ferrox::quant::detail {
 namespace {
 
-constexpr int kSuper = kSuperBlock;
-
 // Q2_K/Q3_K/Q6_K pack 2-bit fields: element e lives in byte 32*(e/128) + e%32,
 // at bit pair (e%128)/32.
 int two_bits(const uint8_t* bytes, int e) {

@@ -13,7 +13,6 @@
 namespace ferrox::quant::detail {
 namespace {
 
-constexpr int kSuper = kSuperBlock;
 constexpr double kNoFit = std::numeric_limits<double>::infinity();
 
 int round_clamped(float value, int lo, int hi) {

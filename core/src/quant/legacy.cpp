@@ -9,12 +9,6 @@ namespace {
 
 constexpr int kBlock = kLegacyBlock;
 
-// The 4-bit code of element i: elements 0..15 are the low nibbles of
-// qs[0..15], elements 16..31 their high nibbles.
-uint8_t nibble(const uint8_t* qs, int i) {
-    return static_cast<uint8_t>(i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4);
-}
-
 // Converts a rounded float code to an integer in [lo, hi]; NaN becomes lo.
 // (For the in-range values the quantizers produce this equals numpy's cast.)
 int clamp_code(float rounded, int lo, int hi) {
