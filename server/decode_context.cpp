@@ -10,8 +10,8 @@ class ModelContext final : public DecodeContext {
   public:
     explicit ModelContext(std::unique_ptr<model::Context> context) : ctx_(std::move(context)) {}
 
-    uint32_t n_ctx() const override { return ctx_->n_ctx(); }
-    uint32_t n_seq() const override { return ctx_->n_seq(); }
+    uint32_t context() const override { return ctx_->context(); }
+    uint32_t sequences() const override { return ctx_->sequences(); }
     uint32_t cells_used() const override { return ctx_->cells().used(); }
     model::DecodeStatus decode(const model::Batch& batch) override { return ctx_->decode(batch); }
     std::span<const float> logits(uint32_t index) const override { return ctx_->logits(index); }

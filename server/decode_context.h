@@ -17,10 +17,10 @@ class DecodeContext {
   public:
     virtual ~DecodeContext() = default;
 
-    virtual uint32_t n_ctx() const = 0;  // KV cells, for all sequences together
-    virtual uint32_t n_seq() const = 0;  // sequence ids 0..n_seq-1
+    virtual uint32_t context() const = 0;    // KV cells, for all sequences together
+    virtual uint32_t sequences() const = 0;  // sequence ids 0..sequences-1
     virtual uint32_t cells_used() const = 0;
-    uint32_t cells_free() const { return n_ctx() - cells_used(); }
+    uint32_t cells_free() const { return context() - cells_used(); }
 
     // One forward pass over `batch` (model::Batch's rules). Anything but Ok
     // leaves the cells as they were; NoRoom when fewer cells are free than

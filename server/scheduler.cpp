@@ -77,10 +77,10 @@ Scheduler::Scheduler(const Tokenizer& tokenizer, std::unique_ptr<DecodeContext> 
       ctx_(std::move(context)),
       options_(options),
       metrics_(metrics),
-      n_ctx_(ctx_->n_ctx()) {
-    options_.n_seq = std::min(options_.n_seq, ctx_->n_seq());
-    slots_.resize(options_.n_seq);
-    for (uint32_t i = 0; i < options_.n_seq; ++i) slots_[i].seq = static_cast<int32_t>(i);
+      n_ctx_(ctx_->context()) {
+    options_.sequences = std::min(options_.sequences, ctx_->sequences());
+    slots_.resize(options_.sequences);
+    for (uint32_t i = 0; i < options_.sequences; ++i) slots_[i].seq = static_cast<int32_t>(i);
     metrics_.kv_total = n_ctx_;
 }
 
@@ -100,7 +100,7 @@ Scheduler::Submitted Scheduler::submit(GenerationRequest request) {
                             request.prompt.size(), request.max_tokens, n_ctx_)};
     // A request for a free slot waits only until the loop admits it; the
     // queue (max_queue, 0 = none) is what waits beyond the free slots.
-    const size_t free_slots = options_.n_seq - std::min<size_t>(running_, options_.n_seq);
+    const size_t free_slots = options_.sequences - std::min<size_t>(running_, options_.sequences);
     if (waiting_.size() >= options_.max_queue + free_slots)
         return {nullptr, Refusal::QueueFull,
                 fmt::format("{} requests are waiting for {} free sequences (server.max_queue {})",

@@ -87,7 +87,7 @@ class Job {
 };
 
 struct SchedulerOptions {
-    uint32_t n_seq = 0;
+    uint32_t sequences = 0;
     uint32_t max_queue = 0;  // waiting beyond the free slots
     // Prompt tokens per step beside the decoding sequences; also the unit in
     // which a cached prefix is shared.
@@ -126,8 +126,8 @@ class Scheduler {
     // Stops the thread; every job still running or waiting ends with Shutdown.
     void stop();
 
-    uint32_t n_ctx() const { return n_ctx_; }
-    uint32_t n_seq() const { return options_.n_seq; }
+    uint32_t context() const { return n_ctx_; }
+    uint32_t sequences() const { return options_.sequences; }
 
   private:
     struct Slot;

@@ -86,7 +86,7 @@ Expected<std::pair<double, double>> measure(model::Context& c, uint32_t vocab, u
     std::uniform_int_distribution<int32_t> tok(0,
                                                static_cast<int32_t>(std::min(vocab, 30000u)) - 1);
     model::Batch b;
-    const uint32_t n_batch = c.n_batch();
+    const uint32_t n_batch = c.batch();
     const auto flush = [&]() -> Expected<void> {
         if (b.size() == 0) return {};
         auto st = c.decode(b);
@@ -181,8 +181,8 @@ int run(const CommonOptions& common, const BatchedBenchOptions& o) {
         out["model"] = o.model_path;
         out["pps"] = o.pps;
         out["reps"] = o.reps;
-        out["n_batch"] = co.n_batch;
-        out["n_ctx"] = co.n_ctx;
+        out["n_batch"] = co.batch;
+        out["n_ctx"] = co.context;
         out["rss_after_load_kib"] = rss_loaded;
         for (const BatchRow& r : rows) {
             const double pp_tokens = double(o.pps ? r.pp : r.pp * r.pl);

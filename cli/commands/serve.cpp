@@ -205,15 +205,15 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         return kExitBadInput;
     }
     server::SchedulerOptions so;
-    so.n_seq = co.n_seq;
-    so.prefill_chunk = std::min(so.prefill_chunk, co.n_batch);  // a chunk is one decode
+    so.sequences = co.sequences;
+    so.prefill_chunk = std::min(so.prefill_chunk, co.batch);  // a chunk is one decode
     so.max_queue = s.max_queue;
     server::Scheduler scheduler(e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics);
     scheduler.start();
     server::LoadedModel loaded;
     loaded.tokenizer = &e.tokenizer();
     loaded.scheduler = &scheduler;
-    loaded.max_positions = std::min(co.n_ctx, n_train);
+    loaded.max_positions = std::min(co.context, n_train);
     loaded.render_chat =
         [&renderer](const nlohmann::ordered_json& messages) -> Expected<server::RenderedChat> {
         auto p = renderer.render(messages, true);
@@ -224,7 +224,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     signals.exit_at_once_on_first = false;
     api.set_state(signals.signalled() ? server::ServerState::Draining : server::ServerState::Ready);
     logger().info("serve: ready: {} sequences over {} KV cells, up to {} positions a request",
-                  co.n_seq, co.n_ctx, std::min(co.n_ctx, n_train));
+                  co.sequences, co.context, std::min(co.context, n_train));
 
     signals.wait();
     // Connections are still accepted while draining, so that /ready answers

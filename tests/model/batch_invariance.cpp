@@ -166,7 +166,7 @@ Loaded load(const PluginSet& plugins, const std::filesystem::path& path) {
     l.file = std::make_unique<gguf::File>(std::move(*file));
     model::ModelOptions options;
     options.context = 64;
-    options.max_batch = 64;
+    options.batch = 64;
     options.allow_resident = false;
     auto m = model::Model::load(*l.file, *l.dispatcher, *l.registry, options);
     if (!m) {
@@ -187,9 +187,9 @@ void invariance(const model::Model& m, const std::string& name, std::mt19937& rn
     const Script c = random_script(rng, vocab, 21, 3);
     const Script d = random_script(rng, vocab, 18, 5);
     ContextOptions opt;
-    opt.n_ctx = 128;
-    opt.n_seq = 8;
-    opt.n_batch = 64;
+    opt.context = 128;
+    opt.sequences = 8;
+    opt.batch = 64;
     auto ctx = Context::create(m, opt);
     if (!ctx) return check(false, name + ": " + ctx.error().message());
     Context& cx = **ctx;
@@ -256,9 +256,9 @@ void prefix_sharing(const model::Model& m, const std::string& name, std::mt19937
     const uint32_t n_seq = 16, greedy = 6, chunk = 64;
     const Script prefix = random_script(rng, vocab, prefix_len, n_seq);  // steps: first tokens
     ContextOptions opt;
-    opt.n_ctx = prefix_len + n_seq * (greedy + 2);
-    opt.n_seq = n_seq;
-    opt.n_batch = chunk;
+    opt.context = prefix_len + n_seq * (greedy + 2);
+    opt.sequences = n_seq;
+    opt.batch = chunk;
     auto ctx = Context::create(m, opt);
     if (!ctx) return check(false, name + ": " + ctx.error().message());
     Context& c = **ctx;
@@ -296,7 +296,7 @@ void prefix_sharing(const model::Model& m, const std::string& name, std::mt19937
     size_t agree = 0;
     for (uint32_t s = 0; s < n_seq; ++s) {
         ContextOptions one = opt;
-        one.n_seq = 1;
+        one.sequences = 1;
         auto solo = Context::create(m, one);
         if (!solo) return check(false, name + ": " + solo.error().message());
         for (uint32_t start = 0; start < prefix_len; start += chunk) {
@@ -333,9 +333,9 @@ void prefix_sharing(const model::Model& m, const std::string& name, std::mt19937
 
 void bad_input(const model::Model& m, const std::string& name) {
     ContextOptions opt;
-    opt.n_ctx = 16;
-    opt.n_seq = 2;
-    opt.n_batch = 8;
+    opt.context = 16;
+    opt.sequences = 2;
+    opt.batch = 8;
     auto made = Context::create(m, opt);
     auto control = Context::create(m, opt);
     if (!made || !control) return check(false, name + ": context");
@@ -398,7 +398,7 @@ void bad_input(const model::Model& m, const std::string& name) {
     // allocated, with the sum: against a stated 1 MiB, and against the
     // machine's own MemAvailable with ~4 billion cells (terabytes of KV).
     ContextOptions small = opt;
-    small.n_ctx = 4096;
+    small.context = 4096;
     small.available_bytes = 1 << 20;
     auto refused = Context::create(m, small);
     const std::string why = refused ? "" : refused.error().message();
@@ -412,7 +412,7 @@ void bad_input(const model::Model& m, const std::string& name) {
     small.available_bytes = uint64_t{1} << 40;  // the same context, 1 TiB: fits
     check(bool(Context::create(m, small)), name + ": the same context fits 1 TiB");
     ContextOptions huge = opt;
-    huge.n_ctx = 4000000000u;
+    huge.context = 4000000000u;
     auto too_big = Context::create(m, huge);
     check(!too_big && too_big.error().message().find("MemAvailable") != std::string::npos,
           name + ": 4e9 cells against MemAvailable -> " +
@@ -423,9 +423,9 @@ void bad_input(const model::Model& m, const std::string& name) {
 // nothing happened; a truncated or foreign buffer is refused, nothing changed.
 void state_round_trip(const model::Model& m, const std::string& name, std::mt19937& rng) {
     ContextOptions opt;
-    opt.n_ctx = 64;
-    opt.n_seq = 3;
-    opt.n_batch = 32;
+    opt.context = 64;
+    opt.sequences = 3;
+    opt.batch = 32;
     auto made = Context::create(m, opt);
     if (!made) return check(false, name + ": " + made.error().message());
     Context& c = **made;
@@ -478,9 +478,9 @@ void logits_placement(const model::Model& m, const std::string& name, std::mt199
                       bool require_identical, double bound) {
     const uint32_t n_seq = 4;
     ContextOptions opt;
-    opt.n_ctx = 128;
-    opt.n_seq = n_seq;
-    opt.n_batch = 64;
+    opt.context = 128;
+    opt.sequences = n_seq;
+    opt.batch = 64;
     auto made = Context::create(m, opt);
     if (!made) return check(false, name + ": " + made.error().message());
     Context& c = **made;
@@ -500,7 +500,7 @@ void logits_placement(const model::Model& m, const std::string& name, std::mt199
     Rows alone;
     for (uint32_t s = 0; s < n_seq; ++s) {
         ContextOptions one = opt;
-        one.n_seq = 1;
+        one.sequences = 1;
         auto solo = Context::create(m, one);
         if (!solo) return check(false, name + ": " + solo.error().message());
         Batch b;
@@ -553,9 +553,9 @@ void logits_placement(const model::Model& m, const std::string& name, std::mt199
 // held to a reference here: no other path attends over holes.)
 void middle_removal(const model::Model& m, const std::string& name, std::mt19937& rng) {
     ContextOptions opt;
-    opt.n_ctx = 64;
-    opt.n_seq = 2;
-    opt.n_batch = 32;
+    opt.context = 64;
+    opt.sequences = 2;
+    opt.batch = 32;
     auto made = Context::create(m, opt);
     if (!made) return check(false, name + ": " + made.error().message());
     Context& c = **made;

@@ -80,8 +80,8 @@ void decided_numbers(const std::filesystem::path& path, uint32_t train) {
                                                    ", want " + std::to_string(c.want_batch));
         expect(engine.sequences() == c.sequences, what + ": sequences");
         const auto co = engine.context_options();
-        expect(co.n_ctx == engine.context() && co.n_seq == engine.sequences() &&
-                   co.n_batch == engine.batch(),
+        expect(co.context == engine.context() && co.sequences == engine.sequences() &&
+                   co.batch == engine.batch(),
                what + ": context_options carries the decided numbers");
         // The context a server would make from them is made, and takes a
         // whole batch of random tokens in its last sequence.

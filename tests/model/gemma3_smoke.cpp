@@ -54,7 +54,7 @@ int main() {
     if (!file) return std::printf("FAIL: %s\n", file.error().message().c_str()), 1;
     model::ModelOptions options;
     options.context = 64;
-    options.max_batch = 16;  // the 20-token prompt runs in two chunks
+    options.batch = 16;  // the 20-token prompt runs in two chunks
     auto m = model::Model::load(*file, dispatcher, registry, options);
     if (!m) return std::printf("FAIL: %s\n", m.error().message().c_str()), 1;
     auto tok = Tokenizer::from_gguf(*file);

@@ -136,9 +136,9 @@ void old_plugin(const PluginSet& abi12, const PluginSet& plugins, const gguf::Fi
     check(one.model->residency().resident,
           name + ": a 1.2 plugin is still resident for one sequence");
     ContextOptions opt;
-    opt.n_ctx = 128;
-    opt.n_seq = 4;
-    opt.n_batch = 64;
+    opt.context = 128;
+    opt.sequences = 4;
+    opt.batch = 64;
     const auto refused = Context::create(*one.model, opt);
     const std::string message = refused ? "" : refused.error().message();
     check(!refused && message.find("ABI 1.2") != std::string::npos &&

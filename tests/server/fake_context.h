@@ -55,8 +55,8 @@ class FakeContext final : public server::DecodeContext {
                                     [&](const Cell& c) { return c.seqs.count(seq) > 0; }));
     }
 
-    uint32_t n_ctx() const override { return n_ctx_; }
-    uint32_t n_seq() const override { return n_seq_; }
+    uint32_t context() const override { return n_ctx_; }
+    uint32_t sequences() const override { return n_seq_; }
     uint32_t cells_used() const override {
         return uint32_t(std::count_if(cells_.begin(), cells_.end(),
                                       [](const Cell& c) { return !c.seqs.empty(); }));

@@ -63,7 +63,7 @@ struct Rig {
         auto fake =
             std::make_unique<FakeContext>(n_ctx, n_seq, uint32_t(tok->vocab_size()), kFirstLetter);
         ctx = fake.get();
-        options.n_seq = n_seq;
+        options.sequences = n_seq;
         scheduler = std::make_unique<Scheduler>(*tok, std::move(fake), options, metrics);
     }
 

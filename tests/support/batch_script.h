@@ -112,9 +112,9 @@ inline ScriptModel load_for_script(const std::vector<std::shared_ptr<Backend>>& 
     l.dispatcher = std::make_unique<Dispatcher>(backends, *l.registry);
     model::ModelOptions options;
     options.context = 128;
-    options.max_batch = 64;
+    options.batch = 64;
     options.allow_resident = resident;
-    options.max_sequences = max_sequences;
+    options.sequences = max_sequences;
     options.registry_strict = strict;
     auto m = model::Model::load(file, *l.dispatcher, *l.registry, options);
     if (!m) {
@@ -130,9 +130,9 @@ inline ScriptModel load_for_script(const std::vector<std::shared_ptr<Backend>>& 
 inline ScriptRows run_script_on(const model::Model& m, uint32_t n_seq, bool only_seq0,
                                 const std::string& what) {
     model::ContextOptions opt;
-    opt.n_ctx = 128;
-    opt.n_seq = n_seq;
-    opt.n_batch = 64;
+    opt.context = 128;
+    opt.sequences = n_seq;
+    opt.batch = 64;
     auto c = model::Context::create(m, opt);
     if (!c) {
         check(false, what + ": " + c.error().message());

@@ -562,9 +562,9 @@ ferrox_code ferrox_context_new(const ferrox_model* m, const ferrox_context_param
         return FERROX_CODE_INVALID_ARGUMENT;
     return guarded(status, [&]() -> ferrox_code {
         model::ContextOptions o;
-        o.n_ctx = p.n_ctx;
-        o.n_seq = p.n_seq;
-        o.n_batch = p.n_batch;
+        o.context = p.n_ctx;
+        o.sequences = p.n_seq;
+        o.batch = p.n_batch;
         auto c = std::make_unique<ferrox_context>();
         if (p.profile) {
             c->profile = std::make_unique<model::StepProfile>();

@@ -74,9 +74,9 @@ Engine::~Engine() = default;
 
 model::ContextOptions Engine::context_options() const {
     model::ContextOptions o;
-    o.n_ctx = context();
-    o.n_seq = sequences_;
-    o.n_batch = batch();
+    o.context = context();
+    o.sequences = sequences_;
+    o.batch = batch();
     return o;
 }
 
@@ -133,8 +133,8 @@ struct Engine::Opening {
         warn_past_training(e.file_->path(), context, options.sequences, train.n_ctx_train);
         model::ModelOptions mo;
         mo.context = context;
-        mo.max_batch = model::derived_batch(options.batch, context);
-        mo.max_sequences = options.sequences;
+        mo.batch = model::derived_batch(options.batch, context);
+        mo.sequences = options.sequences;
         mo.registry_strict = e.config_.registry_strict;
         mo.kv_kind = options.kv_kind;
         mo.allow_resident = options.allow_resident;

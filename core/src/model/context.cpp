@@ -617,14 +617,15 @@ const char* decode_code_name(DecodeCode code) {
 Expected<std::unique_ptr<Context>> Context::create(const Model& model,
                                                    const ContextOptions& options) {
     const Model::Impl& m = *model.impl_;
-    const uint32_t n_ctx = options.n_ctx ? options.n_ctx : m.context;
-    const uint32_t n_batch = options.n_batch ? options.n_batch : m.max_batch;
-    if (options.n_seq == 0 || options.n_seq > KvCells::kMaxSeq)
-        return make_error("context: n_seq {} is outside 1..{}", options.n_seq, KvCells::kMaxSeq);
+    const uint32_t n_ctx = options.context ? options.context : m.context;
+    const uint32_t n_batch = options.batch ? options.batch : m.max_batch;
+    if (options.sequences == 0 || options.sequences > KvCells::kMaxSeq)
+        return make_error("context: n_seq {} is outside 1..{}", options.sequences,
+                          KvCells::kMaxSeq);
     if (n_batch > n_ctx)
         return make_error("context: n_batch {} exceeds n_ctx {} (a batch's tokens need cells)",
                           n_batch, n_ctx);
-    if (m.residency.resident && options.n_seq > 1 &&
+    if (m.residency.resident && options.sequences > 1 &&
         !m.dispatcher.resident_backend().has_attention_cells()) {
         const Backend& b = m.dispatcher.resident_backend();
         return make_error(
@@ -632,7 +633,7 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model,
             "resident attention reads one sequence's cells in place; several sequences need "
             "ABI 1.3's attention_cells (update the plugin, or load the model with --resident "
             "off)",
-            options.n_seq, b.name(), b.abi_version_text());
+            options.sequences, b.name(), b.abi_version_text());
     }
     // Its KV cache, scratch, cell lists and one logits row per sequence,
     // against the memory free now: the weights are already in place. A
@@ -640,15 +641,15 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model,
     // the load-time plan covered.
     MemoryDemand demand;
     demand.subject = fmt::format("a context of {} cells for {} sequences (batch {})", n_ctx,
-                                 options.n_seq, n_batch);
+                                 options.sequences, n_batch);
     demand.cells = n_ctx;
     demand.n_batch = n_batch;
-    demand.logits_rows = std::min(options.n_seq, n_batch);
+    demand.logits_rows = std::min(options.sequences, n_batch);
     demand.available_bytes = options.available_bytes;
     demand.available_what = "the context's available_bytes";
     if (auto fits = plan_memory(m, demand); !fits)
         return make_error("context: {}", fits.error().message());
-    auto impl = std::make_unique<Impl>(m, n_ctx, n_batch, options.n_seq);
+    auto impl = std::make_unique<Impl>(m, n_ctx, n_batch, options.sequences);
     impl->steps = m.make_steps(n_ctx);
     if (options.profile)
         impl->steps = make_profiling_steps(std::move(impl->steps), *options.profile);
@@ -658,9 +659,9 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model,
 
 Context::Context(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Context::~Context() = default;
-uint32_t Context::n_ctx() const { return impl_->context; }
-uint32_t Context::n_seq() const { return impl_->n_seq; }
-uint32_t Context::n_batch() const { return impl_->max_batch; }
+uint32_t Context::context() const { return impl_->context; }
+uint32_t Context::sequences() const { return impl_->n_seq; }
+uint32_t Context::batch() const { return impl_->max_batch; }
 const KvCells& Context::cells() const { return impl_->cells; }
 
 DecodeStatus Context::decode(const Batch& batch) { return impl_->decode(batch, {}, true); }

@@ -78,8 +78,7 @@ void log_residency(const Model::Impl& m, const ModelOptions& options) {
             "resident decoding on the {} backend: weights, KV cache and activations in its "
             "memory",
             m.dispatcher.backends().front()->name());
-    } else if (options.max_sequences > 1 && options.allow_resident &&
-               m.dispatcher.resident_capable() &&
+    } else if (options.sequences > 1 && options.allow_resident && m.dispatcher.resident_capable() &&
                !m.dispatcher.resident_backend().has_attention_cells()) {
         // The one refusal a user can act on by updating a plugin: say it louder.
         logger().info("activations in host memory: {}", m.residency.reason);
@@ -214,7 +213,7 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     if (!hp) return hp.error();
     m.hp = std::move(*hp);
     m.context = options.context ? options.context : default_context(m.hp.n_ctx_train, 1);
-    m.max_batch = derived_batch(options.max_batch, m.context);
+    m.max_batch = derived_batch(options.batch, m.context);
     if (options.kv_kind != FERROX_KIND_F32 && options.kv_kind != FERROX_KIND_F16)
         return make_error("KV cache kind {} is not supported (F32 or F16)",
                           kind_name(options.kv_kind));
@@ -225,8 +224,8 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     if (!weights) return weights.error();
     m.w = std::move(*weights);
     m.set_rope();
-    auto residency = probe_model(file, m.hp, dispatcher, m.kv_kind, options.allow_resident,
-                                 options.max_sequences);
+    auto residency =
+        probe_model(file, m.hp, dispatcher, m.kv_kind, options.allow_resident, options.sequences);
     if (!residency) return residency.error();
     m.residency = std::move(*residency);
     if (m.residency.resident)

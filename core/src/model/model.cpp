@@ -32,8 +32,8 @@ Expected<void> Model::forward(std::span<const int32_t> tokens, uint32_t pos,
     // C API, batched-bench) must not also hold a whole-context KV cache.
     if (!default_context_) {
         ContextOptions single;
-        single.n_ctx = m.context;
-        single.n_batch = m.max_batch;
+        single.context = m.context;
+        single.batch = m.max_batch;
         single.profile = m.options_profile;
         single.available_bytes = m.plan.available_bytes;  // what the load-time plan saw
         auto context = Context::create(*this, single);

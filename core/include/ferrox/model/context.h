@@ -1,6 +1,6 @@
 // A context: the mutable half of inference over a shared, read-only Model.
-// It owns a unified KV cache of `n_ctx` cells for up to `n_seq` sequences
-// (ferrox/model/kv_cells.h) and the scratch for a batch of up to `n_batch`
+// It owns a unified KV cache of `context` cells for up to `sequences` sequences
+// (ferrox/model/kv_cells.h) and the scratch for a batch of up to `batch`
 // tokens. decode() runs one batch -- tokens of any sequences at any
 // positions -- as one forward pass: every weight product is one product
 // over all the batch's rows, attention runs per sequence over that
@@ -44,9 +44,9 @@ struct FERROX_API Batch {
 };
 
 struct ContextOptions {
-    uint32_t n_ctx = 0;    // KV cells; 0: the model's context
-    uint32_t n_seq = 1;    // sequence ids 0..n_seq-1 (at most KvCells::kMaxSeq)
-    uint32_t n_batch = 0;  // tokens per decode; 0: the model's max_batch
+    uint32_t context = 0;    // KV cells; 0: the model's context
+    uint32_t sequences = 1;  // sequence ids 0..sequences-1 (at most KvCells::kMaxSeq)
+    uint32_t batch = 0;      // tokens per decode; 0: the model's batch
     // Times every op of every decode into this profile (not owned; must
     // outlive the context); nullptr: no clock is read.
     StepProfile* profile = nullptr;
@@ -85,9 +85,9 @@ class FERROX_API Context {
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
 
-    uint32_t n_ctx() const;
-    uint32_t n_seq() const;
-    uint32_t n_batch() const;
+    uint32_t context() const;
+    uint32_t sequences() const;
+    uint32_t batch() const;
     const KvCells& cells() const;
 
     DecodeStatus decode(const Batch& batch);
@@ -96,7 +96,7 @@ class FERROX_API Context {
     // empty span when it did not ask for them. Valid until the next decode.
     std::span<const float> logits(uint32_t index) const;
 
-    // Sequence operations (the seq id is checked: >= n_seq is an error).
+    // Sequence operations (the seq id is checked: >= sequences() is an error).
     // Positions [p0, p1) of `seq`; p1 < 0: to the end; seq < 0: every sequence.
     Expected<void> seq_remove(int32_t seq, int32_t p0, int32_t p1);
     // `dst` shares `src`'s cells of positions [p0, p1) (no K/V is copied).

@@ -42,8 +42,8 @@ FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams
 class StepProfile;
 
 struct ModelOptions {
-    uint32_t context = 4096;   // KV cache positions; 0: default_context (model/defaults.h)
-    uint32_t max_batch = 256;  // positions per forward chunk; derived_batch (model/defaults.h)
+    uint32_t context = 4096;  // KV cache positions; 0: default_context (model/defaults.h)
+    uint32_t batch = 256;     // positions per forward chunk; derived_batch (model/defaults.h)
     bool registry_strict = false;
     // The KV cache's element kind: F32 (exact) or F16 (half the memory, as
     // llama.cpp's default cache).
@@ -56,7 +56,7 @@ struct ModelOptions {
     // The most sequences one context of this model will hold. Above 1, a
     // resident backend whose plugin predates ABI 1.3 (one sequence per
     // context) leaves the model in host memory, with the reason logged.
-    uint32_t max_sequences = 1;
+    uint32_t sequences = 1;
     // Called while weights move to a resident backend: done and total bytes.
     std::function<void(uint64_t, uint64_t)> on_upload;
     // Model::forward's own context times its ops into this profile (not
@@ -90,11 +90,11 @@ class FERROX_API Model {
     // plan counts it (wherever the cache lives).
     uint64_t kv_cache_bytes(uint32_t cells) const;
 
-    // The options' context and max_batch: what Context::create defaults to.
+    // The options' context and batch: what Context::create defaults to.
     uint32_t max_batch() const;
 
     // The single-sequence convenience over a context the model owns (made on
-    // first use with ModelOptions' context and max_batch, one sequence): runs
+    // first use with ModelOptions' context and batch, one sequence): runs
     // `tokens` at positions [pos, pos + n), forgetting positions >= pos
     // first. `logits` may be empty (none), hold vocab floats (the last
     // position's) or n * vocab (every position's). Not for shared models:
