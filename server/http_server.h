@@ -40,6 +40,9 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // the process by 61x, the BPE's per-byte symbols and merge queue).
 inline constexpr uint64_t kRequestMemoryFactor = 64;
 
+// The nice value of a connection thread once it carries a bulk body.
+inline constexpr int kBulkNice = 19;
+
 // The server section's settings (ferrox/server_settings.h) as the transport
 // uses them; the rest are fixed here.
 struct HttpLimits {
@@ -54,7 +57,7 @@ struct HttpLimits {
     uint32_t max_client_connections;  // per peer address
     uint64_t request_memory;          // bytes, for all requests together
     // A body larger than this makes its connection's thread bulk work: it is
-    // read, parsed and tokenized at idle CPU priority (see yield_cpu_to_decoding).
+    // read, parsed and tokenized at nice kBulkNice (see yield_cpu_to_decoding).
     uint64_t bulk_body_bytes = 64 * 1024;
 };
 HttpLimits http_limits(const ServerConfig& config);

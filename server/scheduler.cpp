@@ -245,12 +245,12 @@ void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool ke
     done.cached_tokens = slot.reused;
     if (output::is_complete(why))
         metrics_.e2e.observe(seconds(Clock::now() - slot.job->request.arrival));
-    slot.job->push(std::move(done));
     if (!keep_cells) {
         (void)ctx_->seq_remove(slot.seq, 0, -1);
         slot.cached.clear();
         slot.canonical = 0;
     }
+    const std::shared_ptr<Job> job = std::move(slot.job);
     slot.job.reset();
     slot.generating = false;
     slot.last_use = ++use_clock_;
@@ -259,6 +259,8 @@ void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool ke
         --running_;
         metrics_.running = static_cast<int64_t>(running_);
     }
+    // Last: a client that has read its answer finds the gauges already without it.
+    job->push(std::move(done));
     idle_.notify_all();
 }
 
