@@ -4,7 +4,9 @@
 // prefills only the rest. On a terminal: a "> " prompt, streaming answers,
 // Ctrl-C stops an answer (a second Ctrl-C, or one at the prompt, exits). When
 // stdin is not a terminal: one message per line, each answer on stdout then a
-// newline -- so a script or a test can drive it.
+// newline -- so a script or a test can drive it. Reasoning (the template
+// family's <think> block or harmony analysis channel) is shown apart from the
+// answer: dimmed on a terminal, on stderr otherwise.
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +18,9 @@
 
 #include "chat_prompt.h"
 #include "commands/commands.h"
+#include "ferrox/chat_format/family.h"
+#include "ferrox/chat_format/stream_parser.h"
+#include "ferrox/escape.h"
 #include "ferrox/log.h"
 #include "ferrox/output/sequence_output.h"
 #include "ferrox/sampler_chain.h"
@@ -78,6 +83,8 @@ class Conversation {
           o_(o),
           sampler_(answer_chain(o, tok)),
           interactive_(interactive),
+          dim_(::isatty(STDOUT_FILENO) == 1),
+          family_(detect_family(renderer_.chat_template().source()).family),
           logits_(m.vocab()) {
         clear();
     }
@@ -124,6 +131,10 @@ class Conversation {
 
         std::string answer;
         output::SequenceOutput out(tok_, {});
+        ChatParseOptions parse_options;
+        parse_options.starts_in_reasoning = reasoning_open_in_prompt(family_, prompt->text);
+        ChatStreamParser parser(family_, parse_options);
+        in_reasoning_ = false;
         // The repetition penalty sees this turn's whole conversation; the
         // random stream goes on from the last turn (one seed per session).
         sampler_.clear_history();
@@ -139,7 +150,7 @@ class Conversation {
                 return false;
             }
             const auto step = out.push(next);
-            emit(step.text, answer);
+            emit(step.text, answer, parser);
             if (step.finish == output::FinishReason::EndOfGeneration) break;
             sampler_.accept(next);
             tokens.push_back(next);
@@ -161,7 +172,11 @@ class Conversation {
         const bool cancelled = g_stop_answer.load();
         emit(out.finish(cancelled ? output::FinishReason::Cancelled : output::FinishReason::Length)
                  .text,
-             answer);
+             answer, parser);
+        std::vector<ChatEvent> events;
+        if (auto done = parser.finish(events); !done) logger().warn("{}", done.error().message());
+        show(events);
+        if (in_reasoning_ && !dim_) std::cerr << "\n" << std::flush;
         std::cout << "\n" << std::flush;
         if (cancelled && interactive_) std::fprintf(stderr, "[answer stopped]\n");
         messages_.push_back({{"role", "assistant"}, {"content", answer}});
@@ -169,9 +184,46 @@ class Conversation {
     }
 
   private:
-    void emit(const std::string& piece, std::string& answer) {
+    // The raw answer is kept for the conversation (the template drops the
+    // reasoning itself, and the cache then matches what was generated).
+    void emit(const std::string& piece, std::string& answer, ChatStreamParser& parser) {
         answer += piece;
-        std::cout << (interactive_ ? escape_text(piece, EscapeFor::Text) : piece) << std::flush;
+        std::vector<ChatEvent> events;
+        if (auto fed = parser.feed(piece, events); !fed) {
+            logger().warn("{}", fed.error().message());
+            return;
+        }
+        show(events);
+    }
+
+    std::string shown_text(const std::string& text) const {
+        return interactive_ || dim_ ? escape_text(text, EscapeFor::Text) : text;
+    }
+
+    void show(const std::vector<ChatEvent>& events) {
+        for (const ChatEvent& e : events) {
+            if (e.kind == ChatEvent::Kind::Reasoning) {
+                in_reasoning_ = true;
+                // Escaped before the colour, so the model's bytes cannot end it.
+                if (dim_)
+                    std::cout << "\x1b[2m" << escape_text(e.text, EscapeFor::Text) << "\x1b[0m";
+                else
+                    std::cerr << e.text;
+                continue;
+            }
+            if (in_reasoning_) {  // the answer starts on a line of its own
+                in_reasoning_ = false;
+                (dim_ ? std::cout : std::cerr) << "\n";
+            }
+            if (e.kind == ChatEvent::Kind::Content)
+                std::cout << shown_text(e.text);
+            else if (e.kind == ChatEvent::Kind::ToolCallStart)
+                std::cout << "[tool call " << shown_text(e.name) << " ";
+            else
+                std::cout << shown_text(e.text) << "]";
+        }
+        std::cout << std::flush;
+        std::cerr << std::flush;
     }
 
     model::Model& m_;
@@ -180,6 +232,9 @@ class Conversation {
     const ChatCommandOptions& o_;
     SamplerChain sampler_;
     bool interactive_;
+    bool dim_;  // stdout is a terminal: reasoning is dimmed there
+    ChatFamily family_;
+    bool in_reasoning_ = false;
     std::vector<float> logits_;
     nlohmann::ordered_json messages_;
     std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds, in order

@@ -6,7 +6,7 @@
 // JOBS.json: [{"template": PATH, "context": {...}}, ...]; each result is
 // {"ok": true, "text": ...} or {"ok": false, "error": ...}. Exit 1 on a failed
 // single render (the error on stderr), 2 on bad usage or unreadable input.
-// --chat jobs: {"template", "messages", "tools", "add_generation_prompt",
+// --chat jobs: {"template", "messages", "tools", "kwargs", "add_generation_prompt",
 // "controls": [control-token texts], "plain": TEXT?}: renders through the
 // core's ChatRenderer over a byte-level vocabulary holding those control
 // tokens (plus <s>, </s> as BOS / EOS), and answers {"ok", "text", "controls":
@@ -131,7 +131,8 @@ nlohmann::ordered_json chat_one(const nlohmann::ordered_json& job) {
                                    bool add_special) { return tok->encode(segments, add_special); };
     const ferrox::ChatRenderer renderer(std::move(*t), std::move(facts));
     auto p = renderer.render(job.at("messages"), job.value("add_generation_prompt", true),
-                             job.contains("tools") ? job["tools"] : nlohmann::ordered_json());
+                             job.contains("tools") ? job["tools"] : nlohmann::ordered_json(),
+                             job.contains("kwargs") ? job["kwargs"] : nlohmann::ordered_json());
     if (!p) return {{"ok", false}, {"error", p.error().message()}};
     nlohmann::ordered_json r = {
         {"ok", true}, {"text", p->text}, {"controls", control_texts(*tok, p->tokens, controls)}};

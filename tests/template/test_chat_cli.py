@@ -165,3 +165,26 @@ def test_inspect_shows_a_hostile_template_as_one_that_does_not_render(tmp_path):
     assert r.returncode in (0, 2), r.stderr.decode()
     assert "does not render: tokenizer.chat_template:1: for: the template ran more than max_steps" in \
         r.stdout.decode()
+
+
+CHATML_THINKING = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                   "{% if add_generation_prompt %}<|im_start|>assistant\n{{ OPEN }}\n{% endif %}")
+
+
+def test_chat_shows_reasoning_apart_from_the_answer(tmp_path):
+    # Both templates render the same prompt, ending in an opened <think>; only
+    # the first spells the marker where family detection reads it, so only its
+    # answer is reasoning (on stderr when stdout is no terminal).
+    thinking = tmp_path / "thinking.jinja"
+    thinking.write_text(CHATML_THINKING.replace("{{ OPEN }}", "<think>"))
+    hidden = tmp_path / "hidden.jinja"
+    hidden.write_text(CHATML_THINKING.replace("{{ OPEN }}", "{{ '<thi' ~ 'nk>' }}"))
+    plain = ferrox("chat", "-m", QWEN, "--chat-template", hidden, "-n", "8", "--temp", "0", stdin="Hi\n")
+    split = ferrox("chat", "-m", QWEN, "--chat-template", thinking, "-n", "8", "--temp", "0", stdin="Hi\n")
+    assert plain.returncode == 0 and split.returncode == 0, split.stderr.decode()
+    answer = plain.stdout.decode("utf-8", "replace").rstrip("\n")
+    assert answer.strip(), "the tiny model wrote nothing to compare"
+    if "</think>" in answer:
+        pytest.skip("the tiny model closed the reasoning itself")
+    assert split.stdout.decode("utf-8", "replace").strip() == ""
+    assert answer in split.stderr.decode("utf-8", "replace")

@@ -24,7 +24,9 @@
  * reports (ferrox_model_arch ... ferrox_model_kernel_report), ferrox_token_text
  * and per-op profiling of a context (ferrox_context_params.profile,
  * ferrox_context_profile); 0.3 stop strings on a detok stream and
- * ferrox_tokenize_segments; 0.4 chat templates (ferrox_chat_apply_template). */
+ * ferrox_tokenize_segments; 0.4 chat templates (ferrox_chat_apply_template);
+ * 0.5 template kwargs (ferrox_chat_params.kwargs_json) and an answer parsed
+ * into content, reasoning and tool calls (ferrox_chat_parse). */
 #ifndef FERROX_FERROX_H
 #define FERROX_FERROX_H
 
@@ -42,7 +44,7 @@ extern "C" {
 #endif
 
 #define FERROX_API_VERSION_MAJOR 0u
-#define FERROX_API_VERSION_MINOR 4u
+#define FERROX_API_VERSION_MINOR 5u
 
 /* The library's API version, major << 16 | minor. */
 FERROX_C_API uint32_t ferrox_api_version(void);
@@ -315,6 +317,13 @@ typedef struct ferrox_chat_params {
     /* Names chat_template in errors ("my.jinja"); NULL: "chat_template". */
     const char* template_origin;
     const char* template_name; /* a built-in's name, NUL-terminated; NULL: see above */
+    /* A JSON object of extra template variables ({"enable_thinking": false},
+     * {"reasoning_effort": "low"}), kwargs_json_len bytes, client text like
+     * the messages; NULL: none. Naming a variable the renderer sets
+     * (messages, tools, documents, add_generation_prompt, bos_token,
+     * eos_token) is an error. \since API 0.5 (appended) */
+    const char* kwargs_json;
+    size_t kwargs_json_len;
 } ferrox_chat_params;
 
 FERROX_C_API void ferrox_chat_params_default(ferrox_chat_params* params);
@@ -355,6 +364,62 @@ FERROX_C_API const int32_t* ferrox_chat_prompt_tokens(const ferrox_chat_prompt* 
 /* Which template rendered it: "tokenizer.chat_template", "builtin:NAME" or
  * the caller's template_origin. */
 FERROX_C_API const char* ferrox_chat_prompt_template(const ferrox_chat_prompt* prompt);
+
+/* ---- tool calls and reasoning in an answer (\since API 0.5) ------------ */
+
+/* One tool call of a parsed answer; its strings are NUL-terminated and owned
+ * by the ferrox_chat_parsed. */
+typedef struct ferrox_chat_tool_call {
+    const char* id; /* "call_" + 16 hex digits: same text and id_seed, same id */
+    const char* name;
+    const char* arguments; /* a JSON object, compact */
+    size_t arguments_len;
+} ferrox_chat_tool_call;
+
+/* How to read an answer. The family (docs/structured-output.md, "Tool-call
+ * and reasoning families") is `family` by name ("hermes", "llama3", ...),
+ * else the one detected in `chat_template`, else the one detected in the
+ * model's template (its built-in when the file has none); not both of
+ * `family` and `chat_template`. Start from ferrox_chat_parse_params_default. */
+typedef struct ferrox_chat_parse_params {
+    uint32_t struct_size;
+    const char* family;        /* NUL-terminated; NULL: detected, see above */
+    const char* chat_template; /* Jinja source, NUL-terminated; NULL: see above */
+    int starts_in_reasoning;   /* the prompt opened the reasoning block (default 0) */
+    uint64_t id_seed;          /* keys the tool-call ids (default 0) */
+} ferrox_chat_parse_params;
+
+#define FERROX_CHAT_MAX_ANSWER (16u << 20) /* bytes of one answer */
+
+FERROX_C_API void ferrox_chat_parse_params_default(ferrox_chat_parse_params* params);
+
+/* A parsed answer, owned by the caller (ferrox_chat_parsed_free); the
+ * pointers its getters return are owned by it and valid until it is freed. */
+typedef struct ferrox_chat_parsed ferrox_chat_parsed;
+
+/* Splits a finished answer (`len` bytes at `text`) into content, reasoning
+ * and tool calls as its family writes them. A call that does not parse is
+ * kept in the content, verbatim; calls past 128 or over 1 MiB each are too.
+ * `model` may be NULL when `family` or `chat_template` is given. A NULL
+ * argument, an unknown family, a template that does not parse or an answer
+ * over FERROX_CHAT_MAX_ANSWER is FERROX_CODE_INVALID_ARGUMENT with a message
+ * naming it. On success *out is the caller's. Thread-safe. */
+FERROX_C_API ferrox_code ferrox_chat_parse(const ferrox_model* model,
+                                           const ferrox_chat_parse_params* params, const char* text,
+                                           size_t len, ferrox_chat_parsed** out,
+                                           ferrox_call_status* status);
+FERROX_C_API void ferrox_chat_parsed_free(ferrox_chat_parsed* parsed);
+
+/* The family's name ("hermes", ...). */
+FERROX_C_API const char* ferrox_chat_parsed_family(const ferrox_chat_parsed* parsed);
+/* The content and the reasoning, NUL-terminated; *len (may be NULL) gets their bytes. */
+FERROX_C_API const char* ferrox_chat_parsed_content(const ferrox_chat_parsed* parsed, size_t* len);
+FERROX_C_API const char* ferrox_chat_parsed_reasoning(const ferrox_chat_parsed* parsed,
+                                                      size_t* len);
+FERROX_C_API size_t ferrox_chat_parsed_n_tool_calls(const ferrox_chat_parsed* parsed);
+/* Call i in the answer's order; NULL when i is out of range. */
+FERROX_C_API const ferrox_chat_tool_call* ferrox_chat_parsed_tool_call(
+    const ferrox_chat_parsed* parsed, size_t i);
 
 /* ---- context ------------------------------------------------------------ */
 

@@ -129,6 +129,17 @@ Expected<ordered_json> tools(const ferrox_chat_params& p) {
     return doc;
 }
 
+Expected<ordered_json> template_kwargs(const ferrox_chat_params& p) {
+    if (!p.kwargs_json && p.kwargs_json_len)
+        return make_error("kwargs_json is NULL with kwargs_json_len {}", p.kwargs_json_len);
+    if (!p.kwargs_json) return ordered_json(nullptr);
+    auto doc = parse_bounded(p.kwargs_json, p.kwargs_json_len, "kwargs_json");
+    if (!doc) return doc.error();
+    if (!doc->is_object())
+        return make_error("kwargs_json: an object of template variables, not {}", doc->type_name());
+    return doc;
+}
+
 // The caller's template, a built-in by name, or the model's own.
 Expected<ChatTemplate> chosen_template(const ChatModelFacts& facts, const ferrox_chat_params& p) {
     constexpr size_t kMaxName = 256, kMaxOrigin = 4096;
@@ -167,12 +178,14 @@ Expected<RenderedChat> apply_chat_template(const Engine& engine, const ferrox_ch
     if (!messages) return messages.error();
     auto tool_list = tools(p);
     if (!tool_list) return tool_list.error();
+    auto kwargs = template_kwargs(p);
+    if (!kwargs) return kwargs.error();
     ChatModelFacts facts = chat_model_facts(engine.file(), engine.tokenizer());
     auto tmpl = chosen_template(facts, p);
     if (!tmpl) return tmpl.error();
     std::string origin = tmpl->origin();
     const ChatRenderer renderer(std::move(*tmpl), std::move(facts));
-    auto prompt = renderer.render(*messages, p.add_generation_prompt != 0, *tool_list);
+    auto prompt = renderer.render(*messages, p.add_generation_prompt != 0, *tool_list, *kwargs);
     if (!prompt) return prompt.error();
     return RenderedChat{std::move(prompt->text), std::move(prompt->client),
                         std::move(prompt->tokens), std::move(origin)};

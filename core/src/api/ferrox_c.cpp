@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "chat_apply.h"
+#include "chat_parse.h"
 #include "ferrox/c_boundary.h"
 #include "ferrox/config.h"
 #include "ferrox/dispatch.h"
@@ -63,6 +64,12 @@ struct ferrox_chat_prompt {
     std::vector<ferrox_text_segment> segments;  // pointing into text
     std::vector<int32_t> tokens;
     std::string origin;
+};
+
+struct ferrox_chat_parsed {
+    std::string family;
+    ParsedAnswer answer;
+    std::vector<ferrox_chat_tool_call> calls;  // pointing into answer.tool_calls
 };
 
 // ferrox_detok_stream_add_stop's bounds: each push scans every stop over the held text.
@@ -882,6 +889,63 @@ const int32_t* ferrox_chat_prompt_tokens(const ferrox_chat_prompt* prompt, size_
 
 const char* ferrox_chat_prompt_template(const ferrox_chat_prompt* prompt) {
     return prompt ? prompt->origin.c_str() : "";
+}
+
+void ferrox_chat_parse_params_default(ferrox_chat_parse_params* p) {
+    if (!p) return;
+    *p = ferrox_chat_parse_params{};
+    p->struct_size = sizeof *p;
+}
+
+ferrox_code ferrox_chat_parse(const ferrox_model* m, const ferrox_chat_parse_params* given,
+                              const char* text, size_t len, ferrox_chat_parsed** out,
+                              ferrox_call_status* status) {
+    if (!given || !out || (!text && len))
+        return invalid(status,
+                       "ferrox_chat_parse: params or out is NULL, or text is NULL with len");
+    *out = nullptr;
+    ferrox_chat_parse_params p;
+    ferrox_chat_parse_params_default(&p);
+    if (!read_params(given, p, status, "ferrox_chat_parse_params"))
+        return FERROX_CODE_INVALID_ARGUMENT;
+    return guarded(status, [&]() -> ferrox_code {
+        auto parsed = api::parse_chat_answer(m ? m->engine.get() : nullptr, p,
+                                             std::string_view(text ? text : "", len));
+        if (!parsed) return invalid(status, parsed.error().message());
+        auto result = std::make_unique<ferrox_chat_parsed>();
+        result->family = std::string(family_info(parsed->family).name);
+        result->answer = std::move(parsed->answer);
+        for (const ChatToolCall& c : result->answer.tool_calls)
+            result->calls.push_back(
+                {c.id.c_str(), c.name.c_str(), c.arguments.c_str(), c.arguments.size()});
+        *out = result.release();
+        return ok(status);
+    });
+}
+
+void ferrox_chat_parsed_free(ferrox_chat_parsed* parsed) { delete parsed; }
+
+const char* ferrox_chat_parsed_family(const ferrox_chat_parsed* parsed) {
+    return parsed ? parsed->family.c_str() : "";
+}
+
+const char* ferrox_chat_parsed_content(const ferrox_chat_parsed* parsed, size_t* len) {
+    if (len) *len = parsed ? parsed->answer.content.size() : 0;
+    return parsed ? parsed->answer.content.c_str() : "";
+}
+
+const char* ferrox_chat_parsed_reasoning(const ferrox_chat_parsed* parsed, size_t* len) {
+    if (len) *len = parsed ? parsed->answer.reasoning.size() : 0;
+    return parsed ? parsed->answer.reasoning.c_str() : "";
+}
+
+size_t ferrox_chat_parsed_n_tool_calls(const ferrox_chat_parsed* parsed) {
+    return parsed ? parsed->calls.size() : 0;
+}
+
+const ferrox_chat_tool_call* ferrox_chat_parsed_tool_call(const ferrox_chat_parsed* parsed,
+                                                          size_t i) {
+    return parsed && i < parsed->calls.size() ? &parsed->calls[i] : nullptr;
 }
 
 }  // extern "C"

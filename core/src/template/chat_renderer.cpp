@@ -95,10 +95,20 @@ ChatRenderer::ChatRenderer(ChatTemplate tmpl, const gguf::File& file, const Toke
 
 Expected<ChatPrompt> ChatRenderer::render(const nlohmann::ordered_json& messages,
                                           bool add_generation_prompt,
-                                          const nlohmann::ordered_json& tools) const {
-    auto marked = template_.render_marked(
-        chat_context(messages, add_generation_prompt, model_.bos_text, model_.eos_text, tools),
-        kTrustedChatKeys);
+                                          const nlohmann::ordered_json& tools,
+                                          const nlohmann::ordered_json& kwargs) const {
+    if (!kwargs.is_null() && !kwargs.is_object())
+        return make_error("template kwargs: an object of variables, not {}", kwargs.type_name());
+    if (kwargs.size() > kMaxChatKwargs)
+        return make_error("template kwargs: {} variables; at most {}", kwargs.size(),
+                          kMaxChatKwargs);
+    for (std::string_view key : kChatContextKeys)
+        if (kwargs.is_object() && kwargs.contains(std::string(key)))
+            return make_error("template kwargs: '{}' is set by the renderer, not a kwarg", key);
+    auto marked =
+        template_.render_marked(chat_context(messages, add_generation_prompt, model_.bos_text,
+                                             model_.eos_text, tools, kwargs),
+                                kTrustedChatKeys);
     if (!marked) return marked.error();
     ChatPrompt p{std::move(marked->text), {}, std::move(marked->client)};
     const std::vector<TextSegment> segments = prompt_segments(p.text, p.client);

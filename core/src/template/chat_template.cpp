@@ -158,7 +158,8 @@ Expected<MarkedPrompt> ChatTemplate::render_marked(
 nlohmann::ordered_json chat_context(const nlohmann::ordered_json& messages,
                                     bool add_generation_prompt, const std::string& bos_token,
                                     const std::string& eos_token,
-                                    const nlohmann::ordered_json& tools) {
+                                    const nlohmann::ordered_json& tools,
+                                    const nlohmann::ordered_json& kwargs) {
     nlohmann::ordered_json c = nlohmann::ordered_json::object();
     c["messages"] = messages;
     // As transformers passes them: None when absent, which `tools is not none` tests.
@@ -167,6 +168,11 @@ nlohmann::ordered_json chat_context(const nlohmann::ordered_json& messages,
     c["add_generation_prompt"] = add_generation_prompt;
     c["bos_token"] = bos_token;
     c["eos_token"] = eos_token;
+    if (kwargs.is_object())
+        for (const auto& [key, value] : kwargs.items())
+            if (std::find(std::begin(kChatContextKeys), std::end(kChatContextKeys), key) ==
+                std::end(kChatContextKeys))
+                c[key] = value;
     return c;
 }
 

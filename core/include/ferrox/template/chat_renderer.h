@@ -69,6 +69,8 @@ FERROX_API std::string builtin_chat_template_names();
 inline constexpr std::string_view kTrustedChatKeys[] = {"add_generation_prompt", "bos_token",
                                                         "eos_token"};
 
+inline constexpr size_t kMaxChatKwargs = 64;
+
 // The template's own text and the client's, as tokenizer segments, in order.
 FERROX_API std::vector<TextSegment> prompt_segments(std::string_view text,
                                                     std::span<const TextRange> client);
@@ -78,8 +80,13 @@ class FERROX_API ChatRenderer {
     ChatRenderer(ChatTemplate tmpl, ChatModelFacts model);
     ChatRenderer(ChatTemplate tmpl, const gguf::File& file, const Tokenizer& tok);
     // BOS is added as the vocabulary says unless the template wrote it already.
+    // `kwargs`: null or an object of extra template variables (enable_thinking,
+    // reasoning_effort, a request's chat_template_kwargs), client data like
+    // the messages; at most kMaxChatKwargs members, none named like a key of
+    // kChatContextKeys (an error names it).
     Expected<ChatPrompt> render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                const nlohmann::ordered_json& tools = nullptr) const;
+                                const nlohmann::ordered_json& tools = nullptr,
+                                const nlohmann::ordered_json& kwargs = nullptr) const;
     const ChatTemplate& chat_template() const { return template_; }
 
   private:

@@ -83,12 +83,20 @@ class FERROX_API ChatTemplate {
 };
 
 // The variables transformers' apply_chat_template passes: messages, tools and
-// documents (null when none), add_generation_prompt, bos_token, eos_token.
+// documents (null when none), add_generation_prompt, bos_token, eos_token,
+// then the members of `kwargs` (an object: the template's own switches, such
+// as enable_thinking or reasoning_effort), as transformers passes its
+// **kwargs; a member named like one of the first six is left out
+// (ChatRenderer refuses it).
 FERROX_API nlohmann::ordered_json chat_context(const nlohmann::ordered_json& messages,
                                                bool add_generation_prompt,
                                                const std::string& bos_token,
                                                const std::string& eos_token,
-                                               const nlohmann::ordered_json& tools = nullptr);
+                                               const nlohmann::ordered_json& tools = nullptr,
+                                               const nlohmann::ordered_json& kwargs = nullptr);
+// The context keys chat_context sets itself (kwargs may not name them).
+inline constexpr std::string_view kChatContextKeys[] = {
+    "messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token"};
 
 // Templates ferrox ships, for files that carry none (and `--chat-template NAME`).
 struct BuiltinChatTemplate {
