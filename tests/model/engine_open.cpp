@@ -120,6 +120,14 @@ void refusals(const std::filesystem::path& path, const std::filesystem::path& ad
                "sequences " + std::to_string(sequences) + " is refused with the range");
     }
 
+    EngineOptions quantized_cache;
+    quantized_cache.kv_kind = FERROX_KIND_Q8_0;
+    auto q8 = Engine::open(path, quantized_cache, &why);
+    expect(!q8 && why == OpenFailure::BadModel &&
+               contains(q8.error().message(), "KV cache kind Q8_0 is not supported (F32 or F16)"),
+           "a KV cache kind outside F32 and F16 is refused, naming both: " +
+               (q8 ? std::string("opened") : q8.error().message()));
+
     EngineOptions nothing_ready;
     nothing_ready.backend_order = {"nosuch"};
     auto none = Engine::open(path, nothing_ready, &why);

@@ -14,6 +14,7 @@
 
 #include "fake_context.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "letter_tokenizer.h"
 #include "random_data.h"
 #include "scheduler.h"
 
@@ -23,26 +24,9 @@ using ferrox::test::FakeContext;
 
 namespace {
 
-constexpr int32_t kFirstLetter = 3;  // <unk> <s> </s>, then "a".."z"
+using test::kFirstLetter;
 
-std::unique_ptr<Tokenizer> letters() {
-    VocabSpec spec;
-    spec.model = "llama";
-    spec.tokens = {"<unk>", "<s>", "</s>"};
-    spec.types = {TokenType::unknown, TokenType::control, TokenType::control};
-    for (char c = 'a'; c <= 'z'; ++c) {
-        spec.tokens.emplace_back(1, c);
-        spec.types.push_back(TokenType::normal);
-    }
-    spec.scores.assign(spec.tokens.size(), 0.0f);
-    spec.unk = 0;
-    spec.bos = 1;
-    spec.eos = 2;
-    spec.add_space_prefix = false;
-    auto made = Tokenizer::from_spec(std::move(spec));
-    if (!made) FAIL(made.error().message());
-    return std::move(*made);
-}
+std::unique_ptr<Tokenizer> letters() { return test::letter_tokenizer(); }
 
 SchedulerOptions options(uint32_t max_queue, uint32_t chunk = 128, uint32_t budget = 256) {
     SchedulerOptions o;

@@ -78,6 +78,12 @@ FERROX_API bool required_by_default(std::string_view backend);
 FERROX_API std::string config_setting_value(const Config& config, const ConfigSetting& setting);
 // The type and range for a reader ("integer 1..3600", "`true`, `false`", "list of folders").
 FERROX_API std::string config_setting_type(const ConfigSetting& setting);
+// The same text for any setting of `kind` with these bounds and words, config
+// file and server alike; empty for List (its items say what it holds).
+FERROX_API std::string setting_type_text(SettingKind kind, int64_t min, int64_t max,
+                                         std::span<const std::string_view> choices);
+// A byte count in the largest binary unit that divides it ("4MiB", "1000").
+FERROX_API std::string size_text(uint64_t bytes);
 // The Markdown table docs/config.md shows under "### `<section>`".
 FERROX_API std::string config_section_markdown(std::string_view section);
 // "trace, debug, info, warn, error or off": a Choice setting's words for help text.

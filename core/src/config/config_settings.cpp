@@ -152,26 +152,43 @@ std::string config_setting_value(const Config& config, const ConfigSetting& s) {
         s.member);
 }
 
-std::string config_setting_type(const ConfigSetting& s) {
-    switch (s.kind) {
+std::string setting_type_text(SettingKind kind, int64_t min, int64_t max,
+                              std::span<const std::string_view> choices) {
+    switch (kind) {
         case K::Text:
             return "string";
         case K::Count:
-            return fmt::format("integer {}..{}", s.min, s.max);
+            return fmt::format("integer {}..{}", min, max);
         case K::Bytes:
-            return fmt::format("size {}..{} bytes", s.min, s.max);
+            return fmt::format("size {}..{}", size_text(uint64_t(min)), size_text(uint64_t(max)));
         case K::Switch:
             return "`true`, `false`";
         case K::Choice: {
             std::string out;
-            for (std::string_view c : s.choices)
+            for (std::string_view c : choices)
                 out += fmt::format("{}`{}`", out.empty() ? "" : ", ", c);
             return out;
         }
         case K::List:
-            return s.items == ListItems::Folders ? "list of folders" : "list of backend names";
+            break;
     }
     return "";
+}
+
+std::string size_text(uint64_t bytes) {
+    constexpr std::array<std::pair<uint64_t, const char*>, 4> kUnits{{{uint64_t(1) << 40, "TiB"},
+                                                                      {uint64_t(1) << 30, "GiB"},
+                                                                      {1u << 20, "MiB"},
+                                                                      {1u << 10, "KiB"}}};
+    for (const auto& [unit, name] : kUnits)
+        if (bytes >= unit && bytes % unit == 0) return fmt::format("{}{}", bytes / unit, name);
+    return std::to_string(bytes);
+}
+
+std::string config_setting_type(const ConfigSetting& s) {
+    if (s.kind == K::List)
+        return s.items == ListItems::Folders ? "list of folders" : "list of backend names";
+    return setting_type_text(s.kind, s.min, s.max, s.choices);
 }
 
 std::string config_setting_choices_text(const ConfigSetting& s) {

@@ -92,14 +92,6 @@ const std::array kSettings{
                   {}},
 };
 
-std::string size_text(uint64_t bytes) {
-    constexpr std::array<std::pair<uint64_t, const char*>, 4> kUnits{
-        {{uint64_t(kTiB), "TiB"}, {uint64_t(kGiB), "GiB"}, {uint64_t(kMiB), "MiB"}, {1024, "KiB"}}};
-    for (const auto& [unit, name] : kUnits)
-        if (bytes >= unit && bytes % unit == 0) return fmt::format("{}{}", bytes / unit, name);
-    return std::to_string(bytes);
-}
-
 Error out_of_range(const ServerSetting& s, std::string_view got) {
     if (s.kind == K::Bytes)
         return make_error("server.{} must be between {} and {}, got {}", s.key,
@@ -202,26 +194,7 @@ std::string server_setting_default(const ServerSetting& s) {
 }
 
 std::string server_setting_type(const ServerSetting& s) {
-    switch (s.kind) {
-        case K::Text:
-            return "string";
-        case K::Count:
-            return fmt::format("integer {}..{}", s.min, s.max);
-        case K::Bytes:
-            return fmt::format("size {}..{}", size_text(uint64_t(s.min)),
-                               size_text(uint64_t(s.max)));
-        case K::Switch:
-            return "`true`, `false`";
-        case K::Choice: {
-            std::string out;
-            for (std::string_view c : s.choices)
-                out += fmt::format("{}`{}`", out.empty() ? "" : ", ", c);
-            return out;
-        }
-        case K::List:
-            break;
-    }
-    return "";
+    return setting_type_text(s.kind, s.min, s.max, s.choices);
 }
 
 std::string server_settings_markdown() {

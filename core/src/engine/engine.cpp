@@ -52,9 +52,7 @@ Expected<void> require_ready_backend(const PluginSet& plugins, const Config& con
 Expected<void> check_options(const EngineOptions& o) {
     if (o.sequences == 0 || o.sequences > model::KvCells::kMaxSeq)
         return make_error("sequences {} is outside 1..{}", o.sequences, model::KvCells::kMaxSeq);
-    if (o.kv_kind != FERROX_KIND_F32 && o.kv_kind != FERROX_KIND_F16)
-        return make_error("KV cache kind {} is neither F32 nor F16", kind_name(o.kv_kind));
-    return {};
+    return model::check_kv_cache_kind(o.kv_kind);
 }
 
 // Above each sequence's share of the training context, positions are ones

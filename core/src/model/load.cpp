@@ -1,9 +1,13 @@
 #include "load.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <iterator>
 
 #include "ferrox/log.h"
 #include "ferrox/model/defaults.h"
+#include "ferrox/model/resident_ops.h"
 #include "ferrox/quant_kind.h"
 #include "residency.h"
 
@@ -204,6 +208,16 @@ Expected<MemoryPlans> plan_memory(const Model::Impl& m, const MemoryDemand& dema
     return plans;
 }
 
+Expected<void> check_kv_cache_kind(ferrox_kind kind) {
+    if (std::find(std::begin(kKvCacheKinds), std::end(kKvCacheKinds), kind) !=
+        std::end(kKvCacheKinds))
+        return {};
+    std::vector<std::string_view> allowed;
+    for (ferrox_kind k : kKvCacheKinds) allowed.push_back(kind_name(k));
+    return make_error("KV cache kind {} is not supported ({})", kind_name(kind),
+                      fmt::join(allowed, " or "));
+}
+
 Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher& dispatcher,
                                              KernelRegistry& registry,
                                              const ModelOptions& options) {
@@ -214,9 +228,7 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     m.hp = std::move(*hp);
     m.context = options.context ? options.context : default_context(m.hp.n_ctx_train, 1);
     m.max_batch = derived_batch(options.batch, m.context);
-    if (options.kv_kind != FERROX_KIND_F32 && options.kv_kind != FERROX_KIND_F16)
-        return make_error("KV cache kind {} is not supported (F32 or F16)",
-                          kind_name(options.kv_kind));
+    if (auto kind = check_kv_cache_kind(options.kv_kind); !kind) return kind.error();
     m.kv_kind = options.kv_kind;
     m.options_profile = options.profile;
 

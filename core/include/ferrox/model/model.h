@@ -41,6 +41,10 @@ FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams
 
 class StepProfile;
 
+// Whether a KV cache may hold `kind` (kKvCacheKinds, model/resident_ops.h);
+// an error naming the kind and the ones allowed.
+FERROX_API Expected<void> check_kv_cache_kind(ferrox_kind kind);
+
 struct ModelOptions {
     uint32_t context = 4096;  // KV cache positions; 0: default_context (model/defaults.h)
     uint32_t batch = 256;     // positions per forward chunk; derived_batch (model/defaults.h)
