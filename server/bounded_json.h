@@ -20,6 +20,10 @@ struct JsonLimits {
     size_t max_object_members = 0;  // in any one object
 };
 
+// A request body's bounds (RequestLimits::json), and those of JSON text a
+// body carries inside a string (a past tool call's arguments).
+inline constexpr JsonLimits kRequestJsonLimits{64, 1u << 18, 4096};
+
 // The value, or an error naming the byte offset and the limit crossed.
 Expected<nlohmann::ordered_json> parse_bounded_json(std::string_view text,
                                                     const JsonLimits& limits);

@@ -13,9 +13,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "bounded_json.h"
+#include "ferrox/chat_format/family.h"
 #include "ferrox/expected.h"
 #include "request_fields.h"
 #include "scheduler.h"
@@ -30,19 +32,55 @@ struct RenderedChat {
     std::string text;
     std::vector<int32_t> tokens;
 };
-// Messages (already checked: role and string content each) to the prompt.
-using ChatRenderFn = std::function<Expected<RenderedChat>(const nlohmann::ordered_json&)>;
+
+// How a chat request becomes its prompt: the template's render of the
+// messages (already checked: request_fields.h), the tools (null or checked:
+// chat_tools.h) and extra template variables (null or an object), and the
+// tool-call and reasoning family that template writes (chat_format/family.h).
+class ChatRenderFn {
+  public:
+    using Render = std::function<Expected<RenderedChat>(const nlohmann::ordered_json& messages,
+                                                        const nlohmann::ordered_json& tools,
+                                                        const nlohmann::ordered_json& kwargs)>;
+    ChatRenderFn() = default;
+    ChatRenderFn(Render render, DetectedChatFamily family)
+        : render_(std::move(render)), family_(family) {}
+    // A render of messages alone (tests): tools or kwargs are an error.
+    template <class F>
+        requires std::is_invocable_r_v<Expected<RenderedChat>, F, const nlohmann::ordered_json&>
+    ChatRenderFn(F render)  // NOLINT(google-explicit-constructor): a lambda stands for one
+        : render_([render = std::move(render)](const nlohmann::ordered_json& messages,
+                                                const nlohmann::ordered_json& tools,
+                                                const nlohmann::ordered_json& kwargs)
+                      -> Expected<RenderedChat> {
+              if (!tools.is_null() || !kwargs.is_null())
+                  return make_error("this template renders no tools or template variables");
+              return render(messages);
+          }) {}
+
+    Expected<RenderedChat> operator()(const nlohmann::ordered_json& messages,
+                                      const nlohmann::ordered_json& tools = nullptr,
+                                      const nlohmann::ordered_json& kwargs = nullptr) const {
+        return render_(messages, tools, kwargs);
+    }
+    const DetectedChatFamily& family() const { return family_; }
+
+  private:
+    Render render_;
+    DetectedChatFamily family_;
+};
 
 // Limits on what one request may ask for, fixed (docs/security.md states
 // each): every array and object a client controls is bounded by count, and
 // the per-step work it causes by that count.
 struct RequestLimits {
-    JsonLimits json{64, 1u << 18, 4096};  // depth, values, members of one object
+    JsonLimits json = kRequestJsonLimits;  // depth, values, members of one object
     uint32_t max_messages = 1024;
     uint32_t max_stop_strings = 16;
     uint32_t max_stop_bytes = 1024;  // each
     uint32_t max_logit_bias = 1024;  // entries, applied to every sampled token
     uint32_t max_cache_salt_bytes = 256;
+    uint32_t max_tools = 128;  // function tools, each rendered into the prompt
 };
 
 // What a dialect reads a request against.

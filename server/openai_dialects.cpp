@@ -7,8 +7,11 @@
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <random>
 
+#include "chat_answer.h"
+#include "chat_tools.h"
 #include "ferrox/tokenizer/tokenizer.h"
 
 namespace ferrox::server {
@@ -174,7 +177,7 @@ class OpenAIDialect : public Dialect {
     }
     Chunks stream_end(const Event& done) override {
         Chunks out;
-        ordered_json last = chunk(choice(Part::End, "", nullptr, finish_reason(done.finish)));
+        ordered_json last = chunk(choice(Part::End, "", nullptr, finish_word(done)));
         if (include_usage_) last["usage"] = nullptr;
         out.push_back(sse(last));
         if (include_usage_) {
@@ -194,7 +197,7 @@ class OpenAIDialect : public Dialect {
     std::string answer(const Event& done) override {
         ordered_json whole =
             choice(Part::Whole, text_, want_logprobs_ ? logprobs_ : ordered_json(nullptr),
-                   finish_reason(done.finish));
+                   finish_word(done));
         return json_text({{"id", id_},
                           {"object", object()},
                           {"created", created_},
@@ -222,8 +225,16 @@ class OpenAIDialect : public Dialect {
     // One choice; null when this API sends none for `part` (an opening).
     virtual ordered_json choice(Part part, const std::string& text, ordered_json logprobs,
                                 ordered_json finish) const = 0;
+    // OpenAI's word for how a whole answer ended.
+    virtual const char* finish_word(const Event& done) const { return finish_reason(done.finish); }
+    virtual ordered_json usage(const Event& done) const {
+        return {{"prompt_tokens", done.prompt_tokens},
+                {"completion_tokens", done.completion_tokens},
+                {"total_tokens", done.prompt_tokens + done.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
+    }
 
-  private:
+    const std::string& id() const { return id_; }
     ordered_json chunk(ordered_json choice) const {
         return {{"id", id_},
                 {"object", chunk_object()},
@@ -231,13 +242,8 @@ class OpenAIDialect : public Dialect {
                 {"model", model_},
                 {"choices", ordered_json::array({std::move(choice)})}};
     }
-    static ordered_json usage(const Event& done) {
-        return {{"prompt_tokens", done.prompt_tokens},
-                {"completion_tokens", done.completion_tokens},
-                {"total_tokens", done.prompt_tokens + done.completion_tokens},
-                {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
-    }
 
+  private:
     std::string id_, model_;
     int64_t created_;
     bool stream_ = false, include_usage_ = false, want_logprobs_ = false;
@@ -249,12 +255,73 @@ class ChatCompletions final : public OpenAIDialect {
   public:
     explicit ChatCompletions(ReplyIds ids) : OpenAIDialect(std::move(ids), "chatcmpl-") {}
 
+    // The answer's text goes through the family's parser (chat_answer.h):
+    // each delta it completes is one chunk, and the logprobs of text it
+    // holds back ride on the next chunk that goes out.
+    Chunks stream_text(const Event& text) override {
+        add_logprobs(pending_logprobs_, text.logprobs);
+        return delta_chunks(answer_->feed(text.text), false);
+    }
+    Chunks stream_end(const Event& done) override {
+        Chunks out = delta_chunks(answer_->finish(), true);
+        for (std::string& c : OpenAIDialect::stream_end(done)) out.push_back(std::move(c));
+        return out;
+    }
+    void collect(const Event& text) override {
+        OpenAIDialect::collect(text);
+        (void)answer_->feed(text.text);
+    }
+    std::string answer(const Event& done) override {
+        (void)answer_->finish();
+        return OpenAIDialect::answer(done);
+    }
+
   private:
     std::vector<int32_t> read_prompt(Fields& f, const ParseInput& in) override {
         const ordered_json messages = checked_messages(f.raw("messages"), in.limits.max_messages);
-        auto rendered = in.render_chat(messages);
+        const DetectedChatFamily& family = in.render_chat.family();
+        const ChatToolFields tools = read_chat_tools(f, family, in.limits.max_tools);
+        auto rendered = in.render_chat(messages, tools.tools, tools.kwargs);
         if (!rendered) throw ApiError{400, rendered.error().message(), "messages"};
+        ChatParseOptions options;
+        options.starts_in_reasoning = reasoning_open_in_prompt(family.family, rendered->text);
+        options.id_seed = std::hash<std::string>{}(id());
+        answer_.emplace(answer_family(family.family, tools.reads_calls()), options);
+        tokenizer_ = &in.tokenizer;
         return std::move(rendered->tokens);
+    }
+    const char* finish_word(const Event& done) const override {
+        if (done.finish == FinishReason::Stop && answer_ && answer_->has_tool_calls())
+            return "tool_calls";
+        return OpenAIDialect::finish_word(done);
+    }
+    ordered_json usage(const Event& done) const override {
+        ordered_json u = OpenAIDialect::usage(done);
+        // The reasoning's tokens, counted by encoding its text again: the
+        // answer's tokens are not kept apart by where the parser put them.
+        const size_t reasoning = answer_ && tokenizer_ && !answer_->reasoning().empty()
+                                     ? tokenizer_->encode(answer_->reasoning(), false, false).size()
+                                     : 0;
+        u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
+        return u;
+    }
+    Chunks delta_chunks(std::vector<ordered_json> deltas, bool last) {
+        Chunks out;
+        const bool have_logprobs = !pending_logprobs_["content"].empty();
+        if (deltas.empty() && last && have_logprobs) deltas.push_back({{"content", ""}});
+        for (size_t i = 0; i < deltas.size(); ++i) {
+            ordered_json lp = nullptr;
+            if (i == 0 && have_logprobs) {
+                lp = std::move(pending_logprobs_);
+                pending_logprobs_ = empty_logprobs();
+            }
+            ordered_json c{{"index", 0},
+                           {"delta", std::move(deltas[i])},
+                           {"logprobs", std::move(lp)},
+                           {"finish_reason", nullptr}};
+            out.push_back(sse(chunk(std::move(c))));
+        }
+        return out;
     }
     const char* prompt_field() const override { return "messages"; }
     int64_t read_max_tokens(Fields& f, int64_t limit, int64_t fallback) override {
@@ -286,13 +353,18 @@ class ChatCompletions final : public OpenAIDialect {
                 c["delta"] = ordered_json::object();
                 break;
             case Part::Whole:
-                c["message"] = {{"role", "assistant"}, {"content", text}};
+                c["message"] = answer_ ? answer_->message()
+                                       : ordered_json{{"role", "assistant"}, {"content", text}};
                 break;
         }
         c["logprobs"] = std::move(logprobs);
         c["finish_reason"] = std::move(finish);
         return c;
     }
+
+    std::optional<ChatAnswer> answer_;  // set by read_prompt
+    const Tokenizer* tokenizer_ = nullptr;
+    ordered_json pending_logprobs_ = empty_logprobs();
 };
 
 class Completions final : public OpenAIDialect {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "bounded_json.h"
+
 namespace ferrox::server {
 
 using nlohmann::json;
@@ -12,16 +14,12 @@ using nlohmann::ordered_json;
 namespace {
 
 // Fields OpenAI defines that ferrox does not implement: refused by name.
-const std::set<std::string, std::less<>> kUnsupported{"tools",
-                                                      "tool_choice",
-                                                      "functions",
+const std::set<std::string, std::less<>> kUnsupported{"functions",
                                                       "function_call",
-                                                      "parallel_tool_calls",
                                                       "modalities",
                                                       "audio",
                                                       "prediction",
                                                       "web_search_options",
-                                                      "reasoning_effort",
                                                       "store",
                                                       "metadata",
                                                       "service_tier",
@@ -97,6 +95,46 @@ void Fields::fail(const std::string& key, const std::string& why) const {
     throw ApiError{400, fmt::format("'{}' {}", name, why), name};
 }
 
+namespace {
+
+constexpr size_t kMaxCallsPerMessage = 128;
+
+// An assistant message's earlier calls, for the template: arguments as a
+// JSON object when they parse as one (transformers' convention, which
+// templates are written for), else the text as sent.
+ordered_json checked_tool_calls(const ordered_json& calls, const std::string& where) {
+    if (!calls.is_array())
+        throw ApiError{400, fmt::format("'{}' must be an array", where), where};
+    if (calls.size() > kMaxCallsPerMessage)
+        throw ApiError{400,
+                       fmt::format("'{}' has {} entries; at most {}", where, calls.size(),
+                                   kMaxCallsPerMessage),
+                       where};
+    ordered_json out = ordered_json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+        const std::string at = fmt::format("{}[{}]", where, i);
+        Fields call(calls[i], at);
+        const std::string id = call.string("id", "");
+        if (call.string("type", "function") != "function") call.fail("type", "must be 'function'");
+        if (!call.has("function")) call.fail("function", "is required");
+        Fields fn(call.raw("function"), at + ".function");
+        const std::string name = fn.string("name", "");
+        if (name.empty()) fn.fail("name", "is required");
+        const std::string text = fn.string("arguments", "{}");
+        fn.refuse_the_rest();
+        call.refuse_the_rest();
+        // Bounded as the body was: the text is the client's.
+        auto parsed = parse_bounded_json(text, kRequestJsonLimits);
+        ordered_json arguments = parsed && parsed->is_object() ? std::move(*parsed) : ordered_json(text);
+        out.push_back({{"id", id},
+                       {"type", "function"},
+                       {"function", {{"name", name}, {"arguments", std::move(arguments)}}}});
+    }
+    return out;
+}
+
+}  // namespace
+
 ordered_json checked_messages(const ordered_json& messages, uint32_t max_messages) {
     if (!messages.is_array() || messages.empty())
         throw ApiError{400, "'messages' must be a non-empty array", "messages"};
@@ -137,7 +175,14 @@ ordered_json checked_messages(const ordered_json& messages, uint32_t max_message
         }
         ordered_json m{{"role", role}, {"content", content}};
         if (f.has("name")) m["name"] = f.string("name", "");
-        if (f.has("tool_call_id")) m["tool_call_id"] = f.string("tool_call_id", "");
+        if (f.has("tool_call_id")) {
+            if (role != "tool") f.fail("tool_call_id", "belongs to a message of role 'tool'");
+            m["tool_call_id"] = f.string("tool_call_id", "");
+        }
+        if (role == "assistant" && f.has("tool_calls"))
+            m["tool_calls"] = checked_tool_calls(f.raw("tool_calls"), where + ".tool_calls");
+        if (role == "assistant" && f.has("reasoning_content"))
+            m["reasoning_content"] = f.string("reasoning_content", "");  // templates read it
         f.refuse_the_rest();
         out.push_back(std::move(m));
     }

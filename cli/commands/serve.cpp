@@ -214,12 +214,17 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     loaded.tokenizer = &e.tokenizer();
     loaded.scheduler = &scheduler;
     loaded.max_positions = std::min(co.context, n_train);
-    loaded.render_chat =
-        [&renderer](const nlohmann::ordered_json& messages) -> Expected<server::RenderedChat> {
-        auto p = renderer.render(messages, true);
-        if (!p) return p.error();
-        return server::RenderedChat{std::move(p->text), std::move(p->tokens)};
-    };
+    const DetectedChatFamily family = detect_family(renderer.chat_template().source());
+    logger().info("serve: the chat template writes tool calls and reasoning as the {} family{}",
+                  family_info(family.family).name, family.supports_tools ? "" : " (no tools)");
+    loaded.render_chat = server::ChatRenderFn(
+        [&renderer](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                    const nlohmann::ordered_json& kwargs) -> Expected<server::RenderedChat> {
+            auto p = renderer.render(messages, true, tools, kwargs);
+            if (!p) return p.error();
+            return server::RenderedChat{std::move(p->text), std::move(p->tokens)};
+        },
+        family);
     api.set_model(std::move(loaded));
     signals.exit_at_once_on_first = false;
     api.set_state(signals.signalled() ? server::ServerState::Draining : server::ServerState::Ready);
