@@ -28,12 +28,12 @@ std::vector<ordered_json> ChatAnswer::deltas(const std::vector<ChatEvent>& event
                 out.push_back({{"reasoning_content", e.text}});
                 break;
             case ChatEvent::Kind::ToolCallStart:
-                out.push_back({{"tool_calls", ordered_json::array({{{"index", e.index},
-                                                                    {"id", e.id},
-                                                                    {"type", "function"},
-                                                                    {"function",
-                                                                     {{"name", e.name},
-                                                                      {"arguments", ""}}}}})}});
+                out.push_back(
+                    {{"tool_calls", ordered_json::array(
+                                        {{{"index", e.index},
+                                          {"id", e.id},
+                                          {"type", "function"},
+                                          {"function", {{"name", e.name}, {"arguments", ""}}}}})}});
                 break;
             case ChatEvent::Kind::ToolCallArguments:
                 out.push_back({{"tool_calls",

@@ -73,8 +73,7 @@ ToolChoice read_choice(Fields& body, const ordered_json& tools) {
             body.fail("tool_choice", "must be 'auto', 'none', 'required' or a function");
     } else {
         Fields choice(raw, "tool_choice");
-        if (choice.string("type", "") != "function")
-            choice.fail("type", "must be 'function'");
+        if (choice.string("type", "") != "function") choice.fail("type", "must be 'function'");
         if (!choice.has("function")) choice.fail("function", "is required");
         Fields fn(choice.raw("function"), "tool_choice.function");
         c.mode = ToolChoice::Mode::Named;
@@ -84,10 +83,10 @@ ToolChoice read_choice(Fields& body, const ordered_json& tools) {
         bool found = false;
         for (const auto& t : tools) found = found || t.at("function").at("name") == c.name;
         if (!found)
-            throw ApiError{400,
-                           fmt::format("'tool_choice.function.name' '{}' names no tool of 'tools'",
-                                       c.name),
-                           "tool_choice.function.name"};
+            throw ApiError{
+                400,
+                fmt::format("'tool_choice.function.name' '{}' names no tool of 'tools'", c.name),
+                "tool_choice.function.name"};
     }
     if (tools.is_null() && c.mode != ToolChoice::Mode::None && c.mode != ToolChoice::Mode::Auto)
         body.fail("tool_choice", "needs 'tools'");

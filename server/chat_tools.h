@@ -25,7 +25,7 @@ struct ToolChoice {
 struct ChatToolFields {
     nlohmann::ordered_json tools;  // null, or the checked list of function tools
     ToolChoice choice;
-    bool parallel = true;          // parallel_tool_calls: more than one call per answer
+    bool parallel = true;           // parallel_tool_calls: more than one call per answer
     nlohmann::ordered_json kwargs;  // null, or the extra template variables
     // Whether the answer's tool calls are read out of its text: tools were
     // given and tool_choice is not "none".

@@ -47,12 +47,12 @@ class ChatRenderFn {
         : render_(std::move(render)), family_(family) {}
     // A render of messages alone (tests): tools or kwargs are an error.
     template <class F>
-        requires std::is_invocable_r_v<Expected<RenderedChat>, F, const nlohmann::ordered_json&>
-    ChatRenderFn(F render)  // NOLINT(google-explicit-constructor): a lambda stands for one
-        : render_([render = std::move(render)](const nlohmann::ordered_json& messages,
-                                                const nlohmann::ordered_json& tools,
-                                                const nlohmann::ordered_json& kwargs)
-                      -> Expected<RenderedChat> {
+    requires std::is_invocable_r_v < Expected<RenderedChat>, F,
+    const nlohmann::ordered_json& >
+        ChatRenderFn(F render)  // NOLINT(google-explicit-constructor): a lambda stands for one
+        : render_([render = std::move(render)](
+                      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                      const nlohmann::ordered_json& kwargs) -> Expected<RenderedChat> {
               if (!tools.is_null() || !kwargs.is_null())
                   return make_error("this template renders no tools or template variables");
               return render(messages);

@@ -291,7 +291,7 @@ class ChatCompletions final : public OpenAIDialect {
         return std::move(rendered->tokens);
     }
     const char* finish_word(const Event& done) const override {
-        if (done.finish == FinishReason::Stop && answer_ && answer_->has_tool_calls())
+        if (done.finish != FinishReason::Length && answer_ && answer_->has_tool_calls())
             return "tool_calls";
         return OpenAIDialect::finish_word(done);
     }

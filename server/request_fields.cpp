@@ -14,18 +14,9 @@ using nlohmann::ordered_json;
 namespace {
 
 // Fields OpenAI defines that ferrox does not implement: refused by name.
-const std::set<std::string, std::less<>> kUnsupported{"functions",
-                                                      "function_call",
-                                                      "modalities",
-                                                      "audio",
-                                                      "prediction",
-                                                      "web_search_options",
-                                                      "store",
-                                                      "metadata",
-                                                      "service_tier",
-                                                      "echo",
-                                                      "suffix",
-                                                      "best_of"};
+const std::set<std::string, std::less<>> kUnsupported{
+    "functions", "function_call", "modalities",   "audio", "prediction", "web_search_options",
+    "store",     "metadata",      "service_tier", "echo",  "suffix",     "best_of"};
 
 }  // namespace
 
@@ -103,8 +94,7 @@ constexpr size_t kMaxCallsPerMessage = 128;
 // JSON object when they parse as one (transformers' convention, which
 // templates are written for), else the text as sent.
 ordered_json checked_tool_calls(const ordered_json& calls, const std::string& where) {
-    if (!calls.is_array())
-        throw ApiError{400, fmt::format("'{}' must be an array", where), where};
+    if (!calls.is_array()) throw ApiError{400, fmt::format("'{}' must be an array", where), where};
     if (calls.size() > kMaxCallsPerMessage)
         throw ApiError{400,
                        fmt::format("'{}' has {} entries; at most {}", where, calls.size(),
@@ -125,7 +115,8 @@ ordered_json checked_tool_calls(const ordered_json& calls, const std::string& wh
         call.refuse_the_rest();
         // Bounded as the body was: the text is the client's.
         auto parsed = parse_bounded_json(text, kRequestJsonLimits);
-        ordered_json arguments = parsed && parsed->is_object() ? std::move(*parsed) : ordered_json(text);
+        ordered_json arguments =
+            parsed && parsed->is_object() ? std::move(*parsed) : ordered_json(text);
         out.push_back({{"id", id},
                        {"type", "function"},
                        {"function", {{"name", name}, {"arguments", std::move(arguments)}}}});
