@@ -43,6 +43,7 @@ struct LoadedModel {
     Scheduler* scheduler = nullptr;
     ChatRenderFn render_chat;
     uint32_t max_positions = 0;  // prompt + max_tokens of one request
+    std::shared_ptr<const grammar::TokenTrie> grammar_vocab;  // shared by every grammar stage
 };
 
 enum class ServerState { Loading, Ready, Draining, Failed };

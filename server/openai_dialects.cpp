@@ -10,6 +10,7 @@
 #include <random>
 
 #include "ferrox/tokenizer/tokenizer.h"
+#include "structured_output.h"
 
 namespace ferrox::server {
 
@@ -76,6 +77,23 @@ void read_sampling(Fields& f, const ParseInput& in, ChainParams& s) {
     }
 }
 
+// `grammar` (GBNF) or `response_format`: at most one; the grammar stage
+// shares the server's one token trie.
+void read_constraint(Fields& f, const ParseInput& in, ChainParams& s) {
+    if (f.has("grammar")) {
+        if (f.has("response_format") &&
+            f.raw("response_format").value("type", ordered_json("text")) != "text")
+            f.fail("grammar", "and a JSON response_format exclude each other");
+        s.grammar = grammar_for_gbnf(f.string("grammar", ""), "grammar");
+    } else if (f.has("response_format")) {
+        s.grammar = grammar_for_response_format(f.raw("response_format"), "response_format");
+    }
+    if (!s.grammar) return;
+    if (!in.grammar_vocab)
+        throw ApiError{400, "this server takes no grammars (no token trie)", "grammar"};
+    s.grammar_vocab = in.grammar_vocab;
+}
+
 std::vector<std::string> read_stop(Fields& f, const RequestLimits& l) {
     std::vector<std::string> stops;
     if (!f.has("stop")) return stops;
@@ -118,12 +136,7 @@ class OpenAIDialect : public Dialect {
             include_usage_ = so.boolean("include_usage", false);
             so.refuse_the_rest();
         }
-        if (f.has("response_format")) {
-            Fields rf(f.raw("response_format"), "response_format");
-            if (rf.string("type", "") != "text")
-                rf.fail("type", "other than 'text' is not supported by ferrox");
-            rf.refuse_the_rest();
-        }
+        read_constraint(f, in, g.sampling);
         g.prompt = read_prompt(f, in);
         if (g.prompt.empty()) throw ApiError{400, "the prompt encodes to no tokens", "prompt"};
         const uint32_t limit = in.max_positions;
