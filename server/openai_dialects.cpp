@@ -80,13 +80,11 @@ void read_sampling(Fields& f, const ParseInput& in, ChainParams& s) {
 // `grammar` (GBNF) or `response_format`: at most one; the grammar stage
 // shares the server's one token trie.
 void read_constraint(Fields& f, const ParseInput& in, ChainParams& s) {
-    if (f.has("grammar")) {
-        if (f.has("response_format") &&
-            f.raw("response_format").value("type", ordered_json("text")) != "text")
-            f.fail("grammar", "and a JSON response_format exclude each other");
-        s.grammar = grammar_for_gbnf(f.string("grammar", ""), "grammar");
-    } else if (f.has("response_format")) {
+    if (f.has("response_format"))
         s.grammar = grammar_for_response_format(f.raw("response_format"), "response_format");
+    if (f.has("grammar")) {
+        if (s.grammar) f.fail("grammar", "and a JSON response_format exclude each other");
+        s.grammar = grammar_for_gbnf(f.string("grammar", ""), "grammar");
     }
     if (!s.grammar) return;
     if (!in.grammar_vocab)

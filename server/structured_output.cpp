@@ -43,7 +43,8 @@ std::shared_ptr<const grammar::Grammar> grammar_for_gbnf(std::string_view text,
                                                          std::string_view where) {
     auto g = grammar::parse_gbnf(text);
     if (!g)
-        throw ApiError{400, fmt::format("'{}': {}", where, g.error().message()), std::string(where)};
+        throw ApiError{400, fmt::format("'{}': {}", where, g.error().message()),
+                       std::string(where)};
     return std::move(*g);
 }
 
