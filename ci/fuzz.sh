@@ -8,11 +8,12 @@ build=build/fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFERROX_WERROR=ON -DFERROX_FUZZ=ON -DFERROX_CUDA=OFF \
   -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
-ninja -C "$build" fuzz_dequant fuzz_gguf fuzz_template fuzz_grammar fuzz_chat_parse
+ninja -C "$build" fuzz_dequant fuzz_gguf fuzz_template fuzz_grammar fuzz_json_schema fuzz_chat_parse
 # target name -> its committed seed corpus
 declare -A corpora=([fuzz_dequant]=tests/quant/fuzz_corpus [fuzz_gguf]=tests/gguf/fuzz_corpus
-                     [fuzz_template]=tests/template/fuzz_corpus [fuzz_grammar]=tests/grammar/fuzz_corpus
-                     [fuzz_chat_parse]=tests/chat_format/fuzz_corpus)
+                    [fuzz_template]=tests/template/fuzz_corpus [fuzz_grammar]=tests/grammar/fuzz_corpus
+                    [fuzz_json_schema]=tests/grammar/fuzz_corpus_json_schema
+                    [fuzz_chat_parse]=tests/chat_format/fuzz_corpus)
 # target name -> its dictionary of tokens worth splicing in
 declare -A dictionaries=([fuzz_template]=tests/template/fuzz_template.dict)
 # llama.cpp's own grammars join fuzz_grammar's seeds when the sdist is cached (not committed).

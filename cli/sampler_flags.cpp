@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "ferrox/grammar/json_schema.h"
 #include "flag_checks.h"
 #include "input.h"
 
@@ -69,10 +72,45 @@ void add_grammar_flags(CLI::App& cmd, GrammarFlags& flags) {
                                 "A GBNF grammar (llama.cpp's format) the output must match");
     auto* file =
         cmd.add_option("--grammar-file", flags.file, "Read the GBNF grammar from this file");
-    text->excludes(file);
+    auto* schema = cmd.add_option("--json-schema", flags.schema_text,
+                                  "A JSON schema the output must validate against "
+                                  "(docs/structured-output.md)");
+    auto* schema_file = cmd.add_option("--json-schema-file", flags.schema_file,
+                                       "Read the JSON schema from this file");
+    const std::vector<CLI::Option*> all{text, file, schema, schema_file};
+    for (CLI::Option* a : all)
+        for (CLI::Option* b : all)
+            if (a != b) a->excludes(b);
 }
 
+namespace {
+
+// --json-schema / --json-schema-file: the schema text, parsed (keys kept in
+// their order: properties are generated in schema order) and converted.
+Expected<std::shared_ptr<const grammar::Grammar>> load_schema(const GrammarFlags& flags) {
+    std::string source = flags.schema_text;
+    std::string where = "--json-schema";
+    if (!flags.schema_file.empty()) {
+        auto read = read_text_file(flags.schema_file, "--json-schema-file");
+        if (!read) return read.error();
+        source = std::move(*read);
+        where = flags.schema_file;
+    }
+    nlohmann::ordered_json schema;
+    try {
+        schema = nlohmann::ordered_json::parse(source);
+    } catch (const nlohmann::json::parse_error& e) {
+        return make_error("{}: not JSON: {}", where, e.what());
+    }
+    auto g = grammar::compile_json_schema(schema);
+    if (!g) return make_error("{}: {}", where, g.error().message());
+    return std::move(*g);
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const grammar::Grammar>> load_grammar(const GrammarFlags& flags) {
+    if (!flags.schema_text.empty() || !flags.schema_file.empty()) return load_schema(flags);
     const grammar::GrammarLimits limits;
     std::string source = flags.text;
     std::string where = "--grammar";

@@ -22,12 +22,16 @@ void add_sampler_flags(CLI::App& cmd, ferrox_sampler_params& params);
 void add_sampler_flags(CLI::App& cmd, SamplerParams& params);
 
 // --grammar TEXT / --grammar-file PATH: a GBNF grammar every answer must match
-// (docs/grammar.md). At most one of the two.
+// (docs/grammar.md); --json-schema TEXT / --json-schema-file PATH: a JSON
+// schema the answer must validate against (docs/structured-output.md). At most
+// one of the four.
 struct GrammarFlags {
     std::string text, file;
+    std::string schema_text, schema_file;
 };
 void add_grammar_flags(CLI::App& cmd, GrammarFlags& flags);
-// The grammar the flags name, parsed and checked; nullptr when neither was given.
+// The grammar the flags name, parsed and checked (a schema converted first);
+// nullptr when none was given. Errors start with the flag or the file.
 Expected<std::shared_ptr<const grammar::Grammar>> load_grammar(const GrammarFlags& flags);
 
 // What -n/--n-predict means for a command.

@@ -19,6 +19,7 @@
 #include "bounded_json.h"
 #include "ferrox/chat_format/family.h"
 #include "ferrox/expected.h"
+#include "ferrox/grammar/matcher.h"
 #include "request_fields.h"
 #include "scheduler.h"
 
@@ -90,6 +91,9 @@ struct ParseInput {
     uint32_t max_positions;  // prompt + max_tokens of one request
     const RequestLimits& limits;
     const std::string& tenant;  // whose prefix-cache entries the request may share
+    // The vocabulary's byte trie for grammar stages, built once per server
+    // (262,144 tokens take a while); null: requests with a grammar are refused.
+    std::shared_ptr<const grammar::TokenTrie> grammar_vocab = nullptr;
 };
 
 // Who answers: the response's id and the model's name.

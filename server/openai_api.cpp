@@ -225,7 +225,7 @@ void Api::generate(Call& call, Dialect& dialect) {
     g.arrival = Clock::now();
     g.deadline = g.arrival + options_.request_timeout;
     const ParseInput in{*model_.tokenizer, model_.render_chat, model_.max_positions,
-                        options_.limits, call.tenant};
+                        options_.limits,   call.tenant,        model_.grammar_vocab};
     try {
         dialect.parse(call.body, in, g);
     } catch (const ApiError&) {

@@ -42,7 +42,8 @@ struct LoadedModel {
     const Tokenizer* tokenizer = nullptr;
     Scheduler* scheduler = nullptr;
     ChatRenderFn render_chat;
-    uint32_t max_positions = 0;  // prompt + max_tokens of one request
+    uint32_t max_positions = 0;                               // prompt + max_tokens of one request
+    std::shared_ptr<const grammar::TokenTrie> grammar_vocab;  // shared by every grammar stage
 };
 
 enum class ServerState { Loading, Ready, Draining, Failed };

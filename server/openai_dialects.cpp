@@ -13,6 +13,7 @@
 #include "chat_answer.h"
 #include "chat_tools.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "structured_output.h"
 
 namespace ferrox::server {
 
@@ -79,6 +80,21 @@ void read_sampling(Fields& f, const ParseInput& in, ChainParams& s) {
     }
 }
 
+// `grammar` (GBNF) or `response_format`: at most one; the grammar stage
+// shares the server's one token trie.
+void read_constraint(Fields& f, const ParseInput& in, ChainParams& s) {
+    if (f.has("response_format"))
+        s.grammar = grammar_for_response_format(f.raw("response_format"), "response_format");
+    if (f.has("grammar")) {
+        if (s.grammar) f.fail("grammar", "and a JSON response_format exclude each other");
+        s.grammar = grammar_for_gbnf(f.string("grammar", ""), "grammar");
+    }
+    if (!s.grammar) return;
+    if (!in.grammar_vocab)
+        throw ApiError{400, "this server takes no grammars (no token trie)", "grammar"};
+    s.grammar_vocab = in.grammar_vocab;
+}
+
 std::vector<std::string> read_stop(Fields& f, const RequestLimits& l) {
     std::vector<std::string> stops;
     if (!f.has("stop")) return stops;
@@ -121,12 +137,7 @@ class OpenAIDialect : public Dialect {
             include_usage_ = so.boolean("include_usage", false);
             so.refuse_the_rest();
         }
-        if (f.has("response_format")) {
-            Fields rf(f.raw("response_format"), "response_format");
-            if (rf.string("type", "") != "text")
-                rf.fail("type", "other than 'text' is not supported by ferrox");
-            rf.refuse_the_rest();
-        }
+        read_constraint(f, in, g.sampling);
         g.prompt = read_prompt(f, in);
         if (g.prompt.empty()) throw ApiError{400, "the prompt encodes to no tokens", "prompt"};
         const uint32_t limit = in.max_positions;

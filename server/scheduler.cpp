@@ -268,6 +268,10 @@ void Scheduler::sample_slot(Slot& slot, std::span<const float> logits) {
     const GenerationRequest& r = slot.job->request;
     const auto now = Clock::now();
     const int32_t token = slot.chain.sample(logits);
+    if (token < 0) {  // a grammar stage left no candidate (its error says why)
+        finish(slot, FinishReason::Failed, slot.chain.error(), false);
+        return;
+    }
     slot.chain.accept(token);
     auto step = slot.output->push(token, logits);
     if (step.finish != FinishReason::EndOfGeneration) {

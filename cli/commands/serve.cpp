@@ -18,6 +18,7 @@
 #include "auth.h"
 #include "chat_prompt.h"
 #include "commands/commands.h"
+#include "ferrox/grammar/matcher.h"
 #include "ferrox/log.h"
 #include "ferrox/model/context.h"
 #include "ferrox/server_settings.h"
@@ -214,6 +215,8 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     loaded.tokenizer = &e.tokenizer();
     loaded.scheduler = &scheduler;
     loaded.max_positions = std::min(co.context, n_train);
+    // Once per server: every grammar stage (grammar, response_format, tools) shares it.
+    loaded.grammar_vocab = grammar::TokenTrie::from_tokenizer(e.tokenizer());
     const DetectedChatFamily family = detect_family(renderer.chat_template().source());
     logger().info("serve: the chat template writes tool calls and reasoning as the {} family{}",
                   family_info(family.family).name, family.supports_tools ? "" : " (no tools)");

@@ -8,6 +8,8 @@
 //   {"op":"masks","grammar":"...","tokens":[..]}   (needs a GGUF on the command line)
 //       -> {"masks_hex":[..],"ms":[..]}: the allowed tokens before each token and
 //          after the last (bit id%8 of byte id/8), and what each mask took
+//   {"op":"schema","schema_text":"..."}  (the schema as JSON text: its key order kept)
+//       -> {"gbnf":"..."} or {"error":"..."}: json_schema_to_gbnf's answer
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -17,10 +19,17 @@
 
 #include "ferrox/gguf/file.h"
 #include "ferrox/grammar/gbnf.h"
+#include "ferrox/grammar/json_schema.h"
 #include "ferrox/grammar/matcher.h"
 #include "ferrox/tokenizer/tokenizer.h"
 
 namespace {
+
+nlohmann::json schema_gbnf(const std::string& text) {
+    auto gbnf = ferrox::grammar::json_schema_to_gbnf(nlohmann::ordered_json::parse(text));
+    if (!gbnf) return {{"error", gbnf.error().message()}};
+    return {{"gbnf", *gbnf}};
+}
 
 std::string from_hex(std::string_view hex) {
     auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
@@ -105,6 +114,8 @@ int main(int argc, char** argv) {
         nlohmann::json reply;
         if (op == "check")
             reply = check(request.at("grammar"), request.at("texts_hex"));
+        else if (op == "schema")
+            reply = schema_gbnf(request.at("schema_text"));
         else if (op == "masks")
             reply = masks(request.at("grammar"), request.at("tokens"), trie);
         else

@@ -3,6 +3,7 @@ refused by line:column before the model loads; on Gemma 3 270M (skipped visibly 
 absent) every seeded draw is a sentence of the grammar and generation ends there."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import random
@@ -70,3 +71,42 @@ def test_chat_answers_within_the_grammar(gemma):
     answers = [line for line in r.stdout.splitlines() if line]
     assert answers and all(a in {"Yes!", "No!"} for a in answers), r.stdout
     assert len(answers) == 2, r.stdout  # the grammar starts over for the second answer
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_a_schema_keyword_not_enforced_is_refused_by_pointer_before_the_model_loads(command, tmp_path):
+    base = [command, "-m", str(tmp_path / "absent.gguf")] + (["-p", "hi"] if command == "run" else [])
+    schema = '{"type":"object","properties":{"age":{"type":"integer","multipleOf":5}}}'
+    r = ferrox(*base, "--json-schema", schema)
+    assert r.returncode == 2, r.stderr
+    assert "--json-schema: /properties/age/multipleOf: not enforced" in r.stderr, r.stderr
+    f = tmp_path / "s.json"
+    f.write_text('{"type": "array", "maxItems": 1000000000}')
+    r = ferrox(*base, "--json-schema-file", str(f))
+    assert r.returncode == 2, r.stderr
+    assert f"{f}: /maxItems: 1000000000 is past the limit max_repetition (1000)" in r.stderr, r.stderr
+    r = ferrox(*base, "--json-schema", "{", "--grammar", "x")
+    assert r.returncode == 2 and "excludes" in r.stderr, r.stderr
+    r = ferrox(*base, "--json-schema", "{not json")
+    assert r.returncode == 2 and "--json-schema: not JSON" in r.stderr, r.stderr
+
+
+def test_run_with_a_json_schema_writes_json_that_validates():
+    jsonschema = pytest.importorskip("jsonschema")
+    tiny = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", pathlib.Path.home() / ".cache/ferrox/tiny-models"))
+    model = tiny / "tiny-llama.gguf"
+    if not model.exists():
+        pytest.skip(f"{model} is absent (tests/model/make_tiny_models.py)")
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": -5, "maximum": 500},
+                                               "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}},
+              "required": ["n", "tags"], "additionalProperties": False}
+    rng = random.Random(SEED)
+    print(f"seed {SEED}")
+    for _ in range(4):
+        seed = rng.randrange(1 << 31)
+        r = ferrox("run", "-m", str(model), "-p", "JSON:", "--json-schema", json.dumps(schema), "--temp", "1",
+                   "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", str(seed), "-n", "120")
+        assert r.returncode == 0, r.stderr
+        if "stopped before the grammar was complete" in r.stderr:
+            continue
+        jsonschema.validate(json.loads(r.stdout), schema)
