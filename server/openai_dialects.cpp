@@ -14,6 +14,7 @@
 #include "chat_tools.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "structured_output.h"
+#include "tool_call_grammar.h"
 
 namespace ferrox::server {
 
@@ -266,6 +267,18 @@ class ChatCompletions final : public OpenAIDialect {
   public:
     explicit ChatCompletions(ReplyIds ids) : OpenAIDialect(std::move(ids), "chatcmpl-") {}
 
+    void parse(const ordered_json& body, const ParseInput& in, GenerationRequest& g) override {
+        OpenAIDialect::parse(body, in, g);
+        if (!forced_call_) return;
+        if (g.sampling.grammar)
+            throw ApiError{400, "'tool_choice' forcing a call and a grammar exclude each other",
+                           "tool_choice"};
+        if (!in.grammar_vocab)
+            throw ApiError{400, "this server takes no grammars (no token trie)", "tool_choice"};
+        g.sampling.grammar = std::move(forced_call_);
+        g.sampling.grammar_vocab = in.grammar_vocab;
+    }
+
     // The answer's text goes through the family's parser (chat_answer.h):
     // each delta it completes is one chunk, and the logprobs of text it
     // holds back ride on the next chunk that goes out.
@@ -298,6 +311,9 @@ class ChatCompletions final : public OpenAIDialect {
         options.starts_in_reasoning = reasoning_open_in_prompt(family.family, rendered->text);
         options.id_seed = std::hash<std::string>{}(id());
         answer_.emplace(answer_family(family.family, tools.reads_calls()), options);
+        if (tools.choice.mode == ToolChoice::Mode::Required ||
+            tools.choice.mode == ToolChoice::Mode::Named)
+            forced_call_ = tool_call_grammar(family.family, tools, options.starts_in_reasoning);
         tokenizer_ = &in.tokenizer;
         return std::move(rendered->tokens);
     }
@@ -373,7 +389,8 @@ class ChatCompletions final : public OpenAIDialect {
         return c;
     }
 
-    std::optional<ChatAnswer> answer_;  // set by read_prompt
+    std::optional<ChatAnswer> answer_;                     // set by read_prompt
+    std::shared_ptr<const grammar::Grammar> forced_call_;  // tool_choice required or named
     const Tokenizer* tokenizer_ = nullptr;
     ordered_json pending_logprobs_ = empty_logprobs();
 };

@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "ferrox/chat_format/answer.h"
+#include "ferrox/grammar/matcher.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "letter_tokenizer.h"
 #include "openai_api.h"
 #include "openai_dialects.h"
+#include "tool_call_grammar.h"
 
 using namespace ferrox;
 using namespace ferrox::server;
@@ -287,4 +290,101 @@ TEST_CASE("bad tool fields are refused, naming the field") {
     const ApiError none = refusal(ChatFamily::Generic, with_tools("").c_str(), false);
     CHECK(none.param == "tools");
     CHECK(none.message.find("generic family") != std::string::npos);
+}
+
+namespace {
+
+// Whether `g` takes `text` as a whole answer.
+bool grammar_takes(const std::shared_ptr<const grammar::Grammar>& g, const std::string& text) {
+    auto vocab = std::make_shared<const grammar::TokenTrie>(std::vector<std::string>{"x"},
+                                                            std::vector<bool>{false});
+    grammar::GrammarMatcher m(g, vocab);
+    return m.accept_bytes(text) && m.complete();
+}
+
+ChatToolFields weather_tools(ToolChoice::Mode mode, bool parallel, std::string name = "") {
+    ChatToolFields t;
+    t.tools = ordered_json::parse(kWeatherTools);
+    t.choice = {mode, std::move(name)};
+    t.parallel = parallel;
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("a forced call's grammar takes exactly the family's calls, which its parser reads") {
+    struct Case {
+        ChatFamily family;
+        std::string good, wrong_name, missing_argument;
+    };
+    const Case cases[] = {
+        {ChatFamily::Hermes,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+         "\"Oslo\"}}\n</tool_call>",
+         "<tool_call>\n{\"name\": \"get_rain\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"},
+        {ChatFamily::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+         "{\"name\": \"get_rain\", \"parameters\": {\"city\": \"Oslo\"}}",
+         "{\"name\": \"get_weather\", \"parameters\": {}}"},
+        {ChatFamily::Mistral,
+         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
+         "[TOOL_CALLS][{\"name\": \"get_rain\", \"arguments\": {\"city\": \"Oslo\"}}]",
+         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]"},
+    };
+    for (const Case& c : cases) {
+        INFO(family_info(c.family).name);
+        const auto g =
+            tool_call_grammar(c.family, weather_tools(ToolChoice::Mode::Required, false), false);
+        CHECK(grammar_takes(g, c.good));
+        CHECK_FALSE(grammar_takes(g, c.wrong_name));
+        CHECK_FALSE(grammar_takes(g, c.missing_argument));
+        CHECK_FALSE(grammar_takes(g, "Sure! " + c.good));  // nothing but the call
+        auto parsed = parse_answer(c.family, c.good);
+        REQUIRE(parsed);
+        REQUIRE(parsed->tool_calls.size() == 1);
+        CHECK(parsed->tool_calls[0].name == "get_weather");
+        CHECK(ordered_json::parse(parsed->tool_calls[0].arguments) ==
+              ordered_json({{"city", "Oslo"}}));
+    }
+    const std::string two =
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>\n"
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+        "\"Oslo\"}}\n</tool_call>";
+    CHECK(grammar_takes(tool_call_grammar(ChatFamily::Hermes,
+                                          weather_tools(ToolChoice::Mode::Required, true), false),
+                        two));
+    CHECK_FALSE(
+        grammar_takes(tool_call_grammar(ChatFamily::Hermes,
+                                        weather_tools(ToolChoice::Mode::Required, false), false),
+                      two));
+    const auto named = tool_call_grammar(
+        ChatFamily::Hermes, weather_tools(ToolChoice::Mode::Named, false, "get_time"), false);
+    CHECK(grammar_takes(named,
+                        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
+    CHECK_FALSE(grammar_takes(named, cases[0].good));
+    // A prompt that opened <think>: the grammar closes it first.
+    const auto closing = tool_call_grammar(ChatFamily::Hermes,
+                                           weather_tools(ToolChoice::Mode::Required, false), true);
+    CHECK(grammar_takes(closing, "</think>\n\n" + cases[0].good));
+    CHECK_FALSE(grammar_takes(closing, cases[0].good));
+}
+
+TEST_CASE("a forced call is refused for families whose calls are not JSON, and for bad schemas") {
+    try {
+        tool_call_grammar(ChatFamily::Qwen3Coder, weather_tools(ToolChoice::Mode::Required, false),
+                          false);
+        FAIL("qwen3-coder accepted");
+    } catch (const ApiError& e) {
+        CHECK(e.param == "tool_choice");
+        CHECK(e.message.find("qwen3-coder") != std::string::npos);
+    }
+    ChatToolFields t = weather_tools(ToolChoice::Mode::Required, false);
+    t.tools[0]["function"]["parameters"]["properties"]["city"]["multipleOf"] = 3;
+    try {
+        tool_call_grammar(ChatFamily::Hermes, t, false);
+        FAIL("multipleOf accepted");
+    } catch (const ApiError& e) {
+        CHECK(e.param == "tools");
+        CHECK(e.message.find("multipleOf") != std::string::npos);
+    }
 }
