@@ -7,6 +7,7 @@
 #include <random>
 
 #include "auth.h"
+#include "chat_tools.h"
 #include "ferrox/escape.h"
 #include "ferrox/log.h"
 #include "openai_dialects.h"
@@ -372,8 +373,11 @@ void Api::detokenize(Call& call) {
 void Api::apply_template(Call& call) {
     Fields f(call.body, "");
     const ordered_json messages = checked_messages(f.raw("messages"), options_.limits.max_messages);
+    // The template's inputs exactly as a chat completion passes them.
+    const ChatToolFields tools =
+        read_chat_tools(f, model_.render_chat.family(), options_.limits.max_tools);
     f.refuse_the_rest();
-    auto rendered = model_.render_chat(messages);
+    auto rendered = model_.render_chat(messages, tools.tools, tools.kwargs);
     if (!rendered) throw ApiError{400, rendered.error().message(), "messages"};
     call.send_json(200, {{"prompt", rendered->text}});
 }

@@ -33,11 +33,13 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, *args: str, env_extra: dict[str, str] | None = None):
+    def __init__(self, *args: str, env_extra: dict[str, str] | None = None,
+                 model: str | None = None):
+        model = model or MODEL
         if not FERROX or not pathlib.Path(FERROX).exists():
             pytest.skip("FERROX_BIN is not set to the built ferrox")
-        if not pathlib.Path(MODEL).exists():
-            pytest.skip(f"no model at {MODEL} (ci/fetch-model.sh fetches it)")
+        if not pathlib.Path(model).exists():
+            pytest.skip(f"no model at {model} (ci/fetch-model.sh or tests/model/make_tiny_models.py makes it)")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items()
@@ -47,7 +49,7 @@ class Server:
         self.log_path = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"ferrox-serve-{self.port}.log"
         self.log = open(self.log_path, "w+b")
         self.proc = subprocess.Popen(
-            [FERROX, "serve", "-m", MODEL, "--port", str(self.port), "-t", "2", *args],
+            [FERROX, "serve", "-m", model, "--port", str(self.port), "-t", "2", *args],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         self.wait_ready()
 

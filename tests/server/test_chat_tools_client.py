@@ -1,0 +1,152 @@
+"""Tool calls through `ferrox serve`, checked by clients and references no one
+here wrote (issue 34): the official `openai` SDK reads the calls, `jsonschema`
+validates their arguments against the tools' schemas, and `jinja2` renders the
+tool round trip that /apply-template must equal byte for byte.
+
+Each family is a tiny random-weight model with its vocabulary
+(tests/model/make_tiny_models.py) served with a real template of the family
+(ci/fetch_templates.sh): Qwen3's (Hermes: `<tool_call>{json}</tool_call>`)
+and Llama 3.1's (a bare `{"name", "parameters"}` object). Random weights write
+no call of their own: `tool_choice: required` (or a named function) makes the
+grammar write it, which is what these tests exercise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import sys
+
+import pytest
+
+from conftest import running
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "template"))
+import test_jinja_conformance  # noqa: E402  (hf_environment: the reference renderer)
+
+openai = pytest.importorskip("openai")
+jsonschema = pytest.importorskip("jsonschema")
+jinja2 = pytest.importorskip("jinja2")
+
+TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS",
+                                   pathlib.Path.home() / ".cache/ferrox/tiny-models"))
+TEMPLATES = pathlib.Path(os.environ.get("FERROX_TEMPLATES",
+                                        pathlib.Path.home() / ".cache/ferrox/templates"))
+# (tiny model, real template, family): a random-weight model with the
+# family's vocabulary and room for a prompt that lists tools.
+# The BOS text is what the reference render gets as bos_token.
+SERVED = {"hermes": ("tiny-qwen2-yarn.gguf", "Qwen-Qwen3-0.6B.jinja", ""),
+          "llama3": ("tiny-llama31.gguf", "meta-llama-Llama-3.1-8B-Instruct.jinja",
+                     "<|begin_of_text|>")}
+
+WEATHER = {"type": "object",
+           "properties": {"city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["C", "F"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+TIME = {"type": "object", "properties": {"zone": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+        "required": ["zone"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "parameters": TIME}}]
+SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
+ASK = [{"role": "user", "content": "Weather?"}]
+SEEDS = range(8)
+MAX_TOKENS = 200
+
+
+@pytest.fixture(scope="module", params=sorted(SERVED))
+def server(request):
+    model, template, bos = SERVED[request.param]
+    if not (TEMPLATES / template).exists():
+        pytest.skip(f"{TEMPLATES / template} is absent (ci/fetch_templates.sh fetches it)")
+    with running("--parallel", "4", "-c", "4096", "--chat-template", str(TEMPLATES / template),
+                 model=str(TINY / model)) as s:
+        s.template, s.bos = TEMPLATES / template, bos
+        assert f"as the {request.param} family" in s.text_log()
+        yield s
+
+
+def client(server):
+    return openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+
+
+def ask(server, seed, **kw):
+    return client(server).chat.completions.create(
+        model="x", messages=ASK, tools=TOOLS, parallel_tool_calls=False, temperature=1,
+        seed=seed, max_tokens=MAX_TOKENS, **kw)
+
+
+def test_required_calls_parse_and_their_arguments_validate(server):
+    finished = 0
+    for seed in SEEDS:
+        reply = ask(server, seed, tool_choice="required")
+        choice = reply.choices[0]
+        if choice.finish_reason == "length":
+            continue  # cut inside the call: never reported as a call
+        assert choice.finish_reason == "tool_calls", choice
+        calls = choice.message.tool_calls
+        assert len(calls) == 1
+        call = calls[0]
+        assert call.type == "function" and call.id.startswith("call_")
+        jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+        finished += 1
+    assert finished >= len(SEEDS) // 2, f"only {finished} of {len(SEEDS)} calls finished"
+
+
+def test_a_named_function_is_the_one_called(server):
+    for seed in SEEDS:
+        reply = ask(server, seed, tool_choice={"type": "function", "function": {"name": "get_time"}})
+        choice = reply.choices[0]
+        if choice.finish_reason == "tool_calls":
+            assert [c.function.name for c in choice.message.tool_calls] == ["get_time"]
+            jsonschema.validate(json.loads(choice.message.tool_calls[0].function.arguments), TIME)
+
+
+def test_streamed_call_fragments_fold_into_the_whole_call(server):
+    for seed in SEEDS[:4]:
+        whole = ask(server, seed, tool_choice="required").choices[0]
+        calls, finish = {}, None
+        for chunk in ask(server, seed, tool_choice="required", stream=True):
+            if not chunk.choices:
+                continue
+            c = chunk.choices[0]
+            finish = c.finish_reason or finish
+            for t in c.delta.tool_calls or []:
+                slot = calls.setdefault(t.index, {"id": None, "name": None, "arguments": ""})
+                slot["id"] = t.id or slot["id"]
+                if t.function and t.function.name:
+                    slot["name"] = t.function.name
+                if t.function and t.function.arguments:
+                    slot["arguments"] += t.function.arguments
+        assert finish == whole.finish_reason
+        # Ids differ by request (each answer's own); the calls must not.
+        want = [{"name": c.function.name, "arguments": c.function.arguments}
+                for c in whole.message.tool_calls or []]
+        assert all(c["id"] and c["id"].startswith("call_") for c in calls.values())
+        assert [{k: calls[i][k] for k in ("name", "arguments")} for i in sorted(calls)] == want
+
+
+def test_tool_choice_naming_no_tool_is_a_400_naming_the_field(server):
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(server, 1, tool_choice={"type": "function", "function": {"name": "nope"}})
+    assert e.value.body["param"] == "tool_choice.function.name"
+
+
+def test_the_tool_round_trip_renders_as_jinja2_does(server):
+    messages = ASK + [
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_1", "type": "function",
+                         "function": {"name": "get_weather",
+                                      "arguments": json.dumps({"city": "Oslo", "unit": "C"})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 3}"}]
+    status, got = server.post("/apply-template", {"messages": messages, "tools": TOOLS})
+    assert status == 200, got
+    # transformers' convention, which the template is written for: past
+    # arguments as a mapping; content null as the empty string ferrox keeps.
+    reference_messages = json.loads(json.dumps(messages))
+    reference_messages[1]["content"] = ""
+    reference_messages[1]["tool_calls"][0]["function"]["arguments"] = {"city": "Oslo", "unit": "C"}
+    env = test_jinja_conformance.hf_environment()  # transformers' jinja2 setup
+    want = env.from_string(server.template.read_text()).render(
+        messages=reference_messages, tools=TOOLS, add_generation_prompt=True,
+        bos_token=server.bos, eos_token="")
+    assert got["prompt"] == want
