@@ -121,7 +121,7 @@ std::vector<Case> cases() {
              "",
              {{"a", "{}"}, {"b", R"({"x":[1,2]})"}}},
         {"llama3: python_tag code is a call to python", ChatFamily::Llama3,
-         "<|python_tag|>print(2 + 2)<|eom_id|>", "", "", {{"python", R"({"code":"print(2 + 2)"})"}}},
+         "<|python_tag|>print(2 + 2)<|eom_id|>", "", "", {{"python", R"j({"code":"print(2 + 2)"})j"}}},
         {"llama3: JSON that is no call is content", ChatFamily::Llama3, R"({"answer": 42})",
          R"({"answer": 42})", "", {}},
         {"llama3: a call after text is content", ChatFamily::Llama3,
