@@ -1,4 +1,4 @@
-/* ferrox.h 0.4's chat templates from plain C99, as a binding would call them.
+/* ferrox.h 0.4's chat templates (0.5's kwargs) from plain C99, as a binding would call them.
  *
  *   c_api_chat MODEL render OUT ADD_GEN ROLE CONTENT [ROLE CONTENT ...]
  *   c_api_chat MODEL json OUT ADD_GEN MESSAGES.json [TOOLS.json]
@@ -250,6 +250,18 @@ static int errors(const ferrox_model* model) {
     p.tools_json_len = 3;
     refused(model, &p, "tools_json is NULL with tools_json_len 3");
     p.tools_json_len = 0;
+
+    /* 0.5: template kwargs are an object, and may not replace the renderer's keys. */
+    p.kwargs_json = "[true]";
+    p.kwargs_json_len = strlen(p.kwargs_json);
+    refused(model, &p, "kwargs_json: an object of template variables, not array");
+    p.kwargs_json = "{\"bos_token\": \"<start_of_turn>\"}";
+    p.kwargs_json_len = strlen(p.kwargs_json);
+    refused(model, &p, "template kwargs: 'bos_token' is set by the renderer, not a kwarg");
+    p.kwargs_json = NULL;
+    p.kwargs_json_len = 2;
+    refused(model, &p, "kwargs_json is NULL with kwargs_json_len 2");
+    p.kwargs_json_len = 0;
 
     p.chat_template = "{{ messages[0].content }}";
     p.template_name = "chatml";

@@ -1,6 +1,7 @@
-/* ferrox.h 0.5's ferrox_chat_parse from plain C99, without a model: answers
+/* ferrox.h 0.5's ferrox_chat_parse from plain C99: answers
  * in three families' formats (by name and detected from a template's text),
- * the content / reasoning / tool calls they give, and refusals by name.
+ * the content / reasoning / tool calls they give, and refusals by name;
+ * given a model file, the family read from its template.
  * Exit 0 when every check passes; each failure is printed. */
 #include <stdio.h>
 #include <string.h>
@@ -32,7 +33,45 @@ static int same(const char* got, size_t len, const char* want) {
     return len == strlen(want) && memcmp(got, want, len) == 0;
 }
 
-int main(void) {
+/* With a model: the family comes from its template (the tiny models carry a
+ * plain ChatML one, which writes no tool calls: "generic"). */
+static void from_model(const char* path) {
+    ferrox_call_status st;
+    ferrox_model_params mp;
+    ferrox_model* model = NULL;
+    ferrox_chat_parse_params p;
+    ferrox_chat_parsed* r = NULL;
+    const char* text = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    size_t len = 0;
+    FILE* probe = fopen(path, "rb");
+    if (!probe) {
+        printf("note: %s is absent; the model's-template case is not run\n", path);
+        return;
+    }
+    fclose(probe);
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    ferrox_model_params_default(&mp);
+    mp.n_ctx_max = 64;
+    if (ferrox_model_load(path, &mp, &model, &st) != FERROX_CODE_OK) {
+        expect(0, "the model loads", &st);
+        return;
+    }
+    ferrox_chat_parse_params_default(&p);
+    expect(ferrox_chat_parse(model, &p, text, strlen(text), &r, &st) == FERROX_CODE_OK,
+           "an answer parses with the model's family", &st);
+    if (r) {
+        const char* c = ferrox_chat_parsed_content(r, &len);
+        expect(strcmp(ferrox_chat_parsed_family(r), "generic") == 0,
+               "the tiny model's ChatML template is generic", NULL);
+        expect(same(c, len, text) && ferrox_chat_parsed_n_tool_calls(r) == 0,
+               "a generic family keeps everything as content", NULL);
+        ferrox_chat_parsed_free(r);
+    }
+    ferrox_model_free(model);
+}
+
+int main(int argc, char** argv) {
     ferrox_call_status st;
     ferrox_chat_parsed* r;
     const ferrox_chat_tool_call* call;
@@ -105,6 +144,8 @@ int main(void) {
     }
     ferrox_chat_parsed_free(NULL);
     expect(ferrox_chat_parsed_n_tool_calls(NULL) == 0, "NULL has no calls", NULL);
+
+    if (argc > 1) from_model(argv[1]);
 
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);

@@ -234,7 +234,7 @@ std::optional<Calls> python_tag_calls(std::string_view text, int max_depth) {
     if (code.empty()) return std::nullopt;
     if (code.front() == '{') return json_call_sequence(code, max_depth);
     // Llama 3.1's code interpreter: the text is Python for the "python" tool.
-    return Calls{{"python", compact(ordered_json{{"code", std::string(code)}})}};
+    return Calls{CallText{"python", compact(ordered_json{{"code", std::string(code)}})}};
 }
 
 std::optional<CallText> named_json_call(std::string name, std::string_view text, int max_depth) {

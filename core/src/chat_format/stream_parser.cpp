@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "call_text.h"
 #include "ferrox/seeded_hash.h"
@@ -114,6 +115,52 @@ size_t partial_suffix(string_view text, const Range& markers) {
     return longest;
 }
 
+// The first marker in `text` and where it starts (the longest when several
+// start there), in one pass: a long text costs its length, not its length
+// times the markers.
+template <class Range>
+auto first_marker(string_view text, const Range& markers) {
+    using M = typename Range::value_type;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const M* best = nullptr;
+        for (const M& m : markers)
+            if (!m.text.empty() && text[i] == m.text.front() &&
+                text.substr(i).starts_with(m.text) && (!best || m.text.size() > best->text.size()))
+                best = &m;
+        if (best) return std::pair<size_t, const M*>{i, best};
+    }
+    return std::pair<size_t, const M*>{npos, nullptr};
+}
+
+// The text not yet turned into events: a string read from `head_`, so that
+// consuming from the front costs nothing; the consumed part is reclaimed when
+// it is at least half of the string (amortised O(1) per byte).
+class Pending {
+  public:
+    operator string_view() const { return string_view(text_).substr(head_); }
+    size_t size() const { return text_.size() - head_; }
+    bool empty() const { return size() == 0; }
+    char operator[](size_t i) const { return text_[head_ + i]; }
+    char front() const { return text_[head_]; }
+    bool starts_with(string_view s) const { return string_view(*this).starts_with(s); }
+    string_view substr(size_t pos, size_t n = npos) const {
+        return string_view(*this).substr(pos, n);
+    }
+    void drop(size_t n) { head_ += std::min(n, size()); }
+    void clear() { head_ = text_.size(); }
+    void append(string_view more) {
+        if (head_ > 0 && head_ >= text_.size() / 2) {
+            text_.erase(0, head_);
+            head_ = 0;
+        }
+        text_.append(more);
+    }
+
+  private:
+    std::string text_;
+    size_t head_ = 0;
+};
+
 size_t first_non_blank(string_view s) {
     for (size_t i = 0; i < s.size(); ++i)
         if (!cf::is_blank(s[i])) return i;
@@ -131,7 +178,7 @@ struct ChatStreamParser::State {
     ChatFamily family;
     ChatParseOptions options;
     std::span<const Marker> markers;
-    std::string buf;  // text not yet turned into events
+    Pending buf;  // text not yet turned into events
     Mode mode = Mode::Content;
     bool at_start = true;     // nothing sent yet: reasoning may open (or a Llama 3 JSON call)
     bool trim = true;         // blanks before the next content are dropped
@@ -168,7 +215,7 @@ struct ChatStreamParser::State {
     void not_a_call(std::vector<ChatEvent>& out, size_t consumed) {
         send(out, ChatEvent::Kind::Content, opener);
         send(out, ChatEvent::Kind::Content, string_view(buf).substr(0, consumed));
-        buf.erase(0, consumed);
+        buf.drop(consumed);
         mode = Mode::Content;
     }
 
@@ -193,7 +240,7 @@ struct ChatStreamParser::State {
             out.push_back({ChatEvent::Kind::ToolCallArguments, c.arguments, index, {}, {}});
         }
         at_start = false;
-        buf.erase(0, consumed);
+        buf.drop(consumed);
         mode = Mode::Content;
         after_call = true;
     }
@@ -210,7 +257,7 @@ struct ChatStreamParser::State {
         switch (m.action) {
             case Action::TaggedCall:
                 closers = family == ChatFamily::DeepSeek ? std::span<const Closer>(kDeepSeekEnd)
-                                                         : kToolCallEnd;
+                                                         : std::span<const Closer>(kToolCallEnd);
                 mode = Mode::TaggedCall;
                 break;
             case Action::PythonTag:
@@ -250,20 +297,20 @@ struct ChatStreamParser::State {
         if (buf.empty()) return false;
         if (trim) {
             const size_t k = first_non_blank(buf);
-            buf.erase(0, std::min(k, buf.size()));
+            buf.drop(k);
             if (buf.empty()) return false;
             trim = false;
         }
         if (at_start) {
-            const string_view open = family_info(family).reasoning_start;
-            if (!open.empty() && family != ChatFamily::Harmony) {
-                if (buf.starts_with(open)) {
-                    buf.erase(0, open.size());
+            const string_view opening = family_info(family).reasoning_start;
+            if (!opening.empty() && family != ChatFamily::Harmony) {
+                if (buf.starts_with(opening)) {
+                    buf.drop(opening.size());
                     mode = Mode::Reasoning;
                     at_start = false;
                     return true;
                 }
-                if (open.starts_with(buf) && !at_end) return false;
+                if (opening.starts_with(buf) && !at_end) return false;
             }
             if (family == ChatFamily::Llama3 && buf.front() == '{') {
                 begin({"", Action::JsonCall});
@@ -292,31 +339,23 @@ struct ChatStreamParser::State {
             }
             after_call = false;
             if (call_follows) {
-                buf.erase(0, k);
+                buf.drop(k);
                 if (family == ChatFamily::Llama3 && buf.front() == '{') {
                     begin({"", Action::JsonCall});
                     return true;
                 }
             }
         }
-        size_t at = npos;
-        const Marker* found = nullptr;
-        for (const Marker& m : markers) {
-            const size_t p = buf.find(m.text);
-            if (p < at || (p == at && p != npos && m.text.size() > found->text.size())) {
-                at = p;
-                found = &m;
-            }
-        }
+        const auto [at, found] = first_marker(buf, markers);
         if (found) {
             send(out, ChatEvent::Kind::Content, string_view(buf).substr(0, at));
-            buf.erase(0, at + found->text.size());
+            buf.drop(at + found->text.size());
             if (found->action != Action::Drop) begin(*found);
             return true;
         }
         const size_t hold = at_end ? 0 : partial_suffix(buf, markers);
         send(out, ChatEvent::Kind::Content, string_view(buf).substr(0, buf.size() - hold));
-        buf.erase(0, buf.size() - hold);
+        buf.drop(buf.size() - hold);
         return false;
     }
 
@@ -328,25 +367,17 @@ struct ChatStreamParser::State {
         const std::span<const Closer> ends = family == ChatFamily::Harmony
                                                  ? std::span<const Closer>(kHarmonyEnd)
                                                  : std::span<const Closer>(&think, 1);
-        size_t at = npos;
-        const Closer* found = nullptr;
-        for (const Closer& c : ends) {
-            const size_t p = buf.find(c.text);
-            if (p < at) {
-                at = p;
-                found = &c;
-            }
-        }
+        const auto [at, found] = first_marker(buf, ends);
         if (found) {
             send(out, ChatEvent::Kind::Reasoning, string_view(buf).substr(0, at));
-            buf.erase(0, at + (found->consumed ? found->text.size() : 0));
+            buf.drop(at + (found->consumed ? found->text.size() : 0));
             mode = Mode::Content;
             trim = true;
             return true;
         }
         const size_t hold = at_end ? 0 : partial_suffix(buf, ends);
         send(out, ChatEvent::Kind::Reasoning, string_view(buf).substr(0, buf.size() - hold));
-        buf.erase(0, buf.size() - hold);
+        buf.drop(buf.size() - hold);
         return false;
     }
 
@@ -480,7 +511,7 @@ struct ChatStreamParser::State {
             }
             return false;
         }
-        const std::string header = buf.substr(0, at);
+        const std::string header(buf.substr(0, at));
         constexpr string_view kTo = "to=functions.";
         const size_t to = header.find(kTo);
         if (to != npos) {
@@ -490,13 +521,13 @@ struct ChatStreamParser::State {
         }
         if (!call_name.empty()) {
             opener += buf.substr(0, at + kMessage.size());
-            buf.erase(0, at + kMessage.size());
+            buf.drop(at + kMessage.size());
             closers = kHarmonyEnd;
             scanned = 0;
             mode = Mode::TaggedCall;
             return true;
         }
-        buf.erase(0, at + kMessage.size());
+        buf.drop(at + kMessage.size());
         mode = header.find("analysis") != npos ? Mode::Reasoning : Mode::Content;
         trim = true;
         return true;
