@@ -93,12 +93,17 @@ def test_required_calls_parse_and_their_arguments_validate(server):
 
 
 def test_a_named_function_is_the_one_called(server):
+    finished = 0
     for seed in SEEDS:
         reply = ask(server, seed, tool_choice={"type": "function", "function": {"name": "get_time"}})
         choice = reply.choices[0]
-        if choice.finish_reason == "tool_calls":
-            assert [c.function.name for c in choice.message.tool_calls] == ["get_time"]
-            jsonschema.validate(json.loads(choice.message.tool_calls[0].function.arguments), TIME)
+        if choice.finish_reason == "length":
+            continue
+        assert choice.finish_reason == "tool_calls", choice
+        assert [c.function.name for c in choice.message.tool_calls] == ["get_time"]
+        jsonschema.validate(json.loads(choice.message.tool_calls[0].function.arguments), TIME)
+        finished += 1
+    assert finished >= len(SEEDS) // 2, f"only {finished} of {len(SEEDS)} calls finished"
 
 
 def test_streamed_call_fragments_fold_into_the_whole_call(server):
