@@ -50,10 +50,9 @@ struct Server {
     GenerationRequest parse(const std::string& extra, bool with_trie = true) {
         GenerationRequest g;
         const std::string body = R"({"prompt":"abc","max_tokens":8)" + extra + "}";
-        completions({"id", "m"})->parse(ordered_json::parse(body),
-                                        ParseInput{*tok, render, 64, limits, tenant,
-                                                   with_trie ? trie : nullptr},
-                                        g);
+        completions({"id", "m"})
+            ->parse(ordered_json::parse(body),
+                    ParseInput{*tok, render, 64, limits, tenant, with_trie ? trie : nullptr}, g);
         return g;
     }
     ApiError refusal(const std::string& extra, bool with_trie = true) {
@@ -106,14 +105,16 @@ TEST_CASE("refusals name the field, the JSON pointer and the limit") {
         "schema":{"properties":{"age":{"type":"integer","multipleOf":5}}}}})");
     CHECK(e.status == 400);
     CHECK(e.param == "response_format.json_schema.schema/properties/age/multipleOf");
-    CHECK(e.message == "'response_format.json_schema.schema/properties/age/multipleOf': not enforced");
+    CHECK(e.message ==
+          "'response_format.json_schema.schema/properties/age/multipleOf': not enforced");
     e = s.refusal(R"(,"response_format":{"type":"json_schema","json_schema":{"name":"n",
         "schema":{"type":"array","maxItems":1000000000}}})");
     CHECK(e.param == "response_format.json_schema.schema/maxItems");
     CHECK_THAT(e.message, Catch::Contains("past the limit max_repetition (1000)"));
     e = s.refusal(R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{}}})");
     CHECK(e.param == "response_format.json_schema.name");
-    e = s.refusal(R"(,"response_format":{"type":"json_schema","json_schema":{"name":"n","extra":1}})");
+    e = s.refusal(
+        R"(,"response_format":{"type":"json_schema","json_schema":{"name":"n","extra":1}})");
     CHECK(e.param == "response_format.json_schema.extra");
     e = s.refusal(R"(,"response_format":{"type":"xml"})");
     CHECK(e.param == "response_format.type");
@@ -127,7 +128,8 @@ TEST_CASE("refusals name the field, the JSON pointer and the limit") {
 }
 
 TEST_CASE("grammar_for_schema is the one step every dialect calls") {
-    const auto g = grammar_for_schema(ordered_json::parse(R"({"const":"x"})"), "text.format.schema");
+    const auto g =
+        grammar_for_schema(ordered_json::parse(R"({"const":"x"})"), "text.format.schema");
     REQUIRE(g);
     try {
         (void)grammar_for_schema(ordered_json::parse(R"({"not":{}})"), "text.format.schema");
