@@ -59,8 +59,12 @@ uint64_t seed() {
 }  // namespace
 
 TEST_CASE("scalar types, and a list of types") {
-    check(R"({"type":"string"})", {R"("")", R"("a b")", R"("\"\\\n\u00e9")", "\"\xc3\xa9\""},
-          {R"(a)", R"("\x")", "\"\n\"", R"("\ud800")", "1"});
+    check(R"({"type":"string"})",
+          {R"("")", R"("a b")", R"("\"\\\n\u00e9")", "\"\xc3\xa9\"", "\"\xf0\x9f\x98\x80\""},
+          {R"(a)", R"("\x")", "\"\n\"", R"("\ud800")", "1",
+           // Not UTF-8: a surrogate, lead bytes F5..FF (the client would get U+FFFD for each byte).
+           "\"\xed\xa0\x80\"", "\"\xf8\x9f\xbf\xbf\"", "\"\xf5\x80\x80\x80\"",
+           "\"\xff\x80\x80\x80\""});
     check(R"({"type":"integer"})", {"0", "-7", "123456789012345678"},
           {"01", "1.5", "1e3", "-", "1234567890123456789", "\"1\""});
     check(R"({"type":"number"})", {"0", "-0.25", "3.5e10", "1E-2"}, {".5", "1.", "01", "1e"});

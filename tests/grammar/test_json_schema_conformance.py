@@ -39,7 +39,7 @@ import pytest
 FERROX = os.environ.get("FERROX_BIN", "")
 TOOL = os.environ.get("FERROX_GRAMMAR_TOOL", "")
 TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", pathlib.Path.home() / ".cache/ferrox/tiny-models"))
-SAMPLES = int(os.environ.get("FERROX_SCHEMA_SAMPLES", "12"))
+SAMPLES = int(os.environ.get("FERROX_SCHEMA_SAMPLES", "200"))
 SEED = int(os.environ.get("FERROX_SCHEMA_SEED", random.SystemRandom().randrange(1 << 30)))
 MAX_TOKENS = 160
 

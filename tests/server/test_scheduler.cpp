@@ -366,3 +366,36 @@ TEST_CASE("stop ends running and waiting jobs with shutdown, and a failed decode
         CHECK(said[0].done->why.find("injected") != std::string::npos);
     }
 }
+
+TEST_CASE(
+    "a grammar constrains each draw: cut by max_tokens it ends as length, at a dead end as "
+    "failed") {
+    Rig rig(256, 2, options(4));
+    const auto trie = grammar::TokenTrie::from_tokenizer(*rig.tok);
+    const auto with_grammar = [&](const char* gbnf, uint32_t max_tokens) {
+        auto parsed = grammar::parse_gbnf(gbnf);
+        REQUIRE(parsed);
+        GenerationRequest r;
+        r.prompt = rig.prompt(5);
+        r.max_tokens = max_tokens;
+        r.sampling.base.temperature = 0;
+        r.sampling.grammar = *parsed;
+        r.sampling.grammar_vocab = trie;
+        r.cache_scope = "t";
+        auto s = rig.scheduler->submit(std::move(r));
+        REQUIRE(s.refusal == Scheduler::Refusal::None);
+        return s.job;
+    };
+    // The fake model's own continuation is random letters: only the grammar spells these.
+    const auto said =
+        run(rig, {with_grammar(R"(root ::= "abcdef")", 3), with_grammar(R"(root ::= "xyz")", 10)});
+    CHECK(said[0].text == "abc");
+    CHECK(said[0].done->finish == FinishReason::Length);  // never reported as complete
+    CHECK(said[1].text == "xyz");
+    CHECK(said[1].done->finish == FinishReason::EndOfGeneration);
+    // No token spells U+00E9: after "a" the grammar allows nothing.
+    const auto dead = run(rig, {with_grammar(R"(root ::= "a" [\u00e9])", 10)});
+    CHECK(dead[0].text == "a");
+    CHECK(dead[0].done->finish == FinishReason::Failed);
+    CHECK_THAT(dead[0].done->why, Catch::Contains("no token of the vocabulary can continue"));
+}

@@ -693,22 +693,21 @@ class Converter {
         const std::string close = "\"\\\"\"";
         for (size_t i = 0; i < trie.size(); ++i) {
             std::vector<std::pair<uint32_t, uint32_t>> excluded{
-                {0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0xD800, 0xDFFF}};
+                {0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}};
             std::string body;
             for (const auto& [c, next] : trie[i].children) {
                 excluded.emplace_back(c, c);
                 body +=
                     (body.empty() ? "" : " | ") + schema::gbnf_class({{c, c}}) + " " + names[next];
             }
-            std::sort(excluded.begin(), excluded.end());
-            body += (body.empty() ? "" : " | ") + schema::gbnf_class(excluded, true) + " " +
+            body += (body.empty() ? "" : " | ") +
+                    schema::gbnf_class(schema::scalars_outside(excluded)) + " " +
                     schema::kJsonChar + "-plain* " + close;
             if (!trie[i].end) body += " | " + close;
             define(names[i], body);
         }
         if (!plain_char_defined_) {
-            define(std::string(schema::kJsonChar) + "-plain",
-                   "[^\"\\\\\\x00-\\x1F\\uD800-\\uDFFF]");
+            define(std::string(schema::kJsonChar) + "-plain", schema::json_plain_class());
             plain_char_defined_ = true;
         }
         return seq({"\"\\\"\"", names[0]});

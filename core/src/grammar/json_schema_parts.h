@@ -37,6 +37,16 @@ std::string gbnf_literal(std::string_view bytes);
 std::string gbnf_class(const std::vector<std::pair<uint32_t, uint32_t>>& ranges,
                        bool negated = false);
 
+// The Unicode scalar values (U+0000..U+10FFFF, no surrogates) outside
+// `ranges`, as sorted ranges: GBNF refuses code points past U+10FFFF, so a
+// class that must exclude them is written positively.
+std::vector<std::pair<uint32_t, uint32_t>> scalars_outside(
+    std::vector<std::pair<uint32_t, uint32_t>> ranges);
+
+// A class of the characters a JSON string holds unescaped: Unicode scalars
+// but '"', '\\' and the controls.
+std::string json_plain_class();
+
 // The decimal integers lo..hi (canonical: no leading zero, no "-0") as a
 // GBNF expression; |lo|, |hi| < 10^18.
 std::string integer_range(int64_t lo, int64_t hi);

@@ -18,7 +18,6 @@ namespace {
 
 using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
 
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr uint32_t kMaxGroupDepth = 16;  // GBNF's max_nesting is 64; an alternation adds one
 
 Ranges normalized(Ranges r) {
@@ -34,16 +33,7 @@ Ranges normalized(Ranges r) {
 }
 
 // The code points outside `r` (surrogates are never characters).
-Ranges complement(const Ranges& r) {
-    Ranges out;
-    uint32_t next = 0;
-    for (const auto& [lo, hi] : normalized(r)) {
-        if (lo > next) out.emplace_back(next, lo - 1);
-        next = hi + 1;
-    }
-    if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
-    return out;
-}
+Ranges complement(const Ranges& r) { return scalars_outside(r); }
 
 Ranges minus(const Ranges& a, const Ranges& b) {
     Ranges keep = complement(b), out;

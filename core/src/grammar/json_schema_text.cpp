@@ -65,16 +65,22 @@ std::string magnitudes(int64_t lo, int64_t hi) {
 
 }  // namespace
 
+std::string json_plain_class() {
+    return gbnf_class(scalars_outside({{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}}));
+}
+
 std::string shared_rules(uint32_t max_indent) {
     std::string out;
     out += fmt::format("{} ::= (\" \" | \"\\n\" [ \\t]{{0,{}}})?\n", kWs, max_indent);
     // One character of a JSON string as JSON spells it; a \u escape never
     // names a surrogate, so one grammar character is one decoded character
-    // (minLength and maxLength count decoded characters).
+    // (minLength and maxLength count decoded characters). Raw characters are
+    // Unicode scalars only: a surrogate (ED A0 80) or a lead byte F5..FF
+    // decodes past U+10FFFF and would reach the client as U+FFFD each byte.
     out += fmt::format(
-        "{} ::= [^\"\\\\\\x00-\\x1F\\uD800-\\uDFFF] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+        "{} ::= {} | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
         "([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{{3}} | [dD] [0-7] [0-9a-fA-F]{{2}}))\n",
-        kJsonChar);
+        kJsonChar, json_plain_class());
     out += fmt::format("{} ::= \"\\\"\" {}* \"\\\"\"\n", kJsonString, kJsonChar);
     // Bounded digits: a runaway number cannot fill max_tokens, and every value
     // parses to a finite double.
@@ -89,6 +95,20 @@ std::string shared_rules(uint32_t max_indent) {
                        kJsonValue, kWs, kWs, kJsonValue, kWs);
     out += fmt::format("{} ::= {} | json-array | {} | {} | \"true\" | \"false\" | \"null\"\n",
                        kJsonValue, kJsonObject, kJsonString, kJsonNumber);
+    return out;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> scalars_outside(
+    std::vector<std::pair<uint32_t, uint32_t>> ranges) {
+    ranges.emplace_back(0xD800, 0xDFFF);
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<std::pair<uint32_t, uint32_t>> out;
+    uint32_t next = 0;
+    for (const auto& [lo, hi] : ranges) {
+        if (lo > next) out.emplace_back(next, lo - 1);
+        next = std::max(next, hi + 1);
+    }
+    if (next <= 0x10FFFF) out.emplace_back(next, 0x10FFFF);
     return out;
 }
 

@@ -146,7 +146,11 @@ GrammarMatcher::Step GrammarMatcher::advance_byte(const StackSet& in, PartialCha
             out.clear();
             return Step::Ok;
         }
-        out_p = {static_cast<uint32_t>(byte & (0x7Fu >> len)), static_cast<uint8_t>(len - 1)};
+        // llama.cpp's mask, (1 << (8 - len)) - 1: the lead's low bits after
+        // its length prefix. (0x7F >> len kept 3 bits of F8..FF, so F8 9F BF BF
+        // read as U+1FFFF and passed JSON string classes as a valid character.)
+        out_p = {static_cast<uint32_t>(byte & ((1u << (8 - len)) - 1)),
+                 static_cast<uint8_t>(len - 1)};
     } else {
         if ((byte & 0xC0) != 0x80) {
             out.clear();
