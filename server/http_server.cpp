@@ -429,9 +429,10 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
         parser.body_limit(limits_.max_body_bytes);
         error_code ec;
         http::read_header(c->stream, buffer, parser, ec);
-        // What an error answered from here on is shaped for (ErrorFormatter).
+        // What an error answered from here on is shaped for (ErrorFormatter):
+        // the target, once the request line is parsed (a body past the limit
+        // stops the parser inside the header, before is_header_done()).
         const auto target = [&parser]() -> std::string {
-            if (!parser.is_header_done()) return {};
             const auto t = parser.get().target();
             return std::string(t.data(), t.size());
         };

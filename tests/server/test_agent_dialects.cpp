@@ -293,7 +293,7 @@ TEST_CASE("the responses dialect refuses state, tools, schemas and reasoning by 
         const ApiError e = fx.refusal(*d, body);
         CHECK(e.status == 400);
         CHECK(e.param == param);
-        CHECK(e.message.find("'" + std::string(param) + "'") == 0);
+        CHECK(e.message.find(param) != std::string::npos);  // the message names it too
     }
     auto d = responses({"r", "m"});
     CHECK(fx.refusal(*d, R"({"input": "a", "tools": [{"type": "function"}]})").message ==
@@ -439,7 +439,7 @@ TEST_CASE("the messages dialect refuses tool use, thinking and images by name") 
         const ApiError e = fx.refusal(*d, body);
         CHECK(e.status == 400);
         CHECK(e.param == param);
-        CHECK(e.message.find("'" + std::string(param) + "'") == 0);
+        CHECK(e.message.find(param) != std::string::npos);  // the message names it too
     }
     auto d = anthropic_messages({"r", "m"});
     CHECK(fx.refusal(*d, R"({"max_tokens": 2, "messages": [{"role": "assistant", "content": [
