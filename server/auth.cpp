@@ -35,11 +35,16 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
     return diff == 0;
 }
 
-int matching_key(const std::vector<std::string>& keys, std::string_view authorization) {
+int matching_key(const std::vector<std::string>& keys, std::string_view authorization,
+                 std::string_view x_api_key) {
     if (keys.empty()) return 0;
     constexpr std::string_view kBearer = "Bearer ";
-    if (authorization.substr(0, kBearer.size()) != kBearer) return -1;
-    const std::string_view given = authorization.substr(kBearer.size());
+    std::string_view given = x_api_key;
+    if (!authorization.empty()) {
+        if (authorization.substr(0, kBearer.size()) != kBearer) return -1;
+        given = authorization.substr(kBearer.size());
+    }
+    if (given.empty()) return -1;
     int found = -1;
     // Every key is compared, whichever matches.
     for (size_t i = 0; i < keys.size(); ++i)

@@ -1,5 +1,6 @@
-// API keys: `Authorization: Bearer <key>` checked against every configured key
-// in time that does not depend on where a guess first differs.
+// API keys: `Authorization: Bearer <key>` (or Anthropic's `x-api-key: <key>`)
+// checked against every configured key in time that does not depend on where
+// a guess first differs.
 #pragma once
 
 #include <string>
@@ -18,9 +19,12 @@ Expected<std::vector<std::string>> load_api_keys(const std::string& path);
 // Equal contents, in time that depends only on the lengths.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
-// Which of `keys` `authorization` (the header's value) carries: its index,
-// 0 when keys is empty (the one tenant of an open server), -1 for none.
-int matching_key(const std::vector<std::string>& keys, std::string_view authorization);
+// Which of `keys` the request carries: its index, 0 when keys is empty (the
+// one tenant of an open server), -1 for none. The key is `authorization`'s
+// (the header's value, "Bearer <key>") when that header is there, else
+// `x_api_key`'s (Anthropic's header, the key as is).
+int matching_key(const std::vector<std::string>& keys, std::string_view authorization,
+                 std::string_view x_api_key = {});
 
 // True when `authorization` carries one of `keys`, or keys is empty.
 inline bool authorized(const std::vector<std::string>& keys, std::string_view authorization) {

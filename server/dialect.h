@@ -3,8 +3,10 @@
 // answer, streamed or whole. Api::generate runs every generation endpoint as
 // parse -> submit -> stream | collect over one of these, so an API is one
 // subclass and one row of Api's endpoint table (server/openai_dialects.h
-// holds Chat Completions and Completions). An object serves one request and keeps what
-// it needs between events (the text so far, a logprob offset).
+// holds Chat Completions and Completions, server/responses_dialect.h OpenAI's
+// Responses, server/messages_dialect.h Anthropic's Messages). An object
+// serves one request and keeps what it needs between events (the text so
+// far, a logprob offset).
 #pragma once
 
 #include <cstdint>
@@ -122,6 +124,26 @@ class Dialect {
     // A whole answer: each Text event, then the JSON body for the Done one.
     virtual void collect(const Event& text) = 0;
     virtual std::string answer(const Event& done) = 0;
+    // The last chunks of a stream cut short after its 200 went out (a
+    // timeout, the drain). OpenAI's Chat Completions and Completions send one
+    // `data: {"error": ...}` chunk and no [DONE].
+    virtual Chunks stream_error(const ApiError& e);
 };
+
+// What the dialects read alike.
+
+// A seed for a request that names none.
+uint64_t random_seed();
+
+// The output budget read from `key`: `prompt` tokens must leave room in
+// `limit` positions (else a 400 naming `prompt_field`), and the budget
+// (default: all the room left, unless `required`) must fit that room.
+uint32_t checked_max_tokens(Fields& f, const char* key, bool required, size_t prompt,
+                            uint32_t limit, const char* prompt_field);
+
+// Stop strings from `value` (a string or a list of strings; `name` is its
+// field), within the limits' count and length.
+std::vector<std::string> checked_stop_strings(const nlohmann::ordered_json& value,
+                                              const std::string& name, const RequestLimits& limits);
 
 }  // namespace ferrox::server

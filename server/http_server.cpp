@@ -248,8 +248,9 @@ HttpServer::HttpServer(HttpLimits limits, Handler handler, ErrorFormatter format
       format_error_(std::move(format_error)),
       memory_(limits_.request_memory) {}
 
-void HttpServer::send_error(Responder& responder, int status, std::string_view why, Headers extra) {
-    ErrorBody e = format_error_ ? format_error_(status, why)
+void HttpServer::send_error(Responder& responder, int status, std::string_view why, Headers extra,
+                            std::string_view target) {
+    ErrorBody e = format_error_ ? format_error_(status, why, target)
                                 : ErrorBody{"text/plain; charset=utf-8", std::string(why)};
     responder.send(status, e.content_type, std::move(e.body), std::move(extra));
 }
@@ -364,10 +365,10 @@ bool HttpServer::admit(const std::shared_ptr<Connection>& c) {
     return true;
 }
 
-void HttpServer::refuse(Connection& c, std::string why) {
+void HttpServer::refuse(Connection& c, std::string why, std::string_view target) {
     c.keep_alive = false;
     Responder r(c);
-    send_error(r, 503, why, {{"Retry-After", "1"}, {"Connection", "close"}});
+    send_error(r, 503, why, {{"Retry-After", "1"}, {"Connection", "close"}}, target);
     // Unread bytes at close() make the kernel send a reset, which can destroy
     // the answer before the client reads it: take what has arrived, without waiting.
     ::shutdown(c.stream.fd(), SHUT_WR);
@@ -428,6 +429,13 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
         parser.body_limit(limits_.max_body_bytes);
         error_code ec;
         http::read_header(c->stream, buffer, parser, ec);
+        // What an error answered from here on is shaped for (ErrorFormatter):
+        // the target, once the request line is parsed (a body past the limit
+        // stops the parser inside the header, before is_header_done()).
+        const auto target = [&parser]() -> std::string {
+            const auto t = parser.get().target();
+            return std::string(t.data(), t.size());
+        };
         MemoryBudget::Charge charge;
         if (!ec && !parser.is_done()) {
             // Charged before the body is read: a body the budget cannot hold
@@ -447,7 +455,8 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
                        fmt::format("the server is short of request memory: {} bytes of body x {} = "
                                    "{} bytes needed, {} of server.request_memory {} in use",
                                    body, kRequestMemoryFactor, need, memory_.in_use(),
-                                   memory_.total()));
+                                   memory_.total()),
+                       target());
                 break;
             }
         }
@@ -484,7 +493,7 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
             c->keep_alive = false;
             c->version = 11;
             Responder r(*c);
-            send_error(r, status, why, {{"Connection", "close"}});
+            send_error(r, status, why, {{"Connection", "close"}}, target());
             break;
         }
         const HttpRequest& request = parser.get();
@@ -496,12 +505,14 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
             if (stopping_) c->keep_alive = false;
         }
         if (c->probes_only) {
-            const std::string_view target(request.target().data(), request.target().size());
+            const std::string_view path(request.target().data(), request.target().size());
             const auto& probes = limits_.probe_targets;
-            if (std::find(probes.begin(), probes.end(), target) == probes.end()) {
-                refuse(*c, fmt::format("too many open connections (server.max_connections {}); "
-                                       "only the probes are answered",
-                                       limits_.max_connections));
+            if (std::find(probes.begin(), probes.end(), path) == probes.end()) {
+                refuse(*c,
+                       fmt::format("too many open connections (server.max_connections {}); "
+                                   "only the probes are answered",
+                                   limits_.max_connections),
+                       path);
                 break;
             }
         }
@@ -519,7 +530,7 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
         }
         if (!responder.sent()) {
             c->keep_alive = false;
-            send_error(responder, 500, "no response");
+            send_error(responder, 500, "no response", {}, target());
         }
         // glibc keeps freed memory in each thread's arena: without this, a
         // series of large requests on different connections each leave their

@@ -70,11 +70,13 @@ class Connection;
 // The body of an error the transport answers by itself (malformed HTTP, a
 // request too large or too slow, a full connection table, a handler that
 // sent nothing): the API layer shapes it, so this layer knows no API dialect.
+// `target` is the request's target when its header was read, else empty.
 struct ErrorBody {
     std::string content_type;
     std::string body;
 };
-using ErrorFormatter = std::function<ErrorBody(int status, std::string_view message)>;
+using ErrorFormatter =
+    std::function<ErrorBody(int status, std::string_view message, std::string_view target)>;
 
 // What a handler answers with: one whole response, or a stream of chunks
 // (Server-Sent Events) after the headers.
@@ -139,8 +141,9 @@ class HttpServer {
     // Takes the connection into the table, closing the longest-idle one if
     // the table is full; false (and a 503 sent) when it cannot be taken.
     bool admit(const std::shared_ptr<Connection>& connection);
-    void refuse(Connection& connection, std::string why);
-    void send_error(Responder& responder, int status, std::string_view why, Headers extra = {});
+    void refuse(Connection& connection, std::string why, std::string_view target = {});
+    void send_error(Responder& responder, int status, std::string_view why, Headers extra = {},
+                    std::string_view target = {});
     void set_idle(Connection& connection, bool idle);
     void forget(Connection& connection);
 

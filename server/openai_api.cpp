@@ -8,9 +8,12 @@
 
 #include "auth.h"
 #include "chat_tools.h"
+#include "error_shape.h"
 #include "ferrox/escape.h"
 #include "ferrox/log.h"
+#include "messages_dialect.h"
 #include "openai_dialects.h"
+#include "responses_dialect.h"
 
 namespace ferrox::server {
 
@@ -18,15 +21,6 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 namespace {
-
-std::string error_body(const ApiError& e) {
-    ordered_json j;
-    j["error"] = {{"message", e.message},
-                  {"type", e.status >= 500 ? "server_error" : "invalid_request_error"},
-                  {"param", e.param.empty() ? ordered_json(nullptr) : ordered_json(e.param)},
-                  {"code", e.status}};
-    return json_text(j);
-}
 
 // A client-chosen request id is echoed when it is short and printable.
 std::string request_id_from(const HttpRequest& r, uint64_t serial) {
@@ -51,6 +45,8 @@ struct GenerationEndpoint {
 constexpr GenerationEndpoint kGenerationEndpoints[] = {
     {"/v1/chat/completions", chat_completions},
     {"/v1/completions", completions},
+    {"/v1/responses", responses},
+    {"/v1/messages", anthropic_messages},
 };
 
 const GenerationEndpoint* generation_endpoint(std::string_view path) {
@@ -88,6 +84,7 @@ struct Api::Call {
     Headers headers;  // sent with every response of this call
     ordered_json body;
     std::string tenant;  // whose prefix-cache entries this request may share
+    ErrorShape error_shape = ErrorShape::OpenAI;  // the path's API's
     uint32_t prompt_tokens = 0, completion_tokens = 0;
     double ttft = -1;
 
@@ -97,7 +94,7 @@ struct Api::Call {
     void send_error(const ApiError& e, Headers extra = {}) {
         Headers h = headers;
         h.insert(h.end(), extra.begin(), extra.end());
-        responder.send(e.status, "application/json", error_body(e), h);
+        responder.send(e.status, "application/json", error_json(error_shape, e), h);
     }
     // The body as JSON, or a 400 naming where it broke or the limit it crossed.
     void parse_body(const JsonLimits& limits) {
@@ -117,6 +114,13 @@ ErrorBody openai_error_body(int status, std::string_view message) {
     return {"application/json", j.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
+ErrorBody transport_error_body(int status, std::string_view message, std::string_view target) {
+    if (error_shape_of(target.substr(0, target.find('?'))) == ErrorShape::OpenAI)
+        return openai_error_body(status, message);
+    return {"application/json",
+            error_json(ErrorShape::Anthropic, {status, std::string(message), ""})};
+}
+
 Api::Api(ApiOptions options, Metrics& metrics)
     : options_(std::move(options)), metrics_(metrics), started_at_(std::time(nullptr)) {}
 
@@ -124,7 +128,17 @@ void Api::set_model(LoadedModel model) { model_ = std::move(model); }
 
 void Api::handle(const HttpRequest& request, Responder& responder) {
     const auto t0 = Clock::now();
-    Call call{request, responder, request_id_from(request, next_id_++), {}, {}, {}, 0, 0, -1};
+    const std::string_view target(request.target().data(), request.target().size());
+    Call call{request,
+              responder,
+              request_id_from(request, next_id_++),
+              {},
+              {},
+              {},
+              error_shape_of(target.substr(0, target.find('?'))),
+              0,
+              0,
+              -1};
     call.headers.emplace_back("X-Request-Id", call.id);
     if (!options_.guard.cors_origin.empty()) {
         call.headers.emplace_back("Access-Control-Allow-Origin", options_.guard.cors_origin);
@@ -137,7 +151,6 @@ void Api::handle(const HttpRequest& request, Responder& responder) {
     } catch (const std::exception& e) {
         call.send_error({500, fmt::format("internal error: {}", e.what()), ""});
     }
-    const std::string_view target(request.target().data(), request.target().size());
     const bool probe = target == "/health" || target == "/ready" || target == "/metrics";
     if (!probe) metrics_.count_outcome(responder.status());
     if (!probe) {  // probes are polled every few seconds: no line each
@@ -173,18 +186,21 @@ void Api::route(Call& call) {
     if (method == http::verb::options && !options_.guard.cors_origin.empty()) {
         Headers h = call.headers;
         h.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        h.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id");
+        h.emplace_back("Access-Control-Allow-Headers",
+                       "Authorization, X-Api-Key, Anthropic-Version, Content-Type, X-Request-Id");
         h.emplace_back("Access-Control-Max-Age", "600");
         call.responder.send(204, "text/plain", "", h);
         return;
     }
-    const auto auth = call.request.find(http::field::authorization);
-    const std::string_view auth_value =
-        auth == call.request.end() ? std::string_view()
-                                   : std::string_view(auth->value().data(), auth->value().size());
-    const int key = matching_key(options_.api_keys, auth_value);
+    const auto header = [&call](std::string_view name) {
+        const auto it = call.request.find(boost::beast::string_view(name.data(), name.size()));
+        return it == call.request.end() ? std::string_view()
+                                        : std::string_view(it->value().data(), it->value().size());
+    };
+    const int key = matching_key(options_.api_keys, header("Authorization"), header("X-Api-Key"));
     if (key < 0) {
-        ApiError e{401, "missing or wrong API key (Authorization: Bearer <key>)", ""};
+        ApiError e{
+            401, "missing or wrong API key (Authorization: Bearer <key>, or x-api-key: <key>)", ""};
         return call.send_error(e, {{"WWW-Authenticate", "Bearer"}});
     }
     call.tenant = std::to_string(key);
@@ -204,8 +220,8 @@ void Api::route(Call& call) {
         return call.send_json(200, {{"object", "list"}, {"data", data}});
     }
     const GenerationEndpoint* endpoint = generation_endpoint(target);
-    const bool known =
-        endpoint || target == "/tokenize" || target == "/detokenize" || target == "/apply-template";
+    const bool known = endpoint || target == "/tokenize" || target == "/detokenize" ||
+                       target == "/apply-template" || target == "/v1/messages/count_tokens";
     if (!known)
         throw ApiError{404, fmt::format("no endpoint {}", escape_text(target, EscapeFor::Line)),
                        ""};
@@ -218,6 +234,7 @@ void Api::route(Call& call) {
     if (endpoint) return generate(call, *endpoint->make({call.id, options_.model_id}));
     if (target == "/tokenize") return tokenize(call);
     if (target == "/detokenize") return detokenize(call);
+    if (target == "/v1/messages/count_tokens") return count_tokens(call);
     return apply_template(call);
 }
 
@@ -303,7 +320,7 @@ void Api::stream(Call& call, Dialect& dialect, Job& job) {
             continue;
         }
         if (const auto e = cut_short(*event)) {
-            out.write_chunk("data: " + error_body(*e) + "\n\n");
+            for (const std::string& chunk : dialect.stream_error(*e)) out.write_chunk(chunk);
             out.end_stream();
             // The 200 went out with the headers; a stream cut short (by the
             // drain, a timeout) is counted and logged as what cut it.
@@ -368,6 +385,12 @@ void Api::detokenize(Call& call) {
         ids.push_back(static_cast<int32_t>(list[i].get<int64_t>()));
     }
     call.send_json(200, {{"content", model_.tokenizer->decode(ids)}});
+}
+
+void Api::count_tokens(Call& call) {
+    const ParseInput in{*model_.tokenizer, model_.render_chat, model_.max_positions,
+                        options_.limits, call.tenant};
+    call.send_json(200, {{"input_tokens", count_message_tokens(call.body, in)}});
 }
 
 void Api::apply_template(Call& call) {

@@ -1,10 +1,11 @@
-// The endpoints of `ferrox serve` (docs/server.md): the OpenAI Completions
-// and Chat Completions APIs (JSON and Server-Sent Events), /v1/models,
-// /health, /ready, /metrics, /tokenize, /detokenize and /apply-template.
-// Every request field is checked; a field ferrox does not implement is
-// refused with 400 naming it, never ignored. This layer alone speaks HTTP and
-// OpenAI: it maps the scheduler's refusals and finish reasons to statuses,
-// error types and finish_reason strings, and shapes the errors the transport
+// The endpoints of `ferrox serve` (docs/server.md): the OpenAI Completions,
+// Chat Completions and Responses APIs and Anthropic's Messages API (JSON and
+// Server-Sent Events), /v1/models, /health, /ready, /metrics, /tokenize,
+// /detokenize and /apply-template. Every request field is checked; a field
+// ferrox does not implement is refused with 400 naming it, never ignored.
+// This layer alone speaks HTTP: it maps the scheduler's refusals and ends to
+// statuses (the dialects word finish reasons), answers errors in the shape of
+// the path's API (server/error_shape.h), and shapes the errors the transport
 // answers by itself (openai_error_body).
 #pragma once
 
@@ -53,8 +54,11 @@ enum class ServerState { Loading, Ready, Draining, Failed };
 std::optional<ApiError> cut_short(const Event& done);
 
 // An error the transport answers by itself, OpenAI-shaped:
-// {"error": {"message", "type"}} (HttpServer's ErrorFormatter).
+// {"error": {"message", "type"}}.
 ErrorBody openai_error_body(int status, std::string_view message);
+// HttpServer's ErrorFormatter: the shape of `target`'s API (server/error_shape.h),
+// OpenAI's when the target is not known.
+ErrorBody transport_error_body(int status, std::string_view message, std::string_view target);
 
 class Api {
   public:
@@ -77,6 +81,7 @@ class Api {
     void tokenize(Call& call);
     void detokenize(Call& call);
     void apply_template(Call& call);
+    void count_tokens(Call& call);  // Anthropic's /v1/messages/count_tokens
 
     ApiOptions options_;
     Metrics& metrics_;

@@ -6,9 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
-#include <mutex>
 #include <optional>
-#include <random>
 
 #include "chat_answer.h"
 #include "chat_tools.h"
@@ -23,13 +21,6 @@ using nlohmann::ordered_json;
 namespace {
 
 std::string sse(const ordered_json& j) { return "data: " + json_text(j) + "\n\n"; }
-
-uint64_t random_seed() {
-    static std::mt19937_64 seeds{std::random_device{}()};
-    static std::mutex seeds_m;
-    std::lock_guard lock(seeds_m);
-    return seeds();
-}
 
 // OpenAI's words for a whole answer's end.
 const char* finish_reason(FinishReason why) {

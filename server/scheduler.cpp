@@ -243,6 +243,8 @@ void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool ke
     done.prompt_tokens = static_cast<uint32_t>(slot.job->request.prompt.size());
     done.completion_tokens = slot.generated;
     done.cached_tokens = slot.reused;
+    if (why == FinishReason::StopString && slot.output)
+        done.stop_string = slot.output->stop_matched();
     if (output::is_complete(why))
         metrics_.e2e.observe(seconds(Clock::now() - slot.job->request.arrival));
     if (!keep_cells) {

@@ -62,6 +62,7 @@ struct Event {
     std::vector<TokenLogprob> logprobs;        // the tokens behind `text`, when asked for
     FinishReason finish = FinishReason::None;  // Done
     std::string why;                           // Done, when cut short
+    std::string stop_string;                   // Done, StopString: the one that ended it
     uint32_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // Done
 };
 

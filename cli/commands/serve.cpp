@@ -168,7 +168,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     server::HttpServer http(
         limits,
         [&api](const server::HttpRequest& r, server::Responder& out) { api.handle(r, out); },
-        server::openai_error_body);
+        server::transport_error_body);
     if (auto started = http.start(s.host, static_cast<uint16_t>(s.port)); !started) {
         logger().error("serve: {}", started.error().message());
         return kExitFailure;

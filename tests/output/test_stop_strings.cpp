@@ -113,3 +113,36 @@ TEST_CASE("without stop strings (or only empty ones) every byte passes at once")
     CHECK(none.push("<|").emit == "<|");
     CHECK_FALSE(none.stopped());
 }
+
+TEST_CASE("the scanner names the stop string that ended the output, as the whole text has it") {
+    std::mt19937 rng(static_cast<uint32_t>(ferrox::test::test_seed(34)));
+    const std::string alphabet = "abc<>";
+    int stopped = 0;
+    for (int trial = 0; trial < 2000; ++trial) {
+        std::string text;
+        const int len = 1 + static_cast<int>(rng() % 30);
+        for (int i = 0; i < len; ++i) text += alphabet[rng() % alphabet.size()];
+        std::vector<std::string> stops(2 + rng() % 3);
+        for (auto& stop : stops)
+            for (int i = 0, n = 1 + static_cast<int>(rng() % 3); i < n; ++i)
+                stop += alphabet[rng() % alphabet.size()];
+        // Independently: the first byte on which a stop completes, and of those
+        // completing there the longest.
+        std::string want;
+        for (size_t end = 1; end <= text.size() && want.empty(); ++end)
+            for (const auto& s : stops)
+                if (s.size() <= end && text.compare(end - s.size(), s.size(), s) == 0 &&
+                    s.size() > want.size())
+                    want = s;
+        StopScanner scanner(stops);
+        for (size_t at = 0; at < text.size() && !scanner.stopped();) {
+            const size_t take = std::min<size_t>(1 + rng() % 4, text.size() - at);
+            (void)scanner.push(std::string_view(text).substr(at, take));
+            at += take;
+        }
+        INFO("text '" << text << "' want '" << want << "'");
+        CHECK(scanner.matched() == want);
+        stopped += !want.empty();
+    }
+    CHECK(stopped > 500);  // the alphabet is small enough that most texts stop
+}

@@ -1,4 +1,4 @@
-// API keys: the file format, the Bearer header, constant-time equality.
+// API keys: the file format, the Bearer and x-api-key headers, constant-time equality.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -26,6 +26,19 @@ TEST_CASE("authorized wants 'Bearer <one of the keys>' and is open without keys"
     CHECK_FALSE(authorized(keys, "k1"));
     CHECK_FALSE(authorized(keys, ""));
     CHECK(authorized({}, ""));
+}
+
+TEST_CASE("x-api-key carries a key as is when there is no Authorization header") {
+    const std::vector<std::string> keys{"k1", "key-two"};
+    CHECK(matching_key(keys, "", "key-two") == 1);
+    CHECK(matching_key(keys, "", "k1") == 0);
+    CHECK(matching_key(keys, "", "Bearer k1") == -1);  // Anthropic's header has no scheme
+    CHECK(matching_key(keys, "", "k2") == -1);
+    CHECK(matching_key(keys, "", "") == -1);
+    // An Authorization header decides, whatever x-api-key says.
+    CHECK(matching_key(keys, "Bearer k1", "key-two") == 0);
+    CHECK(matching_key(keys, "Bearer wrong", "k1") == -1);
+    CHECK(matching_key({}, "", "") == 0);
 }
 
 TEST_CASE("load_api_keys reads one key a line, skips comments, refuses an empty file") {

@@ -14,13 +14,16 @@ StopScanner::Step StopScanner::push(std::string_view text) {
     held_ += text;
     // Earliest end, then the longer (the header says why).
     size_t first = std::string::npos, first_end = std::string::npos;
+    const std::string* winner = nullptr;
     for (const std::string& stop : stops_) {
         const size_t at = held_.find(stop);
         if (at == std::string::npos) continue;
         const size_t end = at + stop.size();
-        if (end < first_end || (end == first_end && at < first)) first = at, first_end = end;
+        if (end < first_end || (end == first_end && at < first))
+            first = at, first_end = end, winner = &stop;
     }
-    if (first != std::string::npos) {
+    if (winner) {
+        matched_ = *winner;
         Step step{held_.substr(0, first), true};
         held_.clear();
         stopped_ = true;

@@ -82,6 +82,8 @@ class FERROX_API SequenceOutput {
     Step finish(FinishReason why);
 
     FinishReason finished() const { return finished_; }
+    // After FinishReason::StopString: which stop string it was.
+    const std::string& stop_matched() const { return text_.stop_matched(); }
     uint32_t tokens() const { return tokens_; }  // output tokens so far
 
   private:

@@ -35,11 +35,14 @@ class FERROX_API StopScanner {
     std::string flush();
 
     bool stopped() const { return stopped_; }
+    // The stop string that ended the output ("" until one did): Anthropic's
+    // Messages API names it in its answer.
+    const std::string& matched() const { return matched_; }
     bool empty() const { return stops_.empty(); }
 
   private:
     std::vector<std::string> stops_;
-    std::string held_;
+    std::string held_, matched_;
     bool stopped_ = false;
 };
 

@@ -26,6 +26,7 @@ class FERROX_API TextStream {
     Step finish();
 
     bool stopped() const { return stops_.stopped(); }
+    const std::string& stop_matched() const { return stops_.matched(); }  // "" before a stop
 
   private:
     Utf8Streamer utf8_;
