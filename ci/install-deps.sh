@@ -33,6 +33,7 @@ fi
 ((build_only)) && exit 0
 
 # Independent references for the tests: the gguf package's quant formats and writer;
-# the official OpenAI client (server tests, bench/openai_load.py).
+# the official OpenAI client (server tests, bench/openai_load.py); wheel, with which
+# ci/python_wheel.sh packs the Python package without a download.
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
-  "gguf==0.19.0" numpy pytest openai 2>&1 | grep -v "^WARNING" || true
+  "gguf==0.19.0" numpy pytest openai wheel 2>&1 | grep -v "^WARNING" || true
