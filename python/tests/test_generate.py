@@ -49,6 +49,22 @@ def test_sampler_settings_and_stop_strings_equal_ferrox_run(tiny_llama, tiny_lla
     assert cut.finish_reason == "stop" and len(cut.text_bytes) < len(data)
 
 
+def test_the_prompt_is_in_the_penalties_history_as_in_ferrox_run(tiny_llama, tiny_llama_path, rng):
+    # Every token kept (no top-k/p, min-p): a penalty on the prompt's tokens
+    # moves the whole distribution, so each seeded draw depends on whether the
+    # prompt is in the sampler's history; the CLI accepts it before the first draw.
+    prompt = random_text(rng, 200)
+    seed = rng.randrange(1 << 32)
+    settings = dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_last_n=64)
+    ours = tiny_llama.generate(prompt, max_tokens=12, seed=seed, repeat_penalty=1.5, **settings)
+    ref = cli_run_json(tiny_llama_path, "-p", prompt, "-n", "12", "--seed", str(seed), "--temp",
+                       "1", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--repeat-penalty",
+                       "1.5", "--repeat-last-n", "64")
+    assert ours.tokens == ref["tokens"]
+    plain = tiny_llama.generate(prompt, max_tokens=12, seed=seed, repeat_penalty=1.0, **settings)
+    assert plain.tokens != ours.tokens  # the penalty acts
+
+
 def test_gemma_seeded_generate_equals_ferrox_run(gemma, gemma_path):
     prompt = "The three most common elements in the universe are"
     ours = gemma.generate(prompt, max_tokens=24, seed=7)
