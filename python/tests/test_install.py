@@ -111,3 +111,25 @@ def test_every_struct_has_the_headers_members_in_order(struct, cls):
         members.append(re.findall(r"\w+", head)[-1])
         members.extend(r.strip().lstrip("*").strip() for r in rest)
     assert [name for name, _ in cls._fields_] == members
+
+
+def test_a_cuda_plugin_comes_from_the_plugin_path_and_the_cpu_plugin_stays_the_wheels(
+        tiny_llama_path, monkeypatch):
+    # docs/python.md: a host's ferrox-cuda plugin folder given in
+    # $FERROX_PLUGIN_PATH. The build's folder holds a CUDA plugin when the build
+    # has one (CI's does); without a driver it is found and reports no-driver.
+    folder = Path(os.environ.get("FERROX_CLI_PLUGIN_DIR", "/nonexistent"))
+    if not (folder / "libferrox_cuda.so").is_file():
+        pytest.skip(f"no CUDA plugin in {folder} (a build with FERROX_CUDA=OFF)")
+    monkeypatch.setenv("FERROX_PLUGIN_PATH", str(folder))
+    try:
+        model = ferrox.Model(tiny_llama_path, backend=["cuda"], n_ctx=64)
+    except ferrox.BackendError as e:  # no GPU here: the plugin was found, the device was not
+        assert "cuda is not-found" not in e.message and "cuda is" in e.message, e.message
+        return
+    with model:  # a GPU host: the model runs on the plugin from that folder
+        model.generate("a", max_tokens=2)
+        assert {k["backend"] for k in model.kernel_report()["kernels"]} >= {"cuda"}
+        maps = Path("/proc/self/maps").read_text()
+        assert str(folder.resolve() / "libferrox_cuda.so") in maps
+        assert str(folder.resolve() / "libferrox_cpu.so") not in maps
