@@ -172,3 +172,46 @@ def test_the_capacity_plan_and_kernel_report_are_dicts(tiny_llama):
     assert tiny_llama.residency == {"resident": False, "backend": "",
                                     "reason": tiny_llama.residency["reason"]}
     assert tiny_llama.metadata("general.architecture") == tiny_llama.arch == "llama"
+
+
+def test_openai_shaped_messages_render_as_role_content_pairs(tiny_qwen2_path, rng):
+    # A message with more than role and content (here a "name", which the
+    # ChatML template does not print) goes to the engine as OpenAI JSON
+    # (messages_json); plain ones as ferrox_chat_message pairs: one renderer,
+    # the same prompt.
+    words = [random_text(rng, 20), random_text(rng, 20)]
+    with ferrox.Model(tiny_qwen2_path, n_ctx=256) as model:
+        pairs = model.apply_chat_template(
+            [{"role": "system", "content": words[0]}, {"role": "user", "content": words[1]}])
+        parts = model.apply_chat_template(
+            [{"role": "system", "content": words[0], "name": "a"},
+             {"role": "user", "content": words[1], "name": "b"}])
+        assert parts.text == pairs.text and parts.tokens == pairs.tokens
+        assert words[0] in pairs.text and words[1] in pairs.text
+        no_prompt = model.apply_chat_template([{"role": "user", "content": words[1]}],
+                                              add_generation_prompt=False)
+        assert not no_prompt.text.rstrip().endswith("assistant")
+
+
+def test_profile_metadata_and_state_files(tiny_llama, tmp_path, rng):
+    ids = tiny_llama.tokenize(random_text(rng, 30))
+    with tiny_llama.context(n_ctx=64, profile=True) as ctx:
+        ctx.eval(ids)
+        profile = ctx.profile(reset=True)
+        assert profile["nanoseconds"] == sum(op["nanoseconds"] for op in profile["ops"]) > 0
+        assert ctx.profile()["ops"] == []
+        ctx.save_state_file(0, tmp_path / "seq0.state")
+        expected = ctx.logits()
+        ctx.clear()
+        ctx.restore_state_file(0, tmp_path / "seq0.state")
+        assert ctx.pos_range(0) == (0, len(ids) - 1)
+    with tiny_llama.context(n_ctx=64) as plain:
+        with pytest.raises(ferrox.InvalidArgumentError):
+            plain.profile()
+        with pytest.raises(ferrox.FerroxError) as e:
+            plain.restore_state_file(0, tmp_path / "absent.state")
+        assert "absent.state" in e.value.message
+    assert len(expected) == tiny_llama.n_vocab
+    with pytest.raises(ferrox.InvalidArgumentError, match="no.such.key"):
+        tiny_llama.metadata("no.such.key")
+    assert int(tiny_llama.metadata("llama.block_count")) == tiny_llama.n_layer
