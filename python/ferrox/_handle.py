@@ -15,7 +15,7 @@ from .errors import ClosedError
 
 
 class Handle:
-    def __init__(self, pointer: int, free: Callable[[int], None], what: str):
+    def __init__(self, pointer: Optional[int], free: Callable[[int], None], what: str):
         self._pointer: Optional[int] = pointer
         self._free = free
         self._what = what

@@ -12,7 +12,7 @@ from . import _lib
 from ._handle import Handle
 from ._validate import UINT32_MAX, as_bool, as_int, as_path
 from .errors import BusyError, InvalidArgumentError, check
-from .generation import Completion, SequenceRequest, collect, run
+from .generation import Completion, collect, run
 
 if TYPE_CHECKING:
     from .model import Model

@@ -73,7 +73,7 @@ class _DetokStream:
         raw = ctypes.c_void_p()
         check(_lib.lib.ferrox_detok_stream_new(model_pointer, ctypes.byref(raw), self._status),
               self._status, "detok stream")
-        self._raw = raw
+        self._raw: Optional[ctypes.c_void_p] = raw
         for stop in stops:
             buf = ctypes.create_string_buffer(stop, len(stop))
             check(_lib.lib.ferrox_detok_stream_add_stop(raw, buf, len(stop), self._status),

@@ -7,7 +7,7 @@ import os
 import re
 import threading
 import weakref
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from ._handle import Handle
@@ -254,7 +254,7 @@ class Model:
         with self._handle.use() as m:
             check(_lib.lib.ferrox_model_capacity_summary(m, ctypes.byref(out), status), status,
                   "capacity")
-            line = out.value.decode()
+            line = (out.value or b"").decode()
         plan: Dict[str, Any] = {"summary": line}
         match = _CAPACITY.fullmatch(line)
         if match is None:
@@ -294,7 +294,7 @@ class Model:
     def _check_tokens(self, name: str, tokens: Any) -> List[int]:
         return as_tokens(name, tokens, self.n_vocab)
 
-    def tokenize(self, text: Union[str, bytes], add_special: bool = True,
+    def tokenize(self, text: Union[str, bytes, bytearray], add_special: bool = True,
                  special: bool = False) -> List[int]:
         """Token ids of `text`.
 
@@ -382,7 +382,7 @@ class Model:
     def _seeds(self, seed: Union[None, int, Sequence[int]], n: int) -> List[Optional[int]]:
         if seed is None or isinstance(seed, int):
             return [seed] * n
-        seeds = list(seed)
+        seeds: List[Optional[int]] = list(seed)
         if len(seeds) != n:
             raise InvalidArgumentError(f"seed has {len(seeds)} entries for {n} prompts")
         return seeds

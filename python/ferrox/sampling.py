@@ -83,7 +83,8 @@ def default_sampling() -> Dict[str, object]:
     """The engine's defaults (ferrox_sampler_params_default) as a dict."""
     p = _lib.SamplerParams()
     _lib.lib.ferrox_sampler_params_default(ctypes.byref(p))
-    return {name: getattr(p, name) for name, _ in _lib.SamplerParams._fields_
+    names = [field[0] for field in _lib.SamplerParams._fields_]
+    return {name: getattr(p, name) for name in names
             if name not in ("struct_size", "logit_bias", "n_logit_bias")}
 
 
@@ -108,7 +109,7 @@ class Sampler:
         raw = ctypes.c_void_p()
         code = _lib.lib.ferrox_sampler_new(ctypes.byref(p), ctypes.byref(raw), self._status)
         check(code, self._status, "sampler")
-        self._raw = raw
+        self._raw: Optional[ctypes.c_void_p] = raw
         self._token = ctypes.c_int32()
 
     def sample(self, logits: "ctypes._Pointer", n_vocab: int) -> int:

@@ -2,7 +2,6 @@
 load errors, arguments refused before C, and closed handles refusing use."""
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
