@@ -34,6 +34,8 @@ fi
 
 # Independent references for the tests: the gguf package's quant formats and writer;
 # the official OpenAI client (server tests, bench/openai_load.py) and Anthropic's
-# (the /v1/messages tests).
+# (the /v1/messages tests); jsonschema and jinja2, the references of the
+# structured-output and template tests; wheel, with which ci/python_wheel.sh packs
+# the Python package without a download.
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
-  "gguf==0.19.0" numpy pytest openai anthropic 2>&1 | grep -v "^WARNING" || true
+  "gguf==0.19.0" numpy pytest openai anthropic jsonschema jinja2 wheel 2>&1 | grep -v "^WARNING" || true
