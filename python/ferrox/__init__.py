@@ -12,7 +12,7 @@ Python threads run while one decodes. See docs/python.md.
 """
 from ._lib import api_version, library_path
 from ._version import __version__
-from .chat import ChatPrompt
+from .chat import ChatPrompt, ParsedAnswer
 from .context import Context
 from .errors import (
     BackendError,
@@ -43,6 +43,7 @@ __all__ = [
     "InvalidArgumentError",
     "Model",
     "NoRoomError",
+    "ParsedAnswer",
     "TextStream",
     "__version__",
     "api_version",

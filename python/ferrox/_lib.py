@@ -38,7 +38,7 @@ from typing import Optional
 # The API this binding was written against; a library of another major, or of
 # an older minor, is refused when the package is imported.
 API_MAJOR = 0
-API_MINOR = 4
+API_MINOR = 5
 
 # ferrox_code
 OK = 0
@@ -62,6 +62,7 @@ CHAT_MAX_MESSAGES = 65536
 CHAT_MAX_ROLE = 64
 CHAT_MAX_CONTENT = 16 << 20
 CHAT_MAX_JSON = 4 << 20
+CHAT_MAX_ANSWER = 16 << 20
 DETOK_MAX_STOPS = 64
 DETOK_MAX_STOP_BYTES = 1024
 CONTEXT_MAX_SEQUENCES = 64
@@ -129,6 +130,27 @@ class ChatParams(Structure):
         ("chat_template", c_char_p),
         ("template_origin", c_char_p),
         ("template_name", c_char_p),
+        ("kwargs_json", c_void_p),  # API 0.5
+        ("kwargs_json_len", c_size_t),
+    ]
+
+
+class ChatToolCall(Structure):
+    _fields_ = [
+        ("id", c_char_p),
+        ("name", c_char_p),
+        ("arguments", c_void_p),
+        ("arguments_len", c_size_t),
+    ]
+
+
+class ChatParseParams(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("family", c_char_p),
+        ("chat_template", c_char_p),
+        ("starts_in_reasoning", c_int),
+        ("id_seed", c_uint64),
     ]
 
 
@@ -242,6 +264,17 @@ PROTOTYPES = {
     "ferrox_chat_prompt_segments": (POINTER(TextSegment), [c_void_p, _size_p]),
     "ferrox_chat_prompt_tokens": (POINTER(c_int32), [c_void_p, _size_p]),
     "ferrox_chat_prompt_template": (c_char_p, [c_void_p]),
+    "ferrox_chat_parse_params_default": (None, [POINTER(ChatParseParams)]),
+    "ferrox_chat_parse": (
+        _code,
+        [_model_p, POINTER(ChatParseParams), c_void_p, c_size_t, POINTER(c_void_p), _status_p],
+    ),
+    "ferrox_chat_parsed_free": (None, [c_void_p]),
+    "ferrox_chat_parsed_family": (c_char_p, [c_void_p]),
+    "ferrox_chat_parsed_content": (c_void_p, [c_void_p, _size_p]),
+    "ferrox_chat_parsed_reasoning": (c_void_p, [c_void_p, _size_p]),
+    "ferrox_chat_parsed_n_tool_calls": (c_size_t, [c_void_p]),
+    "ferrox_chat_parsed_tool_call": (POINTER(ChatToolCall), [c_void_p, c_size_t]),
     # context
     "ferrox_context_params_default": (None, [POINTER(ContextParams)]),
     "ferrox_context_new": (

@@ -11,7 +11,7 @@ import ctypes
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _lib
 from ._validate import as_c_string, as_text
@@ -49,7 +49,8 @@ class _Arguments:
     """The checked arguments of one render, kept alive for the C call."""
 
     def __init__(self, messages: Any, tools: Any, chat_template: Optional[str],
-                 template_name: Optional[str], add_generation_prompt: bool):
+                 template_name: Optional[str], add_generation_prompt: bool,
+                 template_kwargs: Optional[Mapping[str, Any]] = None):
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise TypeError(f"messages must be a list of dicts, not {type(messages).__name__}")
         if len(messages) > _lib.CHAT_MAX_MESSAGES:
@@ -80,6 +81,12 @@ class _Arguments:
             if not isinstance(tools, (list, tuple)):
                 raise TypeError(f"tools must be a list, not {type(tools).__name__}")
             self.params.tools_json, self.params.tools_json_len = self._json("tools", tools)
+        if template_kwargs is not None:
+            if not isinstance(template_kwargs, Mapping):
+                raise TypeError(
+                    f"template_kwargs must be a dict, not {type(template_kwargs).__name__}")
+            self.params.kwargs_json, self.params.kwargs_json_len = self._json(
+                "template_kwargs", dict(template_kwargs))
         if chat_template is not None:
             self.params.chat_template = self._c_string(
                 "chat_template", chat_template, _lib.CHAT_MAX_JSON)
@@ -127,9 +134,11 @@ class _Arguments:
 
 def render(model_pointer: int, messages: Any, tools: Any = None,
            chat_template: Optional[str] = None, template_name: Optional[str] = None,
-           add_generation_prompt: bool = True) -> ChatPrompt:
+           add_generation_prompt: bool = True,
+           template_kwargs: Optional[Mapping[str, Any]] = None) -> ChatPrompt:
     """ferrox_chat_apply_template over checked arguments (the model's `use()` held)."""
-    args = _Arguments(messages, tools, chat_template, template_name, add_generation_prompt)
+    args = _Arguments(messages, tools, chat_template, template_name, add_generation_prompt,
+                      template_kwargs)
     status = _lib.new_status()
     raw = ctypes.c_void_p()
     code = _lib.lib.ferrox_chat_apply_template(model_pointer, ctypes.byref(args.params),
@@ -152,3 +161,60 @@ def render(model_pointer: int, messages: Any, tools: Any = None,
         _lib.lib.ferrox_chat_prompt_free(raw)
     return ChatPrompt(text.decode("utf-8", errors="replace"), list(tokens),
                       origin.decode("utf-8", errors="replace"), segments)
+
+
+@dataclass
+class ParsedAnswer:
+    """An answer split as its template's family writes it (ferrox_chat_parse)."""
+
+    family: str
+    content: str
+    reasoning: str
+    tool_calls: List[Dict[str, str]]  # {"id", "name", "arguments" (JSON text)}
+
+
+def parse(model_pointer: Optional[int], text: str, family: Optional[str],
+          chat_template: Optional[str], starts_in_reasoning: bool, id_seed: int) -> ParsedAnswer:
+    """ferrox_chat_parse over checked arguments (the model's `use()` held, or no model)."""
+    data = as_text("text", text, _lib.CHAT_MAX_ANSWER)
+    if family is not None and chat_template is not None:
+        raise InvalidArgumentError("give family or chat_template, not both")
+    if not isinstance(starts_in_reasoning, bool):
+        raise TypeError("starts_in_reasoning must be a bool")
+    if not isinstance(id_seed, int) or isinstance(id_seed, bool) or not 0 <= id_seed < 2**64:
+        raise InvalidArgumentError("id_seed must be an int in 0..2**64-1")
+    params = _lib.ChatParseParams()
+    _lib.lib.ferrox_chat_parse_params_default(ctypes.byref(params))
+    keep = []
+    if family is not None:
+        params.family = as_c_string("family", family, 64, allow_empty=False)
+        keep.append(params.family)
+    if chat_template is not None:
+        params.chat_template = as_c_string("chat_template", chat_template, _lib.CHAT_MAX_JSON,
+                                           allow_empty=False)
+        keep.append(params.chat_template)
+    params.starts_in_reasoning = int(starts_in_reasoning)
+    params.id_seed = id_seed
+    buf = ctypes.create_string_buffer(data, len(data)) if data else None
+    status = _lib.new_status()
+    raw = ctypes.c_void_p()
+    code = _lib.lib.ferrox_chat_parse(model_pointer, ctypes.byref(params), buf, len(data),
+                                      ctypes.byref(raw), status)
+    check(code, status, "chat parse")
+    try:
+        n = ctypes.c_size_t()
+        content = ctypes.string_at(_lib.lib.ferrox_chat_parsed_content(raw, ctypes.byref(n)),
+                                   n.value)
+        reasoning = ctypes.string_at(_lib.lib.ferrox_chat_parsed_reasoning(raw, ctypes.byref(n)),
+                                     n.value)
+        calls = []
+        for i in range(_lib.lib.ferrox_chat_parsed_n_tool_calls(raw)):
+            c = _lib.lib.ferrox_chat_parsed_tool_call(raw, i).contents
+            calls.append({"id": c.id.decode(), "name": c.name.decode("utf-8", errors="replace"),
+                          "arguments": ctypes.string_at(c.arguments, c.arguments_len).decode(
+                              "utf-8", errors="replace")})
+        family_name = (_lib.lib.ferrox_chat_parsed_family(raw) or b"").decode()
+    finally:
+        _lib.lib.ferrox_chat_parsed_free(raw)
+    return ParsedAnswer(family_name, content.decode("utf-8", errors="replace"),
+                        reasoning.decode("utf-8", errors="replace"), calls)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from . import _lib
 from ._handle import Handle
 from ._validate import UINT32_MAX, as_bool, as_c_string, as_int, as_path, as_str_list, as_text, as_tokens
-from .chat import ChatPrompt, render
+from .chat import ChatPrompt, ParsedAnswer, parse, render
 from .context import Context
 from .errors import InvalidArgumentError, check
 from .generation import Completion, SequenceRequest, TextStream, collect, run
@@ -365,17 +365,28 @@ class Model:
     def apply_chat_template(self, messages: Messages, *, tools: Optional[List[Any]] = None,
                             chat_template: Optional[str] = None,
                             template_name: Optional[str] = None,
-                            add_generation_prompt: bool = True) -> ChatPrompt:
+                            add_generation_prompt: bool = True,
+                            template_kwargs: Optional[Dict[str, Any]] = None) -> ChatPrompt:
         """Renders a conversation as the server and `ferrox run --chat` do.
 
         messages: OpenAI-shaped dicts ({"role": "user", "content": "..."};
         also "name", "tool_calls", "tool_call_id", content parts). tools: the
         OpenAI tools array. chat_template: a Jinja source instead of the
         model's; template_name: a built-in ("chatml", "llama3", "gemma").
+        template_kwargs: extra template variables ({"enable_thinking": False}).
         """
         with self._handle.use() as m:
             return render(m, messages, tools, chat_template, template_name,
-                          add_generation_prompt)
+                          add_generation_prompt, template_kwargs)
+
+    def parse_answer(self, text: str, *, family: Optional[str] = None,
+                     chat_template: Optional[str] = None, starts_in_reasoning: bool = False,
+                     id_seed: int = 0) -> ParsedAnswer:
+        """Splits a finished answer into content, reasoning and tool calls as the
+        family of this model's template writes them (or `family` by name, or the
+        family of `chat_template`); see docs/structured-output.md."""
+        with self._handle.use() as m:
+            return parse(m, text, family, chat_template, starts_in_reasoning, id_seed)
 
     # ---- generation -------------------------------------------------------------
 
@@ -492,6 +503,7 @@ class Model:
              tools: Optional[List[Any]] = None, chat_template: Optional[str] = None,
              template_name: Optional[str] = None, stream: bool = False,
              seed: Optional[int] = None, stop: Union[None, str, Sequence[str]] = None,
+             template_kwargs: Optional[Dict[str, Any]] = None,
              **sampling: Any) -> Union[Completion, TextStream]:
         """Generates the assistant's reply to `messages` (apply_chat_template, then generate).
 
@@ -501,7 +513,8 @@ class Model:
         if not isinstance(stream, bool):
             raise TypeError("stream must be a bool")
         prompt = self.apply_chat_template(messages, tools=tools, chat_template=chat_template,
-                                          template_name=template_name)
+                                          template_name=template_name,
+                                          template_kwargs=template_kwargs)
         request = self._request(prompt.tokens, max_tokens, sampling, seed, stop, False,
                                 clamp=True)
         return self._start(request, stream)

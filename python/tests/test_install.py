@@ -68,6 +68,7 @@ def test_bounds_and_codes_are_the_headers():
     assert define("FERROX_CHAT_MAX_ROLE") == _lib.CHAT_MAX_ROLE
     assert define("FERROX_CHAT_MAX_CONTENT") == _lib.CHAT_MAX_CONTENT
     assert define("FERROX_CHAT_MAX_JSON") == _lib.CHAT_MAX_JSON
+    assert define("FERROX_CHAT_MAX_ANSWER") == _lib.CHAT_MAX_ANSWER
     codes = dict(re.findall(r"FERROX_CODE_([A-Z_]+) = (\d+)", text))
     assert {k: int(v) for k, v in codes.items()} == {
         name: getattr(_lib, name) for name in codes
