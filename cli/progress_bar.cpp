@@ -25,10 +25,12 @@ void ProgressBar::update(const std::string& file, uint64_t done, uint64_t total)
         file_ = file;
         started_ = now;
         first_done_ = done;  // a resumed part's bytes are not this run's speed
-    } else if (now - last_draw_ < kRedraw && done != total) {
-        return;
+        last_done_ = UINT64_MAX;
+    } else if ((now - last_draw_ < kRedraw && done != total) || done == last_done_) {
+        return;  // curl reports progress far more often than a line is worth redrawing
     }
     last_draw_ = now;
+    last_done_ = done;
     const double seconds = std::chrono::duration<double>(now - started_).count();
     const double speed = seconds > 0 ? mib(done - first_done_) / seconds : 0.0;
     const double fraction = total ? static_cast<double>(done) / static_cast<double>(total) : 0.0;

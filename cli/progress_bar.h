@@ -22,6 +22,7 @@ class ProgressBar {
     std::string file_;
     std::chrono::steady_clock::time_point started_, last_draw_;
     uint64_t first_done_ = 0;
+    uint64_t last_done_ = UINT64_MAX;  // the bytes the line shows
 };
 
 }  // namespace ferrox::cli

@@ -294,3 +294,43 @@ def test_run_uses_a_stored_reference_offline_and_models_rm_removes_it(hub, store
     assert json.loads(ferrox(hub, store, "models", "--json").stdout)["models"] == []
     r = ferrox(hub, store, "models", "rm", "acme/llama-GGUF:F32")
     assert r.returncode == 2 and "not in the model store" in r.stderr
+
+
+def test_serve_does_not_download_at_start_unless_asked(hub, store):
+    r = ferrox(hub, store, "serve", "-m", "acme/tiny-GGUF:Q8_0", "--port", "0", timeout=60)
+    assert r.returncode == 2 and "not in the model store" in r.stderr and "--pull" in r.stderr, r.stderr
+    assert hub.requests() == 0
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_only(hub, store):
+    import pty
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "HF_TOKEN"}
+    env.update({"XDG_CONFIG_HOME": "/nonexistent", "FERROX_MODELS": str(store),
+                "HF_ENDPOINT": hub.endpoint})
+
+    def stderr_on_a_tty(*args: str) -> bytes:
+        main, sub = pty.openpty()
+        try:
+            p = subprocess.run([FERROX, *args], stdout=subprocess.PIPE, stderr=sub, env=env, timeout=120)
+            assert p.returncode == 0
+        finally:
+            os.close(sub)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the writer side is closed and drained
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(main)
+        return out
+
+    drawn = stderr_on_a_tty("pull", "hf://acme/tiny-GGUF/model-Q8_0.gguf")
+    assert b"\r" in drawn and b"model-Q8_0.gguf" in drawn
+    assert drawn.count(b"100%") == 1  # the finished line once, not at every callback of curl
+    quiet = stderr_on_a_tty("pull", "--quiet", "hf://acme/tiny-GGUF/model-Q4_K_M.gguf")
+    assert b"%" not in quiet
+    piped = ferrox(hub, store, "pull", "hf://acme/tiny-GGUF/mmproj-Q8_0.gguf")
+    assert piped.returncode == 0 and "\r" not in piped.stderr and "%" not in piped.stderr
