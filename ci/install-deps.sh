@@ -10,6 +10,7 @@ build_only=0
 debs=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost-dev libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
+  libcurl4-openssl-dev libssl-dev       # ferrox pull: downloads (libcurl) and SHA-256 (libcrypto)
 )
 ((build_only)) || debs+=(
   clang-14 libclang-rt-14-dev          # libFuzzer targets

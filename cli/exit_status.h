@@ -9,6 +9,12 @@
 //      flags name -- a --config, model, prompt or template file that is absent,
 //      unreadable or malformed, a prompt that does not fit the context
 //   130 generation stopped by Ctrl-C (signals.h)
+// Model references and downloads (pull, models, run/chat/serve -m REF) keep the
+// same split: what the user names that is not there -- a repo or file the hub
+// answers 404 for, a reference not in the store -- or a token the hub refuses
+// (401/403), or a model store folder failing the trust rule, is usage (2); the
+// network failing, a checksum mismatch, a hostile or unreadable file from the
+// hub, or the disk failing is a failure (1).
 // CLI11's own parse errors are usage errors too (main.cpp).
 #pragma once
 
@@ -18,6 +24,7 @@
 
 #include "ferrox/engine.h"
 #include "ferrox/ferrox.h"
+#include "ferrox/hub/pull.h"
 #include "ferrox/log.h"
 
 namespace ferrox::cli {
@@ -31,6 +38,8 @@ inline constexpr int kExitBadInput = 2;  // usage: bad flags, or bad files they 
 int exit_status(OpenFailure why);
 // The same for ferrox_model_load's code (run and logits stand on ferrox.h).
 int exit_status_of_load(ferrox_code code);
+// A pull's, or a reference's lookup in the model store.
+int exit_status(hub::PullFailure why);
 
 // Logs "FLAG: why" and returns the usage status: a refusal found after
 // parsing names its flag as CLI11's own refusals do.

@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
         "Exit status: 0 success; 1 the work failed (a required backend, the weights' load, a "
         "decode, or writing the output); 2 a usage error, naming the flag (a bad, missing or "
         "conflicting flag, or a --config, model, prompt or template file that is absent or "
-        "malformed); 130 generation stopped by Ctrl-C.\nConfig lookup: "
+        "malformed, a model reference the hub or the store lacks, a token the hub refuses); 130 "
+        "generation stopped by Ctrl-C. A download that breaks off or fails its SHA-256 is "
+        "1.\nConfig lookup: "
         "--config, $FERROX_CONFIG, $XDG_CONFIG_HOME/ferrox/ferrox.yaml, "
         "/etc/ferrox/ferrox.yaml, built-in default.\nPlugin search: --plugin-dir, "
         "$FERROX_PLUGIN_PATH, plugins.paths, the install folder, <exe>/../lib/ferrox/plugins.");
@@ -50,7 +52,8 @@ int main(int argc, char** argv) {
         add_batched_bench_command(app, common), add_run_command(app, common),
         add_inspect_command(app, common),       add_logits_command(app, common),
         add_chat_command(app, common),          add_serve_command(app, common),
-        add_architectures_command(app, common),
+        add_architectures_command(app, common), add_pull_command(app, common),
+        add_models_command(app, common),
     };
 
     // llama-cli spells the system prompt -sys; CLI11 takes single-dash names of one letter only.

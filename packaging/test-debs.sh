@@ -54,7 +54,7 @@ expect_eq "ferrox conffiles" "$(dpkg-deb --info "$(deb ferrox)" conffiles)" "/et
 expect_eq "ferrox Version" "$(field ferrox Version)" "$debver"
 expect_eq "ferrox Suggests" "$(field ferrox Suggests)" "ferrox-cuda"
 depends=$(field ferrox Depends)
-for lib in libc6 libstdc++6 libyaml-cpp0.7 libspdlog1.10-fmt9 libfmt9; do
+for lib in libc6 libstdc++6 libyaml-cpp0.7 libspdlog1.10-fmt9 libfmt9 libcurl4 libssl3; do
     tr ',' '\n' <<<"$depends" | sed 's/^ *//; s/ .*//' | grep -qxF "$lib" && pass "ferrox Depends has $lib" ||
         fail "ferrox Depends lacks $lib: $depends"
 done

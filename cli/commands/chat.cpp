@@ -25,6 +25,7 @@
 #include "ferrox/output/sequence_output.h"
 #include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "model_reference.h"
 #include "model_session.h"
 #include "output.h"
 #include "sampler_flags.h"
@@ -38,6 +39,7 @@ struct ChatCommandOptions {
     ModelChoices model;
     SamplerParams sampling;
     GrammarFlags grammar;
+    ModelSourceFlags source;
     std::shared_ptr<const grammar::Grammar> parsed_grammar;  // from `grammar`, when given
     ChatOptions chat;
 };
@@ -241,6 +243,9 @@ class Conversation {
 };
 
 int run(const CommonOptions& common, ChatCommandOptions o) {
+    if (const int status = resolve_model_argument(o.model_path, o.source, "--model");
+        status != kExitOk)
+        return status;
     if (o.model.special)
         return usage_error("--special",
                            "a chat message is never read for control tokens (the "
@@ -307,7 +312,11 @@ Command add_chat_command(CLI::App& app, CommonOptions& common) {
         "chat",
         "Talk with a GGUF model, turn by turn (one message per line when stdin is not a terminal)");
     auto o = std::make_shared<ChatCommandOptions>();
-    cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
+    cmd->add_option("-m,--model", o->model_path,
+                    "GGUF model file, or a stored model reference (hf://OWNER/REPO/FILE.gguf, "
+                    "OWNER/REPO:QUANT; --pull fetches it)")
+        ->required();
+    add_model_source_flags(*cmd, o->source);
     cmd->add_option("--sys,--system-prompt", o->system_prompt,
                     "System prompt (also -sys, as llama-cli spells it)");
     add_n_predict_flag(*cmd, o->n_predict, NPredict::PerAnswer);

@@ -23,5 +23,7 @@ Command add_logits_command(CLI::App& app, CommonOptions& common);
 Command add_chat_command(CLI::App& app, CommonOptions& common);
 Command add_serve_command(CLI::App& app, CommonOptions& common);
 Command add_architectures_command(CLI::App& app, CommonOptions& common);
+Command add_pull_command(CLI::App& app, CommonOptions& common);
+Command add_models_command(CLI::App& app, CommonOptions& common);
 
 }  // namespace ferrox::cli

@@ -20,6 +20,7 @@
 #include "ferrox/grammar/matcher.h"
 #include "ferrox/log.h"
 #include "input.h"
+#include "model_reference.h"
 #include "model_session.h"
 #include "output.h"
 #include "profile_report.h"
@@ -46,6 +47,7 @@ struct RunOptions {
     GrammarFlags grammar;
     bool chat = false, json = false, profile = false;
     ChatOptions chat_options;
+    ModelSourceFlags source;
 };
 
 // Text written by a call that fills a caller buffer (ferrox_model_meta's
@@ -137,6 +139,9 @@ Expected<OpProfile> take_profile(ferrox_context* ctx) {
 }
 
 int run(const CommonOptions& common, RunOptions o) {
+    if (const int status = resolve_model_argument(o.model_path, o.source, "--model");
+        status != kExitOk)
+        return status;
     if (o.prompt.empty() && o.prompt_file.empty()) {
         logger().error("run: give the prompt with -p/--prompt or -f/--file");
         return kExitBadInput;
@@ -429,7 +434,11 @@ int run(const CommonOptions& common, RunOptions o) {
 Command add_run_command(CLI::App& app, CommonOptions& common) {
     auto* cmd = app.add_subcommand("run", "Generate text from a prompt with a GGUF model");
     auto o = std::make_shared<RunOptions>();
-    cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
+    cmd->add_option("-m,--model", o->model_path,
+                    "GGUF model file, or a stored model reference (hf://OWNER/REPO/FILE.gguf, "
+                    "OWNER/REPO:QUANT; --pull fetches it)")
+        ->required();
+    add_model_source_flags(*cmd, o->source);
     auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
     auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from this file");
     prompt->excludes(file);

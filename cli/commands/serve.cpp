@@ -24,6 +24,7 @@
 #include "ferrox/server_settings.h"
 #include "http_server.h"
 #include "metrics.h"
+#include "model_reference.h"
 #include "model_session.h"
 #include "openai_api.h"
 #include "scheduler.h"
@@ -43,6 +44,7 @@ struct ServeOptions {
     std::map<std::string_view, CLI::Option*> given;
     unsigned threads = 0;
     ChatOptions chat;
+    ModelSourceFlags source;
 };
 
 // The configuration's server section with every given flag on top.
@@ -132,6 +134,12 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         logger().error("serve: no model: give -m FILE or set server.model in the configuration");
         return kExitBadInput;
     }
+    // A model reference is the stored file, found before the port opens; the
+    // network only with --pull.
+    std::string model_path = s.model;
+    if (const int status = resolve_model_argument(model_path, o.source, "--model");
+        status != kExitOk)
+        return status;
     auto keys = server::load_api_keys(s.api_key_file);
     if (!keys) {
         logger().error("serve: {}", keys.error().message());
@@ -160,7 +168,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     SignalWatch signals;
     server::Metrics metrics;
     api_options.model_id =
-        s.alias.empty() ? std::filesystem::path(s.model).filename().string() : s.alias;
+        s.alias.empty() ? std::filesystem::path(model_path).filename().string() : s.alias;
     api_options.api_keys = std::move(*keys);
     api_options.request_timeout = std::chrono::seconds(s.request_timeout);
     server::Api api(api_options, metrics);
@@ -174,7 +182,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         return kExitFailure;
     }
     logger().info("serve: listening on http://{}:{} ({} API keys); loading {}", s.host, http.port(),
-                  api_options.api_keys.size(), s.model);
+                  api_options.api_keys.size(), model_path);
 
     ModelChoices choices;
     choices.threads = o.threads;
@@ -183,7 +191,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     choices.sequences = s.parallel;
     choices.batch = kServeBatch;
     OpenFailure why = OpenFailure::None;
-    auto engine = open_engine(common, s.model, choices, &why);
+    auto engine = open_engine(common, model_path, choices, &why);
     if (!engine) {
         api.set_state(server::ServerState::Failed);
         logger().error("serve: {}", engine.error().message());
@@ -277,6 +285,7 @@ Command add_serve_command(CLI::App& app, CommonOptions& common) {
     }
     add_threads_flag(*cmd, o->threads);
     add_chat_template_option(*cmd, o->chat.chat_template);
+    add_model_source_flags(*cmd, o->source);
     return {cmd, [o, &common]() { return run(common, *o); }};
 }
 

@@ -30,7 +30,9 @@ ServerSetting bytes(std::string_view key, std::string_view flags, uint64_t S::*m
 
 // The order is the order of --help and of docs/config.md.
 const std::array kSettings{
-    text("model", "-m,--model", &S::model, "The GGUF file to serve."),
+    text("model", "-m,--model", &S::model,
+         "The GGUF file to serve, or a stored model reference (hf://OWNER/REPO/FILE.gguf, "
+         "OWNER/REPO:QUANT; --pull fetches it)."),
     text("host", "--host", &S::host,
          "Address to bind; a non-loopback one needs API keys or insecure_open."),
     count("port", "--port", &S::port, "TCP port; 0 picks a free one (the bound one is logged).", 0,

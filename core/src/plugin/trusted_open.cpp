@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ferrox/escape.h"
+#include "ferrox/trusted_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -67,7 +68,7 @@ std::optional<TrustFailure> check_folder(const fs::path& path, const struct stat
     if (!trusted_owner(st))
         return insecure(fmt::format(
             "refused: folder {} is owned by uid {}, not root or the running user (uid {}); its "
-            "owner could replace the plugin",
+            "owner could replace what it holds",
             path.string(), st.st_uid, ::geteuid()));
     const std::string writers = other_writers(st);
     if (writers.empty()) return std::nullopt;
@@ -77,46 +78,72 @@ std::optional<TrustFailure> check_folder(const fs::path& path, const struct stat
     if ((st.st_mode & S_ISVTX) && !holds_file) return std::nullopt;
     return insecure(
         fmt::format("refused: folder {} is {} (mode {}); another user could replace "
-                    "the plugin",
+                    "what it holds",
                     path.string(), writers, mode_text(st)));
 }
 
 }  // namespace
 
-std::variant<TrustedFile, TrustFailure> open_trusted(const fs::path& file) {
-    // The system calls below stop at a NUL: "/trusted\0/../x" would name "/trusted".
-    if (file.native().find('\0') != std::string::npos)
-        return TrustFailure{
-            false, fmt::format("refused: the path {} holds a NUL byte, so the file opened would "
-                               "not be the one named",
-                               escape_text(file.native()))};
-    std::error_code ec;
-    const fs::path real = fs::canonical(file, ec);
-    if (ec)
-        return TrustFailure{false,
-                            fmt::format("cannot resolve {}: {}", file.string(), ec.message())};
+namespace {
 
+// Every folder from / down to `real` (canonical), each opened relative to the one
+// above it with O_NOFOLLOW and checked; `holds_file`: `real` holds the file we
+// trust, so it may not be sticky and writable by others.
+std::variant<UniqueFd, TrustFailure> walk_trusted_folders(const fs::path& real, bool holds_file) {
     UniqueFd dir(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!dir) return unusable("/", "open");
     fs::path walked = "/";
     std::vector<fs::path> parts(std::next(real.begin()), real.end());  // skip the root
-    if (parts.empty()) return TrustFailure{false, fmt::format("{} is not a file", real.string())};
     for (size_t i = 0;; ++i) {
         struct stat st {};
         if (::fstat(dir.get(), &st) != 0) return unusable(walked, "stat");
-        const bool last_folder = i + 1 == parts.size();
-        if (auto bad = check_folder(walked, st, last_folder)) return *bad;
-        if (last_folder) break;
+        const bool last_folder = i == parts.size();
+        if (auto bad = check_folder(walked, st, last_folder && holds_file)) return *bad;
+        if (last_folder) return dir;
         walked /= parts[i];
         UniqueFd next(
             ::openat(dir.get(), parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!next) return unusable(walked, "open folder");
         dir = std::move(next);
     }
+}
+
+TrustFailure nul_refusal(const fs::path& path) {
+    return TrustFailure{false,
+                        fmt::format("refused: the path {} holds a NUL byte, so the file opened "
+                                    "would not be the one named",
+                                    escape_text(path.native()))};
+}
+
+}  // namespace
+
+std::variant<UniqueFd, TrustFailure> open_trusted_folder(const fs::path& folder) {
+    if (folder.native().find('\0') != std::string::npos) return nul_refusal(folder);
+    std::error_code ec;
+    const fs::path real = fs::canonical(folder, ec);
+    if (ec)
+        return TrustFailure{false,
+                            fmt::format("cannot resolve {}: {}", folder.string(), ec.message())};
+    return walk_trusted_folders(real, true);
+}
+
+std::variant<TrustedFile, TrustFailure> open_trusted(const fs::path& file) {
+    // The system calls below stop at a NUL: "/trusted\0/../x" would name "/trusted".
+    if (file.native().find('\0') != std::string::npos) return nul_refusal(file);
+    std::error_code ec;
+    const fs::path real = fs::canonical(file, ec);
+    if (ec)
+        return TrustFailure{false,
+                            fmt::format("cannot resolve {}: {}", file.string(), ec.message())};
+    if (real == real.root_path())
+        return TrustFailure{false, fmt::format("{} is not a file", real.string())};
+    auto walked = walk_trusted_folders(real.parent_path(), true);
+    if (auto* bad = std::get_if<TrustFailure>(&walked)) return std::move(*bad);
+    const UniqueFd dir = std::move(std::get<UniqueFd>(walked));
+    const fs::path leaf = real.filename();
 
     // O_NONBLOCK: a FIFO planted under the plugin's name must not hang the open.
-    UniqueFd fd(
-        ::openat(dir.get(), parts.back().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+    UniqueFd fd(::openat(dir.get(), leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
     if (!fd) return unusable(real, "open");
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return unusable(real, "stat");
@@ -135,3 +162,14 @@ std::variant<TrustedFile, TrustFailure> open_trusted(const fs::path& file) {
 }
 
 }  // namespace ferrox::plugin
+
+namespace ferrox {
+
+Expected<int> open_trusted_folder_fd(const fs::path& folder) {
+    auto opened = plugin::open_trusted_folder(folder);
+    if (auto* bad = std::get_if<plugin::TrustFailure>(&opened))
+        return Error(std::move(bad->reason));
+    return std::get<plugin::UniqueFd>(opened).release();
+}
+
+}  // namespace ferrox

@@ -23,6 +23,7 @@ class UniqueFd {
     UniqueFd& operator=(const UniqueFd&) = delete;
     ~UniqueFd();
     int get() const { return fd_; }
+    int release() { return std::exchange(fd_, -1); }
     explicit operator bool() const { return fd_ >= 0; }
 
   private:
@@ -46,6 +47,11 @@ struct TrustedFile {
 // the plugin's own folder. Each folder is opened relative to the one above it
 // (O_NOFOLLOW), so a rename during the walk cannot redirect it.
 std::variant<TrustedFile, TrustFailure> open_trusted(const std::filesystem::path& file);
+
+// The folder (O_PATH) when it and every folder above it pass the rule above,
+// the folder itself counting as the file's own (never sticky and writable by
+// others): the model store's root is held to the plugin's rule.
+std::variant<UniqueFd, TrustFailure> open_trusted_folder(const std::filesystem::path& folder);
 
 // A path to the open file itself (/proc/self/fd/N, spelled uniquely per call)
 // for dlopen(): what it loads is the file that was checked.
