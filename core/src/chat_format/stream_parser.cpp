@@ -37,15 +37,15 @@ struct Closer {
     bool consumed;  // false: the marker also starts what follows (harmony's <|start|>)
 };
 
-constexpr Marker kToolCallTag[] = {{"<tool_call>", Action::TaggedCall}};
-constexpr Marker kLlama3[] = {{"<|python_tag|>", Action::PythonTag}};
-constexpr Marker kMistral[] = {{"[TOOL_CALLS]", Action::MistralCall}};
-constexpr Marker kDeepSeek[] = {{"<｜tool▁calls▁begin｜>", Action::TaggedCall}};
-constexpr Marker kGranite[] = {{"<|tool_call|>", Action::JsonCall},
-                               {"<response>", Action::Drop},
-                               {"</response>", Action::Drop}};
-constexpr Marker kFunctools[] = {{"functools", Action::JsonCall}};
-constexpr Marker kHarmony[] = {
+constexpr Marker kToolCallTagMarkers[] = {{"<tool_call>", Action::TaggedCall}};
+constexpr Marker kLlama3Markers[] = {{"<|python_tag|>", Action::PythonTag}};
+constexpr Marker kMistralMarkers[] = {{"[TOOL_CALLS]", Action::MistralCall}};
+constexpr Marker kDeepSeekMarkers[] = {{"<｜tool▁calls▁begin｜>", Action::TaggedCall}};
+constexpr Marker kGraniteMarkers[] = {{"<|tool_call|>", Action::JsonCall},
+                                      {"<response>", Action::Drop},
+                                      {"</response>", Action::Drop}};
+constexpr Marker kFunctoolsMarkers[] = {{"functools", Action::JsonCall}};
+constexpr Marker kHarmonyMarkers[] = {
     {"<|channel|>", Action::HarmonyHeader},
     {"<|start|>", Action::HarmonyHeader},
     {"<|end|>", Action::Drop},
@@ -70,19 +70,19 @@ std::span<const Marker> content_markers(ChatFamily family) {
         case ChatFamily::Qwen3Coder:
         case ChatFamily::Glm:
         case ChatFamily::SmolLM3:
-            return kToolCallTag;
+            return kToolCallTagMarkers;
         case ChatFamily::Llama3:
-            return kLlama3;
+            return kLlama3Markers;
         case ChatFamily::Mistral:
-            return kMistral;
+            return kMistralMarkers;
         case ChatFamily::DeepSeek:
-            return kDeepSeek;
+            return kDeepSeekMarkers;
         case ChatFamily::Granite:
-            return kGranite;
+            return kGraniteMarkers;
         case ChatFamily::Functools:
-            return kFunctools;
+            return kFunctoolsMarkers;
         case ChatFamily::Harmony:
-            return kHarmony;
+            return kHarmonyMarkers;
         case ChatFamily::Generic:
         case ChatFamily::ThinkOnly:
             break;
