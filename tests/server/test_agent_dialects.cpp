@@ -13,6 +13,7 @@
 
 #include "error_shape.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "letter_tokenizer.h"
 #include "messages_dialect.h"
 #include "openai_api.h"
 #include "random_data.h"
@@ -25,25 +26,7 @@ using nlohmann::ordered_json;
 namespace {
 
 // <unk> <s> </s>, then "a".."z".
-std::unique_ptr<Tokenizer> letters() {
-    VocabSpec spec;
-    spec.model = "llama";
-    spec.tokens = {"<unk>", "<s>", "</s>"};
-    spec.types = {TokenType::unknown, TokenType::control, TokenType::control};
-    for (char c = 'a'; c <= 'z'; ++c) {
-        spec.tokens.emplace_back(1, c);
-        spec.types.push_back(TokenType::normal);
-    }
-    spec.scores.assign(spec.tokens.size(), 0.0f);
-    spec.unk = 0;
-    spec.bos = 1;
-    spec.eos = 2;
-    spec.add_space_prefix = false;
-    spec.add_bos = false;
-    auto made = Tokenizer::from_spec(std::move(spec));
-    if (!made) FAIL(made.error().message());
-    return std::move(*made);
-}
+std::unique_ptr<Tokenizer> letters() { return test::letter_tokenizer(false); }
 
 // A template stand-in: the contents joined, and the messages it was given kept.
 struct Fixture {
