@@ -107,6 +107,12 @@ class LoadResult:
         sources = {r.token_source for r in self.results if r.ok}
         return sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
 
+    def decode_rate(self, q: float) -> float | None:
+        """Per request: tokens after the first over the time after the first (prefill excluded)."""
+        rates = [(r.tokens - 1) / (r.total_s - r.ttft_s) for r in self.results
+                 if r.ok and r.ttft_s is not None and r.tokens > 1 and r.total_s > r.ttft_s]
+        return percentile(rates, q)
+
     def ttft(self, q: float) -> float | None:
         return percentile([r.ttft_s for r in self.results if r.ok and r.ttft_s is not None], q)
 
@@ -117,6 +123,7 @@ class LoadResult:
             "requests": len(self.results), "failed": len(self.failures), "wall_s": self.wall_s,
             "generated_tokens": self.tokens, "token_source": self.token_source,
             "tokens_per_s": self.tokens_per_s, "ttft_p50_s": self.ttft(50), "ttft_p99_s": self.ttft(99),
+            "decode_tokens_per_s_p50": self.decode_rate(50),
             "errors": [f"client {r.client} request {r.index}: {r.error}" for r in self.failures],
         }
 
@@ -134,7 +141,7 @@ def first_model(base_url: str, api_key: str = "none", timeout: float = 30.0) -> 
 
 
 def one_request(client: openai.OpenAI, model: str, prompt: str, max_tokens: int, temperature: float,
-                seed: int, who: tuple[int, int]) -> RequestResult:
+                seed: int, who: tuple[int, int], extra: dict | None = None) -> RequestResult:
     r = RequestResult(client=who[0], index=who[1], ok=False)
     chunks = 0
     usage_tokens = None
@@ -142,12 +149,15 @@ def one_request(client: openai.OpenAI, model: str, prompt: str, max_tokens: int,
     try:
         stream = client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-            temperature=temperature, seed=seed, stream=True, stream_options={"include_usage": True})
+            temperature=temperature, seed=seed, stream=True, stream_options={"include_usage": True},
+            **(extra or {}))
         for chunk in stream:
             if chunk.usage is not None:
                 usage_tokens = chunk.usage.completion_tokens
             for choice in chunk.choices:
-                if choice.delta is not None and choice.delta.content:
+                # The first generated text of any kind: content, a tool call, reasoning.
+                if choice.delta is not None and (choice.delta.content or choice.delta.tool_calls
+                                                 or getattr(choice.delta, "reasoning_content", None)):
                     if r.ttft_s is None:
                         r.ttft_s = time.perf_counter() - start
                     chunks += 1
@@ -170,8 +180,10 @@ def one_request(client: openai.OpenAI, model: str, prompt: str, max_tokens: int,
 
 def run_load(base_url: str, clients: int = 4, requests: int = 2, max_tokens: int = 64, model: str | None = None,
              api_key: str = "none", temperature: float = 0.0, timeout: float = 300.0,
-             prompts: list[str] | None = None) -> LoadResult:
-    """Runs the load once and returns every request's result (failures included, never raised)."""
+             prompts: list[str] | None = None, extra: dict | None = None) -> LoadResult:
+    """Runs the load once and returns every request's result (failures included, never raised).
+
+    `extra`: more request fields for every request (response_format, tools, tool_choice)."""
     if clients < 1 or requests < 1 or max_tokens < 1:
         raise ValueError("clients, requests and max_tokens must be at least 1")
     prompts = prompts or PROMPTS
@@ -185,7 +197,7 @@ def run_load(base_url: str, clients: int = 4, requests: int = 2, max_tokens: int
         for i in range(requests):
             n = c * requests + i
             results[c].append(one_request(http[c], model, prompts[n % len(prompts)], max_tokens, temperature,
-                                          seed=1000 + n, who=(c, i)))
+                                          seed=1000 + n, who=(c, i), extra=extra))
 
     threads = [threading.Thread(target=client_loop, args=(c,), daemon=True) for c in range(clients)]
     for t in threads:

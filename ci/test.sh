@@ -32,7 +32,7 @@ stamp "tiny models ready"
 ctest --preset ci -j "$jobs"
 stamp "ci tests done"
 
-bash ci/fuzz.sh "${FERROX_FUZZ_SECONDS:-60}"
+bash ci/fuzz.sh "${FERROX_FUZZ_SECONDS:-30}"
 stamp "fuzzing done"
 
 # Debian packages: build, contents, control fields, lintian; then install, upgrade,
