@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -239,6 +240,21 @@ std::string origin_of(const std::string& url) {
     return fmt::format("{}://{}:{}", scheme, host, port);
 }
 
+bool token_may_travel_to(const std::string& origin) {
+    if (origin.starts_with("https://")) return true;
+    if (!origin.starts_with("http://")) return false;
+    ensure_curl_global();
+    CurlUrl u;
+    if (curl_url_set(u.h, CURLUPART_URL, origin.c_str(), 0) != CURLUE_OK) return false;
+    const std::string host = lowercase(u.part(CURLUPART_HOST));
+    if (host == "localhost" || host == "[::1]") return true;
+    // 127.0.0.0/8 written as a dotted quad (curl has normalised other spellings).
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    char tail = 0;
+    return std::sscanf(host.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 &&
+           b < 256 && c < 256 && d < 256;
+}
+
 Expected<Fetched> http_get(const HubSettings& hub, const GetRequest& request, HttpFailure* why) {
     ensure_curl_global();
     *why = HttpFailure::None;
@@ -246,6 +262,13 @@ Expected<Fetched> http_get(const HubSettings& hub, const GetRequest& request, Ht
     if (hub_origin.empty()) {
         *why = HttpFailure::Refused;
         return make_error("HF_ENDPOINT \"{}\" is not a URL", escape_text(hub.endpoint));
+    }
+    if (!hub.token.empty() && !token_may_travel_to(hub_origin)) {
+        *why = HttpFailure::Refused;
+        return make_error(
+            "refused to send HF_TOKEN to {} over plain http (anyone on the way could read it): "
+            "use an https HF_ENDPOINT, or unset HF_TOKEN",
+            escape_text(hub_origin));
     }
     Fetched fetched;
     std::string url = request.url;

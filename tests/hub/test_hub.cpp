@@ -140,3 +140,16 @@ TEST_CASE("origins compare scheme, host and port: another port is another host")
     CHECK(origin_of("http://127.0.0.1:8080/x") != origin_of("http://127.0.0.1:8081/x"));
     CHECK(origin_of("not a url").empty());
 }
+
+TEST_CASE("a token travels over https, or over http only to this host") {
+    CHECK(token_may_travel_to(origin_of("https://huggingface.co/x")));
+    CHECK(token_may_travel_to(origin_of("http://127.0.0.1:8080/x")));
+    CHECK(token_may_travel_to(origin_of("http://127.4.5.6:80/x")));
+    CHECK(token_may_travel_to(origin_of("http://localhost:9/x")));
+    CHECK(token_may_travel_to(origin_of("http://[::1]:9/x")));
+    CHECK_FALSE(token_may_travel_to(origin_of("http://mirror.example.com/x")));
+    CHECK_FALSE(token_may_travel_to(origin_of("http://10.0.0.7:8080/x")));
+    CHECK_FALSE(token_may_travel_to(origin_of("http://127.0.0.1.example.com/x")));
+    CHECK_FALSE(token_may_travel_to(origin_of("http://128.0.0.1/x")));
+    CHECK_FALSE(token_may_travel_to(""));
+}

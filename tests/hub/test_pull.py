@@ -196,6 +196,14 @@ def test_the_token_goes_to_the_hub_and_not_to_the_redirect_target(hub, store):
     assert "X-Amz-Signature" not in r.stderr  # the CDN's signed query is not logged either
 
 
+def test_a_token_is_not_sent_in_clear_text_off_this_host(hub, store):
+    # Refused before any connection: nothing listens at that name, and nothing needs to.
+    r = ferrox(hub, store, "pull", "acme/gated-GGUF:Q8_0", token=TOKEN,
+               extra_env={"HF_ENDPOINT": "http://hub.example.invalid:8080"})
+    assert r.returncode != 0 and "refused to send HF_TOKEN" in r.stderr and "https" in r.stderr, r.stderr
+    assert TOKEN not in r.stderr and not hub.hub_requests
+
+
 @pytest.mark.parametrize("hostile", ["../x-Q8_0.gguf", "/tmp/abs-Q8_0.gguf", "a/../../x-Q8_0.gguf",
                                      "esc\x1b[31m-Q8_0.gguf", "sub/.hidden-Q8_0.gguf"])
 def test_hostile_file_names_from_the_hub_are_refused(hub, store, tmp_path, hostile):

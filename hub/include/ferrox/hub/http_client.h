@@ -70,4 +70,10 @@ std::string status_text(long status);
 // scheme://host:port of a URL (default port filled in); empty when unparsable.
 std::string origin_of(const std::string& url);
 
+// Whether a token may be sent to this origin (origin_of's form): over https,
+// or over http only to this host (localhost, 127.0.0.0/8, ::1), where no
+// network carries it. http_get refuses a request that would send HF_TOKEN
+// in clear text anywhere else.
+bool token_may_travel_to(const std::string& origin);
+
 }  // namespace ferrox::hub
