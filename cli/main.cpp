@@ -46,6 +46,13 @@ int main(int argc, char** argv) {
                                ferrox::config_setting_value(ferrox::Config{}, level)))
         ->check(
             CLI::IsMember(std::vector<std::string>(level.choices.begin(), level.choices.end())));
+    const ferrox::ConfigSetting& format = *ferrox::find_config_setting("log", "format");
+    app.add_option("--log-format", common.log_format,
+                   fmt::format("{} (overrides log.format; default {})",
+                               ferrox::config_setting_choices_text(format),
+                               ferrox::config_setting_value(ferrox::Config{}, format)))
+        ->check(
+            CLI::IsMember(std::vector<std::string>(format.choices.begin(), format.choices.end())));
 
     const Command commands[] = {
         add_backends_command(app, common),      add_bench_command(app, common),

@@ -12,6 +12,9 @@ Expected<Config> load_session_config(const CommonOptions& options) {
     const bool flag = !options.log_level.empty();
     if (auto set = set_log_level(flag ? options.log_level : config->log_level); !set)
         return flag ? make_error("--log-level: {}", set.error().message()) : set.error();
+    const bool format_flag = !options.log_format.empty();
+    if (auto set = set_log_format(format_flag ? options.log_format : config->log_format); !set)
+        return format_flag ? make_error("--log-format: {}", set.error().message()) : set.error();
     logger().debug("configuration from {}", config->source);
     return config;
 }

@@ -18,7 +18,8 @@ namespace ferrox::cli {
 struct CommonOptions {
     std::optional<std::filesystem::path> config_path;
     std::vector<std::filesystem::path> plugin_dirs;
-    std::string log_level;  // empty: the config's
+    std::string log_level;   // empty: the config's
+    std::string log_format;  // empty: the config's
 };
 
 struct Session {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <random>
 
@@ -85,8 +86,26 @@ struct Api::Call {
     ordered_json body;
     std::string tenant;  // whose prefix-cache entries this request may share
     ErrorShape error_shape = ErrorShape::OpenAI;  // the path's API's
-    uint32_t prompt_tokens = 0, completion_tokens = 0;
+    uint32_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
     double ttft = -1;
+    // From the job's Done, for the request's log record; -1: not reached.
+    const char* finish = nullptr;
+    double queue_s = -1, prefill_s = -1, decode_s = -1;
+
+    void note_done(const Event& done, const Job& job) {
+        prompt_tokens = done.prompt_tokens;
+        completion_tokens = done.completion_tokens;
+        cached_tokens = done.cached_tokens;
+        finish = to_string(done.finish);
+        const auto secs = [](Clock::duration d) {
+            return std::chrono::duration<double>(d).count();
+        };
+        const Clock::time_point arrival = job.request.arrival;
+        const Clock::time_point end = job.finished_at.value_or(Clock::now());
+        queue_s = secs(job.admitted_at.value_or(end) - arrival);
+        if (job.admitted_at) prefill_s = secs(job.first_token_at.value_or(end) - *job.admitted_at);
+        if (job.first_token_at) decode_s = secs(end - *job.first_token_at);
+    }
 
     void send_json(int status, const ordered_json& j) {
         responder.send(status, "application/json", json_text(j), headers);
@@ -135,10 +154,7 @@ void Api::handle(const HttpRequest& request, Responder& responder) {
               {},
               {},
               {},
-              error_shape_of(target.substr(0, target.find('?'))),
-              0,
-              0,
-              -1};
+              error_shape_of(target.substr(0, target.find('?')))};
     call.headers.emplace_back("X-Request-Id", call.id);
     if (!options_.guard.cors_origin.empty()) {
         call.headers.emplace_back("Access-Control-Allow-Origin", options_.guard.cors_origin);
@@ -153,14 +169,46 @@ void Api::handle(const HttpRequest& request, Responder& responder) {
     }
     const bool probe = target == "/health" || target == "/ready" || target == "/metrics";
     if (!probe) metrics_.count_outcome(responder.status());
-    if (!probe) {  // probes are polled every few seconds: no line each
-        const double total = std::chrono::duration<double>(Clock::now() - t0).count();
-        logger().info("request {} {} {} -> {}: prompt {} generated {} ttft {} total {:.3f}s",
-                      call.id, std::string(request.method_string()),
-                      escape_text(target, EscapeFor::Line), responder.status(), call.prompt_tokens,
-                      call.completion_tokens,
-                      call.ttft < 0 ? std::string("-") : fmt::format("{:.3f}s", call.ttft), total);
+    if (!probe) log_request(call, target, Clock::now() - t0);  // probes: no line each
+}
+
+// One record a request (never its prompt or text): a line in the text log
+// format, an object of these fields in the json one (docs/server.md, "Logs").
+void Api::log_request(const Call& call, std::string_view target, Clock::duration elapsed) const {
+    const double total = std::chrono::duration<double>(elapsed).count();
+    const std::string method(call.request.method_string());
+    const int status = call.responder.status();
+    if (!log_format_json()) {
+        log_record("request",
+                   fmt::format(
+                       "request {} {} {} -> {}: prompt {} generated {} ttft {} total {:.3f}s",
+                       call.id, method, escape_text(target, EscapeFor::Line), status,
+                       call.prompt_tokens, call.completion_tokens,
+                       call.ttft < 0 ? std::string("-") : fmt::format("{:.3f}s", call.ttft), total),
+                   {});
+        return;
     }
+    const auto ms = [](double s) -> ordered_json {
+        return s < 0 ? ordered_json(nullptr) : ordered_json(std::round(s * 1e6) / 1e3);
+    };
+    const ordered_json record = {
+        {"id", escape_text(call.id, EscapeFor::Json)},
+        {"method", method},
+        {"path", escape_text(target, EscapeFor::Json)},
+        {"status", status},
+        {"model", escape_text(options_.model_id, EscapeFor::Json)},
+        {"prompt_tokens", call.prompt_tokens},
+        {"cached_tokens", call.cached_tokens},
+        {"generated_tokens", call.completion_tokens},
+        {"finish_reason", call.finish ? ordered_json(call.finish) : ordered_json(nullptr)},
+        {"queue_ms", ms(call.queue_s)},
+        {"prefill_ms", ms(call.prefill_s)},
+        {"decode_ms", ms(call.decode_s)},
+        {"ttft_ms", ms(call.ttft)},
+        {"total_ms", ms(total)},
+    };
+    const std::string object = record.dump();
+    log_record("request", {}, std::string_view(object).substr(1, object.size() - 2));
 }
 
 void Api::route(Call& call) {
@@ -319,6 +367,7 @@ void Api::stream(Call& call, Dialect& dialect, Job& job) {
             }
             continue;
         }
+        call.note_done(*event, job);
         if (const auto e = cut_short(*event)) {
             for (const std::string& chunk : dialect.stream_error(*e)) out.write_chunk(chunk);
             out.end_stream();
@@ -327,8 +376,6 @@ void Api::stream(Call& call, Dialect& dialect, Job& job) {
             out.set_outcome(e->status);
             return;
         }
-        call.prompt_tokens = event->prompt_tokens;
-        call.completion_tokens = event->completion_tokens;
         for (const std::string& chunk : dialect.stream_end(*event)) out.write_chunk(chunk);
         out.end_stream();
         return;
@@ -344,9 +391,8 @@ void Api::collect(Call& call, Dialect& dialect, Job& job) {
             dialect.collect(*event);
             continue;
         }
+        call.note_done(*event, job);
         if (const auto e = cut_short(*event)) return call.send_error(*e);
-        call.prompt_tokens = event->prompt_tokens;
-        call.completion_tokens = event->completion_tokens;
         return call.responder.send(200, "application/json", dialect.answer(*event), call.headers);
     }
     call.responder.send(499, "application/json", "", call.headers);

@@ -82,6 +82,7 @@ class Api {
     void detokenize(Call& call);
     void apply_template(Call& call);
     void count_tokens(Call& call);  // Anthropic's /v1/messages/count_tokens
+    void log_request(const Call& call, std::string_view target, Clock::duration elapsed) const;
 
     ApiOptions options_;
     Metrics& metrics_;

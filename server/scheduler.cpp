@@ -18,6 +18,7 @@ std::optional<Event> Job::next(std::chrono::milliseconds timeout) {
 void Job::push(Event e) {
     {
         std::lock_guard lock(m_);
+        if (e.kind == Event::Kind::Done) finished_at = Clock::now();
         events_.push_back(std::move(e));
     }
     cv_.notify_one();
@@ -219,6 +220,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         s.scope = job->request.cache_scope;
         s.job = job;
         s.admitted = ++admit_clock_;
+        job->admitted_at = Clock::now();
         s.generating = false;
         s.next_token = -1;
         s.generated = 0;

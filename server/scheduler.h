@@ -78,7 +78,11 @@ class Job {
     bool cancelled() const { return cancelled_; }
 
     void push(Event e);
-    std::optional<Clock::time_point> first_token_at;
+    // When the job got a slot, produced its first token, and ended (its Done
+    // pushed). Written by the scheduler; read by the API once Done is seen,
+    // which the event queue's lock orders after the writes (first_token_at
+    // is also read earlier, for the TTFT of a stream).
+    std::optional<Clock::time_point> admitted_at, first_token_at, finished_at;
 
   private:
     std::mutex m_;

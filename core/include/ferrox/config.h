@@ -116,6 +116,7 @@ struct FERROX_API Config {
     PluginPolicy plugins;                 // plugins.allow_without_note, plugins.create_timeout
     bool registry_strict = false;         // registry.strict
     std::string log_level = "info";       // log.level: trace|debug|info|warn|error|off
+    std::string log_format = "text";      // log.format: text|json
     ServerConfig server;                  // server.*
 
     // The entry for `name`, or nullptr when backends.order does not list it.

@@ -13,6 +13,7 @@ using K = SettingKind;
 
 constexpr std::array<std::string_view, 6> kLogLevels{"trace", "debug", "info",
                                                      "warn",  "error", "off"};
+constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
 constexpr std::array<std::string_view, 2> kShippedBackends{"cpu", "cuda"};
 
 // The order is the order of docs/config.md and of the top-level keys.
@@ -77,6 +78,15 @@ const std::array kSettings{
                   .help = "The least severe message written to stderr.",
                   .choices = kLogLevels,
                   .flags = "--log-level"},
+    ConfigSetting{.section = "log",
+                  .key = "format",
+                  .kind = K::Choice,
+                  .member = +[](Config& c) -> std::string& { return c.log_format; },
+                  .help = "`text`: lines for a person. `json`: one JSON object a line, for a log "
+                          "shipper; `ferrox serve` then writes each request as an object of its "
+                          "own fields (docs/server.md, \"Logs\").",
+                  .choices = kLogFormats,
+                  .flags = "--log-format"},
 };
 
 std::string yaml_list(const auto& items) {
