@@ -1,0 +1,58 @@
+"""Which replica has the most headroom, from ferrox's own gauges.
+
+A replica reports what its `ferrox serve` says on /metrics
+(`ferrox:num_requests_waiting`, `ferrox:num_requests_running`,
+`ferrox:kv_cache_usage_perc`) and whether its /ready is 200. The router adds the
+requests it sent since (the gauges are sampled once a period, so a burst would
+otherwise all go to the replica that looked idle) and ranks by
+
+    load = max(waiting + running, in flight from this router) / parallel
+           + kv_cache_usage_perc
+
+lowest first: a replica with free sequences and an empty cache comes first, a
+queue counts as much as a full cache. Replicas not ready (a dead child, a
+drain, no stats yet after a failure) come last, so they get work only when no
+other replica can take it. Pure functions: the tests call them without Ray.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+GAUGES = {
+    "ferrox:num_requests_waiting": "waiting",
+    "ferrox:num_requests_running": "running",
+    "ferrox:kv_cache_usage_perc": "kv",
+}
+
+
+def parse_gauges(text: str) -> dict[str, float]:
+    """The three gauges from a Prometheus text page; KeyError naming a missing one."""
+    found: dict[str, float] = {}
+    for line in text.splitlines()[:100000]:  # a bounded page: ferrox's is ~100 lines
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        if name in GAUGES:
+            found[GAUGES[name]] = float(value)
+    missing = [name for name, key in GAUGES.items() if key not in found]
+    if missing:
+        raise KeyError(f"/metrics lacks {missing}")
+    return found
+
+
+def load_score(stats: Optional[Mapping], in_flight: int) -> tuple[int, float]:
+    """(tier, load): tier 0 for a ready replica, 1 for one that is not; load as above."""
+    if not stats:
+        return 0, float(in_flight)  # a new replica before its first report: only what we sent
+    if not stats.get("ready", False):
+        return 1, float(in_flight)
+    parallel = max(1, int(stats.get("parallel", 1)))
+    queued = stats.get("waiting", 0.0) + stats.get("running", 0.0)
+    return 0, max(queued, in_flight) / parallel + stats.get("kv", 0.0)
+
+
+def rank(candidates: list, stats_of, in_flight_of) -> list[list]:
+    """The candidates, one per rank, most headroom first (ties keep the given order)."""
+    scored = sorted(enumerate(candidates),
+                    key=lambda ic: (load_score(stats_of(ic[1]), in_flight_of(ic[1])), ic[0]))
+    return [[c] for _, c in scored]
