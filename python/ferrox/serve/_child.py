@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,14 +28,18 @@ def _free_loopback_port() -> int:
         return s.getsockname()[1]
 
 
+try:  # resolved here, not in the forked child: a lookup there could take a lock
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
+
+
 def _die_with_parent() -> None:
-    # The child gets SIGTERM (its drain) if the replica's process dies without
-    # stopping it. Linux ties this to the thread that forked, so it is only set
-    # when that is the main thread (see start()).
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+    # The child gets SIGTERM (its drain) if the thread that started it dies
+    # without stopping it: Serve runs a replica's constructor on its user-code
+    # thread, which lives as long as the replica.
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class ChildServer:
@@ -56,9 +59,8 @@ class ChildServer:
 
     def start(self) -> None:
         self.port = _free_loopback_port()
-        main = threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(self.settings.serve_argv(self.port), stdin=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent if main else None)
+                                     preexec_fn=_die_with_parent)
         self._wait_ready(self.settings.startup_timeout_s)
 
     def _wait_ready(self, timeout: float) -> None:

@@ -126,9 +126,6 @@ class FerroxReplica:
         log.info("ferrox replica %s: ferrox serve pid %d on 127.0.0.1:%d", self._id,
                  self._child.proc.pid, self._child.port)
 
-    def child_pid(self) -> int:
-        return self._child.proc.pid
-
     async def check_health(self) -> None:
         if not self._child.alive():
             raise RuntimeError(f"ferrox serve exited with status {self._child.proc.returncode}")
@@ -184,7 +181,7 @@ class FerroxReplica:
     def __del__(self) -> None:
         # Serve calls this once the replica has no requests left (scale-down,
         # replacement, shutdown): ferrox drains whatever is still in it.
-        child = getattr(self, "_child", None)
+        child, self._child = getattr(self, "_child", None), None  # once: Serve, then the GC
         if child is not None:
             code = child.stop(self._settings.drain_timeout + 10)
             log.info("ferrox replica %s: ferrox serve exited with %s", self._id, code)
