@@ -16,6 +16,7 @@ other replica can take it. Pure functions: the tests call them without Ray.
 """
 from __future__ import annotations
 
+import random
 from typing import Mapping, Optional
 
 GAUGES = {
@@ -42,8 +43,8 @@ def parse_gauges(text: str) -> dict[str, float]:
 
 def load_score(stats: Optional[Mapping], in_flight: int) -> tuple[int, float]:
     """(tier, load): tier 0 for a ready replica, 1 for one that is not; load as above."""
-    if not stats:
-        return 0, float(in_flight)  # a new replica before its first report: only what we sent
+    if not stats:  # a new replica before its first report: only what this router sent
+        return 0, float(in_flight)
     if not stats.get("ready", False):
         return 1, float(in_flight)
     parallel = max(1, int(stats.get("parallel", 1)))
@@ -52,7 +53,8 @@ def load_score(stats: Optional[Mapping], in_flight: int) -> tuple[int, float]:
 
 
 def rank(candidates: list, stats_of, in_flight_of) -> list[list]:
-    """The candidates, one per rank, most headroom first (ties keep the given order)."""
-    scored = sorted(enumerate(candidates),
-                    key=lambda ic: (load_score(stats_of(ic[1]), in_flight_of(ic[1])), ic[0]))
-    return [[c] for _, c in scored]
+    """The candidates, one per rank, most headroom first; ties in random order, so
+    idle replicas share a trickle of short requests instead of one taking all."""
+    scored = sorted(candidates, key=lambda c: (load_score(stats_of(c), in_flight_of(c)),
+                                               random.random()))
+    return [[c] for c in scored]
