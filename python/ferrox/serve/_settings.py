@@ -72,7 +72,8 @@ class FerroxSettings:
         return settings
 
     def as_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        """The settings as from_mapping takes them back (unset ones left out)."""
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
         out["extra_args"] = list(self.extra_args)
         return out
 
