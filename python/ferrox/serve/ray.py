@@ -183,8 +183,8 @@ class FerroxReplica:
         # replacement, shutdown): ferrox drains whatever is still in it.
         child, self._child = getattr(self, "_child", None), None  # once: Serve, then the GC
         if child is not None:
-            code = child.stop(self._settings.drain_timeout + 10)
-            log.info("ferrox replica %s: ferrox serve exited with %s", self._id, code)
+            code = child.stop(child.settings.drain_timeout + 10)
+            log.info("ferrox replica %s: ferrox serve exited with %s", getattr(self, "_id", "?"), code)
 
 
 def _error_body(path: str, status: int, message: str) -> bytes:
