@@ -205,8 +205,10 @@ def test_router_ranks_by_ferrox_gauges():
     }
     in_flight = {"busy": 0, "idle": 0, "full_cache": 0, "dead": 0, "new": 3}
     order = [r[0] for r in _headroom.rank(list(stats), stats.get, in_flight.get)]
-    # idle 1/4 + 0.1; full_cache 1/4 + 0.97; busy 7/4 + 0.5; new 3 sent, no report yet.
-    assert order == ["idle", "full_cache", "busy", "new", "dead"]
+    # idle 1/4 + 0.1; full_cache 1/4 + 0.97; busy 7/4 + 0.5; new 3 sent, no report
+    # yet; dead left out while others are ready, and the last resort when none is.
+    assert order == ["idle", "full_cache", "busy", "new"]
+    assert _headroom.rank(["dead"], stats.get, in_flight.get) == [["dead"]]
     # Requests this router sent since the last sample count when they exceed the gauges.
     in_flight["idle"] = 8
     assert [r[0] for r in _headroom.rank(["idle", "full_cache"], stats.get, in_flight.get)] == \

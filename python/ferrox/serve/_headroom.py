@@ -11,8 +11,7 @@ otherwise all go to the replica that looked idle) and ranks by
 
 lowest first: a replica with free sequences and an empty cache comes first, a
 queue counts as much as a full cache. Replicas not ready (a dead child, a
-drain, no stats yet after a failure) come last, so they get work only when no
-other replica can take it. Pure functions: the tests call them without Ray.
+drain, a request just failed there) are left out while any replica is ready. Pure functions: the tests call them without Ray.
 """
 from __future__ import annotations
 
@@ -54,7 +53,12 @@ def load_score(stats: Optional[Mapping], in_flight: int) -> tuple[int, float]:
 
 def rank(candidates: list, stats_of, in_flight_of) -> list[list]:
     """The candidates, one per rank, most headroom first; ties in random order, so
-    idle replicas share a trickle of short requests instead of one taking all."""
-    scored = sorted(candidates, key=lambda c: (load_score(stats_of(c), in_flight_of(c)),
-                                               random.random()))
-    return [[c] for c in scored]
+    idle replicas share a trickle of short requests instead of one taking all.
+    Replicas not ready are left out while any is ready: a full ready replica is
+    worth waiting for (Serve's router backs off and asks again), a dead one only
+    fails the request at once."""
+    scored = sorted(((load_score(stats_of(c), in_flight_of(c)), random.random(), i)
+                     for i, c in enumerate(candidates)))
+    if scored and scored[0][0][0] == 0:
+        scored = [s for s in scored if s[0][0] == 0]
+    return [[candidates[i]] for _, _, i in scored]
