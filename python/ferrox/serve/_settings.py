@@ -46,7 +46,7 @@ class FerroxSettings:
     extra_args: tuple[str, ...] = ()
     # The proxy's own.
     startup_timeout_s: float = 300.0
-    attempts: int = 3
+    attempts: int = 6
     proxy_max_body_bytes: int = 4 << 20
 
     @classmethod

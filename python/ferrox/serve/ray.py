@@ -263,12 +263,13 @@ class FerroxIngress:
                 why = f"{type(cause).__name__}: {cause}"
                 log.warning("ferrox ingress: %s %s attempt %d failed before the first byte: %s",
                             method, path, attempt + 1, why)
-                await asyncio.sleep(0.2 * (attempt + 1))
+                await asyncio.sleep(_backoff(attempt))
                 continue
             if head["status"] == 503 and attempt + 1 < self._settings.attempts:
                 stream.cancel()
                 _failed_until[head["replica"]] = time.monotonic() + _AVOID_S
                 why = "503 from every replica tried"
+                await asyncio.sleep(_backoff(attempt))
                 continue
             return head, stream, ""
         return None, None, why
@@ -286,6 +287,14 @@ class FerroxIngress:
             # An error event the client sees, and no [DONE]: never a silent truncation.
             yield _stream_error_event(path, "the replica serving this stream failed mid-answer "
                                       f"({type(cause).__name__}); the answer is incomplete")
+
+
+def _backoff(attempt: int) -> float:
+    """0.25 s, doubling, at most 2 s: the default 6 attempts span ~6 s, past the
+    3 failed health checks (3 x health_check_period_s) after which Serve drops a
+    dead replica; until then a routing pass begun before the failure may still
+    offer it."""
+    return min(2.0, 0.25 * 2**attempt)
 
 
 def _cause(e: BaseException) -> BaseException:
