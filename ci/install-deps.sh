@@ -40,3 +40,9 @@ fi
 # the Python package without a download.
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
   "gguf==0.19.0" numpy pytest openai anthropic jsonschema jinja2 wheel 2>&1 | grep -v "^WARNING" || true
+# Ray Serve, the distributed serving engine python/ferrox/serve/ray.py plugs into
+# (tests/python/test_ray_scale_out.py fails without it). Pinned: its request-router
+# API is alpha. The wheels stay in pip's cache under ~/.cache/pip.
+python3 -c 'import sys, ray.serve; sys.exit(ray.__version__ != "2.60.0")' 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    --cache-dir "$HOME/.cache/pip" "ray[serve]==2.60.0" 2>&1 | grep -v "^WARNING" || true
