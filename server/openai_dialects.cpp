@@ -301,10 +301,11 @@ class ChatCompletions final : public OpenAIDialect {
         ChatParseOptions options;
         options.starts_in_reasoning = reasoning_open_in_prompt(family.family, rendered->text);
         options.id_seed = std::hash<std::string>{}(id());
+        if (tools.reads_calls()) options.text_parameters = text_parameters(family.family, tools);
         answer_.emplace(answer_family(family.family, tools.reads_calls()), options);
         if (tools.choice.mode == ToolChoice::Mode::Required ||
             tools.choice.mode == ToolChoice::Mode::Named)
-            forced_call_ = tool_call_grammar(family.family, tools, options.starts_in_reasoning);
+            forced_call_ = tool_call_grammar(family, tools, options.starts_in_reasoning);
         tokenizer_ = &in.tokenizer;
         return std::move(rendered->tokens);
     }

@@ -1,17 +1,20 @@
 // The grammar that makes an answer tool calls: tool_choice "required" (any
-// of the tools) or a named function, for the families whose calls are JSON
-// between fixed markers (Hermes / Qwen, SmolLM3, Llama 3, Mistral, Granite,
-// Functools). Each call's arguments follow its tool's parameter schema
-// (structured_output.h's converter: what it cannot enforce is refused with
-// the tool's JSON pointer). Other families are refused by name: their calls
-// are not JSON (XML parameters, harmony headers, GLM's arg tags) and ferrox
-// does not force them.
+// of the tools) or a named function, in the spelling of the model's family
+// (docs/structured-output.md, "Forced calls per family"):
+//   - JSON between fixed markers: Hermes / Qwen, SmolLM3, Llama 3, Mistral,
+//     Granite, Functools; DeepSeek (R1's fenced or V3.1's bare arguments,
+//     as the template writes them); harmony (gpt-oss's commentary channel);
+//   - tagged parameters: Qwen3-Coder (<parameter=K>) and GLM (<arg_key>),
+//     whose plain-string parameters are written bare (text_parameters).
+// Each call's arguments follow its tool's parameter schema (structured_output.h's
+// converter: what it cannot enforce is refused with the JSON pointer).
 #pragma once
 
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "chat_tools.h"
+#include "ferrox/chat_format/answer.h"
 #include "ferrox/chat_format/family.h"
 #include "ferrox/grammar/gbnf.h"
 
@@ -20,8 +23,14 @@ namespace ferrox::server {
 // `starts_in_reasoning`: the prompt opened a reasoning block, so the grammar
 // first closes it (the family's reasoning_close) -- a forced call has no
 // reasoning. Throws ApiError naming the field at fault.
-std::shared_ptr<const grammar::Grammar> tool_call_grammar(ChatFamily family,
+std::shared_ptr<const grammar::Grammar> tool_call_grammar(const DetectedChatFamily& family,
                                                           const ChatToolFields& tools,
                                                           bool starts_in_reasoning);
+
+// The parameters `family` writes bare and the parser must read as text
+// (ChatParseOptions::text_parameters): for qwen3-coder and glm, those whose
+// schema is a plain string or an enum / const of strings -- the same test
+// the grammar applies. Empty for the other families.
+ChatTextParameters text_parameters(ChatFamily family, const ChatToolFields& tools);
 
 }  // namespace ferrox::server

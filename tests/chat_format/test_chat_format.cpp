@@ -467,3 +467,55 @@ TEST_CASE("detect_family reads the markers a template writes") {
     CHECK(ferrox::detect_family("{{ messages }}").family == ChatFamily::Generic);
     CHECK_FALSE(ferrox::detect_family("{{ tools }}").supports_tools);  // no format ferrox parses
 }
+
+TEST_CASE("detect_family tells DeepSeek R1's fenced calls from V3.1's") {
+    const auto r1 = ferrox::detect_family(
+        "{% if tools %}{% endif %}{{ '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁"
+        "sep｜>' + name + '\\n```json\\n' + args + '\\n```' }}");
+    CHECK(r1.family == ChatFamily::DeepSeek);
+    CHECK(r1.fenced_call_arguments);
+    const auto v31 = ferrox::detect_family(
+        "{% if tools %}{% endif %}{{ '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + name + "
+        "'<｜tool▁sep｜>' + args }}");
+    CHECK(v31.family == ChatFamily::DeepSeek);
+    CHECK_FALSE(v31.fenced_call_arguments);
+    CHECK_FALSE(
+        ferrox::detect_family("{{ '```json' }}<tool_call>{{ tools }}").fenced_call_arguments);
+}
+
+TEST_CASE("a parameter the tool declares text stays text, streamed at every cut and whole") {
+    struct TextCase {
+        ChatFamily family;
+        std::string text;
+    };
+    const TextCase cases[] = {
+        {ChatFamily::Qwen3Coder,
+         "<tool_call>\n<function=f>\n<parameter=a>\n42\n</parameter>\n<parameter=b>\n42\n"
+         "</parameter>\n<parameter=c>\n[1, 2]\n</parameter>\n</function>\n</tool_call>"},
+        {ChatFamily::Glm,
+         "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>42</arg_value>\n<arg_key>b</arg_key>\n"
+         "<arg_value>42</arg_value>\n<arg_key>c</arg_key>\n<arg_value>[1, 2]</arg_value>\n"
+         "</tool_call>"},
+    };
+    ChatParseOptions o;
+    o.text_parameters["f"] = {"a", "c"};  // b is not text: it is read as JSON
+    o.text_parameters["g"] = {"b"};       // another tool's parameter changes nothing here
+    for (const TextCase& c : cases) {
+        INFO(ferrox::family_info(c.family).name);
+        const auto whole = ferrox::parse_answer(c.family, c.text, o);
+        REQUIRE(whole);
+        REQUIRE(whole->tool_calls.size() == 1);
+        CHECK(whole->tool_calls[0].arguments == R"({"a":"42","b":42,"c":"[1, 2]"})");
+        for (size_t cut = 1; cut < c.text.size(); ++cut) {
+            ChatStreamParser parser(c.family, o);
+            std::vector<ChatEvent> events;
+            REQUIRE(parser.feed(std::string_view(c.text).substr(0, cut), events));
+            REQUIRE(parser.feed(std::string_view(c.text).substr(cut), events));
+            REQUIRE(parser.finish(events));
+            ParsedAnswer a;
+            for (const auto& e : events) ferrox::apply_chat_event(a, e);
+            REQUIRE(a.tool_calls.size() == 1);
+            REQUIRE(a.tool_calls[0].arguments == whole->tool_calls[0].arguments);
+        }
+    }
+}

@@ -4,6 +4,7 @@
 // the same message as the whole answer. The answers here are hand-written
 // model outputs in each family's own spelling.
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -16,6 +17,7 @@
 #include "letter_tokenizer.h"
 #include "openai_api.h"
 #include "openai_dialects.h"
+#include "random_data.h"
 #include "tool_call_grammar.h"
 
 using namespace ferrox;
@@ -43,7 +45,7 @@ Parsed parse(ChatFamily family, const char* body, bool supports_tools = true) {
             seen->rendered_kwargs = kwargs;
             return RenderedChat{"abc", tok->encode("abc", false, false)};
         },
-        DetectedChatFamily{family, supports_tools});
+        DetectedChatFamily{family, supports_tools, false});
     const RequestLimits limits;
     const std::string tenant = "t";
     p->dialect = chat_completions({"r", "m"});
@@ -312,79 +314,381 @@ ChatToolFields weather_tools(ToolChoice::Mode mode, bool parallel, std::string n
 
 }  // namespace
 
+namespace {
+
+DetectedChatFamily detected(ChatFamily family, bool fenced = false) {
+    return DetectedChatFamily{family, true, fenced};
+}
+
+ChatParseOptions options_for(ChatFamily family, const ChatToolFields& tools) {
+    ChatParseOptions o;
+    o.text_parameters = text_parameters(family, tools);
+    return o;
+}
+
+}  // namespace
+
 TEST_CASE("a forced call's grammar takes exactly the family's calls, which its parser reads") {
     struct Case {
-        ChatFamily family;
+        DetectedChatFamily family;
         std::string good, wrong_name, missing_argument;
     };
+    // In each family's own spelling (the templates' renders of a past call).
+    const std::string ds = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>";
+    const std::string ds_end = "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
     const Case cases[] = {
-        {ChatFamily::Hermes,
+        {detected(ChatFamily::Hermes),
          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
          "\"Oslo\"}}\n</tool_call>",
          "<tool_call>\n{\"name\": \"get_rain\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"},
-        {ChatFamily::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+        {detected(ChatFamily::Llama3),
+         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
          "{\"name\": \"get_rain\", \"parameters\": {\"city\": \"Oslo\"}}",
          "{\"name\": \"get_weather\", \"parameters\": {}}"},
-        {ChatFamily::Mistral,
+        {detected(ChatFamily::Mistral),
          "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
          "[TOOL_CALLS][{\"name\": \"get_rain\", \"arguments\": {\"city\": \"Oslo\"}}]",
          "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]"},
+        {detected(ChatFamily::Qwen3Coder),
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n"
+         "</tool_call>",
+         "<tool_call>\n<function=get_rain>\n<parameter=city>\nOslo\n</parameter>\n</function>\n"
+         "</tool_call>",
+         "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>"},
+        {detected(ChatFamily::Glm),
+         "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n"
+         "</tool_call>",
+         "<tool_call>get_rain\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n"
+         "</tool_call>",
+         "<tool_call>get_weather\n</tool_call>"},
+        {detected(ChatFamily::Harmony),
+         "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
+         "\"Oslo\"}",
+         "<|channel|>commentary to=functions.get_rain <|constrain|>json<|message|>{\"city\": "
+         "\"Oslo\"}",
+         "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}"},
+        {detected(ChatFamily::DeepSeek),  // V3 / V3.1
+         ds + "get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}" + ds_end,
+         ds + "get_rain<｜tool▁sep｜>{\"city\": \"Oslo\"}" + ds_end,
+         ds + "get_weather<｜tool▁sep｜>{}" + ds_end},
+        {detected(ChatFamily::DeepSeek, true),  // R1
+         ds + "function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```" + ds_end,
+         ds + "function<｜tool▁sep｜>get_rain\n```json\n{\"city\": \"Oslo\"}\n```" + ds_end,
+         ds + "function<｜tool▁sep｜>get_weather\n```json\n{}\n```" + ds_end},
     };
+    const ChatToolFields tools = weather_tools(ToolChoice::Mode::Required, false);
     for (const Case& c : cases) {
-        INFO(family_info(c.family).name);
-        const auto g =
-            tool_call_grammar(c.family, weather_tools(ToolChoice::Mode::Required, false), false);
+        INFO(family_info(c.family.family).name << (c.family.fenced_call_arguments ? " R1" : ""));
+        const auto g = tool_call_grammar(c.family, tools, false);
         CHECK(grammar_takes(g, c.good));
         CHECK_FALSE(grammar_takes(g, c.wrong_name));
         CHECK_FALSE(grammar_takes(g, c.missing_argument));
         CHECK_FALSE(grammar_takes(g, "Sure! " + c.good));  // nothing but the call
-        auto parsed = parse_answer(c.family, c.good);
+        auto parsed = parse_answer(c.family.family, c.good, options_for(c.family.family, tools));
         REQUIRE(parsed);
+        CHECK(parsed->content.empty());
         REQUIRE(parsed->tool_calls.size() == 1);
         CHECK(parsed->tool_calls[0].name == "get_weather");
         CHECK(ordered_json::parse(parsed->tool_calls[0].arguments) ==
               ordered_json({{"city", "Oslo"}}));
     }
+    // DeepSeek's two spellings are not interchangeable: each follows its template.
+    CHECK_FALSE(grammar_takes(tool_call_grammar(detected(ChatFamily::DeepSeek, true), tools, false),
+                              cases[6].good));
+    CHECK_FALSE(grammar_takes(tool_call_grammar(detected(ChatFamily::DeepSeek), tools, false),
+                              cases[7].good));
     const std::string two =
         "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>\n"
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
         "\"Oslo\"}}\n</tool_call>";
-    CHECK(grammar_takes(tool_call_grammar(ChatFamily::Hermes,
+    CHECK(grammar_takes(tool_call_grammar(detected(ChatFamily::Hermes),
                                           weather_tools(ToolChoice::Mode::Required, true), false),
                         two));
-    CHECK_FALSE(
-        grammar_takes(tool_call_grammar(ChatFamily::Hermes,
-                                        weather_tools(ToolChoice::Mode::Required, false), false),
-                      two));
-    const auto named = tool_call_grammar(
-        ChatFamily::Hermes, weather_tools(ToolChoice::Mode::Named, false, "get_time"), false);
+    CHECK_FALSE(grammar_takes(tool_call_grammar(detected(ChatFamily::Hermes), tools, false), two));
+    const auto named =
+        tool_call_grammar(detected(ChatFamily::Hermes),
+                          weather_tools(ToolChoice::Mode::Named, false, "get_time"), false);
     CHECK(grammar_takes(named,
                         "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
     CHECK_FALSE(grammar_takes(named, cases[0].good));
-    // A prompt that opened <think>: the grammar closes it first.
-    const auto closing = tool_call_grammar(ChatFamily::Hermes,
-                                           weather_tools(ToolChoice::Mode::Required, false), true);
+    // A prompt that opened <think> (DeepSeek R1's): the grammar closes it first.
+    const auto closing = tool_call_grammar(detected(ChatFamily::Hermes), tools, true);
     CHECK(grammar_takes(closing, "</think>\n\n" + cases[0].good));
     CHECK_FALSE(grammar_takes(closing, cases[0].good));
+    const auto r1 = tool_call_grammar(detected(ChatFamily::DeepSeek, true), tools, true);
+    CHECK(grammar_takes(r1, "</think>\n\n" + cases[7].good));
 }
 
-TEST_CASE("a forced call is refused for families whose calls are not JSON, and for bad schemas") {
-    try {
-        tool_call_grammar(ChatFamily::Qwen3Coder, weather_tools(ToolChoice::Mode::Required, false),
-                          false);
-        FAIL("qwen3-coder accepted");
-    } catch (const ApiError& e) {
-        CHECK(e.param == "tool_choice");
-        CHECK(e.message.find("qwen3-coder") != std::string::npos);
+TEST_CASE("tagged parameters: a string is written bare and read back as text, never as JSON") {
+    ChatToolFields t = weather_tools(ToolChoice::Mode::Required, true);
+    t.tools[0]["function"]["parameters"]["properties"]["days"] = {
+        {"type", "integer"}, {"minimum", 1}, {"maximum", 9}};
+    t.tools[0]["function"]["parameters"]["properties"]["unit"] = {{"enum", {"C", "F"}}};
+    for (const ChatFamily family : {ChatFamily::Qwen3Coder, ChatFamily::Glm}) {
+        INFO(family_info(family).name);
+        const bool qwen = family == ChatFamily::Qwen3Coder;
+        const auto param = [&](const std::string& k, const std::string& v) {
+            return qwen ? "<parameter=" + k + ">\n" + v + "\n</parameter>\n"
+                        : "<arg_key>" + k + "</arg_key>\n<arg_value>" + v + "</arg_value>\n";
+        };
+        const auto call = [&](const std::string& name, const std::string& params) {
+            return qwen ? "<tool_call>\n<function=" + name + ">\n" + params +
+                              "</function>\n</tool_call>"
+                        : "<tool_call>" + name + "\n" + params + "</tool_call>";
+        };
+        const auto g = tool_call_grammar(detected(family), t, false);
+        // "42" and "true" are text here: the schema says string.
+        const std::string answer =
+            call("get_weather", param("city", "42") + param("days", "3") + param("unit", "F")) +
+            "\n" + call("get_time", "");
+        CHECK(grammar_takes(g, answer));
+        auto parsed = parse_answer(family, answer, options_for(family, t));
+        REQUIRE(parsed);
+        REQUIRE(parsed->tool_calls.size() == 2);
+        CHECK(parsed->tool_calls[0].arguments == R"({"city":"42","days":3,"unit":"F"})");
+        CHECK(parsed->tool_calls[1].name == "get_time");
+        // Without the tools' schemas the parser reads "42" as JSON: the server
+        // always passes them (text_parameters).
+        auto untyped = parse_answer(family, answer);
+        REQUIRE(untyped);
+        CHECK(untyped->tool_calls[0].arguments == R"({"city":42,"days":3,"unit":"F"})");
+        // Optional parameters may be left out, required ones not; the order is the schema's.
+        CHECK(grammar_takes(g, call("get_weather", param("city", "Oslo"))));
+        CHECK_FALSE(grammar_takes(g, call("get_weather", param("days", "3"))));
+        CHECK_FALSE(
+            grammar_takes(g, call("get_weather", param("days", "3") + param("city", "Oslo"))));
+        // Non-string values are JSON within their schema; an enum of strings is bare.
+        CHECK_FALSE(
+            grammar_takes(g, call("get_weather", param("city", "a") + param("days", "10"))));
+        CHECK_FALSE(grammar_takes(g, call("get_weather", param("city", "a") + param("unit", "K"))));
+        CHECK_FALSE(
+            grammar_takes(g, call("get_weather", param("city", "a") + param("unit", "\"C\""))));
+        // A bare value never holds what ends it, or what ends the call.
+        const std::string value_end = qwen ? "</parameter>" : "</arg_value>";
+        CHECK_FALSE(grammar_takes(g, call("get_weather", param("city", "a" + value_end + "b"))));
+        CHECK_FALSE(grammar_takes(g, call("get_weather", param("city", "a</tool_call>b"))));
+        CHECK(grammar_takes(g, call("get_weather", param("city", "a</tool_cal>b</param<<"))));
+        // A long value costs no stack depth (each character a tail call).
+        const std::string long_city(20000, 'x');
+        CHECK(grammar_takes(g, call("get_weather", param("city", long_city))));
     }
+}
+
+namespace {
+
+// Random answers of a grammar: a walk over a small vocabulary (printable
+// ASCII, a few multi-byte characters, the family's markers and value ends as
+// whole tokens, an end token), each step a random allowed token; markers
+// and the end are favoured so that walks end. Empty when a walk runs long.
+struct GrammarWalker {
+    std::vector<std::string> pieces;
+    std::shared_ptr<const grammar::TokenTrie> vocab;
+    size_t eog;
+
+    explicit GrammarWalker(const std::vector<std::string>& markers) {
+        for (char c = ' '; c <= '~'; ++c) pieces.emplace_back(1, c);
+        // DeepSeek's markers' full-width bar and block, so that every text
+        // the grammar takes can be spelled.
+        for (const char* s : {"\n", "\t", "é", "☃", "𝄞", "｜", "▁", "\"Oslo\"", "Oslo"})
+            pieces.emplace_back(s);
+        for (const auto& m : markers) pieces.push_back(m);
+        eog = pieces.size();
+        pieces.emplace_back("");  // the end token has no bytes
+        std::vector<bool> end(pieces.size(), false);
+        end[eog] = true;
+        vocab = std::make_shared<const grammar::TokenTrie>(pieces, end);
+    }
+
+    std::optional<std::string> walk(const std::shared_ptr<const grammar::Grammar>& g,
+                                    std::mt19937_64& rng) const {
+        grammar::GrammarMatcher m(g, vocab);
+        std::vector<uint64_t> mask;
+        std::string text;
+        for (int step = 0; step < 3000; ++step) {
+            REQUIRE(m.allowed(mask));
+            std::vector<size_t> single, multi;
+            for (size_t id = 0; id < pieces.size(); ++id)
+                if ((mask[id / 64] >> (id % 64)) & 1)
+                    (pieces[id].size() > 1 ? multi : single).push_back(id);
+            const bool can_end = (mask[eog / 64] >> (eog % 64)) & 1;
+            std::uniform_real_distribution<double> u(0, 1);
+            std::erase(single, eog);
+            if (can_end && ((single.empty() && multi.empty()) || u(rng) < 0.5)) return text;
+            std::vector<size_t>& from =
+                (!multi.empty() && (single.empty() || u(rng) < 0.3)) ? multi : single;
+            REQUIRE_FALSE(from.empty());
+            const size_t id = from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+            REQUIRE(m.accept(static_cast<int32_t>(id)));
+            text += pieces[id];
+        }
+        return std::nullopt;
+    }
+};
+
+// A tool whose parameters take every kind of value a tagged family writes:
+// bare text, a bare enum, and JSON (integer bounds, number, boolean, array,
+// nested object, a string with a pattern), some optional.
+constexpr const char* kRichTools = R"([{"type": "function", "function": {
+    "name": "plan", "parameters": {"type": "object", "properties": {
+      "note": {"type": "string", "description": "free text"},
+      "mode": {"enum": ["fast", "slow"]},
+      "count": {"type": "integer", "minimum": -5, "maximum": 40},
+      "ratio": {"type": "number"},
+      "loud": {"type": "boolean"},
+      "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3},
+      "where": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
+                "additionalProperties": false},
+      "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]$"},
+      "maybe": {"type": ["string", "null"]}},
+    "required": ["note", "mode", "count", "code"]}}},
+  {"type": "function", "function": {"name": "ping"}}])";
+
+// Whether `args` fits kRichTools' schema for `name` (what jsonschema checks in
+// the end-to-end tests, for this one schema).
+bool fits_rich_schema(const std::string& name, const ordered_json& args) {
+    if (!args.is_object()) return false;
+    if (name == "ping") return true;
+    if (name != "plan") return false;
+    for (const char* k : {"note", "mode", "count", "code"})
+        if (!args.contains(k)) return false;
+    for (auto it = args.begin(); it != args.end(); ++it) {
+        const auto& v = it.value();
+        const std::string& k = it.key();
+        bool ok = false;
+        if (k == "note") ok = v.is_string();
+        if (k == "mode") ok = v == "fast" || v == "slow";
+        if (k == "count") ok = v.is_number_integer() && v >= -5 && v <= 40;
+        if (k == "ratio") ok = v.is_number();
+        if (k == "loud") ok = v.is_boolean();
+        if (k == "tags") {
+            ok = v.is_array() && v.size() <= 3;
+            for (const auto& t : v)
+                ok = ok && t.is_string() && t.get<std::string>().size() <= 4 * 4;
+        }
+        if (k == "where")
+            ok = v.is_object() && v.size() == 1 && v.contains("x") && v["x"].is_number_integer();
+        if (k == "code") {
+            const std::string c = v.is_string() ? v.get<std::string>() : "";
+            ok = c.size() == 3 && std::isupper(c[0]) && std::isupper(c[1]) && std::isdigit(c[2]);
+        }
+        if (k == "maybe") ok = v.is_string() || v.is_null();
+        if (!ok) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("random answers of each forced-call grammar parse back into calls that fit the schema") {
+    std::mt19937_64 rng(test::test_seed(3402));
+    ChatToolFields t;
+    t.tools = ordered_json::parse(kRichTools);
+    t.choice = {ToolChoice::Mode::Required, ""};
+    struct Family {
+        DetectedChatFamily family;
+        std::vector<std::string> markers;
+    };
+    const std::vector<Family> families = {
+        {detected(ChatFamily::Hermes), {"<tool_call>\n", "\n</tool_call>", "</tool_call>"}},
+        {detected(ChatFamily::Mistral), {"[TOOL_CALLS]"}},
+        {detected(ChatFamily::Qwen3Coder),
+         {"<tool_call>\n<function=", "<parameter=", "\n</parameter>\n", "</parameter>",
+          "</function>\n</tool_call>", "</tool_call>"}},
+        {detected(ChatFamily::Glm),
+         {"<tool_call>", "<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n", "</arg_value>",
+          "</tool_call>"}},
+        {detected(ChatFamily::Harmony),
+         {"<|channel|>commentary to=functions.", " <|constrain|>json<|message|>", "<|call|>"}},
+        {detected(ChatFamily::DeepSeek),
+         {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+          "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"}},
+        {detected(ChatFamily::DeepSeek, true),
+         {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>function<｜tool▁sep｜>", "\n```json\n",
+          "\n```<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"}},
+    };
+    for (const Family& f : families) {
+        const ChatFamily family = f.family.family;
+        INFO(family_info(family).name << (f.family.fenced_call_arguments ? " R1" : ""));
+        for (const bool parallel : {false, true}) {
+            t.parallel = parallel;
+            const auto g = tool_call_grammar(f.family, t, false);
+            std::vector<std::string> markers = f.markers;
+            for (const char* n : {"plan", "ping", "note", "mode", "count", "code", "fast"})
+                markers.emplace_back(n);
+            const GrammarWalker walker(markers);
+            const ChatParseOptions options = options_for(family, t);
+            size_t walked = 0, calls = 0;
+            for (int sample = 0; sample < 40; ++sample) {
+                const auto text = walker.walk(g, rng);
+                if (!text) continue;
+                ++walked;
+                INFO("answer: " << *text);
+                const auto parsed = parse_answer(family, *text, options);
+                REQUIRE(parsed);
+                CHECK(parsed->content.empty());
+                CHECK(parsed->reasoning.empty());
+                REQUIRE_FALSE(parsed->tool_calls.empty());
+                if (!parallel || family == ChatFamily::Harmony)
+                    CHECK(parsed->tool_calls.size() == 1);
+                for (const auto& c : parsed->tool_calls) {
+                    INFO("call " << c.name << " " << c.arguments);
+                    CHECK(fits_rich_schema(c.name, ordered_json::parse(c.arguments)));
+                    ++calls;
+                }
+            }
+            CHECK(walked >= 30);
+            CHECK(calls >= walked);
+        }
+    }
+}
+
+TEST_CASE("a forced call is refused where no call can be written, and for bad schemas") {
+    for (const ChatFamily family : {ChatFamily::Generic, ChatFamily::ThinkOnly}) {
+        try {
+            tool_call_grammar(detected(family), weather_tools(ToolChoice::Mode::Required, false),
+                              false);
+            FAIL("accepted");
+        } catch (const ApiError& e) {
+            CHECK(e.param == "tool_choice");
+            CHECK(e.message.find(family_info(family).name) != std::string::npos);
+        }
+    }
+    const auto refused = [](ChatFamily family, const ChatToolFields& t) -> ApiError {
+        try {
+            tool_call_grammar(detected(family), t, false);
+        } catch (const ApiError& e) {
+            return e;
+        }
+        FAIL("accepted");
+        return {};
+    };
     ChatToolFields t = weather_tools(ToolChoice::Mode::Required, false);
     t.tools[0]["function"]["parameters"]["properties"]["city"]["multipleOf"] = 3;
-    try {
-        tool_call_grammar(ChatFamily::Hermes, t, false);
-        FAIL("multipleOf accepted");
-    } catch (const ApiError& e) {
+    for (const ChatFamily family : {ChatFamily::Hermes, ChatFamily::Qwen3Coder, ChatFamily::Glm,
+                                    ChatFamily::Harmony, ChatFamily::DeepSeek}) {
+        INFO(family_info(family).name);
+        const ApiError e = refused(family, t);
+        CHECK(e.status == 400);
         CHECK(e.param == "tools");
         CHECK(e.message.find("multipleOf") != std::string::npos);
     }
+    // The tagged families name the property or keyword they cannot write.
+    ChatToolFields angled = weather_tools(ToolChoice::Mode::Required, false);
+    angled.tools[0]["function"]["parameters"]["properties"]["a>b"] = {{"type", "string"}};
+    const ApiError name = refused(ChatFamily::Qwen3Coder, angled);
+    CHECK(name.message.find("tools[0].function.parameters/properties") != std::string::npos);
+    CHECK(name.message.find("a>b") != std::string::npos);
+    ChatToolFields counted = weather_tools(ToolChoice::Mode::Required, false);
+    counted.tools[0]["function"]["parameters"]["minProperties"] = 1;
+    const ApiError keyword = refused(ChatFamily::Glm, counted);
+    CHECK(keyword.message.find("tools[0].function.parameters/minProperties: not enforced") !=
+          std::string::npos);
+    // A property named like the grammar's own rules is a name like any other.
+    ChatToolFields rooted = weather_tools(ToolChoice::Mode::Required, false);
+    rooted.tools[0]["function"]["parameters"]["properties"]["root"] = {{"type", "integer"}};
+    rooted.tools[0]["function"]["parameters"]["required"] = {"root"};
+    CHECK(grammar_takes(tool_call_grammar(detected(ChatFamily::Hermes), rooted, false),
+                        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"root\": "
+                        "7}}\n</tool_call>"));
 }

@@ -54,11 +54,22 @@ std::optional<CallText> call_from_object(const ordered_json& call, int max_depth
     return CallText{name->get<std::string>(), std::move(*arguments)};
 }
 
-// A parameter's text: JSON when it parses as JSON (numbers, booleans,
-// objects, quoted strings), else the text itself as a string.
-ordered_json parameter_value(std::string_view text, int max_depth) {
+// A parameter's text: the text itself when the tool declares it text (the
+// schema says string), else JSON when it parses as JSON (numbers, booleans,
+// objects, quoted strings), else the text as a string.
+ordered_json parameter_value(std::string_view text, int max_depth,
+                             const std::set<std::string, std::less<>>* text_names,
+                             std::string_view key) {
+    if (text_names && text_names->find(key) != text_names->end())
+        return ordered_json(std::string(text));
     auto value = parse_json(text, max_depth);
     return value ? std::move(*value) : ordered_json(std::string(text));
+}
+
+const std::set<std::string, std::less<>>* text_names_of(const TextParameters& all,
+                                                        std::string_view tool) {
+    const auto it = all.find(tool);
+    return it == all.end() ? nullptr : &it->second;
 }
 
 bool consume(std::string_view& s, std::string_view prefix) {
@@ -160,11 +171,13 @@ std::optional<Calls> json_call_sequence(std::string_view text, int max_depth) {
     return calls;
 }
 
-std::optional<CallText> xml_function_call(std::string_view text, int max_depth) {
+std::optional<CallText> xml_function_call(std::string_view text, int max_depth,
+                                          const TextParameters& text_parameters) {
     std::string_view s = trim_blanks(text);
     if (!consume(s, "<function=")) return std::nullopt;
     auto name = take_until(s, ">");
     if (!name || name->empty()) return std::nullopt;
+    const auto* text_names = text_names_of(text_parameters, *name);
     ordered_json args = ordered_json::object();
     while (true) {
         s = trim_blanks(s);
@@ -173,17 +186,20 @@ std::optional<CallText> xml_function_call(std::string_view text, int max_depth) 
         auto key = take_until(s, ">");
         auto value = take_until(s, "</parameter>");
         if (!key || key->empty() || !value) return std::nullopt;
-        args[std::string(*key)] = parameter_value(drop_one_newline(*value), max_depth);
+        args[std::string(*key)] =
+            parameter_value(drop_one_newline(*value), max_depth, text_names, *key);
     }
     if (!trim_blanks(s).empty()) return std::nullopt;
     return CallText{std::string(*name), compact(args)};
 }
 
-std::optional<CallText> arg_key_call(std::string_view text, int max_depth) {
+std::optional<CallText> arg_key_call(std::string_view text, int max_depth,
+                                     const TextParameters& text_parameters) {
     std::string_view s = text;
     const size_t first_key = s.find("<arg_key>");
     const std::string_view name = trim_blanks(s.substr(0, first_key));
     if (name.empty() || name.find('<') != std::string_view::npos) return std::nullopt;
+    const auto* text_names = text_names_of(text_parameters, name);
     s.remove_prefix(first_key == std::string_view::npos ? s.size() : first_key);
     ordered_json args = ordered_json::object();
     while (!(s = trim_blanks(s)).empty()) {
@@ -194,7 +210,7 @@ std::optional<CallText> arg_key_call(std::string_view text, int max_depth) {
         if (!consume(s, "<arg_value>")) return std::nullopt;
         auto value = take_until(s, "</arg_value>");
         if (!value) return std::nullopt;
-        args[std::string(*key)] = parameter_value(*value, max_depth);
+        args[std::string(*key)] = parameter_value(*value, max_depth, text_names, *key);
     }
     return CallText{std::string(name), compact(args)};
 }

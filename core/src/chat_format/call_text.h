@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ferrox/chat_format/answer.h"
+
 namespace ferrox::chat_format {
 
 struct CallText {
@@ -16,6 +18,7 @@ struct CallText {
     std::string arguments;  // compact JSON object
 };
 using Calls = std::vector<CallText>;
+using TextParameters = ChatTextParameters;  // answer.h
 
 // Where a JSON object or array that starts at the scanner's first non-blank
 // byte ends, found incrementally as text arrives (strings and escapes
@@ -39,9 +42,11 @@ std::optional<Calls> json_calls(std::string_view text, bool list_ok, int max_dep
 // Several JSON calls one after another, separated by blanks or ';' (Llama 3).
 std::optional<Calls> json_call_sequence(std::string_view text, int max_depth);
 // <function=NAME><parameter=P>\nVALUE\n</parameter>...</function> (Qwen3-Coder).
-std::optional<CallText> xml_function_call(std::string_view text, int max_depth);
+std::optional<CallText> xml_function_call(std::string_view text, int max_depth,
+                                          const TextParameters& text_parameters);
 // NAME<arg_key>K</arg_key><arg_value>V</arg_value>... (GLM).
-std::optional<CallText> arg_key_call(std::string_view text, int max_depth);
+std::optional<CallText> arg_key_call(std::string_view text, int max_depth,
+                                     const TextParameters& text_parameters);
 // <｜tool▁call▁begin｜>...<｜tool▁call▁end｜> entries (DeepSeek R1 and V3.1).
 std::optional<Calls> deepseek_calls(std::string_view text, int max_depth);
 // What follows <|python_tag|> (Llama 3): JSON calls, else code for "python".

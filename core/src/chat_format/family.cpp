@@ -98,6 +98,7 @@ DetectedChatFamily detect_family(std::string_view template_source) {
     // A template that never reads `tools` cannot tell the model about them.
     d.supports_tools =
         !family_info(d.family).tool_triggers.empty() && has(template_source, "tools");
+    d.fenced_call_arguments = d.family == ChatFamily::DeepSeek && has(template_source, "```json");
     return d;
 }
 

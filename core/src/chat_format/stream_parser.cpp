@@ -390,9 +390,9 @@ struct ChatStreamParser::State {
         if (call == Action::PythonTag) return cf::python_tag_calls(body, depth);
         switch (family) {
             case ChatFamily::Qwen3Coder:
-                return one(cf::xml_function_call(body, depth));
+                return one(cf::xml_function_call(body, depth, options.text_parameters));
             case ChatFamily::Glm:
-                return one(cf::arg_key_call(body, depth));
+                return one(cf::arg_key_call(body, depth, options.text_parameters));
             case ChatFamily::DeepSeek:
                 return cf::deepseek_calls(body, depth);
             case ChatFamily::Harmony:

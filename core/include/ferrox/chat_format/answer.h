@@ -6,6 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,12 +43,22 @@ struct ChatParseLimits {
     int max_json_depth = 64;                  // arrays and objects inside each other
 };
 
+// Tool name -> the names of its parameters whose value is text
+// (ChatParseOptions::text_parameters).
+using ChatTextParameters = std::map<std::string, std::set<std::string, std::less<>>, std::less<>>;
+
 struct ChatParseOptions {
     // The prompt opened the reasoning block (reasoning_open_in_prompt): the
     // answer starts as reasoning, without the start marker.
     bool starts_in_reasoning = false;
     uint64_t id_seed = 0;  // the server's request number, say: ids differ across answers
     ChatParseLimits limits;
+    // Tool name -> the parameters whose value is text. The families that
+    // write a parameter's value bare (qwen3-coder, glm) read such a value as
+    // that text, never as JSON: "42" stays the string "42". Other values are
+    // JSON when their text parses as JSON, else text. The server fills it
+    // from the tools' schemas (tool_call_grammar.h).
+    ChatTextParameters text_parameters;
 };
 
 // Rules every family follows:

@@ -66,6 +66,10 @@ struct DetectedChatFamily {
     ChatFamily family = ChatFamily::Generic;
     // The template renders `tools` and ferrox parses the family's calls.
     bool supports_tools = false;
+    // DeepSeek R1's spelling of a call, `function<｜tool▁sep｜>NAME` and the
+    // arguments in a ```json fence, where V3 / V3.1 write NAME<｜tool▁sep｜>ARGS
+    // (the parser reads both; a forced call follows the template's).
+    bool fenced_call_arguments = false;
 };
 
 // The family of a chat template's source, by the markers it writes (first
