@@ -25,7 +25,6 @@ ChatTurn start_chat_turn(const ordered_json& messages, const ChatToolFields& too
         tools.choice.mode == ToolChoice::Mode::Named)
         turn.forced_call = tool_call_grammar(family.family, tools, options.starts_in_reasoning);
     turn.prompt = std::move(rendered->tokens);
-    turn.prompt_text = std::move(rendered->text);
     return turn;
 }
 

@@ -24,7 +24,6 @@ namespace ferrox::server {
 
 struct ChatTurn {
     std::vector<int32_t> prompt;
-    std::string prompt_text;
     std::optional<ChatAnswer> answer;
     std::shared_ptr<const grammar::Grammar> forced_call;  // null unless a call is forced
 };

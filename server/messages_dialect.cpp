@@ -23,6 +23,9 @@ const std::set<std::string, std::less<>> kUnsupportedBlocks{
     "redacted_thinking", "server_tool_use",  "web_search_tool_result", "image",          "document",
     "search_result",     "container_upload", "mcp_tool_use",           "mcp_tool_result"};
 
+// tool_use blocks of one assistant turn (checked_messages' bound, named here by block).
+constexpr size_t kMaxCallsPerTurn = 128;
+
 // Anthropic's words for a whole answer's end.
 const char* stop_reason(FinishReason why) {
     switch (why) {
@@ -215,25 +218,31 @@ std::optional<std::string> read_message(Fields& m, const std::string& where,
     }
     std::string text, reasoning;
     ordered_json calls = ordered_json::array();
-    for_each_block(m.raw("content"), at, {"text", "thinking", "tool_use"},
-                   [&](Fields& block, const std::string& type, const std::string&) {
-                       if (type == "text") {
-                           text += text_of(block);
-                       } else if (type == "thinking") {
-                           reasoning += block.string("thinking", "");
-                           (void)block.string("signature", "");
-                       } else {
-                           const std::string id = block.string("id", "");
-                           if (id.empty()) block.fail("id", "is required");
-                           if (!block.has("input") || !block.raw("input").is_object())
-                               block.fail("input", "must be an object");
-                           calls.push_back({{"id", id},
-                                            {"type", "function"},
-                                            {"function",
-                                             {{"name", block.string("name", "")},
-                                              {"arguments", json_text(block.raw("input"))}}}});
-                       }
-                   });
+    for_each_block(
+        m.raw("content"), at, {"text", "thinking", "tool_use"},
+        [&](Fields& block, const std::string& type, const std::string&) {
+            if (type == "text") {
+                text += text_of(block);
+            } else if (type == "thinking") {
+                reasoning += block.string("thinking", "");
+                (void)block.string("signature", "");
+            } else {
+                const std::string id = block.string("id", "");
+                if (id.empty()) block.fail("id", "is required");
+                const std::string name = block.string("name", "");
+                if (name.empty()) block.fail("name", "is required");
+                if (calls.size() >= kMaxCallsPerTurn)
+                    block.fail("type", fmt::format("makes more than {} tool_use "
+                                                   "blocks in one message",
+                                                   kMaxCallsPerTurn));
+                if (!block.has("input") || !block.raw("input").is_object())
+                    block.fail("input", "must be an object");
+                calls.push_back(
+                    {{"id", id},
+                     {"type", "function"},
+                     {"function", {{"name", name}, {"arguments", json_text(block.raw("input"))}}}});
+            }
+        });
     ordered_json message{{"role", "assistant"}, {"content", text}};
     if (!reasoning.empty()) message["reasoning_content"] = std::move(reasoning);
     if (!calls.empty()) message["tool_calls"] = std::move(calls);

@@ -42,6 +42,9 @@ const std::set<std::string, std::less<>> kHostedItems{
     "mcp_call",         "mcp_list_tools",          "mcp_approval_request",  "mcp_approval_response",
     "local_shell_call", "local_shell_call_output", "item_reference"};
 
+// Calls of one assistant turn (checked_messages' bound, named here by item).
+constexpr size_t kMaxCallsInARow = 128;
+
 // OpenAI's limits on metadata, which the response echoes.
 constexpr size_t kMaxMetadataPairs = 16, kMaxMetadataKey = 64, kMaxMetadataValue = 512;
 
@@ -169,14 +172,19 @@ ordered_json input_messages(Fields& f, const RequestLimits& limits) {
             (void)item.string("status", "");
             const std::string call_id = item.string("call_id", "");
             if (call_id.empty()) item.fail("call_id", "is required");
-            ordered_json call{{"id", call_id},
-                              {"type", "function"},
-                              {"function",
-                               {{"name", item.string("name", "")},
-                                {"arguments", item.string("arguments", "{}")}}}};
+            const std::string name = item.string("name", "");
+            if (name.empty()) item.fail("name", "is required");
+            ordered_json call{
+                {"id", call_id},
+                {"type", "function"},
+                {"function", {{"name", name}, {"arguments", item.string("arguments", "{}")}}}};
             item.refuse_the_rest();
             if (!messages.empty() && messages.back()["role"] == "assistant" && reasoning.empty()) {
-                messages.back()["tool_calls"].push_back(std::move(call));
+                ordered_json& calls = messages.back()["tool_calls"];
+                if (calls.size() >= kMaxCallsInARow)
+                    item.fail("type", fmt::format("makes more than {} function_call items in a row",
+                                                  kMaxCallsInARow));
+                calls.push_back(std::move(call));
             } else {
                 assistant({{"role", "assistant"},
                            {"content", ""},

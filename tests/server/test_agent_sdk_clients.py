@@ -176,20 +176,20 @@ def test_responses_tool_round_trip_is_the_chat_prompt(server):
     assert second.usage.input_tokens > first.usage.input_tokens
 
 
-@pytest.mark.parametrize("fmt", [
-    {"type": "json_schema", "name": "report", "schema": REPORT, "strict": True},
-    {"type": "json_object"},
-])
-def test_responses_text_format_holds_the_answer(server, fmt):
-    r = oai(server).responses.create(model="x", input="Report on the weather as JSON.",
-                                     text={"format": fmt}, max_output_tokens=200, **GREEDY)
+def test_responses_text_format_json_schema_holds_the_answer(server):
+    # (json_object is left to the unit test: a random model's free-form
+    # object need not end within any budget.)
+    fmt = {"type": "json_schema", "name": "report", "schema": REPORT, "strict": True}
+    kw = dict(model="x", input="Report on the weather as JSON.", text={"format": fmt},
+              max_output_tokens=200, **GREEDY)
+    c = oai(server)
+    r = c.responses.create(**kw)
     assert r.status == "completed", r.output_text
-    value = json.loads(r.output_text)
-    if fmt["type"] == "json_schema":
-        jsonschema.validate(value, REPORT)
-        assert r.text.format.name == "report"
-    else:
-        assert isinstance(value, dict)
+    jsonschema.validate(json.loads(r.output_text), REPORT)
+    assert r.text.format.name == "report"
+    events = list(c.responses.create(stream=True, **kw))
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == \
+        r.output_text
 
 
 def test_responses_parse_with_a_pydantic_model(server):
@@ -391,7 +391,7 @@ def test_agents_sdk_two_tool_loop(server, api):
     agent = Agent(name="forecaster", instructions="Use a tool, then report.", model=model,
                   tools=[get_weather, get_time], output_type=Report,
                   model_settings=ModelSettings(tool_choice="required", temperature=0,
-                                               max_tokens=200))
+                                               parallel_tool_calls=False, max_tokens=200))
     result = asyncio.run(Runner.run(agent, "Weather in Oslo?", max_turns=3))
     assert len(ran) == 1, ran
     assert isinstance(result.final_output, Report)

@@ -17,6 +17,7 @@
 #include "ferrox/tokenizer/tokenizer.h"
 #include "letter_tokenizer.h"
 #include "messages_dialect.h"
+#include "openai_dialects.h"
 #include "random_data.h"
 #include "responses_dialect.h"
 
@@ -202,7 +203,7 @@ TEST_CASE("responses: a Hermes answer is reasoning, message and function_call it
         for (size_t i = 0; i < events.size(); ++i) {
             const auto& e = events[i];
             CHECK(e["sequence_number"] == i);
-            const std::string type = e["type"];
+            const std::string type = e["type"].get<std::string>();
             if (type == "response.reasoning_text.delta") {
                 reasoning += e["delta"].get<std::string>();
                 CHECK(e["item_id"] == "rs_r2");
@@ -273,6 +274,10 @@ TEST_CASE("responses: a forced call and a JSON format each set the grammar stage
     CHECK(json.sampling.grammar_vocab == trie);
     CHECK(grammar_takes(json.sampling.grammar, R"({"k":"x"})", true));
     CHECK_FALSE(grammar_takes(json.sampling.grammar, R"({"k":"y"})", true));
+    const auto object = run(R"({"input": "a", "text": {"format": {"type": "json_object"}}})");
+    REQUIRE(object.sampling.grammar);
+    CHECK(grammar_takes(object.sampling.grammar, R"({"any": [1]})", true));
+    CHECK_FALSE(grammar_takes(object.sampling.grammar, "[1]", true));
     const auto forced = run(R"({"input": "a", "tool_choice": "required", "tools": [
         {"type": "function", "name": "f", "parameters": {"type": "object"}}]})");
     REQUIRE(forced.sampling.grammar);
@@ -292,6 +297,39 @@ TEST_CASE("responses: a forced call and a JSON format each set the grammar stage
         FAIL("accepted");
     } catch (const ApiError& e) {
         CHECK(e.param == "text.format.schema/multipleOf");
+    }
+}
+
+TEST_CASE("chat completions: a JSON response_format gives way to a forced call, GBNF does not") {
+    const Tokenizer* tok = &letters();
+    const std::shared_ptr<const grammar::TokenTrie> trie = grammar::TokenTrie::from_tokenizer(*tok);
+    const ChatRenderFn render(
+        [tok](const ordered_json&, const ordered_json&,
+              const ordered_json&) -> Expected<RenderedChat> {
+            return RenderedChat{"abc", tok->encode("abc", false, false)};
+        },
+        DetectedChatFamily{ChatFamily::Hermes, true});
+    const RequestLimits limits;
+    const std::string tenant = "t";
+    const auto run = [&](const char* extra) {
+        GenerationRequest g;
+        auto d = chat_completions({"r", "m"});
+        const std::string body = std::string(R"({"messages": [{"role": "user", "content": "a"}],
+            "tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f",
+            "parameters": {"type": "object"}}}], )") +
+                                 extra + "}";
+        d->parse(ordered_json::parse(body), ParseInput{*tok, render, 64, limits, tenant, trie}, g);
+        return g;
+    };
+    const auto g = run(R"("response_format": {"type": "json_object"})");
+    REQUIRE(g.sampling.grammar);
+    CHECK(grammar_takes(g.sampling.grammar, "<tool_call>", false));
+    try {
+        (void)run(R"("grammar": "root ::= \"x\"")");
+        FAIL("accepted");
+    } catch (const ApiError& e) {
+        CHECK(e.param == "tool_choice");
+        CHECK(e.message == "'tool_choice' forcing a call and a grammar exclude each other");
     }
 }
 
