@@ -19,7 +19,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// OpenAI's hosted tools: ferrox runs none of them, and says so by name.
+// OpenAI's tools other than functions (most of them hosted): ferrox runs
+// none of them, and says so by name.
 const std::set<std::string, std::less<>> kHostedTools{"web_search",
                                                       "web_search_preview",
                                                       "web_search_2025_08_26",
@@ -228,7 +229,8 @@ ordered_json input_messages(Fields& f, const RequestLimits& limits) {
 
 // `tools`: function tools in the Responses shape ({"type": "function",
 // "name", "description", "parameters", "strict"}), into the template's; the
-// hosted tools are refused by name. `echo`: the tools as the response shows them.
+// other kinds (kHostedTools) are refused by name. `echo`: the tools as the
+// response shows them.
 ordered_json read_tools(Fields& f, const RequestLimits& limits, ordered_json& echo) {
     echo = ordered_json::array();
     if (!f.has("tools")) return nullptr;
@@ -243,8 +245,8 @@ ordered_json read_tools(Fields& f, const RequestLimits& limits, ordered_json& ec
         Fields tool(list[i], fmt::format("tools[{}]", i));
         const std::string type = tool.string("type", "");
         if (kHostedTools.count(type))
-            tool.fail("type", fmt::format("'{}' is a hosted tool, which ferrox does not run "
-                                          "(only function tools)",
+            tool.fail("type", fmt::format("'{}' tools are not supported by ferrox (only "
+                                          "function tools)",
                                           type));
         if (type != "function") tool.fail("type", "must be 'function'");
         ordered_json one = read_function_tool(tool, "parameters", names);
@@ -278,8 +280,9 @@ ToolChoice read_tool_choice(Fields& f, const ordered_json& tools, ordered_json& 
         Fields choice(raw, "tool_choice");
         const std::string type = choice.string("type", "");
         if (kHostedTools.count(type))
-            choice.fail("type",
-                        fmt::format("'{}' is a hosted tool, which ferrox does not run", type));
+            choice.fail("type", fmt::format("'{}' tools are not supported by ferrox (only "
+                                            "function tools)",
+                                            type));
         if (type != "function") choice.fail("type", "must be 'function'");
         c.mode = ToolChoice::Mode::Named;
         c.name = choice.string("name", "");
