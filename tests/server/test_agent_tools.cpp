@@ -51,8 +51,8 @@ std::unique_ptr<Parsed> parse(std::unique_ptr<Dialect> dialect, const char* body
     Seen* seen = &p->seen;
     const std::string text = rendered;
     const ChatRenderFn render(
-        [seen, text](const ordered_json& messages, const ordered_json& tools,
-                     const ordered_json& kwargs) -> Expected<RenderedChat> {
+        [seen, text, tok](const ordered_json& messages, const ordered_json& tools,
+                          const ordered_json& kwargs) -> Expected<RenderedChat> {
             *seen = {messages, tools, kwargs};
             return RenderedChat{text, tok->encode(text, false, false)};
         },
