@@ -298,18 +298,21 @@ ToolChoice read_tool_choice(Fields& f, const ordered_json& tools, ordered_json& 
     return c;
 }
 
-// `reasoning`: {"effort", "summary"}; the effort reaches the template as
-// `reasoning_effort` (gpt-oss's reads it), like Chat Completions'.
+// `reasoning`: {"effort", "summary"}. An effort asks for reasoning: it
+// reaches the template as `reasoning_effort` (gpt-oss's reads it, as on Chat
+// Completions) and `enable_thinking: true` (Qwen3's and QwQ's switch);
+// "none" is `enable_thinking: false`.
 ordered_json read_reasoning(Fields& f, ordered_json& kwargs) {
     ordered_json echo{{"effort", nullptr}, {"summary", nullptr}};
     if (!f.has("reasoning")) return echo;
     Fields r(f.raw("reasoning"), "reasoning");
     if (r.has("effort")) {
         const std::string effort = r.string("effort", "");
-        if (!valid_reasoning_effort(effort))
-            r.fail("effort", "must be 'minimal', 'low', 'medium' or 'high'");
+        if (effort != "none" && !valid_reasoning_effort(effort))
+            r.fail("effort", "must be 'none', 'minimal', 'low', 'medium' or 'high'");
         if (kwargs.is_null()) kwargs = ordered_json::object();
-        kwargs["reasoning_effort"] = effort;
+        if (effort != "none") kwargs["reasoning_effort"] = effort;
+        kwargs["enable_thinking"] = effort != "none";
         echo["effort"] = effort;
     }
     // The summary ferrox gives is the reasoning itself (the item's content).

@@ -167,7 +167,7 @@ TEST_CASE("responses: tools, earlier calls, results and reasoning reach the temp
         {"type": "function", "function": {"name": "get_time", "parameters": {
             "type": "object", "properties": {}}}}])")
                                       .dump());
-    CHECK(p->seen.kwargs.dump() == R"({"reasoning_effort":"low"})");
+    CHECK(p->seen.kwargs.dump() == R"({"reasoning_effort":"low","enable_thinking":true})");
     CHECK_FALSE(p->request.sampling.grammar);  // auto: nothing forced
 
     // The response echoes the tools in the Responses shape, and the choices.
