@@ -310,9 +310,11 @@ def test_a_stream_cut_short_ends_in_each_dialect_s_error_event():
         assert e.value.body["error"]["type"] == "timeout_error"
         events = list(oai(s).responses.create(input=words, max_output_tokens=1000, stream=True,
                                               temperature=0, **long))
-        assert collapsed(e.type for e in events)[:4] == RESPONSE_EVENTS[:4]
+        # (An output item opens with its first text, which may not come in time.)
+        assert collapsed(e.type for e in events)[:2] == RESPONSE_EVENTS[:2]
         assert events[-1].type == "response.failed"
         assert events[-1].response.status == "failed"
         assert events[-1].response.error.code == "server_error"
         deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
-        assert events[-1].response.output[0].content[0].text == deltas
+        output = events[-1].response.output
+        assert (output[0].content[0].text if output else "") == deltas
