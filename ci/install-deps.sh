@@ -46,3 +46,17 @@ python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore 
 python3 -c 'import sys, ray.serve; sys.exit(ray.__version__ != "2.60.0")' 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
     --cache-dir "$HOME/.cache/pip" "ray[serve]==2.60.0" 2>&1 | grep -v "^WARNING" || true
+
+# The agent clients of tests/server/test_agent_sdk_clients.py: the OpenAI Agents
+# SDK, LangChain's OpenAI chat model and pydantic. Their wheels (and their
+# dependencies') are kept in ~/.cache/ferrox/wheels/agents, so CI downloads them
+# once; unlike the line above, a failure here stops CI, since that test imports
+# them without a skip.
+agent_wheels="${FERROX_CACHE_DIR:-$HOME/.cache/ferrox}/wheels/agents"
+agent_pkgs=(openai-agents langchain-openai pydantic)
+pip_quiet=(-q --disable-pip-version-check --root-user-action=ignore)
+if ! python3 -m pip install "${pip_quiet[@]}" --no-index --find-links "$agent_wheels" \
+  "${agent_pkgs[@]}" 2>/dev/null; then
+  python3 -m pip wheel "${pip_quiet[@]}" --wheel-dir "$agent_wheels" "${agent_pkgs[@]}"
+  python3 -m pip install "${pip_quiet[@]}" --no-index --find-links "$agent_wheels" "${agent_pkgs[@]}"
+fi

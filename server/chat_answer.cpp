@@ -1,5 +1,7 @@
 #include "chat_answer.h"
 
+#include <algorithm>
+
 namespace ferrox::server {
 
 using nlohmann::ordered_json;
@@ -14,12 +16,28 @@ ChatFamily answer_family(ChatFamily family, bool reads_calls) {
 }
 
 ChatAnswer::ChatAnswer(ChatFamily family, ChatParseOptions options)
-    : parser_(family, std::move(options)) {}
+    : family_(family), options_(options), parser_(family, std::move(options)) {}
+
+void ChatAnswer::continue_after(std::string_view prefill) {
+    if (prefill.empty()) return;
+    std::vector<ChatEvent> events;
+    if (!parser_.feed(prefill, events)) {
+        failed_ = true;
+        return;
+    }
+    // What the prefill parses to alone, less what the parser let out: the
+    // content it holds back, which comes out again at the answer's start.
+    auto whole = parse_answer(family_, prefill, options_);
+    size_t let_out = 0;
+    for (const ChatEvent& e : events)
+        if (e.kind == ChatEvent::Kind::Content) let_out += e.text.size();
+    if (whole && whole->tool_calls.empty() && whole->content.size() > let_out)
+        prefill_held_ = whole->content.size() - let_out;
+}
 
 std::vector<ordered_json> ChatAnswer::deltas(const std::vector<ChatEvent>& events) {
     std::vector<ordered_json> out;
     for (const ChatEvent& e : events) {
-        apply_chat_event(answer_, e);
         switch (e.kind) {
             case ChatEvent::Kind::Content:
                 out.push_back({{"content", e.text}});
@@ -45,21 +63,46 @@ std::vector<ordered_json> ChatAnswer::deltas(const std::vector<ChatEvent>& event
     return out;
 }
 
-std::vector<ordered_json> ChatAnswer::feed(std::string_view text) {
+std::vector<ChatEvent> ChatAnswer::feed_events(std::string_view text) {
     std::vector<ChatEvent> events;
     if (failed_ || !parser_.feed(text, events)) {
         // Past the parser's bounds: the text is still the answer's, as content.
         failed_ = true;
         events.push_back({ChatEvent::Kind::Content, std::string(text), 0, {}, {}});
     }
-    return deltas(events);
+    return kept(std::move(events));
 }
 
-std::vector<ordered_json> ChatAnswer::finish() {
+std::vector<ChatEvent> ChatAnswer::finish_events() {
     std::vector<ChatEvent> events;
     if (!failed_) (void)parser_.finish(events);
-    return deltas(events);
+    return kept(std::move(events));
 }
+
+std::vector<ChatEvent> ChatAnswer::kept(std::vector<ChatEvent> events) {
+    std::vector<ChatEvent> out;
+    for (ChatEvent& e : events) {
+        if (prefill_held_ > 0) {
+            if (e.kind != ChatEvent::Kind::Content) {
+                prefill_held_ = 0;  // the held text became a marker, not content
+            } else {
+                const size_t drop = std::min(prefill_held_, e.text.size());
+                e.text.erase(0, drop);
+                prefill_held_ -= drop;
+                if (e.text.empty()) continue;
+            }
+        }
+        apply_chat_event(answer_, e);
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+std::vector<ordered_json> ChatAnswer::feed(std::string_view text) {
+    return deltas(feed_events(text));
+}
+
+std::vector<ordered_json> ChatAnswer::finish() { return deltas(finish_events()); }
 
 ordered_json ChatAnswer::message() const {
     ordered_json m{{"role", "assistant"}};

@@ -29,31 +29,10 @@ ordered_json read_tools(Fields& body, uint32_t max_tools) {
             tool.fail("type", "must be 'function' (the only kind of tool ferrox runs)");
         if (!tool.has("function")) tool.fail("function", "is required");
         Fields fn(tool.raw("function"), where + ".function");
-        const std::string name = fn.string("name", "");
-        if (!valid_function_name(name))
-            fn.fail("name", "must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
-        if (!names.insert(name).second)
-            fn.fail("name", fmt::format("'{}' names an earlier tool too", name));
-        ordered_json function{{"name", name}};
-        if (fn.has("description")) {
-            const std::string description = fn.string("description", "");
-            if (description.size() > kMaxDescriptionBytes)
-                fn.fail("description", fmt::format("is over {} bytes", kMaxDescriptionBytes));
-            function["description"] = description;
-        }
-        if (fn.has("parameters")) {
-            // A JSON schema; checked by the grammar builder when a call is
-            // forced, and read by the template otherwise.
-            if (!fn.raw("parameters").is_object())
-                fn.fail("parameters", "must be a JSON schema object");
-            function["parameters"] = fn.raw("parameters");
-        } else {
-            function["parameters"] = {{"type", "object"}, {"properties", ordered_json::object()}};
-        }
-        if (fn.has("strict")) function["strict"] = fn.boolean("strict", false);
+        ordered_json function = read_function_tool(fn, "parameters", names);
         fn.refuse_the_rest();
         tool.refuse_the_rest();
-        out.push_back({{"type", "function"}, {"function", std::move(function)}});
+        out.push_back(std::move(function));
     }
     return out;
 }
@@ -80,9 +59,7 @@ ToolChoice read_choice(Fields& body, const ordered_json& tools) {
         c.name = fn.string("name", "");
         fn.refuse_the_rest();
         choice.refuse_the_rest();
-        bool found = false;
-        for (const auto& t : tools) found = found || t.at("function").at("name") == c.name;
-        if (!found)
+        if (!names_tool(tools, c.name))
             throw ApiError{
                 400,
                 fmt::format("'tool_choice.function.name' '{}' names no tool of 'tools'", c.name),
@@ -101,10 +78,8 @@ ordered_json read_kwargs(Fields& body) {
         kwargs = k;  // the renderer bounds the count and refuses reserved names
     }
     if (body.has("reasoning_effort")) {
-        static const std::set<std::string, std::less<>> kEfforts{"minimal", "low", "medium",
-                                                                 "high"};
         const std::string effort = body.string("reasoning_effort", "");
-        if (!kEfforts.count(effort))
+        if (!valid_reasoning_effort(effort))
             body.fail("reasoning_effort", "must be 'minimal', 'low', 'medium' or 'high'");
         if (kwargs.is_null()) kwargs = ordered_json::object();
         kwargs["reasoning_effort"] = effort;  // the template reads it (gpt-oss's does)
@@ -113,6 +88,52 @@ ordered_json read_kwargs(Fields& body) {
 }
 
 }  // namespace
+
+ordered_json read_function_tool(Fields& fn, const char* schema_key,
+                                std::set<std::string, std::less<>>& names) {
+    const std::string name = fn.string("name", "");
+    if (!valid_function_name(name))
+        fn.fail("name", "must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
+    if (!names.insert(name).second)
+        fn.fail("name", fmt::format("'{}' names an earlier tool too", name));
+    ordered_json function{{"name", name}};
+    if (fn.has("description")) {
+        const std::string description = fn.string("description", "");
+        if (description.size() > kMaxDescriptionBytes)
+            fn.fail("description", fmt::format("is over {} bytes", kMaxDescriptionBytes));
+        function["description"] = description;
+    }
+    if (fn.has(schema_key)) {
+        // A JSON schema; checked by the grammar builder when a call is
+        // forced, and read by the template otherwise.
+        if (!fn.raw(schema_key).is_object()) fn.fail(schema_key, "must be a JSON schema object");
+        function["parameters"] = fn.raw(schema_key);
+    } else {
+        function["parameters"] = {{"type", "object"}, {"properties", ordered_json::object()}};
+    }
+    if (fn.has("strict")) function["strict"] = fn.boolean("strict", false);
+    return {{"type", "function"}, {"function", std::move(function)}};
+}
+
+void check_family_takes_tools(const DetectedChatFamily& family, const char* field) {
+    if (family.supports_tools) return;
+    throw ApiError{400,
+                   fmt::format("'{}': this model's chat template ({} family) has no tool "
+                               "calls ferrox reads; serve it with a --chat-template that has",
+                               field, family_info(family.family).name),
+                   field};
+}
+
+bool names_tool(const ordered_json& tools, std::string_view name) {
+    if (!tools.is_array()) return false;
+    for (const auto& t : tools)
+        if (t.at("function").at("name").get<std::string>() == name) return true;
+    return false;
+}
+
+bool valid_reasoning_effort(std::string_view effort) {
+    return effort == "minimal" || effort == "low" || effort == "medium" || effort == "high";
+}
 
 bool valid_function_name(std::string_view name) {
     if (name.empty() || name.size() > kMaxFunctionName) return false;
@@ -124,12 +145,7 @@ bool valid_function_name(std::string_view name) {
 ChatToolFields read_chat_tools(Fields& body, const DetectedChatFamily& family, uint32_t max_tools) {
     ChatToolFields out;
     if (body.has("tools")) out.tools = read_tools(body, max_tools);
-    if (!out.tools.is_null() && !family.supports_tools)
-        throw ApiError{400,
-                       fmt::format("'tools': this model's chat template ({} family) has no tool "
-                                   "calls ferrox reads; serve it with a --chat-template that has",
-                                   family_info(family.family).name),
-                       "tools"};
+    if (!out.tools.is_null()) check_family_takes_tools(family, "tools");
     if (body.has("tool_choice")) out.choice = read_choice(body, out.tools);
     out.parallel = body.boolean("parallel_tool_calls", true);
     out.kwargs = read_kwargs(body);

@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "ferrox/chat_format/family.h"
 #include "request_fields.h"
@@ -39,5 +41,25 @@ ChatToolFields read_chat_tools(Fields& body, const DetectedChatFamily& family, u
 
 // The name OpenAI allows a function: 1 to 64 of a-z A-Z 0-9 _ -.
 bool valid_function_name(std::string_view name);
+
+// What every dialect's function tool holds, read from `fn` (Chat
+// Completions' `function` object, a Responses tool, an Anthropic tool): its
+// `name` (unique among `names`, which it joins), `description`, the
+// parameters' JSON schema under `schema_key` ("parameters" or Anthropic's
+// "input_schema") and `strict`. Returns the tool in the chat template's shape
+// ({"type":"function","function":{...}}); the caller refuses fn's other fields.
+nlohmann::ordered_json read_function_tool(Fields& fn, const char* schema_key,
+                                          std::set<std::string, std::less<>>& names);
+
+// Tools for a family whose calls ferrox cannot read (or whose template
+// renders none) are refused, naming `field`.
+void check_family_takes_tools(const DetectedChatFamily& family, const char* field);
+
+// Whether `tools` (the chat template's shape, or null) has a function `name`.
+bool names_tool(const nlohmann::ordered_json& tools, std::string_view name);
+
+// OpenAI's reasoning efforts, which a template (gpt-oss's) reads as
+// `reasoning_effort`: minimal, low, medium, high.
+bool valid_reasoning_effort(std::string_view effort);
 
 }  // namespace ferrox::server

@@ -10,9 +10,9 @@
 
 #include "chat_answer.h"
 #include "chat_tools.h"
+#include "chat_turn.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "structured_output.h"
-#include "tool_call_grammar.h"
 
 namespace ferrox::server {
 
@@ -73,18 +73,19 @@ void read_sampling(Fields& f, const ParseInput& in, ChainParams& s) {
 }
 
 // `grammar` (GBNF) or `response_format`: at most one; the grammar stage
-// shares the server's one token trie.
-void read_constraint(Fields& f, const ParseInput& in, ChainParams& s) {
+// shares the server's one token trie. Returns whether it is a GBNF grammar.
+bool read_constraint(Fields& f, const ParseInput& in, ChainParams& s) {
     if (f.has("response_format"))
         s.grammar = grammar_for_response_format(f.raw("response_format"), "response_format");
     if (f.has("grammar")) {
         if (s.grammar) f.fail("grammar", "and a JSON response_format exclude each other");
         s.grammar = grammar_for_gbnf(f.string("grammar", ""), "grammar");
     }
-    if (!s.grammar) return;
+    if (!s.grammar) return false;
     if (!in.grammar_vocab)
         throw ApiError{400, "this server takes no grammars (no token trie)", "grammar"};
     s.grammar_vocab = in.grammar_vocab;
+    return f.has("grammar");
 }
 
 std::vector<std::string> read_stop(Fields& f, const RequestLimits& l) {
@@ -129,7 +130,7 @@ class OpenAIDialect : public Dialect {
             include_usage_ = so.boolean("include_usage", false);
             so.refuse_the_rest();
         }
-        read_constraint(f, in, g.sampling);
+        gbnf_ = read_constraint(f, in, g.sampling);
         g.prompt = read_prompt(f, in);
         if (g.prompt.empty()) throw ApiError{400, "the prompt encodes to no tokens", "prompt"};
         const uint32_t limit = in.max_positions;
@@ -210,6 +211,8 @@ class OpenAIDialect : public Dialect {
     }
 
   protected:
+    bool gbnf_ = false;  // the request's grammar is a GBNF `grammar` (not a response_format)
+
     // Where a choice stands: the stream's opening, a text delta, the stream's
     // end, or the whole answer.
     enum class Part { Opening, Delta, End, Whole };
@@ -260,14 +263,7 @@ class ChatCompletions final : public OpenAIDialect {
 
     void parse(const ordered_json& body, const ParseInput& in, GenerationRequest& g) override {
         OpenAIDialect::parse(body, in, g);
-        if (!forced_call_) return;
-        if (g.sampling.grammar)
-            throw ApiError{400, "'tool_choice' forcing a call and a grammar exclude each other",
-                           "tool_choice"};
-        if (!in.grammar_vocab)
-            throw ApiError{400, "this server takes no grammars (no token trie)", "tool_choice"};
-        g.sampling.grammar = std::move(forced_call_);
-        g.sampling.grammar_vocab = in.grammar_vocab;
+        force_tool_call(std::move(forced_call_), in, g, "tool_choice", !gbnf_);
     }
 
     // The answer's text goes through the family's parser (chat_answer.h):
@@ -294,20 +290,14 @@ class ChatCompletions final : public OpenAIDialect {
   private:
     std::vector<int32_t> read_prompt(Fields& f, const ParseInput& in) override {
         const ordered_json messages = checked_messages(f.raw("messages"), in.limits.max_messages);
-        const DetectedChatFamily& family = in.render_chat.family();
-        const ChatToolFields tools = read_chat_tools(f, family, in.limits.max_tools);
-        auto rendered = in.render_chat(messages, tools.tools, tools.kwargs);
-        if (!rendered) throw ApiError{400, rendered.error().message(), "messages"};
-        ChatParseOptions options;
-        options.starts_in_reasoning = reasoning_open_in_prompt(family.family, rendered->text);
-        options.id_seed = std::hash<std::string>{}(id());
-        if (tools.reads_calls()) options.text_parameters = text_parameters(family.family, tools);
-        answer_.emplace(answer_family(family.family, tools.reads_calls()), options);
-        if (tools.choice.mode == ToolChoice::Mode::Required ||
-            tools.choice.mode == ToolChoice::Mode::Named)
-            forced_call_ = tool_call_grammar(family, tools, options.starts_in_reasoning);
+        const ChatToolFields tools =
+            read_chat_tools(f, in.render_chat.family(), in.limits.max_tools);
+        ChatTurn turn =
+            start_chat_turn(messages, tools, in, std::hash<std::string>{}(id()), "messages");
+        answer_ = std::move(turn.answer);
+        forced_call_ = std::move(turn.forced_call);
         tokenizer_ = &in.tokenizer;
-        return std::move(rendered->tokens);
+        return std::move(turn.prompt);
     }
     const char* finish_word(const Event& done) const override {
         if (done.finish != FinishReason::Length && answer_ && answer_->has_tool_calls())
@@ -316,11 +306,8 @@ class ChatCompletions final : public OpenAIDialect {
     }
     ordered_json usage(const Event& done) const override {
         ordered_json u = OpenAIDialect::usage(done);
-        // The reasoning's tokens, counted by encoding its text again: the
-        // answer's tokens are not kept apart by where the parser put them.
-        const size_t reasoning = answer_ && tokenizer_ && !answer_->reasoning().empty()
-                                     ? tokenizer_->encode(answer_->reasoning(), false, false).size()
-                                     : 0;
+        const size_t reasoning =
+            answer_ && tokenizer_ ? reasoning_tokens(*answer_, *tokenizer_) : 0;
         u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
         return u;
     }

@@ -136,8 +136,8 @@ def test_responses_takes_a_conversation_back_as_input(server):
     (dict(store=True), "store"),
     (dict(previous_response_id="resp_1"), "previous_response_id"),
     (dict(tools=[{"type": "function", "name": "f", "parameters": {}}]), "tools"),
-    (dict(text={"format": {"type": "json_object"}}), "text.format.type"),
-    (dict(reasoning={"effort": "low"}), "reasoning"),
+    (dict(text={"format": {"type": "xml"}}), "text.format.type"),
+    (dict(reasoning={"effort": "extreme"}), "reasoning.effort"),
     (dict(temperature=3), "temperature"),
 ])
 def test_responses_refusals_are_openai_shaped_and_name_the_field(server, kw, param):
@@ -230,7 +230,7 @@ def test_messages_continue_a_last_assistant_turn(server):
 @pytest.mark.parametrize("kw, words", [
     (dict(extra_body={"temperature": 1.5}), "'temperature' must be between 0 and 1"),
     (dict(tools=[{"name": "f", "input_schema": {"type": "object"}}]),
-     "'tools' is not supported by ferrox yet"),
+     "'tools': this model's chat template (generic family) has no tool calls"),
     (dict(messages=[{"role": "user", "content": [
         {"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}]}]),
      "'messages[0].content[0].type' 'image' is not supported by ferrox"),
@@ -310,9 +310,11 @@ def test_a_stream_cut_short_ends_in_each_dialect_s_error_event():
         assert e.value.body["error"]["type"] == "timeout_error"
         events = list(oai(s).responses.create(input=words, max_output_tokens=1000, stream=True,
                                               temperature=0, **long))
-        assert collapsed(e.type for e in events)[:4] == RESPONSE_EVENTS[:4]
+        # (An output item opens with its first text, which may not come in time.)
+        assert collapsed(e.type for e in events)[:2] == RESPONSE_EVENTS[:2]
         assert events[-1].type == "response.failed"
         assert events[-1].response.status == "failed"
         assert events[-1].response.error.code == "server_error"
         deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
-        assert events[-1].response.output[0].content[0].text == deltas
+        output = events[-1].response.output
+        assert (output[0].content[0].text if output else "") == deltas

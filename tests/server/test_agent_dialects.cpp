@@ -155,9 +155,9 @@ TEST_CASE("a whole response is the SDK's Response: one message item, status and 
         "metadata": {"k": "v"}, "model": "m",
         "output": [{"type": "message", "id": "msg_r2", "status": "completed", "role": "assistant",
                     "content": [{"type": "output_text", "text": "abc", "annotations": []}]}],
-        "parallel_tool_calls": false, "previous_response_id": null,
+        "parallel_tool_calls": true, "previous_response_id": null,
         "reasoning": {"effort": null, "summary": null}, "store": false, "temperature": 0.8,
-        "text": {"format": {"type": "text"}}, "tool_choice": "none", "tools": [], "top_p": 0.95,
+        "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": 0.95,
         "truncation": "disabled",
         "usage": {"input_tokens": 9, "input_tokens_details": {"cached_tokens": 3,
                                                               "cache_write_tokens": 0},
@@ -190,9 +190,10 @@ TEST_CASE("a streamed response sends the typed events in order, numbered from 0"
         std::string text;
         for (const auto& piece : random_pieces(rng)) {
             text += piece;
+            // The message item opens with the first text; then one delta per piece.
             const auto delta = events(d->stream_text(text_event(piece)));
-            REQUIRE(delta.size() == 1);
-            CHECK(delta[0]["delta"] == piece);
+            REQUIRE(delta.size() == (text == piece ? 3u : 1u));
+            CHECK(delta.back()["delta"] == piece);
             all.insert(all.end(), delta.begin(), delta.end());
         }
         const auto tail = events(d->stream_end(done_event(end)));
@@ -235,12 +236,12 @@ TEST_CASE("a response stream cut short ends with response.failed carrying the er
     Fixture fx;
     auto d = responses({"r6", "m"});
     (void)fx.parse(*d, R"({"input": "hi", "stream": true})");
-    const size_t opening = d->stream_start().size();
-    (void)d->stream_text(text_event("ab"));
+    size_t sent = d->stream_start().size();
+    sent += d->stream_text(text_event("ab")).size();
     const auto failed = events(d->stream_error({504, "the request timed out", ""}));
     REQUIRE(failed.size() == 1);
     CHECK(failed[0]["type"] == "response.failed");
-    CHECK(failed[0]["sequence_number"] == opening + 1);
+    CHECK(failed[0]["sequence_number"] == sent);
     CHECK(failed[0]["response"]["status"] == "failed");
     CHECK(failed[0]["response"]["error"].dump() ==
           R"({"code":"server_error","message":"the request timed out"})");
@@ -253,13 +254,20 @@ TEST_CASE("the responses dialect refuses state, tools, schemas and reasoning by 
         {R"({"input": "a", "store": true})", "store"},
         {R"({"input": "a", "previous_response_id": "resp_1"})", "previous_response_id"},
         {R"({"input": "a", "conversation": "c"})", "conversation"},
-        {R"({"input": "a", "tools": []})", "tools"},
-        {R"({"input": "a", "tool_choice": "auto"})", "tool_choice"},
-        {R"({"input": "a", "reasoning": {"effort": "low"}})", "reasoning"},
-        {R"({"input": "a", "text": {"format": {"type": "json_schema"}}})", "text.format.type"},
+        {R"({"input": "a", "tools": [{"type": "web_search"}]})", "tools[0].type"},
+        {R"({"input": "a", "tool_choice": "required"})", "tool_choice"},
+        {R"({"input": "a", "tool_choice": {"type": "function", "name": "f"}})", "tool_choice.name"},
+        {R"({"input": "a", "reasoning": {"effort": "extreme"}})", "reasoning.effort"},
+        {R"({"input": "a", "text": {"format": {"type": "json_schema"}}})", "text.format.name"},
+        {R"({"input": "a", "text": {"format": {"type": "xml"}}})", "text.format.type"},
         {R"({"input": "a", "text": {"verbosity": "low"}})", "text.verbosity"},
-        {R"({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]})",
+        {R"({"input": "a", "max_tool_calls": 2})", "max_tool_calls"},
+        {R"({"input": [{"type": "custom_tool_call", "call_id": "c", "input": "x"}]})",
          "input[0].type"},
+        {R"({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]})",
+         "input[0].call_id"},
+        {R"({"input": [{"type": "reasoning", "summary": [], "encrypted_content": "x"}]})",
+         "input[0].encrypted_content"},
         {R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})",
          "input[0].content[0].type"},
         {R"({"input": [{"role": "tool", "content": "x"}]})", "input[0].role"},
@@ -278,9 +286,12 @@ TEST_CASE("the responses dialect refuses state, tools, schemas and reasoning by 
         CHECK(e.param == param);
         CHECK(e.message.find(param) != std::string::npos);  // the message names it too
     }
+    // A template whose family has no tool calls ferrox reads: named.
     auto d = responses({"r", "m"});
-    CHECK(fx.refusal(*d, R"({"input": "a", "tools": [{"type": "function"}]})").message ==
-          "'tools' is not supported by ferrox yet");
+    CHECK(fx.refusal(*d, R"({"input": "a", "tools": [{"type": "function", "name": "f"}]})")
+              .message.rfind("'tools': this model's chat template (generic family) has no tool "
+                             "calls ferrox reads",
+                             0) == 0);
 }
 
 TEST_CASE("a messages body: system, turns, and a last assistant turn continued") {
@@ -347,9 +358,10 @@ TEST_CASE("a streamed message sends Anthropic's events in order, text deltas in 
     std::string text;
     for (const auto& piece : random_pieces(rng)) {
         text += piece;
+        // Block 0 opens with the first text; then one delta per piece.
         const auto delta = events(d->stream_text(text_event(piece)));
-        REQUIRE(delta.size() == 1);
-        CHECK(delta[0].dump() ==
+        REQUIRE(delta.size() == (text == piece ? 2u : 1u));
+        CHECK(delta.back().dump() ==
               ordered_json({{"type", "content_block_delta"},
                             {"index", 0},
                             {"delta", {{"type", "text_delta"}, {"text", piece}}}})
@@ -362,7 +374,7 @@ TEST_CASE("a streamed message sends Anthropic's events in order, text deltas in 
     for (const auto& e : all)
         if (types.empty() || types.back() != e["type"])
             types.push_back(e["type"].get<std::string>());
-    CHECK(types == std::vector<std::string>{"message_start", "content_block_start", "ping",
+    CHECK(types == std::vector<std::string>{"message_start", "ping", "content_block_start",
                                             "content_block_delta", "content_block_stop",
                                             "message_delta", "message_stop"});
     const auto& start = all[0]["message"];
@@ -370,7 +382,7 @@ TEST_CASE("a streamed message sends Anthropic's events in order, text deltas in 
     CHECK(start["content"].empty());
     CHECK(start["stop_reason"].is_null());
     CHECK(start["usage"]["input_tokens"] == g.prompt.size());
-    CHECK(all[1]["content_block"].dump() == R"({"type":"text","text":""})");
+    CHECK(all[2]["content_block"].dump() == R"({"type":"text","text":""})");
     const auto& delta = all[all.size() - 2];
     CHECK(delta["delta"].dump() == R"({"stop_reason":"stop_sequence","stop_sequence":"x"})");
     CHECK(delta["usage"].dump() ==
@@ -396,16 +408,31 @@ TEST_CASE("the messages dialect refuses tool use, thinking and images by name") 
         {R"({"max_tokens": 2, "messages": []})", "messages"},
         {R"({"max_tokens": 2, "messages": [{"role": "system", "content": "a"}]})",
          "messages[0].role"},
-        {R"({"max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "tool_result",
-             "tool_use_id": "t"}]}]})",
+        {R"({"max_tokens": 2, "messages": [{"role": "assistant", "content": [
+             {"type": "tool_result", "tool_use_id": "t"}]}]})",
+         "messages[0].content[0].type"},
+        {R"({"max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "tool_result"}]}]})",
+         "messages[0].content[0].tool_use_id"},
+        {R"({"max_tokens": 2, "messages": [{"role": "user", "content": [
+             {"type": "redacted_thinking", "data": "x"}]}]})",
          "messages[0].content[0].type"},
         {R"({"max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "image"}]}]})",
          "messages[0].content[0].type"},
-        {R"({"max_tokens": 2, "tools": [], "messages": [{"role": "user", "content": "a"}]})",
-         "tools"},
-        {R"({"max_tokens": 2, "thinking": {"type": "enabled", "budget_tokens": 9},
+        {R"({"max_tokens": 2, "tools": [{"type": "bash_20250124", "name": "bash"}],
+             "messages": [{"role": "user", "content": "a"}]})",
+         "tools[0].type"},
+        {R"({"max_tokens": 2, "tools": [{"name": "f"}], "messages": [{"role": "user",
+             "content": "a"}]})",
+         "tools[0].input_schema"},
+        {R"({"max_tokens": 2, "tool_choice": {"type": "any"}, "messages": [{"role": "user",
+             "content": "a"}]})",
+         "tool_choice"},
+        {R"({"max_tokens": 2, "thinking": {"type": "adaptive"},
              "messages": [{"role": "user", "content": "a"}]})",
          "thinking.type"},
+        {R"({"max_tokens": 2, "thinking": {"type": "enabled"},
+             "messages": [{"role": "user", "content": "a"}]})",
+         "thinking.budget_tokens"},
         {R"({"max_tokens": 2, "temperature": 1.5, "messages": [{"role": "user", "content": "a"}]})",
          "temperature"},
         {R"({"max_tokens": 2, "stop_sequences": "x", "messages": [{"role": "user",
@@ -424,11 +451,13 @@ TEST_CASE("the messages dialect refuses tool use, thinking and images by name") 
         CHECK(e.param == param);
         CHECK(e.message.find(param) != std::string::npos);  // the message names it too
     }
+    // A prefill (a last assistant turn) is text only: the answer continues it.
     auto d = anthropic_messages({"r", "m"});
-    CHECK(fx.refusal(*d, R"({"max_tokens": 2, "messages": [{"role": "assistant", "content": [
-                            {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]})")
-              .message ==
-          "'messages[0].content[0].type' 'tool_use' is not supported by ferrox yet");
+    const ApiError prefill = fx.refusal(*d, R"({"max_tokens": 2, "messages": [
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]})");
+    CHECK(prefill.param == "messages[1].content");
+    CHECK(prefill.message.find("must be text only") != std::string::npos);
 }
 
 TEST_CASE("errors take the shape of their path's API, Anthropic's typed by status") {
