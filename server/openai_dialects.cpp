@@ -11,6 +11,7 @@
 #include "chat_answer.h"
 #include "chat_tools.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "reasoning_budget.h"
 #include "structured_output.h"
 #include "tool_call_grammar.h"
 
@@ -260,6 +261,16 @@ class ChatCompletions final : public OpenAIDialect {
 
     void parse(const ordered_json& body, const ParseInput& in, GenerationRequest& g) override {
         OpenAIDialect::parse(body, in, g);
+        if (budget_.budget >= 0) {  // read_reasoning_budget checked that the trie is there
+            g.sampling.reasoning_budget = std::move(budget_);
+            g.sampling.grammar_vocab = in.grammar_vocab;
+        }
+        // tool_choice auto: the calls' grammar arms at the family's trigger,
+        // unless the client's own grammar holds the whole answer.
+        if (lazy_call_.grammar && !g.sampling.grammar) {
+            g.sampling.lazy = std::move(lazy_call_);
+            g.sampling.grammar_vocab = in.grammar_vocab;
+        }
         if (!forced_call_) return;
         if (g.sampling.grammar)
             throw ApiError{400, "'tool_choice' forcing a call and a grammar exclude each other",
@@ -305,6 +316,10 @@ class ChatCompletions final : public OpenAIDialect {
         if (tools.choice.mode == ToolChoice::Mode::Required ||
             tools.choice.mode == ToolChoice::Mode::Named)
             forced_call_ = tool_call_grammar(family.family, tools, options.starts_in_reasoning);
+        else if (tools.reads_calls() && in.grammar_vocab)
+            lazy_call_ = lazy_tool_call_grammar(family.family, tools, options.starts_in_reasoning,
+                                                in.tokenizer, *in.grammar_vocab);
+        budget_ = read_reasoning_budget(f, in, family.family, options.starts_in_reasoning);
         tokenizer_ = &in.tokenizer;
         return std::move(rendered->tokens);
     }
@@ -382,6 +397,8 @@ class ChatCompletions final : public OpenAIDialect {
 
     std::optional<ChatAnswer> answer_;                     // set by read_prompt
     std::shared_ptr<const grammar::Grammar> forced_call_;  // tool_choice required or named
+    LazyGrammarParams lazy_call_;                          // tool_choice auto
+    ReasoningBudgetParams budget_;                         // thinking_token_budget
     const Tokenizer* tokenizer_ = nullptr;
     ordered_json pending_logprobs_ = empty_logprobs();
 };

@@ -63,8 +63,11 @@ std::string literal(std::string_view text) {
 
 std::shared_ptr<const grammar::Grammar> tool_call_grammar(ChatFamily family,
                                                           const ChatToolFields& tools,
-                                                          bool starts_in_reasoning) {
+                                                          bool starts_in_reasoning,
+                                                          CallGrammarMode mode) {
+    const bool lazy = mode == CallGrammarMode::Lazy;
     const auto how = spelling(family);
+    if (!how && lazy) return nullptr;  // auto stays parse-only
     if (!how)
         throw ApiError{400,
                        fmt::format("'tool_choice': a forced call is not enforced for the {} "
@@ -113,7 +116,10 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(ChatFamily family,
         throw ApiError{500, "the tool-call grammar could not be composed", "tools"};
     text.replace(0, 4, "tool-json");
     std::string root = "root ::= ";
-    if (starts_in_reasoning && !family_info(family).reasoning_close.empty())
+    // Lazy: armed at the trigger, after any reasoning; Llama 3 may open a
+    // call with <|python_tag|> (a trigger) before the bare JSON.
+    if (lazy && family == ChatFamily::Llama3) root += "\"<|python_tag|>\"? ";
+    if (!lazy && starts_in_reasoning && !family_info(family).reasoning_close.empty())
         root += literal(std::string(family_info(family).reasoning_close) + "\n\n") + " ";
     std::string one = "tool-json";
     if (!how->before.empty()) one = literal(how->before) + " " + one;
@@ -127,6 +133,38 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(ChatFamily family,
         throw ApiError{
             400, fmt::format("'tools': the forced-call grammar: {}", g.error().message()), "tools"};
     return std::move(*g);
+}
+
+LazyGrammarParams lazy_tool_call_grammar(ChatFamily family, const ChatToolFields& tools,
+                                         bool starts_in_reasoning, const Tokenizer& tokenizer,
+                                         const grammar::TokenTrie& vocab) {
+    LazyGrammarParams lazy;
+    try {
+        lazy.grammar = tool_call_grammar(family, tools, false, CallGrammarMode::Lazy);
+    } catch (const ApiError& e) {
+        // A parameter schema the converter cannot enforce: under auto the
+        // calls are still read, as before lazy grammars (only a forced call
+        // must be enforced, so only there is it a 400).
+        if (e.status != 400) throw;
+        return {};
+    }
+    if (!lazy.grammar) return lazy;
+    const ChatFamilyInfo& info = family_info(family);
+    lazy.reasoning_start = std::string(info.reasoning_start);
+    lazy.reasoning_end = std::string(info.reasoning_end);
+    lazy.starts_in_reasoning = starts_in_reasoning;
+    for (std::string_view trigger : family_info(family).tool_triggers) {
+        if (trigger.empty()) continue;
+        // Llama 3's bare JSON call is a call only as the whole answer.
+        const bool at_start = trigger.front() == '{';
+        lazy.triggers.push_back({std::string(trigger), at_start});
+        // A control token has no text in the trie: it is watched by its id.
+        const auto ids = tokenizer.encode(trigger, false, true);
+        if (!at_start && ids.size() == 1 && ids[0] >= 0 &&
+            static_cast<size_t>(ids[0]) < vocab.vocab_size() && vocab.piece(ids[0]) != trigger)
+            lazy.trigger_tokens.push_back({ids[0], std::string(trigger)});
+    }
+    return lazy;
 }
 
 }  // namespace ferrox::server

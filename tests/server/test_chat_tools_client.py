@@ -12,6 +12,7 @@ grammar write it, which is what these tests exercise.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -155,3 +156,118 @@ def test_the_tool_round_trip_renders_as_jinja2_does(server):
         messages=reference_messages, tools=TOOLS, add_generation_prompt=True,
         bos_token=server.bos, eos_token="")
     assert got["prompt"] == want
+
+
+# --- tool_choice "auto": the lazy grammar (docs/grammar.md, "Lazy grammars") ---
+#
+# A random-weight model writes the trigger only when pushed: logit_bias +100 on
+# the tokens the trigger encodes to (Hermes' `<tool_call>`, Llama 3's
+# `<|python_tag|>`, both several tokens in these vocabularies) leaves only them
+# drawable, so the trigger shows up once they come in order (about 1 in 256
+# positions). Until then the stage changes nothing; from it on the grammar
+# writes the call, whose arguments must then validate. Each seed's answer is
+# the same run after run (one seed, one draw).
+TRIGGER = {"hermes": "<tool_call>", "llama3": "<|python_tag|>"}
+AUTO_SEEDS = range(8)
+AUTO_MAX_TOKENS = 600
+
+
+def trigger_bias(server, family):
+    status, body = server.post("/tokenize", {"content": TRIGGER[family]})
+    assert status == 200, body
+    return {str(t): 100 for t in set(body["tokens"])}
+
+
+def test_auto_calls_after_the_trigger_parse_and_validate(server, request):
+    family = request.node.callspec.params["server"]
+    bias = trigger_bias(server, family)
+
+    def one(seed):
+        return ask(server, seed, tool_choice="auto", logit_bias=bias,
+                   max_tokens=AUTO_MAX_TOKENS).choices[0]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        choices = list(pool.map(one, AUTO_SEEDS))
+    calls = 0
+    for seed, choice in zip(AUTO_SEEDS, choices):
+        if choice.finish_reason == "length":
+            continue  # no trigger in time, or cut inside the call
+        assert choice.finish_reason == "tool_calls", (seed, choice)
+        (call,) = choice.message.tool_calls
+        jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+        calls += 1
+    # About 9 in 10 answers reach the trigger within the tokens given.
+    assert calls >= len(AUTO_SEEDS) // 2, f"only {calls} of {len(AUTO_SEEDS)} answers called"
+
+
+# --- the thinking budget (docs/server.md, "Thinking budget") ---
+#
+# A template whose generation prompt opens `<think>` (as DeepSeek-R1's does),
+# with the tiny Qwen2 vocabulary, where `</think>` is several tokens: the
+# answer starts in reasoning, and random weights never close it by themselves.
+THINK_TEMPLATE = (
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+SERVER_BUDGET = 7
+
+
+@pytest.fixture(scope="module")
+def thinking(tmp_path_factory):
+    template = tmp_path_factory.mktemp("think") / "think.jinja"
+    template.write_text(THINK_TEMPLATE)
+    with running("--parallel", "4", "-c", "4096", "--chat-template", str(template),
+                 "--reasoning-budget", str(SERVER_BUDGET),
+                 model=str(TINY / SERVED["hermes"][0])) as s:
+        assert "as the think family" in s.text_log()
+        status, body = s.post("/tokenize", {"content": "</think>"})
+        assert status == 200, body
+        s.close_tokens = len(body["tokens"])
+        yield s
+
+
+def think(server, seed, **kw):
+    return client(server).chat.completions.create(
+        model="x", messages=ASK, temperature=1, seed=seed, max_tokens=48, logprobs=True, **kw)
+
+
+def forced_close_at(choice, n, close_tokens):
+    """Whether the tokens n .. n + close_tokens spell `</think>`."""
+    pieces = [t.token for t in choice.logprobs.content]
+    return "".join(pieces[n:n + close_tokens]) == "</think>" and "</think>" not in "".join(pieces[:n])
+
+
+@pytest.mark.parametrize("budget", [0, 3, 11])
+def test_a_thinking_budget_forces_the_close_after_n_tokens(thinking, budget):
+    for seed in range(4):
+        reply = think(thinking, seed, extra_body={"thinking_token_budget": budget})
+        choice = reply.choices[0]
+        assert forced_close_at(choice, budget, thinking.close_tokens), choice.logprobs
+        reasoning = reply.usage.completion_tokens_details.reasoning_tokens
+        assert reasoning <= budget + thinking.close_tokens
+        # The close ended the reasoning: what follows is content.
+        message = choice.message.model_dump()
+        assert (message.get("reasoning_content") or "") != "" or budget == 0
+        assert message["content"] is not None
+
+
+def test_the_server_default_applies_and_the_alias_is_the_same_setting(thinking):
+    choice = think(thinking, 5).choices[0]
+    assert forced_close_at(choice, SERVER_BUDGET, thinking.close_tokens)
+    unlimited = think(thinking, 5, extra_body={"thinking_token_budget": -1}).choices[0]
+    assert not forced_close_at(unlimited, SERVER_BUDGET, thinking.close_tokens)
+    named = think(thinking, 6, extra_body={"thinking_token_budget": 4}).choices[0]
+    alias = think(thinking, 6, extra_body={"thinking_budget_tokens": 4}).choices[0]
+    assert forced_close_at(alias, 4, thinking.close_tokens)
+    assert [t.token for t in alias.logprobs.content] == [t.token for t in named.logprobs.content]
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"thinking_token_budget": -2}, "thinking_token_budget"),
+    ({"thinking_token_budget": "9"}, "thinking_token_budget"),
+    ({"thinking_budget_tokens": 1 << 40}, "thinking_budget_tokens"),
+    ({"thinking_token_budget": 3, "thinking_budget_tokens": 3}, "thinking_budget_tokens"),
+])
+def test_a_bad_thinking_budget_is_a_400_naming_the_field(thinking, body, param):
+    with pytest.raises(openai.BadRequestError) as e:
+        think(thinking, 1, extra_body=body)
+    assert e.value.body["param"] == param
