@@ -11,11 +11,12 @@ namespace ferrox::server {
 
 namespace {
 
-constexpr const char* kField = "thinking_token_budget";   // vLLM
-constexpr const char* kAlias = "thinking_budget_tokens";  // llama-server
+constexpr const char* kBudgetField = "thinking_token_budget";   // vLLM
+constexpr const char* kBudgetAlias = "thinking_budget_tokens";  // llama-server
 
 // Whether every token of `marker` has text the stage's watch can see.
-bool visible(std::string_view marker, const Tokenizer& tokenizer, const grammar::TokenTrie& vocab) {
+bool marker_visible(std::string_view marker, const Tokenizer& tokenizer,
+                    const grammar::TokenTrie& vocab) {
     for (const int32_t id : tokenizer.encode(marker, false, true))
         if (id < 0 || static_cast<size_t>(id) >= vocab.vocab_size() || vocab.piece(id).empty())
             return false;
@@ -26,10 +27,11 @@ bool visible(std::string_view marker, const Tokenizer& tokenizer, const grammar:
 
 ReasoningBudgetParams read_reasoning_budget(Fields& body, const ParseInput& in, ChatFamily family,
                                             bool starts_in_reasoning) {
-    if (body.has(kField) && body.has(kAlias))
-        body.fail(kAlias, fmt::format("and '{}' are one setting; send one of them", kField));
-    const bool asked = body.has(kField) || body.has(kAlias);
-    const char* name = body.has(kAlias) ? kAlias : kField;
+    if (body.has(kBudgetField) && body.has(kBudgetAlias))
+        body.fail(kBudgetAlias,
+                  fmt::format("and '{}' are one setting; send one of them", kBudgetField));
+    const bool asked = body.has(kBudgetField) || body.has(kBudgetAlias);
+    const char* name = body.has(kBudgetAlias) ? kBudgetAlias : kBudgetField;
     const int64_t budget =
         body.integer(name, -1, int64_t(in.max_positions), int64_t(in.reasoning_budget));
     ReasoningBudgetParams p;
@@ -40,8 +42,8 @@ ReasoningBudgetParams read_reasoning_budget(Fields& body, const ParseInput& in, 
         return p;  // the server's default: not for this model
     };
     if (!in.grammar_vocab) return refuse("is not enforced by this server (no token trie)");
-    if (!visible(info.reasoning_start, in.tokenizer, *in.grammar_vocab) ||
-        !visible(info.reasoning_end, in.tokenizer, *in.grammar_vocab))
+    if (!marker_visible(info.reasoning_start, in.tokenizer, *in.grammar_vocab) ||
+        !marker_visible(info.reasoning_end, in.tokenizer, *in.grammar_vocab))
         return refuse(fmt::format(
             "is not enforced for the {} family (its reasoning markers are control tokens)",
             info.name));
