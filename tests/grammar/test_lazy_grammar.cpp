@@ -146,7 +146,7 @@ TEST_CASE("lazy grammar: an anchored trigger counts only at the answer's start")
     CHECK(anywhere.sample(prefer(kA, kX)) == kX);
 }
 
-TEST_CASE("lazy grammar: a trigger token arms it with its text; clones and restarts disarm") {
+TEST_CASE("lazy grammar: a trigger token arms it with its text, clones and restarts disarm") {
     ChainParams p = lazy_params(kCall, {{"<tool_call>", false}});
     p.lazy.trigger_tokens = {{kControl, "<tool_call>"}};
     SamplerChain chain = SamplerChain::from_params(p);
