@@ -12,7 +12,6 @@ grammar write it, which is what these tests exercise.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import pathlib
@@ -158,51 +157,6 @@ def test_the_tool_round_trip_renders_as_jinja2_does(server):
     assert got["prompt"] == want
 
 
-# --- tool_choice "auto": the lazy grammar (docs/grammar.md, "Lazy grammars") ---
-#
-# A random-weight model writes the trigger only when pushed: logit_bias +100 on
-# the tokens the trigger encodes to (Hermes' `<tool_call>`, Llama 3's
-# `<|python_tag|>`, both several tokens in these vocabularies) leaves only them
-# drawable, so the trigger shows up once they come in order (about 1 in 256
-# positions). Until then the stage changes nothing; from it on the grammar
-# writes the call, whose arguments must then validate. Each seed's answer is
-# the same run after run (one seed, one draw).
-TRIGGER = {"hermes": "<tool_call>", "llama3": "<|python_tag|>"}
-AUTO_SEEDS = range(12)
-AUTO_MAX_TOKENS = 600
-
-
-def trigger_bias(server, family):
-    status, body = server.post("/tokenize", {"content": TRIGGER[family]})
-    assert status == 200, body
-    return {str(t): 100 for t in set(body["tokens"])}
-
-
-def test_auto_calls_after_the_trigger_parse_and_validate(server, request):
-    family = request.node.callspec.params["server"]
-    bias = trigger_bias(server, family)
-
-    def one(seed):
-        # Temperature 2 flattens the model's preferences among the pushed
-        # tokens, so that they come in the trigger's order sooner.
-        return client(server).chat.completions.create(
-            model="x", messages=ASK, tools=TOOLS, tool_choice="auto", parallel_tool_calls=False,
-            temperature=2, seed=seed, max_tokens=AUTO_MAX_TOKENS, logit_bias=bias).choices[0]
-
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        choices = list(pool.map(one, AUTO_SEEDS))
-    calls = 0
-    for seed, choice in zip(AUTO_SEEDS, choices):
-        if choice.finish_reason == "length":
-            continue  # no trigger in time, or cut inside the call
-        assert choice.finish_reason == "tool_calls", (seed, choice)
-        (call,) = choice.message.tool_calls
-        jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
-        calls += 1
-    # Most answers reach the trigger within the tokens given (measured: see the docs).
-    assert calls >= len(AUTO_SEEDS) // 3, f"only {calls} of {len(AUTO_SEEDS)} answers called"
-
-
 # --- the thinking budget (docs/server.md, "Thinking budget") ---
 #
 # A template whose generation prompt opens `<think>` (as DeepSeek-R1's does),
@@ -245,8 +199,11 @@ def test_a_thinking_budget_forces_the_close_after_n_tokens(thinking, budget):
         reply = think(thinking, seed, extra_body={"thinking_token_budget": budget})
         choice = reply.choices[0]
         assert forced_close_at(choice, budget, thinking.close_tokens), choice.logprobs
+        # reasoning_tokens encodes the reasoning's text again, which for random
+        # tokens can take more tokens than were generated: only its presence is
+        # checked; the generated count is the logprobs' position above.
         reasoning = reply.usage.completion_tokens_details.reasoning_tokens
-        assert reasoning <= budget + thinking.close_tokens
+        assert (reasoning > 0) == (budget > 0)
         # The close ended the reasoning: what follows is content.
         message = choice.message.model_dump()
         assert (message.get("reasoning_content") or "") != "" or budget == 0
