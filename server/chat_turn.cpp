@@ -26,6 +26,10 @@ ChatTurn start_chat_turn(const ordered_json& messages, const ChatToolFields& too
     if (tools.choice.mode == ToolChoice::Mode::Required ||
         tools.choice.mode == ToolChoice::Mode::Named)
         turn.forced_call = tool_call_grammar(family, tools, options.starts_in_reasoning);
+    else if (tools.reads_calls() && in.grammar_vocab)
+        turn.lazy_call = lazy_tool_call_grammar(family, tools, options.starts_in_reasoning,
+                                                in.tokenizer, *in.grammar_vocab);
+    turn.starts_in_reasoning = options.starts_in_reasoning;
     turn.prompt = std::move(rendered->tokens);
     return turn;
 }
@@ -39,6 +43,12 @@ void force_tool_call(std::shared_ptr<const grammar::Grammar> forced, const Parse
     if (!in.grammar_vocab)
         throw ApiError{400, "this server takes no grammars (no token trie)", field};
     g.sampling.grammar = std::move(forced);
+    g.sampling.grammar_vocab = in.grammar_vocab;
+}
+
+void arm_lazy_tool_call(LazyGrammarParams lazy, const ParseInput& in, GenerationRequest& g) {
+    if (!lazy.grammar || g.sampling.grammar) return;
+    g.sampling.lazy = std::move(lazy);
     g.sampling.grammar_vocab = in.grammar_vocab;
 }
 

@@ -19,6 +19,7 @@
 #include "chat_tools.h"
 #include "dialect.h"
 #include "ferrox/grammar/gbnf.h"
+#include "ferrox/sampler_chain.h"
 
 namespace ferrox::server {
 
@@ -26,6 +27,8 @@ struct ChatTurn {
     std::vector<int32_t> prompt;
     std::optional<ChatAnswer> answer;
     std::shared_ptr<const grammar::Grammar> forced_call;  // null unless a call is forced
+    LazyGrammarParams lazy_call;       // tool_choice auto: armed at the family's trigger
+    bool starts_in_reasoning = false;  // the prompt opened a reasoning block
 };
 
 // `messages` already checked (checked_messages), `tools` read; `id_seed`
@@ -41,6 +44,10 @@ ChatTurn start_chat_turn(const nlohmann::ordered_json& messages, const ChatToolF
 // exclude each other, refused naming `field` (the dialect's tool_choice).
 void force_tool_call(std::shared_ptr<const grammar::Grammar> forced, const ParseInput& in,
                      GenerationRequest& g, const char* field, bool grammar_is_format);
+
+// Puts the lazy call grammar of tool_choice auto on the chain, unless the
+// request's own grammar or output format holds the whole answer.
+void arm_lazy_tool_call(LazyGrammarParams lazy, const ParseInput& in, GenerationRequest& g);
 
 // The answer's reasoning in tokens, counted by encoding its text again: the
 // answer's tokens are not kept apart by where the parser put them.

@@ -96,6 +96,8 @@ struct ParseInput {
     // The vocabulary's byte trie for grammar stages, built once per server
     // (262,144 tokens take a while); null: requests with a grammar are refused.
     std::shared_ptr<const grammar::TokenTrie> grammar_vocab = nullptr;
+    // The thinking budget of a request that names none (--reasoning-budget): -1 unlimited.
+    int32_t reasoning_budget = -1;
 };
 
 // Who answers: the response's id and the model's name.

@@ -11,6 +11,7 @@
 #include "chat_turn.h"
 #include "error_shape.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "reasoning_budget.h"
 
 namespace ferrox::server {
 
@@ -164,7 +165,7 @@ void read_tool_choice(Fields& f, ChatToolFields& tools) {
 
 // `thinking`: {"type": "enabled", "budget_tokens"} or {"type": "disabled"},
 // as the template's `enable_thinking` (Qwen3's and its kin's switch); the
-// budget is returned for the request (GenerationRequest::thinking_budget_tokens).
+// budget becomes the request's thinking budget (reasoning_budget.h).
 uint32_t read_thinking(Fields& f, ordered_json& kwargs) {
     if (!f.has("thinking")) return 0;
     Fields thinking(f.raw("thinking"), "thinking");
@@ -322,7 +323,18 @@ class Messages final : public Dialect {
         MessagesPrompt prompt = read_prompt(f, in, std::hash<std::string>{}(id_));
         answer_ = std::move(prompt.turn.answer);
         g.prompt = std::move(prompt.turn.prompt);
-        g.thinking_budget_tokens = prompt.thinking_budget_tokens;
+        if (prompt.thinking_budget_tokens > 0) {
+            // Anthropic requires budget_tokens with thinking on, so a model
+            // whose reasoning markers the stage cannot see (control tokens)
+            // or a server without a token trie takes it unenforced, as the
+            // soft target Anthropic describes it (docs/server.md).
+            std::string not_enforced;
+            g.sampling.reasoning_budget = reasoning_budget_params(
+                prompt.thinking_budget_tokens, in, in.render_chat.family().family,
+                prompt.turn.starts_in_reasoning, not_enforced);
+            if (g.sampling.reasoning_budget.budget >= 0)
+                g.sampling.grammar_vocab = in.grammar_vocab;
+        }
         prompt_tokens_ = static_cast<uint32_t>(g.prompt.size());
         g.max_tokens = checked_max_tokens(f, "max_tokens", true, g.prompt.size(), in.max_positions,
                                           "messages");
@@ -339,6 +351,7 @@ class Messages final : public Dialect {
         s.seed = random_seed();
         g.cache_scope = in.tenant + '\n';  // no salt: one scope per API key
         f.refuse_the_rest();
+        arm_lazy_tool_call(std::move(prompt.turn.lazy_call), in, g);
         force_tool_call(std::move(prompt.turn.forced_call), in, g, "tool_choice", true);
     }
     bool streamed() const override { return stream_; }

@@ -290,8 +290,9 @@ void Api::generate(Call& call, Dialect& dialect) {
     GenerationRequest g;
     g.arrival = Clock::now();
     g.deadline = g.arrival + options_.request_timeout;
-    const ParseInput in{*model_.tokenizer, model_.render_chat, model_.max_positions,
-                        options_.limits,   call.tenant,        model_.grammar_vocab};
+    const ParseInput in{*model_.tokenizer,        model_.render_chat, model_.max_positions,
+                        options_.limits,          call.tenant,        model_.grammar_vocab,
+                        options_.reasoning_budget};
     try {
         dialect.parse(call.body, in, g);
     } catch (const ApiError&) {

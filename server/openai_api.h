@@ -36,6 +36,7 @@ struct ApiOptions {
     GuardOptions guard;                 // Host, Origin (cors_origin)
     std::chrono::seconds request_timeout{0};
     RequestLimits limits;
+    int32_t reasoning_budget = -1;  // --reasoning-budget: a chat request's default
 };
 
 // What the endpoints need once the model is loaded.

@@ -12,6 +12,7 @@
 #include "chat_tools.h"
 #include "chat_turn.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "reasoning_budget.h"
 #include "structured_output.h"
 
 namespace ferrox::server {
@@ -263,6 +264,11 @@ class ChatCompletions final : public OpenAIDialect {
 
     void parse(const ordered_json& body, const ParseInput& in, GenerationRequest& g) override {
         OpenAIDialect::parse(body, in, g);
+        if (budget_.budget >= 0) {  // read_reasoning_budget checked that the trie is there
+            g.sampling.reasoning_budget = std::move(budget_);
+            g.sampling.grammar_vocab = in.grammar_vocab;
+        }
+        arm_lazy_tool_call(std::move(lazy_call_), in, g);
         force_tool_call(std::move(forced_call_), in, g, "tool_choice", !gbnf_);
     }
 
@@ -296,6 +302,9 @@ class ChatCompletions final : public OpenAIDialect {
             start_chat_turn(messages, tools, in, std::hash<std::string>{}(id()), "messages");
         answer_ = std::move(turn.answer);
         forced_call_ = std::move(turn.forced_call);
+        lazy_call_ = std::move(turn.lazy_call);
+        budget_ =
+            read_reasoning_budget(f, in, in.render_chat.family().family, turn.starts_in_reasoning);
         tokenizer_ = &in.tokenizer;
         return std::move(turn.prompt);
     }
@@ -370,6 +379,8 @@ class ChatCompletions final : public OpenAIDialect {
 
     std::optional<ChatAnswer> answer_;                     // set by read_prompt
     std::shared_ptr<const grammar::Grammar> forced_call_;  // tool_choice required or named
+    LazyGrammarParams lazy_call_;                          // tool_choice auto
+    ReasoningBudgetParams budget_;                         // thinking_token_budget
     const Tokenizer* tokenizer_ = nullptr;
     ordered_json pending_logprobs_ = empty_logprobs();
 };

@@ -466,6 +466,7 @@ class Responses final : public Dialect {
             s.grammar = std::move(format);
             s.grammar_vocab = in.grammar_vocab;
         }
+        arm_lazy_tool_call(std::move(turn.lazy_call), in, g);
         force_tool_call(std::move(turn.forced_call), in, g, "tool_choice", true);
     }
     bool streamed() const override { return stream_; }

@@ -45,10 +45,6 @@ struct GenerationRequest {
     std::string cache_scope;
     uint32_t top_logprobs = 0;  // alternatives reported per token
     bool logprobs = false;
-    // The reasoning's budget in tokens that Anthropic's `thinking.budget_tokens`
-    // asks for (0: none). Read and carried here for the thinking-budget stage
-    // to end the reasoning at; nothing enforces it yet.
-    uint32_t thinking_budget_tokens = 0;
     Clock::time_point arrival = Clock::now();
     Clock::time_point deadline = Clock::time_point::max();
 };

@@ -529,8 +529,14 @@ bool ends_at_closer(ChatFamily family) {
 
 std::shared_ptr<const grammar::Grammar> tool_call_grammar(const DetectedChatFamily& detected,
                                                           const ChatToolFields& tools,
-                                                          bool starts_in_reasoning) {
+                                                          bool starts_in_reasoning,
+                                                          CallGrammarMode mode) {
     const ChatFamily family = detected.family;
+    const bool lazy = mode == CallGrammarMode::Lazy;
+    // Lazy grammars begin at the trigger: the families whose forced answer
+    // starts with their trigger text (harmony's trigger is mid-header, and the
+    // tagged and DeepSeek spellings are not yet checked against theirs).
+    if (lazy && !json_spelling(family)) return nullptr;  // auto stays parse-only
     const grammar::JsonSchemaLimits limits;
     RuleSet rules(limits, ends_at_closer(family));
     const std::vector<Tool> callable_tools = callable(tools);
@@ -551,7 +557,10 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const DetectedChatFami
                        "tool_choice"};
     }
     std::string root;
-    if (starts_in_reasoning && !family_info(family).reasoning_close.empty())
+    // Lazy: armed at the trigger, after any reasoning; Llama 3 may open a
+    // call with <|python_tag|> (a trigger) before the bare JSON.
+    if (lazy && family == ChatFamily::Llama3) root += "\"<|python_tag|>\"? ";
+    if (!lazy && starts_in_reasoning && !family_info(family).reasoning_close.empty())
         root += literal(std::string(family_info(family).reasoning_close) + "\n\n") + " ";
     root += answer;
     auto g = grammar::parse_gbnf(rules.text(root), grammar::json_schema_grammar_limits(limits));
@@ -559,6 +568,39 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const DetectedChatFami
         throw ApiError{
             400, fmt::format("'tools': the forced-call grammar: {}", g.error().message()), "tools"};
     return std::move(*g);
+}
+
+LazyGrammarParams lazy_tool_call_grammar(const DetectedChatFamily& family,
+                                         const ChatToolFields& tools, bool starts_in_reasoning,
+                                         const Tokenizer& tokenizer,
+                                         const grammar::TokenTrie& vocab) {
+    LazyGrammarParams lazy;
+    try {
+        lazy.grammar = tool_call_grammar(family, tools, false, CallGrammarMode::Lazy);
+    } catch (const ApiError& e) {
+        // A parameter schema the converter cannot enforce: under auto the
+        // calls are still read, as before lazy grammars (only a forced call
+        // must be enforced, so only there is it a 400).
+        if (e.status != 400) throw;
+        return {};
+    }
+    if (!lazy.grammar) return lazy;
+    const ChatFamilyInfo& info = family_info(family.family);
+    lazy.reasoning_start = std::string(info.reasoning_start);
+    lazy.reasoning_end = std::string(info.reasoning_end);
+    lazy.starts_in_reasoning = starts_in_reasoning;
+    for (std::string_view trigger : info.tool_triggers) {
+        if (trigger.empty()) continue;
+        // Llama 3's bare JSON call is a call only as the whole answer.
+        const bool at_start = trigger.front() == '{';
+        lazy.triggers.push_back({std::string(trigger), at_start});
+        // A control token has no text in the trie: it is watched by its id.
+        const auto ids = tokenizer.encode(trigger, false, true);
+        if (!at_start && ids.size() == 1 && ids[0] >= 0 &&
+            static_cast<size_t>(ids[0]) < vocab.vocab_size() && vocab.piece(ids[0]) != trigger)
+            lazy.trigger_tokens.push_back({ids[0], std::string(trigger)});
+    }
+    return lazy;
 }
 
 ChatTextParameters text_parameters(ChatFamily family, const ChatToolFields& tools) {

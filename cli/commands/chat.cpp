@@ -47,7 +47,8 @@ struct ChatCommandOptions {
 // The chain every answer draws with: the grammar (when given) first, over
 // the tokenizer's bytes.
 SamplerChain answer_chain(const ChatCommandOptions& o, const Tokenizer& tok) {
-    ChainParams p{o.sampling, 0, 0, {}, {}, {}};
+    ChainParams p;
+    p.base = o.sampling;
     if (o.parsed_grammar) {
         p.grammar = o.parsed_grammar;
         p.grammar_vocab = grammar::TokenTrie::from_tokenizer(tok);

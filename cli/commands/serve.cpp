@@ -171,6 +171,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         s.alias.empty() ? std::filesystem::path(model_path).filename().string() : s.alias;
     api_options.api_keys = std::move(*keys);
     api_options.request_timeout = std::chrono::seconds(s.request_timeout);
+    api_options.reasoning_budget = s.reasoning_budget;
     server::Api api(api_options, metrics);
     const server::HttpLimits limits = server::http_limits(s);
     server::HttpServer http(

@@ -177,3 +177,79 @@ def test_the_tool_round_trip_renders_as_jinja2_does(server):
         messages=reference_messages, tools=TOOLS, add_generation_prompt=True,
         bos_token=server.bos, eos_token=server.eos)
     assert got["prompt"] == want
+
+
+# --- the thinking budget (docs/server.md, "Thinking budget") ---
+#
+# A template whose generation prompt opens `<think>` (as DeepSeek-R1's does),
+# with the tiny Qwen2 vocabulary, where `</think>` is several tokens: the
+# answer starts in reasoning, and random weights never close it by themselves.
+THINK_TEMPLATE = (
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+SERVER_BUDGET = 7
+
+
+@pytest.fixture(scope="module")
+def thinking(tmp_path_factory):
+    template = tmp_path_factory.mktemp("think") / "think.jinja"
+    template.write_text(THINK_TEMPLATE)
+    with running("--parallel", "4", "-c", "4096", "--chat-template", str(template),
+                 "--reasoning-budget", str(SERVER_BUDGET),
+                 model=str(TINY / SERVED["hermes"][0])) as s:
+        assert "as the think family" in s.text_log()
+        status, body = s.post("/tokenize", {"content": "</think>"})
+        assert status == 200, body
+        s.close_tokens = len(body["tokens"])
+        yield s
+
+
+def think(server, seed, **kw):
+    return client(server).chat.completions.create(
+        model="x", messages=ASK, temperature=1, seed=seed, max_tokens=48, logprobs=True, **kw)
+
+
+def forced_close_at(choice, n, close_tokens):
+    """Whether the tokens n .. n + close_tokens spell `</think>`."""
+    pieces = [t.token for t in choice.logprobs.content]
+    return "".join(pieces[n:n + close_tokens]) == "</think>" and "</think>" not in "".join(pieces[:n])
+
+
+@pytest.mark.parametrize("budget", [0, 3, 11])
+def test_a_thinking_budget_forces_the_close_after_n_tokens(thinking, budget):
+    for seed in range(4):
+        reply = think(thinking, seed, extra_body={"thinking_token_budget": budget})
+        choice = reply.choices[0]
+        assert forced_close_at(choice, budget, thinking.close_tokens), choice.logprobs
+        # reasoning_tokens encodes the reasoning's text again, which for random
+        # tokens can take more tokens than were generated: only its presence is
+        # checked; the generated count is the logprobs' position above.
+        reasoning = reply.usage.completion_tokens_details.reasoning_tokens
+        assert (reasoning > 0) == (budget > 0)
+        # The close ended the reasoning: what follows is content.
+        message = choice.message.model_dump()
+        assert (message.get("reasoning_content") or "") != "" or budget == 0
+        assert message["content"] is not None
+
+
+def test_the_server_default_applies_and_the_alias_is_the_same_setting(thinking):
+    choice = think(thinking, 5).choices[0]
+    assert forced_close_at(choice, SERVER_BUDGET, thinking.close_tokens)
+    unlimited = think(thinking, 5, extra_body={"thinking_token_budget": -1}).choices[0]
+    assert not forced_close_at(unlimited, SERVER_BUDGET, thinking.close_tokens)
+    named = think(thinking, 6, extra_body={"thinking_token_budget": 4}).choices[0]
+    alias = think(thinking, 6, extra_body={"thinking_budget_tokens": 4}).choices[0]
+    assert forced_close_at(alias, 4, thinking.close_tokens)
+    assert [t.token for t in alias.logprobs.content] == [t.token for t in named.logprobs.content]
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"thinking_token_budget": -2}, "thinking_token_budget"),
+    ({"thinking_token_budget": "9"}, "thinking_token_budget"),
+    ({"thinking_budget_tokens": 1 << 40}, "thinking_budget_tokens"),
+    ({"thinking_token_budget": 3, "thinking_budget_tokens": 3}, "thinking_budget_tokens"),
+])
+def test_a_bad_thinking_budget_is_a_400_naming_the_field(thinking, body, param):
+    with pytest.raises(openai.BadRequestError) as e:
+        think(thinking, 1, extra_body=body)
+    assert e.value.body["param"] == param

@@ -42,7 +42,7 @@ TEST_CASE("every setting is found by its key, has a flag and help, and takes its
                                                : std::to_string(s.max ? s.max : 1)));
         CHECK(!ferrox::server_setting_default(s).empty());
     }
-    CHECK(ferrox::server_settings().size() == 20);
+    CHECK(ferrox::server_settings().size() == 21);
 }
 
 TEST_CASE("a setting's text is checked by its kind and range, naming the key") {
@@ -85,4 +85,23 @@ TEST_CASE("the new keys read from the file") {
     CHECK(bad.error().message() ==
           "t.yaml:2:20: server.max_connections must be between 2 and "
           "65536, got 1");
+}
+
+TEST_CASE("reasoning_budget takes -1 (unlimited) and 0, and refuses below -1 naming the key") {
+    ferrox::ServerConfig c;
+    CHECK(c.reasoning_budget == -1);
+    const auto* budget = ferrox::find_server_setting("reasoning_budget");
+    REQUIRE(budget);
+    CHECK(ferrox::set_server_setting(c, *budget, "0"));
+    CHECK(c.reasoning_budget == 0);
+    CHECK(ferrox::set_server_setting(c, *budget, "-1"));
+    CHECK(c.reasoning_budget == -1);
+    CHECK(ferrox::set_server_setting(c, *budget, "37"));
+    CHECK(c.reasoning_budget == 37);
+    auto bad = ferrox::set_server_setting(c, *budget, "-2");
+    REQUIRE(!bad);
+    CHECK(bad.error().message() ==
+          "server.reasoning_budget must be between -1 and 1048576, got -2");
+    CHECK(c.reasoning_budget == 37);
+    CHECK(ferrox::server_setting_default(*budget) == "-1");
 }

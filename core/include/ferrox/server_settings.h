@@ -24,7 +24,7 @@ struct ServerSetting {
     std::string_view flags;  // CLI11 names: "-m,--model"
     SettingKind kind;
     std::variant<std::string ServerConfig::*, uint32_t ServerConfig::*, uint64_t ServerConfig::*,
-                 bool ServerConfig::*>
+                 bool ServerConfig::*, int32_t ServerConfig::*>  // int32_t: a Count that may be -1
         member;
     std::string_view help;
     int64_t min = 0, max = 0;                   // Count, Bytes (inclusive)

@@ -23,6 +23,10 @@ ServerSetting count(std::string_view key, std::string_view flags, uint32_t S::*m
                     std::string_view help, int64_t min, int64_t max, std::string_view unset = {}) {
     return {key, flags, K::Count, member, help, min, max, {}, unset};
 }
+ServerSetting signed_count(std::string_view key, std::string_view flags, int32_t S::*member,
+                           std::string_view help, int64_t min, int64_t max) {
+    return {key, flags, K::Count, member, help, min, max, {}, {}};
+}
 ServerSetting bytes(std::string_view key, std::string_view flags, uint64_t S::*member,
                     std::string_view help, int64_t min, int64_t max) {
     return {key, flags, K::Bytes, member, help, min, max, {}, {}};
@@ -92,6 +96,10 @@ const std::array kSettings{
                   0,
                   {},
                   {}},
+    signed_count("reasoning_budget", "--reasoning-budget", &S::reasoning_budget,
+                 "Thinking budget in tokens of a chat request that sets no thinking_token_budget: "
+                 "-1 unlimited, 0 no reasoning (docs/server.md).",
+                 -1, 1 << 20),
 };
 
 Error out_of_range(const ServerSetting& s, std::string_view got) {
@@ -146,7 +154,10 @@ Expected<void> set_server_setting(ServerConfig& config, const ServerSetting& s,
             }
             const int64_t n = std::get<int64_t>(v);
             if (n < s.min || n > s.max) return out_of_range(s, std::to_string(n));
-            config.*std::get<uint32_t S::*>(s.member) = static_cast<uint32_t>(n);
+            if (const auto* signed_member = std::get_if<int32_t S::*>(&s.member))
+                config.*(*signed_member) = static_cast<int32_t>(n);
+            else
+                config.*std::get<uint32_t S::*>(s.member) = static_cast<uint32_t>(n);
             return {};
         }
         case K::Bytes: {

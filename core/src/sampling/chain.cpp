@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ferrox/sampler_chain.h"
+#include "grammar_mask.h"
 
 namespace ferrox {
 
@@ -192,20 +193,7 @@ class GrammarStage final : public SamplerStage {
         : matcher_(std::move(g), std::move(vocab)) {}
     const char* name() const override { return "grammar"; }
     int32_t apply(Candidates& c, SamplerState&) override {
-        if (auto ok = matcher_.allowed(mask_); !ok) {
-            error_ = ok.error().message();
-            c.c.clear();
-            return -1;
-        }
-        const auto allowed = [&](const Candidate& x) {
-            const auto id = static_cast<size_t>(x.id);
-            return id / 64 < mask_.size() && (mask_[id / 64] >> (id % 64)) & 1;
-        };
-        c.c.erase(
-            std::remove_if(c.c.begin(), c.c.end(), [&](const auto& x) { return !allowed(x); }),
-            c.c.end());
-        if (c.c.empty()) error_ = "grammar: no token of the vocabulary can continue the grammar";
-        c.has_p = false;  // the order stays; the mass does not
+        sampling_detail::keep_grammar_allowed(matcher_, mask_, c, error_);
         return -1;
     }
     void accept(int32_t token) override {
@@ -302,8 +290,12 @@ SamplerChain& SamplerChain::operator=(const SamplerChain& other) {
 SamplerChain SamplerChain::from_params(const ChainParams& params) {
     const SamplerParams& p = params.base;
     SamplerChain chain(p.seed);
+    if (params.reasoning_budget.budget >= 0 && params.grammar_vocab)
+        chain.add(reasoning_budget_stage(params.reasoning_budget, params.grammar_vocab));
     if (params.grammar && params.grammar_vocab)
         chain.add(grammar_stage(params.grammar, params.grammar_vocab));
+    if (params.lazy.grammar && params.grammar_vocab)
+        chain.add(lazy_grammar_stage(params.lazy, params.grammar_vocab));
     if (!params.logit_bias.empty()) chain.add(logit_bias_stage(params.logit_bias));
     chain.add(penalties_stage(p.repeat_last_n, p.repeat_penalty, params.frequency_penalty,
                               params.presence_penalty));
