@@ -37,6 +37,15 @@
 #include "ferrox/tokenizer/tokenizer.h"
 #include "sampler_grammar.h"
 
+// This file defines the exported ferrox_X_params_default functions (the
+// frozen ones older programs call); ferrox.h's macros of those names are for
+// callers. Inside, defaults are written with ferrox_X_params_init.
+#undef ferrox_model_params_default
+#undef ferrox_context_params_default
+#undef ferrox_sampler_params_default
+#undef ferrox_chat_params_default
+#undef ferrox_chat_parse_params_default
+
 using namespace ferrox;
 
 struct ferrox_model {
@@ -361,9 +370,7 @@ void ferrox_model_params_init(ferrox_model_params* p, size_t size) {
     write_defaults(p, size, model_defaults());
 }
 
-// (Parenthesised: ferrox.h's macro of the same name expands only a name
-// followed by a parenthesis.)
-void(ferrox_model_params_default)(ferrox_model_params* p) {
+void ferrox_model_params_default(ferrox_model_params* p) {
     write_defaults(p, kModelParamsSize_0_1, model_defaults());
 }
 
@@ -372,7 +379,7 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
     if (!path || !out) return invalid(status, "ferrox_model_load: path or out is NULL");
     *out = nullptr;
     ferrox_model_params p;
-    ferrox_model_params_default(&p);
+    ferrox_model_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_model_params")) return FERROX_CODE_INVALID_ARGUMENT;
     auto options = engine_options(p);
     if (!options) return invalid(status, options.error().message());
@@ -646,7 +653,7 @@ void ferrox_context_params_init(ferrox_context_params* p, size_t size) {
     write_defaults(p, size, context_defaults());
 }
 
-void(ferrox_context_params_default)(ferrox_context_params* p) {
+void ferrox_context_params_default(ferrox_context_params* p) {
     write_defaults(p, kContextParamsSize_0_1, context_defaults());
 }
 
@@ -655,7 +662,7 @@ ferrox_code ferrox_context_new(const ferrox_model* m, const ferrox_context_param
     if (!m || !out) return invalid(status, "ferrox_context_new: model or out is NULL");
     *out = nullptr;
     ferrox_context_params p;
-    ferrox_context_params_default(&p);
+    ferrox_context_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_context_params"))
         return FERROX_CODE_INVALID_ARGUMENT;
     return guarded(status, [&]() -> ferrox_code {
@@ -807,7 +814,7 @@ void ferrox_sampler_params_init(ferrox_sampler_params* p, size_t size) {
     write_defaults(p, size, sampler_defaults());
 }
 
-void(ferrox_sampler_params_default)(ferrox_sampler_params* p) {
+void ferrox_sampler_params_default(ferrox_sampler_params* p) {
     write_defaults(p, kSamplerParamsSize_0_1, sampler_defaults());
 }
 
@@ -816,7 +823,7 @@ ferrox_code ferrox_sampler_new(const ferrox_sampler_params* given, ferrox_sample
     if (!out) return invalid(status, "ferrox_sampler_new: out is NULL");
     *out = nullptr;
     ferrox_sampler_params p;
-    ferrox_sampler_params_default(&p);
+    ferrox_sampler_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_sampler_params"))
         return FERROX_CODE_INVALID_ARGUMENT;
     const auto finite = [](float x) { return std::isfinite(x); };
@@ -990,7 +997,7 @@ void ferrox_chat_params_init(ferrox_chat_params* p, size_t size) {
     write_defaults(p, size, chat_defaults());
 }
 
-void(ferrox_chat_params_default)(ferrox_chat_params* p) {
+void ferrox_chat_params_default(ferrox_chat_params* p) {
     write_defaults(p, kChatParamsSize_0_4, chat_defaults());
 }
 
@@ -1000,7 +1007,7 @@ ferrox_code ferrox_chat_apply_template(const ferrox_model* m, const ferrox_chat_
         return invalid(status, "ferrox_chat_apply_template: model, params or out is NULL");
     *out = nullptr;
     ferrox_chat_params p;
-    ferrox_chat_params_default(&p);
+    ferrox_chat_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_chat_params")) return FERROX_CODE_INVALID_ARGUMENT;
     return guarded(status, [&]() -> ferrox_code {
         auto rendered = api::apply_chat_template(*m->engine, p);
@@ -1043,7 +1050,7 @@ void ferrox_chat_parse_params_init(ferrox_chat_parse_params* p, size_t size) {
     write_defaults(p, size, chat_parse_defaults());
 }
 
-void(ferrox_chat_parse_params_default)(ferrox_chat_parse_params* p) {
+void ferrox_chat_parse_params_default(ferrox_chat_parse_params* p) {
     write_defaults(p, kChatParseParamsSize_0_5, chat_parse_defaults());
 }
 
@@ -1055,7 +1062,7 @@ ferrox_code ferrox_chat_parse(const ferrox_model* m, const ferrox_chat_parse_par
                        "ferrox_chat_parse: params or out is NULL, or text is NULL with len");
     *out = nullptr;
     ferrox_chat_parse_params p;
-    ferrox_chat_parse_params_default(&p);
+    ferrox_chat_parse_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_chat_parse_params"))
         return FERROX_CODE_INVALID_ARGUMENT;
     return guarded(status, [&]() -> ferrox_code {
