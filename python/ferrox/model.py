@@ -16,7 +16,7 @@ from .chat import ChatPrompt, ParsedAnswer, parse, render
 from .context import Context
 from .errors import InvalidArgumentError, check
 from .generation import Completion, SequenceRequest, TextStream, collect, run
-from .sampling import Sampling, response_format_schema
+from .sampling import Sampler, Sampling, response_format_schema
 
 Prompt = Union[str, bytes, Sequence[int]]
 Messages = Sequence[Dict[str, Any]]
@@ -405,6 +405,11 @@ class Model:
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         settings = Sampling(**sampling).with_seed(seed).checked(self.n_vocab)
+        if settings.grammar is not None or settings.json_schema is not None:
+            # Compiled once here, so that a refused grammar raises at the call
+            # (not at a stream's first step); the trie it builds is the model's.
+            with self._handle.use() as m:
+                Sampler(settings, m).close()
         stops = as_str_list("stop", stop, _lib.DETOK_MAX_STOPS, _lib.DETOK_MAX_STOP_BYTES)
         as_bool("special", special)
         if isinstance(prompt, (str, bytes, bytearray)):

@@ -140,6 +140,7 @@ class Sampler:
     and its grammar's position when it has one."""
 
     def __init__(self, settings: Sampling, model_pointer: Optional[int] = None):
+        self._raw: Optional[ctypes.c_void_p] = None  # close() is safe if new() refuses
         p = _lib.SamplerParams()
         _lib.init_params(p)
         for name in (*_REAL_RANGES, *_COUNT_RANGES):
@@ -175,7 +176,7 @@ class Sampler:
             message = self._status.message.decode("utf-8", errors="replace")
             raise InvalidGrammarError(message, code)
         check(code, self._status, "sampler")
-        self._raw: Optional[ctypes.c_void_p] = raw
+        self._raw = raw
         self._token = ctypes.c_int32()
 
     def sample(self, logits: "ctypes._Pointer", n_vocab: int) -> int:
