@@ -83,49 +83,47 @@ void add_grammar_flags(CLI::App& cmd, GrammarFlags& flags) {
             if (a != b) a->excludes(b);
 }
 
-namespace {
-
-// --json-schema / --json-schema-file: the schema text, parsed (keys kept in
-// their order: properties are generated in schema order) and converted.
-Expected<std::shared_ptr<const grammar::Grammar>> load_schema(const GrammarFlags& flags) {
-    std::string source = flags.schema_text;
-    std::string where = "--json-schema";
-    if (!flags.schema_file.empty()) {
-        auto read = read_text_file(flags.schema_file, "--json-schema-file");
+Expected<std::optional<GrammarSource>> read_grammar_source(const GrammarFlags& flags) {
+    // The prompt files' bound here; the parsers refuse past theirs by name.
+    const auto from_file = [](const std::string& path, const char* flag,
+                              bool is_schema) -> Expected<std::optional<GrammarSource>> {
+        auto read = read_text_file(path, flag);
         if (!read) return read.error();
-        source = std::move(*read);
-        where = flags.schema_file;
-    }
-    nlohmann::ordered_json schema;
-    try {
-        schema = nlohmann::ordered_json::parse(source);
-    } catch (const nlohmann::json::parse_error& e) {
-        return make_error("{}: not JSON: {}", where, e.what());
-    }
-    auto g = grammar::compile_json_schema(schema);
-    if (!g) return make_error("{}: {}", where, g.error().message());
-    return std::move(*g);
+        return std::optional<GrammarSource>(GrammarSource{std::move(*read), is_schema, path});
+    };
+    if (!flags.schema_file.empty()) return from_file(flags.schema_file, "--json-schema-file", true);
+    if (!flags.schema_text.empty())
+        return std::optional<GrammarSource>(
+            GrammarSource{flags.schema_text, true, "--json-schema"});
+    if (!flags.file.empty()) return from_file(flags.file, "--grammar-file", false);
+    if (!flags.text.empty())
+        return std::optional<GrammarSource>(GrammarSource{flags.text, false, "--grammar"});
+    return std::optional<GrammarSource>();
 }
 
-}  // namespace
+Expected<std::shared_ptr<const grammar::Grammar>> compile_grammar(const GrammarSource& source) {
+    if (source.is_schema) {
+        // Keys kept in their order: properties are generated in schema order.
+        nlohmann::ordered_json schema;
+        try {
+            schema = nlohmann::ordered_json::parse(source.text);
+        } catch (const nlohmann::json::parse_error& e) {
+            return make_error("{}: not JSON: {}", source.where, e.what());
+        }
+        auto g = grammar::compile_json_schema(schema);
+        if (!g) return make_error("{}: {}", source.where, g.error().message());
+        return std::move(*g);
+    }
+    auto parsed = grammar::parse_gbnf(source.text, grammar::GrammarLimits{});
+    if (!parsed) return make_error("{}: {}", source.where, parsed.error().message());
+    return std::move(*parsed);
+}
 
 Expected<std::shared_ptr<const grammar::Grammar>> load_grammar(const GrammarFlags& flags) {
-    if (!flags.schema_text.empty() || !flags.schema_file.empty()) return load_schema(flags);
-    const grammar::GrammarLimits limits;
-    std::string source = flags.text;
-    std::string where = "--grammar";
-    if (!flags.file.empty()) {
-        // The prompt files' bound here; parse_gbnf refuses past max_source_bytes by name.
-        auto read = read_text_file(flags.file, "--grammar-file");
-        if (!read) return read.error();
-        source = std::move(*read);
-        where = flags.file;
-    } else if (flags.text.empty()) {
-        return std::shared_ptr<const grammar::Grammar>();
-    }
-    auto parsed = grammar::parse_gbnf(source, limits);
-    if (!parsed) return make_error("{}: {}", where, parsed.error().message());
-    return std::move(*parsed);
+    auto source = read_grammar_source(flags);
+    if (!source) return source.error();
+    if (!*source) return std::shared_ptr<const grammar::Grammar>();
+    return compile_grammar(**source);
 }
 
 void add_n_predict_flag(CLI::App& cmd, int& n_predict, NPredict meaning) {

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ferrox/expected.h"
@@ -30,8 +31,19 @@ struct GrammarFlags {
     std::string schema_text, schema_file;
 };
 void add_grammar_flags(CLI::App& cmd, GrammarFlags& flags);
-// The grammar the flags name, parsed and checked (a schema converted first);
-// nullptr when none was given. Errors start with the flag or the file.
+// The text the flags give (read from the file when one is named): GBNF, or a
+// JSON schema when is_schema; `where` is the flag or the file, for errors.
+struct GrammarSource {
+    std::string text;
+    bool is_schema = false;
+    std::string where;
+};
+// std::nullopt when none of the four flags was given.
+Expected<std::optional<GrammarSource>> read_grammar_source(const GrammarFlags& flags);
+// The source parsed and checked (a schema converted first). Errors start
+// with its `where`.
+Expected<std::shared_ptr<const grammar::Grammar>> compile_grammar(const GrammarSource& source);
+// Both: nullptr when none was given.
 Expected<std::shared_ptr<const grammar::Grammar>> load_grammar(const GrammarFlags& flags);
 
 // What -n/--n-predict means for a command.

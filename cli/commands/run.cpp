@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -17,7 +16,6 @@
 #include "chat_prompt.h"
 #include "commands/commands.h"
 #include "ferrox/ferrox.h"
-#include "ferrox/grammar/matcher.h"
 #include "ferrox/log.h"
 #include "input.h"
 #include "model_reference.h"
@@ -108,24 +106,6 @@ Expected<ChatPrompt> chat_prompt(const ferrox_model* model, const ChatOptions& o
     return ChatPrompt{std::string(text, bytes), std::vector<int32_t>(ids, ids + n), {}};
 }
 
-// The vocabulary's bytes and end-of-generation tokens, through the API, for
-// the grammar's token trie (built once per run).
-Expected<std::shared_ptr<const grammar::TokenTrie>> token_trie(const ferrox_model* model) {
-    const uint32_t vocab = ferrox_model_vocab(model);
-    std::vector<std::string> pieces(vocab);
-    std::vector<bool> eog(vocab);
-    ferrox_call_status st = fresh_status();
-    for (uint32_t id = 0; id < vocab; ++id) {
-        const auto token = static_cast<int32_t>(id);
-        if (read_text(pieces[id], st, [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
-                return ferrox_detokenize(model, &token, 1, b, c, n, s);
-            }) != FERROX_CODE_OK)
-            return make_error("token {}: {}", id, st.message);
-        eog[id] = ferrox_model_is_end_of_generation(model, token) != 0;
-    }
-    return std::make_shared<const grammar::TokenTrie>(std::move(pieces), std::move(eog));
-}
-
 // The context's profile so far (and emptied), as rows.
 Expected<OpProfile> take_profile(ferrox_context* ctx) {
     ferrox_call_status st = fresh_status();
@@ -158,7 +138,12 @@ int run(const CommonOptions& common, RunOptions o) {
         }
         o.prompt = std::move(*text);
     }
-    auto grammar = load_grammar(o.grammar);
+    // --grammar / --json-schema: checked here, before the model loads; the
+    // text then goes to the C API's sampler, whose chain applies it.
+    auto grammar = read_grammar_source(o.grammar);
+    if (grammar && *grammar) {
+        if (auto checked = compile_grammar(**grammar); !checked) grammar = checked.error();
+    }
     if (!grammar) {
         logger().error("{}", grammar.error().message());
         return kExitBadInput;
@@ -223,6 +208,12 @@ int run(const CommonOptions& common, RunOptions o) {
     ferrox_context* raw_ctx = nullptr;
     if (!succeeded(ferrox_context_new(m, &cp, &raw_ctx, &st), st)) return kExitFailure;
     const ContextHandle ctx(raw_ctx, ferrox_context_free);
+    if (*grammar) {
+        const GrammarSource& g = **grammar;
+        o.sampling.model = m;
+        (g.is_schema ? o.sampling.json_schema : o.sampling.grammar) = g.text.data();
+        (g.is_schema ? o.sampling.json_schema_len : o.sampling.grammar_len) = g.text.size();
+    }
     ferrox_sampler* raw_sampler = nullptr;
     if (!succeeded(ferrox_sampler_new(&o.sampling, &raw_sampler, &st), st)) return kExitBadInput;
     const SamplerHandle sampler(raw_sampler, ferrox_sampler_free);
@@ -264,20 +255,6 @@ int run(const CommonOptions& common, RunOptions o) {
     }
     if (!succeeded(ferrox_sampler_accept(sampler.get(), tokens.data(), n_prompt, &st), st))
         return kExitFailure;
-    // --grammar: the core's matcher masks the logits before the API's sampler
-    // draws (the same as a grammar stage first in the chain), until the C API
-    // carries the grammar stage itself.
-    std::optional<grammar::GrammarMatcher> matcher;
-    std::vector<uint64_t> allowed;
-    std::vector<float> masked;
-    if (*grammar) {
-        auto trie = token_trie(m);
-        if (!trie) {
-            logger().error("{}", trie.error().message());
-            return kExitFailure;
-        }
-        matcher.emplace(*grammar, std::move(*trie));
-    }
 
     std::string generated, piece;
     int n_eval = 0;
@@ -288,28 +265,7 @@ int run(const CommonOptions& common, RunOptions o) {
         // The first draw reads the prompt's logits: it is the prompt's, so
         // that a generation step is one forward and one draw.
         const auto sample_start = Clock::now();
-        const float* draw_from = logits;
-        if (matcher) {
-            if (auto ok = matcher->allowed(allowed); !ok) {
-                logger().error("{}", ok.error().message());
-                return kExitFailure;
-            }
-            masked.assign(logits, logits + vocab);
-            bool any = false;
-            for (uint32_t id = 0; id < vocab; ++id) {
-                if ((allowed[id / 64] >> (id % 64)) & 1)
-                    any = true;
-                else
-                    masked[id] = -std::numeric_limits<float>::infinity();
-            }
-            if (!any) {
-                logger().error("grammar: no token of the vocabulary can continue the grammar");
-                return kExitFailure;
-            }
-            draw_from = masked.data();
-        }
-        const ferrox_code sampled =
-            ferrox_sampler_sample(sampler.get(), draw_from, vocab, &next, &st);
+        const ferrox_code sampled = ferrox_sampler_sample(sampler.get(), logits, vocab, &next, &st);
         if (o.profile)
             (i == 0 ? prompt_profile : profile)
                 .add({"sample", "sample", "F32", 1,
@@ -318,15 +274,10 @@ int run(const CommonOptions& common, RunOptions o) {
                                                 .count()),
                       0});
         if (!succeeded(sampled, st)) return kExitFailure;
-        if (matcher) {
-            if (auto ok = matcher->accept(next); !ok) {
-                logger().error("{}", ok.error().message());
-                return kExitFailure;
-            }
-        }
         if (ferrox_model_is_end_of_generation(m, next)) break;
         tokens.push_back(next);
-        if (!succeeded(ferrox_sampler_accept(sampler.get(), &next, 1, &st), st) ||
+        // The history, and the grammar (when any) over the token's text.
+        if (!succeeded(ferrox_sampler_accept_token(sampler.get(), next, &st), st) ||
             !succeeded(read_text(piece, st,
                                  [&](char* b, size_t c, size_t* n, ferrox_call_status* s) {
                                      return ferrox_detok_stream_push(stream.get(), next, b, c, n,
@@ -358,7 +309,7 @@ int run(const CommonOptions& common, RunOptions o) {
         std::cout << escape_text(piece, EscapeFor::Text) << "\n"
                   << std::flush;  // before the stats on stderr
     const double eval_s = seconds_since(eval_start);
-    if (matcher && !matcher->finished() && !matcher->complete())
+    if (ferrox_sampler_grammar_state(sampler.get()) == FERROX_GRAMMAR_OPEN)
         std::fprintf(stderr, "grammar: the output stopped before the grammar was complete\n");
     if (interrupted())
         std::fprintf(stderr, "interrupted: stopped after %zu generated tokens\n",

@@ -22,7 +22,9 @@ from .errors import (
     ClosedError,
     FerroxError,
     FerroxIOError,
+    GrammarError,
     InvalidArgumentError,
+    InvalidGrammarError,
     NoRoomError,
 )
 from .generation import Completion, TextStream
@@ -40,7 +42,9 @@ __all__ = [
     "Context",
     "FerroxError",
     "FerroxIOError",
+    "GrammarError",
     "InvalidArgumentError",
+    "InvalidGrammarError",
     "Model",
     "NoRoomError",
     "ParsedAnswer",

@@ -1,4 +1,4 @@
-"""ctypes declarations of ferrox.h (API 0.4) and the loading of libferrox_core.
+"""ctypes declarations of ferrox.h (API 0.6) and the loading of libferrox_core.
 
 Declarations only: the structs, enums, bounds and prototypes as the header
 writes them, and where the library is found. Nothing here decides behaviour;
@@ -38,7 +38,7 @@ from typing import Optional
 # The API this binding was written against; a library of another major, or of
 # an older minor, is refused when the package is imported.
 API_MAJOR = 0
-API_MINOR = 5
+API_MINOR = 6
 
 # ferrox_code
 OK = 0
@@ -49,6 +49,14 @@ BACKEND = 4
 CANCELLED = 5
 BUSY = 6
 BUFFER_TOO_SMALL = 7
+GRAMMAR = 8
+
+# ferrox_grammar_state
+GRAMMAR_NONE = 0
+GRAMMAR_OPEN = 1
+GRAMMAR_COMPLETE = 2
+GRAMMAR_ENDED = 3
+GRAMMAR_FAILED = 4
 
 # ferrox_kv_kind
 KV_F32 = 0
@@ -66,6 +74,8 @@ CHAT_MAX_ANSWER = 16 << 20
 DETOK_MAX_STOPS = 64
 DETOK_MAX_STOP_BYTES = 1024
 CONTEXT_MAX_SEQUENCES = 64
+GRAMMAR_MAX_BYTES = 256 << 10
+JSON_SCHEMA_MAX_BYTES = 1 << 20
 
 
 class CallStatus(Structure):
@@ -193,6 +203,11 @@ class SamplerParams(Structure):
         ("seed", c_uint64),
         ("logit_bias", POINTER(LogitBias)),
         ("n_logit_bias", c_uint32),
+        ("model", c_void_p),  # API 0.6
+        ("grammar", c_void_p),
+        ("grammar_len", c_size_t),
+        ("json_schema", c_void_p),
+        ("json_schema_len", c_size_t),
     ]
 
 
@@ -207,7 +222,10 @@ PROTOTYPES = {
     "ferrox_api_version": (c_uint32, []),
     "ferrox_code_name": (c_char_p, [c_int]),
     # model
+    # The *_default functions are what programs built before 0.6 call (they
+    # write that version's struct); the binding uses *_init with its own size.
     "ferrox_model_params_default": (None, [POINTER(ModelParams)]),
+    "ferrox_model_params_init": (None, [POINTER(ModelParams), c_size_t]),
     "ferrox_model_load": (_code, [c_char_p, POINTER(ModelParams), POINTER(c_void_p), _status_p]),
     "ferrox_model_free": (None, [_model_p]),
     "ferrox_model_vocab": (c_uint32, [_model_p]),
@@ -255,6 +273,7 @@ PROTOTYPES = {
     "ferrox_detok_stream_stopped": (c_int, [c_void_p]),
     # chat
     "ferrox_chat_params_default": (None, [POINTER(ChatParams)]),
+    "ferrox_chat_params_init": (None, [POINTER(ChatParams), c_size_t]),
     "ferrox_chat_apply_template": (
         _code,
         [_model_p, POINTER(ChatParams), POINTER(c_void_p), _status_p],
@@ -265,6 +284,7 @@ PROTOTYPES = {
     "ferrox_chat_prompt_tokens": (POINTER(c_int32), [c_void_p, _size_p]),
     "ferrox_chat_prompt_template": (c_char_p, [c_void_p]),
     "ferrox_chat_parse_params_default": (None, [POINTER(ChatParseParams)]),
+    "ferrox_chat_parse_params_init": (None, [POINTER(ChatParseParams), c_size_t]),
     "ferrox_chat_parse": (
         _code,
         [_model_p, POINTER(ChatParseParams), c_void_p, c_size_t, POINTER(c_void_p), _status_p],
@@ -277,6 +297,7 @@ PROTOTYPES = {
     "ferrox_chat_parsed_tool_call": (POINTER(ChatToolCall), [c_void_p, c_size_t]),
     # context
     "ferrox_context_params_default": (None, [POINTER(ContextParams)]),
+    "ferrox_context_params_init": (None, [POINTER(ContextParams), c_size_t]),
     "ferrox_context_new": (
         _code,
         [_model_p, POINTER(ContextParams), POINTER(c_void_p), _status_p],
@@ -297,6 +318,7 @@ PROTOTYPES = {
     "ferrox_context_profile_reset": (_code, [_ctx_p, _status_p]),
     # sampling
     "ferrox_sampler_params_default": (None, [POINTER(SamplerParams)]),
+    "ferrox_sampler_params_init": (None, [POINTER(SamplerParams), c_size_t]),
     "ferrox_sampler_new": (_code, [POINTER(SamplerParams), POINTER(c_void_p), _status_p]),
     "ferrox_sampler_free": (None, [c_void_p]),
     "ferrox_sampler_sample": (
@@ -304,6 +326,9 @@ PROTOTYPES = {
         [c_void_p, POINTER(c_float), c_uint32, POINTER(c_int32), _status_p],
     ),
     "ferrox_sampler_accept": (_code, [c_void_p, POINTER(c_int32), c_size_t, _status_p]),
+    "ferrox_sampler_accept_token": (_code, [c_void_p, c_int32, _status_p]),
+    "ferrox_sampler_grammar_state": (c_int, [c_void_p]),
+    "ferrox_sampler_reset": (_code, [c_void_p, _status_p]),
     # per-sequence state
     "ferrox_seq_state_save": (
         _code,
@@ -379,6 +404,14 @@ def library_plugin_dir() -> Optional[Path]:
         return None
     folder = base.parent / "ferrox" / "plugins"
     return folder if folder.is_dir() else None
+
+
+def init_params(params: Structure) -> None:
+    """ferrox_X_params_init(&params, sizeof params): the library's defaults,
+    written only as far as this binding's struct goes."""
+    name = {ModelParams: "model", ChatParams: "chat", ChatParseParams: "chat_parse",
+            ContextParams: "context", SamplerParams: "sampler"}[type(params)]
+    getattr(lib, f"ferrox_{name}_params_init")(ctypes.byref(params), ctypes.sizeof(params))
 
 
 def new_status() -> CallStatus:

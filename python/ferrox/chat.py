@@ -69,7 +69,7 @@ class _Arguments:
                 raise TypeError(f"messages[{i}]['role'] must be a str, not {type(role).__name__}")
             as_c_string(f"messages[{i}]['role']", role, _lib.CHAT_MAX_ROLE, allow_empty=False)
         self.params = _lib.ChatParams()
-        _lib.lib.ferrox_chat_params_default(ctypes.byref(self.params))
+        _lib.init_params(self.params)
         self.params.add_generation_prompt = int(add_generation_prompt)
         self._keep: List[Any] = []
         if _simple(messages):
@@ -184,7 +184,7 @@ def parse(model_pointer: Optional[int], text: str, family: Optional[str],
     if not isinstance(id_seed, int) or isinstance(id_seed, bool) or not 0 <= id_seed < 2**64:
         raise InvalidArgumentError("id_seed must be an int in 0..2**64-1")
     params = _lib.ChatParseParams()
-    _lib.lib.ferrox_chat_parse_params_default(ctypes.byref(params))
+    _lib.init_params(params)
     keep = []
     if family is not None:
         params.family = as_c_string("family", family, 64, allow_empty=False)

@@ -53,7 +53,7 @@ class Context:
             self._handle = _reuse
         else:
             params = _lib.ContextParams()
-            _lib.lib.ferrox_context_params_default(ctypes.byref(params))
+            _lib.init_params(params)
             params.n_ctx, params.n_seq, params.n_batch = n_ctx, n_seq, n_batch
             params.profile = int(profile)
             raw = ctypes.c_void_p()

@@ -17,7 +17,7 @@ class FerroxError(Exception):
 
     Attributes:
         code: the C status (a ferrox_code: 1 invalid argument, 2 no room, 3 I/O,
-            4 backend, 5 cancelled, 6 busy, 7 buffer too small).
+            4 backend, 5 cancelled, 6 busy, 7 buffer too small, 8 grammar).
         code_name: ferrox_code_name(code), e.g. "invalid argument".
         message: the engine's message (or the binding's, for a check made in Python).
     """
@@ -88,6 +88,20 @@ class BufferTooSmallError(FerroxError):
     code = _lib.BUFFER_TOO_SMALL
 
 
+class InvalidGrammarError(InvalidArgumentError):
+    """A grammar or JSON schema the engine refused (FERROX_CODE_INVALID_ARGUMENT).
+
+    The message names the place: "grammar:LINE:COL: ..." for GBNF, the JSON
+    pointer for a schema ("json_schema: /properties/age/multipleOf: not enforced").
+    """
+
+
+class GrammarError(FerroxError):
+    """FERROX_CODE_GRAMMAR: the grammar admits no token here (the message says why)."""
+
+    code = _lib.GRAMMAR
+
+
 class ClosedError(FerroxError):
     """A model, context or stream used after close(): refused before any C call.
 
@@ -100,7 +114,7 @@ class ClosedError(FerroxError):
 _BY_CODE = {
     cls.code: cls
     for cls in (InvalidArgumentError, NoRoomError, FerroxIOError, BackendError,
-                CancelledError, BusyError, BufferTooSmallError)
+                CancelledError, BusyError, BufferTooSmallError, GrammarError)
 }
 
 

@@ -37,7 +37,9 @@ class Completion:
     the context's end); prompt_tokens: the prompt's token count; the timings
     are measured as `ferrox run` measures them: prompt_seconds for the
     prompt's decode, generation_seconds from then to the end, over
-    decode_steps forward passes.
+    decode_steps forward passes; grammar_complete (with a grammar or a JSON
+    schema, else None): whether the text is a whole sentence of it -- False
+    when max_tokens ended it first (then the text is not valid JSON).
     """
 
     text: str = ""
@@ -48,6 +50,7 @@ class Completion:
     prompt_seconds: float = 0.0
     generation_seconds: float = 0.0
     decode_steps: int = 0
+    grammar_complete: Optional[bool] = None
 
     @property
     def tokens_per_second(self) -> float:
@@ -110,7 +113,7 @@ class _Sequence:
     def __init__(self, seq_id: int, request: SequenceRequest, model_pointer: int):
         self.seq_id = seq_id
         self.request = request
-        self.sampler = Sampler(request.sampling)
+        self.sampler = Sampler(request.sampling, model_pointer)
         self.detok = _DetokStream(model_pointer, request.stops)
         self.position = 0  # the next position to decode
         self.pending = -1  # the token drawn and not yet taken
@@ -127,19 +130,24 @@ class _Sequence:
         token = self.pending
         if _lib.lib.ferrox_model_is_end_of_generation(model_pointer, token):
             self.result.finish_reason = "stop"
-            self.done = True
+            self._end()
             return b""
         self.result.tokens.append(token)
-        one = (ctypes.c_int32 * 1)(token)
-        self.sampler.accept(one, 1)
+        self.sampler.accept_token(token)  # the history, and the grammar over its text
         piece = self.detok.push(token)
         if self.detok.stopped():
             self.result.finish_reason = "stop"
-            self.done = True
+            self._end()
         elif len(self.result.tokens) == self.request.max_tokens:
             self.result.finish_reason = "length"
-            self.done = True
+            self._end()
         return piece
+
+    def _end(self) -> None:
+        self.done = True
+        if self.sampler.has_grammar:
+            state = self.sampler.grammar_state()
+            self.result.grammar_complete = state in (_lib.GRAMMAR_COMPLETE, _lib.GRAMMAR_ENDED)
 
 
 Steps = Generator[Tuple[int, str], None, List[Completion]]

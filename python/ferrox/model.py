@@ -7,7 +7,7 @@ import os
 import re
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from ._handle import Handle
@@ -16,7 +16,7 @@ from .chat import ChatPrompt, ParsedAnswer, parse, render
 from .context import Context
 from .errors import InvalidArgumentError, check
 from .generation import Completion, SequenceRequest, TextStream, collect, run
-from .sampling import Sampling
+from .sampling import Sampler, Sampling, response_format_schema
 
 Prompt = Union[str, bytes, Sequence[int]]
 Messages = Sequence[Dict[str, Any]]
@@ -82,7 +82,7 @@ class Model:
         self.path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
         c_path = as_path("path", path)
         params = _lib.ModelParams()
-        _lib.lib.ferrox_model_params_default(ctypes.byref(params))
+        _lib.init_params(params)
         params.n_ctx_max = as_int("n_ctx", n_ctx, 0, UINT32_MAX)
         params.n_batch_max = as_int("n_batch", n_batch, 0, UINT32_MAX)
         params.threads = as_int("n_threads", n_threads, 0, _MAX_THREADS)
@@ -405,6 +405,11 @@ class Model:
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         settings = Sampling(**sampling).with_seed(seed).checked(self.n_vocab)
+        if settings.grammar is not None or settings.json_schema is not None:
+            # Compiled once here, so that a refused grammar raises at the call
+            # (not at a stream's first step); the trie it builds is the model's.
+            with self._handle.use() as m:
+                Sampler(settings, m).close()
         stops = as_str_list("stop", stop, _lib.DETOK_MAX_STOPS, _lib.DETOK_MAX_STOP_BYTES)
         as_bool("special", special)
         if isinstance(prompt, (str, bytes, bytearray)):
@@ -461,6 +466,8 @@ class Model:
                  frequency_penalty: Optional[float] = None,
                  presence_penalty: Optional[float] = None, seed: Optional[int] = None,
                  logit_bias: Optional[Dict[int, float]] = None,
+                 grammar: Optional[str] = None,
+                 json_schema: Union[None, str, Mapping[str, Any]] = None,
                  stop: Union[None, str, Sequence[str]] = None, special: bool = False,
                  stream: bool = False) -> Union[Completion, TextStream]:
         """Generates text after `prompt`, as `ferrox run` does.
@@ -475,6 +482,13 @@ class Model:
                 chain (ferrox_sampler_params); None keeps the engine's default,
                 which is `ferrox run`'s (temperature 0.8, top_k 40, top_p 0.95,
                 min_p 0.05, seed 0). temperature 0: greedy.
+            grammar: a GBNF grammar (llama.cpp's format) the text must match;
+                json_schema: a JSON schema (a dict, or its JSON text) the text
+                must validate against; not both. Only tokens that can continue
+                it are drawn, and the text ends where it is complete
+                (Completion.grammar_complete is False when max_tokens came
+                first). A grammar the engine refuses raises InvalidGrammarError
+                naming the line:column or the JSON pointer.
             stop: a string or up to 64 strings (1024 bytes each): the text ends
                 where the first of them begins.
             stream: False returns a Completion; True returns a TextStream that
@@ -488,7 +502,7 @@ class Model:
         sampling = dict(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                         repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-                        logit_bias=logit_bias)
+                        logit_bias=logit_bias, grammar=grammar, json_schema=json_schema)
         request = self._request(prompt, max_tokens, sampling, seed, stop, special, clamp=True)
         return self._start(request, stream)
 
@@ -504,14 +518,24 @@ class Model:
              template_name: Optional[str] = None, stream: bool = False,
              seed: Optional[int] = None, stop: Union[None, str, Sequence[str]] = None,
              template_kwargs: Optional[Dict[str, Any]] = None,
+             response_format: Optional[Mapping[str, Any]] = None,
              **sampling: Any) -> Union[Completion, TextStream]:
         """Generates the assistant's reply to `messages` (apply_chat_template, then generate).
 
         The prompt is rendered by the engine's chat renderer (the server's and
-        `ferrox run --chat`'s); the other arguments are generate()'s.
+        `ferrox run --chat`'s); the other arguments are generate()'s (grammar=
+        and json_schema= included). response_format, as OpenAI's:
+        {"type": "json_schema", "json_schema": {"schema": {...}}} is
+        json_schema=; {"type": "json_object"} any JSON object; {"type": "text"}
+        nothing.
         """
         if not isinstance(stream, bool):
             raise TypeError("stream must be a bool")
+        schema = response_format_schema(response_format)
+        if schema is not None:
+            if sampling.get("json_schema") is not None or sampling.get("grammar") is not None:
+                raise InvalidArgumentError("give response_format, grammar or json_schema, not two")
+            sampling["json_schema"] = schema
         prompt = self.apply_chat_template(messages, tools=tools, chat_template=chat_template,
                                           template_name=template_name,
                                           template_kwargs=template_kwargs)

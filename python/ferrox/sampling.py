@@ -8,13 +8,14 @@ holds the defaults, the binding does not repeat them.
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 from dataclasses import dataclass, fields
-from typing import Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Union
 
 from . import _lib
-from ._validate import UINT32_MAX, UINT64_MAX, as_float, as_int
-from .errors import InvalidArgumentError, check
+from ._validate import UINT32_MAX, UINT64_MAX, as_float, as_int, as_text
+from .errors import InvalidArgumentError, InvalidGrammarError, check
 
 # Where C accepts any finite value the binding still refuses what has no
 # meaning: a negative temperature (C: greedy) must be written as 0.
@@ -43,6 +44,10 @@ class Sampling:
     presence_penalty: Optional[float] = None
     seed: Optional[int] = None
     logit_bias: Optional[Mapping[int, float]] = None
+    # Constrained decoding (C API 0.6): a GBNF grammar, or a JSON schema (a
+    # dict, or its JSON text) the output must validate against; not both.
+    grammar: Optional[str] = None
+    json_schema: Union[None, str, Mapping[str, Any]] = None
 
     def checked(self, n_vocab: int) -> "Sampling":
         """Raises TypeError / InvalidArgumentError naming the first bad setting."""
@@ -71,6 +76,14 @@ class Sampling:
                     raise TypeError(f"logit_bias[{token}] must be a number")
                 if bias != -math.inf:
                     as_float(f"logit_bias[{token}]", bias, -math.inf, math.inf)
+        if self.grammar is not None and self.json_schema is not None:
+            raise InvalidArgumentError("give grammar or json_schema, not both")
+        if self.grammar is not None:
+            if not isinstance(self.grammar, str):
+                raise TypeError(f"grammar must be a str, not {type(self.grammar).__name__}")
+            as_text("grammar", self.grammar, _lib.GRAMMAR_MAX_BYTES)
+        if self.json_schema is not None:
+            schema_text(self.json_schema)
         return self
 
     def with_seed(self, seed: Optional[int]) -> "Sampling":
@@ -79,21 +92,57 @@ class Sampling:
         return Sampling(**values)
 
 
+def schema_text(schema: Union[str, Mapping[str, Any]]) -> bytes:
+    """A JSON schema as the UTF-8 text the engine reads (a dict keeps its key order)."""
+    if isinstance(schema, Mapping):
+        try:
+            text = json.dumps(schema, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"json_schema is not JSON: {e}") from None
+    elif isinstance(schema, str):
+        text = schema
+    else:
+        raise TypeError(f"json_schema must be a dict or a str, not {type(schema).__name__}")
+    return as_text("json_schema", text, _lib.JSON_SCHEMA_MAX_BYTES)
+
+
+def response_format_schema(response_format: Optional[Mapping[str, Any]]) -> Optional[Any]:
+    """The JSON schema an OpenAI-style response_format asks for; None for text or None."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, Mapping):
+        raise TypeError("response_format must be a dict")
+    kind = response_format.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, Mapping) or "schema" not in spec:
+            raise InvalidArgumentError('response_format json_schema needs {"json_schema": {"schema": ...}}')
+        return spec["schema"]
+    raise InvalidArgumentError(
+        f"response_format type {kind!r}: expected 'text', 'json_object' or 'json_schema'")
+
+
 def default_sampling() -> Dict[str, object]:
     """The engine's defaults (ferrox_sampler_params_default) as a dict."""
     p = _lib.SamplerParams()
-    _lib.lib.ferrox_sampler_params_default(ctypes.byref(p))
+    _lib.init_params(p)
     names = [field[0] for field in _lib.SamplerParams._fields_]
     return {name: getattr(p, name) for name in names
-            if name not in ("struct_size", "logit_bias", "n_logit_bias")}
+            if name in _REAL_RANGES or name in _COUNT_RANGES}
 
 
 class Sampler:
-    """One ferrox_sampler: its own history and random stream (one sequence's)."""
+    """One ferrox_sampler: its own history and random stream (one sequence's),
+    and its grammar's position when it has one."""
 
-    def __init__(self, settings: Sampling):
+    def __init__(self, settings: Sampling, model_pointer: Optional[int] = None):
+        self._raw: Optional[ctypes.c_void_p] = None  # close() is safe if new() refuses
         p = _lib.SamplerParams()
-        _lib.lib.ferrox_sampler_params_default(ctypes.byref(p))
+        _lib.init_params(p)
         for name in (*_REAL_RANGES, *_COUNT_RANGES):
             value = getattr(settings, name)
             if value is not None:
@@ -105,11 +154,29 @@ class Sampler:
             self._bias[i].bias = value
         p.logit_bias = self._bias if bias else None
         p.n_logit_bias = len(bias)
+        text = None
+        if settings.grammar is not None:
+            text = as_text("grammar", settings.grammar, _lib.GRAMMAR_MAX_BYTES)
+        elif settings.json_schema is not None:
+            text = schema_text(settings.json_schema)
+        # Kept alive while C reads it (at ferrox_sampler_new); never NULL, even empty.
+        self._text = ctypes.create_string_buffer(text, len(text) + 1) if text is not None else None
+        if text is not None:
+            p.model = model_pointer
+            address = ctypes.cast(self._text, ctypes.c_void_p).value
+            if settings.grammar is not None:
+                p.grammar, p.grammar_len = address, len(text)
+            else:
+                p.json_schema, p.json_schema_len = address, len(text)
+        self.has_grammar = text is not None
         self._status = _lib.new_status()
         raw = ctypes.c_void_p()
         code = _lib.lib.ferrox_sampler_new(ctypes.byref(p), ctypes.byref(raw), self._status)
+        if code == _lib.INVALID_ARGUMENT and text is not None:
+            message = self._status.message.decode("utf-8", errors="replace")
+            raise InvalidGrammarError(message, code)
         check(code, self._status, "sampler")
-        self._raw: Optional[ctypes.c_void_p] = raw
+        self._raw = raw
         self._token = ctypes.c_int32()
 
     def sample(self, logits: "ctypes._Pointer", n_vocab: int) -> int:
@@ -119,8 +186,18 @@ class Sampler:
         return self._token.value
 
     def accept(self, tokens: "ctypes.Array", n: int) -> None:
+        """A prompt's tokens: into the history only."""
         code = _lib.lib.ferrox_sampler_accept(self._raw, tokens, n, self._status)
         check(code, self._status, "sampler accept")
+
+    def accept_token(self, token: int) -> None:
+        """A generated token: the history, and the grammar over its text."""
+        code = _lib.lib.ferrox_sampler_accept_token(self._raw, token, self._status)
+        check(code, self._status, "sampler accept")
+
+    def grammar_state(self) -> int:
+        """ferrox_sampler_grammar_state: _lib.GRAMMAR_NONE, _OPEN, _COMPLETE, _ENDED, _FAILED."""
+        return int(_lib.lib.ferrox_sampler_grammar_state(self._raw))
 
     def close(self) -> None:
         raw, self._raw = self._raw, None

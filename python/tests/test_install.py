@@ -69,6 +69,12 @@ def test_bounds_and_codes_are_the_headers():
     assert define("FERROX_CHAT_MAX_CONTENT") == _lib.CHAT_MAX_CONTENT
     assert define("FERROX_CHAT_MAX_JSON") == _lib.CHAT_MAX_JSON
     assert define("FERROX_CHAT_MAX_ANSWER") == _lib.CHAT_MAX_ANSWER
+    assert define("FERROX_GRAMMAR_MAX_BYTES") == _lib.GRAMMAR_MAX_BYTES
+    assert define("FERROX_JSON_SCHEMA_MAX_BYTES") == _lib.JSON_SCHEMA_MAX_BYTES
+    states = dict(re.findall(r"FERROX_GRAMMAR_([A-Z]+) = (\d+)", text))
+    assert {k: int(v) for k, v in states.items()} == {
+        name: getattr(_lib, f"GRAMMAR_{name}") for name in states
+    } and len(states) == 5
     codes = dict(re.findall(r"FERROX_CODE_([A-Z_]+) = (\d+)", text))
     assert {k: int(v) for k, v in codes.items()} == {
         name: getattr(_lib, name) for name in codes

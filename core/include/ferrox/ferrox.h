@@ -1,10 +1,14 @@
 /* ferrox.h: the public C API of the ferrox engine (docs/api.md).
  *
  * Plain C99, the conventions of the plugin ABI (backend_abi.h):
- *  - Parameter structs begin with `struct_size`; fill it with sizeof and
- *    start from the *_default() function. Members are only ever appended, so
- *    a caller built against an older header passes a smaller struct_size and
- *    gets the defaults for what it does not know.
+ *  - Parameter structs begin with `struct_size`; start from
+ *    ferrox_X_params_default(&p), a macro (0.6) over ferrox_X_params_init(&p,
+ *    sizeof p): the library writes only the bytes the caller's struct has.
+ *    Members are only ever appended, so a caller built against an older
+ *    header passes a smaller struct_size and gets the defaults for what it
+ *    does not know. The exported ferrox_X_params_default functions that
+ *    programs built before 0.6 call stay, each frozen at its struct's size in
+ *    the version that introduced it (docs/api.md, "Struct sizes").
  *  - Every call that can fail returns a ferrox_code and, when `status` is not
  *    NULL (its struct_size set), writes the code and a NUL-terminated message
  *    into it. Getters that cannot fail return their value directly.
@@ -26,7 +30,11 @@
  * ferrox_context_profile); 0.3 stop strings on a detok stream and
  * ferrox_tokenize_segments; 0.4 chat templates (ferrox_chat_apply_template);
  * 0.5 template kwargs (ferrox_chat_params.kwargs_json) and an answer parsed
- * into content, reasoning and tool calls (ferrox_chat_parse). */
+ * into content, reasoning and tool calls (ferrox_chat_parse); 0.6 grammars
+ * and JSON schemas on the sampler (ferrox_sampler_params.model, .grammar,
+ * .json_schema; ferrox_sampler_accept_token, ferrox_sampler_grammar_state,
+ * ferrox_sampler_reset, FERROX_CODE_GRAMMAR) and the size-taking
+ * ferrox_X_params_init behind the ferrox_X_params_default macros. */
 #ifndef FERROX_FERROX_H
 #define FERROX_FERROX_H
 
@@ -44,7 +52,7 @@ extern "C" {
 #endif
 
 #define FERROX_API_VERSION_MAJOR 0u
-#define FERROX_API_VERSION_MINOR 5u
+#define FERROX_API_VERSION_MINOR 6u
 
 /* The library's API version, major << 16 | minor. */
 FERROX_C_API uint32_t ferrox_api_version(void);
@@ -59,7 +67,10 @@ typedef enum ferrox_code {
     FERROX_CODE_BACKEND = 4,          /* a backend (plugin) call failed */
     FERROX_CODE_CANCELLED = 5,        /* the progress callback asked to stop */
     FERROX_CODE_BUSY = 6,             /* the context is in use by another thread */
-    FERROX_CODE_BUFFER_TOO_SMALL = 7  /* the output did not fit; *needed says how much */
+    FERROX_CODE_BUFFER_TOO_SMALL = 7, /* the output did not fit; *needed says how much */
+    /* The sampler's grammar admits no token here, or a token accepted
+     * broke it; the message says why (\since API 0.6) */
+    FERROX_CODE_GRAMMAR = 8
 } ferrox_code;
 
 #define FERROX_STATUS_MESSAGE_CAPACITY 512
@@ -117,7 +128,14 @@ typedef struct ferrox_model_params {
     uint32_t max_sequences;
 } ferrox_model_params;
 
+/* Writes the defaults into the first `size` bytes of *params (those the
+ * library knows; any beyond are zeroed) and sets struct_size = size.
+ * \since API 0.6 */
+FERROX_C_API void ferrox_model_params_init(ferrox_model_params* params, size_t size);
+/* Programs built before 0.6 call this one: it writes the 0.1 struct
+ * (without max_sequences). */
 FERROX_C_API void ferrox_model_params_default(ferrox_model_params* params);
+#define ferrox_model_params_default(params) ferrox_model_params_init((params), sizeof *(params))
 
 /* Loads a GGUF file. On success *out is the caller's (ferrox_model_free).
  * A backend the configuration marks required that does not load, or no
@@ -326,7 +344,14 @@ typedef struct ferrox_chat_params {
     size_t kwargs_json_len;
 } ferrox_chat_params;
 
+/* Writes the defaults into the first `size` bytes of *params (those the
+ * library knows; any beyond are zeroed) and sets struct_size = size.
+ * \since API 0.6 */
+FERROX_C_API void ferrox_chat_params_init(ferrox_chat_params* params, size_t size);
+/* Programs built before 0.6 call this one: it writes the 0.4 struct
+ * (without kwargs_json). */
 FERROX_C_API void ferrox_chat_params_default(ferrox_chat_params* params);
+#define ferrox_chat_params_default(params) ferrox_chat_params_init((params), sizeof *(params))
 
 /* A rendered chat, owned by the caller (ferrox_chat_prompt_free); the
  * pointers its getters return are owned by it and valid until it is freed. */
@@ -391,7 +416,15 @@ typedef struct ferrox_chat_parse_params {
 
 #define FERROX_CHAT_MAX_ANSWER (16u << 20) /* bytes of one answer */
 
+/* Writes the defaults into the first `size` bytes of *params (those the
+ * library knows; any beyond are zeroed) and sets struct_size = size.
+ * \since API 0.6 */
+FERROX_C_API void ferrox_chat_parse_params_init(ferrox_chat_parse_params* params, size_t size);
+/* Programs built before 0.6 call this one: it writes the 0.5 struct
+ * (as it is). */
 FERROX_C_API void ferrox_chat_parse_params_default(ferrox_chat_parse_params* params);
+#define ferrox_chat_parse_params_default(params) \
+    ferrox_chat_parse_params_init((params), sizeof *(params))
 
 /* A parsed answer, owned by the caller (ferrox_chat_parsed_free); the
  * pointers its getters return are owned by it and valid until it is freed. */
@@ -436,7 +469,14 @@ typedef struct ferrox_context_params {
     int profile;
 } ferrox_context_params;
 
+/* Writes the defaults into the first `size` bytes of *params (those the
+ * library knows; any beyond are zeroed) and sets struct_size = size.
+ * \since API 0.6 */
+FERROX_C_API void ferrox_context_params_init(ferrox_context_params* params, size_t size);
+/* Programs built before 0.6 call this one: it writes the 0.1 struct
+ * (without profile). */
 FERROX_C_API void ferrox_context_params_default(ferrox_context_params* params);
+#define ferrox_context_params_default(params) ferrox_context_params_init((params), sizeof *(params))
 
 /* The model must outlive the context. */
 FERROX_C_API ferrox_code ferrox_context_new(const ferrox_model* model,
@@ -514,11 +554,19 @@ typedef struct ferrox_logit_bias {
     float bias; /* added to the logit; -INFINITY bans the token */
 } ferrox_logit_bias;
 
-/* The chain, in order: logit bias, penalties (over the last repeat_last_n
- * accepted tokens: repetition divides positive / multiplies negative logits,
- * then count * frequency + presence is subtracted), then greedy when
- * temperature <= 0, else top-k, temperature, top-p, min-p and a draw from a
- * stream seeded by `seed`. Neutral values switch a stage off. */
+/* Bounds of the 0.6 members, checked before anything is parsed. */
+#define FERROX_GRAMMAR_MAX_BYTES (256u << 10)   /* GBNF text */
+#define FERROX_JSON_SCHEMA_MAX_BYTES (1u << 20) /* JSON schema text */
+#define FERROX_JSON_SCHEMA_MAX_DEPTH 64u        /* its arrays and objects inside each other */
+#define FERROX_JSON_SCHEMA_MAX_MEMBERS 256u     /* members of one of its objects */
+
+/* The chain, in order: the grammar (0.6: when one is given, only the tokens
+ * whose text can continue it stay; end of generation only where the text
+ * is a whole sentence of it), logit bias, penalties (over the last
+ * repeat_last_n accepted tokens: repetition divides positive / multiplies
+ * negative logits, then count * frequency + presence is subtracted), then
+ * greedy when temperature <= 0, else top-k, temperature, top-p, min-p and a
+ * draw from a stream seeded by `seed`. Neutral values switch a stage off. */
 typedef struct ferrox_sampler_params {
     uint32_t struct_size;
     float temperature;                         /* default 0.8; <= 0: greedy */
@@ -531,22 +579,75 @@ typedef struct ferrox_sampler_params {
     uint64_t seed;
     const ferrox_logit_bias* logit_bias; /* copied at ferrox_sampler_new */
     uint32_t n_logit_bias;
+    /* \since API 0.6 (appended; a caller built against the shorter struct
+     * gets none): constrained decoding (docs/grammar.md,
+     * docs/structured-output.md). At most one of `grammar` (GBNF, llama.cpp's
+     * format) and `json_schema` (a schema the output must validate against);
+     * either needs `model`, whose vocabulary it is matched against (the byte
+     * trie of the vocabulary is built once per model, by the first such
+     * sampler, and shared). The sampler keeps what it needs: the model may be
+     * freed first. The texts are read at ferrox_sampler_new, need no NUL, and
+     * a refusal names the place: "grammar:LINE:COL: ..." or the JSON
+     * pointer ("json_schema: /properties/age/multipleOf: not enforced"). */
+    const ferrox_model* model;
+    const char* grammar; /* grammar_len bytes; NULL: none */
+    size_t grammar_len;
+    const char* json_schema; /* json_schema_len bytes; NULL: none */
+    size_t json_schema_len;
 } ferrox_sampler_params;
 
+/* Writes the defaults into the first `size` bytes of *params (those the
+ * library knows; any beyond are zeroed) and sets struct_size = size.
+ * \since API 0.6 */
+FERROX_C_API void ferrox_sampler_params_init(ferrox_sampler_params* params, size_t size);
+/* Programs built before 0.6 call this one: it writes the 0.1 struct
+ * (without the 0.6 members). */
 FERROX_C_API void ferrox_sampler_params_default(ferrox_sampler_params* params);
+#define ferrox_sampler_params_default(params) ferrox_sampler_params_init((params), sizeof *(params))
 
 /* One sampler per sequence: its own history and random stream. */
 FERROX_C_API ferrox_code ferrox_sampler_new(const ferrox_sampler_params* params,
                                             ferrox_sampler** out, ferrox_call_status* status);
 FERROX_C_API void ferrox_sampler_free(ferrox_sampler* sampler);
-/* Picks a token from n_vocab logits; does not accept it. */
+/* Picks a token from n_vocab logits; does not accept it. With a grammar the
+ * token is always one the grammar allows; when it allows none,
+ * FERROX_CODE_GRAMMAR with the reason (and *token is -1). */
 FERROX_C_API ferrox_code ferrox_sampler_sample(ferrox_sampler* sampler, const float* logits,
                                                uint32_t n_vocab, int32_t* token,
                                                ferrox_call_status* status);
 /* Adds tokens to the history the penalties read (the prompt, then each
- * token generated). */
+ * token generated). A grammar does not advance over them: with a grammar,
+ * give generated tokens to ferrox_sampler_accept_token; this call after a
+ * sample (before the next ferrox_sampler_reset) is then
+ * FERROX_CODE_INVALID_ARGUMENT, so that a generated token cannot bypass it. */
 FERROX_C_API ferrox_code ferrox_sampler_accept(ferrox_sampler* sampler, const int32_t* tokens,
                                                size_t n, ferrox_call_status* status);
+
+/* ---- grammars on the sampler (\since API 0.6) --------------------------- */
+
+/* A generated token: into the history, and the grammar (when any) advances
+ * over its text. A token the grammar does not allow is FERROX_CODE_GRAMMAR
+ * (the grammar then allows nothing until ferrox_sampler_reset). Without a
+ * grammar the same as ferrox_sampler_accept(sampler, &token, 1, status). */
+FERROX_C_API ferrox_code ferrox_sampler_accept_token(ferrox_sampler* sampler, int32_t token,
+                                                     ferrox_call_status* status);
+
+typedef enum ferrox_grammar_state {
+    FERROX_GRAMMAR_NONE = 0,     /* the sampler has no grammar */
+    FERROX_GRAMMAR_OPEN = 1,     /* the text so far must go on to match */
+    FERROX_GRAMMAR_COMPLETE = 2, /* the text so far matches; it may go on, or end here */
+    FERROX_GRAMMAR_ENDED = 3,    /* an end-of-generation token was accepted where it matched */
+    FERROX_GRAMMAR_FAILED = 4    /* nothing can continue it; sample / accept_token said why */
+} ferrox_grammar_state;
+
+/* Where the sampler's text stands against its grammar: after generation
+ * stopped for length, FERROX_GRAMMAR_OPEN means the output is not a whole
+ * sentence (not valid JSON for a schema). FERROX_GRAMMAR_NONE for NULL. */
+FERROX_C_API ferrox_grammar_state ferrox_sampler_grammar_state(const ferrox_sampler* sampler);
+
+/* Forgets the history and starts the grammar over (a chat's next answer);
+ * the random stream goes on. */
+FERROX_C_API ferrox_code ferrox_sampler_reset(ferrox_sampler* sampler, ferrox_call_status* status);
 
 /* ---- per-sequence state ------------------------------------------------- */
 

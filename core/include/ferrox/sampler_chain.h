@@ -68,6 +68,9 @@ class FERROX_API SamplerStage {
     virtual void restart() {}
     // Why the stage filtered every candidate out, when it did ("" otherwise).
     virtual std::string error() const { return {}; }
+    // A grammar stage's matcher (whether the text so far is complete);
+    // nullptr for every other stage.
+    virtual const grammar::GrammarMatcher* grammar_matcher() const { return nullptr; }
 };
 
 // Stages. Each is off at its neutral value.
@@ -188,6 +191,8 @@ class FERROX_API SamplerChain {
     void clear_history();
     // Why sample() returned -1, when a stage says ("" otherwise).
     std::string error() const;
+    // The first grammar stage's matcher; nullptr when the chain has none.
+    const grammar::GrammarMatcher* grammar_matcher() const;
 
     // The same stages with an empty history and a fresh stream from `seed`:
     // one chain per sequence.

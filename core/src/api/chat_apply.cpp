@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "bounded_json.h"
 #include "ferrox/template/chat_renderer.h"
 
 namespace ferrox::api {
@@ -18,42 +19,11 @@ using nlohmann::ordered_json;
 // string without its NUL is never read past the bound).
 size_t bounded_length(const char* s, size_t limit) { return strnlen(s, limit + 1); }
 
-// Thrown from the parser's callback to stop at the first bound crossed; the
-// parser itself is iterative, so nothing deeper than the bound is ever built.
-struct JsonBound {
-    std::string message;
-};
-
-// `what` (messages_json, tools_json) as JSON, its nesting and object sizes
-// bounded while it is read: ordered_json finds each key by a linear search,
-// so an unbounded object would cost its size squared.
+// `what` (messages_json, tools_json, kwargs_json) as JSON, within ferrox.h's chat bounds.
 Expected<ordered_json> parse_bounded(const char* text, size_t len, const char* what) {
-    if (len > FERROX_CHAT_MAX_JSON)
-        return make_error("{}: {} bytes; at most {}", what, len, FERROX_CHAT_MAX_JSON);
-    std::vector<uint32_t> members;  // per open container: the members of an object so far
-    const auto bound = [&](int depth, ordered_json::parse_event_t event, ordered_json&) {
-        using E = ordered_json::parse_event_t;
-        if (event == E::object_start || event == E::array_start) {
-            if (static_cast<unsigned>(depth) >= FERROX_CHAT_MAX_JSON_DEPTH)
-                throw JsonBound{
-                    fmt::format("nested deeper than {} levels", FERROX_CHAT_MAX_JSON_DEPTH)};
-            members.push_back(0);
-        } else if (event == E::object_end || event == E::array_end) {
-            if (!members.empty()) members.pop_back();
-        } else if (event == E::key && !members.empty() &&
-                   ++members.back() > FERROX_CHAT_MAX_JSON_MEMBERS) {
-            throw JsonBound{
-                fmt::format("an object with more than {} members", FERROX_CHAT_MAX_JSON_MEMBERS)};
-        }
-        return true;
-    };
-    try {
-        return ordered_json::parse(text, text + len, bound);
-    } catch (const JsonBound& b) {
-        return make_error("{}: {}", what, b.message);
-    } catch (const ordered_json::exception& e) {
-        return make_error("{}: {}", what, e.what());
-    }
+    return parse_bounded_json(
+        text, len, what,
+        {FERROX_CHAT_MAX_JSON, FERROX_CHAT_MAX_JSON_DEPTH, FERROX_CHAT_MAX_JSON_MEMBERS});
 }
 
 Expected<ordered_json> messages_from_structs(const ferrox_chat_params& p) {

@@ -9,6 +9,7 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "ferrox/engine.h"
 #include "ferrox/ferrox.h"
 #include "ferrox/gguf/file.h"
+#include "ferrox/grammar/matcher.h"
 #include "ferrox/kernel_registry.h"
 #include "ferrox/model/context.h"
 #include "ferrox/model/hparams.h"
@@ -33,6 +35,16 @@
 #include "ferrox/sampler_chain.h"
 #include "ferrox/template/chat_renderer.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "sampler_grammar.h"
+
+// This file defines the exported ferrox_X_params_default functions (the
+// frozen ones older programs call); ferrox.h's macros of those names are for
+// callers. Inside, defaults are written with ferrox_X_params_init.
+#undef ferrox_model_params_default
+#undef ferrox_context_params_default
+#undef ferrox_sampler_params_default
+#undef ferrox_chat_params_default
+#undef ferrox_chat_parse_params_default
 
 using namespace ferrox;
 
@@ -42,6 +54,10 @@ struct ferrox_model {
     bool has_template = false;
     std::string capacity_summary;  // fixed at load
     std::string resident_backend;  // "" when not resident
+    // The vocabulary's byte trie for grammar samplers: built by the first
+    // one (not at load: most programs never ask), then shared by all.
+    mutable std::once_flag trie_once;
+    mutable std::shared_ptr<const grammar::TokenTrie> trie;
 };
 
 struct ferrox_context {
@@ -57,6 +73,9 @@ struct ferrox_context {
 
 struct ferrox_sampler {
     SamplerChain chain;
+    bool has_grammar = false;
+    bool sampled = false;  // a draw since the last accept_token or reset
+    bool broken = false;   // accept_token was given a token the grammar refused
 };
 
 struct ferrox_chat_prompt {
@@ -121,6 +140,82 @@ bool read_params(const T* given, T& out, ferrox_call_status* status, const char*
     std::memcpy(&out, given, given->struct_size);
     out.struct_size = sizeof(T);
     return true;
+}
+
+// ferrox_X_params_init: the library's defaults into the first `size` bytes
+// the caller says it has (an older, smaller struct is never written past),
+// zeros beyond what the library knows, and struct_size = size (a struct
+// larger than the library knows is then refused where it is read, rather
+// than its newer members ignored).
+template <class T>
+void write_defaults(T* out, size_t size, T defaults) {
+    if (!out || size < sizeof(uint32_t)) return;
+    defaults.struct_size = static_cast<uint32_t>(std::min<size_t>(size, UINT32_MAX));
+    const size_t known = std::min(size, sizeof(T));
+    std::memcpy(out, &defaults, known);
+    if (size > known) std::memset(reinterpret_cast<unsigned char*>(out) + known, 0, size - known);
+}
+
+// What the exported ferrox_X_params_default functions write, frozen: each
+// struct's size in the API version that introduced that function, which is
+// what a program built against that version's header declared (docs/api.md,
+// "Struct sizes"). A member appended later begins where the struct then
+// ended (each is pointer-aligned or follows a tail of 4-byte members).
+constexpr size_t kModelParamsSize_0_1 = offsetof(ferrox_model_params, max_sequences);
+constexpr size_t kContextParamsSize_0_1 = offsetof(ferrox_context_params, profile);
+constexpr size_t kSamplerParamsSize_0_1 = offsetof(ferrox_sampler_params, model);
+constexpr size_t kChatParamsSize_0_4 = offsetof(ferrox_chat_params, kwargs_json);
+// Unchanged since 0.5: when it grows, this becomes offsetof(the first new member).
+constexpr size_t kChatParseParamsSize_0_5 = sizeof(ferrox_chat_parse_params);
+
+ferrox_model_params model_defaults() {
+    ferrox_model_params p{};
+    p.struct_size = sizeof p;
+    p.kv_kind = FERROX_KV_F32;
+    p.allow_resident = 1;
+    return p;
+}
+
+ferrox_context_params context_defaults() {
+    ferrox_context_params p{};
+    p.struct_size = sizeof p;
+    p.n_seq = 1;
+    return p;
+}
+
+ferrox_sampler_params sampler_defaults() {
+    ferrox_sampler_params p{};
+    p.struct_size = sizeof p;
+    const SamplerParams d;
+    p.temperature = d.temperature;
+    p.top_k = d.top_k;
+    p.top_p = d.top_p;
+    p.min_p = d.min_p;
+    p.repeat_penalty = d.repeat_penalty;
+    p.repeat_last_n = d.repeat_last_n;
+    p.seed = d.seed;
+    return p;
+}
+
+ferrox_chat_params chat_defaults() {
+    ferrox_chat_params p{};
+    p.struct_size = sizeof p;
+    p.add_generation_prompt = 1;
+    return p;
+}
+
+ferrox_chat_parse_params chat_parse_defaults() {
+    ferrox_chat_parse_params p{};
+    p.struct_size = sizeof p;
+    return p;
+}
+
+// The model's vocabulary trie, built once (thread-safe: samplers over one
+// model may be made on many threads at once).
+std::shared_ptr<const grammar::TokenTrie> vocabulary_trie(const ferrox_model& m) {
+    std::call_once(m.trie_once,
+                   [&] { m.trie = grammar::TokenTrie::from_tokenizer(m.engine->tokenizer()); });
+    return m.trie;
 }
 
 // Writes `text` into buf as the header says (NUL, *needed, BUFFER_TOO_SMALL).
@@ -265,16 +360,18 @@ const char* ferrox_code_name(ferrox_code code) {
             return "busy";
         case FERROX_CODE_BUFFER_TOO_SMALL:
             return "buffer too small";
+        case FERROX_CODE_GRAMMAR:
+            return "grammar";
     }
     return "unknown";
 }
 
+void ferrox_model_params_init(ferrox_model_params* p, size_t size) {
+    write_defaults(p, size, model_defaults());
+}
+
 void ferrox_model_params_default(ferrox_model_params* p) {
-    if (!p) return;
-    *p = ferrox_model_params{};
-    p->struct_size = sizeof *p;
-    p->kv_kind = FERROX_KV_F32;
-    p->allow_resident = 1;
+    write_defaults(p, kModelParamsSize_0_1, model_defaults());
 }
 
 ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given,
@@ -282,7 +379,7 @@ ferrox_code ferrox_model_load(const char* path, const ferrox_model_params* given
     if (!path || !out) return invalid(status, "ferrox_model_load: path or out is NULL");
     *out = nullptr;
     ferrox_model_params p;
-    ferrox_model_params_default(&p);
+    ferrox_model_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_model_params")) return FERROX_CODE_INVALID_ARGUMENT;
     auto options = engine_options(p);
     if (!options) return invalid(status, options.error().message());
@@ -552,11 +649,12 @@ ferrox_code ferrox_detok_stream_push(ferrox_detok_stream* s, int32_t token, char
     });
 }
 
+void ferrox_context_params_init(ferrox_context_params* p, size_t size) {
+    write_defaults(p, size, context_defaults());
+}
+
 void ferrox_context_params_default(ferrox_context_params* p) {
-    if (!p) return;
-    *p = ferrox_context_params{};
-    p->struct_size = sizeof *p;
-    p->n_seq = 1;
+    write_defaults(p, kContextParamsSize_0_1, context_defaults());
 }
 
 ferrox_code ferrox_context_new(const ferrox_model* m, const ferrox_context_params* given,
@@ -564,7 +662,7 @@ ferrox_code ferrox_context_new(const ferrox_model* m, const ferrox_context_param
     if (!m || !out) return invalid(status, "ferrox_context_new: model or out is NULL");
     *out = nullptr;
     ferrox_context_params p;
-    ferrox_context_params_default(&p);
+    ferrox_context_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_context_params"))
         return FERROX_CODE_INVALID_ARGUMENT;
     return guarded(status, [&]() -> ferrox_code {
@@ -712,18 +810,12 @@ ferrox_code ferrox_kv_usage(ferrox_context* c, uint32_t* used, uint32_t* total,
     return ok(status);
 }
 
+void ferrox_sampler_params_init(ferrox_sampler_params* p, size_t size) {
+    write_defaults(p, size, sampler_defaults());
+}
+
 void ferrox_sampler_params_default(ferrox_sampler_params* p) {
-    if (!p) return;
-    *p = ferrox_sampler_params{};
-    p->struct_size = sizeof *p;
-    const SamplerParams d;
-    p->temperature = d.temperature;
-    p->top_k = d.top_k;
-    p->top_p = d.top_p;
-    p->min_p = d.min_p;
-    p->repeat_penalty = d.repeat_penalty;
-    p->repeat_last_n = d.repeat_last_n;
-    p->seed = d.seed;
+    write_defaults(p, kSamplerParamsSize_0_1, sampler_defaults());
 }
 
 ferrox_code ferrox_sampler_new(const ferrox_sampler_params* given, ferrox_sampler** out,
@@ -731,7 +823,7 @@ ferrox_code ferrox_sampler_new(const ferrox_sampler_params* given, ferrox_sample
     if (!out) return invalid(status, "ferrox_sampler_new: out is NULL");
     *out = nullptr;
     ferrox_sampler_params p;
-    ferrox_sampler_params_default(&p);
+    ferrox_sampler_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_sampler_params"))
         return FERROX_CODE_INVALID_ARGUMENT;
     const auto finite = [](float x) { return std::isfinite(x); };
@@ -743,7 +835,13 @@ ferrox_code ferrox_sampler_new(const ferrox_sampler_params* given, ferrox_sample
                        "min_p in [0, 1], repeat_penalty > 0");
     if (p.n_logit_bias && !p.logit_bias)
         return invalid(status, "n_logit_bias > 0, logit_bias NULL");
+    if ((p.grammar || p.json_schema) && !p.model)
+        return invalid(status,
+                       "ferrox_sampler_params: a grammar or json_schema needs model (its "
+                       "vocabulary is what the grammar is matched against)");
     return guarded(status, [&]() -> ferrox_code {
+        auto grammar = api::sampler_grammar(p);
+        if (!grammar) return invalid(status, grammar.error().message());
         ChainParams cp;
         cp.base.temperature = p.temperature;
         cp.base.top_k = p.top_k;
@@ -756,8 +854,14 @@ ferrox_code ferrox_sampler_new(const ferrox_sampler_params* given, ferrox_sample
         cp.presence_penalty = p.presence_penalty;
         for (uint32_t i = 0; i < p.n_logit_bias; ++i)
             cp.logit_bias.emplace_back(p.logit_bias[i].token, p.logit_bias[i].bias);
-        SamplerChain chain = SamplerChain::from_params(cp);
-        *out = new ferrox_sampler{std::move(chain)};
+        if (*grammar) {
+            cp.grammar = std::move(*grammar);
+            cp.grammar_vocab = vocabulary_trie(*p.model);
+        }
+        auto sampler = std::make_unique<ferrox_sampler>();
+        sampler->has_grammar = cp.grammar != nullptr;
+        sampler->chain = SamplerChain::from_params(cp);  // the one builder (sampler_chain.h)
+        *out = sampler.release();
         return ok(status);
     });
 }
@@ -770,7 +874,12 @@ ferrox_code ferrox_sampler_sample(ferrox_sampler* s, const float* logits, uint32
         return invalid(status, "ferrox_sampler_sample: sampler, logits or token is NULL");
     return guarded(status, [&]() -> ferrox_code {
         *token = s->chain.sample({logits, n_vocab});
-        if (*token < 0) return invalid(status, "every token was filtered out");
+        if (*token < 0) {
+            if (std::string why = s->chain.error(); !why.empty())
+                return report(status, FERROX_CODE_GRAMMAR, why);
+            return invalid(status, "every token was filtered out");
+        }
+        s->sampled = true;
         return ok(status);
     });
 }
@@ -778,8 +887,53 @@ ferrox_code ferrox_sampler_sample(ferrox_sampler* s, const float* logits, uint32
 ferrox_code ferrox_sampler_accept(ferrox_sampler* s, const int32_t* tokens, size_t n,
                                   ferrox_call_status* status) {
     if (!s || (!tokens && n)) return invalid(status, "ferrox_sampler_accept: NULL argument");
-    s->chain.accept({tokens, n});
-    return ok(status);
+    if (s->has_grammar && s->sampled)
+        return invalid(status,
+                       "ferrox_sampler_accept: this sampler has a grammar and has sampled: give "
+                       "generated tokens to ferrox_sampler_accept_token (or ferrox_sampler_reset "
+                       "before a new prompt)");
+    return guarded(status, [&]() -> ferrox_code {
+        s->chain.accept(std::span<const int32_t>(tokens, n));
+        return ok(status);
+    });
+}
+
+ferrox_code ferrox_sampler_accept_token(ferrox_sampler* s, int32_t token,
+                                        ferrox_call_status* status) {
+    if (!s) return invalid(status, "ferrox_sampler_accept_token: sampler is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        if (!s->has_grammar) {
+            s->chain.accept(std::span<const int32_t>(&token, 1));  // history only, as accept
+            return ok(status);
+        }
+        s->chain.accept(token);  // the history, and the grammar over its bytes
+        s->sampled = false;
+        if (std::string why = s->chain.error(); !why.empty()) {
+            s->broken = true;
+            return report(status, FERROX_CODE_GRAMMAR, why);
+        }
+        return ok(status);
+    });
+}
+
+ferrox_grammar_state ferrox_sampler_grammar_state(const ferrox_sampler* s) {
+    const grammar::GrammarMatcher* m = s ? s->chain.grammar_matcher() : nullptr;
+    if (!m) return FERROX_GRAMMAR_NONE;
+    if (m->finished()) return FERROX_GRAMMAR_ENDED;
+    if (s->broken) return FERROX_GRAMMAR_FAILED;
+    // Complete and still refused everything: a vocabulary without an
+    // end-of-generation token; the text itself is whole.
+    if (m->complete()) return FERROX_GRAMMAR_COMPLETE;
+    return s->chain.error().empty() ? FERROX_GRAMMAR_OPEN : FERROX_GRAMMAR_FAILED;
+}
+
+ferrox_code ferrox_sampler_reset(ferrox_sampler* s, ferrox_call_status* status) {
+    if (!s) return invalid(status, "ferrox_sampler_reset: sampler is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        s->chain.clear_history();  // restarts the grammar; the random stream goes on
+        s->sampled = s->broken = false;
+        return ok(status);
+    });
 }
 
 ferrox_code ferrox_seq_state_save(ferrox_context* c, int32_t seq, void* buf, size_t capacity,
@@ -839,11 +993,12 @@ ferrox_code ferrox_seq_state_restore_file(ferrox_context* c, int32_t seq, const 
     });
 }
 
+void ferrox_chat_params_init(ferrox_chat_params* p, size_t size) {
+    write_defaults(p, size, chat_defaults());
+}
+
 void ferrox_chat_params_default(ferrox_chat_params* p) {
-    if (!p) return;
-    *p = ferrox_chat_params{};
-    p->struct_size = sizeof *p;
-    p->add_generation_prompt = 1;
+    write_defaults(p, kChatParamsSize_0_4, chat_defaults());
 }
 
 ferrox_code ferrox_chat_apply_template(const ferrox_model* m, const ferrox_chat_params* given,
@@ -852,7 +1007,7 @@ ferrox_code ferrox_chat_apply_template(const ferrox_model* m, const ferrox_chat_
         return invalid(status, "ferrox_chat_apply_template: model, params or out is NULL");
     *out = nullptr;
     ferrox_chat_params p;
-    ferrox_chat_params_default(&p);
+    ferrox_chat_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_chat_params")) return FERROX_CODE_INVALID_ARGUMENT;
     return guarded(status, [&]() -> ferrox_code {
         auto rendered = api::apply_chat_template(*m->engine, p);
@@ -891,10 +1046,12 @@ const char* ferrox_chat_prompt_template(const ferrox_chat_prompt* prompt) {
     return prompt ? prompt->origin.c_str() : "";
 }
 
+void ferrox_chat_parse_params_init(ferrox_chat_parse_params* p, size_t size) {
+    write_defaults(p, size, chat_parse_defaults());
+}
+
 void ferrox_chat_parse_params_default(ferrox_chat_parse_params* p) {
-    if (!p) return;
-    *p = ferrox_chat_parse_params{};
-    p->struct_size = sizeof *p;
+    write_defaults(p, kChatParseParamsSize_0_5, chat_parse_defaults());
 }
 
 ferrox_code ferrox_chat_parse(const ferrox_model* m, const ferrox_chat_parse_params* given,
@@ -905,7 +1062,7 @@ ferrox_code ferrox_chat_parse(const ferrox_model* m, const ferrox_chat_parse_par
                        "ferrox_chat_parse: params or out is NULL, or text is NULL with len");
     *out = nullptr;
     ferrox_chat_parse_params p;
-    ferrox_chat_parse_params_default(&p);
+    ferrox_chat_parse_params_init(&p, sizeof p);
     if (!read_params(given, p, status, "ferrox_chat_parse_params"))
         return FERROX_CODE_INVALID_ARGUMENT;
     return guarded(status, [&]() -> ferrox_code {

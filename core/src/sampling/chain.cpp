@@ -204,6 +204,7 @@ class GrammarStage final : public SamplerStage {
         error_.clear();
     }
     std::string error() const override { return error_; }
+    const grammar::GrammarMatcher* grammar_matcher() const override { return &matcher_; }
     std::unique_ptr<SamplerStage> clone() const override {
         return std::make_unique<GrammarStage>(*this);
     }
@@ -335,6 +336,12 @@ std::string SamplerChain::error() const {
     for (const auto& stage : stages_)
         if (auto e = stage->error(); !e.empty()) return e;
     return {};
+}
+
+const grammar::GrammarMatcher* SamplerChain::grammar_matcher() const {
+    for (const auto& stage : stages_)
+        if (const auto* m = stage->grammar_matcher()) return m;
+    return nullptr;
 }
 
 int32_t SamplerChain::sample(std::span<const float> logits) {
