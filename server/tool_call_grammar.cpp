@@ -542,8 +542,8 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const DetectedChatFami
     const std::vector<Tool> callable_tools = callable(tools);
     const bool several = tools.parallel && family != ChatFamily::Llama3;
     std::string answer;
-    if (const auto json = json_spelling(family)) {
-        answer = json_object_calls(rules, *json, callable_tools, several);
+    if (const auto spelling = json_spelling(family)) {
+        answer = json_object_calls(rules, *spelling, callable_tools, several);
     } else if (const TagSpelling* tags = tag_spelling(family)) {
         answer = tagged_calls(rules, callable_tools, *tags, family, several);
     } else if (family == ChatFamily::DeepSeek) {

@@ -49,7 +49,8 @@ ferrox_batch one_sequence(const std::vector<int32_t>& tokens, std::vector<int32_
 
 void facts_and_capacity(const ferrox_model* model) {
     ferrox_call_status st = fresh_status();
-    expect(ferrox_api_version() == (0u << 16 | 5u), "the API version is 0.5", st);
+    expect(ferrox_api_version() == (FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR),
+           "the API version is the header's", st);
     expect(std::string(ferrox_model_arch(model)) == "llama", "the architecture is llama", st);
     expect(ferrox_model_n_layer(model) == 2 && ferrox_model_n_embd(model) == 128,
            "2 layers of 128 embd (tiny-llama)", st);
