@@ -534,9 +534,12 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const DetectedChatFami
     const ChatFamily family = detected.family;
     const bool lazy = mode == CallGrammarMode::Lazy;
     // Lazy grammars begin at the trigger: the families whose forced answer
-    // starts with their trigger text (harmony's trigger is mid-header, and the
-    // tagged and DeepSeek spellings are not yet checked against theirs).
-    if (lazy && !json_spelling(family)) return nullptr;  // auto stays parse-only
+    // starts with their trigger text -- the JSON ones and the tagged ones
+    // (`<tool_call>`). Not harmony (its trigger is mid-header) nor DeepSeek
+    // (its markers are control tokens, which the watch sees by id but the
+    // grammar cannot spell).
+    if (lazy && !json_spelling(family) && !tag_spelling(family))
+        return nullptr;  // auto stays parse-only
     const grammar::JsonSchemaLimits limits;
     RuleSet rules(limits, ends_at_closer(family));
     const std::vector<Tool> callable_tools = callable(tools);

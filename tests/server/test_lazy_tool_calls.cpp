@@ -145,12 +145,29 @@ TEST_CASE("the lazy call grammar starts at the family's trigger and takes the fa
     odd.tools[0]["function"]["parameters"]["properties"]["city"]["multipleOf"] = 3;
     CHECK_FALSE(lazy_tool_call_grammar(detected(ChatFamily::Hermes), odd, false, *fx.tok, *fx.trie)
                     .grammar);
-    // No builder: parse-only.
-    CHECK_FALSE(lazy_tool_call_grammar(detected(ChatFamily::Qwen3Coder), fx.tools(), false, *fx.tok,
-                                       *fx.trie)
-                    .grammar);
+    // The tagged families start at their trigger too; a bare value is text.
+    const std::string coder_call =
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
+        "</function>\n</tool_call>";
+    const std::string glm_call =
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n"
+        "</tool_call>";
+    for (const auto& [family, call] :
+         {std::pair{ChatFamily::Qwen3Coder, coder_call}, std::pair{ChatFamily::Glm, glm_call}}) {
+        const LazyGrammarParams tagged =
+            lazy_tool_call_grammar(detected(family), fx.tools(), false, *fx.tok, *fx.trie);
+        REQUIRE(tagged.grammar);
+        REQUIRE(tagged.triggers.size() == 1);
+        CHECK(tagged.triggers[0].text == "<tool_call>");
+        CHECK(takes(tagged.grammar, fx.trie, call));
+        CHECK_FALSE(takes(tagged.grammar, fx.trie, "Sure. " + call));
+    }
+    // No lazy builder: parse-only.
     CHECK_FALSE(
-        lazy_tool_call_grammar(detected(ChatFamily::Glm), fx.tools(), false, *fx.tok, *fx.trie)
+        lazy_tool_call_grammar(detected(ChatFamily::Harmony), fx.tools(), false, *fx.tok, *fx.trie)
+            .grammar);
+    CHECK_FALSE(
+        lazy_tool_call_grammar(detected(ChatFamily::DeepSeek), fx.tools(), false, *fx.tok, *fx.trie)
             .grammar);
 }
 
@@ -174,7 +191,8 @@ TEST_CASE("a chat request with tools under tool_choice auto carries the lazy gra
         fx.parse(ChatFamily::Hermes, tools + R"(, "response_format": {"type": "json_object"})");
     CHECK(own.sampling.grammar);
     CHECK_FALSE(own.sampling.lazy.grammar);
-    CHECK_FALSE(fx.parse(ChatFamily::Qwen3Coder, tools).sampling.lazy.grammar);
+    CHECK(fx.parse(ChatFamily::Qwen3Coder, tools).sampling.lazy.grammar);
+    CHECK_FALSE(fx.parse(ChatFamily::Harmony, tools).sampling.lazy.grammar);  // parse-only
     // required stays the forced grammar.
     const GenerationRequest forced =
         fx.parse(ChatFamily::Hermes, tools + R"(, "tool_choice": "required")");
