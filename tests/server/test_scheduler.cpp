@@ -399,3 +399,41 @@ TEST_CASE(
     CHECK(dead[0].done->finish == FinishReason::Failed);
     CHECK_THAT(dead[0].done->why, Catch::Contains("no token of the vocabulary can continue"));
 }
+
+TEST_CASE("a lazy grammar leaves the draws alone until its trigger and then constrains them") {
+    Rig rig(256, 2, options(4));
+    const auto trie = grammar::TokenTrie::from_tokenizer(*rig.tok);
+    const std::vector<int32_t> prompt = rig.prompt(5);
+    // The fake model's own greedy letters; the trigger is two of them, as
+    // first written at positions 4-5 (earlier pairs differ, or the test picks
+    // a later prompt's pair: the fake's letters are a hash of the history).
+    const std::string own = rig.expected(prompt, 12);
+    size_t at = 4;
+    while (own.substr(0, at + 1).find(own.substr(at, 2)) < at) ++at;
+    REQUIRE(at + 2 <= 12);
+    const std::string trigger = own.substr(at, 2);
+    const auto with_lazy = [&](bool lazy) {
+        GenerationRequest r;
+        r.prompt = prompt;
+        r.max_tokens = 20;
+        r.sampling.base.temperature = 0;
+        r.cache_scope = "t";
+        if (lazy) {
+            auto parsed = grammar::parse_gbnf("root ::= \"" + trigger + "\" \"xyz\"");
+            REQUIRE(parsed);
+            r.sampling.lazy.grammar = *parsed;
+            r.sampling.lazy.triggers.push_back({trigger, false});
+            r.sampling.grammar_vocab = trie;
+        }
+        auto s = rig.scheduler->submit(std::move(r));
+        REQUIRE(s.refusal == Scheduler::Refusal::None);
+        return s.job;
+    };
+    const auto said = run(rig, {with_lazy(true), with_lazy(false)});
+    // Up to and with the trigger, the same letters as without the grammar;
+    // then only what the grammar spells, and the end once it is complete.
+    CHECK(said[0].text == own.substr(0, at + 2) + "xyz");
+    CHECK(said[0].done->finish == FinishReason::EndOfGeneration);
+    CHECK(said[1].text.substr(0, at + 2) == own.substr(0, at + 2));
+    CHECK(said[1].text.find("xyz") == std::string::npos);
+}
