@@ -223,9 +223,15 @@ def test_seeded_requests_through_ray_equal_one_ferrox_serve(app):
     for i, (a, b) in enumerate(zip(alone, through_ray)):
         assert b == a, f"request {i} through Ray differs from one ferrox serve"
     assert any(text for text, _ in alone)
-    # Both replicas take work when requests overlap.
-    with ThreadPoolExecutor(8) as pool:
-        replicas = set(pool.map(lambda i: replica_of(app["base"], i), range(16)))
+    # Both replicas take work when requests overlap. Up to 5 bursts: until a
+    # replica's first gauges reach the router it ranks last, and on a loaded
+    # CI machine that report can trail the first burst.
+    replicas: set = set()
+    for _ in range(5):
+        with ThreadPoolExecutor(8) as pool:
+            replicas |= set(pool.map(lambda i: replica_of(app["base"], i), range(16)))
+        if len(replicas) == 2:
+            break
     assert len(replicas) == 2, replicas
 
 
