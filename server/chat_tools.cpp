@@ -15,11 +15,10 @@ constexpr size_t kMaxFunctionName = 64;
 constexpr size_t kMaxDescriptionBytes = 64 * 1024;
 
 ordered_json read_tools(Fields& body, uint32_t max_tools) {
-    const ordered_json& list = body.raw("tools");
-    if (!list.is_array()) body.fail("tools", "must be an array of function tools");
-    if (list.empty()) return nullptr;  // as if absent, as OpenAI takes it
-    if (list.size() > max_tools)
-        body.fail("tools", fmt::format("has {} entries; at most {}", list.size(), max_tools));
+    const ordered_json* checked =
+        checked_tool_list(body, max_tools, "must be an array of function tools");
+    if (!checked) return nullptr;
+    const ordered_json& list = *checked;
     ordered_json out = ordered_json::array();
     std::set<std::string, std::less<>> names;
     for (size_t i = 0; i < list.size(); ++i) {
@@ -88,6 +87,16 @@ ordered_json read_kwargs(Fields& body) {
 }
 
 }  // namespace
+
+const ordered_json* checked_tool_list(Fields& body, uint32_t max_tools, const char* must_be) {
+    if (!body.has("tools")) return nullptr;
+    const ordered_json& list = body.raw("tools");
+    if (!list.is_array()) body.fail("tools", must_be);
+    if (list.empty()) return nullptr;
+    if (list.size() > max_tools)
+        body.fail("tools", fmt::format("has {} entries; at most {}", list.size(), max_tools));
+    return &list;
+}
 
 ordered_json read_function_tool(Fields& fn, const char* schema_key,
                                 std::set<std::string, std::less<>>& names) {

@@ -42,6 +42,12 @@ ChatToolFields read_chat_tools(Fields& body, const DetectedChatFamily& family, u
 // The name OpenAI allows a function: 1 to 64 of a-z A-Z 0-9 _ -.
 bool valid_function_name(std::string_view name);
 
+// The body's `tools` list, checked to be a list (`must_be` says of what, for
+// the error) of at most `max_tools` entries; null when absent or empty (as if
+// absent, as OpenAI and Anthropic take it). Every dialect's tools start here.
+const nlohmann::ordered_json* checked_tool_list(Fields& body, uint32_t max_tools,
+                                                const char* must_be);
+
 // What every dialect's function tool holds, read from `fn` (Chat
 // Completions' `function` object, a Responses tool, an Anthropic tool): its
 // `name` (unique among `names`, which it joins), `description`, the

@@ -115,12 +115,9 @@ std::string blocks_text(const ordered_json& content, const std::string& where) {
 // "custom" or none) into the chat template's shape; Anthropic's own tools
 // (bash, text_editor, web_search, computer...) are refused by name.
 ordered_json read_tools(Fields& f, const RequestLimits& limits) {
-    if (!f.has("tools")) return nullptr;
-    const ordered_json& list = f.raw("tools");
-    if (!list.is_array()) f.fail("tools", "must be a list of tools");
-    if (list.empty()) return nullptr;
-    if (list.size() > limits.max_tools)
-        f.fail("tools", fmt::format("has {} entries; at most {}", list.size(), limits.max_tools));
+    const ordered_json* checked = checked_tool_list(f, limits.max_tools, "must be a list of tools");
+    if (!checked) return nullptr;
+    const ordered_json& list = *checked;
     ordered_json tools = ordered_json::array();
     std::set<std::string, std::less<>> names;
     for (size_t i = 0; i < list.size(); ++i) {

@@ -233,12 +233,10 @@ ordered_json input_messages(Fields& f, const RequestLimits& limits) {
 // response shows them.
 ordered_json read_tools(Fields& f, const RequestLimits& limits, ordered_json& echo) {
     echo = ordered_json::array();
-    if (!f.has("tools")) return nullptr;
-    const ordered_json& list = f.raw("tools");
-    if (!list.is_array()) f.fail("tools", "must be a list of function tools");
-    if (list.empty()) return nullptr;
-    if (list.size() > limits.max_tools)
-        f.fail("tools", fmt::format("has {} entries; at most {}", list.size(), limits.max_tools));
+    const ordered_json* checked =
+        checked_tool_list(f, limits.max_tools, "must be a list of function tools");
+    if (!checked) return nullptr;
+    const ordered_json& list = *checked;
     ordered_json tools = ordered_json::array();
     std::set<std::string, std::less<>> names;
     for (size_t i = 0; i < list.size(); ++i) {
