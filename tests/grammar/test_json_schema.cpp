@@ -210,6 +210,22 @@ TEST_CASE("minLength and maxLength count decoded characters") {
           {R"("a")", R"("abcd")", R"("\n")"});
 }
 
+TEST_CASE("a string character is well-formed UTF-8: overlong forms are not one character") {
+    // E0 82 80 decodes (as llama.cpp reads bytes) to U+0080, but a client
+    // decodes it as three U+FFFD: under maxLength 1 it would be three characters.
+    const std::vector<std::string> overlong{"\"\xE0\x82\x80\"", "\"\xE0\x9F\xBF\"",
+                                            "\"\xF0\x8F\xBF\xBF\"", "\"\xC1\xBF\""};
+    check(R"({"type":"string","maxLength":1})",
+          {"\"\xC2\x80\"", "\"\xDF\xBF\"", "\"\xE0\xA0\x80\"", "\"\xF0\x90\x80\x80\"",
+           "\"\xF4\x8F\xBF\xBF\""},
+          overlong);
+    // A GBNF grammar a user writes keeps llama.cpp's reading (its parity test).
+    auto loose = parse_gbnf(R"(root ::= "\"" [^"]* "\"")");
+    REQUIRE(loose);
+    CHECK(accepts(*loose, overlong[0]));
+    CHECK(accepts(*loose, overlong[2]));
+}
+
 TEST_CASE("integer bounds equal arithmetic on random values") {
     std::mt19937_64 rng(seed());
     INFO("FERROX_TEST_SEED=" << seed());

@@ -815,6 +815,7 @@ GrammarLimits json_schema_grammar_limits(const JsonSchemaLimits& limits) {
     g.max_source_bytes = limits.max_grammar_bytes + 64 * 1024;  // the shared rules
     g.max_rules = 1u << 16;  // each count of a bounded repetition is a rule
     g.max_repetition = std::max<uint32_t>(g.max_repetition, limits.max_repetition);
+    g.strict_utf8 = true;  // maxLength counts what the client decodes
     return g;
 }
 

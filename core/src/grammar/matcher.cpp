@@ -24,15 +24,29 @@ void set_bit(std::vector<uint64_t>& bits, int32_t id) {
     bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (static_cast<unsigned>(id) & 63);
 }
 
+// The smallest code point a sequence of `length` bytes may encode (RFC 3629).
+uint32_t shortest_form_floor(uint8_t length) {
+    return length == 2 ? 0x80 : length == 3 ? 0x800 : length == 4 ? 0x10000 : 0;
+}
+
+bool well_formed(uint32_t cp, uint8_t length) {
+    return cp >= shortest_form_floor(length) && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+}
+
 // The code points a partial sequence can still become; lo > hi when none
 // (as llama.cpp: an overlong start -- C0, C1, E0 80, F0 80 -- can become no
-// character, so that byte tokens cannot spell ASCII the long way).
-std::pair<uint32_t, uint32_t> partial_range(PartialChar p) {
+// character, so that byte tokens cannot spell ASCII the long way). `strict`
+// also rules out every other overlong form and whatever lies past U+10FFFF.
+std::pair<uint32_t, uint32_t> partial_range(PartialChar p, bool strict) {
     if (p.need == 1 && p.value < 2) return {1, 0};
     const unsigned shift = 6u * p.need;
     uint32_t lo = p.value << shift;
-    const uint32_t hi = lo | ((1u << shift) - 1);
+    uint32_t hi = lo | ((1u << shift) - 1);
     if (lo == 0) lo = p.need == 2 ? 0x800 : p.need == 3 ? 0x10000 : lo;
+    if (strict) {
+        lo = std::max(lo, shortest_form_floor(p.length));
+        hi = std::min<uint32_t>(hi, 0x10FFFF);
+    }
     return {lo, hi};
 }
 
@@ -150,23 +164,28 @@ GrammarMatcher::Step GrammarMatcher::advance_byte(const StackSet& in, PartialCha
         // its length prefix. (0x7F >> len kept 3 bits of F8..FF, so F8 9F BF BF
         // read as U+1FFFF and passed JSON string classes as a valid character.)
         out_p = {static_cast<uint32_t>(byte & ((1u << (8 - len)) - 1)),
-                 static_cast<uint8_t>(len - 1)};
+                 static_cast<uint8_t>(len - 1), len};
     } else {
         if ((byte & 0xC0) != 0x80) {
             out.clear();
             return Step::Ok;
         }
-        out_p = {(p.value << 6) | (byte & 0x3Fu), static_cast<uint8_t>(p.need - 1)};
+        out_p = {(p.value << 6) | (byte & 0x3Fu), static_cast<uint8_t>(p.need - 1), p.length};
         if (out_p.need == 0) {
             const uint32_t cp = out_p.value;
+            const uint8_t length = out_p.length;
             out_p = {};
+            if (grammar_->limits.strict_utf8 && !well_formed(cp, length)) {
+                out.clear();
+                return Step::Ok;
+            }
             return advance_char(in, cp, out);
         }
     }
     // Unfinished: the stacks stay as they are while some top could still take
     // the character (llama.cpp checks each partial sequence afresh against all
     // stacks, and so must we, or F0 83 .. would lose the stacks F0 alone rules out).
-    const auto [lo, hi] = partial_range(out_p);
+    const auto [lo, hi] = partial_range(out_p, grammar_->limits.strict_utf8);
     const Grammar& g = *grammar_;
     out.clear();
     if (lo > hi) return Step::Ok;
@@ -197,7 +216,8 @@ void GrammarMatcher::walk(uint32_t node, size_t depth, const StackSet& set, Part
 }
 
 int32_t GrammarMatcher::intern(const StackSet& stacks, PartialChar partial) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t{partial.value} << 8) ^ partial.need;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t{partial.value} << 16) ^
+                 (uint64_t{partial.length} << 8) ^ partial.need;
     for (uint64_t x : stacks.hashes) h = (h ^ x) * 0x100000001b3ull;
     auto& bucket = state_buckets_[h % kStateBuckets];
     for (int32_t id : bucket) {

@@ -32,6 +32,12 @@ struct GrammarLimits {
     size_t max_stacks = 1024;          // live parse stacks after one character
     size_t max_stack_depth = 4096;     // rule references one stack may hold
     size_t max_expansions = 1u << 16;  // rule expansions to advance over one character
+    // true: a character is well-formed UTF-8 only (RFC 3629: no overlong form,
+    // no surrogate, nothing past U+10FFFF), so the text always decodes to the
+    // characters the grammar counted -- what grammars made from JSON schemas
+    // need for maxLength. false: as llama.cpp decodes, where E0 82 80 counts
+    // as one U+0080 but reaches a client as three U+FFFD.
+    bool strict_utf8 = false;
 };
 
 // A set of code points: sorted, disjoint, inclusive ranges, or their

@@ -81,10 +81,11 @@ struct StackSet {
 };
 
 // The lead bytes of a code point seen so far: `need` more continuation
-// bytes complete it.
+// bytes complete it; `length` is the whole sequence's (for overlong checks).
 struct PartialChar {
     uint32_t value = 0;
     uint8_t need = 0;
+    uint8_t length = 0;
     bool operator==(const PartialChar&) const = default;
 };
 
