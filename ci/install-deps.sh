@@ -16,6 +16,7 @@ debs=(
   clang-14 libclang-rt-14-dev          # libFuzzer targets
   clang-format                          # the format check (Debian 12: clang-format 14)
   dpkg-dev fakeroot lintian file debootstrap strace  # packaging tests
+  buildah                               # the container image (packaging/oci)
   systemd                               # systemd-analyze verify of the server unit (test-debs.sh)
   binutils                              # readelf for the CUDA plugin's NEEDED check
   curl                                  # the server tests call ferrox serve with curl too
@@ -40,6 +41,9 @@ fi
 # the Python package without a download.
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
   "gguf==0.19.0" numpy pytest openai anthropic jsonschema jinja2 wheel 2>&1 | grep -v "^WARNING" || true
+# Kubernetes' own schemas, which packaging/oci/test-image.sh checks the example against.
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+  --cache-dir "$HOME/.cache/pip" "kubernetes-validate==1.37.0" 2>&1 | grep -v "^WARNING" || true
 # Ray Serve, the distributed serving engine python/ferrox/serve/ray.py plugs into
 # (tests/python/test_ray_scale_out.py fails without it). Pinned: its request-router
 # API is alpha. The wheels stay in pip's cache under ~/.cache/pip.

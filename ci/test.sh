@@ -45,6 +45,12 @@ if [ "${FERROX_CI_CHROOT:-1}" = 1 ]; then
     bash packaging/test-install-chroot.sh build/chroot-test
   stamp "chroot install test done"
 fi
+# The container image: built from those packages with buildah, its archive read and
+# its command run as its user (FERROX_CI_IMAGE=0 skips it).
+if [ "${FERROX_CI_IMAGE:-1}" = 1 ]; then
+  bash packaging/oci/test-image.sh build/deb-test/packages build/oci-test
+  stamp "container image test done"
+fi
 
 # Last, so that its ctest summary closes the log.
 cmake --preset ci-asan >/dev/null

@@ -7,9 +7,10 @@ set -euo pipefail
 FERROX_CACHE_DIR=${FERROX_CACHE_DIR:-$HOME/.cache/ferrox}
 FERROX_DEBIAN_MIRROR=${FERROX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # g++/make/cmake are part of the cached root so that a rerun downloads nothing
-# for them and the purge check's "before" snapshot already includes them.
+# for them and the purge check's "before" snapshot already includes them. The
+# container image (packaging/oci) sets its own tools and tarball.
 FERROX_ROOT_TOOLS=${FERROX_ROOT_TOOLS:-g++,make,cmake,pkgconf}
-FERROX_ROOT_TARBALL="$FERROX_CACHE_DIR/bookworm-minbase-tools.tar.gz"
+FERROX_ROOT_TARBALL=${FERROX_ROOT_TARBALL:-$FERROX_CACHE_DIR/bookworm-minbase-tools.tar.gz}
 FERROX_APT_ARCHIVES="$FERROX_CACHE_DIR/apt-archives"
 
 # root_prepare <dir>: a fresh root in <dir>, unpacked from the cache or, the
