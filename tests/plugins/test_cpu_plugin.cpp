@@ -477,6 +477,42 @@ TEST_CASE("CPU gemm equals matvec bit for bit on TQ1_0, TQ2_0, NVFP4 and Q1_0, o
     }
 }
 
+TEST_CASE("CPU NVFP4 kernels read every UE4M3 scale byte as the core's reference does") {
+    // The plugin decodes NVFP4's scales on its own (isa_kernels_impl.inc).
+    // Row r's 64 scale slots cycle through the bytes 16r .. 16r + 15, so the
+    // 16 rows hold all 256 -- zero and the subnormals in row 0, 0x7F (read as
+    // 0) in row 7, the unused top bit in rows 8-15 -- and each row is judged
+    // on its own, so a wrong tiny scale is not hidden behind a row of huge ones.
+    const uint64_t rows = 16, cols = 1024, n = 3;
+    const uint32_t block = kind_traits(FERROX_KIND_NVFP4)->block_bytes;
+    const uint64_t per_row = *row_bytes(FERROX_KIND_NVFP4, cols);
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        std::mt19937_64 rng(test_seed(4040));
+        auto bytes = random_weights(FERROX_KIND_NVFP4, rows, cols, rng);
+        for (uint64_t r = 0; r < rows; ++r)
+            for (uint64_t slot = 0; slot < 4 * (cols / 64); ++slot)
+                bytes[r * per_row + slot / 4 * block + slot % 4] =
+                    static_cast<std::byte>(16 * r + slot % 16);
+        auto m = WeightMatrix::owned("w", FERROX_KIND_NVFP4, rows, cols, bytes);
+        REQUIRE(m.has_value());
+        const auto x = gaussian(n * cols, rng);
+        std::vector<float> y(n * rows, NAN);
+        REQUIRE(rig.dispatch->apply_batch(*m, "t", x, n, y).has_value());
+        const auto want = reference_product(FERROX_KIND_NVFP4, bytes, rows, cols, x, n, true);
+        for (uint64_t r = 0; r < rows; ++r) {
+            std::vector<float> got_row, want_row;
+            for (uint64_t c = 0; c < n; ++c) {
+                got_row.push_back(y[c * rows + r]);
+                want_row.push_back(want[c * rows + r]);
+            }
+            INFO("isa=" << isa << " row " << r << " (scale bytes 0x" << std::hex << 16 * r
+                        << "..)");
+            CHECK(nmse(got_row, want_row) < 1e-10);
+        }
+    }
+}
+
 TEST_CASE("the kinds that used to fall back now run named CPU kernels, correctly") {
     CpuRig rig(2);
     std::mt19937_64 rng(test_seed(5));
