@@ -124,6 +124,9 @@ SHAPED = {
     # Mixtral's layout: architecture llama with expert_count, 2 of 4 experts per token, each
     # feed_forward_length wide (no expert_feed_forward_length key), a softmax router.
     "llama-moe": ("llama", "llama-spm", {"tied": False, "moe": True, "mixtral": True}),
+    # The quant kinds added after MXFP4 (LowbitValues): attention and output NVFP4 and Q1_0,
+    # FFN gate/up NVFP4, ffn_down TQ2_0 / TQ1_0 (the one 256-column matrix).
+    "llama-lowbit": ("llama", "llama-spm", {"tied": False, "lowbit": True}),
 }
 
 # Architectures that are llama's layers rearranged (name -> (arch, vocab, options)); seeds
@@ -348,6 +351,24 @@ class Values:
         return norm(self.rng, n)
 
 
+class LowbitValues(Values):
+    """tiny-llama-lowbit: every matrix in a kind added after MXFP4, encoded by llama.cpp's own
+    ggml_quantize_chunk (gguf-py cannot encode Q1_0): NVFP4 (64-weight blocks) and Q1_0 (128)
+    where rows are N_EMBD = 128 long, TQ2_0 (layer 0) and TQ1_0 (layer 1) on ffn_down, whose
+    256 columns are one ternary block. Q1_0 keeps only signs, so it takes the matrices whose
+    error matters least to the logits (attn_v, attn_output)."""
+
+    KINDS = {"attn_q.weight": Q.NVFP4, "attn_k.weight": Q.NVFP4, "attn_v.weight": Q.Q1_0,
+             "attn_output.weight": Q.Q1_0, "ffn_gate.weight": Q.NVFP4, "ffn_up.weight": Q.NVFP4,
+             "output.weight": Q.NVFP4}
+
+    def add_matrix(self, w, name: str, short: str, data: np.ndarray, il: int | None) -> None:
+        if short == "ffn_down.weight":
+            add_kquant(w, name, data, Q.TQ2_0 if il == 0 else Q.TQ1_0)
+        else:
+            add_kquant(w, name, data, self.KINDS[short])
+
+
 class GemmaValues(Values):
     """tiny-gemma3's values (see the module's text): the real 270M file's type mix, log-normal
     norms, embeddings ~1/sqrt(n_embd)."""
@@ -483,7 +504,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         lf = opt["longrope_factors"]
         w.add_rope_scaling_orig_ctx_len(lf["orig"])
         w.add_float32(f"{arch}.rope.scaling.attn_factor", lf["attn_factor"])
-    write_tensors(w, arch, n_layer, dims, opt, Values(rng, opt))
+    write_tensors(w, arch, n_layer, dims, opt, (LowbitValues if opt.get("lowbit") else Values)(rng, opt))
     if "extra" in opt:
         w.add_tensor(opt["extra"], (0.1 * rng.standard_normal(N_EMBD)).astype(np.float32))
     w.write_header_to_file()

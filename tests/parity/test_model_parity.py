@@ -381,7 +381,7 @@ def test_tiny_llama31_rope_freqs_match_llama_cpp_over_1000_positions():
 
 
 @pytest.mark.parametrize("name", ["llama-yarn", "llama-longrope", "llama-bias", "llama-attn-out-bias", "phi3",
-                                  "phi3-partial", "mistral3", "olmo3", "llama-moe"])
+                                  "phi3-partial", "mistral3", "olmo3", "llama-moe", "llama-lowbit"])
 def test_tiny_rope_scaling_and_optional_tensors_match_llama_cpp(name):
     """YaRN (ramp and magnitude) and LongRoPE (long factors: the 256-position context
     exceeds the original 64; attention factor 1.19) on the llama architecture, as
@@ -390,7 +390,8 @@ def test_tiny_rope_scaling_and_optional_tensors_match_llama_cpp(name):
     type, 24 of 32 dims rotated on phi3-partial (Phi-4-mini's shape); mistral3: YaRN
     with a log multiplier and the attention temperature past 16 positions; olmo3: a window
     on three layers of four, rotated without YaRN, and YaRN on the fourth; llama-moe:
-    Mixtral's experts in a llama file (expert_count, each expert feed_forward_length wide)."""
+    Mixtral's experts in a llama file (expert_count, each expert feed_forward_length wide);
+    llama-lowbit: NVFP4, Q1_0, TQ2_0 and TQ1_0 matrices (the kinds added after MXFP4)."""
     path = tiny_model(name)
     check(compare(path, tiny_prompt(), f"tiny {name}", context=256), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
 

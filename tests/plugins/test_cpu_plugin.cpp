@@ -59,6 +59,16 @@ std::vector<std::byte> random_weights(ferrox_kind kind, uint64_t rows, uint64_t 
             case FERROX_KIND_MXFP4:  // an E8M0 exponent near 2^0
                 block[0] = static_cast<std::byte>(120 + byte(rng) % 10);
                 break;
+            case FERROX_KIND_NVFP4:  // four UE4M3 scales, 2^-5 .. 2^-1 (halved)
+                for (int s = 0; s < 4; ++s)
+                    block[s] = static_cast<std::byte>(0x10 + byte(rng) % 40);
+                break;
+            case FERROX_KIND_TQ1_0:  // the f16 d after 52 bytes of trits
+                std::memcpy(block + 52, &h, 2);
+                break;
+            case FERROX_KIND_TQ2_0:  // the f16 d after 64 bytes of 2-bit codes
+                std::memcpy(block + 64, &h, 2);
+                break;
             case FERROX_KIND_IQ1_M:  // f16 d spread over the top nibbles of 4 u16 scales
                 for (int i = 0; i < 4; ++i) {
                     auto& hi = block[48 + 2 * i + 1];
@@ -104,6 +114,8 @@ Acts acts_of(ferrox_kind kind) {
         case FERROX_KIND_Q6_K:
         case FERROX_KIND_Q8_K:
         case FERROX_KIND_IQ4_XS:
+        case FERROX_KIND_TQ1_0:
+        case FERROX_KIND_TQ2_0:
             return Acts::Q8_K;
         default:
             return Acts::Q8_0;
@@ -260,7 +272,7 @@ TEST_CASE("CPU kernels handle rows whose length is not a multiple of the SIMD wi
         CpuRig rig(2, isa);
         std::mt19937_64 rng(test_seed(77));
         for (const KindTraits& t : kAllKinds) {
-            if (t.block_elements == 256) continue;
+            if (t.block_elements != 1 && 96 % t.block_elements != 0) continue;  // 64, 128, 256
             const uint64_t cols = t.block_elements == 1 ? 83 : 96;
             INFO(t.name << " isa=" << isa);
             const auto bytes = random_weights(t.id, 11, cols, rng);
@@ -422,6 +434,82 @@ TEST_CASE("CPU gemm of up to 16 activations equals matvec bit for bit on the fus
                     CHECK(differing == 0);
                 }
             }
+    }
+}
+
+TEST_CASE("CPU gemm equals matvec bit for bit on TQ1_0, TQ2_0, NVFP4 and Q1_0, on every ISA path") {
+    // Batch invariance for the kinds without a fused MATVEC: MATVEC and GEMM
+    // both go through the int8 tiles, whose every (row, activation) result
+    // must not depend on the tile shape or on how many activations share the
+    // call. 37 rows, two widths (the second an odd number of blocks), batches
+    // from 2 up past the 4x4 tile and past 16.
+    const ferrox_kind kinds[] = {FERROX_KIND_TQ1_0, FERROX_KIND_TQ2_0, FERROX_KIND_NVFP4,
+                                 FERROX_KIND_Q1_0};
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        std::mt19937_64 rng(test_seed(4135));
+        const uint64_t rows = 37;
+        for (ferrox_kind kind : kinds)
+            for (uint64_t blocks : {4u, 7u}) {
+                const uint64_t cols =
+                    blocks * kind_traits(static_cast<uint32_t>(kind))->block_elements;
+                auto m = WeightMatrix::owned("w", kind, rows, cols,
+                                             random_weights(kind, rows, cols, rng));
+                REQUIRE(m.has_value());
+                for (uint64_t n : {2u, 5u, 17u}) {
+                    INFO(kind_name(kind) << " isa=" << isa << " n=" << n << " cols=" << cols);
+                    const auto x = gaussian(n * cols, rng);
+                    std::vector<float> together(n * rows, NAN), alone(rows, NAN);
+                    REQUIRE(rig.dispatch->apply_batch(*m, "t", x, n, together).has_value());
+                    uint64_t differing = 0;
+                    for (uint64_t c = 0; c < n; ++c) {
+                        REQUIRE(rig.dispatch
+                                    ->apply(*m, "t",
+                                            std::span<const float>(x).subspan(c * cols, cols),
+                                            alone)
+                                    .has_value());
+                        for (uint64_t r = 0; r < rows; ++r)
+                            differing += std::memcmp(&alone[r], &together[c * rows + r], 4) != 0;
+                    }
+                    CHECK(differing == 0);
+                }
+            }
+    }
+}
+
+TEST_CASE("CPU NVFP4 kernels read every UE4M3 scale byte as the core's reference does") {
+    // The plugin decodes NVFP4's scales on its own (isa_kernels_impl.inc).
+    // Row r's 64 scale slots cycle through the bytes 16r .. 16r + 15, so the
+    // 16 rows hold all 256 -- zero and the subnormals in row 0, 0x7F (read as
+    // 0) in row 7, the unused top bit in rows 8-15 -- and each row is judged
+    // on its own, so a wrong tiny scale is not hidden behind a row of huge ones.
+    const uint64_t rows = 16, cols = 1024, n = 3;
+    const uint32_t block = kind_traits(FERROX_KIND_NVFP4)->block_bytes;
+    const uint64_t per_row = *row_bytes(FERROX_KIND_NVFP4, cols);
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        std::mt19937_64 rng(test_seed(4040));
+        auto bytes = random_weights(FERROX_KIND_NVFP4, rows, cols, rng);
+        for (uint64_t r = 0; r < rows; ++r)
+            for (uint64_t slot = 0; slot < 4 * (cols / 64); ++slot)
+                bytes[r * per_row + slot / 4 * block + slot % 4] =
+                    static_cast<std::byte>(16 * r + slot % 16);
+        auto m = WeightMatrix::owned("w", FERROX_KIND_NVFP4, rows, cols, bytes);
+        REQUIRE(m.has_value());
+        const auto x = gaussian(n * cols, rng);
+        std::vector<float> y(n * rows, NAN);
+        REQUIRE(rig.dispatch->apply_batch(*m, "t", x, n, y).has_value());
+        const auto want = reference_product(FERROX_KIND_NVFP4, bytes, rows, cols, x, n, true);
+        for (uint64_t r = 0; r < rows; ++r) {
+            std::vector<float> got_row, want_row;
+            for (uint64_t c = 0; c < n; ++c) {
+                got_row.push_back(y[c * rows + r]);
+                want_row.push_back(want[c * rows + r]);
+            }
+            INFO("isa=" << isa << " row " << r << " (scale bytes 0x" << std::hex << 16 * r
+                        << "..)");
+            CHECK(nmse(got_row, want_row) < 1e-10);
+        }
     }
 }
 

@@ -10,6 +10,14 @@ values of either sign -- and records what `gguf.quants.dequantize` makes of
 them. gguf has no dequantizer for Q8_1 and Q8_K (activation-only formats);
 for those two this script's own numpy code, written in gguf's style from
 ggml's definitions, supplies the expected values (marked in the manifest).
+gguf 0.19 knows Q1_0's id and block size but cannot dequantize it: its
+expected values come from llama.cpp's own reference dequantizer
+(ggml_get_type_traits(Q1_0)->to_float in the libggml-base.so that
+ci/llama_cpp.sh builds), called through ctypes, and the manifest records that
+library's block shape for it too ("llama_cpp_type_sizes").
+
+The kinds added after MXFP4 draw from a generator of their own (seeded with
+SEED and the kind's id), so adding them left every earlier file unchanged.
 
 Files (all little-endian):
   <KIND>.bin           dequantization vectors:
@@ -21,7 +29,10 @@ Files (all little-endian):
   manifest.json        seed, gguf/numpy versions, per-file provenance, and
                          gguf.GGML_QUANT_SIZES (block sizes) for every type gguf knows
 """
+import ctypes
+import glob
 import json
+import os
 import struct
 from importlib.metadata import version
 from pathlib import Path
@@ -46,7 +57,12 @@ KINDS = [
     ("IQ2_XXS", 256, 66), ("IQ2_XS", 256, 74), ("IQ3_XXS", 256, 98), ("IQ1_S", 256, 50),
     ("IQ4_NL", 32, 18), ("IQ3_S", 256, 110), ("IQ2_S", 256, 82), ("IQ4_XS", 256, 136),
     ("IQ1_M", 256, 56), ("MXFP4", 32, 17),
+    ("TQ1_0", 256, 54), ("TQ2_0", 256, 66), ("NVFP4", 64, 36), ("Q1_0", 128, 18),
 ]
+# Added after MXFP4: each draws from its own generator (see the docstring).
+LATER_KINDS = {"TQ1_0", "TQ2_0", "NVFP4", "Q1_0"}
+# Kinds gguf 0.19 has no dequantizer for: llama.cpp's decodes them instead.
+LLAMA_CPP_DEQUANTIZED = {"Q1_0"}
 
 # Byte offsets of each kind's f16 fields (scales and mins).
 F16_FIELDS = {
@@ -54,7 +70,13 @@ F16_FIELDS = {
     "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
     "IQ2_XXS": [0], "IQ2_XS": [0], "IQ3_XXS": [0], "IQ1_S": [0], "IQ4_NL": [0],
     "IQ3_S": [0], "IQ2_S": [0], "IQ4_XS": [0],
+    "TQ1_0": [52], "TQ2_0": [64], "Q1_0": [0],
 }
+
+# NVFP4's unsigned E4M3 scale bytes worth seeing: zero, the smallest and
+# largest subnormals, the smallest normal, one, the largest finite (0x7E),
+# E4M3's NaN pattern (0x7F, read as 0), and bytes with the unused top bit set.
+SPECIAL_UE4M3 = [0x00, 0x01, 0x07, 0x08, 0x38, 0x7E, 0x7F, 0x80, 0x81, 0xB8, 0xFE, 0xFF]
 
 SPECIAL_F16 = [0x0000, 0x8000, 0x0001, 0x03FF, 0x8200, 0x0400, 0x3C00, 0xBC00, 0x7BFF,
                0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00]
@@ -94,6 +116,11 @@ def random_blocks(name: str, n_blocks: int, block_bytes: int) -> np.ndarray:
             blocks[b, 0:4] = np.frombuffer(struct.pack("<I", bits), np.uint8)
         if name == "MXFP4" and b < 8:
             blocks[b, 0] = [0, 1, 2, 126, 127, 128, 254, 255][b]
+        if name == "NVFP4":  # every special byte in each of the four scale slots
+            for s in range(4):
+                k = b + 5 * s
+                if k < 3 * len(SPECIAL_UE4M3):
+                    blocks[b, s] = SPECIAL_UE4M3[k % len(SPECIAL_UE4M3)]
     return blocks
 
 
@@ -121,20 +148,66 @@ def dequantize_q8_k(blocks: np.ndarray) -> np.ndarray:
     return (d * blocks[:, 4:260].copy().view(np.int8).astype(np.float32)).reshape(-1)
 
 
+class GgmlTypeTraits(ctypes.Structure):
+    """ggml.h's struct ggml_type_traits, the members up to to_float."""
+    _fields_ = [("type_name", ctypes.c_char_p), ("blck_size", ctypes.c_int64),
+                ("blck_size_interleave", ctypes.c_int64), ("type_size", ctypes.c_size_t),
+                ("is_quantized", ctypes.c_bool), ("to_float", ctypes.c_void_p)]
+
+
+def ggml_base_library() -> ctypes.CDLL:
+    """llama.cpp's libggml-base.so: $FERROX_GGML_BASE, the installed llama_cpp
+    package's, or the build ci/llama_cpp.sh caches."""
+    candidates = [os.environ.get("FERROX_GGML_BASE", "")]
+    try:
+        import llama_cpp
+        candidates.append(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
+    except ImportError:
+        pass
+    candidates += sorted(glob.glob(os.path.expanduser("~/.cache/ferrox/llama.cpp-*/build-*/bin/libggml-base.so")))
+    for path in candidates:
+        if path and os.path.exists(path):
+            return ctypes.CDLL(path)
+    raise SystemExit("gen_vectors.py: Q1_0 needs llama.cpp's libggml-base.so (run ci/llama_cpp.sh "
+                     "or set FERROX_GGML_BASE); looked in " + ", ".join(c for c in candidates if c))
+
+
+def llama_cpp_dequantize(kind: str, raw: np.ndarray, manifest: dict) -> np.ndarray:
+    """ggml's own to_float for a kind gguf does not know; records its block shape."""
+    lib = ggml_base_library()
+    lib.ggml_get_type_traits.restype = ctypes.POINTER(GgmlTypeTraits)
+    lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
+    traits = lib.ggml_get_type_traits(int(T[kind])).contents
+    assert traits.type_name.decode() == kind.lower(), traits.type_name
+    manifest.setdefault("llama_cpp_type_sizes", {})[kind] = [traits.blck_size, traits.type_size]
+    to_float = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(traits.to_float)
+    src = np.ascontiguousarray(raw, dtype=np.uint8)
+    n = src.size // traits.type_size * traits.blck_size
+    out = np.empty(n, dtype=np.float32)
+    to_float(src.ctypes.data, out.ctypes.data, n)
+    return out
+
+
 def header(magic: bytes, kind: str, block_elements: int, block_bytes: int, n_blocks: int) -> bytes:
     return magic + struct.pack("<5I", 1, int(T[kind]), block_elements, block_bytes, n_blocks)
 
 
 def dequantization_vectors(manifest: dict) -> None:
+    global rng
+    shared_rng = rng
     for name, block_elements, block_bytes in KINDS:
+        rng = np.random.default_rng([SEED, int(T[name])]) if name in LATER_KINDS else shared_rng
         if block_elements == 1:
             raw = float_elements(name)
             n_blocks = raw.size // block_bytes
         else:
-            n_blocks = 128 if block_elements == 32 else 32
+            n_blocks = {32: 128, 64: 64, 128: 64}.get(block_elements, 32)
             raw = random_blocks(name, n_blocks, block_bytes).reshape(-1)
         with np.errstate(all="ignore"):
-            if name == "Q8_1":
+            if name in LLAMA_CPP_DEQUANTIZED:
+                expected = llama_cpp_dequantize(name, raw, manifest)
+                source = "llama.cpp ggml_get_type_traits(%s)->to_float (gguf has none)" % name
+            elif name == "Q8_1":
                 expected, source = dequantize_q8_1(raw.reshape(n_blocks, -1)), "local numpy (gguf has none)"
             elif name == "Q8_K":
                 expected, source = dequantize_q8_k(raw.reshape(n_blocks, -1)), "local numpy (gguf has none)"
@@ -145,6 +218,7 @@ def dequantization_vectors(manifest: dict) -> None:
         (OUT / f"{name}.bin").write_bytes(header(b"FXQV", name, block_elements, block_bytes, n_blocks)
                                           + raw.tobytes() + expected.tobytes())
         manifest["dequantize"][name] = {"file": f"{name}.bin", "n_blocks": n_blocks, "source": source}
+    rng = shared_rng
 
 
 def quantize_inputs(name: str) -> np.ndarray:

@@ -47,8 +47,19 @@ TEST_CASE("the golden data covers every kind and records where it came from") {
     }
 }
 
-TEST_CASE("kAllKinds block shapes equal gguf's GGML_QUANT_SIZES") {
-    const auto sizes = read_manifest().at("gguf_quant_sizes");
+TEST_CASE(
+    "kAllKinds block shapes equal gguf's GGML_QUANT_SIZES (and llama.cpp's, where it decoded)") {
+    const auto manifest = read_manifest();
+    const auto& sizes = manifest.at("gguf_quant_sizes");
+    // The kinds whose vectors llama.cpp decoded (Q1_0): gen_vectors.py
+    // recorded that library's ggml_type_traits block and type size too.
+    for (const auto& [name, shape] : manifest.at("llama_cpp_type_sizes").items()) {
+        INFO(name << " as llama.cpp's traits give it");
+        const KindTraits* kind = kind_traits(name);
+        REQUIRE(kind != nullptr);
+        CHECK(shape.at(0).get<uint32_t>() == kind->block_elements);
+        CHECK(shape.at(1).get<uint32_t>() == kind->block_bytes);
+    }
     for (const KindTraits& kind : kAllKinds) {
         INFO(kind.name);
         const auto& gguf = sizes.at(std::string(kind.name));

@@ -84,8 +84,12 @@ typedef enum ferrox_kind {
     FERROX_KIND_IQ4_XS = 23,
     FERROX_KIND_IQ1_M = 29,
     FERROX_KIND_BF16 = 30,
+    FERROX_KIND_TQ1_0 = 34, /* ternary, five weights a byte */
+    FERROX_KIND_TQ2_0 = 35, /* ternary, two bits a weight */
     FERROX_KIND_MXFP4 = 39,
-    FERROX_KIND_ID_LIMIT = 40 /* every id above is < this */
+    FERROX_KIND_NVFP4 = 40,   /* e2m1, an unsigned e4m3 scale per 16 */
+    FERROX_KIND_Q1_0 = 41,    /* a sign bit a weight, an f16 scale per 128 */
+    FERROX_KIND_ID_LIMIT = 42 /* every id above is < this */
 } ferrox_kind;
 
 /* ---- ops ---------------------------------------------------------------- */

@@ -19,7 +19,7 @@ struct KindTraits {
     uint32_t block_bytes;     // bytes per block
 };
 
-inline constexpr std::array<KindTraits, 25> kAllKinds{{
+inline constexpr std::array<KindTraits, 29> kAllKinds{{
     {FERROX_KIND_F32, "F32", 1, 4},           {FERROX_KIND_F16, "F16", 1, 2},
     {FERROX_KIND_BF16, "BF16", 1, 2},         {FERROX_KIND_Q4_0, "Q4_0", 32, 18},
     {FERROX_KIND_Q4_1, "Q4_1", 32, 20},       {FERROX_KIND_Q5_0, "Q5_0", 32, 22},
@@ -32,7 +32,9 @@ inline constexpr std::array<KindTraits, 25> kAllKinds{{
     {FERROX_KIND_IQ1_S, "IQ1_S", 256, 50},    {FERROX_KIND_IQ4_NL, "IQ4_NL", 32, 18},
     {FERROX_KIND_IQ3_S, "IQ3_S", 256, 110},   {FERROX_KIND_IQ2_S, "IQ2_S", 256, 82},
     {FERROX_KIND_IQ4_XS, "IQ4_XS", 256, 136}, {FERROX_KIND_IQ1_M, "IQ1_M", 256, 56},
-    {FERROX_KIND_MXFP4, "MXFP4", 32, 17},
+    {FERROX_KIND_MXFP4, "MXFP4", 32, 17},     {FERROX_KIND_TQ1_0, "TQ1_0", 256, 54},
+    {FERROX_KIND_TQ2_0, "TQ2_0", 256, 66},    {FERROX_KIND_NVFP4, "NVFP4", 64, 36},
+    {FERROX_KIND_Q1_0, "Q1_0", 128, 18},
 }};
 
 // nullptr for an id ferrox does not know (a retired or future GGML type).

@@ -103,5 +103,11 @@ void dequantize_iq1_m(const uint8_t* block, float* out);
 void dequantize_iq4_nl(const uint8_t* block, float* out);
 void dequantize_iq4_xs(const uint8_t* block, float* out);
 void dequantize_mxfp4(const uint8_t* block, float* out);
+void dequantize_nvfp4(const uint8_t* block, float* out);
+
+// lowbit.cpp: ternary and 1-bit formats
+void dequantize_tq1_0(const uint8_t* block, float* out);
+void dequantize_tq2_0(const uint8_t* block, float* out);
+void dequantize_q1_0(const uint8_t* block, float* out);
 
 }  // namespace ferrox::quant::detail

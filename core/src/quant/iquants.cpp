@@ -1,7 +1,8 @@
-// I-quants (codebook grids and non-linear 4-bit values) and MXFP4.
+// I-quants (codebook grids and non-linear 4-bit values), MXFP4 and NVFP4.
 // Grid formats: out = (sub_scale * grid_value) * sign, or for IQ1_*
 // out = sub_scale * (grid_value + delta) -- gguf's numpy order, in float32.
 #include <bit>
+#include <cmath>
 
 #include "block_codec.h"
 #include "iq_grids.h"
@@ -32,6 +33,17 @@ constexpr float kIq1Delta = 0.125f;
 float e8m0_half(uint8_t e) {
     const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
     return std::bit_cast<float>(bits);
+}
+
+// Half an unsigned E4M3 scale (bias 7, no sign bit: bit 7 is ignored), as
+// ggml's ue4m3 reads it: 0x00 and 0x7F (E4M3's NaN) are 0, exponent 0 is
+// subnormal (m * 2^-9). Every value is exact in float32.
+float ue4m3_half(uint8_t x) {
+    if (x == 0x00 || x == 0x7F) return 0.0f;
+    const int exponent = (x >> 3) & 0x0f, mantissa = x & 0x07;
+    // (8 + m) * 2^(e - 10) is (1 + m/8) * 2^(e - 7); halved: 2^(e - 11).
+    return exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -10)
+                         : std::ldexp(static_cast<float>(8 + mantissa), exponent - 11);
 }
 
 // One 4-bit scale nibble of an 8-byte scale array, t in 0..15.
@@ -209,6 +221,20 @@ void dequantize_mxfp4(const uint8_t* block, float* out) {
     const float d = e8m0_half(block[0]);
     for (int e = 0; e < 32; ++e)
         out[e] = d * static_cast<float>(kMxfp4Values[nibble(block + 1, e)]);
+}
+
+// Layout: four UE4M3 scale bytes, then per sub-block s of 16 weights qs[8s ..
+// 8s + 7]: weight j < 8 of the sub-block is the low nibble of qs[8s + j],
+// weight 8 + j its high nibble.
+void dequantize_nvfp4(const uint8_t* block, float* out) {
+    for (int s = 0; s < 4; ++s) {
+        const float d = ue4m3_half(block[s]);
+        const uint8_t* qs = block + 4 + 8 * s;
+        for (int j = 0; j < 8; ++j) {
+            out[16 * s + j] = d * static_cast<float>(kMxfp4Values[qs[j] & 0x0f]);
+            out[16 * s + 8 + j] = d * static_cast<float>(kMxfp4Values[qs[j] >> 4]);
+        }
+    }
 }
 
 }  // namespace ferrox::quant::detail

@@ -68,6 +68,14 @@ DequantizeBlock dequantizer_for(ferrox_kind kind) {
             return detail::dequantize_iq1_m;
         case FERROX_KIND_MXFP4:
             return detail::dequantize_mxfp4;
+        case FERROX_KIND_TQ1_0:
+            return detail::dequantize_tq1_0;
+        case FERROX_KIND_TQ2_0:
+            return detail::dequantize_tq2_0;
+        case FERROX_KIND_NVFP4:
+            return detail::dequantize_nvfp4;
+        case FERROX_KIND_Q1_0:
+            return detail::dequantize_q1_0;
         default:
             return nullptr;
     }

@@ -33,7 +33,8 @@ using enum DataPath;
 
 // The acts column follows ggml-cpu.c's type_traits_cpu[].vec_dot_type: Q8_K for
 // the K-quants and IQ4_XS, Q8_1 for Q4_1/Q5_1, Q8_0 for the other 32-blocks.
-// Q8_K weights (no ggml dot of their own) take Q8_K too. The codebook
+// Q8_K weights (no ggml dot of their own) take Q8_K too; TQ1_0 / TQ2_0 Q8_K,
+// NVFP4 and Q1_0 Q8_0, as ggml-cpu.c gives them. The codebook
 // i-quants run on f32 here, so they quantize nothing.
 inline constexpr std::array<CpuKernel, kAllKinds.size()> kCpuKernels{{
     {FERROX_KIND_F32, "cpu.f32.matvec", "cpu.f32.gemm", Float, ActFormat::None},
@@ -61,6 +62,10 @@ inline constexpr std::array<CpuKernel, kAllKinds.size()> kCpuKernels{{
     {FERROX_KIND_IQ4_XS, "cpu.iq4_xs.matvec", "cpu.iq4_xs.gemm", Int8, ActFormat::Q8_K},
     {FERROX_KIND_IQ1_M, "cpu.iq1_m.matvec", "cpu.iq1_m.gemm", Float, ActFormat::None},
     {FERROX_KIND_MXFP4, "cpu.mxfp4.matvec", "cpu.mxfp4.gemm", Int8, ActFormat::Q8_0},
+    {FERROX_KIND_TQ1_0, "cpu.tq1_0.matvec", "cpu.tq1_0.gemm", Int8, ActFormat::Q8_K},
+    {FERROX_KIND_TQ2_0, "cpu.tq2_0.matvec", "cpu.tq2_0.gemm", Int8, ActFormat::Q8_K},
+    {FERROX_KIND_NVFP4, "cpu.nvfp4.matvec", "cpu.nvfp4.gemm", Int8, ActFormat::Q8_0},
+    {FERROX_KIND_Q1_0, "cpu.q1_0.matvec", "cpu.q1_0.gemm", Int8, ActFormat::Q8_0},
 }};
 
 // Row i is kind i of the core's table: every kind has its kernels, once.
@@ -71,18 +76,20 @@ constexpr bool rows_follow_kind_table() {
 }
 static_assert(rows_follow_kind_table(), "kCpuKernels must list quant_kind.h's kinds, in order");
 
-// The int8 rows say how they quantize, the float rows quantize nothing; an
-// activation block spans exactly one weight block (the integer dots and the
-// fused kernels pair them block by block).
+// The int8 rows say how they quantize, the float rows quantize nothing; a
+// weight block is a whole number of activation blocks (the tiles read both
+// per 16 columns). NVFP4 (64) and Q1_0 (128) take ggml's Q8_0 (32), the
+// other int8 kinds an activation block of exactly their own size, which the
+// fused kernels need (checked beside them in isa_kernels_impl.inc).
 constexpr bool acts_match_paths() {
     for (const auto& k : kCpuKernels) {
         if ((k.path == Int8) != (k.acts != ActFormat::None)) return false;
-        if (k.path == Int8 && act_block_elements(k.acts) != kind_traits(k.kind)->block_elements)
+        if (k.path == Int8 && kind_traits(k.kind)->block_elements % act_block_elements(k.acts) != 0)
             return false;
     }
     return true;
 }
-static_assert(acts_match_paths(), "an int8 row's activation format must match its block");
+static_assert(acts_match_paths(), "an int8 row's blocks must be whole activation blocks");
 
 }  // namespace kernel_rows
 
