@@ -1,0 +1,167 @@
+"""N-gram speculation through `ferrox serve` with real models (docs/speculation.md).
+
+Greedy answers with `speculative: {"n_max": k}` must equal the answers without,
+on Gemma 3 270M alone and among 15 other requests, and on tiny random-weight
+models; a prompt that asks for its input quoted back gets drafts accepted;
+usage and /metrics count the drafts; out-of-range options are a 400 naming
+the field.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import pathlib
+import random
+
+import pytest
+
+from conftest import running
+
+TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS",
+                                   pathlib.Path.home() / ".cache/ferrox/tiny-models"))
+TEMPLATES = pathlib.Path(os.environ.get("FERROX_TEMPLATES",
+                                        pathlib.Path.home() / ".cache/ferrox/templates"))
+
+PASSAGES = [
+    "The quick brown fox jumps over the lazy dog while the farmer counts his sheep "
+    "in the meadow behind the old stone barn.",
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n",
+    "Rain fell on the city for three days, and the river rose until it touched the "
+    "lowest step of the cathedral.",
+    "Alice sent Bob a letter: meet me at noon by the fountain, bring the map and the key.",
+]
+
+
+def chat(server, text: str, n_max: int, max_tokens: int = 48) -> dict:
+    status, body = server.post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens, "temperature": 0, "speculative": {"n_max": n_max}})
+    assert status == 200, body
+    return body
+
+
+def quote_prompt(i: int) -> str:
+    return "Repeat the following text exactly, word for word:\n\n" + PASSAGES[i % len(PASSAGES)]
+
+
+def test_gemma_alone_quoting_prompt():
+    with running("--parallel", "16", "-c", "8192") as server:
+        before = server.metrics()
+        accepted = 0
+        for i in range(2):
+            plain = chat(server, quote_prompt(i), 0)
+            spec = chat(server, quote_prompt(i), 8)
+            assert spec["choices"][0]["message"]["content"] == plain["choices"][0]["message"]["content"]
+            assert spec["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
+            assert "accepted_prediction_tokens" not in plain["usage"].get("completion_tokens_details", {})
+            details = spec["usage"]["completion_tokens_details"]
+            accepted += details["accepted_prediction_tokens"]
+            assert details["rejected_prediction_tokens"] >= 0
+        assert accepted > 10, "a quoting answer should accept drafts"
+        after = server.metrics()
+        assert after["ferrox:spec_decode_num_accepted_tokens_total"] - \
+            before["ferrox:spec_decode_num_accepted_tokens_total"] == accepted
+
+
+def test_gemma_among_15_others():
+    """16 requests at once, all speculating: the batch is full (no drafts) until
+    some end, then the rest draft into the freed rows; every answer equals its
+    plain one."""
+    rng = random.Random(20261206)
+    prompts = [quote_prompt(i) if i % 2 == 0 else
+               f"Write a short note about the number {rng.randint(10, 999)}." for i in range(16)]
+    lengths = [rng.randint(8, 48) for _ in prompts]
+    with running("--parallel", "16", "-c", "8192") as server:
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            plain = list(pool.map(lambda a: chat(server, a[0], 0, a[1]), zip(prompts, lengths)))
+            spec = list(pool.map(lambda a: chat(server, a[0], 8, a[1]), zip(prompts, lengths)))
+        for p, s in zip(plain, spec):
+            assert s["choices"][0]["message"]["content"] == p["choices"][0]["message"]["content"]
+            assert s["choices"][0]["finish_reason"] == p["choices"][0]["finish_reason"]
+        assert sum(s["usage"].get("completion_tokens_details", {}).get("accepted_prediction_tokens", 0)
+                   for s in spec) > 0
+
+
+def test_bad_options_are_a_400_naming_the_field():
+    with running("--parallel", "1", "-c", "1024") as server:
+        for bad, param in [({"n_max": 16}, "speculative.n_max"), ({"n_max": -1}, "speculative.n_max"),
+                           ({"n_max": "4"}, "speculative.n_max"), ({"kind": "ngram"}, "speculative.kind"),
+                           (4, "speculative")]:
+            status, body = server.post("/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                "speculative": bad})
+            assert status == 400, (bad, body)
+            assert body["error"]["param"] == param, (bad, body)
+
+
+TINY_MODELS = ["tiny-llama.gguf", "tiny-gemma3.gguf", "tiny-qwen2-yarn.gguf", "tiny-olmo2.gguf",
+               "tiny-mistral3.gguf", "tiny-granite.gguf"]
+
+
+@pytest.mark.parametrize("name", TINY_MODELS)
+def test_tiny_models(name):
+    model = TINY / name
+    template = TEMPLATES / "Qwen-Qwen3-0.6B.jinja"
+    if not model.exists() or not template.exists():
+        pytest.skip(f"no {model} or {template} (tests/model/make_tiny_models.py)")
+    rng = random.Random(name)
+    with running("--parallel", "4", "-c", "2048", "--chat-template", str(template),
+                 "--spec-draft-n-max", "6", model=str(model)) as server:
+        drafted = 0
+        for _ in range(3):
+            words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "one", "two"])
+                             for _ in range(20))
+            plain = chat(server, words, 0, 40)
+            spec = server.post("/v1/chat/completions", {  # the server's default n_max
+                "messages": [{"role": "user", "content": words}],
+                "max_tokens": 40, "temperature": 0})[1]
+            assert spec["choices"][0]["message"]["content"] == plain["choices"][0]["message"]["content"]
+            drafted += sum(spec["usage"].get("completion_tokens_details", {}).get(k, 0)
+                           for k in ("accepted_prediction_tokens", "rejected_prediction_tokens"))
+        assert drafted > 0
+
+
+def run_json(model: str, prompt: str, *args: str) -> dict:
+    import json
+    import subprocess
+    from conftest import FERROX
+    if not FERROX or not pathlib.Path(FERROX).exists():
+        pytest.skip("FERROX_BIN is not set to the built ferrox")
+    if not pathlib.Path(model).exists():
+        pytest.skip(f"no model at {model}")
+    env = {k: v for k, v in os.environ.items() if k not in ("FERROX_CONFIG", "FERROX_PLUGIN_PATH")}
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
+    out = subprocess.run([FERROX, "run", "-m", model, "-p", prompt, "-t", "2", "--json", *args],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("temp", ["0", "0.8"])
+def test_run_gemma_same_tokens(temp):
+    """`ferrox run --spec-draft-n-max`: the tokens of a plain run, greedy and
+    seeded; a quoting prompt gets drafts accepted (greedy)."""
+    from conftest import MODEL
+    args = ["--chat", "-n", "64", "--temp", temp, "--seed", "7"]
+    plain = run_json(MODEL, quote_prompt(0), *args)
+    spec = run_json(MODEL, quote_prompt(0), *args, "--spec-draft-n-max", "8")
+    assert spec["tokens"] == plain["tokens"]
+    assert "speculation" not in plain
+    s = spec["speculation"]
+    assert s["accepted_tokens"] <= s["drafted_tokens"]
+    if temp == "0":
+        assert s["accepted_tokens"] > 10
+        assert s["decode_passes"] < len(spec["tokens"]) - 1
+
+
+@pytest.mark.parametrize("name", TINY_MODELS)
+def test_run_tiny_models(name):
+    model = TINY / name
+    if not model.exists():
+        pytest.skip(f"no {model} (tests/model/make_tiny_models.py)")
+    prompt = " ".join(random.Random(name).choice(["red", "green", "blue", "one", "two"])
+                      for _ in range(30))
+    plain = run_json(str(model), prompt, "-n", "48", "--temp", "0")
+    spec = run_json(str(model), prompt, "-n", "48", "--temp", "0", "--spec-draft-n-max", "6")
+    assert spec["tokens"] == plain["tokens"]
+    assert spec["speculation"]["drafted_tokens"] > 0
