@@ -55,6 +55,10 @@ std::string Metrics::render() const {
         "Requests whose prompt reused cached cells of an earlier prompt.", prefix_hits.load());
     one("ferrox:prefix_cache_hit_tokens_total", "counter",
         "Prompt tokens taken from the cache instead of computed.", prefix_tokens.load());
+    one("ferrox:spec_decode_num_draft_tokens_total", "counter",
+        "Draft tokens verified by n-gram speculation.", spec_drafted_tokens.load());
+    one("ferrox:spec_decode_num_accepted_tokens_total", "counter",
+        "Draft tokens that verification emitted.", spec_accepted_tokens.load());
     {
         std::lock_guard lock(m_);
         out +=

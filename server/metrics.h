@@ -33,6 +33,8 @@ struct Metrics {
     std::atomic<uint32_t> kv_used{0}, kv_total{1};
     std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0};
     std::atomic<uint64_t> prefix_hits{0}, prefix_tokens{0};
+    // N-gram speculation: draft tokens verified, and those emitted.
+    std::atomic<uint64_t> spec_drafted_tokens{0}, spec_accepted_tokens{0};
     Histogram ttft, tpot, e2e;
 
     void count_outcome(int http_status);

@@ -153,6 +153,11 @@ class OpenAIDialect : public Dialect {
         g.max_tokens = static_cast<uint32_t>(max_tokens);
         read_sampling(f, in, g.sampling);
         g.stop = read_stop(f, in.limits);
+        if (f.has("speculative")) {  // docs/speculation.md
+            Fields spec(f.raw("speculative"), "speculative");
+            g.draft_max = static_cast<uint32_t>(spec.integer("n_max", 0, Scheduler::kMaxDraft, 0));
+            spec.refuse_the_rest();
+        }
         // Prefix-cache entries are shared only within one API key and salt, so
         // that cached_tokens never tells one tenant what another sent.
         const std::string salt = f.string("cache_salt", "");
@@ -235,10 +240,17 @@ class OpenAIDialect : public Dialect {
     // OpenAI's word for how a whole answer ended.
     virtual const char* finish_word(const Event& done) const { return finish_reason(done.finish); }
     virtual ordered_json usage(const Event& done) const {
-        return {{"prompt_tokens", done.prompt_tokens},
-                {"completion_tokens", done.completion_tokens},
-                {"total_tokens", done.prompt_tokens + done.completion_tokens},
-                {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
+        ordered_json u = {{"prompt_tokens", done.prompt_tokens},
+                          {"completion_tokens", done.completion_tokens},
+                          {"total_tokens", done.prompt_tokens + done.completion_tokens},
+                          {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
+        // OpenAI's names for predicted-output tokens, here n-gram drafts
+        // (docs/speculation.md); only when the request speculated.
+        if (done.drafted_tokens > 0)
+            u["completion_tokens_details"] = {
+                {"accepted_prediction_tokens", done.accepted_tokens},
+                {"rejected_prediction_tokens", done.drafted_tokens - done.accepted_tokens}};
+        return u;
     }
 
     const std::string& id() const { return id_; }
@@ -317,7 +329,7 @@ class ChatCompletions final : public OpenAIDialect {
         ordered_json u = OpenAIDialect::usage(done);
         const size_t reasoning =
             answer_ && tokenizer_ ? reasoning_tokens(*answer_, *tokenizer_) : 0;
-        u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
+        u["completion_tokens_details"]["reasoning_tokens"] = reasoning;
         return u;
     }
     Chunks delta_chunks(std::vector<ordered_json> deltas, bool last) {

@@ -26,7 +26,10 @@ std::string json_text(const ordered_json& j) {
 
 Fields::Fields(const ordered_json& object, std::string where)
     : o_(object), where_(std::move(where)) {
-    if (!o_.is_object()) fail(where_.empty() ? "the body" : where_, "must be a JSON object");
+    if (!o_.is_object()) {  // named as itself, not as a key inside itself
+        const std::string name = where_.empty() ? "the body" : where_;
+        throw ApiError{400, fmt::format("'{}' must be a JSON object", name), name};
+    }
 }
 
 bool Fields::has(const char* key) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ferrox/log.h"
+#include "ferrox/ngram_draft.h"
 #include "ferrox/sampler_chain.h"
 
 namespace ferrox::server {
@@ -39,6 +40,12 @@ struct Scheduler::Slot {
     SamplerChain chain;
     std::optional<output::SequenceOutput> output;  // the job's text, stop strings, logprobs
     Clock::time_point last_token_at;
+    // N-gram speculation (docs/speculation.md): the most draft tokens this
+    // request verifies per step, how many it proposes next (adapted to its
+    // acceptance), this step's draft, and the totals for its usage.
+    uint32_t draft_max = 0, draft_len = 0;
+    std::vector<int32_t> draft;
+    uint32_t drafted = 0, accepted = 0;
 };
 
 namespace {
@@ -225,6 +232,10 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         s.next_token = -1;
         s.generated = 0;
         s.reused = static_cast<uint32_t>(s.cached.size());
+        s.draft_max = std::min(job->request.draft_max.value_or(options_.draft_max), kMaxDraft);
+        s.draft_len = s.draft_max;
+        s.draft.clear();
+        s.drafted = s.accepted = 0;
         s.chain = SamplerChain::from_params(job->request.sampling);
         s.chain.accept(prompt);
         s.output.emplace(tok_, output_options(job->request));
@@ -245,6 +256,8 @@ void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool ke
     done.prompt_tokens = static_cast<uint32_t>(slot.job->request.prompt.size());
     done.completion_tokens = slot.generated;
     done.cached_tokens = slot.reused;
+    done.drafted_tokens = slot.drafted;
+    done.accepted_tokens = slot.accepted;
     if (why == FinishReason::StopString && slot.output)
         done.stop_string = slot.output->stop_matched();
     if (output::is_complete(why))
@@ -269,14 +282,27 @@ void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool ke
 }
 
 void Scheduler::sample_slot(Slot& slot, std::span<const float> logits) {
-    const GenerationRequest& r = slot.job->request;
-    const auto now = Clock::now();
     const int32_t token = slot.chain.sample(logits);
     if (token < 0) {  // a grammar stage left no candidate (its error says why)
         finish(slot, FinishReason::Failed, slot.chain.error(), false);
         return;
     }
     slot.chain.accept(token);
+    const FinishReason end = emit(slot, token, logits);
+    if (end != FinishReason::None) {
+        finish(slot, end, {}, true);
+        return;
+    }
+    slot.next_token = token;
+    slot.generating = true;
+}
+
+// Hands a sampled and accepted token to the job's output (text, stop
+// strings, logprobs, max_tokens) and counts it; returns how the output
+// ended with it (None: it goes on).
+FinishReason Scheduler::emit(Slot& slot, int32_t token, std::span<const float> logits) {
+    const GenerationRequest& r = slot.job->request;
+    const auto now = Clock::now();
     auto step = slot.output->push(token, logits);
     if (step.finish != FinishReason::EndOfGeneration) {
         if (slot.generated == 0) {
@@ -293,12 +319,7 @@ void Scheduler::sample_slot(Slot& slot, std::span<const float> logits) {
     text.text = std::move(step.text);
     if (step.logprob) text.logprobs.push_back(std::move(*step.logprob));
     if (!text.text.empty() || !text.logprobs.empty()) slot.job->push(std::move(text));
-    if (step.finish != FinishReason::None) {
-        finish(slot, step.finish, {}, true);
-        return;
-    }
-    slot.next_token = token;
-    slot.generating = true;
+    return step.finish;
 }
 
 void Scheduler::publish_usage() { metrics_.kv_used = ctx_->cells_used(); }
@@ -327,39 +348,133 @@ void Scheduler::fail_batch(const model::DecodeStatus& status, const std::vector<
     for (Slot* s : in) finish(*s, FinishReason::Failed, "decode failed: " + status.message, false);
 }
 
-// One call per group of at most kDecodeRowsPerCall generating sequences: a
-// product of that many rows equals the single-row product bit for bit, so a
-// token does not depend on what else the server is doing.
+// One call per group of at most kDecodeRowsPerCall rows: a product of that
+// many rows equals the single-row product bit for bit, so a token does not
+// depend on what else the server is doing -- nor on whether it was verified
+// as a draft or decoded alone.
 void Scheduler::decode_step() {
+    static_assert(kMaxDraft + 1 == kDecodeRowsPerCall);
     std::vector<Slot*> generating;
     for (Slot& s : slots_)
         if (s.job && s.generating) generating.push_back(&s);
-    for (size_t g = 0; g < generating.size(); g += kDecodeRowsPerCall) {
-        const size_t end = std::min(generating.size(), g + kDecodeRowsPerCall);
-        std::vector<Slot*> group(generating.begin() + long(g), generating.begin() + long(end));
-        model::Batch batch;
-        for (Slot* s : group)
-            batch.add(s->next_token, static_cast<int32_t>(s->cached.size()), {s->seq}, true);
-        auto status = decode_making_room(batch);
-        if (status.code == model::DecodeCode::NoRoom) {
-            // Still full: the longest of these requests ends where it is.
-            Slot* longest = *std::max_element(group.begin(), group.end(), [](Slot* a, Slot* b) {
-                return a->cached.size() < b->cached.size();
-            });
-            logger().warn("server: KV cache full ({} cells); a request ends at {} positions",
-                          n_ctx_, longest->cached.size());
-            finish(*longest, FinishReason::Length, {}, false);
-            continue;
+    plan_drafts(generating);
+    // Packed in order; plan_drafts sized the drafts so that this takes as
+    // many calls as the sequences alone would.
+    for (size_t i = 0; i < generating.size();) {
+        std::vector<Slot*> group;
+        size_t rows = 0;
+        while (i < generating.size() &&
+               rows + 1 + generating[i]->draft.size() <= kDecodeRowsPerCall) {
+            rows += 1 + generating[i]->draft.size();
+            group.push_back(generating[i++]);
         }
-        if (!status) {
-            fail_batch(status, group);
-            continue;
-        }
-        for (size_t i = 0; i < group.size(); ++i) {
-            group[i]->cached.push_back(batch.tokens[i]);
-            sample_slot(*group[i], ctx_->logits(static_cast<uint32_t>(i)));
-        }
+        decode_group(group);
     }
+}
+
+// Drafts ride only in rows the calls would leave empty: speculation never
+// adds a call (when 16 or more sequences decode, the batch is full and no
+// one speculates). A draft never reaches past the request's max_tokens.
+void Scheduler::plan_drafts(const std::vector<Slot*>& generating) {
+    const size_t calls = (generating.size() + kDecodeRowsPerCall - 1) / kDecodeRowsPerCall;
+    size_t spare = calls * kDecodeRowsPerCall - generating.size();
+    size_t group_rows = 0;
+    for (Slot* s : generating) {
+        s->draft.clear();
+        if (group_rows == kDecodeRowsPerCall) group_rows = 0;
+        const size_t room = kDecodeRowsPerCall - group_rows - 1;
+        const size_t left =
+            s->job->request.max_tokens - std::min(s->generated, s->job->request.max_tokens);
+        const size_t most = std::min({size_t(s->draft_len), spare, room, left > 0 ? left - 1 : 0});
+        if (s->draft_max > 0 && most > 0) {
+            s->cached.push_back(s->next_token);  // the sequence's tokens so far
+            s->draft = ngram_draft(s->cached, uint32_t(most));
+            s->cached.pop_back();
+        }
+        spare -= s->draft.size();
+        group_rows += 1 + s->draft.size();
+    }
+}
+
+void Scheduler::decode_group(const std::vector<Slot*>& group) {
+    model::Batch batch;
+    std::vector<uint32_t> first_row;
+    for (Slot* s : group) {
+        first_row.push_back(uint32_t(batch.size()));
+        const auto pos = static_cast<int32_t>(s->cached.size());
+        batch.add(s->next_token, pos, {s->seq}, true);
+        for (size_t j = 0; j < s->draft.size(); ++j)
+            batch.add(s->draft[j], pos + 1 + int32_t(j), {s->seq}, true);
+    }
+    auto status = decode_making_room(batch);
+    if (status.code == model::DecodeCode::NoRoom) {
+        if (batch.size() > group.size()) {  // without the drafts it may fit
+            for (Slot* s : group) s->draft.clear();
+            decode_group(group);
+            return;
+        }
+        // Still full: the longest of these requests ends where it is.
+        Slot* longest = *std::max_element(group.begin(), group.end(), [](Slot* a, Slot* b) {
+            return a->cached.size() < b->cached.size();
+        });
+        logger().warn("server: KV cache full ({} cells); a request ends at {} positions", n_ctx_,
+                      longest->cached.size());
+        finish(*longest, FinishReason::Length, {}, false);
+        return;
+    }
+    if (!status) {
+        fail_batch(status, group);
+        return;
+    }
+    for (size_t i = 0; i < group.size(); ++i) verify_slot(*group[i], first_row[i]);
+}
+
+// The sequence's rows are its next token and its draft. Row j's logits are
+// exactly those a plain step would see once the draft's first j tokens were
+// emitted, so sampling them in order with the sequence's own chain gives the
+// tokens plain decoding gives -- greedy or seeded -- for as long as each
+// sampled token equals the draft token that the next row was fed. The first
+// that differs is still emitted (it is what plain decoding chose there); the
+// rows after it are dropped from the cache.
+void Scheduler::verify_slot(Slot& slot, uint32_t first_row) {
+    const auto pos = static_cast<int32_t>(slot.cached.size());
+    const size_t drafted = slot.draft.size();
+    FinishReason end = FinishReason::None;
+    std::string why;
+    int32_t token = -1;
+    size_t row = 0, accepted = 0;
+    for (;; ++row) {
+        const auto logits = ctx_->logits(first_row + uint32_t(row));
+        token = slot.chain.sample(logits);
+        if (token < 0) {  // a grammar stage left no candidate (its error says why)
+            end = FinishReason::Failed;
+            why = slot.chain.error();
+            break;
+        }
+        slot.chain.accept(token);
+        const bool matches = row < drafted && token == slot.draft[row];
+        accepted += matches;
+        end = emit(slot, token, logits);
+        if (end != FinishReason::None || !matches) break;
+    }
+    // Rows 0..row hold tokens of the sequence: its next token and the
+    // draft tokens that were emitted before row `row` was sampled.
+    slot.cached.push_back(slot.next_token);
+    slot.cached.insert(slot.cached.end(), slot.draft.begin(), slot.draft.begin() + long(row));
+    if (row < drafted) (void)ctx_->seq_remove(slot.seq, pos + int32_t(row) + 1, -1);
+    if (drafted > 0) {
+        slot.drafted += uint32_t(drafted);
+        slot.accepted += uint32_t(accepted);
+        metrics_.spec_drafted_tokens += drafted;
+        metrics_.spec_accepted_tokens += accepted;
+        slot.draft_len = adapt_draft_length(slot.draft_len, slot.draft_max, drafted, accepted);
+    }
+    slot.draft.clear();
+    if (end != FinishReason::None) {
+        finish(slot, end, std::move(why), end != FinishReason::Failed);
+        return;
+    }
+    slot.next_token = token;
 }
 
 // Chunks of the pending prompts, oldest first, each alone in its call and

@@ -47,6 +47,9 @@ struct GenerationRequest {
     bool logprobs = false;
     Clock::time_point arrival = Clock::now();
     Clock::time_point deadline = Clock::time_point::max();
+    // Draft tokens verified per step by n-gram speculation (0: none);
+    // unset: SchedulerOptions::draft_max. Docs/speculation.md.
+    std::optional<uint32_t> draft_max;
 };
 
 using output::TokenLogprob;
@@ -64,6 +67,8 @@ struct Event {
     std::string why;                           // Done, when cut short
     std::string stop_string;                   // Done, StopString: the one that ended it
     uint32_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // Done
+    // Done: draft tokens verified, and those of them that were emitted.
+    uint32_t drafted_tokens = 0, accepted_tokens = 0;
 };
 
 class Job {
@@ -99,6 +104,9 @@ struct SchedulerOptions {
     uint32_t prefill_chunk = 128;
     // Prompt positions computed per step (the last chunk may go past it).
     uint32_t prefill_budget = 256;
+    // Draft tokens a request verifies per step unless it names its own
+    // (server.spec_draft_n_max); at most kMaxDraft.
+    uint32_t draft_max = 0;
 };
 
 class Scheduler {
@@ -131,6 +139,9 @@ class Scheduler {
     // Stops the thread; every job still running or waiting ends with Shutdown.
     void stop();
 
+    // A sequence's rows in one decode call: its token and its draft.
+    static constexpr uint32_t kMaxDraft = 15;
+
     uint32_t context() const { return n_ctx_; }
     uint32_t sequences() const { return options_.sequences; }
 
@@ -139,6 +150,9 @@ class Scheduler {
     void loop();
     bool advance();  // step() after admission
     void decode_step();
+    void plan_drafts(const std::vector<Slot*>& generating);
+    void decode_group(const std::vector<Slot*>& group);
+    void verify_slot(Slot& slot, uint32_t first_row);
     void prefill_step();
     size_t prefill_chunk_of(Slot& slot);  // positions computed; 0: no room for it now
     model::DecodeStatus decode_making_room(const model::Batch& batch);
@@ -148,6 +162,7 @@ class Scheduler {
     void admit(std::unique_lock<std::mutex>& lock);
     void finish(Slot& slot, FinishReason why, std::string detail, bool keep_cells);
     void sample_slot(Slot& slot, std::span<const float> logits);
+    FinishReason emit(Slot& slot, int32_t token, std::span<const float> logits);
     void publish_usage();
 
     const Tokenizer& tok_;

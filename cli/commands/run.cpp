@@ -2,7 +2,9 @@
 // prompt and generation speed on stderr, llama.cpp-style. Runs on the public
 // C API (ferrox/ferrox.h) alone, as any program would: the model, the prompt's
 // tokens, the context and its decodes, the sampler, the streamed text and the
-// reports all come through it.
+// reports all come through it. The one exception is n-gram speculation's
+// draft (ferrox/ngram_draft.h): a pure function over the token ids, whose
+// verification goes through the C API's decode, logits and seq_remove.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "commands/commands.h"
 #include "ferrox/ferrox.h"
 #include "ferrox/log.h"
+#include "ferrox/ngram_draft.h"
 #include "input.h"
 #include "model_reference.h"
 #include "model_session.h"
@@ -44,6 +47,7 @@ struct RunOptions {
     std::vector<std::string> stops;
     GrammarFlags grammar;
     bool chat = false, json = false, profile = false;
+    uint32_t draft_max = 0;  // --spec-draft-n-max: n-gram speculation, docs/speculation.md
     ChatOptions chat_options;
     ModelSourceFlags source;
 };
@@ -259,6 +263,14 @@ int run(const CommonOptions& common, RunOptions o) {
     std::string generated, piece;
     int n_eval = 0;
     bool stopped = false;
+    // N-gram speculation (docs/speculation.md): the last verify decode put
+    // tokens.back() at position `verify_at` and `draft` after it, one logits
+    // row each; `row` is the row the next draw reads. A draw equal to the
+    // draft token its next row was fed moves to that row without a decode.
+    std::vector<int32_t> draft;
+    size_t verify_at = 0, row = 0;
+    uint32_t draft_len = o.draft_max;
+    uint64_t drafted = 0, accepted = 0, passes = 0;
     const auto eval_start = Clock::now();
     for (int i = 0; i < o.n_predict && !stopped && !interrupted(); ++i) {
         int32_t next = -1;
@@ -290,12 +302,35 @@ int run(const CommonOptions& common, RunOptions o) {
         if (!o.json && !stdout_ok()) break;  // main() reports the write error
         stopped = ferrox_detok_stream_stopped(stream.get()) != 0;
         if (stopped || i + 1 == o.n_predict) break;
-        if (!succeeded(
-                decode_one_sequence(ctx.get(), tokens, tokens.size() - 1, 1, LogitsFor::Last, st),
-                st) ||
-            !succeeded(ferrox_logits(ctx.get(), 0, &logits, &st), st))
-            return kExitFailure;
         ++n_eval;
+        if (row < draft.size() && next == draft[row]) {  // verified: its row is computed
+            ++accepted;
+            ++row;
+            if (!succeeded(ferrox_logits(ctx.get(), static_cast<uint32_t>(row), &logits, &st), st))
+                return kExitFailure;
+            continue;
+        }
+        // The rows after the one just read hold rejected draft tokens.
+        if (row < draft.size() &&
+            !succeeded(
+                ferrox_seq_remove(ctx.get(), 0, static_cast<int32_t>(verify_at + row + 1), -1, &st),
+                st))
+            return kExitFailure;
+        if (!draft.empty())
+            draft_len = adapt_draft_length(draft_len, o.draft_max, draft.size(), row);
+        // Up to draft_len tokens, never past -n: the pass emits one more.
+        const auto left = static_cast<uint32_t>(o.n_predict - i - 2);
+        draft = ngram_draft(tokens, std::min(draft_len, left));
+        drafted += draft.size();
+        verify_at = tokens.size() - 1;
+        row = 0;
+        tokens.insert(tokens.end(), draft.begin(), draft.end());
+        const ferrox_code decoded =
+            decode_one_sequence(ctx.get(), tokens, verify_at, draft.size() + 1, LogitsFor::All, st);
+        tokens.resize(verify_at + 1);
+        ++passes;
+        if (!succeeded(decoded, st) || !succeeded(ferrox_logits(ctx.get(), 0, &logits, &st), st))
+            return kExitFailure;
     }
     // The end: what was held back (nothing after a stop).
     if (!succeeded(read_text(piece, st,
@@ -374,6 +409,11 @@ int run(const CommonOptions& common, RunOptions o) {
             doc["profile"] = {
                 {"prompt", profile_json(prompt_profile, prompt_s, 1)},
                 {"generation", profile_json(profile, eval_s, static_cast<uint64_t>(n_eval))}};
+        if (o.draft_max > 0)
+            doc["speculation"] = {{"draft_max", o.draft_max},
+                                  {"drafted_tokens", drafted},
+                                  {"accepted_tokens", accepted},
+                                  {"decode_passes", passes}};
         if (interrupted()) doc["interrupted"] = true;
         print_json(std::move(doc));
     }
@@ -402,6 +442,10 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
                   "Wrap the prompt as one user turn in the chat template (the file's, or "
                   "--chat-template's, which implies --chat)");
     add_chat_options(*cmd, o->chat_options);
+    cmd->add_option("--spec-draft-n-max", o->draft_max,
+                    "N-gram speculation: draft tokens verified per decode, looked up in the "
+                    "prompt and output (docs/speculation.md); the text is unchanged; 0: off")
+        ->check(CLI::Range(0, 15));
     cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");
     cmd->add_flag("--profile", o->profile,
                   "Time every op of the forward pass (per op, tensor role and kind) and print "

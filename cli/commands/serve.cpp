@@ -218,6 +218,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     so.sequences = co.sequences;
     so.prefill_chunk = std::min(so.prefill_chunk, co.batch);  // a chunk is one decode
     so.max_queue = s.max_queue;
+    so.draft_max = s.spec_draft_n_max;
     server::Scheduler scheduler(e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics);
     scheduler.start();
     server::LoadedModel loaded;

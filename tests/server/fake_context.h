@@ -28,8 +28,13 @@ class FakeContext final : public server::DecodeContext {
     FakeContext(uint32_t n_ctx, uint32_t n_seq, uint32_t vocab, int32_t first_text)
         : n_ctx_(n_ctx), n_seq_(n_seq), vocab_(vocab), first_text_(first_text), cells_(n_ctx) {}
 
+    // How many of the last tokens the next one depends on; 0: all of them. A
+    // short memory makes the fake repeat itself, as n-gram speculation needs.
+    size_t memory = 0;
+
     // The token the fake model continues `history` with (FNV-1a of the ids).
     int32_t next_token(std::span<const int32_t> history) const {
+        if (memory > 0 && history.size() > memory) history = history.last(memory);
         uint64_t h = 1469598103934665603ull;
         for (int32_t t : history) h = (h ^ uint32_t(t)) * 1099511628211ull;
         return first_text_ + int32_t(h % uint64_t(int32_t(vocab_) - first_text_));

@@ -100,6 +100,10 @@ const std::array kSettings{
                  "Thinking budget in tokens of a chat request that sets no thinking_token_budget: "
                  "-1 unlimited, 0 no reasoning (docs/server.md).",
                  -1, 1 << 20),
+    count("spec_draft_n_max", "--spec-draft-n-max", &S::spec_draft_n_max,
+          "Draft tokens a request verifies per step by n-gram prompt lookup, unless it sets "
+          "speculative.n_max (docs/speculation.md); only in decode rows the batch leaves free.",
+          0, 15, "0: no speculation"),
 };
 
 Error out_of_range(const ServerSetting& s, std::string_view got) {
