@@ -100,6 +100,16 @@ const std::array kSettings{
                  "Thinking budget in tokens of a chat request that sets no thinking_token_budget: "
                  "-1 unlimited, 0 no reasoning (docs/server.md).",
                  -1, 1 << 20),
+    ServerSetting{"embedding_truncation",
+                  "--embedding-truncation",
+                  K::Switch,
+                  &S::embedding_truncation,
+                  "Let /v1/embeddings cut vectors to a request's `dimensions` (only for a model "
+                  "trained for it, Matryoshka: Qwen3-Embedding).",
+                  0,
+                  0,
+                  {},
+                  {}},
 };
 
 Error out_of_range(const ServerSetting& s, std::string_view got) {
