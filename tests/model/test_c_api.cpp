@@ -59,7 +59,7 @@ TEST_CASE("API 0.2's reports refuse NULL with a message and answer empty for a N
     CHECK(ferrox_model_n_ctx(nullptr) == 0);
     CHECK(ferrox_model_n_batch(nullptr) == 0);
     CHECK(ferrox_api_version() == (FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR));
-    CHECK(FERROX_API_VERSION_MINOR == 6u);
+    CHECK(FERROX_API_VERSION_MINOR == 7u);
 }
 
 TEST_CASE("a struct_size larger than the library knows, or too small, is refused") {
