@@ -26,7 +26,7 @@ Embedder::Outcome Embedder::embed(std::vector<std::vector<int32_t>> inputs,
     std::unique_lock lock(m_);
     if (draining_ || stopping_)
         return {Refusal::Draining, "the server is shutting down", {}, false};
-    if (waiting_.size() > options_.max_queue)
+    if (running_ > 0 && waiting_.size() >= options_.max_queue)
         return {Refusal::QueueFull,
                 fmt::format("{} embedding requests are waiting (server.max_queue {})",
                             waiting_.size(), options_.max_queue),
