@@ -60,5 +60,5 @@ stamp "asan build done"
 # down); the resident-decoding one stays: it drives the core's resident path, the
 # fixture plugin and the CLI through ~60 runs in 25 s.
 echo "== ci: everything before passed ($((SECONDS - started)) s); the ASan ctest run closes the log"
-ASAN_OPTIONS=detect_leaks=1 ctest --preset ci-asan -j "$jobs" -E "^(model_parity|tokenizer_parity)$"
+ASAN_OPTIONS=detect_leaks=1 ctest --preset ci-asan -j "$jobs" -E "^(model_parity|tokenizer_parity|embedding_parity)$"
 

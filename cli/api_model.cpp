@@ -53,6 +53,7 @@ ApiModelParams::ApiModelParams(const CommonOptions& common, const ModelChoices& 
     params_.kv_kind = ascii_lower(choices.kv_type) == "f16" ? FERROX_KV_F16 : FERROX_KV_F32;
     params_.allow_resident = ascii_lower(choices.resident) != "off";
     params_.max_sequences = choices.sequences;
+    params_.embeddings = choices.embeddings ? 1 : 0;
 }
 
 void ApiModelParams::log_progress() {

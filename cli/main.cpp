@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
         add_inspect_command(app, common),       add_logits_command(app, common),
         add_chat_command(app, common),          add_serve_command(app, common),
         add_architectures_command(app, common), add_pull_command(app, common),
-        add_models_command(app, common),
+        add_models_command(app, common),        add_embed_command(app, common),
     };
 
     // llama-cli spells the system prompt -sys; CLI11 takes single-dash names of one letter only.

@@ -48,6 +48,7 @@ Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const
     options.kv_kind = kind_traits(ascii_lower(choices.kv_type))->id;
     options.allow_resident = ascii_lower(choices.resident) != "off";
     options.profile = choices.profile;
+    options.embeddings = choices.embeddings;
     // 0 and 1 come on every load; what lies between is weights moving to a device.
     options.progress = [last = -1](float fraction) mutable {
         const int tenth = static_cast<int>(fraction * 10.0f);

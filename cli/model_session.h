@@ -28,7 +28,8 @@ struct ModelChoices {
     // Sequences one context will hold (serve --parallel, batched-bench -npl):
     // a resident backend that can hold only one keeps the model in host memory.
     uint32_t sequences = 1;
-    uint32_t batch = 0;  // tokens per decode; 0: 256; never more than the context
+    uint32_t batch = 0;       // tokens per decode; 0: 256; never more than the context
+    bool embeddings = false;  // an embedding model is accepted (embed, serve), not refused
 };
 
 // -t/--threads in cpu.threads' range (0 ... 1024), for every command that has it.

@@ -9,6 +9,7 @@
 
 #include "auth.h"
 #include "chat_tools.h"
+#include "embeddings_api.h"
 #include "error_shape.h"
 #include "ferrox/escape.h"
 #include "ferrox/log.h"
@@ -268,8 +269,9 @@ void Api::route(Call& call) {
         return call.send_json(200, {{"object", "list"}, {"data", data}});
     }
     const GenerationEndpoint* endpoint = generation_endpoint(target);
-    const bool known = endpoint || target == "/tokenize" || target == "/detokenize" ||
-                       target == "/apply-template" || target == "/v1/messages/count_tokens";
+    const bool known = endpoint || target == "/v1/embeddings" || target == "/tokenize" ||
+                       target == "/detokenize" || target == "/apply-template" ||
+                       target == "/v1/messages/count_tokens";
     if (!known)
         throw ApiError{404, fmt::format("no endpoint {}", escape_text(target, EscapeFor::Line)),
                        ""};
@@ -279,7 +281,16 @@ void Api::route(Call& call) {
     if (state != ServerState::Ready)
         return call.send_error({503, "the server is shutting down", ""}, {{"Retry-After", "5"}});
     call.parse_body(options_.limits.json);
-    if (endpoint) return generate(call, *endpoint->make({call.id, options_.model_id}));
+    if (endpoint) {
+        if (!model_.scheduler)
+            throw ApiError{400,
+                           fmt::format("the model '{}' is an embedding model: it answers "
+                                       "/v1/embeddings, not {}",
+                                       options_.model_id, target),
+                           "model"};
+        return generate(call, *endpoint->make({call.id, options_.model_id}));
+    }
+    if (target == "/v1/embeddings") return embeddings(call);
     if (target == "/tokenize") return tokenize(call);
     if (target == "/detokenize") return detokenize(call);
     if (target == "/v1/messages/count_tokens") return count_tokens(call);
@@ -398,6 +409,30 @@ void Api::collect(Call& call, Dialect& dialect, Job& job) {
     }
     call.responder.send(499, "application/json", "", call.headers);
     call.responder.set_outcome(499);  // the client closed the request
+}
+
+void Api::embeddings(Call& call) {
+    if (!model_.embedder)
+        throw ApiError{400,
+                       fmt::format("the model '{}' is not an embedding model (its file sets no "
+                                   "pooling_type); /v1/embeddings needs one such as "
+                                   "Qwen3-Embedding",
+                                   options_.model_id),
+                       "model"};
+    EmbeddingsLimits limits;
+    limits.max_tokens = model_.embedder->context();
+    limits.n_embd = model_.n_embd;
+    limits.truncatable = model_.embedding_truncation;
+    EmbeddingsRequest request = parse_embeddings_request(call.body, *model_.tokenizer, limits);
+    call.prompt_tokens = static_cast<uint32_t>(request.prompt_tokens);
+    call.body = nullptr;
+    const Clock::time_point deadline = Clock::now() + options_.request_timeout;
+    auto outcome = model_.embedder->embed(std::move(request.inputs), deadline);
+    if (outcome.refusal != Embedder::Refusal::None)
+        return call.send_error({503, outcome.why, ""}, {{"Retry-After", "1"}});
+    if (outcome.failed) throw ApiError{500, outcome.why, ""};
+    call.send_json(200,
+                   embeddings_response(std::move(outcome.vectors), request, options_.model_id));
 }
 
 void Api::tokenize(Call& call) {

@@ -21,6 +21,7 @@
 
 #include "bounded_json.h"
 #include "dialect.h"
+#include "embedder.h"
 #include "ferrox/expected.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "http_server.h"
@@ -46,6 +47,11 @@ struct LoadedModel {
     ChatRenderFn render_chat;
     uint32_t max_positions = 0;                               // prompt + max_tokens of one request
     std::shared_ptr<const grammar::TokenTrie> grammar_vocab;  // shared by every grammar stage
+    // An embedding model's server has an embedder and no scheduler (each
+    // refuses the other's endpoints by name).
+    Embedder* embedder = nullptr;
+    uint32_t n_embd = 0;
+    bool embedding_truncation = false;  // /v1/embeddings' `dimensions` may cut vectors
 };
 
 enum class ServerState { Loading, Ready, Draining, Failed };
@@ -79,6 +85,7 @@ class Api {
     void stream(Call& call, Dialect& dialect, Job& job);
     void collect(Call& call, Dialect& dialect, Job& job);
     std::optional<Event> next_event(Call& call, Job& job, Clock::time_point& next_look);
+    void embeddings(Call& call);  // POST /v1/embeddings
     void tokenize(Call& call);
     void detokenize(Call& call);
     void apply_template(Call& call);

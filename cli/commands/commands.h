@@ -25,5 +25,6 @@ Command add_serve_command(CLI::App& app, CommonOptions& common);
 Command add_architectures_command(CLI::App& app, CommonOptions& common);
 Command add_pull_command(CLI::App& app, CommonOptions& common);
 Command add_models_command(CLI::App& app, CommonOptions& common);
+Command add_embed_command(CLI::App& app, CommonOptions& common);
 
 }  // namespace ferrox::cli

@@ -118,6 +118,52 @@ class SignalWatch {
     int count_ = 0;
 };
 
+// An embedding model's server: /v1/embeddings (and the tokenizer endpoints)
+// over an Embedder with a context of its own; the generation endpoints
+// refuse by name. Drains like the generation server.
+int serve_embeddings(const Engine& e, const ServerConfig& s, server::Api& api,
+                     server::HttpServer& http, SignalWatch& signals) {
+    const model::ContextOptions co = e.context_options();
+    auto ctx = model::Context::create(e.model(), co);
+    if (!ctx) {
+        api.set_state(server::ServerState::Failed);
+        logger().error("serve: {}", ctx.error().message());
+        return kExitBadInput;
+    }
+    server::EmbedderOptions eo;
+    eo.pooling = e.model().hparams().pooling;
+    eo.max_queue = s.max_queue;
+    server::Embedder embedder(std::move(*ctx), eo);
+    server::LoadedModel loaded;
+    loaded.tokenizer = &e.tokenizer();
+    loaded.embedder = &embedder;
+    loaded.n_embd = e.model().hparams().n_embd;
+    loaded.embedding_truncation = s.embedding_truncation;
+    loaded.max_positions = co.context;
+    api.set_model(std::move(loaded));
+    signals.exit_at_once_on_first = false;
+    api.set_state(signals.signalled() ? server::ServerState::Draining : server::ServerState::Ready);
+    logger().info(
+        "serve: ready: embedding model ({} pooling, {} dimensions), {} sequences a "
+        "decode over {} KV cells, up to {} tokens an input",
+        model::pooling_name(eo.pooling), e.model().hparams().n_embd, co.sequences, co.context,
+        co.context);
+    signals.wait();
+    api.set_state(server::ServerState::Draining);
+    embedder.begin_drain();
+    const bool drained =
+        embedder.wait_idle(server::Clock::now() + std::chrono::seconds(s.drain_timeout));
+    embedder.stop();
+    http.wait_handlers_done(std::chrono::milliseconds(5000));
+    http.stop(std::chrono::milliseconds(3000));
+    logger().info("serve: stopped{}", drained ? "" : " (requests were cancelled)");
+    if (http.open_connections() > 0) {
+        logger().flush();
+        ::_exit(kExitOk);
+    }
+    return kExitOk;
+}
+
 int run(const CommonOptions& common, const ServeOptions& o) {
     auto config = load_session_config(common);
     if (!config) {
@@ -191,6 +237,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     choices.context = s.context;  // 0: the engine's rule, parallel x min(4096, training)
     choices.sequences = s.parallel;
     choices.batch = kServeBatch;
+    choices.embeddings = true;  // an embedding model serves /v1/embeddings (serve_embeddings)
     OpenFailure why = OpenFailure::None;
     auto engine = open_engine(common, model_path, choices, &why);
     if (!engine) {
@@ -199,6 +246,8 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         return exit_status(why);
     }
     const Engine& e = **engine;
+    if (e.model().hparams().pooling != model::Pooling::None)
+        return serve_embeddings(e, s, api, http, signals);
     auto tmpl = choose_chat_template(e.file(), o.chat.chat_template);
     if (!tmpl) {
         api.set_state(server::ServerState::Failed);

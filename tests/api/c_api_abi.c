@@ -222,7 +222,7 @@ static void init_by_size(void) {
 }
 
 int main(void) {
-    expect(ferrox_api_version() == (0u << 16 | 6u), "API 0.6");
+    expect(ferrox_api_version() == (0u << 16 | 7u), "API 0.7");
     old_symbols();
     init_by_size();
     printf("%d failures\n", failures);

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
 
-    expect(ferrox_api_version() == (0u << 16 | 6u), "the API version is 0.6", NULL);
+    expect(ferrox_api_version() == (0u << 16 | 7u), "the API version is 0.7", NULL);
 
     /* Hermes by name: reasoning, content, a call. */
     r = parse("hermes", NULL,

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -59,7 +60,7 @@ TEST_CASE("API 0.2's reports refuse NULL with a message and answer empty for a N
     CHECK(ferrox_model_n_ctx(nullptr) == 0);
     CHECK(ferrox_model_n_batch(nullptr) == 0);
     CHECK(ferrox_api_version() == (FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR));
-    CHECK(FERROX_API_VERSION_MINOR == 6u);
+    CHECK(FERROX_API_VERSION_MINOR == 7u);
 }
 
 TEST_CASE("a struct_size larger than the library knows, or too small, is refused") {
@@ -100,9 +101,6 @@ TEST_CASE("a missing model file is an i/o error naming the file") {
     ferrox_model* model = nullptr;
     ferrox_model_params mp;
     ferrox_model_params_default(&mp);
-    const char* dirs[] = {FERROX_PLUGIN_BUILD_DIR};
-    mp.plugin_dirs = dirs;
-    mp.n_plugin_dirs = 1;
     const auto code = ferrox_model_load("/nonexistent/model.gguf", &mp, &model, &st);
     CHECK(code != FERROX_CODE_OK);
     CHECK(model == nullptr);
@@ -125,9 +123,6 @@ TEST_CASE("a LoRA adapter is refused for what it is, not for its missing tokeniz
     ferrox_model* model = nullptr;
     ferrox_model_params mp;
     ferrox_model_params_default(&mp);
-    const char* dirs[] = {FERROX_PLUGIN_BUILD_DIR};
-    mp.plugin_dirs = dirs;
-    mp.n_plugin_dirs = 1;
     const auto code = ferrox_model_load(path.c_str(), &mp, &model, &st);
     std::filesystem::remove(path);
     CHECK(code == FERROX_CODE_INVALID_ARGUMENT);
@@ -169,4 +164,41 @@ TEST_CASE("the C sampler draws what the C++ chain with the same stages draws") {
     ferrox_sampler_free(s);
     sp.top_p = 1.5f;
     CHECK(ferrox_sampler_new(&sp, &s, &st) == FERROX_CODE_INVALID_ARGUMENT);
+}
+
+TEST_CASE("API 0.7's embeddings refuse NULL, and a model without pooling, with a message") {
+    auto st = fresh_status();
+    CHECK(ferrox_model_pooling(nullptr) == FERROX_POOLING_NONE);
+    const int32_t tokens[] = {1, 2};
+    const int32_t* inputs[] = {tokens};
+    const size_t lengths[] = {2};
+    float out[4];
+    CHECK(ferrox_embed(nullptr, 1, inputs, lengths, 1, out, 4, &st) ==
+          FERROX_CODE_INVALID_ARGUMENT);
+    // A plain decoder loads with `embeddings` set, and ferrox_embed says why it cannot pool.
+    const char* home = std::getenv("HOME");
+    const std::filesystem::path tiny =
+        std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models/tiny-qwen3.gguf";
+    if (!std::filesystem::exists(tiny)) {
+        WARN("skipped the model half: " << tiny << " is absent (tests/model/make_tiny_models.py)");
+        return;
+    }
+    ferrox_model_params mp;
+    ferrox_model_params_default(&mp);
+    mp.embeddings = 1;
+    mp.n_ctx_max = 64;
+    ferrox_model* model = nullptr;
+    REQUIRE(ferrox_model_load(tiny.c_str(), &mp, &model, &st) == FERROX_CODE_OK);
+    CHECK(ferrox_model_pooling(model) == FERROX_POOLING_NONE);
+    ferrox_context_params cp;
+    ferrox_context_params_default(&cp);
+    ferrox_context* ctx = nullptr;
+    REQUIRE(ferrox_context_new(model, &cp, &ctx, &st) == FERROX_CODE_OK);
+    std::vector<float> vec(ferrox_model_n_embd(model));
+    CHECK(ferrox_embed(ctx, 1, inputs, lengths, 1, vec.data(), vec.size(), &st) ==
+          FERROX_CODE_INVALID_ARGUMENT);
+    CHECK_THAT(st.message,
+               Catch::Contains("not an embedding model") && Catch::Contains("qwen3.pooling_type"));
+    ferrox_context_free(ctx);
+    ferrox_model_free(model);
 }

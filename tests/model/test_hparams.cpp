@@ -347,7 +347,10 @@ TEST_CASE("adapters, vision projectors and embedding models are refused for what
         {gemma3_like().str("general.type", "mmproj"), "general.type", "vision projector"},
         {gemma3_like().without("general.architecture").str("general.architecture", "clip"),
          "general.architecture", "vision projector"},
-        {gemma3_like().u32("gemma3.pooling_type", 1), "gemma3.pooling_type", "embedding"},
+        {gemma3_like().u32("gemma3.pooling_type", 4), "gemma3.pooling_type", "classifier head"},
+        {gemma3_like().u32("gemma3.pooling_type", 7), "gemma3.pooling_type", "not a pooling"},
+        {gemma3_like().u32("gemma3.pooling_type", 1).boolean("gemma3.attention.causal", false),
+         "gemma3.attention.causal", "non-causal"},
     };
     for (auto& c : cases) {
         INFO(c.says);
@@ -361,6 +364,18 @@ TEST_CASE("adapters, vision projectors and embedding models are refused for what
     auto none = gemma3_like().u32("gemma3.pooling_type", 0).parse();
     REQUIRE(none);
     CHECK(model::read_hparams(*none));
+    // A decoder's embedding model is read (its pooling kept); only the
+    // loader's purpose refuses it for generation.
+    auto mean = gemma3_like().u32("gemma3.pooling_type", 1).parse();
+    REQUIRE(mean);
+    auto hp = model::read_hparams(*mean);
+    REQUIRE(hp);
+    CHECK(hp->pooling == model::Pooling::Mean);
+    auto generation = model::refuse_non_decoder(*mean);
+    REQUIRE_FALSE(generation);
+    CHECK_THAT(generation.error().message(),
+               Catch::Contains("gemma3.pooling_type") && Catch::Contains("ferrox embed"));
+    CHECK(model::refuse_non_decoder(*mean, true));
 }
 
 TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoPE, olmo2's norms") {

@@ -94,8 +94,9 @@ struct ServerConfig {
     uint32_t max_connections = 256;
     uint32_t max_client_connections = 32;
     bool insecure_open = false;
-    int32_t reasoning_budget = -1;  // a chat request's thinking budget when it names none
-    uint32_t spec_draft_n_max = 0;  // n-gram speculation's draft tokens per step; 0: off
+    int32_t reasoning_budget = -1;      // a chat request's thinking budget when it names none
+    uint32_t spec_draft_n_max = 0;      // n-gram speculation's draft tokens per step; 0: off
+    bool embedding_truncation = false;  // /v1/embeddings' `dimensions` may cut vectors
 };
 
 // The `plugins:` section's policy for what a plugin file must show before its code runs.

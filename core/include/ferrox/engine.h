@@ -47,6 +47,10 @@ struct EngineOptions {
     bool allow_resident = true;             // false: activations in host memory
     // Model::forward's own context times its ops into this (not owned).
     model::StepProfile* profile = nullptr;
+    // Accept an embedding model (a decoder's `pooling_type` mean, cls or
+    // last: `ferrox embed`, the server's /v1/embeddings); false refuses it
+    // for what it is, as text generation has no use for it.
+    bool embeddings = false;
     // Called with 0 before the weights load, fractions while they move to a
     // resident backend, and 1 at the end; returning true cancels the open.
     std::function<bool(float)> progress;

@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 #define FERROX_API_VERSION_MAJOR 0u
-#define FERROX_API_VERSION_MINOR 6u
+#define FERROX_API_VERSION_MINOR 7u
 
 /* The library's API version, major << 16 | minor. */
 FERROX_C_API uint32_t ferrox_api_version(void);
@@ -126,6 +126,11 @@ typedef struct ferrox_model_params {
      * Added after progress_user: a caller built against the shorter struct
      * gets 1. */
     uint32_t max_sequences;
+    /* Nonzero: an embedding model (a decoder whose `<arch>.pooling_type` is
+     * mean, cls or last) loads, for ferrox_embed; 0 (default) refuses one with
+     * FERROX_CODE_INVALID_ARGUMENT saying what it is. A plain decoder loads
+     * either way. \since API 0.7 (appended: a shorter struct gets 0). */
+    int embeddings;
 } ferrox_model_params;
 
 /* Writes the defaults into the first `size` bytes of *params (those the
@@ -526,6 +531,34 @@ FERROX_C_API ferrox_code ferrox_seq_pos_range(ferrox_context* ctx, int32_t seq, 
 /* Cells in use (shared cells count once) and in all. */
 FERROX_C_API ferrox_code ferrox_kv_usage(ferrox_context* ctx, uint32_t* used, uint32_t* total,
                                          ferrox_call_status* status);
+
+/* ---- embeddings (\since API 0.7) --------------------------------------- */
+
+/* How an embedding model pools a sequence's final-norm hidden rows
+ * (`<arch>.pooling_type`, llama.cpp's values); NONE for a plain decoder. */
+typedef enum ferrox_pooling {
+    FERROX_POOLING_NONE = 0,
+    FERROX_POOLING_MEAN = 1,
+    FERROX_POOLING_CLS = 2,
+    FERROX_POOLING_LAST = 3,
+    FERROX_POOLING_RANK = 4
+} ferrox_pooling;
+
+FERROX_C_API ferrox_pooling ferrox_model_pooling(const ferrox_model* model);
+
+/* Embeds n_inputs token arrays (tokens[i], n_tokens[i] >= 1 of them, at most
+ * the context's n_ctx) with the model's pooling: out gets n_inputs rows of
+ * ferrox_model_n_embd floats, in input order; normalize nonzero scales each
+ * to L2 norm 1 (as llama.cpp's llama-embedding and llama-server do). The
+ * context's sequences share each decode, one input each; its KV cells are
+ * used and left empty, so give embeddings a context of their own. An input's
+ * vector does not depend on the other inputs (docs/models.md, "Pooling").
+ * FERROX_CODE_INVALID_ARGUMENT: a model without pooling, an empty or too
+ * long input (named by index), out_floats < n_inputs x n_embd. */
+FERROX_C_API ferrox_code ferrox_embed(ferrox_context* ctx, size_t n_inputs,
+                                      const int32_t* const* tokens, const size_t* n_tokens,
+                                      int normalize, float* out, size_t out_floats,
+                                      ferrox_call_status* status);
 
 /* Per-op profile (\since API 0.2) of a context made with `profile` set: wall
  * time per (op, tensor role, kind) summed over every decode since the context

@@ -25,6 +25,7 @@
 #include "ferrox/grammar/matcher.h"
 #include "ferrox/kernel_registry.h"
 #include "ferrox/model/context.h"
+#include "ferrox/model/embed.h"
 #include "ferrox/model/hparams.h"
 #include "ferrox/model/model.h"
 #include "ferrox/model/step_profile.h"
@@ -291,6 +292,7 @@ Expected<EngineOptions> engine_options(const ferrox_model_params& p) {
     o.sequences = p.max_sequences ? p.max_sequences : 1;
     o.kv_kind = p.kv_kind == FERROX_KV_F16 ? FERROX_KIND_F16 : FERROX_KIND_F32;
     o.allow_resident = p.allow_resident != 0;
+    o.embeddings = p.embeddings != 0;
     if (p.progress)
         o.progress = [fn = p.progress, user = p.progress_user](float fraction) {
             return fn(fraction, user) != 0;
@@ -728,6 +730,49 @@ ferrox_code ferrox_logits(ferrox_context* c, uint32_t index, const float** out,
                        fmt::format("batch token {} of the last decode asked for no logits", index));
     *out = l.data();
     return ok(status);
+}
+
+ferrox_pooling ferrox_model_pooling(const ferrox_model* m) {
+    return m ? static_cast<ferrox_pooling>(m->engine->model().hparams().pooling)
+             : FERROX_POOLING_NONE;
+}
+
+ferrox_code ferrox_embed(ferrox_context* c, size_t n_inputs, const int32_t* const* tokens,
+                         const size_t* n_tokens, int normalize, float* out, size_t out_floats,
+                         ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (n_inputs && (!tokens || !n_tokens || !out))
+        return invalid(status, "ferrox_embed: tokens, n_tokens or out is NULL");
+    const model::Hparams& hp = c->owner->engine->model().hparams();
+    if (hp.pooling == model::Pooling::None)
+        return invalid(
+            status,
+            fmt::format("ferrox_embed: the model is not an embedding model ('{}.pooling_type' "
+                        "is absent or 0: it has no pooled output)",
+                        hp.arch_name));
+    if (n_inputs > out_floats / hp.n_embd)
+        return invalid(
+            status, fmt::format("ferrox_embed: out holds {} floats; {} inputs of {} need {}",
+                                out_floats, n_inputs, hp.n_embd, uint64_t{n_inputs} * hp.n_embd));
+    for (size_t i = 0; i < n_inputs; ++i) {
+        if (n_tokens[i] == 0 || n_tokens[i] > c->ctx->context())
+            return invalid(status, fmt::format("ferrox_embed: input {} has {} tokens; 1 to the "
+                                               "context's {} are accepted",
+                                               i, n_tokens[i], c->ctx->context()));
+        if (!tokens[i]) return invalid(status, fmt::format("ferrox_embed: tokens[{}] is NULL", i));
+    }
+    return guarded(status, [&]() -> ferrox_code {
+        std::vector<std::vector<int32_t>> inputs(n_inputs);
+        for (size_t i = 0; i < n_inputs; ++i) inputs[i].assign(tokens[i], tokens[i] + n_tokens[i]);
+        model::EmbedOptions options;
+        options.pooling = hp.pooling;
+        options.normalize = normalize != 0;
+        auto vectors = model::embed(*c->ctx, inputs, options);
+        if (!vectors) return invalid(status, vectors.error().message());
+        for (size_t i = 0; i < n_inputs; ++i)
+            std::copy((*vectors)[i].begin(), (*vectors)[i].end(), out + i * hp.n_embd);
+        return ok(status);
+    });
 }
 
 ferrox_code ferrox_context_profile(ferrox_context* c, const char** json,

@@ -104,6 +104,16 @@ const std::array kSettings{
           "Draft tokens a request verifies per step by n-gram prompt lookup, unless it sets "
           "speculative.n_max (docs/speculation.md); only in decode rows the batch leaves free.",
           0, 15, "0: no speculation"),
+    ServerSetting{"embedding_truncation",
+                  "--embedding-truncation",
+                  K::Switch,
+                  &S::embedding_truncation,
+                  "Let /v1/embeddings cut vectors to a request's `dimensions` (only for a model "
+                  "trained for it, Matryoshka: Qwen3-Embedding).",
+                  0,
+                  0,
+                  {},
+                  {}},
 };
 
 Error out_of_range(const ServerSetting& s, std::string_view got) {

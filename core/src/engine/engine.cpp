@@ -90,11 +90,11 @@ struct Engine::Opening {
 
     // The file, what it is, and its tokenizer: before any plugin or weight,
     // so that an adapter, a projector or a refused tokenizer costs nothing.
-    Expected<model::Hparams> read_file(const std::filesystem::path& path) {
+    Expected<model::Hparams> read_file(const std::filesystem::path& path, bool embeddings) {
         auto file = gguf::File::open(path);
         if (!file) return refuse(OpenFailure::Io, file.error());
         e.file_ = std::make_unique<gguf::File>(std::move(*file));
-        if (auto r = model::refuse_non_decoder(*e.file_); !r)
+        if (auto r = model::refuse_non_decoder(*e.file_, embeddings); !r)
             return refuse(OpenFailure::BadModel, r.error());
         auto tokenizer = Tokenizer::from_gguf(*e.file_);
         if (!tokenizer) return refuse(OpenFailure::BadModel, tokenizer.error());
@@ -166,7 +166,7 @@ Expected<std::unique_ptr<Engine>> Engine::open(const std::filesystem::path& path
     std::unique_ptr<Engine> e(new Engine());
     Opening step{*e, why};
     if (auto r = check_options(options); !r) return step.refuse(OpenFailure::BadModel, r.error());
-    auto train = step.read_file(path);
+    auto train = step.read_file(path, options.embeddings);
     if (!train) return train.error();
     if (auto r = step.load_plugins(options); !r) return r.error();
     if (auto r = step.load_model(options, *train); !r) return r.error();

@@ -69,6 +69,10 @@ struct Context::Impl final : KvAttention {
     std::unique_ptr<float[]> logits_buffer;
     uint64_t logits_capacity = 0;
     std::vector<int32_t> logits_row;
+    // The last decode's rows are final-norm hidden states (n_embd floats,
+    // decode_embeddings) rather than logits.
+    bool hidden = false;
+    uint64_t row_width() const { return hidden ? hp.n_embd : hp.vocab; }
 
     Impl(const Model::Impl& m, uint32_t n_ctx, uint32_t n_batch, uint32_t seqs)
         : model(m),
@@ -279,7 +283,7 @@ struct Context::Impl final : KvAttention {
     // run without a check each; the pass's first failure is returned.
     Expected<void> run(std::span<float> out) {
         StickySteps st(*steps);
-        decoder.forward(st, act, *this, row_tokens, row_pos, out_rows, out);
+        decoder.forward(st, act, *this, row_tokens, row_pos, out_rows, out, hidden);
         return st.status();
     }
 
@@ -449,8 +453,10 @@ struct Context::Impl final : KvAttention {
         }
     }
 
-    DecodeStatus decode(const Batch& b, std::span<float> out, bool own_buffer) {
+    DecodeStatus decode(const Batch& b, std::span<float> out, bool own_buffer,
+                        bool want_hidden = false) {
         if (auto v = validate(b); !v) return v;
+        hidden = want_hidden;
         const auto n = static_cast<uint32_t>(b.size());
         auto free_cells = cells.find_free(n);
         if (free_cells.empty()) {
@@ -495,11 +501,12 @@ struct Context::Impl final : KvAttention {
         }
 
         std::span<float> dst = out;
-        if (own_buffer && !steps->resident() &&
+        if (own_buffer && !hidden && !steps->resident() &&
             uint64_t{n_out} * (hp.vocab + hp.n_embd) <= act.region_size) {
             dst = {act.region.f32(), uint64_t{n_out} * hp.vocab};
         } else if (own_buffer) {
-            const uint64_t floats = uint64_t{n_out} * hp.vocab;
+            // Hidden rows never go to the region: they are copied out of it.
+            const uint64_t floats = uint64_t{n_out} * row_width();
             if (floats > logits_capacity) {
                 logits_buffer = std::make_unique_for_overwrite<float[]>(floats);
                 logits_capacity = floats;
@@ -528,17 +535,18 @@ struct Context::Impl final : KvAttention {
     // Cycles of swaps through one spare row put them in place.
     void permute_to_batch_order(std::span<float> dst) {
         const size_t n_out = out_slot.size();
+        const uint64_t width = row_width();
         std::vector<uint32_t> slot = out_slot;
         std::vector<float> spare;
         for (size_t k = 0; k < n_out; ++k) {
             while (slot[k] != k) {
                 const uint32_t to = slot[k];
-                if (spare.empty()) spare.resize(hp.vocab);
-                float* a = dst.data() + k * hp.vocab;
-                float* c = dst.data() + uint64_t{to} * hp.vocab;
-                std::memcpy(spare.data(), c, hp.vocab * sizeof(float));
-                std::memcpy(c, a, hp.vocab * sizeof(float));
-                std::memcpy(a, spare.data(), hp.vocab * sizeof(float));
+                if (spare.empty()) spare.resize(width);
+                float* a = dst.data() + k * width;
+                float* c = dst.data() + uint64_t{to} * width;
+                std::memcpy(spare.data(), c, width * sizeof(float));
+                std::memcpy(c, a, width * sizeof(float));
+                std::memcpy(a, spare.data(), width * sizeof(float));
                 std::swap(slot[k], slot[to]);
             }
         }
@@ -672,8 +680,20 @@ DecodeStatus Context::decode_into(const Batch& batch, std::span<float> out) {
 
 std::span<const float> Context::logits(uint32_t index) const {
     const Impl& c = *impl_;
-    if (index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_data) return {};
+    if (c.hidden || index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_data)
+        return {};
     return {c.logits_data + uint64_t(c.logits_row[index]) * c.hp.vocab, c.hp.vocab};
+}
+
+DecodeStatus Context::decode_embeddings(const Batch& batch) {
+    return impl_->decode(batch, {}, true, true);
+}
+
+std::span<const float> Context::embedding(uint32_t index) const {
+    const Impl& c = *impl_;
+    if (!c.hidden || index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_data)
+        return {};
+    return {c.logits_data + uint64_t(c.logits_row[index]) * c.hp.n_embd, c.hp.n_embd};
 }
 
 namespace {

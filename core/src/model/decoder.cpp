@@ -82,7 +82,7 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
 
 void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
                       std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                      std::span<const uint32_t> out_rows, std::span<float> out) const {
+                      std::span<const uint32_t> out_rows, std::span<float> out, bool hidden) const {
     const auto n = static_cast<uint32_t>(tokens.size());
     embed(st, a, tokens);
     rope_tables(st, a, positions);
@@ -90,7 +90,7 @@ void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
         attention_block(st, a, kv, il, n);
         ffn_block(st, a, il, n);
     }
-    output(st, a, out_rows, out);
+    output(st, a, out_rows, out, hidden);
 }
 
 void Decoder::embed(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const {
@@ -299,9 +299,10 @@ void Decoder::output_logits(StickySteps& st, Activations& a, Act xn, uint32_t n,
 }
 
 // The wanted rows' logits: the output norm, the output product and the
-// architecture's scaling of the logits.
+// architecture's scaling of the logits; `hidden`: the normalised rows
+// themselves (what llama.cpp pools for an embedding).
 void Decoder::output(StickySteps& st, Activations& a, std::span<const uint32_t> out_rows,
-                     std::span<float> out) const {
+                     std::span<float> out, bool hidden) const {
     const auto n_out = static_cast<uint32_t>(out_rows.size());
     const uint32_t d = hp_.n_embd;
     Scratch& s = a.s;
@@ -316,6 +317,7 @@ void Decoder::output(StickySteps& st, Activations& a, std::span<const uint32_t> 
         k0 = k1;
     }
     if (st.failed()) return;  // the normalised rows were not written
+    if (hidden) return st.download(s.xn, out.first(uint64_t{n_out} * d));
     Act normed = s.xn;
     if (!st.resident() && out.data() == a.region.f32()) {
         // The logits take the region over from its start, across x and

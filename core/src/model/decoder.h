@@ -105,10 +105,12 @@ class Decoder {
 
     // The batch's forward pass over its rows (sorted by sequence, then
     // position). `out_rows`: the rows whose logits are wanted, into `out`
-    // (one vocab row each, in out_rows' order). A failure is in `st`.
+    // (one vocab row each, in out_rows' order; `hidden`: one n_embd row
+    // each, the final-norm hidden state, and no output product). A failure
+    // is in `st`.
     void forward(StickySteps& st, Activations& a, KvAttention& kv, std::span<const int32_t> tokens,
                  std::span<const int32_t> positions, std::span<const uint32_t> out_rows,
-                 std::span<float> out) const;
+                 std::span<float> out, bool hidden = false) const;
 
   private:
     void embed(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const;
@@ -122,7 +124,7 @@ class Decoder {
                  uint32_t n) const;
     void route(Activations& a, std::span<float> logits, std::span<float> weights) const;
     void output(StickySteps& st, Activations& a, std::span<const uint32_t> out_rows,
-                std::span<float> out) const;
+                std::span<float> out, bool hidden) const;
     void output_logits(StickySteps& st, Activations& a, Act xn, uint32_t n,
                        std::span<float> out) const;
 

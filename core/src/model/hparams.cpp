@@ -196,7 +196,7 @@ Expected<void> read_granite_scales(const gguf::File& file, const Keys& k, Hparam
 // vision projector; older ones carry only the architecture) or "imatrix"
 // (llama-imatrix, which writes no architecture); an embedding or reranking
 // model is a decoder's architecture with a nonzero `<arch>.pooling_type`.
-Expected<void> refuse_non_decoder(const gguf::File& file) {
+Expected<void> refuse_non_decoder(const gguf::File& file, bool embeddings) {
     auto type = file.get_string_or("general.type", "model");
     if (!type) return type.error();
     if (*type == "adapter")
@@ -215,18 +215,48 @@ Expected<void> refuse_non_decoder(const gguf::File& file) {
                       "load the language model's own GGUF");
     if (arch->empty()) return {};  // read_hparams names the missing key
     const std::string pooling = fmt::format("{}.pooling_type", *arch);
-    if (file.find(pooling)) {
-        auto v = file.get_u32(pooling);
-        if (!v) return v.error();
-        // llama.cpp's enum llama_pooling_type; 0 is a plain decoder.
-        static constexpr std::string_view kPooling[] = {"none", "mean", "cls", "last", "rank"};
-        if (*v != 0)
-            return refuse(file, pooling,
-                          fmt::format("is {} ({}): an embedding or reranking model, which ferrox "
-                                      "does not run yet (it generates text)",
-                                      *v, *v < std::size(kPooling) ? kPooling[*v] : "unknown"));
-    }
+    if (!file.find(pooling)) return {};
+    auto v = file.get_u32(pooling);
+    if (!v) return v.error();
+    if (*v == 0) return {};  // a plain decoder
+    const auto p = static_cast<Pooling>(*v);
+    const std::string what = fmt::format("is {} ({})", *v, pooling_name(p));
+    if (*v > static_cast<uint32_t>(Pooling::Rank))
+        return refuse(file, pooling,
+                      what + ": not a pooling llama.cpp defines (1 mean, 2 cls, 3 last, 4 rank)");
+    if (!find_architecture(*arch))
+        return refuse(file, pooling,
+                      fmt::format("{}: an embedding or reranking model on architecture '{}', "
+                                  "an encoder ferrox does not run yet",
+                                  what, *arch));
+    if (p == Pooling::Rank)
+        return refuse(file, pooling,
+                      what +
+                          ": an embedding or reranking model with a classifier head, which "
+                          "ferrox does not run yet");
+    if (!embeddings)
+        return refuse(file, pooling,
+                      what +
+                          ": an embedding or reranking model, which ferrox does not run for "
+                          "text generation (`ferrox embed` and the server's /v1/embeddings "
+                          "run it)");
     return {};
+}
+
+std::string_view pooling_name(Pooling p) {
+    switch (p) {
+        case Pooling::None:
+            return "none";
+        case Pooling::Mean:
+            return "mean";
+        case Pooling::Cls:
+            return "cls";
+        case Pooling::Last:
+            return "last";
+        case Pooling::Rank:
+            return "rank";
+    }
+    return "unknown";
 }
 
 namespace {
@@ -447,7 +477,23 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
 
 // The readers in the order their keys are read (which decides which of
 // several problems a file is refused for first).
+// The pooling refuse_non_decoder let through (mean, cls, last), and the
+// causal attention every pooling ferrox runs assumes.
+Expected<void> read_pooling(const gguf::File& file, const Keys& k, Hparams& hp) {
+    auto pooling = k.u32_or("pooling_type", 0);
+    if (!pooling) return pooling.error();
+    hp.pooling = static_cast<Pooling>(*pooling);
+    auto causal = k.bool_or("attention.causal", true);
+    if (!causal) return causal.error();
+    if (!*causal)
+        return refuse(file, k.key("attention.causal"),
+                      "is false: non-causal (bidirectional) attention, which ferrox does not "
+                      "run yet");
+    return {};
+}
+
 Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
+    if (auto r = read_pooling(file, k, hp); !r) return r;
     if (auto r = read_shape(file, k, hp); !r) return r;
     if (auto r = read_rotary_dims(file, k, spec, hp); !r) return r;
     auto base = k.f32_or("rope.freq_base", 10000.0f);
@@ -475,7 +521,7 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
 }  // namespace
 
 Expected<Hparams> read_hparams(const gguf::File& file, KeyTrace* trace) {
-    if (auto r = refuse_non_decoder(file); !r) return r.error();
+    if (auto r = refuse_non_decoder(file, true); !r) return r.error();
     auto name = file.get_string("general.architecture");
     if (!name) return name.error();
     auto spec = find_spec(file, *name);

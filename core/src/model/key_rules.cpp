@@ -14,7 +14,9 @@ constexpr auto X = KeyUse::Refused;
 // In the order read_hparams reads them; each line says what its code does.
 std::vector<KeyRule> key_rules(const ArchSpec& spec) {
     std::vector<KeyRule> k = {
-        {"pooling_type", X, "0", "an embedding or reranking model"},
+        // 1 mean, 2 cls, 3 last: an embedding model (ferrox embed, /v1/embeddings).
+        {"pooling_type", O, "0 (a decoder)", {}},
+        {"attention.causal", X, "true", {}},
         {"embedding_length", R, {}, {}},
         {"block_count", R, {}, {}},
         {"attention.head_count", R, {}, {}},

@@ -96,6 +96,15 @@ class FERROX_API Context {
     // empty span when it did not ask for them. Valid until the next decode.
     std::span<const float> logits(uint32_t index) const;
 
+    // The same pass, but each wanted token gets its final-norm hidden state
+    // (n_embd floats: the rows an embedding model pools) instead of logits;
+    // the output product is skipped. embedding(i) reads them.
+    DecodeStatus decode_embeddings(const Batch& batch);
+    // The hidden state (n_embd floats) of batch token `index` of the last
+    // decode_embeddings, or an empty span when it did not ask for one (or
+    // the last decode was a logits one). Valid until the next decode.
+    std::span<const float> embedding(uint32_t index) const;
+
     // Sequence operations (the seq id is checked: >= sequences() is an error).
     // Positions [p0, p1) of `seq`; p1 < 0: to the end; seq < 0: every sequence.
     Expected<void> seq_remove(int32_t seq, int32_t p0, int32_t p1);

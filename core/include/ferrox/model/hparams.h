@@ -14,6 +14,12 @@
 
 namespace ferrox::model {
 
+// How an embedding model turns a sequence's final-norm hidden rows into one
+// vector (`<arch>.pooling_type`, llama.cpp's enum llama_pooling_type): None
+// is a plain decoder (logits); Rank (a classifier head) is refused.
+enum class Pooling : uint8_t { None = 0, Mean = 1, Cls = 2, Last = 3, Rank = 4 };
+FERROX_API std::string_view pooling_name(Pooling p);
+
 // Which elements RoPE rotates together: Normal pairs (2i, 2i+1) (llama),
 // Neox pairs (i, i + d/2) (qwen, gemma).
 enum class RopeStyle { Normal, Neox };
@@ -119,6 +125,9 @@ struct Hparams {
     // some layers: true when any layer has one).
     bool attn_output_bias = false;
 
+    // An embedding model's pooling (Mean, Cls or Last); None for a decoder.
+    Pooling pooling = Pooling::None;
+
     bool has_rope(uint32_t il) const {
         return no_rope_period == 0 || (il + 1) % no_rope_period != 0;
     }
@@ -129,11 +138,15 @@ struct Hparams {
 };
 
 // Refuses a file that is not a decoder ferrox runs, saying what it is: a LoRA
-// adapter, a vision projector (mmproj), an importance matrix, an embedding or
-// reranking model (`<arch>.pooling_type` nonzero). Loaders call it before the
+// adapter, a vision projector (mmproj), an importance matrix, a reranking
+// model or an encoder's embedding model (`<arch>.pooling_type` rank, or on
+// an architecture that is not a decoder's). A decoder's embedding model
+// (pooling mean, cls or last: Qwen3-Embedding) passes when `embeddings` is
+// set and is refused for generation otherwise. Loaders call it before the
 // tokenizer: these files have none, and "tokenizer.ggml.model is missing"
-// would not tell the user what they loaded. read_hparams calls it too.
-FERROX_API Expected<void> refuse_non_decoder(const gguf::File& file);
+// would not tell the user what they loaded. read_hparams calls it too (with
+// `embeddings` set: the purpose is the loader's to check).
+FERROX_API Expected<void> refuse_non_decoder(const gguf::File& file, bool embeddings = false);
 
 // How a metadata key is read: it must be there, or a default stands in, or a
 // value other than its default is refused (what ferrox does not implement),

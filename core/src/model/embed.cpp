@@ -1,0 +1,138 @@
+#include "ferrox/model/embed.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace ferrox::model {
+namespace {
+
+// Which rows of a sequence the pooling reads.
+bool wants_row(Pooling pooling, size_t pos, size_t n) {
+    switch (pooling) {
+        case Pooling::Mean:
+            return true;
+        case Pooling::Cls:
+            return pos == 0;
+        case Pooling::Last:
+            return pos + 1 == n;
+        default:
+            return false;
+    }
+}
+
+// The CPU plugin multiplies up to 16 rows as MATVEC does and from 17 with
+// its panel GEMM, whose sums group differently (docs/cpu.md, docs/models.md
+// "Batch invariance"). An input's rows take one path alone and another among
+// other inputs unless every decode has at least this many rows: short
+// batches are padded with rows of a filler sequence that nothing reads.
+constexpr size_t kInvariantRows = 17;
+
+// One input being embedded: where its tokens stand and its running sum.
+struct Pending {
+    size_t input = 0;  // index into the inputs
+    size_t next = 0;   // its first token not decoded yet
+    int32_t seq = 0;   // the sequence id it decodes under
+    std::vector<double> sum;
+};
+
+}  // namespace
+
+void normalize_l2(std::span<float> v) {
+    double sum = 0;
+    for (float x : v) sum += double{x} * double{x};
+    if (sum <= 0) return;
+    const double inv = 1.0 / std::sqrt(sum);
+    for (float& x : v) x = static_cast<float>(double{x} * inv);
+}
+
+Expected<std::vector<std::vector<float>>> embed(Context& ctx,
+                                                std::span<const std::vector<int32_t>> inputs,
+                                                const EmbedOptions& options) {
+    const Pooling pooling = options.pooling;
+    if (pooling != Pooling::Mean && pooling != Pooling::Cls && pooling != Pooling::Last)
+        return make_error("embed: pooling '{}' is not one ferrox pools (mean, cls, last)",
+                          pooling_name(pooling));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].empty()) return make_error("embed: input {} has no tokens", i);
+        if (inputs[i].size() > ctx.context())
+            return make_error("embed: input {} has {} tokens; the context holds {}", i,
+                              inputs[i].size(), ctx.context());
+    }
+    // A batch never holds more tokens than the context has cells. With two
+    // sequences or more, the last one is the filler's (kInvariantRows).
+    const size_t room = std::min(ctx.batch(), ctx.context());
+    const bool pad = ctx.sequences() >= 2 && room >= kInvariantRows;
+    const uint32_t input_seqs = pad ? ctx.sequences() - 1 : ctx.sequences();
+    const int32_t filler[] = {static_cast<int32_t>(ctx.sequences()) - 1};
+    std::vector<std::vector<float>> out(inputs.size());
+    ctx.clear();
+    size_t next_input = 0;
+    std::vector<Pending> open;  // inputs in the batch being built, by sequence id
+    Batch batch;
+    // Each round decodes whole inputs side by side, in input order; an input
+    // longer than a batch runs alone, one batch-sized chunk a round.
+    while (next_input < inputs.size() || !open.empty()) {
+        batch.clear();
+        if (open.empty()) {
+            while (next_input < inputs.size() && open.size() < input_seqs) {
+                const size_t n = inputs[next_input].size();
+                if (!open.empty() && batch.size() + n > room) break;
+                Pending p;
+                p.input = next_input++;
+                p.seq = static_cast<int32_t>(open.size());
+                open.push_back(std::move(p));
+                const size_t take = std::min(n, room - batch.size());
+                for (size_t t = 0; t < take; ++t) {
+                    const std::vector<int32_t>& in = inputs[open.back().input];
+                    const int32_t seq[] = {open.back().seq};
+                    batch.add(in[t], static_cast<int32_t>(t), seq, wants_row(pooling, t, n));
+                }
+                open.back().next = take;
+                if (take < n) break;  // a long input: alone in this round
+            }
+        } else {
+            // The one long input still open goes on from where it stopped.
+            Pending& p = open.front();
+            const std::vector<int32_t>& in = inputs[p.input];
+            const size_t take = std::min(in.size() - p.next, room);
+            const int32_t seq[] = {p.seq};
+            for (size_t t = p.next; t < p.next + take; ++t)
+                batch.add(in[t], static_cast<int32_t>(t), seq, wants_row(pooling, t, in.size()));
+            p.next += take;
+        }
+        const size_t rows = batch.size();
+        if (pad && rows < kInvariantRows && ctx.cells().free() >= kInvariantRows)
+            for (size_t t = 0; t < kInvariantRows - rows; ++t)
+                batch.add(0, static_cast<int32_t>(t), filler, false);
+        const DecodeStatus status = ctx.decode_embeddings(batch);
+        if (batch.size() > rows) (void)ctx.seq_remove(filler[0], 0, -1);
+        if (!status) {
+            ctx.clear();
+            return make_error("embed: {}", status.message);
+        }
+        // The wanted rows, each added to its input's sum in position order.
+        for (uint32_t i = 0; i < rows; ++i) {
+            const std::span<const float> row = ctx.embedding(i);
+            if (row.empty()) continue;
+            Pending& p = open[static_cast<size_t>(batch.seq_ids[i][0])];
+            if (p.sum.empty()) p.sum.assign(row.size(), 0.0);
+            for (size_t j = 0; j < row.size(); ++j) p.sum[j] += double{row[j]};
+        }
+        std::erase_if(open, [&](Pending& p) {
+            const size_t n = inputs[p.input].size();
+            if (p.next < n) return false;
+            const double scale = pooling == Pooling::Mean ? 1.0 / static_cast<double>(n) : 1.0;
+            std::vector<float>& v = out[p.input];
+            v.resize(p.sum.size());
+            for (size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>(p.sum[j] * scale);
+            if (options.normalize) normalize_l2(v);
+            return true;
+        });
+        if (open.empty()) ctx.clear();
+    }
+    return out;
+}
+
+}  // namespace ferrox::model

@@ -1,0 +1,77 @@
+"""Embeddings against llama.cpp (issue 38 item 3): tiny qwen3 embedding models
+(tests/model/embedding_models.py, Qwen3-Embedding's shape: `qwen3` with
+`qwen3.pooling_type` last, mean or cls) embedded by `ferrox embed` and by
+llama.cpp (llama-cpp-python's Llama(embedding=True).embed, which pools with the
+file's pooling type, normalize=True: L2, as llama-embedding's default). Every
+input's vectors must agree to cosine >= 0.9999, and the token counts must match
+(the same tokens went in). The inputs mix short and long texts (more than the
+16 rows the CPU plugin multiplies as MATVEC does, so the panel GEMM runs too).
+Skipped visibly when llama-cpp-python is absent."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import llama_ref
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "model"))
+from embedding_models import base_missing, make_embedding_model  # noqa: E402
+
+llama_cpp = llama_ref.require_llama_cpp()
+FERROX = os.environ.get("FERROX_BIN", "")
+if not FERROX or not pathlib.Path(FERROX).exists():
+    pytest.skip("FERROX_BIN is not set to the built ferrox", allow_module_level=True)
+if (why := base_missing()) is not None:
+    pytest.skip(why, allow_module_level=True)
+
+MIN_COSINE = 0.9999
+RNG = np.random.default_rng(38003)
+WORDS = ("the a river stone quiet lamp orbit velvet cedar ember harbor lantern meadow copper "
+         "north glass signal tide").split()
+TEXTS = [" ".join(RNG.choice(WORDS, n)) for n in (1, 4, 9, 23, 60, 140)] + ["Hello, world!"]
+
+
+def ferrox_vectors(model: pathlib.Path) -> np.ndarray:
+    cmd = [FERROX, "embed", "-m", str(model), "-t", "2", "--json"]
+    if os.environ.get("FERROX_PLUGIN_DIR"):
+        cmd[1:1] = ["--plugin-dir", os.environ["FERROX_PLUGIN_DIR"]]
+    for t in TEXTS:
+        cmd += ["-p", t]
+    env = {k: v for k, v in os.environ.items() if k not in ("FERROX_CONFIG", "FERROX_PLUGIN_PATH")}
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return np.array(json.loads(proc.stdout), dtype=np.float64)
+
+
+def llama_vectors(model: pathlib.Path) -> tuple[np.ndarray, list[int]]:
+    llm = llama_cpp.Llama(model_path=str(model), embedding=True, n_ctx=512, n_batch=512,
+                          n_ubatch=512, n_threads=2, verbose=False, type_k=0, type_v=0)  # f32 KV, as ferrox's default
+    # One input a call: each is then its own batch in llama.cpp.
+    vectors = [llm.embed(t, normalize=True) for t in TEXTS]
+    counts = [len(llm.tokenize(t.encode())) for t in TEXTS]
+    return np.array(vectors, dtype=np.float64), counts
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, pathlib.Path]:
+    d = tmp_path_factory.mktemp("embedding_parity")
+    return {p: make_embedding_model(d, p) for p in ("last", "mean", "cls")}
+
+
+@pytest.mark.parametrize("pooling", ["last", "mean", "cls"])
+def test_embeddings_match_llama_cpp(models, pooling):
+    got = ferrox_vectors(models[pooling])
+    want, counts = llama_vectors(models[pooling])
+    assert got.shape == want.shape, (got.shape, want.shape)
+    cosines = (got * want).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
+    print(f"\n{pooling}: tokens {counts}, cosines {np.round(cosines, 7).tolist()}, "
+          f"max |diff| {np.abs(got - want).max():.2e}")
+    for i, c in enumerate(cosines):
+        assert c >= MIN_COSINE, f"input {i} ({counts[i]} tokens): cosine {c:.6f} < {MIN_COSINE}"
