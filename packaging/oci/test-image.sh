@@ -12,8 +12,9 @@
 #      uid, and on SIGTERM finishes the stream in flight and exits 0;
 #   4. packaging/kubernetes/ferrox.yaml validates against Kubernetes' own schemas
 #      (the kubernetes-validate package) and probes what the image serves.
-# No container runtime runs here: CI machines have no podman or docker, and this
-# checks the same archive, user, command and signal a runtime would use.
+# No container runtime runs here (CI installs no podman or docker, which need
+# namespaces and cgroups a CI machine may not grant); this checks the same
+# archive, user, command and signal a runtime would use.
 #
 #   sudo packaging/oci/test-image.sh DEBS_DIR [WORK_DIR]
 # FERROX_IMAGE_ARCHIVE: check this archive instead of building one.
