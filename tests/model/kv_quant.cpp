@@ -6,8 +6,8 @@
 //  - a saved q8_0 sequence restored into an f16 context is refused by name;
 //  - a model whose heads are not whole blocks is refused naming its keys;
 //  - perplexity on real text (the GPL-3 in /usr/share/common-licenses, which
-//    no model here was tuned on) with Gemma 3 270M: q8_0 within 0.5% of f16,
-//    q4_0 printed and held to a looser bound.
+//    no model here was tuned on) with Gemma 3 270M: q8_0 at most 0.5% above
+//    f16, q4_0 printed and held to a looser bound.
 // Exits 77 (skipped, with the reason) when no model file is present.
 // $FERROX_TINY_MODELS names another tiny-model folder.
 #include <cmath>
@@ -242,10 +242,13 @@ void gemma_perplexity(const PluginSet& plugins, const std::filesystem::path& pat
         "      gemma-3-270m perplexity, GPL-3 tokens %zu..%zu of a %zu-token window: f16 KV "
         "%.4f, q8_0 %.4f (%+.3f%%), q4_0 %.4f (%+.3f%%)\n",
         want / 2, want - 1, want, ppl[0], ppl[1], 100 * d8, ppl[2], 100 * d4);
-    check(std::isfinite(ppl[0]) && std::abs(d8) <= kPerplexityQ8,
-          "q8_0 KV perplexity within 0.5% of f16's");
-    check(std::isfinite(ppl[2]) && std::abs(d4) <= kPerplexityQ4,
-          "q4_0 KV perplexity within 25% of f16's");
+    // One-sided: on windows of 256-1024 tokens the q8_0 figure moves by about
+    // +-0.5% around f16's (docs/cpu.md: +0.39% here, -0.51% over a 1024-token
+    // window), so lower is noise, not a fault; higher by more is.
+    check(std::isfinite(ppl[1]) && d8 <= kPerplexityQ8,
+          "q8_0 KV perplexity at most 0.5% above f16's");
+    check(std::isfinite(ppl[2]) && d4 <= kPerplexityQ4,
+          "q4_0 KV perplexity at most 25% above f16's");
 }
 
 }  // namespace
