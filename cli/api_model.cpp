@@ -7,6 +7,18 @@
 #include "format.h"
 
 namespace ferrox::cli {
+namespace {
+
+// --kv-type's word (already checked against its choices) as the C API's kind.
+ferrox_kv_kind kv_kind_param(const std::string& kv_type) {
+    const std::string kind = ascii_lower(kv_type);
+    if (kind == "f16") return FERROX_KV_F16;
+    if (kind == "q8_0") return FERROX_KV_Q8_0;
+    if (kind == "q4_0") return FERROX_KV_Q4_0;
+    return FERROX_KV_F32;
+}
+
+}  // namespace
 
 ferrox_call_status fresh_status() {
     ferrox_call_status st;
@@ -50,7 +62,7 @@ ApiModelParams::ApiModelParams(const CommonOptions& common, const ModelChoices& 
     params_.threads = choices.threads;
     params_.n_ctx_max = choices.context;
     params_.n_batch_max = choices.batch;
-    params_.kv_kind = ascii_lower(choices.kv_type) == "f16" ? FERROX_KV_F16 : FERROX_KV_F32;
+    params_.kv_kind = kv_kind_param(choices.kv_type);
     params_.allow_resident = ascii_lower(choices.resident) != "off";
     params_.max_sequences = choices.sequences;
     params_.embeddings = choices.embeddings ? 1 : 0;

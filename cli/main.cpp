@@ -63,10 +63,14 @@ int main(int argc, char** argv) {
         add_models_command(app, common),        add_embed_command(app, common),
     };
 
-    // llama-cli spells the system prompt -sys; CLI11 takes single-dash names of one letter only.
+    // llama-cli spells the system prompt -sys, and the KV cache kinds -ctk / -ctv;
+    // CLI11 takes single-dash names of one letter only.
     std::vector<std::string> args(argv, argv + argc);
-    for (std::string& a : args)
+    for (std::string& a : args) {
         if (a == "-sys") a = "--sys";
+        if (a == "-ctk") a = "--cache-type-k";
+        if (a == "-ctv") a = "--cache-type-v";
+    }
 
     try {
         std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);

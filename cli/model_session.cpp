@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "ferrox/log.h"
+#include "ferrox/model/resident_ops.h"
 #include "ferrox/quant_kind.h"
 #include "format.h"
 
@@ -22,8 +23,18 @@ void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
     cmd.add_option("-c,--ctx-size", choices.context,
                    "Context length (KV cache positions; default min(4096, training))");
     cmd.add_option("--kv-type", choices.kv_type,
-                   "KV cache element kind: f32 (default, exact) or f16 (half the memory)")
-        ->check(CLI::IsMember({"f32", "f16"}, CLI::ignore_case));
+                   "KV cache kind of K and V: f32 (default, exact), f16 (half the memory), q8_0 "
+                   "(34 bytes per 32) or q4_0 (18 bytes per 32)")
+        ->check(kv_type_choices());
+    cmd.add_option("--cache-type-k", choices.kv_type_k,
+                   "K's cache kind (-ctk, as llama.cpp); default --kv-type's")
+        ->check(kv_type_choices());
+    cmd.add_option("--cache-type-v", choices.kv_type_v,
+                   "V's cache kind (-ctv, as llama.cpp); default --kv-type's")
+        ->check(kv_type_choices());
+    cmd.parse_complete_callback([&choices] {
+        choices.kv_type = agreed_kv_type(choices.kv_type, choices.kv_type_k, choices.kv_type_v);
+    });
     cmd.add_option("--resident", choices.resident,
                    "auto (default): keep the whole forward pass on the first backend when it "
                    "has every kernel (ABI 1.2); off: activations in host memory")
@@ -31,6 +42,24 @@ void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
     cmd.add_flag("--special", choices.special,
                  "Parse special-token text in the prompt (\"<|im_end|>\" becomes that token); "
                  "by default a prompt's text stays text");
+}
+
+CLI::Validator kv_type_choices() {
+    return CLI::IsMember(
+        std::vector<std::string>(model::kKvCacheTypeNames.begin(), model::kKvCacheTypeNames.end()),
+        CLI::ignore_case);
+}
+
+std::string agreed_kv_type(const std::string& kv_type, const std::string& k, const std::string& v) {
+    const std::string key = ascii_lower(k.empty() ? kv_type : k);
+    const std::string value = ascii_lower(v.empty() ? kv_type : v);
+    if (key != value)
+        throw CLI::ValidationError(
+            "--cache-type-k/--cache-type-v",
+            fmt::format("K's cache kind {} differs from V's {}: one context holds one KV kind "
+                        "for now; give -ctk and -ctv (or --kv-type) the same kind",
+                        key, value));
+    return key;
 }
 
 Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const std::string& path,

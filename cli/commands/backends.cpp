@@ -20,7 +20,6 @@ namespace ferrox::cli {
 namespace {
 
 constexpr ferrox_op kTableOps[] = {FERROX_OP_MATVEC, FERROX_OP_GEMM};
-constexpr ferrox_kind kAttentionKinds[] = {FERROX_KIND_F32, FERROX_KIND_F16};
 
 struct Capability {
     std::string kernel;     // the backend's kernel, or
@@ -122,7 +121,7 @@ nlohmann::json to_json(const Session& s) {
                     if (!c.fallback.empty()) cell["fallback"] = c.fallback;
                     if (!c.by_design.empty()) cell["by_design"] = c.by_design;
                 }
-            for (ferrox_kind kv : kAttentionKinds) {  // keyed by the KV cache's kind
+            for (ferrox_kind kv : model::kKvCacheKinds) {  // keyed by the KV cache's kind
                 const Capability c = capability(r.backend, FERROX_OP_ATTENTION, kv);
                 nlohmann::json& cell = caps["ATTENTION"][std::string(kind_name(kv))];
                 cell = nlohmann::json::object();
@@ -191,7 +190,7 @@ void print_text(const Session& s) {
             caps.push_back(std::move(row));
         }
         std::cout << render_table(caps);
-        for (ferrox_kind kv : kAttentionKinds) {
+        for (ferrox_kind kv : model::kKvCacheKinds) {
             const Capability c = capability(r.backend, FERROX_OP_ATTENTION, kv);
             std::cout << fmt::format("  ATTENTION ({} KV cache): {}\n", kind_name(kv),
                                      !c.kernel.empty() ? c.kernel

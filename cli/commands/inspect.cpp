@@ -11,12 +11,15 @@
 #include "ferrox/gguf/file.h"
 #include "ferrox/kernel_registry.h"
 #include "ferrox/log.h"
+#include "ferrox/model/capacity.h"
+#include "ferrox/model/defaults.h"
 #include "ferrox/model/hparams.h"
 #include "ferrox/model/hparams_summary.h"
 #include "ferrox/model/model.h"
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
 #include "format.h"
+#include "model_session.h"
 #include "output.h"
 
 namespace ferrox::cli {
@@ -66,6 +69,32 @@ struct KindSummary {
     uint64_t tensors = 0, bytes = 0, elements = 0;
 };
 
+// What a KV cache of the asked kind costs this model: the capacity plan's
+// own arithmetic (model::kv_cache_bytes), per position and at the default
+// context of one sequence.
+struct KvCacheReport {
+    const KindTraits* kind = nullptr;
+    uint64_t bytes_per_position = 0, context = 0, bytes = 0;
+};
+
+KvCacheReport kv_cache_report(const model::Hparams& hp, ferrox_kind kind) {
+    model::CapacityInputs in;
+    in.n_layer = hp.n_layer;
+    in.n_head_kv = hp.n_head_kv;
+    in.head_dim_k = hp.head_dim_k;
+    in.head_dim_v = hp.head_dim_v;
+    KvCacheReport r;
+    r.kind = kind_traits(kind);
+    in.kv_block_bytes = r.kind->block_bytes;
+    in.kv_block_elements = r.kind->block_elements;
+    in.context = 1;
+    r.bytes_per_position = model::kv_cache_bytes(in);
+    in.context = model::default_context(hp.n_ctx_train, 1);
+    r.context = in.context;
+    r.bytes = model::kv_cache_bytes(in);
+    return r;
+}
+
 int run(const CommonOptions& common, const std::string& path, bool json,
         const std::string& kv_type) {
     auto file = gguf::File::open(path);
@@ -92,8 +121,13 @@ int run(const CommonOptions& common, const std::string& path, bool json,
     auto hp = model::read_hparams(*file);
     std::string model_error;
     model::Residency residency;
+    KvCacheReport kv_cache;
     if (hp) {
-        auto probed = model::probe_model(*file, *hp, dispatcher, kind_traits(kv_type)->id);
+        const ferrox_kind kv_kind = kind_traits(kv_type)->id;
+        auto shape = model::check_kv_cache_shape(kv_kind, *hp);
+        auto probed = shape ? model::probe_model(*file, *hp, dispatcher, kv_kind)
+                            : Expected<model::Residency>(shape.error());
+        if (shape) kv_cache = kv_cache_report(*hp, kv_kind);
         if (probed)
             residency = std::move(*probed);
         else
@@ -130,6 +164,13 @@ int run(const CommonOptions& common, const std::string& path, bool json,
             doc["model_error"] = model_error;
         else
             doc["residency"] = {{"resident", residency.resident}, {"reason", residency.reason}};
+        if (const KvCacheReport& c = kv_cache; c.kind)
+            doc["kv_cache"] = {{"kind", c.kind->name},
+                               {"block_bytes", c.kind->block_bytes},
+                               {"block_elements", c.kind->block_elements},
+                               {"bytes_per_position", c.bytes_per_position},
+                               {"context", c.context},
+                               {"bytes", c.bytes}};
         doc["kernels"] = nlohmann::json::array();
         for (const auto& e : report.entries)
             doc["kernels"].push_back({{"backend", e.key.backend},
@@ -184,6 +225,12 @@ int run(const CommonOptions& common, const std::string& path, bool json,
         logger().error("{}", model_error);
         return kExitBadInput;
     }
+    if (const KvCacheReport& c = kv_cache; c.kind)
+        std::cout << fmt::format(
+            "\nKV cache ({}): {} bytes per {} element{}; {} per position, {} at context {}\n",
+            c.kind->name, c.kind->block_bytes, c.kind->block_elements,
+            c.kind->block_elements == 1 ? "" : "s", human_bytes(c.bytes_per_position),
+            human_bytes(c.bytes), c.context);
     std::cout << fmt::format("\nkernels (probe, nothing loaded) for backends [{}]:\n",
                              fmt::join(session->config.backend_order, ", "));
     std::vector<std::vector<std::string>> k{
@@ -216,8 +263,9 @@ Command add_inspect_command(CLI::App& app, CommonOptions& common) {
     cmd->add_option("model", *path, "GGUF model file")->required();
     cmd->add_flag("--json", *json, "Print one JSON object instead of tables");
     cmd->add_option("--kv-type", *kv_type,
-                    "KV cache kind whose attention kernel to report: f32 or f16")
-        ->check(CLI::IsMember({"f32", "f16"}, CLI::ignore_case));
+                    "KV cache kind whose attention kernel and bytes to report: f32, f16, q8_0 "
+                    "or q4_0")
+        ->check(kv_type_choices());
     return {cmd, [path, json, kv_type, &common]() { return run(common, *path, *json, *kv_type); }};
 }
 

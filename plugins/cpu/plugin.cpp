@@ -103,8 +103,7 @@ void kernel_for(const ferrox_backend*, ferrox_op op, ferrox_kind kind, ferrox_ke
     out->kernel = nullptr;
     out->by_design = nullptr;
     if (op == FERROX_OP_ATTENTION) {  // `kind` is the KV cache's
-        if (kind == FERROX_KIND_F32) out->kernel = kAttentionF32;
-        if (kind == FERROX_KIND_F16) out->kernel = kAttentionF16;
+        out->kernel = attention_kernel_name(kind);
         return;
     }
     const CpuKernel* k = find_kernel(kind);

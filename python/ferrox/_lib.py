@@ -61,6 +61,8 @@ GRAMMAR_FAILED = 4
 # ferrox_kv_kind
 KV_F32 = 0
 KV_F16 = 1
+KV_Q8_0 = 2
+KV_Q4_0 = 3
 
 STATUS_MESSAGE_CAPACITY = 512
 

@@ -54,7 +54,7 @@ class Model:
             the library (this package's CPU plugin) comes after them, then
             $FERROX_PLUGIN_PATH, the configuration's plugins.paths and the
             install folder.
-        kv_type: "f32" or "f16" (the KV cache's element kind).
+        kv_type: "f32", "f16", "q8_0" or "q4_0" (the KV cache's kind).
         allow_resident: False keeps the forward pass in host memory.
         config_path: a ferrox.yaml; None: the usual search (docs/config.md).
         progress: called with a fraction in [0, 1] while loading; return True
@@ -87,9 +87,10 @@ class Model:
         params.n_batch_max = as_int("n_batch", n_batch, 0, UINT32_MAX)
         params.threads = as_int("n_threads", n_threads, 0, _MAX_THREADS)
         params.max_sequences = as_int("n_seq_max", n_seq_max, 1, _lib.CONTEXT_MAX_SEQUENCES)
-        if kv_type not in ("f32", "f16"):
-            raise InvalidArgumentError(f"kv_type is {kv_type!r}; it must be 'f32' or 'f16'")
-        params.kv_kind = _lib.KV_F16 if kv_type == "f16" else _lib.KV_F32
+        kv_kinds = {"f32": _lib.KV_F32, "f16": _lib.KV_F16, "q8_0": _lib.KV_Q8_0, "q4_0": _lib.KV_Q4_0}
+        if kv_type not in kv_kinds:
+            raise InvalidArgumentError(f"kv_type is {kv_type!r}; it must be one of {', '.join(map(repr, kv_kinds))}")
+        params.kv_kind = kv_kinds[kv_type]
         params.allow_resident = int(as_bool("allow_resident", allow_resident))
         keep: List[Any] = []  # what C reads during the load
         if config_path is not None:

@@ -303,11 +303,28 @@ TEST_CASE("run needs one prompt source and names a prompt file it cannot read") 
 }
 
 TEST_CASE("run and inspect refuse a KV cache kind they do not offer and list the choices") {
-    for (const char* args : {"run -m /nonexistent/model.gguf -p hi --kv-type q8_0",
-                             "inspect /nonexistent/model.gguf --kv-type q8_0"}) {
+    for (const char* args : {"run -m /nonexistent/model.gguf -p hi --kv-type q5_1",
+                             "inspect /nonexistent/model.gguf --kv-type q5_1",
+                             "run -m /nonexistent/model.gguf -p hi -ctk iq4_nl"}) {
         const auto r = run_ferrox(args);
         INFO(args);
         CHECK(r.exit_code == 2);
-        CHECK_THAT(r.err, Catch::Contains("f32") && Catch::Contains("f16"));
+        CHECK_THAT(r.err, Catch::Contains("f32") && Catch::Contains("f16") &&
+                              Catch::Contains("q8_0") && Catch::Contains("q4_0"));
     }
+}
+
+TEST_CASE("K and V cache kinds that differ (-ctk, -ctv) are a usage error naming both") {
+    // One context holds one KV kind: a mix is refused before any file is read.
+    for (const char* args : {"run -m /nonexistent/model.gguf -p hi -ctk q8_0 -ctv f16",
+                             "run -m /nonexistent/model.gguf -p hi --kv-type f16 -ctk q4_0"}) {
+        const auto r = run_ferrox(args);
+        INFO(args << "\n" << r.err);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Catch::Contains("cache-type-k") && Catch::Contains("differs"));
+    }
+    // The same kind through both flags is taken (the missing model is the error then).
+    const auto same = run_ferrox("run -m /nonexistent/model.gguf -p hi -ctk q8_0 -ctv q8_0");
+    INFO(same.err);
+    CHECK_THAT(same.err, !Catch::Contains("differs") && Catch::Contains("nonexistent"));
 }

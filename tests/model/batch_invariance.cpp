@@ -154,7 +154,8 @@ struct Loaded {
     std::unique_ptr<model::Model> model;
 };
 
-Loaded load(const PluginSet& plugins, const std::filesystem::path& path) {
+Loaded load(const PluginSet& plugins, const std::filesystem::path& path,
+            ferrox_kind kv_kind = FERROX_KIND_F32) {
     Loaded l;
     l.registry = std::make_unique<KernelRegistry>();
     l.dispatcher = std::make_unique<Dispatcher>(plugins.selected(), *l.registry);
@@ -168,6 +169,7 @@ Loaded load(const PluginSet& plugins, const std::filesystem::path& path) {
     options.context = 64;
     options.batch = 64;
     options.allow_resident = false;
+    options.kv_kind = kv_kind;
     auto m = model::Model::load(*l.file, *l.dispatcher, *l.registry, options);
     if (!m) {
         check(false, path.string() + ": " + m.error().message());
@@ -634,6 +636,19 @@ int main() {
         logits_placement(*l.model, name, rng, exact, 5e-3);
         if (name == "tiny-llama" || name == "tiny-gemma3")
             prefix_sharing(*l.model, name, rng, 512, exact, 5e-3);
+    }
+    // A q8_0 cache: each row quantized on its own, each block read in the
+    // same order whatever the batch, so the same rules hold; its cells survive
+    // a save and a restore.
+    for (const auto& path : models) {
+        const std::string name = path.stem().string();
+        if (name != "tiny-llama" && name != "tiny-gemma3") continue;
+        Loaded l = load(plugins, path, FERROX_KIND_Q8_0);
+        if (!l.model) continue;
+        const bool exact = name != "tiny-gemma3";
+        invariance(*l.model, name + " (q8_0 KV)", rng, exact, 5e-3);
+        state_round_trip(*l.model, name + " (q8_0 KV)", rng);
+        middle_removal(*l.model, name + " (q8_0 KV)", rng);
     }
     if (with_gemma) {
         Loaded l = load(plugins, gemma);

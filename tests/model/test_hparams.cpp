@@ -139,10 +139,21 @@ TEST_CASE("the capacity plan counts weights, an f32 KV cache and scratch") {
     CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * 512 * 4);
     CHECK(plan->total_bytes == 1000 + plan->kv_bytes + 24);
 
-    in.kv_element_bytes = 2;  // an f16 cache
+    in.kv_block_bytes = 2;  // an f16 cache
     plan = model::plan_capacity(in);
     REQUIRE(plan);
     CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * 512 * 2);
+
+    in.kv_block_bytes = 34;  // a q8_0 cache: 34 bytes per block of 32
+    in.kv_block_elements = 32;
+    plan = model::plan_capacity(in);
+    REQUIRE(plan);
+    CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * (512 / 32) * 34);
+
+    in.kv_block_bytes = 18;  // q4_0: 18 bytes per block of 32
+    plan = model::plan_capacity(in);
+    REQUIRE(plan);
+    CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * (512 / 32) * 18);
 }
 
 TEST_CASE("a model that does not fit is refused with the arithmetic spelled out") {

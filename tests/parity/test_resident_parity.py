@@ -227,6 +227,24 @@ def test_resident_f16_cache_equals_host_f16_cache(plugin_dir):
     assert ok, how
 
 
+def test_a_kv_kind_the_resident_backend_lacks_runs_in_host_memory_with_the_reason(plugin_dir):
+    # The fixture (like the CUDA plugin) names no CONVERT or ATTENTION kernel for
+    # q8_0: the probe keeps the pass in host memory and says why, never silently.
+    model = tiny_model("gemma3")
+    r = ferrox(plugin_dir, "", "inspect", str(model), "--kv-type", "q8_0", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert not doc["residency"]["resident"], doc["residency"]
+    assert "Q8_0" in doc["residency"]["reason"] and "CONVERT" in doc["residency"]["reason"], doc["residency"]
+    assert doc["kv_cache"]["block_bytes"] == 34 and doc["kv_cache"]["block_elements"] == 32
+    r = ferrox(plugin_dir, "", "inspect", str(model), "--kv-type", "f16", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["residency"]["resident"], r.stderr
+    # Asked for residency, the q8_0 cache decodes in host memory: the same logits as off.
+    ok, how = agrees(logits(plugin_dir, model, "auto", kv_type="q8_0"),
+                     logits(plugin_dir, model, "off", kv_type="q8_0"))
+    assert ok, how
+
+
 @pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])
 def test_resident_decode_steps_match_host_and_report_every_op_as_a_hit(plugin_dir, arch):
     args = ["run", "-m", str(tiny_model(arch)), "-p", "hello world", "-n", "12", "--json"]

@@ -4,7 +4,7 @@
 
 #include "cpu_rig.h"
 #include "ferrox/model/ops.h"
-#include "ferrox/quant/half.h"
+#include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
 #include "random_data.h"
 
@@ -17,23 +17,24 @@ struct Shape {
     uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
 };
 
-// The cache in `kind`: f32 as is, f16 rounded (and `values` rounded with it,
-// so the reference sees exactly what the kernel reads).
-std::vector<uint16_t> to_kind(std::vector<float>& values, ferrox_kind kind) {
-    std::vector<uint16_t> half;
-    if (kind != FERROX_KIND_F16) return half;
-    for (float& v : values) {
-        half.push_back(quant::fp32_to_fp16(v));
-        v = quant::fp16_to_fp32(half.back());
-    }
-    return half;
+// The cache in `kind` (empty for f32, read in place): f16 rounded, q8_0 and
+// q4_0 quantized by the reference block quantizer; `values` becomes what the
+// reference dequantizer reads back, so the reference sees exactly what the
+// kernel should read.
+std::vector<std::byte> to_kind(std::vector<float>& values, ferrox_kind kind) {
+    std::vector<std::byte> stored;
+    if (kind == FERROX_KIND_F32) return stored;
+    stored.resize(*row_bytes(kind, values.size()));
+    REQUIRE(quant::quantize_row(kind, values.data(), stored.data(), values.size()));
+    REQUIRE(quant::dequantize_row(kind, stored.data(), values.data(), values.size()));
+    return stored;
 }
 
 // Query rows, caches and an output buffer for one attention call.
 struct Case {
     ferrox_attention_desc desc{};
     std::vector<float> q, keys, values, out;
-    std::vector<uint16_t> half_keys, half_values;
+    std::vector<std::byte> stored_keys, stored_values;
 
     Case(const Shape& s, uint32_t n_query, uint32_t pos0, uint32_t window, std::mt19937_64& rng,
          ferrox_kind kv_kind = FERROX_KIND_F32)
@@ -41,8 +42,8 @@ struct Case {
           keys(gaussian(size_t{pos0 + n_query} * s.n_head_kv * s.head_dim_k, rng)),
           values(gaussian(size_t{pos0 + n_query} * s.n_head_kv * s.head_dim_v, rng)),
           out(size_t{n_query} * s.n_head * s.head_dim_v, -7.0f),
-          half_keys(to_kind(keys, kv_kind)),
-          half_values(to_kind(values, kv_kind)) {
+          stored_keys(to_kind(keys, kv_kind)),
+          stored_values(to_kind(values, kv_kind)) {
         desc.struct_size = sizeof desc;
         desc.abi_version = FERROX_ABI_VERSION;
         desc.n_query = n_query;
@@ -55,10 +56,10 @@ struct Case {
         desc.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim_k));
         desc.kv_kind = kv_kind;
         desc.q = q.data();
-        desc.keys = kv_kind == FERROX_KIND_F16 ? static_cast<const void*>(half_keys.data())
-                                               : static_cast<const void*>(keys.data());
-        desc.values = kv_kind == FERROX_KIND_F16 ? static_cast<const void*>(half_values.data())
-                                                 : static_cast<const void*>(values.data());
+        desc.keys = kv_kind == FERROX_KIND_F32 ? static_cast<const void*>(keys.data())
+                                               : static_cast<const void*>(stored_keys.data());
+        desc.values = kv_kind == FERROX_KIND_F32 ? static_cast<const void*>(values.data())
+                                                 : static_cast<const void*>(stored_values.data());
         desc.out = out.data();
     }
 
@@ -94,7 +95,12 @@ TEST_CASE("the cpu plugin's attention matches the core's loop on every isa path"
             for (uint32_t n_query : {1u, 5u, 9u})
                 for (uint32_t pos0 : {0u, 13u})
                     for (uint32_t window : {0u, 4u})
-                        for (ferrox_kind kv : {FERROX_KIND_F32, FERROX_KIND_F16}) {
+                        for (ferrox_kind kv : {FERROX_KIND_F32, FERROX_KIND_F16, FERROX_KIND_Q8_0,
+                                               FERROX_KIND_Q4_0}) {
+                            // Block kinds only where heads are whole blocks.
+                            if (!is_float_kind(kv) &&
+                                (s.head_dim_k % 32 != 0 || s.head_dim_v % 32 != 0))
+                                continue;
                             Case c(s, n_query, pos0, window, rng, kv);
                             bool host_ran = false;
                             auto r = rig.dispatch->attention(c.desc, "attention",
@@ -120,12 +126,15 @@ TEST_CASE(
         CpuRig rig(2, isa);
         for (uint32_t n_query : {1u, 2u})
             for (uint32_t window : {0u, 300u, 1000u}) {
-                Case c({4, 1, 64, 64}, n_query, 700, window, rng,
-                       window == 300 ? FERROX_KIND_F16 : FERROX_KIND_F32);
-                auto r = rig.dispatch->attention(c.desc, "attention", [] {});
-                INFO("isa " << isa << " n " << n_query << " window " << window);
-                REQUIRE(r.has_value());
-                CHECK(nmse(c.out, c.reference()) < 1e-10);
+                for (ferrox_kind kv : {window == 300 ? FERROX_KIND_F16 : FERROX_KIND_F32,
+                                       n_query == 1 ? FERROX_KIND_Q8_0 : FERROX_KIND_Q4_0}) {
+                    Case c({4, 1, 64, 64}, n_query, 700, window, rng, kv);
+                    auto r = rig.dispatch->attention(c.desc, "attention", [] {});
+                    INFO("isa " << isa << " n " << n_query << " window " << window << " kv "
+                                << kind_name(kv));
+                    REQUIRE(r.has_value());
+                    CHECK(nmse(c.out, c.reference()) < 1e-10);
+                }
             }
     }
 }
@@ -278,9 +287,9 @@ TEST_CASE("an f16 cache is recorded under its own kernel, and another kind is re
     CpuRig rig(1);
     Case c({2, 1, 32, 32}, 3, 0, 0, rng, FERROX_KIND_F16);
     REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
-    c.desc.kv_kind = FERROX_KIND_Q8_0;
+    c.desc.kv_kind = FERROX_KIND_Q4_1;
     bool host_ran = false;
-    // No backend claims a Q8_0 cache: the core's loop is asked (and records a miss).
+    // No backend claims a Q4_1 cache: the core's loop is asked (and records a miss).
     REQUIRE(rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; }).has_value());
     CHECK(host_ran);
     const RegistryReport report = rig.registry.seal();
@@ -290,7 +299,7 @@ TEST_CASE("an f16 cache is recorded under its own kernel, and another kind is re
     for (const auto& e : report.entries) {
         saw_f16 |= e.key.kind == FERROX_KIND_F16 && e.outcome == Outcome::Hit &&
                    e.detail == "cpu.attention.f16";
-        saw_miss |= e.key.kind == FERROX_KIND_Q8_0 && e.outcome == Outcome::Miss;
+        saw_miss |= e.key.kind == FERROX_KIND_Q4_1 && e.outcome == Outcome::Miss;
     }
     CHECK(saw_f16);
     CHECK(saw_miss);
@@ -309,6 +318,12 @@ TEST_CASE("a malformed attention descriptor is refused with the reason") {
     r = rig.dispatch->attention(no_keys.desc, "attention", [] {});
     REQUIRE_FALSE(r.has_value());
     CHECK_THAT(r.error().message(), Catch::Contains("null"));
+
+    // A q8_0 head of 48 dims would split a block between heads.
+    Case split_block({2, 1, 48, 48}, 2, 0, 0, rng, FERROX_KIND_Q8_0);
+    r = rig.dispatch->attention(split_block.desc, "attention", [] {});
+    REQUIRE_FALSE(r.has_value());
+    CHECK_THAT(r.error().message(), Catch::Contains("multiples of 32"));
 }
 
 TEST_CASE("an ABI 1.0 plugin is never called past its table: the core attends itself, as a miss") {

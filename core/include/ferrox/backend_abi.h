@@ -245,7 +245,9 @@ typedef struct ferrox_option {
  * positions (itself included). Query head h reads KV head h / (n_head /
  * n_head_kv) (grouped-query attention). For each head:
  * out = softmax(scale * q . k) . v, the softmax max-subtracted. The cache
- * holds `kv_kind` elements (F32 or F16); q and out are always f32. */
+ * holds `kv_kind` elements (F32 or F16; since the quantized KV cache also
+ * Q8_0 or Q4_0: each head's row ggml blocks of 32, head dims multiples of 32,
+ * for a plugin that names a kernel for that kind); q and out are always f32. */
 typedef struct ferrox_attention_desc {
     uint32_t struct_size;
     uint32_t abi_version;
@@ -254,7 +256,7 @@ typedef struct ferrox_attention_desc {
     uint32_t window;  /* 0: all earlier positions; else the sliding window */
     uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
     float scale;
-    ferrox_kind kv_kind; /* FERROX_KIND_F32 or FERROX_KIND_F16 */
+    ferrox_kind kv_kind; /* FERROX_KIND_F32, F16, Q8_0 or Q4_0 (see above) */
     const float* q;      /* [n_query][n_head * head_dim_k] */
     const void* keys;    /* [pos0 + n_query][n_head_kv * head_dim_k] of kv_kind */
     const void* values;  /* [pos0 + n_query][n_head_kv * head_dim_v] of kv_kind */

@@ -43,7 +43,7 @@ struct EngineOptions {
     uint32_t sequences = 1;
     // Tokens per decode: model::derived_batch(batch, context).
     uint32_t batch = 0;
-    ferrox_kind kv_kind = FERROX_KIND_F32;  // F32 or F16
+    ferrox_kind kv_kind = FERROX_KIND_F32;  // F32, F16, Q8_0 or Q4_0 (kKvCacheKinds)
     bool allow_resident = true;             // false: activations in host memory
     // Model::forward's own context times its ops into this (not owned).
     model::StepProfile* profile = nullptr;

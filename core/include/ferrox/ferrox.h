@@ -90,7 +90,15 @@ FERROX_C_API const char* ferrox_code_name(ferrox_code code);
 
 typedef struct ferrox_model ferrox_model;
 
-typedef enum ferrox_kv_kind { FERROX_KV_F32 = 0, FERROX_KV_F16 = 1 } ferrox_kv_kind;
+/* The KV cache's kind. Q8_0 and Q4_0 are ggml's blocks of 32 (34 and 18
+ * bytes), for models whose key_length and value_length are multiples of 32;
+ * K and V hold the same kind. */
+typedef enum ferrox_kv_kind {
+    FERROX_KV_F32 = 0,
+    FERROX_KV_F16 = 1,
+    FERROX_KV_Q8_0 = 2,
+    FERROX_KV_Q4_0 = 3
+} ferrox_kv_kind;
 
 /* Called while a model loads with a fraction in [0, 1]; return nonzero to
  * cancel the load (ferrox_model_load then fails with FERROX_CODE_CANCELLED). */

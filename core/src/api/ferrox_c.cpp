@@ -272,8 +272,22 @@ ferrox_code guarded(ferrox_call_status* status, F&& body) {
 // `context`, n_batch_max `batch`, max_sequences `sequences`); the strings
 // are copied, a NULL among them refused.
 Expected<EngineOptions> engine_options(const ferrox_model_params& p) {
-    if (p.kv_kind != FERROX_KV_F32 && p.kv_kind != FERROX_KV_F16)
-        return make_error("kv_kind {} is neither F32 nor F16", int(p.kv_kind));
+    ferrox_kind kv_kind = FERROX_KIND_F32;
+    switch (p.kv_kind) {
+        case FERROX_KV_F32:
+            break;
+        case FERROX_KV_F16:
+            kv_kind = FERROX_KIND_F16;
+            break;
+        case FERROX_KV_Q8_0:
+            kv_kind = FERROX_KIND_Q8_0;
+            break;
+        case FERROX_KV_Q4_0:
+            kv_kind = FERROX_KIND_Q4_0;
+            break;
+        default:
+            return make_error("kv_kind {} is none of F32, F16, Q8_0, Q4_0", int(p.kv_kind));
+    }
     if (p.n_backends && !p.backends) return make_error("n_backends > 0 with backends NULL");
     if (p.n_plugin_dirs && !p.plugin_dirs)
         return make_error("n_plugin_dirs > 0 with plugin_dirs NULL");
@@ -290,7 +304,7 @@ Expected<EngineOptions> engine_options(const ferrox_model_params& p) {
     o.context = p.n_ctx_max;
     o.batch = p.n_batch_max;
     o.sequences = p.max_sequences ? p.max_sequences : 1;
-    o.kv_kind = p.kv_kind == FERROX_KV_F16 ? FERROX_KIND_F16 : FERROX_KIND_F32;
+    o.kv_kind = kv_kind;
     o.allow_resident = p.allow_resident != 0;
     o.embeddings = p.embeddings != 0;
     if (p.progress)

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "config/scalar_parse.h"
+#include "ferrox/model/resident_ops.h"
 
 namespace ferrox {
 namespace {
@@ -12,7 +13,6 @@ namespace {
 using K = SettingKind;
 using S = ServerConfig;
 
-constexpr std::array<std::string_view, 2> kKvTypes{"f32", "f16"};
 constexpr int64_t kKiB = 1 << 10, kMiB = 1 << 20, kGiB = int64_t(1) << 30, kTiB = int64_t(1) << 40;
 
 ServerSetting text(std::string_view key, std::string_view flags, std::string S::*member,
@@ -49,10 +49,10 @@ const std::array kSettings{
                   "--kv-type",
                   K::Choice,
                   &S::kv_type,
-                  "KV-cache element kind.",
+                  "KV-cache element kind (q8_0 and q4_0: ggml blocks of 32, 34 and 18 bytes).",
                   0,
                   0,
-                  kKvTypes,
+                  model::kKvCacheTypeNames,
                   {}},
     text("api_key_file", "--api-key-file", &S::api_key_file,
          "File of API keys, one a line (# comments); an empty or unreadable file refuses to "

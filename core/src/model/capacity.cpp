@@ -1,5 +1,6 @@
 #include "ferrox/model/capacity.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -18,7 +19,8 @@ std::string CapacityPlan::summary() const {
 
 uint64_t kv_cache_bytes(const CapacityInputs& in) {
     return uint64_t{in.n_layer} * in.context * in.n_head_kv *
-           (uint64_t{in.head_dim_k} + in.head_dim_v) * in.kv_element_bytes;
+           (uint64_t{in.head_dim_k} + in.head_dim_v) * in.kv_block_bytes /
+           std::max<uint32_t>(in.kv_block_elements, 1);
 }
 
 Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
@@ -31,13 +33,15 @@ Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
     if (p.total_bytes > p.available_bytes)
         return make_error(
             "{} does not fit: {}KV cache {} B ({} layers x {} positions x {} kv heads x ({} + {}) "
-            "dims x {} B) + scratch {} B = {} B, but only {} B are available ({}); lower the "
+            "dims x {} B / {}) + scratch {} B = {} B, but only {} B are available ({}); lower the "
             "context (-c){}",
             in.subject, p.weight_bytes ? fmt::format("weights {} B + ", p.weight_bytes) : "",
             p.kv_bytes, in.n_layer, in.context, in.n_head_kv, in.head_dim_k, in.head_dim_v,
-            in.kv_element_bytes, p.scratch_bytes, p.total_bytes, p.available_bytes,
-            in.available_what,
-            in.kv_element_bytes > 2 ? " or use an f16 KV cache (--kv-type f16)" : "");
+            in.kv_block_bytes, in.kv_block_elements, p.scratch_bytes, p.total_bytes,
+            p.available_bytes, in.available_what,
+            in.kv_block_bytes == 4 && in.kv_block_elements == 1
+                ? " or use an f16 or q8_0 KV cache (--kv-type f16|q8_0)"
+                : "");
     return p;
 }
 

@@ -11,6 +11,7 @@
 #include "ferrox/model/architecture.h"
 #include "ferrox/model/ops.h"
 #include "ferrox/quant/half.h"
+#include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
 #include "load.h"
 #include "residency.h"
@@ -91,7 +92,9 @@ struct Context::Impl final : KvAttention {
     uint64_t k_dim() const { return model::k_dim(hp); }
     uint64_t v_dim() const { return model::v_dim(hp); }
     uint64_t o_dim() const { return model::o_dim(hp); }
-    size_t kv_element_bytes() const { return model.kv_element_bytes(); }
+    // Bytes of one cell's K or V row (all KV heads) in the cache's kind.
+    uint64_t k_row_bytes() const { return model.kv_row_bytes(k_dim()); }
+    uint64_t v_row_bytes() const { return model.kv_row_bytes(v_dim()); }
 
     // The decoder's call into the cache: this layer's K/V rows stored, then
     // the batch's attention over its sequences' cells.
@@ -104,16 +107,15 @@ struct Context::Impl final : KvAttention {
     // Each row's K and V into its cell: one store per run of rows whose
     // cells are adjacent (a whole prefill chunk, usually).
     void store_rows(StickySteps& st, uint32_t il, uint32_t n) {
-        const uint64_t element = kv_element_bytes();
         const Scratch& s = act.s;
         for (uint32_t r0 = 0; r0 < n;) {
             uint32_t r1 = r0 + 1;
             while (r1 < n && row_cell[r1] == row_cell[r1 - 1] + 1) ++r1;
             const uint64_t cell = row_cell[r0], rows = r1 - r0;
-            st.store_kv(s.k.at(r0 * k_dim()), k_cache[il].at_bytes(cell * k_dim() * element),
-                        kv_kind, rows * k_dim());
-            st.store_kv(s.v.at(r0 * v_dim()), v_cache[il].at_bytes(cell * v_dim() * element),
-                        kv_kind, rows * v_dim());
+            st.store_kv(s.k.at(r0 * k_dim()), k_cache[il].at_bytes(cell * k_row_bytes()), kv_kind,
+                        rows * k_dim());
+            st.store_kv(s.v.at(r0 * v_dim()), v_cache[il].at_bytes(cell * v_row_bytes()), kv_kind,
+                        rows * v_dim());
             r0 = r1;
         }
     }
@@ -126,8 +128,7 @@ struct Context::Impl final : KvAttention {
     void attend(StickySteps& st, uint32_t il, bool local, const AttentionRun& run) {
         if (st.failed()) return;  // the gathered rows and the hole loop read the cache
         const std::vector<uint32_t>& list = run.cells[local && hp.sliding_window ? 1 : 0];
-        const uint64_t element = kv_element_bytes();
-        const uint64_t k_row = k_dim() * element, v_row = v_dim() * element;
+        const uint64_t k_row = k_row_bytes(), v_row = v_row_bytes();
         const auto count = static_cast<uint32_t>(list.size());
         const int32_t base = cells.pos(list.front());
         const bool adjacent =
@@ -251,8 +252,8 @@ struct Context::Impl final : KvAttention {
         const auto widen = [&](Act a, uint64_t n, std::vector<float>& wide) -> const float* {
             if (kv_kind == FERROX_KIND_F32) return a.f32();
             wide.resize(n);
-            const auto* half = reinterpret_cast<const uint16_t*>(a.host);
-            for (uint64_t i = 0; i < n; ++i) wide[i] = quant::fp16_to_fp32(half[i]);
+            // f16 widened, q8_0 / q4_0 dequantized: the reference readers.
+            (void)quant::dequantize_row(kv_kind, a.host, wide.data(), n);
             return wide.data();
         };
         const float* k = widen(keys, k_n, k_wide);
@@ -297,9 +298,9 @@ struct Context::Impl final : KvAttention {
         k_cache.clear();
         v_cache.clear();
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            auto k = steps->allocate(uint64_t{context} * k_dim() * kv_element_bytes());
+            auto k = steps->allocate(uint64_t{context} * k_row_bytes());
             if (!k) return k.error();
-            auto v = steps->allocate(uint64_t{context} * v_dim() * kv_element_bytes());
+            auto v = steps->allocate(uint64_t{context} * v_row_bytes());
             if (!v) return v.error();
             k_cache.push_back(*k);
             v_cache.push_back(*v);
@@ -753,8 +754,8 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
     h.version = kStateVersion;
     h.n_layer = c.hp.n_layer;
     h.kv_kind = static_cast<uint32_t>(c.kv_kind);
-    h.k_row = c.k_dim() * c.kv_element_bytes();
-    h.v_row = c.v_dim() * c.kv_element_bytes();
+    h.k_row = c.k_row_bytes();
+    h.v_row = c.v_row_bytes();
     h.n_cells = static_cast<uint32_t>(list.size());
     const uint64_t size = sizeof h + list.size() * sizeof(int32_t) +
                           uint64_t{h.n_layer} * list.size() * (h.k_row + h.v_row);
@@ -792,15 +793,20 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
     std::memcpy(&h, bytes.data(), sizeof h);
     if (std::memcmp(h.magic, "FXSQ", 4) != 0 || h.version != kStateVersion)
         return make_error("seq_restore: not a ferrox sequence state (version {})", kStateVersion);
-    const uint64_t k_row = c.k_dim() * c.kv_element_bytes();
-    const uint64_t v_row = c.v_dim() * c.kv_element_bytes();
-    if (h.n_layer != c.hp.n_layer || h.kv_kind != static_cast<uint32_t>(c.kv_kind) ||
-        h.k_row != k_row || h.v_row != v_row)
+    const uint64_t k_row = c.k_row_bytes();
+    const uint64_t v_row = c.v_row_bytes();
+    // The kind is named (a q8_0 state into an f16 context is refused as such).
+    if (h.kv_kind != static_cast<uint32_t>(c.kv_kind))
+        return make_error(
+            "seq_restore: the state holds a {} KV cache; this context's cache is {} (its "
+            "--kv-type must match the one that saved it)",
+            kind_name(static_cast<ferrox_kind>(h.kv_kind)), kind_name(c.kv_kind));
+    if (h.n_layer != c.hp.n_layer || h.k_row != k_row || h.v_row != v_row)
         return make_error(
             "seq_restore: the state is for {} layers, KV kind {}, rows of {}/{} bytes; this "
             "context has {} layers, {}, {}/{}",
-            h.n_layer, h.kv_kind, h.k_row, h.v_row, c.hp.n_layer, kind_name(c.kv_kind), k_row,
-            v_row);
+            h.n_layer, kind_name(static_cast<ferrox_kind>(h.kv_kind)), h.k_row, h.v_row,
+            c.hp.n_layer, kind_name(c.kv_kind), k_row, v_row);
     // Every size the buffer controls is checked against the buffer before use.
     const uint64_t need = sizeof h + uint64_t{h.n_cells} * sizeof(int32_t) +
                           uint64_t{h.n_layer} * h.n_cells * (k_row + v_row);

@@ -120,8 +120,16 @@ class HostSteps final : public Steps {
             std::memcpy(cache.host, rows.host, count * sizeof(float));
             return {};
         }
-        auto* half = reinterpret_cast<uint16_t*>(cache.host);
-        for (uint64_t i = 0; i < count; ++i) half[i] = quant::fp32_to_fp16(rows.f32()[i]);
+        if (kind == FERROX_KIND_F16) {
+            auto* half = reinterpret_cast<uint16_t*>(cache.host);
+            for (uint64_t i = 0; i < count; ++i) half[i] = quant::fp32_to_fp16(rows.f32()[i]);
+            return {};
+        }
+        // Q8_0 / Q4_0: the reference block quantizer (gguf's, bit for bit),
+        // each block on its own, so a row's bytes never depend on the batch.
+        if (!quant::quantize_row(kind, rows.f32(), cache.host, count))
+            return make_error("store_kv: no quantizer for a {} KV cache of {} elements",
+                              kind_name(kind), count);
         return {};
     }
 
@@ -142,8 +150,8 @@ class HostSteps final : public Steps {
                                 uint64_t count, std::vector<float>& scratch) {
         if (desc.kv_kind == FERROX_KIND_F32) return static_cast<const float*>(cache);
         scratch.resize(count);
-        const auto* half = static_cast<const uint16_t*>(cache);
-        for (uint64_t i = 0; i < count; ++i) scratch[i] = quant::fp16_to_fp32(half[i]);
+        // f16 widened, q8_0 / q4_0 dequantized: the reference readers.
+        (void)quant::dequantize_row(desc.kv_kind, cache, scratch.data(), count);
         return scratch.data();
     }
 

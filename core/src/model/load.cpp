@@ -93,7 +93,10 @@ void log_residency(const Model::Impl& m, const ModelOptions& options) {
 
 }  // namespace
 
-size_t Model::Impl::kv_element_bytes() const { return kind_traits(kv_kind)->block_bytes; }
+uint64_t Model::Impl::kv_row_bytes(uint64_t elements) const {
+    const KindTraits* k = kind_traits(kv_kind);
+    return elements / k->block_elements * k->block_bytes;
+}
 
 Expected<void> Model::Impl::bind_embedding_matrix() {
     if (file.find_tensor("output.weight") == nullptr) return {};
@@ -131,7 +134,8 @@ CapacityInputs Model::Impl::kv_terms(uint32_t cells) const {
     in.n_head_kv = hp.n_head_kv;
     in.head_dim_k = hp.head_dim_k;
     in.head_dim_v = hp.head_dim_v;
-    in.kv_element_bytes = static_cast<uint32_t>(kv_element_bytes());
+    in.kv_block_bytes = kind_traits(kv_kind)->block_bytes;
+    in.kv_block_elements = kind_traits(kv_kind)->block_elements;
     return in;
 }
 
@@ -191,7 +195,7 @@ Expected<MemoryPlans> plan_memory(const Model::Impl& m, const MemoryDemand& dema
         auto device_plan = plan_capacity(device);
         if (!device_plan) return device_plan.error();
         plans.device = *device_plan;
-        in.kv_element_bytes = 0;  // no KV cache in host memory
+        in.kv_block_bytes = 0;  // no KV cache in host memory
         in.scratch_bytes = host_scratch_bytes(m, demand.n_batch, demand.cells) +
                            rows * m.hp.vocab * sizeof(float);  // downloaded logits
     } else {
@@ -218,6 +222,19 @@ Expected<void> check_kv_cache_kind(ferrox_kind kind) {
                       fmt::join(allowed, " or "));
 }
 
+Expected<void> check_kv_cache_shape(ferrox_kind kind, const Hparams& hp) {
+    const KindTraits* k = kind_traits(kind);
+    if (!k || k->block_elements == 1) return {};
+    const std::string& arch = hp.arch_name;
+    if (hp.head_dim_k % k->block_elements != 0 || hp.head_dim_v % k->block_elements != 0)
+        return make_error(
+            "a {} KV cache stores each head as blocks of {} elements, but this model's "
+            "{}.attention.key_length is {} and {}.attention.value_length is {}; use --kv-type "
+            "f16 or f32",
+            k->name, k->block_elements, arch, hp.head_dim_k, arch, hp.head_dim_v);
+    return {};
+}
+
 Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher& dispatcher,
                                              KernelRegistry& registry,
                                              const ModelOptions& options) {
@@ -229,6 +246,7 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     m.context = options.context ? options.context : default_context(m.hp.n_ctx_train, 1);
     m.max_batch = derived_batch(options.batch, m.context);
     if (auto kind = check_kv_cache_kind(options.kv_kind); !kind) return kind.error();
+    if (auto shape = check_kv_cache_shape(options.kv_kind, m.hp); !shape) return shape.error();
     m.kv_kind = options.kv_kind;
     m.options_profile = options.profile;
 

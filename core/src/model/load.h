@@ -40,8 +40,9 @@ struct Model::Impl {
 
     Impl(const gguf::File& f, Dispatcher& d) : file(f), dispatcher(d) {}
 
-    // F32 and F16 are one-element blocks: the kind table's block size is the element's.
-    size_t kv_element_bytes() const;
+    // Bytes of `elements` cache elements of kv_kind (a whole number of blocks:
+    // check_kv_cache_shape refused heads that are not).
+    uint64_t kv_row_bytes(uint64_t elements) const;
     // token_embd as a matrix, when output.weight is its own tensor (tied: w.output is it).
     Expected<void> bind_embedding_matrix();
     const WeightMatrix& embedding() const;

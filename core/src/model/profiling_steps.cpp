@@ -106,8 +106,9 @@ class ProfilingSteps final : public Steps {
                              const Act* sinks) override {
         // The cache rows it reads, counted as bytes like a weight's.
         const uint64_t rows = uint64_t{desc.pos0} + desc.n_query;
+        const KindTraits* k = kind_traits(desc.kv_kind);
         const uint64_t bytes = rows * desc.n_head_kv * (desc.head_dim_k + desc.head_dim_v) *
-                               kind_traits(desc.kv_kind)->block_bytes;
+                               k->block_bytes / k->block_elements;
         ScopedStepTimer t(&profile_, "attention", "attention", desc.kv_kind, bytes);
         return inner_->attention(desc, q, keys, values, out, sinks);
     }

@@ -34,13 +34,44 @@ uint32_t splits_for(const ferrox_attention_desc& d, unsigned threads) {
     return std::clamp<uint32_t>(longest / kMinSplitPositions, 1, 2 * threads);
 }
 
-// Element `index` of a cache of the descriptor's kind.
+// Element `index` of a cache of the descriptor's kind (a block's first
+// element for a block kind: run_attention checked that heads are whole blocks).
 const void* element(const void* cache, size_t index, const ferrox_attention_desc& d) {
-    // F32 and F16 are one-element blocks: the kind table's block size is the element's.
-    return static_cast<const std::byte*>(cache) + index * kind_traits(d.kv_kind)->block_bytes;
+    const KindTraits* k = kind_traits(d.kv_kind);
+    return static_cast<const std::byte*>(cache) + index / k->block_elements * k->block_bytes;
+}
+
+AttendGroup kernel_for_kind(const AttentionKernels& kernels, ferrox_kind kind) {
+    switch (kind) {
+        case FERROX_KIND_F32:
+            return kernels.f32;
+        case FERROX_KIND_F16:
+            return kernels.f16;
+        case FERROX_KIND_Q8_0:
+            return kernels.q8_0;
+        case FERROX_KIND_Q4_0:
+            return kernels.q4_0;
+        default:
+            return nullptr;
+    }
 }
 
 }  // namespace
+
+const char* attention_kernel_name(ferrox_kind kind) {
+    switch (kind) {
+        case FERROX_KIND_F32:
+            return kAttentionF32;
+        case FERROX_KIND_F16:
+            return kAttentionF16;
+        case FERROX_KIND_Q8_0:
+            return kAttentionQ8_0;
+        case FERROX_KIND_Q4_0:
+            return kAttentionQ4_0;
+        default:
+            return nullptr;
+    }
+}
 
 bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
                    const ferrox_attention_desc& desc, const char** error) {
@@ -70,11 +101,18 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
         *error = "attention: n_head must be a positive multiple of n_head_kv, head dims positive";
         return false;
     }
-    if (desc.kv_kind != FERROX_KIND_F32 && desc.kv_kind != FERROX_KIND_F16) {
-        *error = "attention: the KV cache kind must be F32 or F16";
+    const AttendGroup kernel = kernel_for_kind(kernels, desc.kv_kind);
+    if (!kernel) {
+        *error = "attention: the KV cache kind must be F32, F16, Q8_0 or Q4_0";
         return false;
     }
-    const AttendGroup kernel = desc.kv_kind == FERROX_KIND_F16 ? kernels.f16 : kernels.f32;
+    // A block kind's rows are whole blocks per head: the kernels step a head
+    // by blocks and never split one.
+    const uint32_t block = kind_traits(desc.kv_kind)->block_elements;
+    if (desc.head_dim_k % block != 0 || desc.head_dim_v % block != 0) {
+        *error = "attention: a Q8_0 or Q4_0 KV cache needs head dims that are multiples of 32";
+        return false;
+    }
     if (desc.n_query == 0) return true;
     const Geometry g{desc.n_head / desc.n_head_kv, size_t{desc.n_head_kv} * desc.head_dim_k,
                      size_t{desc.n_head_kv} * desc.head_dim_v,

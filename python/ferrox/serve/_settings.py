@@ -104,8 +104,8 @@ def _checked(key: str, value: Any) -> Any:
     if key in _STRINGS:
         if not isinstance(value, str) or not value or "\0" in value:
             raise SettingsError(f"ferrox settings: `{key}` must be a non-empty string, got {value!r}")
-        if key == "kv_type" and value not in ("f32", "f16"):
-            raise SettingsError(f"ferrox settings: `kv_type` must be f32 or f16, got {value!r}")
+        if key == "kv_type" and value not in ("f32", "f16", "q8_0", "q4_0"):
+            raise SettingsError(f"ferrox settings: `kv_type` must be f32, f16, q8_0 or q4_0, got {value!r}")
         return value
     if key == "extra_args":
         if not isinstance(value, (list, tuple)) or len(value) > 64 or not all(

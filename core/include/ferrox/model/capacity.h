@@ -16,7 +16,9 @@ namespace ferrox::model {
 struct CapacityInputs {
     uint64_t weight_bytes = 0;  // the mapped GGUF file
     uint32_t n_layer = 0, context = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
-    uint32_t kv_element_bytes = 4;  // 4 for an f32 cache, 2 for f16
+    // The cache kind's block: kv_block_bytes per kv_block_elements elements
+    // (f32 4/1, f16 2/1, q8_0 34/32, q4_0 18/32); head dims are whole blocks.
+    uint32_t kv_block_bytes = 4, kv_block_elements = 1;
     uint64_t scratch_bytes = 0;
     uint64_t available_bytes = 0;  // MemAvailable
     // What available_bytes is, for the refusal: "MemAvailable", or a device's free memory.
@@ -32,7 +34,8 @@ struct CapacityPlan {
     FERROX_API std::string summary() const;  // "weights W + KV K + scratch S = T of A available"
 };
 
-// K and V: n_layer x context x n_head_kv x (head_dim_k + head_dim_v) x element bytes.
+// K and V: n_layer x context x n_head_kv x (head_dim_k + head_dim_v) x block
+// bytes / block elements.
 FERROX_API uint64_t kv_cache_bytes(const CapacityInputs& in);
 
 // The plan, or an Error spelling out the sum that does not fit.

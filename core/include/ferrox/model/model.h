@@ -45,12 +45,18 @@ class StepProfile;
 // an error naming the kind and the ones allowed.
 FERROX_API Expected<void> check_kv_cache_kind(ferrox_kind kind);
 
+// Whether a model's heads fit a cache of `kind`: a block kind (Q8_0, Q4_0)
+// needs key_length and value_length that are whole blocks; an error naming
+// the GGUF keys, their values and the block size.
+FERROX_API Expected<void> check_kv_cache_shape(ferrox_kind kind, const Hparams& hp);
+
 struct ModelOptions {
     uint32_t context = 4096;  // KV cache positions; 0: default_context (model/defaults.h)
     uint32_t batch = 256;     // positions per forward chunk; derived_batch (model/defaults.h)
     bool registry_strict = false;
-    // The KV cache's element kind: F32 (exact) or F16 (half the memory, as
-    // llama.cpp's default cache).
+    // The KV cache's element kind: F32 (exact), F16 (half the memory, as
+    // llama.cpp's default cache), Q8_0 or Q4_0 (ggml blocks of 32: 34 or 18
+    // bytes per 32 elements).
     ferrox_kind kv_kind = FERROX_KIND_F32;
     // Memory the capacity plan checks against; 0: MemAvailable.
     uint64_t available_bytes = 0;
