@@ -55,6 +55,15 @@ std::string Metrics::render() const {
         "Requests whose prompt reused cached cells of an earlier prompt.", prefix_hits.load());
     one("ferrox:prefix_cache_hit_tokens_total", "counter",
         "Prompt tokens taken from the cache instead of computed.", prefix_tokens.load());
+    one("ferrox:trace_spans_exported_total", "counter",
+        "Trace spans the OTLP receiver took (docs/operations.md, \"Traces\").",
+        traces.exported.load());
+    one("ferrox:trace_spans_dropped_total", "counter",
+        "Trace spans dropped unsent: the export queue was full, or the shutdown left no time.",
+        traces.dropped.load());
+    one("ferrox:trace_spans_failed_total", "counter",
+        "Trace spans whose POST failed (receiver down, timed out, or not 2xx).",
+        traces.failed.load());
     {
         std::lock_guard lock(m_);
         out +=

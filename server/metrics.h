@@ -28,12 +28,21 @@ class Histogram {
     double sum_ = 0;
 };
 
+// The trace exporter's counts of spans (server/otlp_exporter.h); zero while
+// traces are off.
+struct TraceCounters {
+    std::atomic<uint64_t> exported{0};  // taken by the receiver (2xx)
+    std::atomic<uint64_t> dropped{0};   // the queue was full, or the shutdown left no time
+    std::atomic<uint64_t> failed{0};    // their POST failed: refused, timed out, not 2xx
+};
+
 struct Metrics {
     std::atomic<int64_t> running{0}, waiting{0};
     std::atomic<uint32_t> kv_used{0}, kv_total{1};
     std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0};
     std::atomic<uint64_t> prefix_hits{0}, prefix_tokens{0};
     Histogram ttft, tpot, e2e;
+    TraceCounters traces;
 
     void count_outcome(int http_status);
     std::string render() const;

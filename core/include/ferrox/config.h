@@ -95,6 +95,7 @@ struct ServerConfig {
     uint32_t max_client_connections = 32;
     bool insecure_open = false;
     int32_t reasoning_budget = -1;  // a chat request's thinking budget when it names none
+    std::string otlp_endpoint;      // OTLP/HTTP traces' base URL; empty: the OTEL_* variables
 };
 
 // The `plugins:` section's policy for what a plugin file must show before its code runs.
