@@ -168,7 +168,9 @@ void Api::handle(const HttpRequest& request, Responder& responder) {
               {},
               error_shape_of(target.substr(0, target.find('?')))};
     call.headers.emplace_back("X-Request-Id", call.id);
-    if (options_.traces) {
+    // Probes: no log line and no trace each.
+    const bool probe = target == "/health" || target == "/ready" || target == "/metrics";
+    if (options_.traces && !probe) {
         call.trace = start_request_trace(request);
         call.headers.emplace_back("traceparent", format_traceparent(call.trace->self));
     }
@@ -183,10 +185,9 @@ void Api::handle(const HttpRequest& request, Responder& responder) {
     } catch (const std::exception& e) {
         call.send_error({500, fmt::format("internal error: {}", e.what()), ""});
     }
-    const bool probe = target == "/health" || target == "/ready" || target == "/metrics";
     if (!probe) metrics_.count_outcome(responder.status());
-    if (!probe) log_request(call, target, Clock::now() - t0);  // probes: no line each
-    if (!probe && call.trace) trace_request(call, target);
+    if (!probe) log_request(call, target, Clock::now() - t0);
+    if (call.trace) trace_request(call, target);
 }
 
 // The request's spans to the exporter, which only queues them.

@@ -219,6 +219,8 @@ def test_spans_of_requests_with_and_without_a_traceparent(receiver):
                                   {"traceparent": f"00-{quiet_trace}-{hex_id(8)}-00"})
         assert status == 200 and h_quiet["traceparent"].startswith(f"00-{quiet_trace}-")
         assert h_quiet["traceparent"].endswith("-00")
+        status, probe = s.get("/health")
+        assert status == 200
         # A refused request: its span says 400, and has no generation phases.
         status, h_bad, _ = post(s, "/v1/chat/completions", {"messages": "not a list"})
         assert status == 400
@@ -242,6 +244,7 @@ def test_spans_of_requests_with_and_without_a_traceparent(receiver):
     assert bad["attrs"]["http.response.status_code"] == 400 and "status" not in bad
     assert "gen_ai.usage.input_tokens" not in bad["attrs"] and not bad_children
     assert {sp["service"] for sp in spans} == {"ferrox-under-test"}
+    assert not [sp for sp in spans if sp["attrs"].get("http.route") in ("/health", "/ready")]
     assert all("amber" not in json.dumps(sp) for sp in spans)  # no prompt text in a span
     assert "traces go to" in text
 
