@@ -51,6 +51,13 @@ python3 -c 'import sys, ray.serve; sys.exit(ray.__version__ != "2.60.0")' 2>/dev
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
     --cache-dir "$HOME/.cache/pip" "ray[serve]==2.60.0" 2>&1 | grep -v "^WARNING" || true
 
+# OpenTelemetry's own protobuf definitions, with which tests/server/test_traces.py
+# parses every OTLP/JSON body the server sends (an independent reference). Its
+# wheels stay in pip's cache under ~/.cache/pip.
+python3 -c 'import google.protobuf.json_format, opentelemetry.proto.collector.trace.v1' 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    --cache-dir "$HOME/.cache/pip" opentelemetry-proto protobuf 2>&1 | grep -v "^WARNING" || true
+
 # The agent clients of tests/server/test_agent_sdk_clients.py: the OpenAI Agents
 # SDK, LangChain's OpenAI chat model and pydantic. Their wheels (and their
 # dependencies') are kept in ~/.cache/ferrox/wheels/agents, so CI downloads them

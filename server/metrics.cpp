@@ -59,6 +59,15 @@ std::string Metrics::render() const {
         "Draft tokens verified by n-gram speculation.", spec_drafted_tokens.load());
     one("ferrox:spec_decode_num_accepted_tokens_total", "counter",
         "Draft tokens that verification emitted.", spec_accepted_tokens.load());
+    one("ferrox:trace_spans_exported_total", "counter",
+        "Trace spans the OTLP receiver took (docs/operations.md, \"Traces\").",
+        traces.exported.load());
+    one("ferrox:trace_spans_dropped_total", "counter",
+        "Trace spans dropped unsent: the export queue was full, or the shutdown left no time.",
+        traces.dropped.load());
+    one("ferrox:trace_spans_failed_total", "counter",
+        "Trace spans whose POST failed (receiver down, timed out, or not 2xx).",
+        traces.failed.load());
     {
         std::lock_guard lock(m_);
         out +=

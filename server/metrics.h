@@ -28,6 +28,14 @@ class Histogram {
     double sum_ = 0;
 };
 
+// The trace exporter's counts of spans (server/otlp_exporter.h); zero while
+// traces are off.
+struct TraceCounters {
+    std::atomic<uint64_t> exported{0};  // taken by the receiver (2xx)
+    std::atomic<uint64_t> dropped{0};   // the queue was full, or the shutdown left no time
+    std::atomic<uint64_t> failed{0};    // their POST failed: refused, timed out, not 2xx
+};
+
 struct Metrics {
     std::atomic<int64_t> running{0}, waiting{0};
     std::atomic<uint32_t> kv_used{0}, kv_total{1};
@@ -36,6 +44,7 @@ struct Metrics {
     // N-gram speculation: draft tokens verified, and those emitted.
     std::atomic<uint64_t> spec_drafted_tokens{0}, spec_accepted_tokens{0};
     Histogram ttft, tpot, e2e;
+    TraceCounters traces;
 
     void count_outcome(int http_status);
     std::string render() const;

@@ -15,6 +15,7 @@
 #include "ferrox/log.h"
 #include "messages_dialect.h"
 #include "openai_dialects.h"
+#include "request_spans.h"
 #include "responses_dialect.h"
 
 namespace ferrox::server {
@@ -40,15 +41,17 @@ std::string request_id_from(const HttpRequest& r, uint64_t serial) {
 }
 
 // The generation endpoints, each served by its dialect (server/dialect.h).
+// `operation` is its gen_ai.operation.name in a trace.
 struct GenerationEndpoint {
     std::string_view path;
     std::unique_ptr<Dialect> (*make)(ReplyIds ids);
+    std::string_view operation;
 };
 constexpr GenerationEndpoint kGenerationEndpoints[] = {
-    {"/v1/chat/completions", chat_completions},
-    {"/v1/completions", completions},
-    {"/v1/responses", responses},
-    {"/v1/messages", anthropic_messages},
+    {"/v1/chat/completions", chat_completions, "chat"},
+    {"/v1/completions", completions, "text_completion"},
+    {"/v1/responses", responses, "chat"},
+    {"/v1/messages", anthropic_messages, "chat"},
 };
 
 const GenerationEndpoint* generation_endpoint(std::string_view path) {
@@ -56,6 +59,11 @@ const GenerationEndpoint* generation_endpoint(std::string_view path) {
         if (e.path == path) return &e;
     return nullptr;
 }
+
+// The endpoints that are not generations; with those, a trace's http.route.
+constexpr std::string_view kOtherEndpoints[] = {
+    "/health",   "/ready",      "/metrics",        "/v1/models",
+    "/tokenize", "/detokenize", "/apply-template", "/v1/messages/count_tokens"};
 
 }  // namespace
 
@@ -92,8 +100,12 @@ struct Api::Call {
     // From the job's Done, for the request's log record; -1: not reached.
     const char* finish = nullptr;
     double queue_s = -1, prefill_s = -1, decode_s = -1;
+    // Set when traces are on: the request span's context, and the generation's facts.
+    std::optional<RequestTrace> trace{};
+    std::optional<GenerationRecord> generation{};
 
     void note_done(const Event& done, const Job& job) {
+        if (trace) generation = generation_record(job, done);
         prompt_tokens = done.prompt_tokens;
         completion_tokens = done.completion_tokens;
         cached_tokens = done.cached_tokens;
@@ -157,6 +169,12 @@ void Api::handle(const HttpRequest& request, Responder& responder) {
               {},
               error_shape_of(target.substr(0, target.find('?')))};
     call.headers.emplace_back("X-Request-Id", call.id);
+    // Probes: no log line and no trace each.
+    const bool probe = target == "/health" || target == "/ready" || target == "/metrics";
+    if (options_.traces && !probe) {
+        call.trace = start_request_trace(request);
+        call.headers.emplace_back("traceparent", format_traceparent(call.trace->self));
+    }
     if (!options_.guard.cors_origin.empty()) {
         call.headers.emplace_back("Access-Control-Allow-Origin", options_.guard.cors_origin);
         call.headers.emplace_back("Vary", "Origin");
@@ -168,9 +186,29 @@ void Api::handle(const HttpRequest& request, Responder& responder) {
     } catch (const std::exception& e) {
         call.send_error({500, fmt::format("internal error: {}", e.what()), ""});
     }
-    const bool probe = target == "/health" || target == "/ready" || target == "/metrics";
     if (!probe) metrics_.count_outcome(responder.status());
-    if (!probe) log_request(call, target, Clock::now() - t0);  // probes: no line each
+    if (!probe) log_request(call, target, Clock::now() - t0);
+    if (call.trace) trace_request(call, target);
+}
+
+// The request's spans to the exporter, which only queues them.
+void Api::trace_request(const Call& call, std::string_view target) const {
+    if (!call.trace->self.sampled) return;  // the caller's trace records nothing
+    RequestFacts facts;
+    facts.method = std::string(call.request.method_string());
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (const GenerationEndpoint* endpoint = generation_endpoint(path)) {
+        facts.route = path;
+        facts.operation = endpoint->operation;
+    } else if (std::find(std::begin(kOtherEndpoints), std::end(kOtherEndpoints), path) !=
+               std::end(kOtherEndpoints)) {
+        facts.route = path;
+    }
+    facts.request_id = call.id;
+    facts.model = options_.model_id;
+    facts.status = call.responder.status();
+    facts.generation = call.generation;
+    options_.traces->export_spans(request_spans(*call.trace, facts, Clock::now()));
 }
 
 // One record a request (never its prompt or text): a line in the text log

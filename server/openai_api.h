@@ -26,6 +26,7 @@
 #include "ferrox/tokenizer/tokenizer.h"
 #include "http_server.h"
 #include "metrics.h"
+#include "otlp_exporter.h"
 #include "request_guard.h"
 #include "scheduler.h"
 
@@ -38,6 +39,8 @@ struct ApiOptions {
     std::chrono::seconds request_timeout{0};
     RequestLimits limits;
     int32_t reasoning_budget = -1;  // --reasoning-budget: a chat request's default
+    // Where each request's spans go (docs/operations.md, "Traces"); null: traces off.
+    TraceExporter* traces = nullptr;
 };
 
 // What the endpoints need once the model is loaded.
@@ -91,6 +94,7 @@ class Api {
     void apply_template(Call& call);
     void count_tokens(Call& call);  // Anthropic's /v1/messages/count_tokens
     void log_request(const Call& call, std::string_view target, Clock::duration elapsed) const;
+    void trace_request(const Call& call, std::string_view target) const;
 
     ApiOptions options_;
     Metrics& metrics_;

@@ -506,6 +506,7 @@ size_t Scheduler::prefill_chunk_of(Slot& slot) {
     model::Batch batch;
     for (size_t p = from; p < to; ++p)
         batch.add(prompt[p], static_cast<int32_t>(p), {slot.seq}, p + 1 == prompt.size());
+    const Clock::time_point started = Clock::now();
     auto status = decode_making_room(batch);
     if (status.code == model::DecodeCode::NoRoom) {
         const bool others = std::any_of(slots_.begin(), slots_.end(),
@@ -519,6 +520,9 @@ size_t Scheduler::prefill_chunk_of(Slot& slot) {
         fail_batch(status, {&slot});
         return to - from;
     }
+    Job& job = *slot.job;  // recorded before sample_slot, which may end the job
+    if (job.prefill_chunk_count++ < Job::kRecordedChunks)
+        job.prefill_chunks.push_back({started, Clock::now(), static_cast<uint32_t>(to - from)});
     slot.cached.insert(slot.cached.end(), prompt.begin() + long(from), prompt.begin() + long(to));
     if (to - from == chunk && to % chunk == 0) slot.canonical = to;
     if (to == prompt.size()) sample_slot(slot, ctx_->logits(static_cast<uint32_t>(to - from - 1)));

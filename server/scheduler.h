@@ -88,6 +88,16 @@ class Job {
     // which the event queue's lock orders after the writes (first_token_at
     // is also read earlier, for the TTFT of a stream).
     std::optional<Clock::time_point> admitted_at, first_token_at, finished_at;
+    // Its prefill chunks, for its trace (docs/operations.md): how many ran,
+    // and the times of the first kRecordedChunks, so that a long prompt's
+    // record stays bounded. Written and read as the times above.
+    struct PrefillChunk {
+        Clock::time_point start, end;
+        uint32_t tokens = 0;
+    };
+    static constexpr size_t kRecordedChunks = 32;
+    std::vector<PrefillChunk> prefill_chunks;
+    uint32_t prefill_chunk_count = 0;
 
   private:
     std::mutex m_;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "auth.h"
@@ -27,6 +28,7 @@
 #include "model_reference.h"
 #include "model_session.h"
 #include "openai_api.h"
+#include "otlp_exporter.h"
 #include "scheduler.h"
 
 namespace ferrox::cli {
@@ -211,8 +213,21 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     // The name it was asked to bind is one of its names (an address needs no entry).
     if (auto bound = server::checked_host_list(s.host); bound && bound->size() == 1)
         api_options.guard.allowed_hosts.push_back(bound->front());
+    auto trace_options = server::trace_export_options(s.otlp_endpoint);
+    if (!trace_options) {
+        logger().error("serve: {}", trace_options.error().message());
+        return kExitBadInput;
+    }
     SignalWatch signals;
     server::Metrics metrics;
+    // Declared before the API that hands it spans, so it outlives every request.
+    std::optional<server::TraceExporter> traces;
+    if (*trace_options) {
+        traces.emplace(std::move(**trace_options), metrics.traces);
+        api_options.traces = &*traces;
+        logger().info("serve: traces go to {} as service '{}'", traces->options().url,
+                      traces->options().service_name);
+    }
     api_options.model_id =
         s.alias.empty() ? std::filesystem::path(model_path).filename().string() : s.alias;
     api_options.api_keys = std::move(*keys);
@@ -307,6 +322,8 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     // Every answer is complete in the scheduler; let the connections send the rest.
     http.wait_handlers_done(std::chrono::milliseconds(5000));
     http.stop(std::chrono::milliseconds(3000));
+    // The drained requests' spans: sent now, for at most the exporter's timeout.
+    if (traces) traces->flush_and_stop(server::Clock::now() + traces->options().timeout);
     logger().info("serve: stopped{}", drained ? "" : " (requests were cancelled)");
     if (http.open_connections() > 0) {  // a thread still holds a connection: do not unwind under it
         logger().flush();

@@ -35,3 +35,15 @@ TEST_CASE("metrics render gauges, outcomes and cumulative histograms") {
     CHECK(text.find("ferrox:time_to_first_token_seconds_count 3\n") != std::string::npos);
     CHECK(text.find("# TYPE ferrox:e2e_request_latency_seconds histogram\n") != std::string::npos);
 }
+
+TEST_CASE("metrics render the trace exporter's span counters") {
+    Metrics m;
+    m.traces.exported = 7;
+    m.traces.dropped = 3;
+    m.traces.failed = 5;
+    const std::string text = m.render();
+    CHECK(text.find("# TYPE ferrox:trace_spans_exported_total counter\n") != std::string::npos);
+    CHECK(text.find("ferrox:trace_spans_exported_total 7\n") != std::string::npos);
+    CHECK(text.find("ferrox:trace_spans_dropped_total 3\n") != std::string::npos);
+    CHECK(text.find("ferrox:trace_spans_failed_total 5\n") != std::string::npos);
+}

@@ -42,7 +42,8 @@ TEST_CASE("every setting is found by its key, has a flag and help, and takes its
                                                : std::to_string(s.max ? s.max : 1)));
         CHECK(!ferrox::server_setting_default(s).empty());
     }
-    CHECK(ferrox::server_settings().size() == 23);  // + spec_draft_n_max, embedding_truncation
+    CHECK(ferrox::server_settings().size() ==
+          24);  // + spec_draft_n_max, embedding_truncation, otlp_endpoint
 }
 
 TEST_CASE("a setting's text is checked by its kind and range, naming the key") {

@@ -97,6 +97,7 @@ struct ServerConfig {
     int32_t reasoning_budget = -1;      // a chat request's thinking budget when it names none
     uint32_t spec_draft_n_max = 0;      // n-gram speculation's draft tokens per step; 0: off
     bool embedding_truncation = false;  // /v1/embeddings' `dimensions` may cut vectors
+    std::string otlp_endpoint;          // OTLP/HTTP traces' base URL; empty: the OTEL_* variables
 };
 
 // The `plugins:` section's policy for what a plugin file must show before its code runs.

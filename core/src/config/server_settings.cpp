@@ -114,6 +114,10 @@ const std::array kSettings{
                   0,
                   {},
                   {}},
+    text("otlp_endpoint", "--otlp-endpoint", &S::otlp_endpoint,
+         "OpenTelemetry traces: the OTLP/HTTP receiver's base URL (spans go to <URL>/v1/traces "
+         "as JSON; docs/operations.md).",
+         "$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, $OTEL_EXPORTER_OTLP_ENDPOINT, else off"),
 };
 
 Error out_of_range(const ServerSetting& s, std::string_view got) {
