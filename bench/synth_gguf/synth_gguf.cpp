@@ -55,10 +55,12 @@ usage:
       data of its kind: floats in [-1,1]/sqrt(row length) (1-D "*norm*"
       tensors in [0.5,1.5]); quantized blocks are random bits whose f16 scale
       fields are set to small finite values (MXFP4: its power-of-two
-      exponent byte), so every block decodes to finite weights of about that
-      magnitude. Same seed (default 1), same bytes.
+      exponent byte; NVFP4: its four UE4M3 scale bytes), so every block
+      decodes to finite weights of about that magnitude. Same seed (default
+      1), same bytes.
       Kinds: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K
-      IQ4_NL IQ4_XS MXFP4; a tensor of another kind is refused by name.
+      IQ4_NL IQ4_XS MXFP4 TQ1_0 TQ2_0 NVFP4 Q1_0; a tensor of another kind
+      is refused by name.
   ferrox_synth_gguf --help
 
 Exit status: 0 on success, 1 on an error (the message names the file and,
@@ -216,6 +218,11 @@ constexpr ScaleLayout kScaleLayouts[] = {
     {FERROX_KIND_Q6_K, 208, -1, 128.0f * 32.0f, 0.0f},
     {FERROX_KIND_IQ4_NL, 0, -1, 127.0f, 0.0f},
     {FERROX_KIND_IQ4_XS, 0, -1, 32.0f * 127.0f, 0.0f},
+    // Ternary and one-bit kinds: w = d*(q - 1), q in 0..3 (TQ2_0) or 0..2
+    // (TQ1_0, its scale after 52 bytes of trits); Q1_0: w = +-d.
+    {FERROX_KIND_TQ1_0, 52, -1, 1.0f, 0.0f},
+    {FERROX_KIND_TQ2_0, 64, -1, 2.0f, 0.0f},
+    {FERROX_KIND_Q1_0, 0, -1, 1.0f, 0.0f},
 };
 
 const ScaleLayout* scale_layout(ferrox_kind kind) {
@@ -228,8 +235,28 @@ const ScaleLayout* scale_layout(ferrox_kind kind) {
 // codes of at most 6 in magnitude.
 constexpr float kMxfp4MaxCode = 6.0f;
 
+// NVFP4 blocks: four UE4M3 scale bytes (one a 16-weight sub-block), then
+// e2m1 codes as MXFP4's. UE4M3: 4 exponent bits (bias 7), 3 mantissa bits,
+// exponent 0 subnormal; 0x7F is not a number.
+constexpr int kNvfp4SubBlocks = 4;
+float ue4m3_value(uint8_t byte) {
+    const int e = byte >> 3, m = byte & 7;
+    return e == 0 ? std::ldexp(static_cast<float>(m) / 8.0f, -6)
+                  : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+}
+// The nonzero scale byte whose largest weight (6 x scale) is nearest `target`.
+uint8_t nvfp4_scale_byte(float target) {
+    uint8_t best = 1;
+    for (uint8_t b = 1; b < 0x7F; ++b)
+        if (std::abs(ue4m3_value(b) * kMxfp4MaxCode - target) <
+            std::abs(ue4m3_value(best) * kMxfp4MaxCode - target))
+            best = b;
+    return best;
+}
+
 bool supported(ferrox_kind kind) {
-    return ferrox::is_float_kind(kind) || scale_layout(kind) || kind == FERROX_KIND_MXFP4;
+    return ferrox::is_float_kind(kind) || scale_layout(kind) || kind == FERROX_KIND_MXFP4 ||
+           kind == FERROX_KIND_NVFP4;
 }
 
 struct TensorPlan {
@@ -281,6 +308,14 @@ void synthesise(const TensorPlan& t, Rng& rng, std::vector<uint8_t>& buffer) {
         const int top = 127 + static_cast<int>(std::floor(std::log2(target / kMxfp4MaxCode)));
         for (uint64_t at = 0; at < t.byte_size; at += traits.block_bytes)
             buffer[at] = static_cast<uint8_t>(std::clamp(top - (rng.next() & 1 ? 1 : 0), 1, 254));
+        return;
+    }
+    if (t.kind == FERROX_KIND_NVFP4) {
+        // Each sub-block's scale at the target or one step below.
+        const int top = nvfp4_scale_byte(target);
+        for (uint64_t at = 0; at < t.byte_size; at += traits.block_bytes)
+            for (int s = 0; s < kNvfp4SubBlocks; ++s)
+                buffer[at + s] = static_cast<uint8_t>(std::max(1, top - (rng.next() & 1 ? 1 : 0)));
         return;
     }
     const ScaleLayout& layout = *scale_layout(t.kind);

@@ -38,7 +38,7 @@ from typing import Optional
 # The API this binding was written against; a library of another major, or of
 # an older minor, is refused when the package is imported.
 API_MAJOR = 0
-API_MINOR = 6
+API_MINOR = 7
 
 # ferrox_code
 OK = 0
@@ -109,6 +109,7 @@ class ModelParams(Structure):
         ("progress", ProgressFn),
         ("progress_user", c_void_p),
         ("max_sequences", c_uint32),
+        ("embeddings", c_int),  # 0.7
     ]
 
 
@@ -307,6 +308,12 @@ PROTOTYPES = {
     "ferrox_context_free": (None, [_ctx_p]),
     "ferrox_decode": (_code, [_ctx_p, POINTER(Batch), _status_p]),
     "ferrox_logits": (_code, [_ctx_p, c_uint32, POINTER(POINTER(c_float)), _status_p]),
+    # embeddings (0.7)
+    "ferrox_model_pooling": (c_int, [_model_p]),
+    "ferrox_embed": (
+        _code,
+        [_ctx_p, c_size_t, POINTER(POINTER(c_int32)), POINTER(c_size_t), c_int, POINTER(c_float), c_size_t, _status_p],
+    ),
     "ferrox_seq_remove": (_code, [_ctx_p, c_int32, c_int32, c_int32, _status_p]),
     "ferrox_seq_copy": (_code, [_ctx_p, c_int32, c_int32, c_int32, c_int32, _status_p]),
     "ferrox_seq_keep": (_code, [_ctx_p, c_int32, _status_p]),

@@ -219,7 +219,7 @@ TEST_CASE("bad tensor ranks, dimensions and kinds are refused naming the tensor 
                    Catch::Contains("not a multiple of the Q4_0 block size 32"));
 
     const json& q8 = f.tensor("q8_0.weight");
-    for (uint32_t id : {4u, 5u, 31u, 40u, 0xffffffffu}) {  // retired, unassigned, future ids
+    for (uint32_t id : {4u, 5u, 31u, 42u, 0xffffffffu}) {  // retired, unassigned, future ids
         bytes = f.bytes;
         gguf_test::put_le<uint32_t>(bytes, q8["type_at"], id);
         CHECK_THAT(parse_error(bytes, "kind.gguf"),

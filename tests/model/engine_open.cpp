@@ -120,13 +120,14 @@ void refusals(const std::filesystem::path& path, const std::filesystem::path& ad
                "sequences " + std::to_string(sequences) + " is refused with the range");
     }
 
-    EngineOptions quantized_cache;
-    quantized_cache.kv_kind = FERROX_KIND_Q8_0;
-    auto q8 = Engine::open(path, quantized_cache, &why);
-    expect(!q8 && why == OpenFailure::BadModel &&
-               contains(q8.error().message(), "KV cache kind Q8_0 is not supported (F32 or F16)"),
-           "a KV cache kind outside F32 and F16 is refused, naming both: " +
-               (q8 ? std::string("opened") : q8.error().message()));
+    EngineOptions odd_cache;
+    odd_cache.kv_kind = FERROX_KIND_Q4_K;
+    auto k4 = Engine::open(path, odd_cache, &why);
+    expect(!k4 && why == OpenFailure::BadModel &&
+               contains(k4.error().message(),
+                        "KV cache kind Q4_K is not supported (F32, F16, Q8_0, Q4_0)"),
+           "a KV cache kind outside the cache kinds is refused, naming them: " +
+               (k4 ? std::string("opened") : k4.error().message()));
 
     EngineOptions nothing_ready;
     nothing_ready.backend_order = {"nosuch"};

@@ -219,7 +219,7 @@ Expected<void> check_kv_cache_kind(ferrox_kind kind) {
     std::vector<std::string_view> allowed;
     for (ferrox_kind k : kKvCacheKinds) allowed.push_back(kind_name(k));
     return make_error("KV cache kind {} is not supported ({})", kind_name(kind),
-                      fmt::join(allowed, " or "));
+                      fmt::join(allowed, ", "));
 }
 
 Expected<void> check_kv_cache_shape(ferrox_kind kind, const Hparams& hp) {
