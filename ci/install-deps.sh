@@ -16,7 +16,7 @@ debs=(
   clang-14 libclang-rt-14-dev          # libFuzzer targets
   clang-format                          # the format check (Debian 12: clang-format 14)
   dpkg-dev fakeroot lintian file debootstrap strace  # packaging tests
-  buildah                               # the container image (packaging/oci)
+  buildah iproute2                      # the container image (packaging/oci) and its private network
   systemd                               # systemd-analyze verify of the server unit (test-debs.sh)
   binutils                              # readelf for the CUDA plugin's NEEDED check
   curl                                  # the server tests call ferrox serve with curl too

@@ -63,16 +63,26 @@ install -m 0644 -o root -g root "$model" "$rootfs/models/model.gguf"
 mount -t proc proc "$rootfs/proc"
 mount --bind /dev "$rootfs/dev"
 
-# Runs in a network namespace of its own (loopback only): the variables it
-# needs come in through the environment.
-export rootfs user workdir
+# Runs in a network namespace of its own (loopback only), where the image's
+# port 8080 is free. Where none can be made, on the host's loopback with the
+# port the image's command names replaced by a free one (said below).
+netns=(unshare --net --fork)
+port=8080
+if ! unshare --net true 2>/dev/null || ! command -v ip >/dev/null; then
+    netns=()
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    echo "note: no network namespace here (unshare --net or ip missing): port $port instead of 8080"
+    for i in "${!argv[@]}"; do [[ ${argv[i]} == --port ]] && argv[i + 1]=$port; done
+fi
+# The variables the block below needs come in through the environment.
+export rootfs user workdir port use_netns=${#netns[@]}
 export argv_text=$(printf '%s\n' "${argv[@]}") env_text=$(printf '%s\n' "${image_env[@]}")
-unshare --net --fork bash -s <<'NETNS' || failures=$((failures + 1))
+"${netns[@]}" bash -s <<'NETNS' || failures=$((failures + 1))
 set -uo pipefail
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 pass() { echo "ok:   $*"; }
-ip link set lo up
+((use_netns)) && ip link set lo up
 mapfile -t argv <<<"$argv_text"
 mapfile -t image_env <<<"$env_text"
 # The image's command as its user, in its working folder, with its Env and
@@ -81,7 +91,7 @@ image_cmd() {
     printf '%s\0' chroot --userspec="$user" "$rootfs" env -i -C "$workdir" PATH=/usr/sbin:/usr/bin:/sbin:/bin \
         "${image_env[@]}" "$@" "${argv[@]}"
 }
-base=http://127.0.0.1:8080
+base=http://127.0.0.1:$port
 
 echo "== without an API key the image refuses to serve 0.0.0.0"
 mapfile -d '' -t cmd < <(image_cmd)
