@@ -212,8 +212,8 @@ double perplexity(const model::Model& m, const std::vector<int32_t>& tokens) {
     return std::exp(nll / static_cast<double>(tokens.size() - 1 - first));
 }
 
-void gemma_perplexity(const PluginSet& plugins, const std::filesystem::path& path,
-                      const std::filesystem::path& text_path) {
+[[maybe_unused]] void gemma_perplexity(const PluginSet& plugins, const std::filesystem::path& path,
+                                       const std::filesystem::path& text_path) {
     std::ifstream in(text_path);
     if (!in) return (void)std::printf("      (no %s: perplexity skipped)\n", text_path.c_str());
     std::stringstream text;
