@@ -3,6 +3,7 @@
 // pooled as the file says and L2-normalised by default, as llama.cpp's
 // llama-embedding does. Inputs are the --prompt flags, or else stdin's lines;
 // many share each decode. Runs on the public C API (ferrox_embed).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -19,8 +20,10 @@
 namespace ferrox::cli {
 namespace {
 
-// Bounds on what stdin may hand over (each line one input).
+// Bounds on what stdin may hand over (each line one input): read whole, so
+// its size is checked before any line is kept.
 constexpr size_t kMaxInputs = 65536;
+constexpr size_t kMaxStdinBytes = size_t{64} << 20;
 constexpr uint32_t kDefaultContext = 4096;  // cells shared by one round's inputs
 constexpr uint32_t kDefaultParallel = 16;   // inputs per decode at most
 
@@ -33,12 +36,21 @@ struct EmbedOptions {
 };
 
 Expected<std::vector<std::string>> stdin_lines() {
+    std::string text;
+    char chunk[1 << 16];
+    while (std::cin.read(chunk, sizeof chunk) || std::cin.gcount() > 0) {
+        const auto got = static_cast<size_t>(std::cin.gcount());
+        if (text.size() + got > kMaxStdinBytes)
+            return make_error("stdin: more than {} MiB (one input a line)", kMaxStdinBytes >> 20);
+        text.append(chunk, got);
+    }
     std::vector<std::string> lines;
-    std::string line;
-    while (std::getline(std::cin, line)) {
+    for (size_t start = 0; start < text.size();) {
+        const size_t end = std::min(text.find('\n', start), text.size());
         if (lines.size() == kMaxInputs)
             return make_error("stdin: more than {} lines (one input each)", kMaxInputs);
-        lines.push_back(std::move(line));
+        lines.emplace_back(text, start, end - start);
+        start = end + 1;
     }
     return lines;
 }

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "auth.h"
@@ -120,6 +121,13 @@ class SignalWatch {
     int count_ = 0;
 };
 
+// A server that cannot start marks itself failed (/health says so) and logs why.
+int start_failed(server::Api& api, std::string_view why, int status) {
+    api.set_state(server::ServerState::Failed);
+    logger().error("serve: {}", why);
+    return status;
+}
+
 // An embedding model's server: /v1/embeddings (and the tokenizer endpoints)
 // over an Embedder with a context of its own; the generation endpoints
 // refuse by name. Drains like the generation server.
@@ -127,11 +135,7 @@ int serve_embeddings(const Engine& e, const ServerConfig& s, server::Api& api,
                      server::HttpServer& http, SignalWatch& signals) {
     const model::ContextOptions co = e.context_options();
     auto ctx = model::Context::create(e.model(), co);
-    if (!ctx) {
-        api.set_state(server::ServerState::Failed);
-        logger().error("serve: {}", ctx.error().message());
-        return kExitBadInput;
-    }
+    if (!ctx) return start_failed(api, ctx.error().message(), kExitBadInput);
     server::EmbedderOptions eo;
     eo.pooling = e.model().hparams().pooling;
     eo.max_queue = s.max_queue;
@@ -255,29 +259,17 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     choices.embeddings = true;  // an embedding model serves /v1/embeddings (serve_embeddings)
     OpenFailure why = OpenFailure::None;
     auto engine = open_engine(common, model_path, choices, &why);
-    if (!engine) {
-        api.set_state(server::ServerState::Failed);
-        logger().error("serve: {}", engine.error().message());
-        return exit_status(why);
-    }
+    if (!engine) return start_failed(api, engine.error().message(), exit_status(why));
     const Engine& e = **engine;
     if (e.model().hparams().pooling != model::Pooling::None)
         return serve_embeddings(e, s, api, http, signals);
     auto tmpl = choose_chat_template(e.file(), o.chat.chat_template);
-    if (!tmpl) {
-        api.set_state(server::ServerState::Failed);
-        logger().error("serve: {}", tmpl.error().message());
-        return kExitBadInput;
-    }
+    if (!tmpl) return start_failed(api, tmpl.error().message(), kExitBadInput);
     const ChatRenderer renderer(std::move(*tmpl), e.file(), e.tokenizer());
     const uint32_t n_train = e.model().hparams().n_ctx_train;
     const model::ContextOptions co = e.context_options();
     auto ctx = model::Context::create(e.model(), co);
-    if (!ctx) {
-        api.set_state(server::ServerState::Failed);
-        logger().error("serve: {}", ctx.error().message());
-        return kExitBadInput;
-    }
+    if (!ctx) return start_failed(api, ctx.error().message(), kExitBadInput);
     server::SchedulerOptions so;
     so.sequences = co.sequences;
     so.prefill_chunk = std::min(so.prefill_chunk, co.batch);  // a chunk is one decode

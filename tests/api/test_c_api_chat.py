@@ -17,10 +17,13 @@ import os
 import random
 import re
 import subprocess
+import sys
 from pathlib import Path
 
-import gguf
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+import gguf_in_memory  # noqa: E402
 
 from test_jinja_conformance import TEMPLATES, hf_environment
 
@@ -50,7 +53,7 @@ def need(path):
 
 class Vocab:
     def __init__(self, path):
-        reader = gguf.GGUFReader(str(path))
+        reader = gguf_in_memory.read(path)
         field = reader.fields["tokenizer.ggml.tokens"]
         self.tokens = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
         self.bos = int(reader.fields["tokenizer.ggml.bos_token_id"].parts[-1][0])

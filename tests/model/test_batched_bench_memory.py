@@ -13,10 +13,14 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
 gguf = pytest.importorskip("gguf")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
+import gguf_in_memory  # noqa: E402
 
 FERROX = os.environ.get("FERROX_BIN", "")
 if not FERROX or not pathlib.Path(FERROX).exists():
@@ -39,7 +43,7 @@ def bench(model: pathlib.Path, kv_type: str) -> dict:
 
 
 def kv_bytes_per_cell(model: pathlib.Path, element_bytes: int) -> int:
-    reader = gguf.GGUFReader(str(model))
+    reader = gguf_in_memory.read(model)
     arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
 
     def key(name: str, default=None):
@@ -59,7 +63,7 @@ def test_memory_report_matches_the_file(model: pathlib.Path, kv_type: str, eleme
         pytest.skip(f"{model} is absent (tests/model/make_tiny_models.py)")
     report = bench(model, kv_type)
     memory = report["memory"]
-    reader = gguf.GGUFReader(str(model))
+    reader = gguf_in_memory.read(model)
     cells = max(row["cells_used"] for row in report["rows"])
     assert cells == 3 * (8 + 4)  # the largest row: 3 sequences of 8 + 4 tokens
     assert memory["kv_cells"] == cells

@@ -100,6 +100,13 @@ def test_stdin_lines_are_the_inputs(models):
     assert json.loads(proc.stdout) == embed(models["last"], [SHORT, MIDDLE])
 
 
+def test_stdin_is_bounded_in_lines_and_bytes(models):
+    proc = ferrox("embed", "-m", str(models["last"]), stdin="a\n" * 65537)
+    assert proc.returncode == 2 and "more than 65536 lines" in proc.stderr, proc.stderr[-400:]
+    proc = ferrox("embed", "-m", str(models["last"]), stdin="b" * ((64 << 20) + 1))
+    assert proc.returncode == 2 and "more than 64 MiB" in proc.stderr, proc.stderr[-400:]
+
+
 def test_a_chat_model_is_refused_by_embed_and_an_embedding_model_by_run(models):
     proc = ferrox("embed", "-m", str(models["none"]), "-p", SHORT)
     assert proc.returncode == 2 and "not an embedding model" in proc.stderr, proc.stderr

@@ -11,10 +11,14 @@ import math
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
 gguf = pytest.importorskip("gguf")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
+import gguf_in_memory  # noqa: E402
 
 FERROX = os.environ.get("FERROX_BIN", "")
 if not FERROX or not pathlib.Path(FERROX).exists():
@@ -81,7 +85,7 @@ def expected_pattern(arch: str, reader, n_layer: int) -> str:
 
 @pytest.mark.parametrize("path", tiny_models(), ids=lambda p: p.stem)
 def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_in_memory.read(path)
     arch = field(reader, "general.architecture")
     got, refused = inspect(path)
     if got is None:

@@ -33,12 +33,16 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
 import pytest
 
 import llama_ref
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
+import gguf_in_memory  # noqa: E402
 
 GREEDY_TOKENS = 32
 # Measured with the f32 reference (docs/models.md): tiny models mean <= 1.6e-4, worst
@@ -238,10 +242,9 @@ def gemma3_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
     from the architecture's definition: the exact answer both engines approximate.
     Hyper-parameters come from the file; without the optional keys, the five-local-one-
     global layer pattern and the local rope base 10000 are the architecture's."""
-    import gguf
     from gguf.quants import dequantize
 
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_in_memory.read(path)
     tensors = {t.name: t for t in reader.tensors}
 
     def meta(key: str, default=None):

@@ -6,10 +6,14 @@ text in a message staying text, and a template error naming file and line."""
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import gguf
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+import gguf_in_memory  # noqa: E402
 
 FERROX = os.environ.get("FERROX_EXE", "")
 TINY = Path(os.environ.get("FERROX_CACHE_DIR", Path.home() / ".cache" / "ferrox")) / "tiny-models"
@@ -25,7 +29,7 @@ def ferrox(*args, stdin=""):
 
 
 def token_id(path, text):
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_in_memory.read(path)
     field = reader.fields["tokenizer.ggml.tokens"]
     for i, idx in enumerate(field.data):
         if bytes(field.parts[idx]).decode("utf-8") == text:
