@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "../plugins/plugin_env.h"
+#include "model_inputs.h"
 #include "run_process.h"
 
 using namespace ferrox::test;
@@ -158,12 +159,7 @@ TEST_CASE("bench runs a matvec through the dispatch layer and reports the kernel
 }
 
 TEST_CASE("run --profile counts one forward and one draw per generation step") {
-    const char* dir = std::getenv("FERROX_TINY_MODELS");
-    const char* home = std::getenv("HOME");
-    const std::filesystem::path model =
-        (dir ? std::filesystem::path(dir)
-             : std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models") /
-        "tiny-llama.gguf";
+    const std::filesystem::path model = tiny_models_dir() / "tiny-llama.gguf";
     if (!std::filesystem::exists(model)) {
         WARN("skipped: no " << model << " (python3 tests/model/make_tiny_models.py)");
         return;
@@ -190,12 +186,7 @@ TEST_CASE("run --profile counts one forward and one draw per generation step") {
 namespace {
 // Tiny Llama (tests/model/make_tiny_models.py), or "" when it is not there.
 std::filesystem::path tiny_llama() {
-    const char* dir = std::getenv("FERROX_TINY_MODELS");
-    const char* home = std::getenv("HOME");
-    const auto model =
-        (dir ? std::filesystem::path(dir)
-             : std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models") /
-        "tiny-llama.gguf";
+    const auto model = tiny_models_dir() / "tiny-llama.gguf";
     return std::filesystem::exists(model) ? model : std::filesystem::path();
 }
 

@@ -28,6 +28,7 @@
 #include "ferrox/plugin_loader.h"
 #include "ferrox/quant_kind.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "model_inputs.h"
 #include "plain_checks.h"
 
 using namespace ferrox;
@@ -254,16 +255,10 @@ double perplexity(const model::Model& m, const std::vector<int32_t>& tokens) {
 }  // namespace
 
 int main() {
-    const char* home_env = std::getenv("HOME");
-    const std::filesystem::path home = home_env ? home_env : "/root";
-    std::vector<std::filesystem::path> models;
-    const char* tiny_env = std::getenv("FERROX_TINY_MODELS");
-    const std::filesystem::path tiny =
-        tiny_env && *tiny_env ? tiny_env : home / ".cache/ferrox/tiny-models";
-    for (const char* arch : {"llama", "qwen3", "gemma3"})
-        if (auto p = tiny / (std::string("tiny-") + arch + ".gguf"); std::filesystem::exists(p))
-            models.push_back(p);
-    const auto gemma = home / ".cache/ferrox/models/gemma-3-270m-q4_k_m.gguf";
+    const std::vector<std::filesystem::path> models =
+        test::tiny_models({"llama", "qwen3", "gemma3"});
+    const std::filesystem::path tiny = test::tiny_models_dir();
+    const std::filesystem::path gemma = test::gemma_270m_path();
     const bool with_gemma = std::filesystem::exists(gemma);
     head_shape_refused();
     if (models.empty() && !with_gemma) {

@@ -41,6 +41,7 @@
 #include "ferrox/op.h"
 #include "ferrox/plugin_loader.h"
 #include "ferrox/quant_kind.h"
+#include "model_inputs.h"
 #include "plain_checks.h"
 
 using namespace ferrox;
@@ -223,15 +224,9 @@ void c_api_max_sequences(const std::filesystem::path& model_path, const std::str
 }  // namespace
 
 int main() {
-    const char* home_env = std::getenv("HOME");
-    const std::filesystem::path home = home_env ? home_env : "/root";
-    const char* tiny_env = std::getenv("FERROX_TINY_MODELS");
-    const std::filesystem::path tiny =
-        tiny_env && *tiny_env ? tiny_env : home / ".cache/ferrox/tiny-models";
-    std::vector<std::filesystem::path> models;
-    for (const char* arch : {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"})
-        if (auto p = tiny / (std::string("tiny-") + arch + ".gguf"); std::filesystem::exists(p))
-            models.push_back(p);
+    const std::vector<std::filesystem::path> models =
+        test::tiny_models({"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"});
+    const std::filesystem::path tiny = test::tiny_models_dir();
     if (models.empty()) {
         std::printf("SKIP: no tiny models in %s (tests/model/make_tiny_models.py)\n", tiny.c_str());
         return 77;

@@ -10,16 +10,11 @@
 #include "ferrox/gguf/file.h"
 #include "ferrox/model/architecture.h"
 #include "ferrox/model/key_rules.h"
+#include "model_inputs.h"
 
 using namespace ferrox;
 
 namespace {
-
-std::filesystem::path tiny_models_dir() {
-    if (const char* dir = std::getenv("FERROX_TINY_MODELS"); dir && *dir) return dir;
-    const char* home = std::getenv("HOME");
-    return std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models";
-}
 
 // Whether a rule's condition holds for the file: only conditions the reader
 // meets on every file are checked both ways.
@@ -62,7 +57,7 @@ void hold_reader_to_rules(const std::filesystem::path& path) {
 }  // namespace
 
 TEST_CASE("each architecture's key list is the keys read_hparams reads") {
-    const auto dir = tiny_models_dir();
+    const auto dir = test::tiny_models_dir();
     if (!std::filesystem::is_directory(dir)) {
         WARN("SKIPPED: no tiny models in " << dir << " (python3 tests/model/make_tiny_models.py)");
         return;
