@@ -395,6 +395,25 @@ TEST_CASE("CPU gemm with 512 activations matches the reference for every kind") 
     }
 }
 
+// How many of a batch's outputs differ, in any bit, from the same activation
+// multiplied alone (MATVEC): n random activations through apply_batch.
+uint64_t outputs_differing_from_matvec(CpuRig& rig, const WeightMatrix& m, uint64_t n,
+                                       std::mt19937_64& rng) {
+    const uint64_t rows = m.rows(), cols = m.cols();
+    const auto x = gaussian(n * cols, rng);
+    std::vector<float> together(n * rows, NAN), alone(rows, NAN);
+    REQUIRE(rig.dispatch->apply_batch(m, "t", x, n, together).has_value());
+    uint64_t differing = 0;
+    for (uint64_t c = 0; c < n; ++c) {
+        REQUIRE(
+            rig.dispatch->apply(m, "t", std::span<const float>(x).subspan(c * cols, cols), alone)
+                .has_value());
+        for (uint64_t r = 0; r < rows; ++r)
+            differing += std::memcmp(&alone[r], &together[c * rows + r], 4) != 0;
+    }
+    return differing;
+}
+
 TEST_CASE("CPU gemm of up to 16 activations equals matvec bit for bit on the fused kinds") {
     // Batch invariance: a decode step's products must not depend on how many
     // other sequences share the batch. 37 rows (not a multiple of any tile),
@@ -418,20 +437,7 @@ TEST_CASE("CPU gemm of up to 16 activations equals matvec bit for bit on the fus
                 REQUIRE(m.has_value());
                 for (uint64_t n : {2u, 3u, 4u, 5u, 8u, 16u}) {
                     INFO(kind_name(kind) << " isa=" << isa << " n=" << n << " cols=" << cols);
-                    const auto x = gaussian(n * cols, rng);
-                    std::vector<float> together(n * rows, NAN), alone(rows, NAN);
-                    REQUIRE(rig.dispatch->apply_batch(*m, "t", x, n, together).has_value());
-                    uint64_t differing = 0;
-                    for (uint64_t c = 0; c < n; ++c) {
-                        REQUIRE(rig.dispatch
-                                    ->apply(*m, "t",
-                                            std::span<const float>(x).subspan(c * cols, cols),
-                                            alone)
-                                    .has_value());
-                        for (uint64_t r = 0; r < rows; ++r)
-                            differing += std::memcmp(&alone[r], &together[c * rows + r], 4) != 0;
-                    }
-                    CHECK(differing == 0);
+                    CHECK(outputs_differing_from_matvec(rig, *m, n, rng) == 0);
                 }
             }
     }
@@ -458,20 +464,7 @@ TEST_CASE("CPU gemm equals matvec bit for bit on TQ1_0, TQ2_0, NVFP4 and Q1_0, o
                 REQUIRE(m.has_value());
                 for (uint64_t n : {2u, 5u, 17u}) {
                     INFO(kind_name(kind) << " isa=" << isa << " n=" << n << " cols=" << cols);
-                    const auto x = gaussian(n * cols, rng);
-                    std::vector<float> together(n * rows, NAN), alone(rows, NAN);
-                    REQUIRE(rig.dispatch->apply_batch(*m, "t", x, n, together).has_value());
-                    uint64_t differing = 0;
-                    for (uint64_t c = 0; c < n; ++c) {
-                        REQUIRE(rig.dispatch
-                                    ->apply(*m, "t",
-                                            std::span<const float>(x).subspan(c * cols, cols),
-                                            alone)
-                                    .has_value());
-                        for (uint64_t r = 0; r < rows; ++r)
-                            differing += std::memcmp(&alone[r], &together[c * rows + r], 4) != 0;
-                    }
-                    CHECK(differing == 0);
+                    CHECK(outputs_differing_from_matvec(rig, *m, n, rng) == 0);
                 }
             }
     }
