@@ -221,52 +221,44 @@ void CudaBackend::buffer_free(ferrox_buffer* buffer) {
     owned->registration.reset();
 }
 
-Status CudaBackend::buffer_upload(ferrox_buffer* buffer, uint64_t offset, const void* src,
-                                  uint64_t bytes) {
-    if (buffer == nullptr || (src == nullptr && bytes != 0))
-        return Status::fail(FERROX_ERR_INVALID_ARGUMENT,
-                            "cuda: buffer_upload: null buffer or source");
+// One copy between the host and a buffer's range, both directions: the
+// arguments checked, then the copy in stream order and a wait. Our stream is
+// non-blocking, so a plain cudaMemcpy (legacy stream) would not wait for the
+// resident kernels queued on it: an upload must not overwrite bytes they
+// still read (the last step's RoPE angles), a download must see what they
+// wrote. The wait also means `host` is the caller's only for this call, and
+// it reports a failure of any earlier asynchronous entry.
+Status CudaBackend::copy_with_buffer(std::string_view entry, bool upload,
+                                     const ferrox_buffer* buffer, uint64_t offset, void* dst,
+                                     const void* src, uint64_t bytes) {
+    if (buffer == nullptr || ((upload ? src : dst) == nullptr && bytes != 0))
+        return Status::fail(
+            FERROX_ERR_INVALID_ARGUMENT,
+            fmt::format("cuda: {}: null buffer or {}", entry, upload ? "source" : "destination"));
     if (!in_bounds(offset, bytes, buffer->bytes))
         return Status::fail(FERROX_ERR_INVALID_ARGUMENT,
-                            fmt::format("cuda: buffer_upload: bytes [{}, {}+{}) outside a buffer "
-                                        "of {} bytes",
-                                        offset, offset, bytes, buffer->bytes));
+                            fmt::format("cuda: {}: bytes [{}, {}+{}) outside a buffer of {} bytes",
+                                        entry, offset, offset, bytes, buffer->bytes));
     const std::lock_guard lock(mutex_);
     if (Status current = make_current(); !current.is_ok()) return current;
-    // On the stream, so resident kernels called earlier that still read these
-    // bytes (the last step's RoPE angles) finish first; then wait, because
-    // `src` is the caller's only for this call (a pinned source would
-    // otherwise be read later). The wait also reports earlier failures.
+    char* device = static_cast<char*>(buffer->device) + offset;
     cudaStream_t stream = stream_.get();
-    cudaError_t error = cudaMemcpyAsync(static_cast<char*>(buffer->device) + offset, src, bytes,
-                                        cudaMemcpyDefault, stream);
+    cudaError_t error = upload ? cudaMemcpyAsync(device, src, bytes, cudaMemcpyDefault, stream)
+                               : cudaMemcpyAsync(dst, device, bytes, cudaMemcpyDefault, stream);
     if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
-    if (error != cudaSuccess) return cuda_failure(error, "buffer_upload (or earlier queued work)");
+    if (error != cudaSuccess)
+        return cuda_failure(error, fmt::format("{} (or earlier queued work)", entry));
     return Status::ok();
+}
+
+Status CudaBackend::buffer_upload(ferrox_buffer* buffer, uint64_t offset, const void* src,
+                                  uint64_t bytes) {
+    return copy_with_buffer("buffer_upload", true, buffer, offset, nullptr, src, bytes);
 }
 
 Status CudaBackend::buffer_download(const ferrox_buffer* buffer, uint64_t offset, void* dst,
                                     uint64_t bytes) {
-    if (buffer == nullptr || (dst == nullptr && bytes != 0))
-        return Status::fail(FERROX_ERR_INVALID_ARGUMENT,
-                            "cuda: buffer_download: null buffer or destination");
-    if (!in_bounds(offset, bytes, buffer->bytes))
-        return Status::fail(FERROX_ERR_INVALID_ARGUMENT,
-                            fmt::format("cuda: buffer_download: bytes [{}, {}+{}) outside a "
-                                        "buffer of {} bytes",
-                                        offset, offset, bytes, buffer->bytes));
-    const std::lock_guard lock(mutex_);
-    if (Status current = make_current(); !current.is_ok()) return current;
-    // Our stream is non-blocking, so a plain cudaMemcpy (legacy stream) would
-    // not wait for the resident kernels queued on it: copy in stream order and
-    // wait, which also surfaces a failure of any earlier asynchronous entry.
-    cudaStream_t stream = stream_.get();
-    cudaError_t error = cudaMemcpyAsync(dst, static_cast<const char*>(buffer->device) + offset,
-                                        bytes, cudaMemcpyDefault, stream);
-    if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
-    if (error != cudaSuccess)
-        return cuda_failure(error, "buffer_download (or earlier queued work)");
-    return Status::ok();
+    return copy_with_buffer("buffer_download", false, buffer, offset, dst, nullptr, bytes);
 }
 
 Status CudaBackend::buffer_wrap_host(void* host, uint64_t bytes, ferrox_buffer** out) {

@@ -121,6 +121,9 @@ class CudaBackend {
     // arithmetic) when they exceed vram_budget or the free device memory.
     Status reserve(uint64_t bytes, std::string_view what);
     Status ensure_scratch(uint64_t x_floats, uint64_t y_floats);
+    // buffer_upload (host `src` to the buffer) and buffer_download (to host `dst`).
+    Status copy_with_buffer(std::string_view entry, bool upload, const ferrox_buffer* buffer,
+                            uint64_t offset, void* dst, const void* src, uint64_t bytes);
     // Activations up, `launch` on the stream, results down, then wait.
     template <class Launch>
     Status run(uint64_t x_floats, const float* x, uint64_t y_floats, float* y, Launch&& launch);
