@@ -189,6 +189,34 @@ class Context:
             values.frombytes(ctypes.string_at(out, n * 4))
         return values
 
+    def embed(self, inputs: Sequence[Sequence[int]], normalize: bool = True) -> List[List[float]]:
+        """One pooled vector per token list, in order (ferrox_embed).
+
+        The model must be an embedding model (Model(..., embedding=True));
+        the context's sequences share each decode, one input each, and its
+        cells are left empty. normalize: each vector scaled to L2 norm 1.
+        An input's vector does not depend on the others given with it.
+        """
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+            raise TypeError("inputs must be a list of token lists")
+        as_bool("normalize", normalize)
+        lists = [self.model._check_tokens(f"inputs[{i}]", t) for i, t in enumerate(inputs)]
+        for i, ids in enumerate(lists):
+            if not ids:
+                raise InvalidArgumentError(f"inputs[{i}] is empty")
+        n, width = len(lists), self.model.n_embd
+        if n == 0:
+            return []
+        arrays = [(ctypes.c_int32 * len(ids))(*ids) for ids in lists]
+        pointers = (ctypes.POINTER(ctypes.c_int32) * n)(
+            *[ctypes.cast(a, ctypes.POINTER(ctypes.c_int32)) for a in arrays])
+        lengths = (ctypes.c_size_t * n)(*[len(ids) for ids in lists])
+        out = (ctypes.c_float * (n * width))()
+        with self._exclusive(), self._handle.use() as c:
+            check(_lib.lib.ferrox_embed(c, n, pointers, lengths, int(normalize), out, n * width,
+                                        self._status), self._status, "embed")
+        return [list(out[i * width:(i + 1) * width]) for i in range(n)]
+
     # ---- sequences ------------------------------------------------------------
 
     def _pos_range(self, c: int, seq: int) -> Tuple[int, int]:

@@ -19,11 +19,13 @@ from .generation import Completion, SequenceRequest, TextStream, collect, run
 from .sampling import Sampler, Sampling, response_format_schema
 
 Prompt = Union[str, bytes, Sequence[int]]
+EmbeddingInput = Union[str, Sequence[str], Sequence[int], Sequence[Sequence[int]]]
 Messages = Sequence[Dict[str, Any]]
 
 # A plugin name as the loader reads it from libferrox_<name>.so.
 _BACKEND_NAME = re.compile(r"[a-z0-9_]{1,64}")
 _MAX_BACKENDS = 16
+_POOLING = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 # The CPU plugin's declared range for cpu.threads (docs/security.md).
 _MAX_THREADS = 1024
 _CAPACITY = re.compile(
@@ -56,6 +58,8 @@ class Model:
             install folder.
         kv_type: "f32", "f16", "q8_0" or "q4_0" (the KV cache's kind).
         allow_resident: False keeps the forward pass in host memory.
+        embedding: load an embedding model (a file whose pooling_type is mean,
+            cls or last) for embed(); without it such a file is refused.
         config_path: a ferrox.yaml; None: the usual search (docs/config.md).
         progress: called with a fraction in [0, 1] while loading; return True
             to cancel (CancelledError). An exception it raises cancels the
@@ -76,7 +80,7 @@ class Model:
                  n_threads: int = 0, n_seq_max: int = 1,
                  backend: Union[None, str, Sequence[str]] = None,
                  plugin_dirs: Optional[Sequence[Union[str, os.PathLike]]] = None,
-                 kv_type: str = "f32", allow_resident: bool = True,
+                 kv_type: str = "f32", allow_resident: bool = True, embedding: bool = False,
                  config_path: Optional[Union[str, os.PathLike]] = None,
                  progress: Optional[Callable[[float], Optional[bool]]] = None):
         self.path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
@@ -92,6 +96,7 @@ class Model:
             raise InvalidArgumentError(f"kv_type is {kv_type!r}; it must be one of {', '.join(map(repr, kv_kinds))}")
         params.kv_kind = kv_kinds[kv_type]
         params.allow_resident = int(as_bool("allow_resident", allow_resident))
+        params.embeddings = int(as_bool("embedding", embedding))
         keep: List[Any] = []  # what C reads during the load
         if config_path is not None:
             params.config_path = as_path("config_path", config_path)
@@ -171,6 +176,10 @@ class Model:
             self.arch: str = lib.ferrox_model_arch(m).decode()
             self.bos_token: int = lib.ferrox_model_bos(m)
             self.eos_token: int = lib.ferrox_model_eos(m)
+            pooling = lib.ferrox_model_pooling(m)
+        self.n_seq_max: int = params.max_sequences
+        # The file's pooling_type (llama.cpp's values); "none": a plain decoder.
+        self.pooling: str = _POOLING.get(pooling, f"unknown ({pooling})")
 
     # ---- lifetime -------------------------------------------------------------
 
@@ -543,6 +552,65 @@ class Model:
         request = self._request(prompt.tokens, max_tokens, sampling, seed, stop, False,
                                 clamp=True)
         return self._start(request, stream)
+
+    # ---- embeddings -----------------------------------------------------------
+
+    @staticmethod
+    def _embedding_items(input: EmbeddingInput) -> Tuple[bool, Sequence[Any]]:
+        """(whether input is one item, the items): a text or a token list is one."""
+        if isinstance(input, (str, bytes)):
+            return True, [input]
+        if not isinstance(input, Sequence):
+            raise TypeError("input must be a text, a token list, or a list of either")
+        if not input:
+            raise InvalidArgumentError("input is empty")
+        if all(isinstance(t, int) and not isinstance(t, bool) for t in input):
+            return True, [input]
+        return False, input
+
+    def _embed_items(self, items: Sequence[Any], normalize: bool,
+                     truncate: bool) -> Tuple[List[List[float]], int]:
+        """The vectors of items (texts or token lists) and the tokens they took."""
+        as_bool("normalize", normalize)
+        as_bool("truncate", truncate)
+        token_lists: List[List[int]] = []
+        for i, item in enumerate(items):
+            ids = (self.tokenize(item) if isinstance(item, (str, bytes))
+                   else self._check_tokens(f"input[{i}]", item))
+            token_lists.append(ids[: self.n_ctx] if truncate else ids)
+        with Context(self, n_seq=min(len(token_lists), self.n_seq_max)) as ctx:
+            vectors = ctx.embed(token_lists, normalize)
+        return vectors, sum(len(ids) for ids in token_lists)
+
+    def embed(self, input: EmbeddingInput, *, normalize: bool = True,
+              truncate: bool = False) -> Union[List[float], List[List[float]]]:
+        """Pooled vectors of an embedding model (Model(..., embedding=True)).
+
+        input: a text or a token list (one vector back), or a list of texts or
+        of token lists (a list of vectors back, in order). Texts are tokenized
+        with the model's special tokens (BOS/EOS as its metadata says), as
+        llama.cpp's llama-embedding does. normalize: L2 norm 1 (the default,
+        as `ferrox embed` and llama-server). truncate: an input longer than
+        the context's cells keeps its first n_ctx tokens; otherwise it is
+        refused. The inputs share decodes, up to n_seq_max at a time; each
+        vector is the one the input gets alone.
+        """
+        single, items = self._embedding_items(input)
+        vectors, _ = self._embed_items(items, normalize, truncate)
+        return vectors[0] if single else vectors
+
+    def create_embedding(self, input: EmbeddingInput, model: Optional[str] = None, *,
+                         normalize: bool = True, truncate: bool = False) -> Dict[str, Any]:
+        """embed() in the OpenAI response shape (llama-cpp-python's call of this name)."""
+        _, items = self._embedding_items(input)
+        vectors, n_tokens = self._embed_items(items, normalize, truncate)
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": v}
+                     for i, v in enumerate(vectors)],
+            "model": model if model is not None else os.path.basename(os.fsdecode(self.path)),
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        }
 
     def context(self, *, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 0,
                 profile: bool = False) -> Context:

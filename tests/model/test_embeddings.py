@@ -76,6 +76,8 @@ def test_an_input_embeds_the_same_alone_and_among_others(models, pooling):
     among = embed(model, [OTHER, SHORT, MIDDLE, LONG])
     rounds = embed(model, [MIDDLE, OTHER, LONG, SHORT], "--parallel", "2")
     assert among[1] == alone, "SHORT among three others"
+    # One sequence a decode: the short input padded in its own sequence.
+    assert embed(model, [SHORT, MIDDLE], "--parallel", "1") == [alone, among[2]], "one sequence"
     assert rounds[3] == alone, "SHORT in a later round"
     assert among[3] == long_alone and rounds[2] == long_alone, "LONG among others"
     assert among[0] == rounds[1] and among[2] == rounds[0]

@@ -25,8 +25,12 @@ bool wants_row(Pooling pooling, size_t pos, size_t n) {
 // The CPU plugin multiplies up to 16 rows as MATVEC does and from 17 with
 // its panel GEMM, whose sums group differently (docs/cpu.md, docs/models.md
 // "Batch invariance"). An input's rows take one path alone and another among
-// other inputs unless every decode has at least this many rows: short
-// batches are padded with rows of a filler sequence that nothing reads.
+// other inputs unless every decode has at least this many rows: a short
+// batch is padded with filler rows placed after the last input's rows, in
+// its sequence. Causal attention keeps every input row from seeing them
+// (rows of other sequences never see them either), nothing reads their
+// output, and their cells are removed after the decode; so a context of one
+// sequence pads as well as one of many.
 constexpr size_t kInvariantRows = 17;
 
 // One input being embedded: where its tokens stand and its running sum.
@@ -60,12 +64,9 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
             return make_error("embed: input {} has {} tokens; the context holds {}", i,
                               inputs[i].size(), ctx.context());
     }
-    // A batch never holds more tokens than the context has cells. With two
-    // sequences or more, the last one is the filler's (kInvariantRows).
+    // A batch never holds more tokens than the context has cells.
     const size_t room = std::min(ctx.batch(), ctx.context());
-    const bool pad = ctx.sequences() >= 2 && room >= kInvariantRows;
-    const uint32_t input_seqs = pad ? ctx.sequences() - 1 : ctx.sequences();
-    const int32_t filler[] = {static_cast<int32_t>(ctx.sequences()) - 1};
+    const uint32_t input_seqs = ctx.sequences();
     std::vector<std::vector<float>> out(inputs.size());
     ctx.clear();
     size_t next_input = 0;
@@ -103,11 +104,18 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
             p.next += take;
         }
         const size_t rows = batch.size();
-        if (pad && rows < kInvariantRows && ctx.cells().free() >= kInvariantRows)
-            for (size_t t = 0; t < kInvariantRows - rows; ++t)
-                batch.add(0, static_cast<int32_t>(t), filler, false);
+        // The filler (kInvariantRows): positions after the last input's rows.
+        const int32_t filler_seq[] = {open.back().seq};
+        const size_t filler_from = open.back().next;
+        const size_t fillers = kInvariantRows - std::min(rows, kInvariantRows);
+        const bool pad = fillers > 0 && room >= kInvariantRows &&
+                         ctx.cells().free() >= kInvariantRows &&
+                         filler_from + fillers <= ctx.context();
+        if (pad)
+            for (size_t t = 0; t < fillers; ++t)
+                batch.add(0, static_cast<int32_t>(filler_from + t), filler_seq, false);
         const DecodeStatus status = ctx.decode_embeddings(batch);
-        if (batch.size() > rows) (void)ctx.seq_remove(filler[0], 0, -1);
+        if (pad) (void)ctx.seq_remove(filler_seq[0], static_cast<int32_t>(filler_from), -1);
         if (!status) {
             ctx.clear();
             return make_error("embed: {}", status.message);
