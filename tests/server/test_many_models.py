@@ -132,6 +132,10 @@ def test_models_answer_by_id_and_show_their_state(models_dir):
         status, body = server.post("/v1/chat/completions",
                                    {"messages": [{"role": "user", "content": "hi"}]})
         assert status == 400 and body["error"]["param"] == "model", body
+        status, body = server.post("/v1/messages", {"model": "nope", "max_tokens": 4,
+                                                    "messages": [{"role": "user", "content": "hi"}]})
+        assert status == 404 and body["type"] == "error", body
+        assert body["error"]["type"] == "not_found_error", body
         assert states(server) == {"llama": "loaded", "qwen": "loaded"}
         m = server.metrics()
         assert m['ferrox:model_requests_total{model="llama"}'] == 2, m
@@ -190,7 +194,7 @@ def test_a_stream_goes_on_while_another_model_loads(models_dir):
         def stream():
             s = client.chat.completions.create(
                 model="qwen", messages=[{"role": "user", "content": "Count to a thousand."}],
-                max_tokens=400, temperature=0, stream=True)
+                max_tokens=200, temperature=0, stream=True)
             for _ in s:
                 chunks.append(time.monotonic())
 
