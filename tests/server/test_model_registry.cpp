@@ -239,7 +239,7 @@ TEST_CASE("keep-alive: idle past it unloads, 0 unloads at once, negative keeps")
     r.expire();
     CHECK(state_of(r, "gamma") == ModelState::Loaded);
     CHECK(state_of(r, "alpha") == ModelState::Unloaded);  // its 300 s ran out meanwhile
-    REQUIRE(r.acquire("gamma", 10, kFar()).lease);  // the last request's keep_alive counts
+    REQUIRE(r.acquire("gamma", 10, kFar()).lease);        // the last request's keep_alive counts
     clock.seconds += 11;
     r.expire();
     CHECK(state_of(r, "gamma") == ModelState::Unloaded);
