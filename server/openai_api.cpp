@@ -14,6 +14,7 @@
 #include "ferrox/escape.h"
 #include "ferrox/log.h"
 #include "messages_dialect.h"
+#include "model_registry.h"
 #include "openai_dialects.h"
 #include "request_spans.h"
 #include "responses_dialect.h"
@@ -103,6 +104,10 @@ struct Api::Call {
     // Set when traces are on: the request span's context, and the generation's facts.
     std::optional<RequestTrace> trace{};
     std::optional<GenerationRecord> generation{};
+    // The model this request runs on: the server's one, or the registry's lease.
+    const LoadedModel* model = nullptr;
+    std::string model_id{};
+    std::optional<ModelRegistry::Lease> lease{};
 
     void note_done(const Event& done, const Job& job) {
         if (trace) generation = generation_record(job, done);
@@ -187,6 +192,7 @@ void Api::handle(const HttpRequest& request, Responder& responder) {
         call.send_error({500, fmt::format("internal error: {}", e.what()), ""});
     }
     if (!probe) metrics_.count_outcome(responder.status());
+    if (call.lease) call.lease->count(call.prompt_tokens, call.completion_tokens);
     if (!probe) log_request(call, target, Clock::now() - t0);
     if (call.trace) trace_request(call, target);
 }
@@ -205,7 +211,7 @@ void Api::trace_request(const Call& call, std::string_view target) const {
         facts.route = path;
     }
     facts.request_id = call.id;
-    facts.model = options_.model_id;
+    facts.model = call.model_id.empty() ? options_.model_id : call.model_id;
     facts.status = call.responder.status();
     facts.generation = call.generation;
     options_.traces->export_spans(request_spans(*call.trace, facts, Clock::now()));
@@ -235,7 +241,8 @@ void Api::log_request(const Call& call, std::string_view target, Clock::duration
         {"method", method},
         {"path", escape_text(target, EscapeFor::Json)},
         {"status", status},
-        {"model", escape_text(options_.model_id, EscapeFor::Json)},
+        {"model",
+         escape_text(call.model_id.empty() ? options_.model_id : call.model_id, EscapeFor::Json)},
         {"prompt_tokens", call.prompt_tokens},
         {"cached_tokens", call.cached_tokens},
         {"generated_tokens", call.completion_tokens},
@@ -293,17 +300,27 @@ void Api::route(Call& call) {
     call.tenant = std::to_string(key);
     if (target == "/metrics") {
         if (method != http::verb::get) throw ApiError{405, "use GET", ""};
-        call.responder.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(),
-                            call.headers);
+        call.responder.send(
+            200, "text/plain; version=0.0.4; charset=utf-8",
+            metrics_.render() + (options_.models ? options_.models->render_metrics() : ""),
+            call.headers);
         return;
     }
     if (target == "/v1/models") {
         if (method != http::verb::get) throw ApiError{405, "use GET", ""};
         ordered_json data = ordered_json::array();
-        data.push_back({{"id", options_.model_id},
-                        {"object", "model"},
-                        {"created", started_at_},
-                        {"owned_by", "ferrox"}});
+        if (!options_.models)
+            data.push_back({{"id", options_.model_id},
+                            {"object", "model"},
+                            {"created", started_at_},
+                            {"owned_by", "ferrox"}});
+        else
+            for (const ModelStatus& m : options_.models->list())
+                data.push_back({{"id", m.id},
+                                {"object", "model"},
+                                {"created", started_at_},
+                                {"owned_by", "ferrox"},
+                                {"state", model_state_name(m.state)}});
         return call.send_json(200, {{"object", "list"}, {"data", data}});
     }
     const GenerationEndpoint* endpoint = generation_endpoint(target);
@@ -319,14 +336,15 @@ void Api::route(Call& call) {
     if (state != ServerState::Ready)
         return call.send_error({503, "the server is shutting down", ""}, {{"Retry-After", "5"}});
     call.parse_body(options_.limits.json);
+    if (!choose_model(call, target)) return;
     if (endpoint) {
-        if (!model_.scheduler)
+        if (!call.model->scheduler)
             throw ApiError{400,
                            fmt::format("the model '{}' is an embedding model: it answers "
                                        "/v1/embeddings, not {}",
-                                       options_.model_id, target),
+                                       call.model_id, target),
                            "model"};
-        return generate(call, *endpoint->make({call.id, options_.model_id}));
+        return generate(call, *endpoint->make({call.id, call.model_id}));
     }
     if (target == "/v1/embeddings") return embeddings(call);
     if (target == "/tokenize") return tokenize(call);
@@ -335,12 +353,51 @@ void Api::route(Call& call) {
     return apply_template(call);
 }
 
+// The request's model: the one served, or (many models) the one its `model`
+// names, loaded if it is not; false when a refusal was sent.
+bool Api::choose_model(Call& call, std::string_view target) {
+    if (!options_.models) {
+        call.model = &model_;
+        call.model_id = options_.model_id;
+        return true;
+    }
+    const auto it = call.body.find("model");
+    if (it == call.body.end() || !it->is_string() || it->get<std::string>().empty())
+        throw ApiError{400, "'model' must name one of the models GET /v1/models lists", "model"};
+    const std::string id = it->get<std::string>();
+    std::optional<int64_t> keep_alive;
+    if (const auto k = call.body.find("keep_alive"); k != call.body.end()) {
+        keep_alive = parse_keep_alive(*k);
+        call.body.erase("keep_alive");  // the registry's, not the dialect's
+    }
+    // The endpoints without a `model` of their own read every field they are given.
+    if (target == "/tokenize" || target == "/detokenize" || target == "/apply-template")
+        call.body.erase("model");
+    auto acquired =
+        options_.models->acquire(id, keep_alive, Clock::now() + options_.request_timeout);
+    if (!acquired.lease) {
+        if (acquired.refusal.status == 503)
+            call.send_error(acquired.refusal, {{"Retry-After", "5"}});
+        else
+            call.send_error(acquired.refusal);
+        return false;
+    }
+    call.lease.emplace(std::move(*acquired.lease));
+    call.model = &call.lease->model();
+    call.model_id = id;
+    return true;
+}
+
 void Api::generate(Call& call, Dialect& dialect) {
     GenerationRequest g;
     g.arrival = Clock::now();
     g.deadline = g.arrival + options_.request_timeout;
-    const ParseInput in{*model_.tokenizer,        model_.render_chat, model_.max_positions,
-                        options_.limits,          call.tenant,        model_.grammar_vocab,
+    const ParseInput in{*call.model->tokenizer,
+                        call.model->render_chat,
+                        call.model->max_positions,
+                        options_.limits,
+                        call.tenant,
+                        call.model->grammar_vocab,
                         options_.reasoning_budget};
     try {
         dialect.parse(call.body, in, g);
@@ -363,7 +420,7 @@ void Api::generate(Call& call, Dialect& dialect) {
 
 // The job, or nullptr when the scheduler refused it (and the refusal was sent).
 std::shared_ptr<Job> Api::submit(Call& call, GenerationRequest request) {
-    auto submitted = model_.scheduler->submit(std::move(request));
+    auto submitted = call.model->scheduler->submit(std::move(request));
     switch (submitted.refusal) {
         case Scheduler::Refusal::None:
             return submitted.job;
@@ -450,27 +507,26 @@ void Api::collect(Call& call, Dialect& dialect, Job& job) {
 }
 
 void Api::embeddings(Call& call) {
-    if (!model_.embedder)
+    if (!call.model->embedder)
         throw ApiError{400,
                        fmt::format("the model '{}' is not an embedding model (its file sets no "
                                    "pooling_type); /v1/embeddings needs one such as "
                                    "Qwen3-Embedding",
-                                   options_.model_id),
+                                   call.model_id),
                        "model"};
     EmbeddingsLimits limits;
-    limits.max_tokens = model_.embedder->context();
-    limits.n_embd = model_.n_embd;
-    limits.truncatable = model_.embedding_truncation;
-    EmbeddingsRequest request = parse_embeddings_request(call.body, *model_.tokenizer, limits);
+    limits.max_tokens = call.model->embedder->context();
+    limits.n_embd = call.model->n_embd;
+    limits.truncatable = call.model->embedding_truncation;
+    EmbeddingsRequest request = parse_embeddings_request(call.body, *call.model->tokenizer, limits);
     call.prompt_tokens = static_cast<uint32_t>(request.prompt_tokens);
     call.body = nullptr;
     const Clock::time_point deadline = Clock::now() + options_.request_timeout;
-    auto outcome = model_.embedder->embed(std::move(request.inputs), deadline);
+    auto outcome = call.model->embedder->embed(std::move(request.inputs), deadline);
     if (outcome.refusal != Embedder::Refusal::None)
         return call.send_error({503, outcome.why, ""}, {{"Retry-After", "1"}});
     if (outcome.failed) throw ApiError{500, outcome.why, ""};
-    call.send_json(200,
-                   embeddings_response(std::move(outcome.vectors), request, options_.model_id));
+    call.send_json(200, embeddings_response(std::move(outcome.vectors), request, call.model_id));
 }
 
 void Api::tokenize(Call& call) {
@@ -480,11 +536,11 @@ void Api::tokenize(Call& call) {
     const bool add_special = f.boolean("add_special", false);
     const bool with_pieces = f.boolean("with_pieces", false);
     f.refuse_the_rest();
-    const auto tokens = model_.tokenizer->encode(content, add_special, false);
+    const auto tokens = call.model->tokenizer->encode(content, add_special, false);
     ordered_json out = ordered_json::array();
     for (int32_t t : tokens)
         if (with_pieces)
-            out.push_back({{"id", t}, {"piece", model_.tokenizer->token_to_piece(t)}});
+            out.push_back({{"id", t}, {"piece", call.model->tokenizer->token_to_piece(t)}});
         else
             out.push_back(t);
     call.send_json(200, {{"tokens", out}});
@@ -495,7 +551,7 @@ void Api::detokenize(Call& call) {
     if (!f.has("tokens") || !f.raw("tokens").is_array()) f.fail("tokens", "must be an array");
     const ordered_json& list = f.raw("tokens");
     f.refuse_the_rest();
-    const size_t vocab = model_.tokenizer->vocab_size();
+    const size_t vocab = call.model->tokenizer->vocab_size();
     std::vector<int32_t> ids;
     for (size_t i = 0; i < list.size(); ++i) {
         if (!list[i].is_number_integer() || list[i].get<int64_t>() < 0 ||
@@ -504,11 +560,11 @@ void Api::detokenize(Call& call) {
                            fmt::format("tokens[{}]", i)};
         ids.push_back(static_cast<int32_t>(list[i].get<int64_t>()));
     }
-    call.send_json(200, {{"content", model_.tokenizer->decode(ids)}});
+    call.send_json(200, {{"content", call.model->tokenizer->decode(ids)}});
 }
 
 void Api::count_tokens(Call& call) {
-    const ParseInput in{*model_.tokenizer, model_.render_chat, model_.max_positions,
+    const ParseInput in{*call.model->tokenizer, call.model->render_chat, call.model->max_positions,
                         options_.limits, call.tenant};
     call.send_json(200, {{"input_tokens", count_message_tokens(call.body, in)}});
 }
@@ -518,9 +574,9 @@ void Api::apply_template(Call& call) {
     const ordered_json messages = checked_messages(f.raw("messages"), options_.limits.max_messages);
     // The template's inputs exactly as a chat completion passes them.
     const ChatToolFields tools =
-        read_chat_tools(f, model_.render_chat.family(), options_.limits.max_tools);
+        read_chat_tools(f, call.model->render_chat.family(), options_.limits.max_tools);
     f.refuse_the_rest();
-    auto rendered = model_.render_chat(messages, tools.tools, tools.kwargs);
+    auto rendered = call.model->render_chat(messages, tools.tools, tools.kwargs);
     if (!rendered) throw ApiError{400, rendered.error().message(), "messages"};
     call.send_json(200, {{"prompt", rendered->text}});
 }

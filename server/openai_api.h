@@ -32,8 +32,13 @@
 
 namespace ferrox::server {
 
+class ModelRegistry;
+
 struct ApiOptions {
     std::string model_id;
+    // Many models (--models-dir): a request's `model` picks one from here, and
+    // model_id and set_model are unused; null: the one model set_model gives.
+    ModelRegistry* models = nullptr;
     std::vector<std::string> api_keys;  // empty: open
     GuardOptions guard;                 // Host, Origin (cors_origin)
     std::chrono::seconds request_timeout{0};
@@ -82,6 +87,7 @@ class Api {
   private:
     struct Call;
     void route(Call& call);
+    bool choose_model(Call& call, std::string_view target);
     // parse -> submit -> stream | collect, over the endpoint's dialect.
     void generate(Call& call, Dialect& dialect);
     std::shared_ptr<Job> submit(Call& call, GenerationRequest request);

@@ -20,6 +20,7 @@
 #include "auth.h"
 #include "chat_prompt.h"
 #include "commands/commands.h"
+#include "commands/serve_models.h"
 #include "ferrox/grammar/matcher.h"
 #include "ferrox/log.h"
 #include "ferrox/model/context.h"
@@ -170,6 +171,31 @@ int serve_embeddings(const Engine& e, const ServerConfig& s, server::Api& api,
     return kExitOk;
 }
 
+// Many models: ready at once (each model loads on its first request); drains
+// every loaded model on the first signal.
+int serve_many(ServedModels& models, const ServerConfig& s, server::Api& api,
+               server::HttpServer& http, SignalWatch& signals,
+               std::optional<server::TraceExporter>& traces) {
+    signals.exit_at_once_on_first = false;
+    api.set_state(signals.signalled() ? server::ServerState::Draining : server::ServerState::Ready);
+    logger().info("serve: listening on http://{}:{}; ready: models load on their first request",
+                  s.host, http.port());
+    signals.wait();
+    api.set_state(server::ServerState::Draining);
+    const bool drained =
+        models.registry->drain(server::Clock::now() + std::chrono::seconds(s.drain_timeout));
+    http.wait_handlers_done(std::chrono::milliseconds(5000));
+    http.stop(std::chrono::milliseconds(3000));
+    models.registry.reset();  // stops every scheduler, frees every model
+    if (traces) traces->flush_and_stop(server::Clock::now() + traces->options().timeout);
+    logger().info("serve: stopped{}", drained ? "" : " (requests were cancelled)");
+    if (http.open_connections() > 0) {
+        logger().flush();
+        ::_exit(kExitOk);
+    }
+    return kExitOk;
+}
+
 int run(const CommonOptions& common, const ServeOptions& o) {
     auto config = load_session_config(common);
     if (!config) {
@@ -182,16 +208,25 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         return kExitBadInput;
     }
     const ServerConfig& s = *merged_config;
-    if (s.model.empty()) {
-        logger().error("serve: no model: give -m FILE or set server.model in the configuration");
+    const bool many = !s.models_dir.empty();
+    if (s.model.empty() && !many) {
+        logger().error(
+            "serve: no model: give -m FILE or --models-dir DIR, or set server.model in the "
+            "configuration");
+        return kExitBadInput;
+    }
+    if (!s.model.empty() && many) {
+        logger().error("serve: give either a model (-m, server.model) or --models-dir, not both");
         return kExitBadInput;
     }
     // A model reference is the stored file, found before the port opens; the
     // network only with --pull.
     std::string model_path = s.model;
-    if (const int status = resolve_model_argument(model_path, o.source, "--model");
-        status != kExitOk)
-        return status;
+    if (!many) {
+        if (const int status = resolve_model_argument(model_path, o.source, "--model");
+            status != kExitOk)
+            return status;
+    }
     auto keys = server::load_api_keys(s.api_key_file);
     if (!keys) {
         logger().error("serve: {}", keys.error().message());
@@ -237,6 +272,17 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     api_options.api_keys = std::move(*keys);
     api_options.request_timeout = std::chrono::seconds(s.request_timeout);
     api_options.reasoning_budget = s.reasoning_budget;
+    // Many models: the folder is checked before the port opens.
+    std::optional<ServedModels> models;
+    if (many) {
+        auto opened = open_models_dir(common, s, o.chat.chat_template, o.threads, metrics);
+        if (!opened) {
+            logger().error("serve: {}", opened.error().message());
+            return kExitBadInput;
+        }
+        models.emplace(std::move(*opened));
+        api_options.models = models->registry.get();
+    }
     server::Api api(api_options, metrics);
     const server::HttpLimits limits = server::http_limits(s);
     server::HttpServer http(
@@ -247,6 +293,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         logger().error("serve: {}", started.error().message());
         return kExitFailure;
     }
+    if (models) return serve_many(*models, s, api, http, signals, traces);
     logger().info("serve: listening on http://{}:{} ({} API keys); loading {}", s.host, http.port(),
                   api_options.api_keys.size(), model_path);
 

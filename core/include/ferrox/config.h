@@ -98,6 +98,9 @@ struct ServerConfig {
     uint32_t spec_draft_n_max = 0;      // n-gram speculation's draft tokens per step; 0: off
     bool embedding_truncation = false;  // /v1/embeddings' `dimensions` may cut vectors
     std::string otlp_endpoint;          // OTLP/HTTP traces' base URL; empty: the OTEL_* variables
+    std::string models_dir;             // many models: every .gguf file here (docs/server.md)
+    uint64_t models_memory = 0;         // what those models may take together; 0: MemAvailable
+    int32_t keep_alive = 300;           // a model's idle seconds before it is unloaded; -1: never
 };
 
 // The `plugins:` section's policy for what a plugin file must show before its code runs.

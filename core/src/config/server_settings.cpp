@@ -118,6 +118,26 @@ const std::array kSettings{
          "OpenTelemetry traces: the OTLP/HTTP receiver's base URL (spans go to <URL>/v1/traces "
          "as JSON; docs/operations.md).",
          "$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, $OTEL_EXPORTER_OTLP_ENDPOINT, else off"),
+    text("models_dir", "--models-dir", &S::models_dir,
+         "Serve every .gguf file in this folder, each under its file name without .gguf, loaded "
+         "on its first request (docs/server.md, \"Many models\"); the folder and its files must "
+         "pass the plugins' trust rule.",
+         "none: serve server.model"),
+    ServerSetting{"models_memory",
+                  "--models-memory",
+                  K::Bytes,
+                  &S::models_memory,
+                  "Memory the models of models_dir may take together (each counted by its "
+                  "capacity plan); a model that does not fit unloads the least recently used idle "
+                  "one, else its request gets 503.",
+                  0,
+                  int64_t(1) << 50,
+                  {},
+                  "MemAvailable at the start"},
+    signed_count("keep_alive", "--keep-alive", &S::keep_alive,
+                 "Seconds a model of models_dir stays loaded after its last request: 0 unloads "
+                 "it at once, -1 keeps it; a request's keep_alive replaces it.",
+                 -1, int64_t(1) << 30),
 };
 
 Error out_of_range(const ServerSetting& s, std::string_view got) {
