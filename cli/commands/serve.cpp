@@ -18,12 +18,10 @@
 #include <thread>
 
 #include "auth.h"
-#include "chat_prompt.h"
 #include "commands/commands.h"
 #include "commands/serve_models.h"
-#include "ferrox/grammar/matcher.h"
+#include "commands/served_model.h"
 #include "ferrox/log.h"
-#include "ferrox/model/context.h"
 #include "ferrox/server_settings.h"
 #include "http_server.h"
 #include "metrics.h"
@@ -35,10 +33,6 @@
 
 namespace ferrox::cli {
 namespace {
-
-// Tokens per decode the server asks for; the engine lowers it to a shorter
-// context (a context of 256 cells takes batches of 256).
-constexpr uint32_t kServeBatch = 512;
 
 struct ServeOptions {
     // The server flags, declared from the settings table: each one's text as
@@ -127,48 +121,6 @@ int start_failed(server::Api& api, std::string_view why, int status) {
     api.set_state(server::ServerState::Failed);
     logger().error("serve: {}", why);
     return status;
-}
-
-// An embedding model's server: /v1/embeddings (and the tokenizer endpoints)
-// over an Embedder with a context of its own; the generation endpoints
-// refuse by name. Drains like the generation server.
-int serve_embeddings(const Engine& e, const ServerConfig& s, server::Api& api,
-                     server::HttpServer& http, SignalWatch& signals) {
-    const model::ContextOptions co = e.context_options();
-    auto ctx = model::Context::create(e.model(), co);
-    if (!ctx) return start_failed(api, ctx.error().message(), kExitBadInput);
-    server::EmbedderOptions eo;
-    eo.pooling = e.model().hparams().pooling;
-    eo.max_queue = s.max_queue;
-    server::Embedder embedder(std::move(*ctx), eo);
-    server::LoadedModel loaded;
-    loaded.tokenizer = &e.tokenizer();
-    loaded.embedder = &embedder;
-    loaded.n_embd = e.model().hparams().n_embd;
-    loaded.embedding_truncation = s.embedding_truncation;
-    loaded.max_positions = co.context;
-    api.set_model(std::move(loaded));
-    signals.exit_at_once_on_first = false;
-    api.set_state(signals.signalled() ? server::ServerState::Draining : server::ServerState::Ready);
-    logger().info(
-        "serve: ready: embedding model ({} pooling, {} dimensions), {} sequences a "
-        "decode over {} KV cells, up to {} tokens an input",
-        model::pooling_name(eo.pooling), e.model().hparams().n_embd, co.sequences, co.context,
-        co.context);
-    signals.wait();
-    api.set_state(server::ServerState::Draining);
-    embedder.begin_drain();
-    const bool drained =
-        embedder.wait_idle(server::Clock::now() + std::chrono::seconds(s.drain_timeout));
-    embedder.stop();
-    http.wait_handlers_done(std::chrono::milliseconds(5000));
-    http.stop(std::chrono::milliseconds(3000));
-    logger().info("serve: stopped{}", drained ? "" : " (requests were cancelled)");
-    if (http.open_connections() > 0) {
-        logger().flush();
-        ::_exit(kExitOk);
-    }
-    return kExitOk;
 }
 
 // Many models: ready at once (each model loads on its first request); drains
@@ -297,67 +249,27 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     logger().info("serve: listening on http://{}:{} ({} API keys); loading {}", s.host, http.port(),
                   api_options.api_keys.size(), model_path);
 
-    ModelChoices choices;
-    choices.threads = o.threads;
-    choices.kv_type = s.kv_type;
-    choices.context = s.context;  // 0: the engine's rule, parallel x min(4096, training)
-    choices.sequences = s.parallel;
-    choices.batch = kServeBatch;
-    choices.embeddings = true;  // an embedding model serves /v1/embeddings (serve_embeddings)
     OpenFailure why = OpenFailure::None;
-    auto engine = open_engine(common, model_path, choices, &why);
+    auto engine = open_engine(common, model_path, serve_model_choices(s, o.threads), &why);
     if (!engine) return start_failed(api, engine.error().message(), exit_status(why));
-    const Engine& e = **engine;
-    if (e.model().hparams().pooling != model::Pooling::None)
-        return serve_embeddings(e, s, api, http, signals);
-    auto tmpl = choose_chat_template(e.file(), o.chat.chat_template);
-    if (!tmpl) return start_failed(api, tmpl.error().message(), kExitBadInput);
-    const ChatRenderer renderer(std::move(*tmpl), e.file(), e.tokenizer());
-    const uint32_t n_train = e.model().hparams().n_ctx_train;
-    const model::ContextOptions co = e.context_options();
-    auto ctx = model::Context::create(e.model(), co);
-    if (!ctx) return start_failed(api, ctx.error().message(), kExitBadInput);
-    server::SchedulerOptions so;
-    so.sequences = co.sequences;
-    so.prefill_chunk = std::min(so.prefill_chunk, co.batch);  // a chunk is one decode
-    so.max_queue = s.max_queue;
-    so.draft_max = s.spec_draft_n_max;
-    server::Scheduler scheduler(e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics);
-    scheduler.start();
-    server::LoadedModel loaded;
-    loaded.tokenizer = &e.tokenizer();
-    loaded.scheduler = &scheduler;
-    loaded.max_positions = std::min(co.context, n_train);
-    // Once per server: every grammar stage (grammar, response_format, tools) shares it.
-    loaded.grammar_vocab = grammar::TokenTrie::from_tokenizer(e.tokenizer());
-    const DetectedChatFamily family = detect_family(renderer.chat_template().source());
-    logger().info("serve: the chat template writes tool calls and reasoning as the {} family{}",
-                  family_info(family.family).name, family.supports_tools ? "" : " (no tools)");
-    loaded.render_chat = server::ChatRenderFn(
-        [&renderer](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                    const nlohmann::ordered_json& kwargs) -> Expected<server::RenderedChat> {
-            auto p = renderer.render(messages, true, tools, kwargs);
-            if (!p) return p.error();
-            return server::RenderedChat{std::move(p->text), std::move(p->tokens)};
-        },
-        family);
-    api.set_model(std::move(loaded));
+    auto served = make_served_model(**engine, s, o.chat.chat_template, metrics);
+    if (!served) return start_failed(api, served.error().message(), kExitBadInput);
+    api.set_model((*served)->api());
     signals.exit_at_once_on_first = false;
     api.set_state(signals.signalled() ? server::ServerState::Draining : server::ServerState::Ready);
-    logger().info("serve: ready: {} sequences over {} KV cells, up to {} positions a request",
-                  co.sequences, co.context, std::min(co.context, n_train));
+    logger().info("serve: ready: {}", (*served)->summary());
 
     signals.wait();
     // Connections are still accepted while draining, so that /ready answers
     // 503 (a router takes the replica out) and new work is refused by status.
     api.set_state(server::ServerState::Draining);
-    scheduler.begin_drain();
+    (*served)->begin_drain();
     const bool drained =
-        scheduler.wait_idle(server::Clock::now() + std::chrono::seconds(s.drain_timeout));
+        (*served)->wait_idle(server::Clock::now() + std::chrono::seconds(s.drain_timeout));
     if (!drained)
         logger().warn("serve: server.drain_timeout ({} s) passed; cancelling what still runs",
                       s.drain_timeout);
-    scheduler.stop();
+    (*served)->stop();
     // Every answer is complete in the scheduler; let the connections send the rest.
     http.wait_handlers_done(std::chrono::milliseconds(5000));
     http.stop(std::chrono::milliseconds(3000));

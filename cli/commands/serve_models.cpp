@@ -2,58 +2,38 @@
 
 #include <algorithm>
 
-#include "chat_prompt.h"
-#include "ferrox/grammar/matcher.h"
+#include "commands/served_model.h"
 #include "ferrox/log.h"
 #include "ferrox/model/capacity.h"
-#include "ferrox/model/context.h"
 #include "model_session.h"
 #include "models_dir.h"
-#include "scheduler.h"
 
 namespace ferrox::cli {
 namespace {
 
-// Tokens per decode each model's context asks for (as the one-model server).
-constexpr uint32_t kServeBatch = 512;
-
-// One model loaded for the server: the engine, and the scheduler (a
-// generation model) or the embedder (an embedding model) over its context.
+// One model loaded for the server: the engine and what serves it.
 class EngineInstance final : public server::ModelInstance {
   public:
-    ~EngineInstance() override {
-        if (scheduler) scheduler->stop();
-        if (embedder) embedder->stop();
-    }
-    const server::LoadedModel& api() const override { return loaded; }
+    const server::LoadedModel& api() const override { return served->api(); }
     uint64_t bytes() const override { return engine->model().capacity().total_bytes; }
-    void begin_drain() override {
-        if (scheduler) scheduler->begin_drain();
-        if (embedder) embedder->begin_drain();
-    }
+    void begin_drain() override { served->begin_drain(); }
     bool wait_idle(server::Clock::time_point deadline) override {
-        return scheduler ? scheduler->wait_idle(deadline) : embedder->wait_idle(deadline);
+        return served->wait_idle(deadline);
     }
 
     std::unique_ptr<Engine> engine;
-    std::unique_ptr<ChatRenderer> renderer;
-    std::unique_ptr<server::Scheduler> scheduler;
-    std::unique_ptr<server::Embedder> embedder;
-    server::LoadedModel loaded;
+    std::unique_ptr<ServedModel> served;  // declared after the engine: freed first
 };
 
 class EngineLoader final : public server::ModelLoader {
   public:
     EngineLoader(const CommonOptions& common, const ServerConfig& s, std::string chat_template,
                  unsigned threads, server::Metrics& metrics)
-        : common_(common), s_(s), chat_template_(std::move(chat_template)), metrics_(metrics) {
-        choices_.threads = threads;
-        choices_.kv_type = s.kv_type;
-        choices_.context = s.context;
-        choices_.sequences = s.parallel;
-        choices_.batch = kServeBatch;
-        choices_.embeddings = true;
-    }
+        : common_(common),
+          s_(s),
+          chat_template_(std::move(chat_template)),
+          metrics_(metrics),
+          choices_(serve_model_choices(s, threads)) {}
     // Before its first load a model is counted at its weights (the file);
     // the registry then keeps the capacity plan's total.
     uint64_t bytes_needed(const server::ModelSpec& spec) const override { return spec.file_bytes; }
@@ -64,48 +44,11 @@ class EngineLoader final : public server::ModelLoader {
         if (!engine) return engine.error();
         auto m = std::make_unique<EngineInstance>();
         m->engine = std::move(*engine);
-        const Engine& e = *m->engine;
-        const model::ContextOptions co = e.context_options();
-        auto ctx = model::Context::create(e.model(), co);
-        if (!ctx) return ctx.error();
-        m->loaded.tokenizer = &e.tokenizer();
-        if (e.model().hparams().pooling != model::Pooling::None) {
-            server::EmbedderOptions eo;
-            eo.pooling = e.model().hparams().pooling;
-            eo.max_queue = s_.max_queue;
-            m->embedder = std::make_unique<server::Embedder>(std::move(*ctx), eo);
-            m->loaded.embedder = m->embedder.get();
-            m->loaded.n_embd = e.model().hparams().n_embd;
-            m->loaded.embedding_truncation = s_.embedding_truncation;
-            m->loaded.max_positions = co.context;
-        } else {
-            auto tmpl = choose_chat_template(e.file(), chat_template_);
-            if (!tmpl) return tmpl.error();
-            m->renderer = std::make_unique<ChatRenderer>(std::move(*tmpl), e.file(), e.tokenizer());
-            server::SchedulerOptions so;
-            so.sequences = co.sequences;
-            so.prefill_chunk = std::min(so.prefill_chunk, co.batch);
-            so.max_queue = s_.max_queue;
-            so.draft_max = s_.spec_draft_n_max;
-            m->scheduler = std::make_unique<server::Scheduler>(
-                e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics_);
-            m->scheduler->start();
-            m->loaded.scheduler = m->scheduler.get();
-            m->loaded.max_positions = std::min(co.context, e.model().hparams().n_ctx_train);
-            m->loaded.grammar_vocab = grammar::TokenTrie::from_tokenizer(e.tokenizer());
-            const DetectedChatFamily family = detect_family(m->renderer->chat_template().source());
-            const ChatRenderer* renderer = m->renderer.get();
-            m->loaded.render_chat = server::ChatRenderFn(
-                [renderer](const nlohmann::ordered_json& messages,
-                           const nlohmann::ordered_json& tools,
-                           const nlohmann::ordered_json& kwargs) -> Expected<server::RenderedChat> {
-                    auto p = renderer->render(messages, true, tools, kwargs);
-                    if (!p) return p.error();
-                    return server::RenderedChat{std::move(p->text), std::move(p->tokens)};
-                },
-                family);
-        }
-        logger().info("serve: model '{}' loaded: {}", spec.id, e.model().capacity().summary());
+        auto served = make_served_model(*m->engine, s_, chat_template_, metrics_);
+        if (!served) return served.error();
+        m->served = std::move(*served);
+        logger().info("serve: model '{}' loaded: {}; {}", spec.id,
+                      m->engine->model().capacity().summary(), m->served->summary());
         return std::unique_ptr<server::ModelInstance>(std::move(m));
     }
 
@@ -114,7 +57,7 @@ class EngineLoader final : public server::ModelLoader {
     const ServerConfig s_;
     const std::string chat_template_;
     server::Metrics& metrics_;
-    ModelChoices choices_;
+    const ModelChoices choices_;
 };
 
 }  // namespace

@@ -1,0 +1,104 @@
+#include "commands/served_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ferrox/grammar/matcher.h"
+#include "ferrox/log.h"
+#include "ferrox/model/context.h"
+
+namespace ferrox::cli {
+namespace {
+
+// Tokens per decode a served model asks for; the engine lowers it to a shorter
+// context (a context of 256 cells takes batches of 256).
+constexpr uint32_t kServeBatch = 512;
+
+}  // namespace
+
+ModelChoices serve_model_choices(const ServerConfig& s, unsigned threads) {
+    ModelChoices choices;
+    choices.threads = threads;
+    choices.kv_type = s.kv_type;
+    choices.context = s.context;  // 0: the engine's rule, parallel x min(4096, training)
+    choices.sequences = s.parallel;
+    choices.batch = kServeBatch;
+    choices.embeddings = true;
+    return choices;
+}
+
+void ServedModel::begin_drain() {
+    if (scheduler_) scheduler_->begin_drain();
+    if (embedder_) embedder_->begin_drain();
+}
+
+bool ServedModel::wait_idle(server::Clock::time_point deadline) {
+    return scheduler_ ? scheduler_->wait_idle(deadline) : embedder_->wait_idle(deadline);
+}
+
+void ServedModel::stop() {
+    if (scheduler_) scheduler_->stop();
+    if (embedder_) embedder_->stop();
+}
+
+Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const ServerConfig& s,
+                                                         const std::string& chat_template,
+                                                         server::Metrics& metrics) {
+    auto served = std::make_unique<ServedModel>();
+    const model::ContextOptions co = e.context_options();
+    const model::Hparams& hp = e.model().hparams();
+    server::LoadedModel& loaded = served->loaded_;
+    loaded.tokenizer = &e.tokenizer();
+    if (hp.pooling != model::Pooling::None) {
+        auto ctx = model::Context::create(e.model(), co);
+        if (!ctx) return ctx.error();
+        server::EmbedderOptions eo;
+        eo.pooling = hp.pooling;
+        eo.max_queue = s.max_queue;
+        served->embedder_ = std::make_unique<server::Embedder>(std::move(*ctx), eo);
+        loaded.embedder = served->embedder_.get();
+        loaded.n_embd = hp.n_embd;
+        loaded.embedding_truncation = s.embedding_truncation;
+        loaded.max_positions = co.context;
+        served->summary_ = fmt::format(
+            "embedding model ({} pooling, {} dimensions), {} sequences a decode over {} KV "
+            "cells, up to {} tokens an input",
+            model::pooling_name(hp.pooling), hp.n_embd, co.sequences, co.context, co.context);
+        return served;
+    }
+    auto tmpl = choose_chat_template(e.file(), chat_template);
+    if (!tmpl) return tmpl.error();
+    served->renderer_ = std::make_unique<ChatRenderer>(std::move(*tmpl), e.file(), e.tokenizer());
+    auto ctx = model::Context::create(e.model(), co);
+    if (!ctx) return ctx.error();
+    server::SchedulerOptions so;
+    so.sequences = co.sequences;
+    so.prefill_chunk = std::min(so.prefill_chunk, co.batch);  // a chunk is one decode
+    so.max_queue = s.max_queue;
+    so.draft_max = s.spec_draft_n_max;
+    served->scheduler_ = std::make_unique<server::Scheduler>(
+        e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics);
+    served->scheduler_->start();
+    loaded.scheduler = served->scheduler_.get();
+    loaded.max_positions = std::min(co.context, hp.n_ctx_train);
+    // Once per model: every grammar stage (grammar, response_format, tools) shares it.
+    loaded.grammar_vocab = grammar::TokenTrie::from_tokenizer(e.tokenizer());
+    const ChatRenderer* renderer = served->renderer_.get();
+    const DetectedChatFamily family = detect_family(renderer->chat_template().source());
+    logger().info("serve: the chat template writes tool calls and reasoning as the {} family{}",
+                  family_info(family.family).name, family.supports_tools ? "" : " (no tools)");
+    loaded.render_chat = server::ChatRenderFn(
+        [renderer](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                   const nlohmann::ordered_json& kwargs) -> Expected<server::RenderedChat> {
+            auto p = renderer->render(messages, true, tools, kwargs);
+            if (!p) return p.error();
+            return server::RenderedChat{std::move(p->text), std::move(p->tokens)};
+        },
+        family);
+    served->summary_ = fmt::format("{} sequences over {} KV cells, up to {} positions a request",
+                                   co.sequences, co.context, loaded.max_positions);
+    return served;
+}
+
+}  // namespace ferrox::cli
