@@ -194,6 +194,11 @@ REARRANGED = {
                                      "n_layer": 4, "nextn": 1, "dense_lead": 1, "n_rot": HEAD_DIM // 2,
                                      "glm": {"expert_shared_count": 1, "expert_weights_scale": 2.5,
                                              "expert_weights_norm": True, "expert_gating_func": 2}}),
+    # GLM-4.5-Air's: no q/k norms, no expert_gating_func key (sigmoid all the same), no scale,
+    # and a trunk-only file: nextn_predict_layers 1 without the NextN block's tensors.
+    "glm4moe-air": ("glm4moe", "qwen2", {"tied": False, "bias": True, "moe": True, "n_layer": 4, "nextn": 1,
+                                         "trunk_only": True, "dense_lead": 1, "n_rot": HEAD_DIM // 2,
+                                         "glm": {"expert_shared_count": 1, "expert_weights_norm": True}}),
 }
 
 
@@ -302,7 +307,8 @@ def write_tensors(w: gguf.GGUFWriter, arch: str, n_layer: int, dims: dict, opt: 
     rules = tensor_rules(arch)
     for rule in (r for r in rules if r["scope"] == "model" and holds(r, opt)):
         values.add(w, rule["name"], rule, dims, None)
-    for il in range(n_layer):
+    # A trunk-only file (llama.cpp loads one) leaves its NextN blocks out.
+    for il in range(n_layer - (opt.get("nextn", 0) if opt.get("trunk_only") else 0)):
         for rule in (r for r in rules if r["scope"] == "layer" and holds(r, opt, il)):
             values.add(w, rule["name"].replace("blk.N.", f"blk.{il}."), rule, dims, il)
 

@@ -121,9 +121,10 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     if n_expert:
         assert got["experts"] == n_expert and got["experts_used"] == field(reader, f"{arch}.expert_used_count")
         # llama.cpp's expert_gating_func where the file says (1 softmax, 2 sigmoid, 3 softmax of
-        # the top k), else the architecture's.
+        # the top k), else the architecture's (glm4moe's loader turns "none" into sigmoid).
+        default = "softmax_of_top_k" if arch in SOFTMAX_OF_TOP_K else "sigmoid" if arch == "glm4moe" else "softmax"
         gating = {1: "softmax", 2: "sigmoid", 3: "softmax_of_top_k"}.get(
-            field(reader, f"{arch}.expert_gating_func"), "softmax_of_top_k" if arch in SOFTMAX_OF_TOP_K else "softmax")
+            field(reader, f"{arch}.expert_gating_func"), default)
         assert got["expert_gating"] == gating
         assert got.get("expert_biases", False) == any(t.name.endswith("_exps.bias") for t in reader.tensors)
         assert got.get("expert_selection_bias", False) == any(t.name.endswith(".exp_probs_b.bias")
