@@ -68,8 +68,14 @@ std::string presence(const TensorRule& r) {
     if (r.when == model::TensorWhen::QkvBiases) s += " when the file has q/k/v biases";
     if (r.when == model::TensorWhen::RopeFreqScaling) s += " unless rope.scaling.type is longrope";
     if (r.when == model::TensorWhen::LongRopeScaling) s += " when rope.scaling.type is longrope";
-    if (r.when == model::TensorWhen::Dense) s += " unless the file has expert_count";
-    if (r.when == model::TensorWhen::Experts) s += " when the file has expert_count";
+    if (r.when == model::TensorWhen::Dense)
+        s += " on layers without experts (no expert_count, or a leading dense layer)";
+    if (r.when == model::TensorWhen::Experts)
+        s += " on layers with experts (expert_count, past the leading dense layers)";
+    if (r.when == model::TensorWhen::SharedExperts)
+        s += " on layers with experts when the file has expert_shared_count";
+    if (r.when == model::TensorWhen::NextN)
+        s += " on NextN blocks (the last nextn_predict_layers; kept, not run)";
     if (!r.fused_into.empty()) s += ", or rows of " + full_name(r, r.fused_into);
     if (!r.stand_in.empty()) s += "; absent: " + full_name(r, r.stand_in) + " stands in";
     return s;

@@ -185,6 +185,20 @@ REARRANGED = {
     "gpt-oss": ("gpt-oss", "qwen2", {"tied": False, "bias": True, "oai": True, "moe": True, "n_layer": 4,
                                      "window": 8, "n_ctx": 1024,
                                      "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 16}}),
+    # GLM-4.5's layout: 4 blocks, the last a NextN block (kept, not run: both engines run 3);
+    # layer 0 dense (leading_dense_block_count 1), layers 1-2 experts with a sigmoid gate, a
+    # selection bias (exp_probs_b), renormalised top-2 weights scaled by 2.5 and one shared
+    # expert; q/k/v biases, per-head q/k norms, NeoX RoPE over 16 of 32 dims, the pre-FFN norm
+    # named post_attention_norm. qwen2's BPE stands in for GLM's vocabulary.
+    "glm4moe": ("glm4moe", "qwen2", {"tied": False, "bias": True, "qk_norm": True, "moe": True,
+                                     "n_layer": 4, "nextn": 1, "dense_lead": 1, "n_rot": HEAD_DIM // 2,
+                                     "glm": {"expert_shared_count": 1, "expert_weights_scale": 2.5,
+                                             "expert_weights_norm": True, "expert_gating_func": 2}}),
+    # GLM-4.5-Air's: no q/k norms, no expert_gating_func key (sigmoid all the same), no scale,
+    # and a trunk-only file: nextn_predict_layers 1 without the NextN block's tensors.
+    "glm4moe-air": ("glm4moe", "qwen2", {"tied": False, "bias": True, "moe": True, "n_layer": 4, "nextn": 1,
+                                         "trunk_only": True, "dense_lead": 1, "n_rot": HEAD_DIM // 2,
+                                         "glm": {"expert_shared_count": 1, "expert_weights_norm": True}}),
 }
 
 
@@ -260,14 +274,21 @@ def tensor_rules(arch: str) -> tuple:
     return tuple(entry["tensors"])
 
 
-def holds(rule: dict, opt: dict) -> bool:
-    """Whether this file carries the rule's tensor: every required one (biases only where the
-    variant has them), the optional ones its options ask for."""
+def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
+    """Whether this file carries the rule's tensor (at layer `il`): every required one (biases
+    only where the variant has them), the optional ones its options ask for."""
     name = rule["name"]
+    expert_layer = bool(opt.get("moe")) and (il is None or il >= opt.get("dense_lead", 0))
     if rule["when"] == "qkv_biases":
         return bool(opt.get("bias"))
+    if rule["when"] == "nextn":
+        if il is None or il < opt.get("n_layer", N_LAYER) - opt.get("nextn", 0):
+            return False
+        return rule["use"] == "required" or name == "blk.N.nextn.shared_head_norm.weight"
     if rule["when"] in ("dense", "experts"):
-        return bool(opt.get("moe")) == (rule["when"] == "experts")
+        return expert_layer == (rule["when"] == "experts")
+    if rule["when"] == "shared_experts":
+        return expert_layer and opt.get("glm", {}).get("expert_shared_count", 0) > 0
     if "fused_into" in rule:
         return not opt.get("fused")
     if rule["use"] == "required":
@@ -275,17 +296,20 @@ def holds(rule: dict, opt: dict) -> bool:
     longrope = opt.get("rope_scaling", {}).get("type") == "longrope" or "longrope_factors" in opt
     return {"output.weight": not opt["tied"], "rope_freqs.weight": "rope_freqs" in opt,
             "rope_factors_short.weight": longrope, "rope_factors_long.weight": longrope,
-            "blk.N.attn_qkv.weight": bool(opt.get("fused"))}.get(name, False)
+            "blk.N.attn_qkv.weight": bool(opt.get("fused")),
+            "blk.N.attn_q_norm.weight": bool(opt.get("qk_norm")),
+            "blk.N.attn_k_norm.weight": bool(opt.get("qk_norm"))}.get(name, False)
 
 
 def write_tensors(w: gguf.GGUFWriter, arch: str, n_layer: int, dims: dict, opt: dict, values) -> None:
     """Every tensor the rules give this file, the model's then each layer's, in the rules' order
     (the order the random values are drawn in)."""
-    rules = [r for r in tensor_rules(arch) if holds(r, opt)]
-    for rule in (r for r in rules if r["scope"] == "model"):
+    rules = tensor_rules(arch)
+    for rule in (r for r in rules if r["scope"] == "model" and holds(r, opt)):
         values.add(w, rule["name"], rule, dims, None)
-    for il in range(n_layer):
-        for rule in (r for r in rules if r["scope"] == "layer"):
+    # A trunk-only file (llama.cpp loads one) leaves its NextN blocks out.
+    for il in range(n_layer - (opt.get("nextn", 0) if opt.get("trunk_only") else 0)):
+        for rule in (r for r in rules if r["scope"] == "layer" and holds(r, opt, il)):
             values.add(w, rule["name"].replace("blk.N.", f"blk.{il}."), rule, dims, il)
 
 
@@ -336,6 +360,8 @@ class Values:
             return (1.0 + (0.5 if short == "rope_factors_short.weight" else 7.0) * ramp ** 2).astype(np.float32)
         if short == "attn_sinks.weight":
             return rng.standard_normal(n).astype(np.float32)
+        if short == "exp_probs_b.bias":  # large enough to change which experts are chosen
+            return (0.3 * rng.standard_normal(n)).astype(np.float32)
         if short == "ffn_gate_inp.bias":
             return (0.5 * rng.standard_normal(n)).astype(np.float32)
         if short.endswith("_exps.bias"):  # [n_expert][rows]; one gate/up row in eight at +-9
@@ -492,6 +518,12 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_expert_used_count(N_EXPERT_USED)
         w.add_expert_feed_forward_length(N_FF_EXP)
         w.add_feed_forward_length(N_FF)
+        if opt.get("dense_lead"):
+            w.add_leading_dense_block_count(opt["dense_lead"])
+        if opt.get("nextn"):
+            w.add_uint32(f"{arch}.nextn_predict_layers", opt["nextn"])
+        for key, value in opt.get("glm", {}).items():
+            {bool: w.add_bool, int: w.add_uint32, float: w.add_float32}[type(value)](f"{arch}.{key}", value)
     else:
         w.add_feed_forward_length(N_FF)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
@@ -499,7 +531,9 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     n_rot = opt.get("n_rot", HEAD_DIM)
     dims = {"n_embd": N_EMBD, "n_vocab": n_vocab, "q_dim": N_HEAD * HEAD_DIM, "k_dim": N_HEAD_KV * HEAD_DIM,
             "v_dim": N_HEAD_KV * HEAD_DIM, "o_dim": N_HEAD * HEAD_DIM, "head_dim_k": HEAD_DIM, "n_head": N_HEAD,
-            "n_ff": N_FF, "n_ff_expert": N_FF_EXP, "n_expert": N_EXPERT, "rope_pairs": n_rot // 2}
+            "n_ff": N_FF, "n_ff_expert": N_FF_EXP, "n_expert": N_EXPERT, "rope_pairs": n_rot // 2,
+            "n_ff_shexp": N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0),
+            "n_embd+n_embd": 2 * N_EMBD}
     if "longrope_factors" in opt:
         lf = opt["longrope_factors"]
         w.add_rope_scaling_orig_ctx_len(lf["orig"])

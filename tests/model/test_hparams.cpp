@@ -641,3 +641,57 @@ TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoP
             CHECK_THAT(hp.error().message(), Catch::Contains(std::string(a.name)));
     }
 }
+
+TEST_CASE("glm4moe: NextN blocks are kept out of the layers run, and its MoE keys are checked") {
+    // GLM-4.5-Air's shape in small: 8 blocks, the last a NextN block, one
+    // leading dense layer, one shared expert, a sigmoid gate scaled by 2.5.
+    const auto glm = [] {
+        return llama_like("glm4moe")
+            .u32("glm4moe.expert_count", 8)
+            .u32("glm4moe.expert_used_count", 2)
+            .u32("glm4moe.expert_feed_forward_length", 32)
+            .u32("glm4moe.expert_shared_count", 1)
+            .u32("glm4moe.leading_dense_block_count", 1)
+            .u32("glm4moe.nextn_predict_layers", 1)
+            .f32("glm4moe.expert_weights_scale", 2.5f);
+    };
+    auto file = glm().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->n_layer == 7);  // block_count - nextn_predict_layers, as llama.cpp runs
+    CHECK(hp->n_layer_nextn == 1);
+    CHECK(hp->n_ff == 128);  // the leading dense layer's width
+    CHECK_FALSE(hp->expert_layer(0));
+    CHECK(hp->expert_layer(1));
+    CHECK(hp->arch->moe_gating == model::MoeGating::Sigmoid);
+    CHECK_FALSE(hp->expert_weights_norm);  // llama.cpp's default when the key is absent
+    CHECK(hp->expert_weights_scale == 2.5f);
+    CHECK(hp->n_expert_shared == 1);
+
+    const auto refused_by = [](Expected<model::Hparams> r, const std::string& key) {
+        REQUIRE_FALSE(r);
+        CHECK_THAT(r.error().message(), Catch::Contains(key));
+    };
+    // Each refused for its key: more than one expert group, a gating other than
+    // sigmoid, NextN blocks leaving nothing to run, more dense layers than
+    // layers, a shared-expert count past expert_count, no shared-expert count.
+    const std::pair<std::string, uint32_t> bad[] = {
+        {"expert_group_count", 4},   {"expert_group_used_count", 2},   {"expert_gating_func", 1},
+        {"nextn_predict_layers", 8}, {"leading_dense_block_count", 8}, {"expert_shared_count", 9}};
+    for (const auto& [key, value] : bad) {
+        INFO(key);
+        auto f = glm().without("glm4moe." + key).u32("glm4moe." + key, value).parse();
+        REQUIRE(f);
+        refused_by(model::read_hparams(*f), "glm4moe." + key);
+    }
+    auto no_shared = glm().without("glm4moe.expert_shared_count").parse();
+    REQUIRE(no_shared);
+    refused_by(model::read_hparams(*no_shared), "glm4moe.expert_shared_count");
+    auto negative_scale = glm()
+                              .without("glm4moe.expert_weights_scale")
+                              .f32("glm4moe.expert_weights_scale", -1.0f)
+                              .parse();
+    REQUIRE(negative_scale);
+    refused_by(model::read_hparams(*negative_scale), "glm4moe.expert_weights_scale");
+}

@@ -90,7 +90,11 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     got, refused = inspect(path)
     if got is None:
         return  # refused before any fact was read; the message is model_non_chat_files' and parity's
-    n_layer = field(reader, f"{arch}.block_count")
+    # llama.cpp runs block_count - nextn_predict_layers (llama_hparams::n_layer()): the last
+    # blocks are NextN/MTP blocks for speculative decoding, which inspect reports as unused.
+    n_nextn = field(reader, f"{arch}.nextn_predict_layers") or 0
+    n_layer = field(reader, f"{arch}.block_count") - n_nextn
+    assert got.get("nextn_layers_unused", 0) == n_nextn
     n_head = field(reader, f"{arch}.attention.head_count")
     n_embd = field(reader, f"{arch}.embedding_length")
     want = {
@@ -120,8 +124,16 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     n_expert = field(reader, f"{arch}.expert_count")
     if n_expert:
         assert got["experts"] == n_expert and got["experts_used"] == field(reader, f"{arch}.expert_used_count")
-        assert got["expert_gating"] == ("softmax_of_top_k" if arch in SOFTMAX_OF_TOP_K else "softmax")
+        # llama.cpp's expert_gating_func where the file says (1 softmax, 2 sigmoid, 3 softmax of
+        # the top k), else the architecture's (glm4moe's loader turns "none" into sigmoid).
+        default = "softmax_of_top_k" if arch in SOFTMAX_OF_TOP_K else "sigmoid" if arch == "glm4moe" else "softmax"
+        gating = {1: "softmax", 2: "sigmoid", 3: "softmax_of_top_k"}.get(
+            field(reader, f"{arch}.expert_gating_func"), default)
+        assert got["expert_gating"] == gating
         assert got.get("expert_biases", False) == any(t.name.endswith("_exps.bias") for t in reader.tensors)
+        assert got.get("expert_selection_bias", False) == any(t.name.endswith(".exp_probs_b.bias")
+                                                              for t in reader.tensors)
+        assert got.get("shared_experts", 0) == (field(reader, f"{arch}.expert_shared_count") or 0)
     if not refused:  # the file's tensors are what the architecture runs
         names = {t.name for t in reader.tensors}
         assert got.get("attention_sinks", False) == ("blk.0.attn_sinks.weight" in names)

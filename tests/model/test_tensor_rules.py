@@ -164,6 +164,8 @@ def dims_of(keys: dict, shapes: dict) -> dict[str, int]:
             # Mixtral's llama files: each expert is feed_forward_length wide.
             "n_ff_expert": key("expert_feed_forward_length", key("feed_forward_length")),
             "n_expert": key("expert_count", 0),
+            # glm4moe's shared experts: expert_shared_count experts' width.
+            "n_ff_shexp": key("expert_feed_forward_length", 0) * key("expert_shared_count", 0),
             "rope_pairs": key("rope.dimension_count", k_len) // 2}
 
 

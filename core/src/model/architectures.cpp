@@ -97,6 +97,23 @@ constexpr ArchSpec kArchitectures[] = {
      .expert_biases = true,
      .attention_sinks = true,
      .ffn_norm_tensor = "post_attention_norm.weight"},
+    // GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7: q/k/v biases (optional for
+    // every row), NeoX RoPE over a prefix of each head, per-head q/k norms
+    // where a layer has them, the FFN norm named post_attention_norm; the
+    // first leading_dense_block_count layers dense, the others experts with
+    // a sigmoid gate, a selection bias and shared experts; NextN blocks at
+    // the end, kept and not run.
+    {.name = "glm4moe",
+     .qk_norm = QkNorm::PerHead,
+     .moe = true,
+     .partial_rotary = true,
+     .moe_gating = MoeGating::Sigmoid,
+     .ffn_norm_tensor = "post_attention_norm.weight",
+     .qk_norm_optional = true,
+     .leading_dense_layers = true,
+     .shared_experts = true,
+     .expert_selection_bias = true,
+     .nextn_layers = true},
 };
 
 }  // namespace

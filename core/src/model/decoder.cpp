@@ -13,10 +13,16 @@ namespace ferrox::model {
 
 namespace {
 
+// The widest FFN gate/up row a layer computes for all positions at once: the
+// dense FFN's, or the shared experts' (glm4moe).
+uint64_t ffn_width(const Hparams& hp) {
+    return std::max<uint64_t>({hp.n_ff, uint64_t{hp.n_ff_expert} * hp.n_expert_shared, 1});
+}
+
 // Per position: the larger of the attention block's and the FFN's buffers.
 uint64_t block_floats(const Hparams& hp) {
     const uint64_t attention = q_dim(hp) + k_dim(hp) + v_dim(hp) + o_dim(hp) + hp.n_embd;
-    const uint64_t ffn = 2 * std::max<uint64_t>(hp.n_ff, 1) + hp.n_embd;
+    const uint64_t ffn = 2 * ffn_width(hp) + hp.n_embd;
     return std::max(attention, ffn);
 }
 
@@ -40,7 +46,7 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
         if (base) a = base->at(used);
         used += floats;
     };
-    const uint64_t b = n_batch, ff = std::max<uint64_t>(hp.n_ff, 1);
+    const uint64_t b = n_batch, ff = ffn_width(hp);
     const uint64_t half = hp.head_dim_k / 2;
     carve(s.x, b * hp.n_embd);
     carve(s.xn, b * hp.n_embd);
@@ -59,6 +65,7 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.expert_gate, hp.n_ff_expert);
     carve(s.expert_up, hp.n_ff_expert);
     carve(s.expert_down, hp.n_embd);
+    carve(s.shared, hp.n_expert_shared > 0 ? b * hp.n_embd : 0);
     for (int t = 0; t < 3; ++t) {
         const uint64_t rows = t < 2 || hp.attn_temp_scale != 0 ? b : 0;
         carve(s.rope_cos[t], rows * half);
@@ -77,6 +84,7 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     }
     router_scores.assign((size_t{max_batch} + 1) * hp.n_expert, 0);  // + one row of weights
     expert_order.assign(hp.n_expert, 0);
+    selection.assign(hp.n_expert, 0);
     if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
 }
 
@@ -169,8 +177,11 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
         const uint64_t k_rows = whole ? n : uint64_t{n} * hp_.n_head_kv;
         const auto q_len = static_cast<uint32_t>(whole ? q_dim(hp_) : hd);
         const auto k_len = static_cast<uint32_t>(whole ? k_dim(hp_) : hd);
-        st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp_.rms_eps, s.q);
-        st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
+        // A row whose q/k norms are optional normalises where the layer has them.
+        if (!L.q_norm.empty())
+            st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp_.rms_eps, s.q);
+        if (!L.k_norm.empty())
+            st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
     }
     const bool local = hp_.is_local_layer(il);
     const uint32_t n_rot = rope_[local].n_rot;
@@ -206,24 +217,53 @@ void Decoder::dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, 
 // One row's experts and their weights from its router logits, into
 // expert_order's first n_expert_used entries and `weights`: qwen3moe softmaxes all logits and
 // takes the top k, optionally renormalised; gpt-oss takes the top k logits and softmaxes those
-// alone.
-void Decoder::route(Activations& a, std::span<float> logits, std::span<float> weights) const {
+// alone; glm4moe takes the sigmoid of each, chooses by sigmoid + selection bias and weighs by
+// the sigmoid alone, optionally renormalised, then scaled.
+void Decoder::route(Activations& a, std::span<float> logits, std::span<float> weights,
+                    std::span<const float> selection_bias) const {
     const uint32_t k = hp_.n_expert_used;
+    const MoeGating gating = hp_.arch->moe_gating;
     std::vector<uint32_t>& order = a.expert_order;
     std::iota(order.begin(), order.end(), 0u);
-    const bool softmax_first = hp_.arch->moe_gating == MoeGating::Softmax;
-    if (softmax_first) ops::softmax(logits);  // monotonic: the same top k either way
+    if (gating == MoeGating::Softmax) ops::softmax(logits);  // monotonic: the same top k
+    if (gating == MoeGating::Sigmoid)
+        for (float& v : logits) v = 1.0f / (1.0f + std::exp(-v));  // as ggml_sigmoid
+    // What the top k is chosen by: the scores, plus the bias where there is one.
+    std::span<const float> by = logits;
+    if (!selection_bias.empty()) {
+        for (size_t e = 0; e < logits.size(); ++e) a.selection[e] = logits[e] + selection_bias[e];
+        by = a.selection;
+    }
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](uint32_t x, uint32_t y) { return logits[x] > logits[y]; });
+                      [&](uint32_t x, uint32_t y) { return by[x] > by[y]; });
     for (uint32_t j = 0; j < k; ++j) weights[j] = logits[order[j]];
-    if (!softmax_first) {
+    if (gating == MoeGating::SoftmaxWeight) {
         ops::softmax(weights.first(k));
         return;
     }
-    if (!hp_.expert_weights_norm) return;
-    float total = 0;
-    for (uint32_t j = 0; j < k; ++j) total += weights[j];
-    for (uint32_t j = 0; j < k; ++j) weights[j] /= total;
+    if (hp_.expert_weights_norm) {
+        float total = 0;
+        for (uint32_t j = 0; j < k; ++j) total += weights[j];
+        // llama.cpp clamps the sum to the smallest normal f16 (sigmoids can all be ~0).
+        if (gating == MoeGating::Sigmoid) total = std::max(total, 6.103515625e-5f);
+        for (uint32_t j = 0; j < k; ++j) weights[j] /= total;
+    }
+    if (hp_.expert_weights_scale != 1.0f)
+        for (uint32_t j = 0; j < k; ++j) weights[j] *= hp_.expert_weights_scale;
+}
+
+// The shared experts (glm4moe): one SwiGLU FFN over every row, into s.shared,
+// then added to the routed experts' sum in s.ffn, as llama.cpp adds them.
+void Decoder::shared_experts(StickySteps& st, Activations& a, const LayerWeights& L,
+                             uint32_t n) const {
+    Scratch& s = a.s;
+    const uint32_t d = hp_.n_embd;
+    const uint64_t width = uint64_t{hp_.n_ff_expert} * hp_.n_expert_shared;
+    st.project(*L.gate_shexp, "ffn_gate_shexp", s.xn, n, s.gate);
+    st.project(*L.up_shexp, "ffn_up_shexp", s.xn, n, s.up);
+    st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * width);
+    st.project(*L.down_shexp, "ffn_down_shexp", s.gate, n, s.shared);
+    st.add(roles::kMoeCombine, s.ffn, s.shared, n, d, d, 1.0f);
 }
 
 // The router logits of all n positions in one product and one download
@@ -243,7 +283,7 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
         const Act xi = s.xn.at(uint64_t{i} * d);
         std::span<float> logits{a.router_scores.data() + size_t{i} * hp_.n_expert, hp_.n_expert};
         for (size_t e = 0; e < L.router_bias.size(); ++e) logits[e] += L.router_bias[e];
-        route(a, logits, weights);
+        route(a, logits, weights, L.selection_bias);
         for (uint32_t j = 0; j < hp_.n_expert_used; ++j) {
             const uint32_t e = a.expert_order[j];
             // An expert's bias row, when the architecture has them.
@@ -262,6 +302,7 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
                    weights[j]);
         }
     }
+    if (L.gate_shexp) shared_experts(st, a, L, n);
 }
 
 void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
@@ -270,7 +311,7 @@ void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n
     const uint32_t d = hp_.n_embd;
     Scratch& s = a.s;
     // xn = ffn_norm(x) already: the attention block's last step.
-    if (hp_.n_expert == 0)
+    if (!hp_.expert_layer(il))  // dense models, and glm4moe's leading dense layers
         dense_ffn(st, a, L, n);
     else
         moe_ffn(st, a, L, C, n);

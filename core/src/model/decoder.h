@@ -23,6 +23,7 @@ namespace ferrox::model {
 // of one allocation: no allocation per token, on the host or on a device.
 struct Scratch {
     Act x, xn, router, expert_gate, expert_up, expert_down, logits;
+    Act shared;  // the shared experts' output, added to the routed experts' sum
     // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
     // live at the same time, so the two blocks share one region.
     Act q, k, v, att, o, gate, up, ffn;
@@ -80,6 +81,7 @@ struct Activations {
     Act region;
     uint64_t region_size = 0;  // floats
     std::vector<float> rope_cos[3], rope_sin[3], router_scores, zeros;
+    std::vector<float> selection;  // one row's expert scores plus the selection bias
     std::vector<uint32_t> expert_order;
 
     // Sizes the host-side values for `max_batch` rows.
@@ -122,7 +124,9 @@ class Decoder {
     void dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                  uint32_t n) const;
-    void route(Activations& a, std::span<float> logits, std::span<float> weights) const;
+    void route(Activations& a, std::span<float> logits, std::span<float> weights,
+               std::span<const float> selection_bias) const;
+    void shared_experts(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void output(StickySteps& st, Activations& a, std::span<const uint32_t> out_rows,
                 std::span<float> out, bool hidden) const;
     void output_logits(StickySteps& st, Activations& a, Act xn, uint32_t n,

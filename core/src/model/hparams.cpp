@@ -442,6 +442,74 @@ Expected<void> read_granite(const gguf::File& file, const Keys& k, Hparams& hp) 
     return {};
 }
 
+// The sigmoid gate's keys (glm4moe): the gating function (0, llama.cpp's
+// "none", means sigmoid for these rows), the weights' scale, and expert
+// groups, which only a single group (no group choice) runs here.
+Expected<void> read_sigmoid_gating(const gguf::File& file, const Keys& k, Hparams& hp) {
+    uint32_t gating = 0;
+    FERROX_READ(gating, k.u32_or("expert_gating_func", 2));
+    if (gating != 0 && gating != 2)
+        return refuse(file, k.key("expert_gating_func"),
+                      fmt::format("{} is not implemented for this architecture (2, sigmoid, is; "
+                                  "1 softmax, 3 softmax over the top k, 4 sqrt-softplus are not)",
+                                  gating));
+    float scale = 0;
+    FERROX_READ(scale, k.f32_or("expert_weights_scale", 0.0f));
+    if (!std::isfinite(scale) || scale < 0)
+        return refuse(file, k.key("expert_weights_scale"),
+                      fmt::format("{} is not a scale (finite, >= 0, 0 for none)", scale));
+    hp.expert_weights_scale = scale == 0.0f ? 1.0f : scale;  // llama.cpp: 0 and 1 leave them
+    for (const char* groups : {"expert_group_count", "expert_group_used_count"}) {
+        uint32_t v = 0;
+        FERROX_READ(v, k.u32_or(groups, 0));
+        if (v > 1)
+            return refuse(file, k.key(groups),
+                          fmt::format("{}: choosing experts by group is not implemented (1 or 0, "
+                                      "one group, is)",
+                                      v));
+    }
+    return {};
+}
+
+// Shared experts: always run beside the routed ones, each as wide as a
+// routed expert (llama.cpp reads the count as required).
+Expected<void> read_shared_experts(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.n_expert_shared, k.u32("expert_shared_count"));
+    // Bounds the shared FFN's activations, sized from this before any tensor is bound.
+    if (hp.n_expert_shared > hp.n_expert)
+        return refuse(
+            file, k.key("expert_shared_count"),
+            fmt::format("{} is more than expert_count ({})", hp.n_expert_shared, hp.n_expert));
+    return {};
+}
+
+// The first layers' dense FFN (glm4moe), feed_forward_length wide.
+Expected<void> read_leading_dense(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.n_layer_dense_lead, k.u32_or("leading_dense_block_count", 0));
+    FERROX_READ(hp.n_ff, k.u32_or("feed_forward_length", 0));
+    if (hp.n_layer_dense_lead > hp.n_layer)
+        return refuse(
+            file, k.key("leading_dense_block_count"),
+            fmt::format("{} is more than the {} layers run", hp.n_layer_dense_lead, hp.n_layer));
+    if (hp.n_layer_dense_lead > 0 && hp.n_ff == 0)
+        return refuse(file, k.key("feed_forward_length"),
+                      "is 0 or absent, but the leading dense layers need their width");
+    if (hp.n_layer_dense_lead == 0) hp.n_ff = 0;  // no dense layer: nothing is that wide
+    return {};
+}
+
+// NextN/MTP blocks at the end of block_count: kept, not run.
+Expected<void> read_nextn(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.n_layer_nextn, k.u32_or("nextn_predict_layers", 0));
+    if (hp.n_layer_nextn >= hp.n_layer)
+        return refuse(file, k.key("nextn_predict_layers"),
+                      fmt::format("{} of block_count {} leaves no layer to run (a file of NextN "
+                                  "blocks alone is not a model ferrox runs)",
+                                  hp.n_layer_nextn, hp.n_layer));
+    hp.n_layer -= hp.n_layer_nextn;
+    return {};
+}
+
 // The experts' counts and widths (mixture-of-experts rows, or a llama file
 // with expert_count > 0).
 Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpec& spec,
@@ -453,14 +521,21 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
     FERROX_READ(hp.n_ff_expert,
                 spec.moe ? k.u32("expert_feed_forward_length") : k.u32("feed_forward_length"));
     // A softmax over the chosen k already sums to 1 (llama.cpp reads no
-    // key for it then).
-    if (spec.moe_gating == MoeGating::Softmax)
-        FERROX_READ(hp.expert_weights_norm, k.bool_or("expert_weights_norm", true));
+    // key for it then); sigmoid weights are renormalised only where the file
+    // says (llama.cpp's default false).
+    if (spec.moe_gating != MoeGating::SoftmaxWeight)
+        FERROX_READ(hp.expert_weights_norm,
+                    k.bool_or("expert_weights_norm", spec.moe_gating == MoeGating::Softmax));
     if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
         return refuse(
             file, k.key("expert_used_count"),
             fmt::format("{} is not in 1..expert_count ({})", hp.n_expert_used, hp.n_expert));
     hp.n_ff = 0;
+    if (spec.moe_gating == MoeGating::Sigmoid)
+        if (auto r = read_sigmoid_gating(file, k, hp); !r) return r;
+    if (spec.shared_experts)
+        if (auto r = read_shared_experts(file, k, hp); !r) return r;
+    if (spec.leading_dense_layers) return read_leading_dense(file, k, hp);
     return {};
 }
 
@@ -495,6 +570,8 @@ Expected<void> read_pooling(const gguf::File& file, const Keys& k, Hparams& hp) 
 Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
     if (auto r = read_pooling(file, k, hp); !r) return r;
     if (auto r = read_shape(file, k, hp); !r) return r;
+    if (spec.nextn_layers)
+        if (auto r = read_nextn(file, k, hp); !r) return r;
     if (auto r = read_rotary_dims(file, k, spec, hp); !r) return r;
     auto base = k.f32_or("rope.freq_base", 10000.0f);
     if (!base) return base.error();

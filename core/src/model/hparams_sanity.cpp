@@ -37,9 +37,11 @@ Expected<void> check_hparams_sane(const gguf::File& file, const Hparams& hp,
                                   hp.rope_freq_scale));
     // Per-layer work before any tensor is bound (inspect's layer pattern) is
     // sized by this count; llama.cpp's own ceiling (LLAMA_MAX_LAYERS) bounds it.
-    if (hp.n_layer > kMaxLayers)
+    // NextN blocks (bound, not run) count too: binding walks them.
+    if (uint64_t{hp.n_layer} + hp.n_layer_nextn > kMaxLayers)
         return refuse(file, key("block_count"),
-                      fmt::format("{} layers; ferrox reads at most {}", hp.n_layer, kMaxLayers));
+                      fmt::format("{} layers; ferrox reads at most {}",
+                                  uint64_t{hp.n_layer} + hp.n_layer_nextn, kMaxLayers));
     if (hp.n_ctx_train == 0) return refuse(file, key("context_length"), "is 0");
     if (hp.head_dim_k == 0 || hp.head_dim_v == 0)
         return refuse(file,

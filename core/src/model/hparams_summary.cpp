@@ -65,6 +65,8 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     };
     add("architecture", hp.arch_name);
     add("layers", hp.n_layer);
+    // NextN/MTP blocks: in the file, bound and kept for speculative decoding, not run.
+    if (hp.n_layer_nextn) add("nextn_layers_unused", hp.n_layer_nextn);
     add("embedding_length", hp.n_embd);
     add("vocab", hp.vocab);
     add("context_train", hp.n_ctx_train);
@@ -106,9 +108,17 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("experts_used", hp.n_expert_used);
         add("expert_ffn_length", hp.n_ff_expert);
         add("expert_weights_norm", hp.expert_weights_norm);
-        add("expert_gating",
-            hp.arch->moe_gating == MoeGating::Softmax ? "softmax" : "softmax_of_top_k");
+        add("expert_gating", hp.arch->moe_gating == MoeGating::Softmax         ? "softmax"
+                             : hp.arch->moe_gating == MoeGating::SoftmaxWeight ? "softmax_of_top_k"
+                                                                               : "sigmoid");
         if (hp.arch->expert_biases) add("expert_biases", true);
+        if (hp.arch->expert_selection_bias) add("expert_selection_bias", true);
+        if (hp.expert_weights_scale != 1.0f) add("expert_weights_scale", hp.expert_weights_scale);
+        if (hp.n_expert_shared) add("shared_experts", hp.n_expert_shared);
+        if (hp.n_layer_dense_lead) {
+            add("leading_dense_layers", hp.n_layer_dense_lead);
+            add("ffn_length", hp.n_ff);
+        }
     } else {
         add("ffn_length", hp.n_ff);
     }

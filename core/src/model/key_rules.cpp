@@ -19,21 +19,26 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         {"attention.causal", X, "true", {}},
         {"embedding_length", R, {}, {}},
         {"block_count", R, {}, {}},
-        {"attention.head_count", R, {}, {}},
-        {"attention.head_count_kv", O, "attention.head_count", {}},
-        {"context_length", R, {}, {}},
-        {"attention.layer_norm_rms_epsilon", R, {}, {}},
-        {"attention.key_length", O, "embedding_length / attention.head_count", {}},
-        {"attention.value_length", O, "attention.key_length", {}},
-        {"rope.dimension_count", spec.partial_rotary ? O : X, "attention.key_length", {}},
-        {"rope.dimension_count_swa", X, "rope.dimension_count", {}},
-        {"rope.freq_base", O, "10000", {}},
-        {"rope.scaling.type", O, "linear", {}},
-        {"rope.scaling.factor", O, "0 (unscaled)", {}},
-        {"rope.scale_linear", O, "0 (unscaled)", "without rope.scaling.factor"},
-        {"rope.scaling.attn_factor", O, "1", {}},
-        {"rope.scaling.original_context_length", O, "context_length", {}},
     };
+    if (spec.nextn_layers)  // the last ones NextN blocks, kept and not run
+        k.push_back({"nextn_predict_layers", O, "0", {}});
+    for (KeyRule rule : std::initializer_list<KeyRule>{
+             {"attention.head_count", R, {}, {}},
+             {"attention.head_count_kv", O, "attention.head_count", {}},
+             {"context_length", R, {}, {}},
+             {"attention.layer_norm_rms_epsilon", R, {}, {}},
+             {"attention.key_length", O, "embedding_length / attention.head_count", {}},
+             {"attention.value_length", O, "attention.key_length", {}},
+             {"rope.dimension_count", spec.partial_rotary ? O : X, "attention.key_length", {}},
+             {"rope.dimension_count_swa", X, "rope.dimension_count", {}},
+             {"rope.freq_base", O, "10000", {}},
+             {"rope.scaling.type", O, "linear", {}},
+             {"rope.scaling.factor", O, "0 (unscaled)", {}},
+             {"rope.scale_linear", O, "0 (unscaled)", "without rope.scaling.factor"},
+             {"rope.scaling.attn_factor", O, "1", {}},
+             {"rope.scaling.original_context_length", O, "context_length", {}},
+         })
+        k.push_back(std::move(rule));
     // YaRN's tuning keys: read where llama.cpp's graph reads them, else only
     // their fixed value is accepted.
     const struct {
@@ -92,8 +97,21 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"expert_used_count", R, {}, experts});
         k.push_back(
             {spec.moe ? "expert_feed_forward_length" : "feed_forward_length", R, {}, experts});
-        if (spec.moe_gating == MoeGating::Softmax)
-            k.push_back({"expert_weights_norm", O, "true", experts});
+        if (spec.moe_gating != MoeGating::SoftmaxWeight)
+            k.push_back({"expert_weights_norm", O,
+                         spec.moe_gating == MoeGating::Softmax ? "true" : "false", experts});
+        if (spec.moe_gating == MoeGating::Sigmoid) {
+            k.push_back({"expert_gating_func", O, "2 (sigmoid; 0 means it too)", experts});
+            k.push_back({"expert_weights_scale", O, "0 (not scaled)", experts});
+            k.push_back({"expert_group_count", X, "0 or 1 (one group)", experts});
+            k.push_back({"expert_group_used_count", X, "0 or 1 (one group)", experts});
+        }
+        if (spec.shared_experts) k.push_back({"expert_shared_count", R, {}, experts});
+        if (spec.leading_dense_layers) {
+            k.push_back({"leading_dense_block_count", O, "0", experts});
+            k.push_back({"feed_forward_length", O, "0 (needed with leading_dense_block_count > 0)",
+                         experts});
+        }
     }
     if (!spec.moe) {
         k.push_back({"feed_forward_length", R, {}, spec.moe_with_expert_count ? "dense" : ""});

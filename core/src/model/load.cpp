@@ -22,7 +22,7 @@ uint64_t host_scratch_bytes(const Model::Impl& m, uint32_t n_batch, uint32_t n_c
     const Hparams& hp = m.hp;
     const uint64_t half = hp.head_dim_k / 2;
     const uint64_t tables = !m.residency.resident ? 0 : hp.attn_temp_scale != 0 ? 3 : 2;
-    return (2 * tables * uint64_t{n_batch} * half + (uint64_t{n_batch} + 1) * hp.n_expert +
+    return (2 * tables * uint64_t{n_batch} * half + (uint64_t{n_batch} + 2) * hp.n_expert +
             (hp.n_expert ? uint64_t{n_batch} * hp.n_embd : 0) + n_ctx) *
            sizeof(float);
 }
@@ -165,7 +165,8 @@ std::vector<const WeightMatrix*> Model::Impl::matrices() const {
     std::vector<const WeightMatrix*> all{&*w.output};
     if (embedding_matrix) all.push_back(&*embedding_matrix);
     for (const LayerWeights& L : w.layers) {
-        for (const auto* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.router})
+        for (const auto* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.router,
+                              &L.gate_shexp, &L.up_shexp, &L.down_shexp})
             if (*m) all.push_back(&**m);
         for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps})
             for (const WeightMatrix& m : *experts) all.push_back(&m);

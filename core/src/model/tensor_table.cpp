@@ -117,8 +117,11 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                              TensorWhen::QkvBiases));
     if (spec.qk_norm != QkNorm::None) {
         const bool whole = spec.qk_norm == QkNorm::Whole;
-        t.push_back(layer_vector("attn_q_norm.weight", whole ? E::QDim : E::HeadDimK, &LW::q_norm));
-        t.push_back(layer_vector("attn_k_norm.weight", whole ? E::KDim : E::HeadDimK, &LW::k_norm));
+        const TensorUse use = spec.qk_norm_optional ? TensorUse::Optional : TensorUse::Required;
+        t.push_back(
+            layer_vector("attn_q_norm.weight", whole ? E::QDim : E::HeadDimK, &LW::q_norm, use));
+        t.push_back(
+            layer_vector("attn_k_norm.weight", whole ? E::KDim : E::HeadDimK, &LW::k_norm, use));
     }
     if (spec.post_norms) {
         t.push_back(layer_vector("post_attention_norm.weight", E::Embd, &LW::post_attn_norm));
@@ -126,11 +129,12 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
     }
     if (spec.pre_norms) t.push_back(layer_vector(spec.ffn_norm_tensor, E::Embd, &LW::ffn_norm));
     // A row with optional experts lists both FFNs, each under its condition.
-    const bool dense = !spec.moe, experts_too = spec.moe || spec.moe_with_expert_count;
-    const TensorWhen dense_when =
-        spec.moe_with_expert_count ? TensorWhen::Dense : TensorWhen::Always;
-    const TensorWhen experts_when =
-        spec.moe_with_expert_count ? TensorWhen::Experts : TensorWhen::Always;
+    // So does a row whose first layers are dense (glm4moe), per layer.
+    const bool dense = !spec.moe || spec.leading_dense_layers,
+               experts_too = spec.moe || spec.moe_with_expert_count;
+    const bool either = spec.moe_with_expert_count || spec.leading_dense_layers;
+    const TensorWhen dense_when = either ? TensorWhen::Dense : TensorWhen::Always;
+    const TensorWhen experts_when = either ? TensorWhen::Experts : TensorWhen::Always;
     if (dense && spec.fused_gate_up) {
         // phi3: ffn_up.weight holds the gate's rows, then up's.
         t.push_back(layer_fused(
@@ -167,6 +171,37 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                     &LW::up_exps_bias);
         expert_part("ffn_down_exps.weight", "ffn_down_exps.bias", E::Embd, E::FfExpert,
                     &LW::down_exps, &LW::down_exps_bias);
+        if (spec.expert_selection_bias)
+            t.push_back(layer_vector("exp_probs_b.bias", E::Experts, &LW::selection_bias,
+                                     TensorUse::Required, experts_when));
+        if (spec.shared_experts)
+            for (auto [name, rows, cols, slot] :
+                 {std::tuple{"ffn_gate_shexp.weight", E::FfShared, E::Embd, &LW::gate_shexp},
+                  std::tuple{"ffn_up_shexp.weight", E::FfShared, E::Embd, &LW::up_shexp},
+                  std::tuple{"ffn_down_shexp.weight", E::Embd, E::FfShared, &LW::down_shexp}}) {
+                t.push_back(layer_matrix(name, rows, cols, slot));
+                t.back().rule.when = TensorWhen::SharedExperts;
+            }
+    }
+    if (spec.nextn_layers) {
+        // A NextN block's own tensors, besides a layer's (llama.cpp's
+        // graph_mtp): the projection of [enorm(token), hnorm(hidden)], and
+        // optionally its own embeddings, output norm and output.
+        const auto nextn = [&](TensorBinding b, TensorUse use = TensorUse::Required) {
+            b.rule.when = TensorWhen::NextN;
+            b.rule.use = use;
+            t.push_back(b);
+        };
+        nextn(layer_matrix("nextn.eh_proj.weight", E::Embd, E::TwoEmbd, &LW::nextn_eh_proj));
+        nextn(layer_vector("nextn.enorm.weight", E::Embd, &LW::nextn_enorm));
+        nextn(layer_vector("nextn.hnorm.weight", E::Embd, &LW::nextn_hnorm));
+        nextn(layer_matrix("nextn.embed_tokens.weight", E::Vocab, E::Embd, &LW::nextn_embed_tokens),
+              TensorUse::Optional);
+        nextn(layer_matrix("nextn.shared_head_head.weight", E::Vocab, E::Embd,
+                           &LW::nextn_shared_head),
+              TensorUse::Optional);
+        nextn(layer_vector("nextn.shared_head_norm.weight", E::Embd, &LW::nextn_shared_head_norm),
+              TensorUse::Optional);
     }
     return t;
 }
@@ -205,6 +240,10 @@ std::string_view extent_name(Extent e) {
             return "n_expert";
         case E::RopePairs:
             return "rope_pairs";
+        case E::FfShared:
+            return "n_ff_shexp";
+        case E::TwoEmbd:
+            return "n_embd+n_embd";
     }
     return "?";
 }
@@ -237,6 +276,10 @@ uint64_t extent_value(Extent e, const Hparams& hp) {
             return hp.n_expert;
         case E::RopePairs:
             return hp.n_rot / 2;
+        case E::FfShared:
+            return uint64_t{hp.n_ff_expert} * hp.n_expert_shared;
+        case E::TwoEmbd:
+            return 2 * uint64_t{hp.n_embd};
     }
     return 0;
 }
@@ -248,7 +291,7 @@ uint64_t rule_rows(const TensorRule& rule, const Hparams& hp) {
     return rows;
 }
 
-bool applies(TensorWhen when, const Hparams& hp) {
+bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
     switch (when) {
         case TensorWhen::Always:
             return true;
@@ -259,9 +302,13 @@ bool applies(TensorWhen when, const Hparams& hp) {
         case TensorWhen::LongRopeScaling:
             return hp.rope_scaling == RopeScaling::LongRope;
         case TensorWhen::Dense:
-            return hp.n_expert == 0;
+            return !hp.expert_layer(il);
         case TensorWhen::Experts:
-            return hp.n_expert > 0;
+            return hp.expert_layer(il);
+        case TensorWhen::SharedExperts:
+            return hp.expert_layer(il) && hp.n_expert_shared > 0;
+        case TensorWhen::NextN:
+            return il >= hp.n_layer;
     }
     return false;
 }
@@ -296,6 +343,10 @@ std::string_view when_name(TensorWhen w) {
             return "dense";
         case TensorWhen::Experts:
             return "experts";
+        case TensorWhen::SharedExperts:
+            return "shared_experts";
+        case TensorWhen::NextN:
+            return "nextn";
     }
     return "?";
 }

@@ -165,14 +165,15 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
     mw.layers.resize(hp.n_layer);
     std::unordered_set<std::string> bound;
     const std::vector<TensorBinding> table = tensor_table(*hp.arch);
-    const auto bind = [&](const TensorBinding& b, LayerWeights* layer) -> Expected<void> {
+    // `layer` is null for a model tensor; `il` counts NextN blocks after the run ones.
+    const auto bind = [&](const TensorBinding& b, LayerWeights* layer,
+                          uint32_t il) -> Expected<void> {
         const TensorRule& rule = b.rule;
         const auto full_name = [&](std::string_view n) {
-            return layer ? layer_tensor(static_cast<uint32_t>(layer - mw.layers.data()), n)
-                         : std::string(n);
+            return layer ? layer_tensor(il, n) : std::string(n);
         };
         const std::string name = full_name(rule.name);
-        if (!applies(rule.when, hp)) return {};
+        if (!applies(rule.when, hp, il)) return {};
         // Bound as rows of the fused tensor instead (its own rule).
         if (!rule.fused_into.empty() && file.find_tensor(full_name(rule.fused_into))) return {};
         const gguf::Tensor* t = file.find_tensor(name);
@@ -204,11 +205,18 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
     };
     for (const TensorBinding& b : table)
         if (b.rule.scope == TensorScope::Model)
-            if (auto r = bind(b, nullptr); !r) return r.error();
-    for (LayerWeights& lw : mw.layers)
+            if (auto r = bind(b, nullptr, 0); !r) return r.error();
+    // NextN blocks are bound as llama.cpp loads them: all of them, or none
+    // where the file has no first NextN projection (a trunk-only file; any
+    // other tensor of theirs is then refused as unused).
+    if (hp.n_layer_nextn > 0 && file.find_tensor(layer_tensor(hp.n_layer, "nextn.eh_proj.weight")))
+        mw.nextn_layers.resize(hp.n_layer_nextn);
+    for (uint32_t il = 0; il < hp.n_layer + mw.nextn_layers.size(); ++il) {
+        LayerWeights& lw = il < hp.n_layer ? mw.layers[il] : mw.nextn_layers[il - hp.n_layer];
         for (const TensorBinding& b : table)
             if (b.rule.scope == TensorScope::Layer)
-                if (auto r = bind(b, &lw); !r) return r.error();
+                if (auto r = bind(b, &lw, il); !r) return r.error();
+    }
     for (const gguf::Tensor& t : file.tensors())
         if (!bound.contains(t.name()) && !ignorable(hp, t.name()))
             return make_error(

@@ -26,6 +26,13 @@ struct LayerWeights {
     std::vector<float> o_bias, sinks;  // gpt-oss: [n_embd], [n_head]
     // gpt-oss: the router's bias [n_expert] and the experts' [n_expert][rows].
     std::vector<float> router_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
+    // glm4moe: the bias added to the gate's probabilities to choose experts
+    // [n_expert], and the shared experts run on every row.
+    std::vector<float> selection_bias;
+    std::optional<WeightMatrix> gate_shexp, up_shexp, down_shexp;
+    // A NextN block's own tensors (kept for speculative decoding, not run).
+    std::optional<WeightMatrix> nextn_eh_proj, nextn_embed_tokens, nextn_shared_head;
+    std::vector<float> nextn_enorm, nextn_hnorm, nextn_shared_head_norm;
 };
 
 struct ModelWeights {
@@ -34,6 +41,9 @@ struct ModelWeights {
     std::vector<float> output_norm;
     RopeFactors rope_factors;  // optional per-pair RoPE divisors (llama)
     std::vector<LayerWeights> layers;
+    // NextN/MTP blocks (blk.{n_layer + i}), bound and kept, not run; empty
+    // for a file without them (or a trunk-only file, whose blocks are absent).
+    std::vector<LayerWeights> nextn_layers;
 };
 
 // The tensor name of layer `il`'s `suffix` ("blk.3.attn_q.weight").

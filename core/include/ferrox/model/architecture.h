@@ -103,6 +103,23 @@ struct ArchSpec {
     bool attention_sinks = false;
     // The norm before the FFN (gpt-oss's files call it post_attention_norm).
     std::string_view ffn_norm_tensor = "ffn_norm.weight";
+    // attn_q_norm / attn_k_norm may be absent (glm4moe: GLM-4.5 has them, Air
+    // not); each layer normalises where it has them, as llama.cpp does.
+    bool qk_norm_optional = false;
+    // leading_dense_block_count: that many first layers run a dense FFN
+    // (feed_forward_length wide), the rest experts (glm4moe).
+    bool leading_dense_layers = false;
+    // expert_shared_count: shared experts (ffn_*_shexp, expert_shared_count x
+    // expert_feed_forward_length wide) run on every row of an expert layer
+    // and join the routed experts' sum.
+    bool shared_experts = false;
+    // exp_probs_b.bias: a per-expert bias added to the gate's probabilities to
+    // choose the experts (not to weigh them; DeepSeek V3's, glm4moe).
+    bool expert_selection_bias = false;
+    // nextn_predict_layers: that many blocks at the end of block_count are
+    // NextN/MTP blocks (blk.N.nextn.*) for speculative decoding: bound and
+    // kept, not run; the pass runs block_count - nextn_predict_layers.
+    bool nextn_layers = false;
 };
 
 FERROX_API std::span<const ArchSpec> architectures();

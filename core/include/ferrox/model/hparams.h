@@ -49,8 +49,10 @@ enum class FfnActivation { Silu, GeluTanh, SwigluOai };
 
 // How router logits become expert weights: Softmax over all experts, then the
 // top k (qwen3moe); SoftmaxWeight: the top k logits, then a softmax over them
-// alone (gpt-oss).
-enum class MoeGating { Softmax, SoftmaxWeight };
+// alone (gpt-oss); Sigmoid: a sigmoid of each logit, the top k of those
+// (plus the selection bias where the row has it) weighted by their sigmoid,
+// optionally renormalised and scaled (glm4moe).
+enum class MoeGating { Softmax, SoftmaxWeight, Sigmoid };
 
 // How the sliding-window layers' RoPE differs from the global layers' (besides
 // its base), as each architecture's llama.cpp graph rotates them.
@@ -121,6 +123,14 @@ struct Hparams {
     // Mixture of experts (qwen3moe); n_expert == 0 for dense models.
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
     bool expert_weights_norm = false;
+    // The chosen experts' weights multiplied by this (expert_weights_scale;
+    // 1: not scaled), the shared experts' count (each n_ff_expert wide) and
+    // the leading layers with a dense FFN (glm4moe).
+    float expert_weights_scale = 1.0f;
+    uint32_t n_expert_shared = 0, n_layer_dense_lead = 0;
+    // NextN/MTP blocks after the n_layer the pass runs (block_count =
+    // n_layer + n_layer_nextn): bound and kept for speculative decoding, not run.
+    uint32_t n_layer_nextn = 0;
     // Biases on the attention output (gpt-oss; some llama-family files, on
     // some layers: true when any layer has one).
     bool attn_output_bias = false;
@@ -128,6 +138,8 @@ struct Hparams {
     // An embedding model's pooling (Mean, Cls or Last); None for a decoder.
     Pooling pooling = Pooling::None;
 
+    // True when layer `il` runs experts (else a dense FFN).
+    bool expert_layer(uint32_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
     bool has_rope(uint32_t il) const {
         return no_rope_period == 0 || (il + 1) % no_rope_period != 0;
     }

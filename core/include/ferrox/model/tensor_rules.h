@@ -44,6 +44,8 @@ enum class Extent : uint8_t {
     FfExpert,   // expert_feed_forward_length
     Experts,    // expert_count
     RopePairs,  // rope.dimension_count / 2
+    FfShared,   // expert_shared_count x expert_feed_forward_length
+    TwoEmbd,    // 2 x embedding_length (a NextN block's input, token and hidden state)
 };
 
 // What a tensor's presence rests on besides the row.
@@ -52,8 +54,12 @@ enum class TensorWhen : uint8_t {
     QkvBiases,        // the file has a q, k or v bias in block 0: then all three, every layer
     RopeFreqScaling,  // rope.scaling.type is not longrope
     LongRopeScaling,  // rope.scaling.type is longrope
-    Dense,            // no expert_count (a row whose experts are optional)
-    Experts,          // expert_count > 0 (likewise)
+    // Per layer: a dense FFN (no expert_count, or one of the leading dense
+    // layers), or experts (expert_count > 0, past the leading dense layers).
+    Dense,
+    Experts,
+    SharedExperts,  // an expert layer of a file with expert_shared_count > 0
+    NextN,          // a NextN/MTP block (the last nextn_predict_layers), kept and not run
 };
 
 // One part of a fused tensor: the rows the unfused tensor `name` would hold.
@@ -84,8 +90,9 @@ FERROX_API std::string_view scope_name(TensorScope s);
 FERROX_API std::string_view form_name(TensorForm f);
 FERROX_API std::string_view when_name(TensorWhen w);
 FERROX_API std::string_view use_name(TensorUse u);
-// Whether `when` holds for a file with these hyper-parameters.
-FERROX_API bool applies(TensorWhen when, const Hparams& hp);
+// Whether `when` holds for a file with these hyper-parameters, at layer `il`
+// (counting NextN blocks after the n_layer run; 0 for a model tensor).
+FERROX_API bool applies(TensorWhen when, const Hparams& hp, uint32_t il);
 // A rule's rows: its own, or the sum of its parts'.
 FERROX_API uint64_t rule_rows(const TensorRule& rule, const Hparams& hp);
 
