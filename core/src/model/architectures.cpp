@@ -97,6 +97,14 @@ constexpr ArchSpec kArchitectures[] = {
      .expert_biases = true,
      .attention_sinks = true,
      .ffn_norm_tensor = "post_attention_norm.weight"},
+    // DeepSeek V2/V3/R1, Kimi K2, GLM-4.7-Flash: multi-head latent attention
+    // over a compressed cache (ArchSpec::mla), adjacent-pair RoPE on a
+    // prefix of each cached head. Experts are refused by key for now.
+    {.name = "deepseek2",
+     .rope = RopeStyle::Normal,
+     .partial_rotary = true,
+     .mla = true,
+     .leading_dense = true},
 };
 
 }  // namespace

@@ -165,9 +165,10 @@ std::vector<const WeightMatrix*> Model::Impl::matrices() const {
     std::vector<const WeightMatrix*> all{&*w.output};
     if (embedding_matrix) all.push_back(&*embedding_matrix);
     for (const LayerWeights& L : w.layers) {
-        for (const auto* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.router})
+        for (const auto* m :
+             {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.router, &L.q_a, &L.q_b, &L.kv_a})
             if (*m) all.push_back(&**m);
-        for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps})
+        for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps, &L.k_b, &L.v_b})
             for (const WeightMatrix& m : *experts) all.push_back(&m);
     }
     return all;

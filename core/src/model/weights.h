@@ -26,6 +26,12 @@ struct LayerWeights {
     std::vector<float> o_bias, sinks;  // gpt-oss: [n_embd], [n_head]
     // gpt-oss: the router's bias [n_expert] and the experts' [n_expert][rows].
     std::vector<float> router_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
+    // Latent attention (deepseek2): q's low rank and its norm, the KV latent
+    // with its rotated part and the latent's norm, per head the absorbing
+    // [kv_lora x qk_nope] and expanding [head_dim_v_mla x kv_lora] matrices.
+    std::optional<WeightMatrix> q_a, q_b, kv_a;
+    std::vector<WeightMatrix> k_b, v_b;
+    std::vector<float> q_a_norm, kv_a_norm;
 };
 
 struct ModelWeights {
