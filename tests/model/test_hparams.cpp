@@ -707,6 +707,13 @@ TEST_CASE("deepseek2's latent attention keys are read, checked against each othe
     auto m = model::read_hparams(*missing);
     REQUIRE_FALSE(m);
     CHECK_THAT(m.error().message(), Catch::Contains("deepseek2.attention.kv_lora_rank"));
+    // An older conversion (attn_kv_b, no *_mla keys) is told what it is.
+    auto old = deepseek2_like().without("deepseek2.attention.key_length_mla").parse();
+    REQUIRE(old);
+    auto o = model::read_hparams(*old);
+    REQUIRE_FALSE(o);
+    CHECK_THAT(o.error().message(), Catch::Contains("deepseek2.attention.key_length_mla") &&
+                                        Catch::Contains("attn_kv_b"));
     auto yarn = deepseek2_like()
                     .str("deepseek2.rope.scaling.type", "yarn")
                     .f32("deepseek2.rope.scaling.factor", 40.0f)

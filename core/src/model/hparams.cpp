@@ -439,6 +439,13 @@ Expected<void> check_rope_sections(const gguf::File& file, const Keys& k) {
 Expected<void> read_mla(const gguf::File& file, const Keys& k, Hparams& hp) {
     FERROX_READ(hp.mla_q_lora, k.u32_or("attention.q_lora_rank", 0));
     FERROX_READ(hp.mla_kv_lora, k.u32("attention.kv_lora_rank"));
+    // Files converted before llama.cpp split attn_kv_b into attn_k_b and
+    // attn_v_b have no *_mla keys: their cache would be uncompressed.
+    if (!k.has("attention.key_length_mla"))
+        return refuse(file, k.key("attention.key_length_mla"),
+                      "is missing: an older conversion with the uncompressed attn_kv_b, which "
+                      "ferrox does not run (reconvert with a current convert_hf_to_gguf.py, "
+                      "which writes attn_k_b and attn_v_b)");
     FERROX_READ(hp.mla_head_k, k.u32("attention.key_length_mla"));
     FERROX_READ(hp.mla_head_v, k.u32("attention.value_length_mla"));
     // Each width sizes scratch rows and a product per head: bounded well
