@@ -36,7 +36,7 @@ std::vector<std::string> shape(const TensorRule& r) {
         case TensorForm::Matrix:
             return {cols, rows};
         case TensorForm::Experts:
-            return {cols, rows, "n_expert"};
+            return {cols, rows, std::string(model::extent_name(r.stack))};
         case TensorForm::Vector:
             return r.cols == Extent::One ? std::vector{rows} : std::vector{rows, cols};
     }
@@ -76,6 +76,8 @@ std::string presence(const TensorRule& r) {
         s += " on layers with experts when the file has expert_shared_count";
     if (r.when == model::TensorWhen::NextN)
         s += " on NextN blocks (the last nextn_predict_layers; kept, not run)";
+    if (r.when == model::TensorWhen::QLowRank) s += " when attention.q_lora_rank > 0";
+    if (r.when == model::TensorWhen::QDirect) s += " unless attention.q_lora_rank > 0";
     if (!r.fused_into.empty()) s += ", or rows of " + full_name(r, r.fused_into);
     if (!r.stand_in.empty()) s += "; absent: " + full_name(r, r.stand_in) + " stands in";
     return s;

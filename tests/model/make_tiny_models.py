@@ -199,6 +199,13 @@ REARRANGED = {
     "glm4moe-air": ("glm4moe", "qwen2", {"tied": False, "bias": True, "moe": True, "n_layer": 4, "nextn": 1,
                                          "trunk_only": True, "dense_lead": 1, "n_rot": HEAD_DIM // 2,
                                          "glm": {"expert_shared_count": 1, "expert_weights_norm": True}}),
+    # DeepSeek V3's attention, shaped tiny: q through a normed low rank (64), a KV latent of 64
+    # plus 32 rotated dims shared by the 4 heads (each 32 unrotated + 32 rotated for q.k, 32 for
+    # v), k_b/v_b split as the current converter writes them; the cache holds 96 + 64 values per
+    # token and layer. Every layer dense (leading_dense_block_count = block_count): the experts
+    # are refused by key for now.
+    "deepseek2": ("deepseek2", "llama-spm", {"tied": False, "n_layer": 2, "rope_base": 10000.0,
+                                             "mla": {"q_lora": 64, "kv_lora": 64, "rot": 32, "nope": 32, "v": 32}}),
 }
 
 
@@ -285,6 +292,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
         if il is None or il < opt.get("n_layer", N_LAYER) - opt.get("nextn", 0):
             return False
         return rule["use"] == "required" or name == "blk.N.nextn.shared_head_norm.weight"
+    if rule["when"] in ("q_low_rank", "q_direct"):
+        return bool(opt["mla"].get("q_lora")) == (rule["when"] == "q_low_rank")
     if rule["when"] in ("dense", "experts"):
         return expert_layer == (rule["when"] == "experts")
     if rule["when"] == "shared_experts":
@@ -479,10 +488,25 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     n_layer = opt.get("n_layer", N_LAYER)
     w.add_block_count(n_layer)
     w.add_head_count(N_HEAD)
-    w.add_head_count_kv(N_HEAD_KV)
-    w.add_key_length(HEAD_DIM)
-    w.add_value_length(HEAD_DIM)
-    w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
+    mla = opt.get("mla")
+    if mla:  # one cached head: [latent | rotated] keys, the latent as values
+        w.add_head_count_kv(1)
+        w.add_key_length(mla["kv_lora"] + mla["rot"])
+        w.add_value_length(mla["kv_lora"])
+        w.add_rope_dimension_count(mla["rot"])
+        w.add_uint32(f"{arch}.attention.q_lora_rank", mla["q_lora"])
+        w.add_uint32(f"{arch}.attention.kv_lora_rank", mla["kv_lora"])
+        w.add_uint32(f"{arch}.attention.key_length_mla", mla["nope"] + mla["rot"])
+        w.add_uint32(f"{arch}.attention.value_length_mla", mla["v"])
+        # llama.cpp requires these two whatever the layers; all layers are dense here.
+        w.add_uint32(f"{arch}.leading_dense_block_count", n_layer)
+        w.add_expert_feed_forward_length(N_FF_EXP)
+        w.add_uint32(f"{arch}.expert_shared_count", 1)
+    else:
+        w.add_head_count_kv(N_HEAD_KV)
+        w.add_key_length(HEAD_DIM)
+        w.add_value_length(HEAD_DIM)
+        w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
     w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3", "gemma2")
                                  else 150000.0 if arch == "gpt-oss" else 1e6))
     if "sections" in opt:
@@ -534,6 +558,11 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             "n_ff": N_FF, "n_ff_expert": N_FF_EXP, "n_expert": N_EXPERT, "rope_pairs": n_rot // 2,
             "n_ff_shexp": N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0),
             "n_embd+n_embd": 2 * N_EMBD}
+    if mla:
+        dims.update({"k_dim": mla["kv_lora"] + mla["rot"], "q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
+                     "qk_nope": mla["nope"], "head_dim_v_mla": mla["v"],
+                     "q_dim_mla": N_HEAD * (mla["nope"] + mla["rot"]), "o_dim_mla": N_HEAD * mla["v"],
+                     "rope_pairs": mla["rot"] // 2})
     if "longrope_factors" in opt:
         lf = opt["longrope_factors"]
         w.add_rope_scaling_orig_ctx_len(lf["orig"])

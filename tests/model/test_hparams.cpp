@@ -695,3 +695,86 @@ TEST_CASE("glm4moe: NextN blocks are kept out of the layers run, and its MoE key
     REQUIRE(negative_scale);
     refused_by(model::read_hparams(*negative_scale), "glm4moe.expert_weights_scale");
 }
+
+namespace {
+
+// DeepSeek V3's key layout, shaped small: one cached head of kv_lora_rank 64 +
+// 32 rotated dims, the latent (64) as its value; 64 / 32 per head before absorption.
+TinyGguf deepseek2_like() {
+    auto g = llama_like("deepseek2");
+    g.without("deepseek2.attention.head_count_kv")
+        .u32("deepseek2.attention.head_count_kv", 1)
+        .u32("deepseek2.attention.key_length", 96)
+        .u32("deepseek2.attention.value_length", 64)
+        .u32("deepseek2.rope.dimension_count", 32)
+        .u32("deepseek2.attention.q_lora_rank", 48)
+        .u32("deepseek2.attention.kv_lora_rank", 64)
+        .u32("deepseek2.attention.key_length_mla", 64)
+        .u32("deepseek2.attention.value_length_mla", 32)
+        .u32("deepseek2.leading_dense_block_count", 8);
+    return g;
+}
+
+// The error of reading deepseek2_like() with `key` set to `value`.
+std::string deepseek2_refusal(const std::string& key, uint32_t value) {
+    auto g = deepseek2_like();
+    g.without(key).u32(key, value);
+    auto file = g.parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE_FALSE(hp);
+    return hp.error().message();
+}
+
+}  // namespace
+
+TEST_CASE("deepseek2's latent attention keys are read, checked against each other and bounded") {
+    auto file = deepseek2_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->arch->mla);
+    CHECK(hp->arch->rope == model::RopeStyle::Normal);
+    CHECK(hp->mla_q_lora == 48);
+    CHECK(hp->mla_kv_lora == 64);
+    CHECK(hp->mla_head_k == 64);
+    CHECK(hp->mla_head_v == 32);
+    CHECK(hp->n_rot == 32);
+    // q.k scales by the width before absorption, not the cached head's 96.
+    CHECK(hp->attn_scale == Approx(1.0 / 8.0));
+
+    const std::string p = "deepseek2.";
+    for (const auto& [key, value] : std::initializer_list<std::pair<std::string, uint32_t>>{
+             {"attention.head_count_kv", 2},    // an uncompressed (attn_kv_b) layout
+             {"attention.key_length", 100},     // not kv_lora_rank + rope dims
+             {"attention.value_length", 32},    // not kv_lora_rank
+             {"attention.key_length_mla", 32},  // nothing left unrotated
+             {"attention.kv_lora_rank", 1u << 20},
+             {"attention.value_length_mla", 0},
+             {"leading_dense_block_count", 4},  // MoE layers, not run yet
+             {"expert_count", 8}}) {
+        INFO(key);
+        CHECK_THAT(deepseek2_refusal(p + key, value), Catch::Contains(p + key));
+    }
+    auto missing = deepseek2_like().without("deepseek2.attention.kv_lora_rank").parse();
+    REQUIRE(missing);
+    auto m = model::read_hparams(*missing);
+    REQUIRE_FALSE(m);
+    CHECK_THAT(m.error().message(), Catch::Contains("deepseek2.attention.kv_lora_rank"));
+    // An older conversion (attn_kv_b, no *_mla keys) is told what it is.
+    auto old = deepseek2_like().without("deepseek2.attention.key_length_mla").parse();
+    REQUIRE(old);
+    auto o = model::read_hparams(*old);
+    REQUIRE_FALSE(o);
+    CHECK_THAT(o.error().message(), Catch::Contains("deepseek2.attention.key_length_mla") &&
+                                        Catch::Contains("attn_kv_b"));
+    auto yarn = deepseek2_like()
+                    .str("deepseek2.rope.scaling.type", "yarn")
+                    .f32("deepseek2.rope.scaling.factor", 40.0f)
+                    .u32("deepseek2.rope.scaling.original_context_length", 4096)
+                    .parse();
+    REQUIRE(yarn);
+    auto y = model::read_hparams(*yarn);
+    REQUIRE_FALSE(y);
+    CHECK_THAT(y.error().message(), Catch::Contains("deepseek2.rope.scaling.type"));
+}

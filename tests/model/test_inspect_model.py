@@ -115,8 +115,13 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     if "L" in want["layer_pattern"]:
         assert got["sliding_window"] == window
     scale = field(reader, f"{arch}.attention.scale")  # granite's key
+    mla_k = field(reader, f"{arch}.attention.key_length_mla")  # latent attention: q.k before absorption
     if scale is None and not (arch == "gemma3" and n_layer == 62):
-        scale = 1 / math.sqrt(want["head_dim_k"])
+        scale = 1 / math.sqrt(mla_k or want["head_dim_k"])
+    if mla_k:
+        for ours, key in (("mla_q_lora_rank", "q_lora_rank"), ("mla_kv_lora_rank", "kv_lora_rank"),
+                          ("mla_head_dim_k", "key_length_mla"), ("mla_head_dim_v", "value_length_mla")):
+            assert got[ours] == (field(reader, f"{arch}.attention.{key}") or 0), ours
     if scale is not None:
         assert math.isclose(got["attention_scale"], scale, rel_tol=1e-6), (got["attention_scale"], scale)
     if arch == "gemma2":

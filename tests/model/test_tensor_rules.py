@@ -55,6 +55,11 @@ UNBOUND = {
     "qwen2": {"rope_freqs"},
     "qwen3": {"rope_freqs"},
     "qwen3vl": {"rope_freqs"},
+    # Old converters' uncompressed attn_kv_b (and the unused q/k/v names gguf lists), and the
+    # experts with their shared experts and bias, not run yet (refused by key first).
+    "deepseek2": MOE | {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
+                        "blk.{bid}.attn_v", "blk.{bid}.ffn_gate_shexp", "blk.{bid}.ffn_down_shexp",
+                        "blk.{bid}.ffn_up_shexp", "blk.{bid}.exp_probs_b"},
 }
 
 
@@ -166,7 +171,13 @@ def dims_of(keys: dict, shapes: dict) -> dict[str, int]:
             "n_expert": key("expert_count", 0),
             # glm4moe's shared experts: expert_shared_count experts' width.
             "n_ff_shexp": key("expert_feed_forward_length", 0) * key("expert_shared_count", 0),
-            "rope_pairs": key("rope.dimension_count", k_len) // 2}
+            "rope_pairs": key("rope.dimension_count", k_len) // 2,
+            # Latent attention (deepseek2): its ranks and per-head widths before absorption.
+            "q_lora": key("attention.q_lora_rank", 0), "kv_lora": key("attention.kv_lora_rank", 0),
+            "qk_nope": key("attention.key_length_mla", 0) - key("rope.dimension_count", k_len),
+            "head_dim_v_mla": key("attention.value_length_mla", 0),
+            "q_dim_mla": n_head * key("attention.key_length_mla", 0),
+            "o_dim_mla": n_head * key("attention.value_length_mla", 0)}
 
 
 def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:

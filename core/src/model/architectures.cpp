@@ -114,6 +114,14 @@ constexpr ArchSpec kArchitectures[] = {
      .shared_experts = true,
      .expert_selection_bias = true,
      .nextn_layers = true},
+    // DeepSeek V2/V3/R1, Kimi K2, GLM-4.7-Flash: multi-head latent attention
+    // over a compressed cache (ArchSpec::mla), adjacent-pair RoPE on a
+    // prefix of each cached head. Experts are refused by key for now.
+    {.name = "deepseek2",
+     .rope = RopeStyle::Normal,
+     .partial_rotary = true,
+     .mla = true,
+     .leading_dense = true},
 };
 
 }  // namespace

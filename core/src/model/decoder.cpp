@@ -21,7 +21,9 @@ uint64_t ffn_width(const Hparams& hp) {
 
 // Per position: the larger of the attention block's and the FFN's buffers.
 uint64_t block_floats(const Hparams& hp) {
-    const uint64_t attention = q_dim(hp) + k_dim(hp) + v_dim(hp) + o_dim(hp) + hp.n_embd;
+    const uint64_t latent =
+        hp.arch && hp.arch->mla ? mla_q_a_dim(hp) + mla_q_dim(hp) + k_dim(hp) + mla_o_dim(hp) : 0;
+    const uint64_t attention = q_dim(hp) + k_dim(hp) + v_dim(hp) + o_dim(hp) + hp.n_embd + latent;
     const uint64_t ffn = 2 * ffn_width(hp) + hp.n_embd;
     return std::max(attention, ffn);
 }
@@ -56,6 +58,12 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.v, b * v_dim(hp));
     carve(s.att, b * o_dim(hp));
     carve(s.o, b * hp.n_embd);
+    if (hp.arch && hp.arch->mla) {
+        carve(s.mla_q_a, b * mla_q_a_dim(hp));
+        carve(s.mla_q, b * mla_q_dim(hp));
+        carve(s.mla_kv, b * k_dim(hp));
+        carve(s.mla_o, b * mla_o_dim(hp));
+    }
     used = blocks;  // the FFN block starts over
     carve(s.gate, b * ff);
     carve(s.up, b * ff);
@@ -161,6 +169,42 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     // this norm; without pre-norms (olmo2) the block reads x itself.
     if (il == 0 && hp_.arch->pre_norms)
         st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
+    if (hp_.arch->mla)
+        latent_qkv(st, a, L, C, n);
+    else
+        project_qkv(st, a, L, C, n);
+    const bool local = hp_.is_local_layer(il);
+    const uint32_t n_rot = rope_[local].n_rot;
+    if (hp_.has_rope(il)) {
+        const int q_table = hp_.attn_temp_scale != 0 && !local ? 2 : local;
+        st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
+                hp_.arch->rope);
+        st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
+                hp_.arch->rope);
+    }
+    kv.store_and_attend(st, il, local, n);
+    Act att = s.att;
+    if (hp_.arch->mla) {
+        latent_values(st, a, L, n);
+        att = s.mla_o;
+    }
+    st.project(*L.o, "attn_output", att, n, s.o);
+    if (!L.o_bias.empty())  // gpt-oss's every layer, a llama file's some
+        st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f);
+    if (hp_.arch->post_norms)
+        st.rms_norm(roles::kPostAttnNorm, s.o, C.post_attn_norm, n, d, hp_.rms_eps, s.o);
+    // The residual add and the FFN's norm: xn = ffn_norm(x += o).
+    if (!hp_.arch->pre_norms)
+        return st.add(roles::kResidual, s.x, s.o, n, d, d, hp_.residual_scale);
+    st.add_rms_norm(roles::kFfnNorm, s.x, s.o, d, hp_.residual_scale, C.ffn_norm, n, d, hp_.rms_eps,
+                    s.xn);
+}
+
+// q, k and v of every head from their projections, with biases and q/k norms.
+void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
+                          const LayerConstants& C, uint32_t n) const {
+    Scratch& s = a.s;
+    const uint32_t hd = hp_.head_dim_k;
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;
     st.project(*L.q, "attn_q", in, n, s.q);
     st.project(*L.k, "attn_k", in, n, s.k);
@@ -183,26 +227,53 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
         if (!L.k_norm.empty())
             st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
     }
-    const bool local = hp_.is_local_layer(il);
-    const uint32_t n_rot = rope_[local].n_rot;
-    if (hp_.has_rope(il)) {
-        const int q_table = hp_.attn_temp_scale != 0 && !local ? 2 : local;
-        st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
-                hp_.arch->rope);
-        st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
-                hp_.arch->rope);
+}
+
+// Latent attention's q, k and v in the cache's terms (llama.cpp's absorbed
+// path): one KV head per token, k = [rotated part | normed latent] and v =
+// the normed latent; each query head q = [its rotated part | its unrotated
+// part absorbed through k_b into latent space]. The rotated part leads so
+// that the common RoPE step rotates it as a prefix of the head; the dot
+// products are those of llama.cpp's [latent | rotated] order.
+void Decoder::latent_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
+                         const LayerConstants& C, uint32_t n) const {
+    Scratch& s = a.s;
+    const uint32_t nh = hp_.n_head, hd = hp_.head_dim_k, rot = hp_.n_rot;
+    const uint32_t lora = hp_.mla_kv_lora, hk = hp_.mla_head_k, nope = hk - rot;
+    if (L.q_a) {
+        st.project(*L.q_a, "attn_q_a", s.xn, n, s.mla_q_a);
+        st.rms_norm(roles::kQANorm, s.mla_q_a, C.q_a_norm, n, hp_.mla_q_lora, hp_.rms_eps,
+                    s.mla_q_a);
+        st.project(*L.q_b, "attn_q_b", s.mla_q_a, n, s.mla_q);
+    } else {
+        st.project(*L.q, "attn_q", s.xn, n, s.mla_q);
     }
-    kv.store_and_attend(st, il, local, n);
-    st.project(*L.o, "attn_output", s.att, n, s.o);
-    if (!L.o_bias.empty())  // gpt-oss's every layer, a llama file's some
-        st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f);
-    if (hp_.arch->post_norms)
-        st.rms_norm(roles::kPostAttnNorm, s.o, C.post_attn_norm, n, d, hp_.rms_eps, s.o);
-    // The residual add and the FFN's norm: xn = ffn_norm(x += o).
-    if (!hp_.arch->pre_norms)
-        return st.add(roles::kResidual, s.x, s.o, n, d, d, hp_.residual_scale);
-    st.add_rms_norm(roles::kFfnNorm, s.x, s.o, d, hp_.residual_scale, C.ffn_norm, n, d, hp_.rms_eps,
-                    s.xn);
+    st.project(*L.kv_a, "attn_kv_a_mqa", s.xn, n, s.mla_kv);
+    for (uint32_t i = 0; i < n; ++i) {
+        const Act kv = s.mla_kv.at(uint64_t{i} * hd);  // [latent | rotated]
+        const Act v = s.v.at(uint64_t{i} * lora), k = s.k.at(uint64_t{i} * hd);
+        st.rms_norm(roles::kKvANorm, kv, C.kv_a_norm, 1, lora, hp_.rms_eps, v);
+        st.store_kv(v, k.at(rot), FERROX_KIND_F32, lora);
+        st.store_kv(kv.at(lora), k, FERROX_KIND_F32, rot);
+        for (uint32_t h = 0; h < nh; ++h) {
+            const Act qh = s.mla_q.at((uint64_t{i} * nh + h) * hk);  // [unrotated | rotated]
+            const Act dst = s.q.at((uint64_t{i} * nh + h) * hd);
+            st.store_kv(qh.at(nope), dst, FERROX_KIND_F32, rot);
+            st.project(L.k_b[h], "attn_k_b", qh, 1, dst.at(rot));
+        }
+    }
+}
+
+// Each head's attention output (a latent-space row) mapped back through v_b.
+void Decoder::latent_values(StickySteps& st, Activations& a, const LayerWeights& L,
+                            uint32_t n) const {
+    Scratch& s = a.s;
+    const uint32_t nh = hp_.n_head, lora = hp_.mla_kv_lora, vh = hp_.mla_head_v;
+    for (uint32_t i = 0; i < n; ++i)
+        for (uint32_t h = 0; h < nh; ++h) {
+            const uint64_t row = uint64_t{i} * nh + h;
+            st.project(L.v_b[h], "attn_v_b", s.att.at(row * lora), 1, s.mla_o.at(row * vh));
+        }
 }
 
 void Decoder::dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const {

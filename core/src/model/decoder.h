@@ -27,6 +27,10 @@ struct Scratch {
     // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
     // live at the same time, so the two blocks share one region.
     Act q, k, v, att, o, gate, up, ffn;
+    // Latent attention (deepseek2) before absorption: q's low rank, q per
+    // head [qk_nope | rotated], each token's [latent | rotated], and the
+    // heads' outputs mapped back through v_b. Empty for other rows.
+    Act mla_q_a, mla_q, mla_kv, mla_o;
     // [global, local, global for q under an attention temperature][position][head_dim / 2]
     Act rope_cos[3], rope_sin[3];
 };
@@ -36,6 +40,7 @@ struct LayerConstants {
     Act attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
     Act q_bias, k_bias, v_bias, o_bias, sinks;
     Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
+    Act q_a_norm, kv_a_norm;                           // latent attention
 };
 
 // Each layer's constants: the vector bound from the file and where the ops
@@ -56,6 +61,8 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
         {&LayerWeights::gate_exps_bias, &LayerConstants::gate_exps_bias},
         {&LayerWeights::up_exps_bias, &LayerConstants::up_exps_bias},
         {&LayerWeights::down_exps_bias, &LayerConstants::down_exps_bias},
+        {&LayerWeights::q_a_norm, &LayerConstants::q_a_norm},
+        {&LayerWeights::kv_a_norm, &LayerConstants::kv_a_norm},
 };
 
 // Rows of logits a resident model computes per download.
@@ -66,6 +73,11 @@ inline uint64_t q_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.head_
 inline uint64_t k_dim(const Hparams& hp) { return uint64_t{hp.n_head_kv} * hp.head_dim_k; }
 inline uint64_t v_dim(const Hparams& hp) { return uint64_t{hp.n_head_kv} * hp.head_dim_v; }
 inline uint64_t o_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.head_dim_v; }
+
+// Latent attention's per-position widths before absorption (0 elsewhere).
+inline uint64_t mla_q_a_dim(const Hparams& hp) { return hp.mla_q_lora; }
+inline uint64_t mla_q_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.mla_head_k; }
+inline uint64_t mla_o_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.mla_head_v; }
 
 // The one activation region of a context with `n_batch` rows, in floats;
 // lays it out into `s` when `base` is given. `resident`: the region also
@@ -120,6 +132,11 @@ class Decoder {
     void upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) const;
     void attention_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
+    void project_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
+                     const LayerConstants& C, uint32_t n) const;
+    void latent_qkv(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
+                    uint32_t n) const;
+    void latent_values(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,

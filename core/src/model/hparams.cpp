@@ -431,6 +431,59 @@ Expected<void> check_rope_sections(const gguf::File& file, const Keys& k) {
     return {};
 }
 
+// Multi-head latent attention's ranks and widths (deepseek2), as llama.cpp's
+// absorbed path reads them: the cached head is the latent plus the rotated
+// part (key_length = kv_lora_rank + rope.dimension_count), its value the
+// latent (value_length = kv_lora_rank), one KV head; the widths before
+// absorption come from the *_mla keys, and q.k scales by 1/sqrt(key_length_mla).
+Expected<void> read_mla(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.mla_q_lora, k.u32_or("attention.q_lora_rank", 0));
+    FERROX_READ(hp.mla_kv_lora, k.u32("attention.kv_lora_rank"));
+    // Files converted before llama.cpp split attn_kv_b into attn_k_b and
+    // attn_v_b have no *_mla keys: their cache would be uncompressed.
+    if (!k.has("attention.key_length_mla"))
+        return refuse(file, k.key("attention.key_length_mla"),
+                      "is missing: an older conversion with the uncompressed attn_kv_b, which "
+                      "ferrox does not run (reconvert with a current convert_hf_to_gguf.py, "
+                      "which writes attn_k_b and attn_v_b)");
+    FERROX_READ(hp.mla_head_k, k.u32("attention.key_length_mla"));
+    FERROX_READ(hp.mla_head_v, k.u32("attention.value_length_mla"));
+    // Each width sizes scratch rows and a product per head: bounded well
+    // past any released model (V3: 1536, 512, 192, 128).
+    constexpr uint32_t kMaxWidth = 1u << 16;
+    const std::pair<const char*, uint32_t> widths[] = {
+        {"attention.q_lora_rank", hp.mla_q_lora},
+        {"attention.kv_lora_rank", hp.mla_kv_lora},
+        {"attention.key_length_mla", hp.mla_head_k},
+        {"attention.value_length_mla", hp.mla_head_v}};
+    for (const auto& [key, v] : widths)
+        if (v > kMaxWidth || (v == 0 && key != widths[0].first))
+            return refuse(file, k.key(key), fmt::format("{} is not in 1..{}", v, kMaxWidth));
+    if (hp.mla_head_k <= hp.n_rot)
+        return refuse(file, k.key("attention.key_length_mla"),
+                      fmt::format("{} leaves no unrotated part beside rope.dimension_count {}",
+                                  hp.mla_head_k, hp.n_rot));
+    if (hp.n_head_kv != 1)
+        return refuse(file, k.key("attention.head_count_kv"),
+                      fmt::format("{}: a latent-attention file caches one KV head (files "
+                                  "converted with attn_kv_b, uncompressed, are not run)",
+                                  hp.n_head_kv));
+    if (hp.head_dim_k != hp.mla_kv_lora + hp.n_rot)
+        return refuse(file, k.key("attention.key_length"),
+                      fmt::format("{} is not kv_lora_rank {} + rope.dimension_count {}",
+                                  hp.head_dim_k, hp.mla_kv_lora, hp.n_rot));
+    if (hp.head_dim_v != hp.mla_kv_lora)
+        return refuse(file, k.key("attention.value_length"),
+                      fmt::format("{} is not kv_lora_rank {}", hp.head_dim_v, hp.mla_kv_lora));
+    // llama.cpp pre-scales q.k for YaRN by DeepSeek's mscale; not run yet.
+    if (hp.rope_scaling == RopeScaling::Yarn)
+        return refuse(file, k.key("rope.scaling.type"),
+                      "yarn with latent attention (DeepSeek's mscale on q.k) is not "
+                      "implemented yet");
+    hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.mla_head_k));
+    return {};
+}
+
 // granite's scales, and its switch that turns RoPE off.
 Expected<void> read_granite(const gguf::File& file, const Keys& k, Hparams& hp) {
     if (auto r = read_granite_scales(file, k, hp); !r) return r;
@@ -545,6 +598,15 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
     if (spec.moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
     if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
     FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
+    if (spec.leading_dense) {
+        auto lead = k.u32_or("leading_dense_block_count", 0);
+        if (!lead) return lead.error();
+        if (*lead < hp.n_layer)
+            return refuse(file, k.key("leading_dense_block_count"),
+                          fmt::format("{} of {} layers dense: the others' experts (with shared "
+                                      "experts) are not implemented for architecture '{}' yet",
+                                      *lead, hp.n_layer, spec.name));
+    }
     return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
 }
 
@@ -586,6 +648,8 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
     // by the layer count alone.
     if (spec.wide_attention_scale_layers != 0 && hp.n_layer == spec.wide_attention_scale_layers)
         hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
+    if (spec.mla)
+        if (auto r = read_mla(file, k, hp); !r) return r;
     if (spec.attn_temperature)
         if (auto r = read_attn_temperature(file, k, hp); !r) return r;
     if (spec.rope_sections)

@@ -99,6 +99,12 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     add("qk_norm", qk_norm_name(hp.arch->qk_norm));
     add("qkv_bias", hp.qkv_bias);
     if (hp.attn_output_bias) add("attn_output_bias", true);
+    if (hp.arch->mla) {  // the cached head is the latent and the rotated part
+        add("mla_q_lora_rank", hp.mla_q_lora);
+        add("mla_kv_lora_rank", hp.mla_kv_lora);
+        add("mla_head_dim_k", hp.mla_head_k);
+        add("mla_head_dim_v", hp.mla_head_v);
+    }
     if (hp.arch->attention_sinks) add("attention_sinks", true);
     add("ffn", hp.arch->activation == FfnActivation::Silu       ? "swiglu"
                : hp.arch->activation == FfnActivation::GeluTanh ? "geglu"

@@ -81,6 +81,12 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
     } else {
         k.push_back({"attention.sliding_window", X, "0", {}});
     }
+    if (spec.mla) {
+        k.push_back({"attention.q_lora_rank", O, "0 (attn_q direct)", {}});
+        k.push_back({"attention.kv_lora_rank", R, {}, {}});
+        k.push_back({"attention.key_length_mla", R, {}, {}});
+        k.push_back({"attention.value_length_mla", R, {}, {}});
+    }
     if (spec.attn_temperature) k.push_back({"attention.temperature_scale", O, "0", {}});
     if (spec.rope_sections) k.push_back({"rope.dimension_sections", R, {}, {}});
     if (spec.granite_scales) {
@@ -115,6 +121,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
     }
     if (!spec.moe) {
         k.push_back({"feed_forward_length", R, {}, spec.moe_with_expert_count ? "dense" : ""});
+        if (spec.leading_dense)
+            k.push_back({"leading_dense_block_count", X, "block_count (every layer dense)", {}});
         if (!spec.moe_with_expert_count) k.push_back({"expert_count", X, "0", {}});
     }
     return k;

@@ -57,8 +57,29 @@ TensorBinding layer_fused(std::string_view name, TensorUse use,
 }
 
 TensorBinding experts(std::string_view name, Extent rows, Extent cols,
-                      std::vector<WeightMatrix> LW::*slot) {
-    return {rule(name, TensorScope::Layer, TensorForm::Experts, rows, cols), slot, {}};
+                      std::vector<WeightMatrix> LW::*slot, Extent stack = E::Experts) {
+    TensorBinding b{rule(name, TensorScope::Layer, TensorForm::Experts, rows, cols), slot, {}};
+    b.rule.stack = stack;
+    return b;
+}
+
+// Latent attention's projections (ArchSpec::mla), in place of q/k/v: q
+// direct or through a normed low rank, the KV latent with its rotated part,
+// and per head the absorbing (k_b) and expanding (v_b) matrices.
+void mla_tensors(std::vector<TensorBinding>& t) {
+    t.push_back(layer_matrix("attn_q.weight", E::QDimMla, E::Embd, &LW::q));
+    t.back().rule.when = TensorWhen::QDirect;
+    t.push_back(layer_matrix("attn_q_a.weight", E::QLora, E::Embd, &LW::q_a));
+    t.back().rule.when = TensorWhen::QLowRank;
+    t.push_back(layer_vector("attn_q_a_norm.weight", E::QLora, &LW::q_a_norm, TensorUse::Required,
+                             TensorWhen::QLowRank));
+    t.push_back(layer_matrix("attn_q_b.weight", E::QDimMla, E::QLora, &LW::q_b));
+    t.back().rule.when = TensorWhen::QLowRank;
+    t.push_back(layer_matrix("attn_kv_a_mqa.weight", E::KDim, E::Embd, &LW::kv_a));
+    t.push_back(layer_vector("attn_kv_a_norm.weight", E::KvLora, &LW::kv_a_norm));
+    t.push_back(experts("attn_k_b.weight", E::KvLora, E::QkNope, &LW::k_b, E::Heads));
+    t.push_back(experts("attn_v_b.weight", E::HeadDimVMla, E::KvLora, &LW::v_b, E::Heads));
+    t.push_back(layer_matrix("attn_output.weight", E::Embd, E::ODimMla, &LW::o));
 }
 
 }  // namespace
@@ -95,26 +116,32 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                 model_vector(name, E::RopePairs, slot, TensorUse::Optional, long_rope_when));
 
     if (spec.pre_norms) t.push_back(layer_vector("attn_norm.weight", E::Embd, &LW::attn_norm));
-    // llama.cpp takes a fused attn_qkv (q, k, v rows in that order) for every
-    // architecture whose q/k/v it loads; phi3's files have one.
-    t.push_back(layer_matrix("attn_q.weight", E::QDim, E::Embd, &LW::q, "attn_qkv.weight"));
-    t.push_back(layer_matrix("attn_k.weight", E::KDim, E::Embd, &LW::k, "attn_qkv.weight"));
-    t.push_back(layer_matrix("attn_v.weight", E::VDim, E::Embd, &LW::v, "attn_qkv.weight"));
-    t.push_back(layer_fused("attn_qkv.weight", TensorUse::Optional,
-                            {{{"attn_q.weight", E::QDim}, &LW::q},
-                             {{"attn_k.weight", E::KDim}, &LW::k},
-                             {{"attn_v.weight", E::VDim}, &LW::v}}));
-    t.push_back(layer_matrix("attn_output.weight", E::Embd, E::ODim, &LW::o));
+    if (spec.mla) {
+        mla_tensors(t);
+    } else {
+        // llama.cpp takes a fused attn_qkv (q, k, v rows in that order) for every
+        // architecture whose q/k/v it loads; phi3's files have one.
+        t.push_back(layer_matrix("attn_q.weight", E::QDim, E::Embd, &LW::q, "attn_qkv.weight"));
+        t.push_back(layer_matrix("attn_k.weight", E::KDim, E::Embd, &LW::k, "attn_qkv.weight"));
+        t.push_back(layer_matrix("attn_v.weight", E::VDim, E::Embd, &LW::v, "attn_qkv.weight"));
+        t.push_back(layer_fused("attn_qkv.weight", TensorUse::Optional,
+                                {{{"attn_q.weight", E::QDim}, &LW::q},
+                                 {{"attn_k.weight", E::KDim}, &LW::k},
+                                 {{"attn_v.weight", E::VDim}, &LW::v}}));
+        t.push_back(layer_matrix("attn_output.weight", E::Embd, E::ODim, &LW::o));
+    }
     if (spec.attn_output_bias != TensorUse::Absent)
         t.push_back(layer_vector("attn_output.bias", E::Embd, &LW::o_bias, spec.attn_output_bias));
     if (spec.attention_sinks) t.push_back(layer_vector("attn_sinks.weight", E::Heads, &LW::sinks));
     // Optional for every architecture, as in llama.cpp (qwen2's files always have them).
-    t.push_back(layer_vector("attn_q.bias", E::QDim, &LW::q_bias, TensorUse::Required,
-                             TensorWhen::QkvBiases));
-    t.push_back(layer_vector("attn_k.bias", E::KDim, &LW::k_bias, TensorUse::Required,
-                             TensorWhen::QkvBiases));
-    t.push_back(layer_vector("attn_v.bias", E::VDim, &LW::v_bias, TensorUse::Required,
-                             TensorWhen::QkvBiases));
+    if (!spec.mla) {
+        t.push_back(layer_vector("attn_q.bias", E::QDim, &LW::q_bias, TensorUse::Required,
+                                 TensorWhen::QkvBiases));
+        t.push_back(layer_vector("attn_k.bias", E::KDim, &LW::k_bias, TensorUse::Required,
+                                 TensorWhen::QkvBiases));
+        t.push_back(layer_vector("attn_v.bias", E::VDim, &LW::v_bias, TensorUse::Required,
+                                 TensorWhen::QkvBiases));
+    }
     if (spec.qk_norm != QkNorm::None) {
         const bool whole = spec.qk_norm == QkNorm::Whole;
         const TensorUse use = spec.qk_norm_optional ? TensorUse::Optional : TensorUse::Required;
@@ -244,6 +271,18 @@ std::string_view extent_name(Extent e) {
             return "n_ff_shexp";
         case E::TwoEmbd:
             return "n_embd+n_embd";
+        case E::QLora:
+            return "q_lora";
+        case E::KvLora:
+            return "kv_lora";
+        case E::QkNope:
+            return "qk_nope";
+        case E::HeadDimVMla:
+            return "head_dim_v_mla";
+        case E::QDimMla:
+            return "q_dim_mla";
+        case E::ODimMla:
+            return "o_dim_mla";
     }
     return "?";
 }
@@ -280,6 +319,18 @@ uint64_t extent_value(Extent e, const Hparams& hp) {
             return uint64_t{hp.n_ff_expert} * hp.n_expert_shared;
         case E::TwoEmbd:
             return 2 * uint64_t{hp.n_embd};
+        case E::QLora:
+            return hp.mla_q_lora;
+        case E::KvLora:
+            return hp.mla_kv_lora;
+        case E::QkNope:
+            return hp.mla_head_k - hp.n_rot;  // read_mla: > 0
+        case E::HeadDimVMla:
+            return hp.mla_head_v;
+        case E::QDimMla:
+            return uint64_t{hp.n_head} * hp.mla_head_k;
+        case E::ODimMla:
+            return uint64_t{hp.n_head} * hp.mla_head_v;
     }
     return 0;
 }
@@ -309,6 +360,10 @@ bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
             return hp.expert_layer(il) && hp.n_expert_shared > 0;
         case TensorWhen::NextN:
             return il >= hp.n_layer;
+        case TensorWhen::QLowRank:
+            return hp.mla_q_lora > 0;
+        case TensorWhen::QDirect:
+            return hp.mla_q_lora == 0;
     }
     return false;
 }
@@ -347,6 +402,10 @@ std::string_view when_name(TensorWhen w) {
             return "shared_experts";
         case TensorWhen::NextN:
             return "nextn";
+        case TensorWhen::QLowRank:
+            return "q_low_rank";
+        case TensorWhen::QDirect:
+            return "q_direct";
     }
     return "?";
 }

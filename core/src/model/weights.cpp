@@ -137,8 +137,9 @@ struct Binder {
     }
     Expected<void> operator()(LayerMatrix slot) const { return to(layer->*slot, matrix()); }
     Expected<void> operator()(std::vector<WeightMatrix> LayerWeights::*slot) const {
-        return to(layer->*slot, bind_experts(file, name, extent_value(rule.rows, hp),
-                                             extent_value(rule.cols, hp), hp.n_expert));
+        return to(layer->*slot,
+                  bind_experts(file, name, extent_value(rule.rows, hp), extent_value(rule.cols, hp),
+                               static_cast<uint32_t>(extent_value(rule.stack, hp))));
     }
     Expected<void> operator()(std::vector<float> LayerWeights::*slot) const {
         return to(layer->*slot, vector());

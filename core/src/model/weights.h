@@ -33,6 +33,12 @@ struct LayerWeights {
     // A NextN block's own tensors (kept for speculative decoding, not run).
     std::optional<WeightMatrix> nextn_eh_proj, nextn_embed_tokens, nextn_shared_head;
     std::vector<float> nextn_enorm, nextn_hnorm, nextn_shared_head_norm;
+    // Latent attention (deepseek2): q's low rank and its norm, the KV latent
+    // with its rotated part and the latent's norm, per head the absorbing
+    // [kv_lora x qk_nope] and expanding [head_dim_v_mla x kv_lora] matrices.
+    std::optional<WeightMatrix> q_a, q_b, kv_a;
+    std::vector<WeightMatrix> k_b, v_b;
+    std::vector<float> q_a_norm, kv_a_norm;
 };
 
 struct ModelWeights {

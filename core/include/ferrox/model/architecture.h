@@ -101,6 +101,17 @@ struct ArchSpec {
     // expert), and attn_sinks.weight (a sink logit per head).
     bool expert_biases = false;
     bool attention_sinks = false;
+    // Multi-head latent attention (deepseek2): q direct (attn_q) or low-rank
+    // (attn_q_a, its norm, attn_q_b); attn_kv_a_mqa gives each token a latent
+    // (kv_lora_rank) and a shared rotated part (rope.dimension_count); the
+    // cache holds one KV head of [rotated | normed latent] and the latent as
+    // its value, each query head absorbed into latent space through attn_k_b
+    // and its output mapped back through attn_v_b (llama.cpp's absorbed path).
+    bool mla = false;
+    // leading_dense_block_count: the layers before it run a dense FFN, the
+    // rest experts with shared ones (deepseek2), which ferrox does not run
+    // yet: a file must make every layer dense.
+    bool leading_dense = false;
     // The norm before the FFN (gpt-oss's files call it post_attention_norm).
     std::string_view ffn_norm_tensor = "ffn_norm.weight";
     // attn_q_norm / attn_k_norm may be absent (glm4moe: GLM-4.5 has them, Air

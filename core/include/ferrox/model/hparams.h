@@ -120,6 +120,13 @@ struct Hparams {
     // Every no_rope_period-th layer attends without RoPE (smollm3: 4); 0: all rotate.
     uint32_t no_rope_period = 0;
 
+    // Multi-head latent attention (deepseek2): the low ranks of q (0: attn_q
+    // direct) and of the KV latent, and each head's q.k and value widths
+    // before absorption (attention.key_length_mla / value_length_mla). The
+    // cache's head is head_dim_k = mla_kv_lora + n_rot wide, its value
+    // head_dim_v = mla_kv_lora, with one KV head.
+    uint32_t mla_q_lora = 0, mla_kv_lora = 0, mla_head_k = 0, mla_head_v = 0;
+
     // Mixture of experts (qwen3moe); n_expert == 0 for dense models.
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
     bool expert_weights_norm = false;

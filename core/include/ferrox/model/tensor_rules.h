@@ -25,7 +25,7 @@ enum class TensorScope : uint8_t {
 enum class TensorForm : uint8_t {
     Rows,     // a matrix read row by row (the token embeddings)
     Matrix,   // a weight product's matrix, rows x cols
-    Experts,  // one rows x cols matrix per expert, stacked: [cols, rows, n_expert]
+    Experts,  // one rows x cols matrix per expert (or head: `stack`), stacked: [cols, rows, n]
     Vector,   // rows x cols values, read as f32 (norms, biases, sinks, RoPE factors)
 };
 
@@ -46,6 +46,13 @@ enum class Extent : uint8_t {
     RopePairs,  // rope.dimension_count / 2
     FfShared,   // expert_shared_count x expert_feed_forward_length
     TwoEmbd,    // 2 x embedding_length (a NextN block's input, token and hidden state)
+    // Latent attention (deepseek2):
+    QLora,        // attention.q_lora_rank
+    KvLora,       // attention.kv_lora_rank
+    QkNope,       // attention.key_length_mla - rope.dimension_count
+    HeadDimVMla,  // attention.value_length_mla
+    QDimMla,      // head_count x attention.key_length_mla
+    ODimMla,      // head_count x attention.value_length_mla
 };
 
 // What a tensor's presence rests on besides the row.
@@ -60,6 +67,8 @@ enum class TensorWhen : uint8_t {
     Experts,
     SharedExperts,  // an expert layer of a file with expert_shared_count > 0
     NextN,          // a NextN/MTP block (the last nextn_predict_layers), kept and not run
+    QLowRank,       // attention.q_lora_rank > 0 (latent attention's q through a low rank)
+    QDirect,        // attention.q_lora_rank absent or 0
 };
 
 // One part of a fused tensor: the rows the unfused tensor `name` would hold.
@@ -75,6 +84,7 @@ struct TensorRule {
     Extent rows = Extent::One, cols = Extent::One;
     TensorUse use = TensorUse::Required;  // Optional: bound where the file has it
     TensorWhen when = TensorWhen::Always;
+    Extent stack = Extent::Experts;  // Experts form: how many matrices are stacked
     // A fused tensor's parts, its rows in this order (then `rows` is unused).
     std::array<TensorPart, 3> parts{};
     uint8_t n_parts = 0;
