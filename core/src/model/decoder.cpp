@@ -156,7 +156,8 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;
     st.project(*L.q, "attn_q", in, n, s.q);
     st.project(*L.k, "attn_k", in, n, s.k);
-    st.project(*L.v, "attn_v", in, n, s.v);
+    // Without attn_v (gemma4's value_from_key) K's projection is V too.
+    st.project(L.v ? *L.v : *L.k, "attn_v", in, n, s.v);
     if (hp_.qkv_bias) {
         st.add(roles::kQkvBias, s.q, C.q_bias, n, static_cast<uint32_t>(q_dim(hp_)), 0, 1.0f);
         st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_)), 0, 1.0f);
@@ -172,6 +173,9 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
         st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp_.rms_eps, s.q);
         st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
     }
+    if (hp_.arch->value_norm)  // gemma4: per head, unit weights
+        st.rms_norm(roles::kVNorm, s.v, C.v_norm, uint64_t{n} * hp_.n_head_kv, hp_.head_dim_v,
+                    hp_.rms_eps, s.v);
     const bool local = hp_.is_local_layer(il);
     const uint32_t n_rot = rope_[local].n_rot;
     if (hp_.has_rope(il)) {
@@ -276,6 +280,14 @@ void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n
         moe_ffn(st, a, L, C, n);
     if (hp_.arch->post_norms)
         st.rms_norm(roles::kPostFfwNorm, s.ffn, C.post_ffw_norm, n, d, hp_.rms_eps, s.ffn);
+    if (!L.out_scale.empty()) {
+        // gemma4: x = (x + ffn) x scale, then the next layer's norm on its own.
+        st.add(roles::kResidual, s.x, s.ffn, n, d, d, hp_.residual_scale);
+        st.add(roles::kLayerOutputScale, s.x, s.x, n, d, d, L.out_scale[0] - 1.0f);
+        if (il + 1 == hp_.n_layer) return;
+        return st.rms_norm(roles::kAttnNorm, s.x, consts_[il + 1].attn_norm, n, d, hp_.rms_eps,
+                           s.xn);
+    }
     if (il + 1 == hp_.n_layer || !hp_.arch->pre_norms)
         return st.add(roles::kResidual, s.x, s.ffn, n, d, d, hp_.residual_scale);
     // The residual add and the next layer's norm: xn = attn_norm(x += ffn).

@@ -32,7 +32,7 @@ struct Scratch {
 
 // Norm weights, biases and sinks where the ops read them.
 struct LayerConstants {
-    Act attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
+    Act attn_norm, ffn_norm, q_norm, k_norm, v_norm, post_attn_norm, post_ffw_norm;
     Act q_bias, k_bias, v_bias, o_bias, sinks;
     Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
 };
@@ -45,6 +45,7 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
         {&LayerWeights::ffn_norm, &LayerConstants::ffn_norm},
         {&LayerWeights::q_norm, &LayerConstants::q_norm},
         {&LayerWeights::k_norm, &LayerConstants::k_norm},
+        {&LayerWeights::v_norm, &LayerConstants::v_norm},
         {&LayerWeights::post_attn_norm, &LayerConstants::post_attn_norm},
         {&LayerWeights::post_ffw_norm, &LayerConstants::post_ffw_norm},
         {&LayerWeights::q_bias, &LayerConstants::q_bias},

@@ -101,6 +101,9 @@ struct Hparams {
     float rope_base_local = 10000.0f;  // sliding-window layers
     uint32_t sliding_window = 0;       // 0: every layer attends to the whole past
     uint32_t swa_period = 0;           // every swa_period-th layer is global; 0: none local
+    // Per layer, whether it is local, where the file lists them (gemma4's
+    // attention.sliding_window_pattern); empty: swa_period decides.
+    std::vector<bool> local_layers;
 
     float attn_scale = 1.0f;  // applied to q . k: 1/sqrt(head_dim), Gemma 3 27B's, granite's key
     // Embeddings are multiplied by embedding_scale (gemma: sqrt(n_embd);
@@ -133,6 +136,7 @@ struct Hparams {
     }
     // True when layer `il` attends through the sliding window with the local rope base.
     bool is_local_layer(uint32_t il) const {
+        if (!local_layers.empty()) return sliding_window > 0 && local_layers[il];
         return sliding_window > 0 && swa_period > 0 && (il + 1) % swa_period != 0;
     }
 };
