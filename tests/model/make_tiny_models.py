@@ -194,6 +194,12 @@ REARRANGED = {
     "gemma4": ("gemma4", "llama-spm", {"tied": True, "n_layer": 5, "post_norms": True, "window": 8,
                                        "swa_layers": [True, True, False, True, False],
                                        "proportional_rope": 4, "final_softcap": 5.0}),
+    # Gemma 4 E2B/E4B's shared KV layers (without their per-layer embeddings): 7 layers, the
+    # last 2 keeping no cache -- layer 5 (local) attends over layer 3's, layer 6 (global)
+    # over layer 4's, llama.cpp's rule (the last cached layer of each kind).
+    "gemma4-shared": ("gemma4", "llama-spm", {"tied": True, "n_layer": 7, "post_norms": True, "window": 8,
+                                              "swa_layers": [True, True, False, True, False, True, False],
+                                              "shared_kv": 2, "proportional_rope": 4, "final_softcap": 5.0}),
 }
 
 
@@ -505,7 +511,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_key_length_swa(HEAD_DIM)
         w.add_value_length_swa(HEAD_DIM)
         w.add_embedding_length_per_layer_input(0)
-        w.add_shared_kv_layers(0)
+        w.add_shared_kv_layers(opt.get("shared_kv", 0))
         w.add_rope_freq_base_swa(10000.0)
     if "final_softcap" in opt:
         w.add_final_logit_softcapping(opt["final_softcap"])

@@ -154,10 +154,14 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     if (il == 0 && hp_.arch->pre_norms)
         st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;
+    // A shared-KV layer (gemma4) attends over an earlier layer's K and V: only q.
+    const bool own_kv = hp_.kv_layer(il) == il;
     st.project(*L.q, "attn_q", in, n, s.q);
-    st.project(*L.k, "attn_k", in, n, s.k);
-    // Without attn_v (gemma4's value_from_key) K's projection is V too.
-    st.project(L.v ? *L.v : *L.k, "attn_v", in, n, s.v);
+    if (own_kv) {
+        st.project(*L.k, "attn_k", in, n, s.k);
+        // Without attn_v (gemma4's value_from_key) K's projection is V too.
+        st.project(L.v ? *L.v : *L.k, "attn_v", in, n, s.v);
+    }
     if (hp_.qkv_bias) {
         st.add(roles::kQkvBias, s.q, C.q_bias, n, static_cast<uint32_t>(q_dim(hp_)), 0, 1.0f);
         st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_)), 0, 1.0f);
@@ -171,9 +175,9 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
         const auto q_len = static_cast<uint32_t>(whole ? q_dim(hp_) : hd);
         const auto k_len = static_cast<uint32_t>(whole ? k_dim(hp_) : hd);
         st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp_.rms_eps, s.q);
-        st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
+        if (own_kv) st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
     }
-    if (hp_.arch->value_norm)  // gemma4: per head, unit weights
+    if (hp_.arch->value_norm && own_kv)  // gemma4: per head, unit weights
         st.rms_norm(roles::kVNorm, s.v, C.v_norm, uint64_t{n} * hp_.n_head_kv, hp_.head_dim_v,
                     hp_.rms_eps, s.v);
     const bool local = hp_.is_local_layer(il);
@@ -182,8 +186,9 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
         const int q_table = hp_.attn_temp_scale != 0 && !local ? 2 : local;
         st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
                 hp_.arch->rope);
-        st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
-                hp_.arch->rope);
+        if (own_kv)
+            st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
+                    hp_.arch->rope);
     }
     kv.store_and_attend(st, il, local, n);
     st.project(*L.o, "attn_output", s.att, n, s.o);

@@ -442,11 +442,21 @@ Expected<void> read_layer_geometry(const gguf::File& file, const Keys& k, Hparam
                                   *per_layer));
     auto shared = k.u32_or("attention.shared_kv_layers", 0);
     if (!shared) return shared.error();
-    if (*shared != 0)
+    // llama.cpp's reuse rule needs two cached layers (the last of each kind).
+    if (*shared != 0 && (*shared >= hp.n_layer || hp.n_layer - *shared < 2))
         return refuse(file, k.key("attention.shared_kv_layers"),
-                      fmt::format("{}: layers reusing an earlier layer's KV cache are not "
-                                  "implemented",
-                                  *shared));
+                      fmt::format("{} leaves fewer than 2 of the {} layers with a KV cache",
+                                  *shared, hp.n_layer));
+    hp.shared_kv_layers = *shared;
+    for (uint32_t il = hp.kv_layers(); il < hp.n_layer; ++il)
+        if (hp.is_local_layer(il) != hp.is_local_layer(hp.kv_layer(il)))
+            return refuse(file, k.key("attention.shared_kv_layers"),
+                          fmt::format("{}: shared layer {} ({}) would attend over layer {}'s "
+                                      "cache, of the other kind (llama.cpp takes the last "
+                                      "cached layer for a global layer, the one before for a "
+                                      "local one)",
+                                      *shared, il, hp.is_local_layer(il) ? "local" : "global",
+                                      hp.kv_layer(il)));
     return {};
 }
 
