@@ -79,7 +79,7 @@ struct KvCacheReport {
 
 KvCacheReport kv_cache_report(const model::Hparams& hp, ferrox_kind kind) {
     model::CapacityInputs in;
-    in.n_layer = hp.n_layer;
+    in.n_layer = hp.kv_layers();  // shared KV layers hold no cache
     in.n_head_kv = hp.n_head_kv;
     in.head_dim_k = hp.head_dim_k;
     in.head_dim_v = hp.head_dim_v;

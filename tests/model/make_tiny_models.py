@@ -185,6 +185,21 @@ REARRANGED = {
     "gpt-oss": ("gpt-oss", "qwen2", {"tied": False, "bias": True, "oai": True, "moe": True, "n_layer": 4,
                                      "window": 8, "n_ctx": 1024,
                                      "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 16}}),
+    # Gemma 4's text layers (the dense 31B's kind, at one head size): 5 layers whose window
+    # pattern is listed per layer and is not periodic (local, local, global, local, global;
+    # window 8), unscaled attention over RMS-normed q, k and V, no attn_v on the global
+    # layers (K stands for V), "proportional" RoPE on the global layers (rope_freqs: 4 of
+    # 16 pairs rotate, the others divided by 1e30), rope bases 1e6 / 1e4, a scalar on each
+    # layer's output, logits capped at 5 x tanh(l / 5).
+    "gemma4": ("gemma4", "llama-spm", {"tied": True, "n_layer": 5, "post_norms": True, "window": 8,
+                                       "swa_layers": [True, True, False, True, False],
+                                       "proportional_rope": 4, "final_softcap": 5.0}),
+    # Gemma 4 E2B/E4B's shared KV layers (without their per-layer embeddings): 7 layers, the
+    # last 2 keeping no cache -- layer 5 (local) attends over layer 3's, layer 6 (global)
+    # over layer 4's, llama.cpp's rule (the last cached layer of each kind).
+    "gemma4-shared": ("gemma4", "llama-spm", {"tied": True, "n_layer": 7, "post_norms": True, "window": 8,
+                                              "swa_layers": [True, True, False, True, False, True, False],
+                                              "shared_kv": 2, "proportional_rope": 4, "final_softcap": 5.0}),
     # GLM-4.5's layout: 4 blocks, the last a NextN block (kept, not run: both engines run 3);
     # layer 0 dense (leading_dense_block_count 1), layers 1-2 experts with a sigmoid gate, a
     # selection bias (exp_probs_b), renormalised top-2 weights scaled by 2.5 and one shared
@@ -307,7 +322,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
             "rope_factors_short.weight": longrope, "rope_factors_long.weight": longrope,
             "blk.N.attn_qkv.weight": bool(opt.get("fused")),
             "blk.N.attn_q_norm.weight": bool(opt.get("qk_norm")),
-            "blk.N.attn_k_norm.weight": bool(opt.get("qk_norm"))}.get(name, False)
+            "blk.N.attn_k_norm.weight": bool(opt.get("qk_norm")),
+            "blk.N.attn_v.weight": True, "blk.N.layer_output_scale.weight": True}.get(name, False)
 
 
 def write_tensors(w: gguf.GGUFWriter, arch: str, n_layer: int, dims: dict, opt: dict, values) -> None:
@@ -319,6 +335,10 @@ def write_tensors(w: gguf.GGUFWriter, arch: str, n_layer: int, dims: dict, opt: 
     # A trunk-only file (llama.cpp loads one) leaves its NextN blocks out.
     for il in range(n_layer - (opt.get("nextn", 0) if opt.get("trunk_only") else 0)):
         for rule in (r for r in rules if r["scope"] == "layer" and holds(r, opt, il)):
+            # gemma4's global layers without attn_v (K stands for V there).
+            if rule["name"] == "blk.N.attn_v.weight" and rule["use"] == "optional" \
+                    and opt.get("swa_layers") and not opt["swa_layers"][il]:
+                continue
             values.add(w, rule["name"].replace("blk.N.", f"blk.{il}."), rule, dims, il)
 
 
@@ -360,6 +380,12 @@ class Values:
 
     def vector(self, name: str, short: str, shape: list[int]) -> np.ndarray:
         rng, n = self.rng, shape[0]
+        if short == "rope_freqs.weight" and "proportional_rope" in self.opt:
+            # gemma4's proportional RoPE: the first pairs rotate, the rest are held still.
+            k = self.opt["proportional_rope"]
+            return np.array([1.0] * k + [1e30] * (n - k), dtype=np.float32)
+        if short == "layer_output_scale.weight":
+            return rng.uniform(0.3, 1.2, size=1).astype(np.float32)
         if short == "rope_freqs.weight":
             rf = self.opt["rope_freqs"]
             return llama3_rope_freqs(2 * n, self.opt["rope_base"], rf["factor"], rf["low"], rf["high"], rf["orig"])
@@ -530,6 +556,15 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     if "softcap" in opt:
         w.add_float32(f"{arch}.attn_logit_softcapping", opt["softcap"][0])
         w.add_float32(f"{arch}.final_logit_softcapping", opt["softcap"][1])
+    if "swa_layers" in opt:  # gemma4: the window's layers listed, its per-layer geometry keys
+        w.add_sliding_window_pattern(opt["swa_layers"])
+        w.add_key_length_swa(HEAD_DIM)
+        w.add_value_length_swa(HEAD_DIM)
+        w.add_embedding_length_per_layer_input(0)
+        w.add_shared_kv_layers(opt.get("shared_kv", 0))
+        w.add_rope_freq_base_swa(10000.0)
+    if "final_softcap" in opt:
+        w.add_final_logit_softcapping(opt["final_softcap"])
     if "temperature_scale" in opt:
         w.add_float32(f"{arch}.attention.temperature_scale", opt["temperature_scale"])
     w.add_layer_norm_rms_eps(1e-6)
@@ -553,7 +588,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
 
     n_rot = opt.get("n_rot", HEAD_DIM)
-    dims = {"n_embd": N_EMBD, "n_vocab": n_vocab, "q_dim": N_HEAD * HEAD_DIM, "k_dim": N_HEAD_KV * HEAD_DIM,
+    dims = {"1": 1, "n_embd": N_EMBD, "n_vocab": n_vocab, "q_dim": N_HEAD * HEAD_DIM, "k_dim": N_HEAD_KV * HEAD_DIM,
             "v_dim": N_HEAD_KV * HEAD_DIM, "o_dim": N_HEAD * HEAD_DIM, "head_dim_k": HEAD_DIM, "n_head": N_HEAD,
             "n_ff": N_FF, "n_ff_expert": N_FF_EXP, "n_expert": N_EXPERT, "rope_pairs": n_rot // 2,
             "n_ff_shexp": N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0),

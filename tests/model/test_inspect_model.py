@@ -34,6 +34,8 @@ NO_ROPE_STEP = {"smollm3": 4}
 # llama.cpp's graphs that weigh experts by a softmax over the top k router logits
 # (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT) rather than the top k of a softmax.
 SOFTMAX_OF_TOP_K = {"gpt-oss"}
+# llama.cpp's graphs that leave q . k unscaled (gemma4's load_arch_hparams: f_attention_scale 1).
+UNIT_ATTENTION_SCALE = {"gemma4"}
 
 
 def tiny_models() -> list[pathlib.Path]:
@@ -74,7 +76,10 @@ def expected_pattern(arch: str, reader, n_layer: int) -> str:
     period = field(reader, f"{arch}.attention.sliding_window_pattern") or SWA_PERIOD.get(arch, 0)
     pattern = []
     for il in range(n_layer):
-        local = bool(window) and period > 0 and il % period < period - 1
+        if isinstance(period, list):  # gemma4: one bool per layer (true: sliding window)
+            local = bool(window) and bool(period[il])
+        else:
+            local = bool(window) and period > 0 and il % period < period - 1
         c = "L" if local else "G"
         step = NO_ROPE_STEP.get(arch, 0)
         if step and (il + 1) % step == 0:
@@ -116,6 +121,8 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
         assert got["sliding_window"] == window
     scale = field(reader, f"{arch}.attention.scale")  # granite's key
     mla_k = field(reader, f"{arch}.attention.key_length_mla")  # latent attention: q.k before absorption
+    if arch in UNIT_ATTENTION_SCALE:
+        scale = 1.0
     if scale is None and not (arch == "gemma3" and n_layer == 62):
         scale = 1 / math.sqrt(mla_k or want["head_dim_k"])
     if mla_k:
@@ -126,6 +133,10 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
         assert math.isclose(got["attention_scale"], scale, rel_tol=1e-6), (got["attention_scale"], scale)
     if arch == "gemma2":
         assert got["attention_softcap"] > 0 and got["final_softcap"] > 0
+    final_cap = field(reader, f"{arch}.final_logit_softcapping")
+    if arch == "gemma4":  # the file's cap, or none
+        assert "attention_softcap" not in got
+        assert math.isclose(got.get("final_softcap", 0.0), final_cap or 0.0, rel_tol=1e-6), got
     n_expert = field(reader, f"{arch}.expert_count")
     if n_expert:
         assert got["experts"] == n_expert and got["experts_used"] == field(reader, f"{arch}.expert_used_count")

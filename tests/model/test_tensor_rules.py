@@ -60,6 +60,12 @@ UNBOUND = {
     "deepseek2": MOE | {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
                         "blk.{bid}.attn_v", "blk.{bid}.ffn_gate_shexp", "blk.{bid}.ffn_down_shexp",
                         "blk.{bid}.ffn_up_shexp", "blk.{bid}.exp_probs_b"},
+    # Gemma 4's experts (26B-A4B) and per-layer embeddings (E2B/E4B): their files are
+    # refused by key first (expert_count, embedding_length_per_layer_input).
+    "gemma4": {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ffn_down_exps",
+               "blk.{bid}.pre_ffw_norm_2", "blk.{bid}.post_ffw_norm_1", "blk.{bid}.post_ffw_norm_2",
+               "blk.{bid}.inp_gate", "blk.{bid}.proj", "blk.{bid}.post_norm", "per_layer_model_proj",
+               "per_layer_proj_norm", "per_layer_token_embd"},
 }
 
 

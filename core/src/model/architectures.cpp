@@ -122,6 +122,27 @@ constexpr ArchSpec kArchitectures[] = {
      .partial_rotary = true,
      .mla = true,
      .leading_dense = true},
+    // Gemma 4 (text): gemma3's layers with the window's layers listed per
+    // layer, unscaled attention over RMS-normed q, k and V (V without a
+    // weight, K standing for it where attn_v is absent), proportional RoPE
+    // factors on the global layers, a scalar on each layer's output and a
+    // soft-capped logit. Sliding-window head sizes of their own, per-layer
+    // embeddings, shared KV layers and experts are refused by key.
+    {.name = "gemma4",
+     .qk_norm = QkNorm::PerHead,
+     .post_norms = true,
+     .activation = FfnActivation::GeluTanh,
+     .sqrt_embedding_scale = true,
+     .rope_factors = RopeFactorTensors::GlobalFreqs,
+     .sliding_window = true,
+     .local_rope_base = 10000.0f,
+     .window_pattern_array = true,
+     .unit_attention_scale = true,
+     .value_norm = true,
+     .value_from_key = true,
+     .layer_output_scale = true,
+     .final_softcap_only = true,
+     .per_layer_geometry_keys = true},
 };
 
 }  // namespace

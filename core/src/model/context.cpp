@@ -107,6 +107,7 @@ struct Context::Impl final : KvAttention {
     // Each row's K and V into its cell: one store per run of rows whose
     // cells are adjacent (a whole prefill chunk, usually).
     void store_rows(StickySteps& st, uint32_t il, uint32_t n) {
+        if (hp.kv_layer(il) != il) return;  // a shared layer: an earlier layer's rows
         const Scratch& s = act.s;
         for (uint32_t r0 = 0; r0 < n;) {
             uint32_t r1 = r0 + 1;
@@ -137,8 +138,8 @@ struct Context::Impl final : KvAttention {
         const bool dense = cells.pos(list.back()) - base + 1 == static_cast<int32_t>(count);
         Act keys, values;
         if (adjacent) {
-            keys = k_cache[il].at_bytes(list.front() * k_row);
-            values = v_cache[il].at_bytes(list.front() * v_row);
+            keys = k_cache[hp.kv_layer(il)].at_bytes(list.front() * k_row);
+            values = v_cache[hp.kv_layer(il)].at_bytes(list.front() * v_row);
         } else if (st.resident()) {
             return st.fail(make_error(
                 "sequence {}: its cells are not adjacent, which a resident context cannot attend "
@@ -150,8 +151,10 @@ struct Context::Impl final : KvAttention {
             if (k_gather.size() < count * k_row) k_gather.resize(count * k_row);
             if (v_gather.size() < count * v_row) v_gather.resize(count * v_row);
             for (uint32_t j = 0; j < count; ++j) {
-                std::memcpy(k_gather.data() + j * k_row, k_cache[il].host + list[j] * k_row, k_row);
-                std::memcpy(v_gather.data() + j * v_row, v_cache[il].host + list[j] * v_row, v_row);
+                std::memcpy(k_gather.data() + j * k_row,
+                            k_cache[hp.kv_layer(il)].host + list[j] * k_row, k_row);
+                std::memcpy(v_gather.data() + j * v_row,
+                            v_cache[hp.kv_layer(il)].host + list[j] * v_row, v_row);
             }
             keys = Act{k_gather.data()};
             values = Act{v_gather.data()};
@@ -198,8 +201,9 @@ struct Context::Impl final : KvAttention {
         desc.n_index = static_cast<uint32_t>(cell_list.size());
         desc.max_span = max_span[list];
         desc.softcap = hp.attn_softcap;
-        st.attention_cells(desc, act.s.q, k_cache[il], v_cache[il], cell_list_dev, spans_dev[list],
-                           act.s.att, hp.arch->attention_sinks ? &consts[il].sinks : nullptr);
+        st.attention_cells(desc, act.s.q, k_cache[hp.kv_layer(il)], v_cache[hp.kv_layer(il)],
+                           cell_list_dev, spans_dev[list], act.s.att,
+                           hp.arch->attention_sinks ? &consts[il].sinks : nullptr);
     }
 
     // The batch's cell lists and spans for attend_cells: a run's rows share
@@ -297,7 +301,7 @@ struct Context::Impl final : KvAttention {
         act.size_host(hp, max_batch, steps->resident());
         k_cache.clear();
         v_cache.clear();
-        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        for (uint32_t il = 0; il < hp.kv_layers(); ++il) {  // shared layers have none
             auto k = steps->allocate(uint64_t{context} * k_row_bytes());
             if (!k) return k.error();
             auto v = steps->allocate(uint64_t{context} * v_row_bytes());
@@ -752,7 +756,7 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
     StateHeader h{};
     std::memcpy(h.magic, "FXSQ", 4);
     h.version = kStateVersion;
-    h.n_layer = c.hp.n_layer;
+    h.n_layer = c.hp.kv_layers();  // the cache layers
     h.kv_kind = static_cast<uint32_t>(c.kv_kind);
     h.k_row = c.k_row_bytes();
     h.v_row = c.v_row_bytes();
@@ -801,12 +805,12 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
             "seq_restore: the state holds a {} KV cache; this context's cache is {} (its "
             "--kv-type must match the one that saved it)",
             kind_name(static_cast<ferrox_kind>(h.kv_kind)), kind_name(c.kv_kind));
-    if (h.n_layer != c.hp.n_layer || h.k_row != k_row || h.v_row != v_row)
+    if (h.n_layer != c.hp.kv_layers() || h.k_row != k_row || h.v_row != v_row)
         return make_error(
             "seq_restore: the state is for {} layers, KV kind {}, rows of {}/{} bytes; this "
             "context has {} layers, {}, {}/{}",
             h.n_layer, kind_name(static_cast<ferrox_kind>(h.kv_kind)), h.k_row, h.v_row,
-            c.hp.n_layer, kind_name(c.kv_kind), k_row, v_row);
+            c.hp.kv_layers(), kind_name(c.kv_kind), k_row, v_row);
     // Every size the buffer controls is checked against the buffer before use.
     const uint64_t need = sizeof h + uint64_t{h.n_cells} * sizeof(int32_t) +
                           uint64_t{h.n_layer} * h.n_cells * (k_row + v_row);

@@ -169,18 +169,21 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     // this norm; without pre-norms (olmo2) the block reads x itself.
     if (il == 0 && hp_.arch->pre_norms)
         st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
+    // A shared-KV layer (gemma4) attends over an earlier layer's K and V: only q.
+    const bool own_kv = hp_.kv_layer(il) == il;
     if (hp_.arch->mla)
         latent_qkv(st, a, L, C, n);
     else
-        project_qkv(st, a, L, C, n);
+        project_qkv(st, a, L, C, n, own_kv);
     const bool local = hp_.is_local_layer(il);
     const uint32_t n_rot = rope_[local].n_rot;
     if (hp_.has_rope(il)) {
         const int q_table = hp_.attn_temp_scale != 0 && !local ? 2 : local;
         st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
                 hp_.arch->rope);
-        st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
-                hp_.arch->rope);
+        if (own_kv)
+            st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
+                    hp_.arch->rope);
     }
     kv.store_and_attend(st, il, local, n);
     Act att = s.att;
@@ -200,19 +203,25 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
                     s.xn);
 }
 
-// q, k and v of every head from their projections, with biases and q/k norms.
+// q, k and v of every head from their projections, with biases and q/k norms
+// (k and v only where the layer has a cache of its own: own_kv).
 void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
-                          const LayerConstants& C, uint32_t n) const {
+                          const LayerConstants& C, uint32_t n, bool own_kv) const {
     Scratch& s = a.s;
     const uint32_t hd = hp_.head_dim_k;
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;
     st.project(*L.q, "attn_q", in, n, s.q);
-    st.project(*L.k, "attn_k", in, n, s.k);
-    st.project(*L.v, "attn_v", in, n, s.v);
+    if (own_kv) {
+        st.project(*L.k, "attn_k", in, n, s.k);
+        // Without attn_v (gemma4's value_from_key) K's projection is V too.
+        st.project(L.v ? *L.v : *L.k, "attn_v", in, n, s.v);
+    }
     if (hp_.qkv_bias) {
         st.add(roles::kQkvBias, s.q, C.q_bias, n, static_cast<uint32_t>(q_dim(hp_)), 0, 1.0f);
-        st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_)), 0, 1.0f);
-        st.add(roles::kQkvBias, s.v, C.v_bias, n, static_cast<uint32_t>(v_dim(hp_)), 0, 1.0f);
+        if (own_kv) {
+            st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_)), 0, 1.0f);
+            st.add(roles::kQkvBias, s.v, C.v_bias, n, static_cast<uint32_t>(v_dim(hp_)), 0, 1.0f);
+        }
     }
     if (hp_.arch->qk_norm != QkNorm::None) {
         // Per head: one row per head of head_dim values; whole: one row per position.
@@ -224,9 +233,12 @@ void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L
         // A row whose q/k norms are optional normalises where the layer has them.
         if (!L.q_norm.empty())
             st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp_.rms_eps, s.q);
-        if (!L.k_norm.empty())
+        if (!L.k_norm.empty() && own_kv)
             st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
     }
+    if (hp_.arch->value_norm && own_kv)  // gemma4: per head, unit weights
+        st.rms_norm(roles::kVNorm, s.v, C.v_norm, uint64_t{n} * hp_.n_head_kv, hp_.head_dim_v,
+                    hp_.rms_eps, s.v);
 }
 
 // Latent attention's q, k and v in the cache's terms (llama.cpp's absorbed
@@ -388,6 +400,14 @@ void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n
         moe_ffn(st, a, L, C, n);
     if (hp_.arch->post_norms)
         st.rms_norm(roles::kPostFfwNorm, s.ffn, C.post_ffw_norm, n, d, hp_.rms_eps, s.ffn);
+    if (!L.out_scale.empty()) {
+        // gemma4: x = (x + ffn) x scale, then the next layer's norm on its own.
+        st.add(roles::kResidual, s.x, s.ffn, n, d, d, hp_.residual_scale);
+        st.add(roles::kLayerOutputScale, s.x, s.x, n, d, d, L.out_scale[0] - 1.0f);
+        if (il + 1 == hp_.n_layer) return;
+        return st.rms_norm(roles::kAttnNorm, s.x, consts_[il + 1].attn_norm, n, d, hp_.rms_eps,
+                           s.xn);
+    }
     if (il + 1 == hp_.n_layer || !hp_.arch->pre_norms)
         return st.add(roles::kResidual, s.x, s.ffn, n, d, d, hp_.residual_scale);
     // The residual add and the next layer's norm: xn = attn_norm(x += ffn).

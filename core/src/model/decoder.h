@@ -37,7 +37,7 @@ struct Scratch {
 
 // Norm weights, biases and sinks where the ops read them.
 struct LayerConstants {
-    Act attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
+    Act attn_norm, ffn_norm, q_norm, k_norm, v_norm, post_attn_norm, post_ffw_norm;
     Act q_bias, k_bias, v_bias, o_bias, sinks;
     Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
     Act q_a_norm, kv_a_norm;                           // latent attention
@@ -51,6 +51,7 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
         {&LayerWeights::ffn_norm, &LayerConstants::ffn_norm},
         {&LayerWeights::q_norm, &LayerConstants::q_norm},
         {&LayerWeights::k_norm, &LayerConstants::k_norm},
+        {&LayerWeights::v_norm, &LayerConstants::v_norm},
         {&LayerWeights::post_attn_norm, &LayerConstants::post_attn_norm},
         {&LayerWeights::post_ffw_norm, &LayerConstants::post_ffw_norm},
         {&LayerWeights::q_bias, &LayerConstants::q_bias},
@@ -133,7 +134,7 @@ class Decoder {
     void attention_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
     void project_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
-                     const LayerConstants& C, uint32_t n) const;
+                     const LayerConstants& C, uint32_t n, bool own_kv) const;
     void latent_qkv(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                     uint32_t n) const;
     void latent_values(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;

@@ -40,6 +40,11 @@ class Keys {
     Expected<std::vector<int32_t>> i32_array(std::string_view suffix) const {
         return file_.get_i32_array(read(suffix, KeyUse::Required));
     }
+    // The key's value as stored (an array's elements are read from it), or
+    // nullptr when absent: a Required read.
+    const gguf::Value* value(std::string_view suffix) const {
+        return file_.find(read(suffix, KeyUse::Required));
+    }
     // Whether the file has the key: what a refused or optional key is tested by.
     bool has(std::string_view suffix) const {
         return file_.find(read(suffix, KeyUse::Optional)) != nullptr;
@@ -332,6 +337,20 @@ Expected<void> read_rotary_dims(const gguf::File& file, const Keys& k, const Arc
 // Gemma 2's soft-capping of attention scores and logits; refused elsewhere.
 Expected<void> read_softcaps(const gguf::File& file, const Keys& k, const ArchSpec& spec,
                              Hparams& hp) {
+    if (spec.final_softcap_only) {
+        if (k.has("attn_logit_softcapping"))
+            return refuse(file, k.key("attn_logit_softcapping"),
+                          fmt::format("attention soft-capping is not implemented for "
+                                      "architecture '{}' (llama.cpp does not read it)",
+                                      spec.name));
+        // llama.cpp: absent or 0 leaves the logits uncapped.
+        FERROX_READ(hp.final_softcap, k.f32_or("final_logit_softcapping", 0.0f));
+        if (hp.final_softcap < 0 || !std::isfinite(hp.final_softcap))
+            return refuse(
+                file, k.key("final_logit_softcapping"),
+                fmt::format("{} is not a cap (finite, >= 0, 0 for none)", hp.final_softcap));
+        return {};
+    }
     if (!spec.softcapping) {
         for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"})
             if (k.has(cap))
@@ -358,7 +377,8 @@ Expected<void> read_tensor_facts(const gguf::File& file, const ArchSpec& spec, H
     if (!embd) return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
     hp.vocab = embd->row_count();
 
-    hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    hp.attn_scale =
+        spec.unit_attention_scale ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
     // Optional for every architecture, as in llama.cpp: a file with q/k/v biases
     // gets them added (qwen2's always have them).
     hp.qkv_bias = file.find_tensor("blk.0.attn_q.bias") || file.find_tensor("blk.0.attn_k.bias") ||
@@ -370,6 +390,73 @@ Expected<void> read_tensor_facts(const gguf::File& file, const ArchSpec& spec, H
             hp.attn_output_bias |=
                 t.name().starts_with("blk.") && t.name().ends_with(".attn_output.bias");
     if (spec.sqrt_embedding_scale) hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
+    return {};
+}
+
+// gemma4's window layers: attention.sliding_window_pattern holds one bool
+// per layer (true: local), and the local layers' rope base.
+Expected<void> read_window_layers(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                                  Hparams& hp) {
+    const std::string key = k.key("attention.sliding_window_pattern");
+    const gguf::Value* value = k.value("attention.sliding_window_pattern");
+    if (!value) return refuse(file, key, "is missing (one bool per layer)");
+    const auto* array = std::get_if<gguf::Array>(value);
+    if (!array || array->element_type() != gguf::ValueType::Bool)
+        return refuse(file, key, "is not an ARRAY of BOOL (one per layer)");
+    if (array->size() != hp.n_layer)
+        return refuse(file, key,
+                      fmt::format("holds {} values for {} layers", array->size(), hp.n_layer));
+    hp.local_layers.resize(hp.n_layer);
+    for (uint32_t il = 0; il < hp.n_layer; ++il)
+        hp.local_layers[il] = std::get<bool>(array->at(il));
+    if (hp.sliding_window == 0)
+        return refuse(file, k.key("attention.sliding_window"),
+                      "is 0 (the window's layers need one)");
+    FERROX_READ(hp.rope_base_local, k.f32_or("rope.freq_base_swa", spec.local_rope_base));
+    return {};
+}
+
+// gemma4's geometry keys, each read and refused where it needs a part not
+// run yet.
+Expected<void> read_layer_geometry(const gguf::File& file, const Keys& k, Hparams& hp) {
+    struct SwaDim {
+        const char* key;
+        uint32_t full;
+    };
+    for (const SwaDim& d : {SwaDim{"attention.key_length_swa", hp.head_dim_k},
+                            SwaDim{"attention.value_length_swa", hp.head_dim_v}}) {
+        auto v = k.u32(d.key);
+        if (!v) return v.error();
+        if (*v != d.full)
+            return refuse(file, k.key(d.key),
+                          fmt::format("{} differs from the full-attention layers' {}: head sizes "
+                                      "of the sliding-window layers' own are not implemented",
+                                      *v, d.full));
+    }
+    auto per_layer = k.u32("embedding_length_per_layer_input");
+    if (!per_layer) return per_layer.error();
+    if (*per_layer != 0)
+        return refuse(file, k.key("embedding_length_per_layer_input"),
+                      fmt::format("{}: per-layer embeddings (Gemma 4 E2B/E4B) are not "
+                                  "implemented",
+                                  *per_layer));
+    auto shared = k.u32_or("attention.shared_kv_layers", 0);
+    if (!shared) return shared.error();
+    // llama.cpp's reuse rule needs two cached layers (the last of each kind).
+    if (*shared != 0 && (*shared >= hp.n_layer || hp.n_layer - *shared < 2))
+        return refuse(file, k.key("attention.shared_kv_layers"),
+                      fmt::format("{} leaves fewer than 2 of the {} layers with a KV cache",
+                                  *shared, hp.n_layer));
+    hp.shared_kv_layers = *shared;
+    for (uint32_t il = hp.kv_layers(); il < hp.n_layer; ++il)
+        if (hp.is_local_layer(il) != hp.is_local_layer(hp.kv_layer(il)))
+            return refuse(file, k.key("attention.shared_kv_layers"),
+                          fmt::format("{}: shared layer {} ({}) would attend over layer {}'s "
+                                      "cache, of the other kind (llama.cpp takes the last "
+                                      "cached layer for a global layer, the one before for a "
+                                      "local one)",
+                                      *shared, il, hp.is_local_layer(il) ? "local" : "global",
+                                      hp.kv_layer(il)));
     return {};
 }
 
@@ -386,6 +473,7 @@ Expected<void> read_window(const gguf::File& file, const Keys& k, const ArchSpec
     FERROX_READ(hp.sliding_window, spec.default_window || spec.window_optional
                                        ? k.u32_or("attention.sliding_window", spec.default_window)
                                        : k.u32("attention.sliding_window"));
+    if (spec.window_pattern_array) return read_window_layers(file, k, spec, hp);
     // The architecture's pattern: Gemma 3 has five local layers, then one
     // global (layer il is global when (il + 1) % 6 == 0), Gemma 2 one and
     // one. Real files leave the keys below out, but llama.cpp honours
@@ -656,6 +744,8 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
         if (auto r = check_rope_sections(file, k); !r) return r;
     if (spec.granite_scales)
         if (auto r = read_granite(file, k, hp); !r) return r;
+    if (spec.per_layer_geometry_keys)
+        if (auto r = read_layer_geometry(file, k, hp); !r) return r;
     return read_ffn(file, k, spec, hp);
 }
 

@@ -51,7 +51,10 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
                 {kYarnLogMultiplier, "rope.scaling.yarn_log_multiplier", "0"}};
     for (const auto& y : yarn)
         k.push_back({y.suffix, (spec.yarn_keys & y.bit) ? O : X, std::string(y.fixed), {}});
-    if (spec.softcapping) {
+    if (spec.final_softcap_only) {
+        k.push_back({"attn_logit_softcapping", X, {}, {}});
+        k.push_back({"final_logit_softcapping", O, "0 (uncapped)", {}});
+    } else if (spec.softcapping) {
         k.push_back({"attn_logit_softcapping", O, "50", {}});
         k.push_back({"final_logit_softcapping", O, "30", {}});
     } else {
@@ -66,11 +69,14 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
             k.push_back({"attention.sliding_window", O, "0 (no window)", {}});
         else
             k.push_back({"attention.sliding_window", R, {}, {}});
-        k.push_back(
-            {"attention.sliding_window_pattern",
-             O,
-             fmt::format("{} (one global layer in {})", spec.window_period, spec.window_period),
-             {}});
+        if (spec.window_pattern_array)
+            k.push_back({"attention.sliding_window_pattern", R, {}, {}});
+        else
+            k.push_back(
+                {"attention.sliding_window_pattern",
+                 O,
+                 fmt::format("{} (one global layer in {})", spec.window_period, spec.window_period),
+                 {}});
         k.push_back({"rope.freq_base_swa",
                      O,
                      spec.local_rope_base != 0 ? fmt::format("{}", spec.local_rope_base)
@@ -95,6 +101,13 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"residual_scale", O, "0 (none)", {}});
         k.push_back({"attention.scale", O, "0 (1/sqrt(key_length))", {}});
         k.push_back({"rope.scaling.finetuned", O, "true", {}});
+    }
+    if (spec.per_layer_geometry_keys) {
+        // Read and refused at any other value until those parts run.
+        k.push_back({"attention.key_length_swa", R, {}, {}});
+        k.push_back({"attention.value_length_swa", R, {}, {}});
+        k.push_back({"embedding_length_per_layer_input", R, {}, {}});
+        k.push_back({"attention.shared_kv_layers", O, "0 (no shared KV layers)", {}});
     }
     const std::string_view experts = spec.moe ? std::string_view{} : "with experts";
     if (spec.moe_with_expert_count) k.push_back({"expert_count", O, "0 (dense)", {}});

@@ -129,7 +129,7 @@ uint64_t Model::Impl::region_floats(uint32_t n_batch, uint32_t logits_rows) cons
 
 CapacityInputs Model::Impl::kv_terms(uint32_t cells) const {
     CapacityInputs in;
-    in.n_layer = hp.n_layer;
+    in.n_layer = hp.kv_layers();  // shared KV layers hold no cache
     in.context = cells;
     in.n_head_kv = hp.n_head_kv;
     in.head_dim_k = hp.head_dim_k;

@@ -105,10 +105,13 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
     const auto long_rope_when = spec.rope_factors == RopeFactorTensors::LongRope
                                     ? TensorWhen::Always
                                     : TensorWhen::LongRopeScaling;
+    if (spec.rope_factors == RopeFactorTensors::GlobalFreqs)
+        t.push_back(model_vector("rope_freqs.weight", E::RopePairs, &RopeFactors::freqs));
     if (spec.rope_factors == RopeFactorTensors::ByScalingType)
         t.push_back(model_vector("rope_freqs.weight", E::RopePairs, &RopeFactors::freqs,
                                  TensorUse::Optional, TensorWhen::RopeFreqScaling));
-    if (spec.rope_factors != RopeFactorTensors::None)
+    if (spec.rope_factors == RopeFactorTensors::ByScalingType ||
+        spec.rope_factors == RopeFactorTensors::LongRope)
         for (const auto& [name, slot] :
              {std::pair{"rope_factors_short.weight", &RopeFactors::short_factors},
               std::pair{"rope_factors_long.weight", &RopeFactors::long_factors}})
@@ -124,6 +127,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         t.push_back(layer_matrix("attn_q.weight", E::QDim, E::Embd, &LW::q, "attn_qkv.weight"));
         t.push_back(layer_matrix("attn_k.weight", E::KDim, E::Embd, &LW::k, "attn_qkv.weight"));
         t.push_back(layer_matrix("attn_v.weight", E::VDim, E::Embd, &LW::v, "attn_qkv.weight"));
+        if (spec.value_from_key) t.back().rule.use = TensorUse::Optional;  // K stands for V
         t.push_back(layer_fused("attn_qkv.weight", TensorUse::Optional,
                                 {{{"attn_q.weight", E::QDim}, &LW::q},
                                  {{"attn_k.weight", E::KDim}, &LW::k},
@@ -155,6 +159,9 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         t.push_back(layer_vector("post_ffw_norm.weight", E::Embd, &LW::post_ffw_norm));
     }
     if (spec.pre_norms) t.push_back(layer_vector(spec.ffn_norm_tensor, E::Embd, &LW::ffn_norm));
+    if (spec.layer_output_scale)
+        t.push_back(
+            layer_vector("layer_output_scale.weight", E::One, &LW::out_scale, TensorUse::Optional));
     // A row with optional experts lists both FFNs, each under its condition.
     // So does a row whose first layers are dense (glm4moe), per layer.
     const bool dense = !spec.moe || spec.leading_dense_layers,

@@ -218,6 +218,16 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
             if (b.rule.scope == TensorScope::Layer)
                 if (auto r = bind(b, &lw, il); !r) return r.error();
     }
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        LayerWeights& lw = mw.layers[il];
+        // An RMSNorm without a weight is one with unit weights (gemma4's V).
+        if (hp.arch->value_norm) lw.v_norm.assign(hp.head_dim_v, 1.0f);
+        for (const float v : lw.out_scale)
+            if (!std::isfinite(v))
+                return make_error("{}: tensor '{}' holds {}, not a finite scale",
+                                  file.path().string(),
+                                  layer_tensor(il, "layer_output_scale.weight"), v);
+    }
     for (const gguf::Tensor& t : file.tensors())
         if (!bound.contains(t.name()) && !ignorable(hp, t.name()))
             return make_error(

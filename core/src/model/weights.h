@@ -24,6 +24,9 @@ struct LayerWeights {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
     std::vector<float> q_bias, k_bias, v_bias;
     std::vector<float> o_bias, sinks;  // gpt-oss: [n_embd], [n_head]
+    // gemma4: V's unweighted per-head RMSNorm as ones [head_dim_v]; the
+    // layer's output scale [1] (empty: 1).
+    std::vector<float> v_norm, out_scale;
     // gpt-oss: the router's bias [n_expert] and the experts' [n_expert][rows].
     std::vector<float> router_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
     // glm4moe: the bias added to the gate's probabilities to choose experts

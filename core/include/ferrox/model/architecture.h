@@ -23,6 +23,9 @@ enum class RopeFactorTensors {
     ByScalingType,
     // rope_factors_short/long.weight whatever the scaling type (phi3).
     LongRope,
+    // rope_freqs.weight, required, for the global layers only (gemma4: its
+    // "proportional" RoPE, a huge divisor for each pair left unrotated).
+    GlobalFreqs,
 };
 
 // Whether an architecture's layers carry a tensor: a file holding one its
@@ -112,6 +115,27 @@ struct ArchSpec {
     // rest experts with shared ones (deepseek2), which ferrox does not run
     // yet: a file must make every layer dense.
     bool leading_dense = false;
+    // attention.sliding_window_pattern is a bool per layer (true: the layer
+    // attends through the window), required (gemma4), instead of a period.
+    bool window_pattern_array = false;
+    // q . k is not scaled (gemma4: q and k are RMS-normed per head).
+    bool unit_attention_scale = false;
+    // V is RMS-normed per head without a weight after its projection (gemma4).
+    bool value_norm = false;
+    // attn_v.weight may be absent: the K projection stands for V (gemma4's
+    // full-attention layers, attention_k_eq_v).
+    bool value_from_key = false;
+    // layer_output_scale.weight: an optional scalar each layer's output is
+    // multiplied by (gemma4).
+    bool layer_output_scale = false;
+    // final_logit_softcapping read (0: none) and attn_logit_softcapping refused (gemma4).
+    bool final_softcap_only = false;
+    // gemma4's per-layer geometry keys: attention.key_length_swa and
+    // value_length_swa (required), embedding_length_per_layer_input
+    // (required), attention.shared_kv_layers (optional). Read and refused at
+    // any value that needs a part ferrox does not run yet (head sizes of the
+    // sliding layers' own, per-layer embeddings, layers sharing a KV cache).
+    bool per_layer_geometry_keys = false;
     // The norm before the FFN (gpt-oss's files call it post_attention_norm).
     std::string_view ffn_norm_tensor = "ffn_norm.weight";
     // attn_q_norm / attn_k_norm may be absent (glm4moe: GLM-4.5 has them, Air

@@ -103,6 +103,9 @@ struct Hparams {
     float rope_base_local = 10000.0f;  // sliding-window layers
     uint32_t sliding_window = 0;       // 0: every layer attends to the whole past
     uint32_t swa_period = 0;           // every swa_period-th layer is global; 0: none local
+    // Per layer, whether it is local, where the file lists them (gemma4's
+    // attention.sliding_window_pattern); empty: swa_period decides.
+    std::vector<bool> local_layers;
 
     float attn_scale = 1.0f;  // applied to q . k: 1/sqrt(head_dim), Gemma 3 27B's, granite's key
     // Embeddings are multiplied by embedding_scale (gemma: sqrt(n_embd);
@@ -117,6 +120,9 @@ struct Hparams {
     // attention (mistral3); 0: off.
     float attn_temp_scale = 0.0f;
     uint32_t attn_temp_length = 0;
+    // The last shared_kv_layers layers keep no KV cache: each attends over an
+    // earlier layer's (gemma4's attention.shared_kv_layers); 0: none shared.
+    uint32_t shared_kv_layers = 0;
     // Every no_rope_period-th layer attends without RoPE (smollm3: 4); 0: all rotate.
     uint32_t no_rope_period = 0;
 
@@ -150,8 +156,19 @@ struct Hparams {
     bool has_rope(uint32_t il) const {
         return no_rope_period == 0 || (il + 1) % no_rope_period != 0;
     }
+    // Layers with a KV cache of their own: the first kv_layers().
+    uint32_t kv_layers() const { return n_layer - shared_kv_layers; }
+    // The cache layer `il` stores into and attends over: its own, or for a
+    // shared layer llama.cpp's choice, the last cached layer if `il` is
+    // global and the one before it if local (read_hparams checks that these
+    // are of il's kind).
+    uint32_t kv_layer(uint32_t il) const {
+        if (il < kv_layers()) return il;
+        return kv_layers() - (is_local_layer(il) ? 2 : 1);
+    }
     // True when layer `il` attends through the sliding window with the local rope base.
     bool is_local_layer(uint32_t il) const {
+        if (!local_layers.empty()) return sliding_window > 0 && local_layers[il];
         return sliding_window > 0 && swa_period > 0 && (il + 1) % swa_period != 0;
     }
 };
