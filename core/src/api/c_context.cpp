@@ -8,10 +8,10 @@
 
 #include "c_handles.h"
 #include "ferrox/model/embed.h"
-#include "ferrox/op.h"
-#include "ferrox/quant_kind.h"
 #include "ferrox/model/hparams.h"
 #include "ferrox/model/model.h"
+#include "ferrox/op.h"
+#include "ferrox/quant_kind.h"
 
 // This file defines the exported ferrox_X_params_default function (the frozen
 // one older programs call); ferrox.h's macro of that name is for callers.
