@@ -10,15 +10,6 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 jobs="${FERROX_JOBS:-$(nproc)}"
 started=$SECONDS
 stamp() { echo "== ci: $1 ($((SECONDS - started)) s)"; }
-# seed_test_costs <build dir> <column>: ci/test-costs.txt's figures as ctest's
-# timing record where the build has none yet (a fresh machine).
-seed_test_costs() {
-    local record=$1/Testing/Temporary/CTestCostData.txt
-    [[ -f $record ]] && return 0
-    mkdir -p "${record%/*}"
-    awk -v col="$2" '!/^#/ && NF == 3 && $col > 0 { print $1, 1, $col }' ci/test-costs.txt >"$record"
-    echo "---" >>"$record"
-}
 
 bash ci/install-deps.sh
 stamp "dependencies ready"
@@ -38,7 +29,6 @@ stamp "ci build done"
 # ferrox's rules (`ferrox architectures --json`).
 FERROX_BIN=build/ci/bin/ferrox python3 tests/model/make_tiny_models.py >/dev/null
 stamp "tiny models ready"
-seed_test_costs build/ci 2
 ctest --preset ci -j "$jobs"
 stamp "ci tests done"
 
@@ -70,6 +60,5 @@ stamp "asan build done"
 # down); the resident-decoding one stays: it drives the core's resident path, the
 # fixture plugin and the CLI through ~60 runs in 25 s.
 echo "== ci: everything before passed ($((SECONDS - started)) s); the ASan ctest run closes the log"
-seed_test_costs build/ci-asan 3
 ASAN_OPTIONS=detect_leaks=1 ctest --preset ci-asan -j "$jobs" -E "^(model_parity|tokenizer_parity|embedding_parity)$"
 
