@@ -65,9 +65,11 @@ python3 -c 'import google.protobuf.json_format, opentelemetry.proto.collector.tr
 # them without a skip.
 agent_wheels="${FERROX_CACHE_DIR:-$HOME/.cache/ferrox}/wheels/agents"
 agent_pkgs=(openai-agents langchain-openai pydantic)
-pip_quiet=(-q --disable-pip-version-check --root-user-action=ignore)
-if ! python3 -m pip install "${pip_quiet[@]}" --no-index --find-links "$agent_wheels" \
+# `pip wheel` has no --root-user-action (an install option): it fails on it.
+pip_quiet=(-q --disable-pip-version-check)
+pip_install=(install "${pip_quiet[@]}" --root-user-action=ignore)
+if ! python3 -m pip "${pip_install[@]}" --no-index --find-links "$agent_wheels" \
   "${agent_pkgs[@]}" 2>/dev/null; then
   python3 -m pip wheel "${pip_quiet[@]}" --wheel-dir "$agent_wheels" "${agent_pkgs[@]}"
-  python3 -m pip install "${pip_quiet[@]}" --no-index --find-links "$agent_wheels" "${agent_pkgs[@]}"
+  python3 -m pip "${pip_install[@]}" --no-index --find-links "$agent_wheels" "${agent_pkgs[@]}"
 fi
