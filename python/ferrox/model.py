@@ -578,8 +578,13 @@ class Model:
             ids = (self.tokenize(item) if isinstance(item, (str, bytes))
                    else self._check_tokens(f"input[{i}]", item))
             token_lists.append(ids[: self.n_ctx] if truncate else ids)
-        with Context(self, n_seq=min(len(token_lists), self.n_seq_max)) as ctx:
+        # The model's pooled context: a call does not allocate its cells anew, and
+        # the vectors do not depend on how many sequences the context has.
+        ctx = self._borrow_context()
+        try:
             vectors = ctx.embed(token_lists, normalize)
+        finally:
+            self._give_back(ctx)
         return vectors, sum(len(ids) for ids in token_lists)
 
     def embed(self, input: EmbeddingInput, *, normalize: bool = True,

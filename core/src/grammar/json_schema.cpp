@@ -14,13 +14,11 @@
 #include <string_view>
 #include <vector>
 
-#include "json_schema_parts.h"
+#include "json_schema_converter.h"
 
 namespace ferrox::grammar {
+namespace schema {
 namespace {
-
-using nlohmann::ordered_json;
-using schema::Refusal;
 
 // Keywords that describe and never constrain; accepted anywhere.
 const std::set<std::string, std::less<>> kAnnotations{
@@ -64,10 +62,6 @@ enum Kind : unsigned {
     kAnyKind = 127
 };
 
-// Bounded numbers: every value parses to a double within 2^53, so a bound
-// compares exactly (json_schema_parts.h: integers keep 18 digits).
-constexpr int64_t kNumberMagnitude = 999'999'999'999'999;  // 15 digits
-
 std::string pointer_token(std::string_view key) {
     std::string out;
     for (const char c : key) {
@@ -79,18 +73,6 @@ std::string pointer_token(std::string_view key) {
             out += c;
     }
     return out;
-}
-
-std::string child(const std::string& ptr, std::string_view key) {
-    return ptr + "/" + pointer_token(key);
-}
-
-[[noreturn]] void refuse(const std::string& ptr, const std::string& why) {
-    throw Refusal{fmt::format("{}: {}", ptr.empty() ? "(root)" : ptr, why)};
-}
-
-std::string json_text(const ordered_json& v) {
-    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 unsigned kind_of_value(const ordered_json& v) {
@@ -142,6 +124,20 @@ std::string rule_hint(std::string_view hint) {
     return out.empty() ? "s" : out;
 }
 
+}  // namespace
+
+std::string child(const std::string& ptr, std::string_view key) {
+    return ptr + "/" + pointer_token(key);
+}
+
+[[noreturn]] void refuse(const std::string& ptr, const std::string& why) {
+    throw Refusal{fmt::format("{}: {}", ptr.empty() ? "(root)" : ptr, why)};
+}
+
+std::string json_text(const ordered_json& v) {
+    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string optional_of(const std::string& x) { return "(" + x + ")?"; }
 
 // "a b", dropping empty parts.
@@ -152,663 +148,303 @@ std::string seq(std::initializer_list<std::string> parts) {
     return out;
 }
 
-class Converter {
-  public:
-    Converter(const ordered_json& root, const JsonSchemaLimits& limits)
-        : root_(root), limits_(limits) {}
+std::string Converter::run() {
+    const std::string top = compile(root_, "", 0);
+    std::string out = "root ::= " + top + "\n" + rules_ + schema::shared_rules(limits_.max_indent);
+    if (out.size() > limits_.max_grammar_bytes)
+        refuse("", fmt::format("the grammar it makes is {} bytes, past the limit "
+                               "max_grammar_bytes ({})",
+                               out.size(), limits_.max_grammar_bytes));
+    return out;
+}
 
-    std::string run() {
-        const std::string top = compile(root_, "", 0);
-        std::string out =
-            "root ::= " + top + "\n" + rules_ + schema::shared_rules(limits_.max_indent);
-        if (out.size() > limits_.max_grammar_bytes)
-            refuse("", fmt::format("the grammar it makes is {} bytes, past the limit "
-                                   "max_grammar_bytes ({})",
-                                   out.size(), limits_.max_grammar_bytes));
-        return out;
+std::string Converter::fresh(std::string_view hint) {
+    return rule_hint(hint) + "-" + std::to_string(++rules_made_);
+}
+
+void Converter::define(const std::string& name, const std::string& body) {
+    rules_ += name + " ::= " + body + "\n";
+    if (rules_.size() > limits_.max_grammar_bytes)
+        refuse("", fmt::format("the grammar it makes passes the limit max_grammar_bytes ({})",
+                               limits_.max_grammar_bytes));
+}
+
+std::string Converter::rule(std::string_view hint, const std::string& body) {
+    std::string name = fresh(hint);
+    define(name, body);
+    return name;
+}
+
+// A count keyword: a non-negative integer within max_repetition.
+std::optional<uint32_t> Converter::count(const ordered_json& s, const char* key,
+                                         const std::string& ptr) {
+    if (!s.contains(key)) return std::nullopt;
+    const ordered_json& v = s.at(key);
+    const std::string at = child(ptr, key);
+    const bool integral = v.is_number_unsigned() ||
+                          (v.is_number_integer() && v.get<int64_t>() >= 0) ||
+                          (v.is_number_float() && v.get<double>() >= 0 &&
+                           std::floor(v.get<double>()) == v.get<double>());
+    if (!integral) refuse(at, "must be a non-negative integer");
+    const double d = v.get<double>();
+    if (d > limits_.max_repetition)
+        refuse(at, fmt::format("{} is past the limit max_repetition ({})", json_text(v),
+                               limits_.max_repetition));
+    return static_cast<uint32_t>(d);
+}
+
+// A keyword not enforced, or enforced only alone with annotations.
+void Converter::check_keywords(const ordered_json& s, const std::string& ptr) {
+    for (auto it = s.begin(); it != s.end(); ++it) {
+        if (kAnnotations.count(it.key()) || kEnforced.count(it.key())) continue;
+        refuse(child(ptr, it.key()), "not enforced");
     }
+    if (s.contains("uniqueItems") && s.at("uniqueItems") != false)
+        refuse(child(ptr, "uniqueItems"), "true is not enforced");
+    for (const char* key : {"exclusiveMinimum", "exclusiveMaximum"})
+        if (s.contains(key) && s.at(key).is_boolean())
+            refuse(child(ptr, key), "a boolean (draft 4) is not enforced; give the bound");
+}
 
-  private:
-    std::string fresh(std::string_view hint) {
-        return rule_hint(hint) + "-" + std::to_string(++rules_made_);
+void Converter::only_with(const ordered_json& s, const std::string& ptr, const char* keyword,
+                          std::initializer_list<const char*> allowed) {
+    for (auto it = s.begin(); it != s.end(); ++it) {
+        if (it.key() == keyword || kAnnotations.count(it.key())) continue;
+        if (std::any_of(allowed.begin(), allowed.end(),
+                        [&](const char* a) { return it.key() == a; }))
+            continue;
+        refuse(child(ptr, it.key()), fmt::format("not enforced beside {}", keyword));
     }
+}
 
-    void define(const std::string& name, const std::string& body) {
-        rules_ += name + " ::= " + body + "\n";
-        if (rules_.size() > limits_.max_grammar_bytes)
-            refuse("", fmt::format("the grammar it makes passes the limit max_grammar_bytes ({})",
-                                   limits_.max_grammar_bytes));
+// Returns the name of the rule for `s`.
+std::string Converter::compile(const ordered_json& s, const std::string& ptr, uint32_t depth) {
+    if (depth > limits_.max_depth)
+        refuse(ptr, fmt::format("nested deeper than the limit max_depth ({})", limits_.max_depth));
+    if (s.is_boolean()) {
+        if (s.get<bool>()) return schema::kJsonValue;
+        refuse(ptr, "the schema false admits no value");
     }
-
-    std::string rule(std::string_view hint, const std::string& body) {
-        std::string name = fresh(hint);
-        define(name, body);
-        return name;
+    if (!s.is_object()) refuse(ptr, "a schema must be an object or a boolean");
+    check_keywords(s, ptr);
+    if (s.contains("$ref")) {
+        only_with(s, ptr, "$ref", {});
+        return reference(s.at("$ref"), child(ptr, "$ref"), depth);
     }
-
-    // A count keyword: a non-negative integer within max_repetition.
-    std::optional<uint32_t> count(const ordered_json& s, const char* key, const std::string& ptr) {
-        if (!s.contains(key)) return std::nullopt;
-        const ordered_json& v = s.at(key);
-        const std::string at = child(ptr, key);
-        const bool integral = v.is_number_unsigned() ||
-                              (v.is_number_integer() && v.get<int64_t>() >= 0) ||
-                              (v.is_number_float() && v.get<double>() >= 0 &&
-                               std::floor(v.get<double>()) == v.get<double>());
-        if (!integral) refuse(at, "must be a non-negative integer");
-        const double d = v.get<double>();
-        if (d > limits_.max_repetition)
-            refuse(at, fmt::format("{} is past the limit max_repetition ({})", json_text(v),
-                                   limits_.max_repetition));
-        return static_cast<uint32_t>(d);
+    if (s.contains("allOf")) {
+        only_with(s, ptr, "allOf", {});
+        const ordered_json& all = s.at("allOf");
+        if (!all.is_array() || all.size() != 1)
+            refuse(child(ptr, "allOf"), "only an allOf of exactly one subschema is enforced");
+        return compile(all[0], child(child(ptr, "allOf"), "0"), depth + 1);
     }
+    for (const char* key : {"anyOf", "oneOf"})
+        if (s.contains(key)) return alternatives(s, key, ptr, depth);
+    if (s.contains("enum") || s.contains("const")) return enumeration(s, ptr);
+    const unsigned kinds = types(s, ptr);
+    if (kinds == kAnyKind && inferred_kinds(s) == 0) return schema::kJsonValue;
+    std::vector<std::string> bodies;
+    if (kinds & kNull) bodies.push_back("\"null\"");
+    if (kinds & kBool) bodies.push_back("(\"true\" | \"false\")");
+    if (kinds & kFraction)
+        bodies.push_back(number(s, ptr));
+    else if (kinds & kInt)
+        bodies.push_back(integer(s, ptr));
+    if (kinds & kString) bodies.push_back(string(s, ptr));
+    if (kinds & kArray) bodies.push_back(array(s, ptr, depth));
+    if (kinds & kObject) bodies.push_back(object(s, ptr, depth));
+    std::string body = bodies[0];
+    for (size_t i = 1; i < bodies.size(); ++i) body += " | " + bodies[i];
+    return rule(ptr.substr(ptr.rfind('/') + 1), bodies.size() > 1 ? "(" + body + ")" : body);
+}
 
-    // A keyword not enforced, or enforced only alone with annotations.
-    void check_keywords(const ordered_json& s, const std::string& ptr) {
-        for (auto it = s.begin(); it != s.end(); ++it) {
-            if (kAnnotations.count(it.key()) || kEnforced.count(it.key())) continue;
-            refuse(child(ptr, it.key()), "not enforced");
-        }
-        if (s.contains("uniqueItems") && s.at("uniqueItems") != false)
-            refuse(child(ptr, "uniqueItems"), "true is not enforced");
-        for (const char* key : {"exclusiveMinimum", "exclusiveMaximum"})
-            if (s.contains(key) && s.at(key).is_boolean())
-                refuse(child(ptr, key), "a boolean (draft 4) is not enforced; give the bound");
+// The kinds "type" names (every kind when absent: then the keywords
+// present choose, see compile).
+unsigned Converter::types(const ordered_json& s, const std::string& ptr) {
+    if (!s.contains("type")) {
+        const unsigned inferred = inferred_kinds(s);
+        return inferred ? inferred : kAnyKind;
     }
-
-    void only_with(const ordered_json& s, const std::string& ptr, const char* keyword,
-                   std::initializer_list<const char*> allowed) {
-        for (auto it = s.begin(); it != s.end(); ++it) {
-            if (it.key() == keyword || kAnnotations.count(it.key())) continue;
-            if (std::any_of(allowed.begin(), allowed.end(),
-                            [&](const char* a) { return it.key() == a; }))
-                continue;
-            refuse(child(ptr, it.key()), fmt::format("not enforced beside {}", keyword));
-        }
+    const ordered_json& t = s.at("type");
+    const std::string at = child(ptr, "type");
+    unsigned kinds = 0;
+    const auto one = [&](const ordered_json& name) {
+        const unsigned k = name.is_string() ? kind_of_type(name.get<std::string>()) : 0;
+        if (!k) refuse(at, fmt::format("{} is not a JSON schema type", json_text(name)));
+        kinds |= k;
+    };
+    if (t.is_array()) {
+        if (t.empty()) refuse(at, "an empty list of types admits no value");
+        for (const auto& name : t) one(name);
+    } else {
+        one(t);
     }
+    return kinds;
+}
 
-    // Returns the name of the rule for `s`.
-    std::string compile(const ordered_json& s, const std::string& ptr, uint32_t depth) {
-        if (depth > limits_.max_depth)
-            refuse(ptr,
-                   fmt::format("nested deeper than the limit max_depth ({})", limits_.max_depth));
-        if (s.is_boolean()) {
-            if (s.get<bool>()) return schema::kJsonValue;
-            refuse(ptr, "the schema false admits no value");
-        }
-        if (!s.is_object()) refuse(ptr, "a schema must be an object or a boolean");
-        check_keywords(s, ptr);
-        if (s.contains("$ref")) {
-            only_with(s, ptr, "$ref", {});
-            return reference(s.at("$ref"), child(ptr, "$ref"), depth);
-        }
-        if (s.contains("allOf")) {
-            only_with(s, ptr, "allOf", {});
-            const ordered_json& all = s.at("allOf");
-            if (!all.is_array() || all.size() != 1)
-                refuse(child(ptr, "allOf"), "only an allOf of exactly one subschema is enforced");
-            return compile(all[0], child(child(ptr, "allOf"), "0"), depth + 1);
-        }
-        for (const char* key : {"anyOf", "oneOf"})
-            if (s.contains(key)) return alternatives(s, key, ptr, depth);
-        if (s.contains("enum") || s.contains("const")) return enumeration(s, ptr);
-        const unsigned kinds = types(s, ptr);
-        if (kinds == kAnyKind && inferred_kinds(s) == 0) return schema::kJsonValue;
-        std::vector<std::string> bodies;
-        if (kinds & kNull) bodies.push_back("\"null\"");
-        if (kinds & kBool) bodies.push_back("(\"true\" | \"false\")");
-        if (kinds & kFraction)
-            bodies.push_back(number(s, ptr));
-        else if (kinds & kInt)
-            bodies.push_back(integer(s, ptr));
-        if (kinds & kString) bodies.push_back(string(s, ptr));
-        if (kinds & kArray) bodies.push_back(array(s, ptr, depth));
-        if (kinds & kObject) bodies.push_back(object(s, ptr, depth));
-        std::string body = bodies[0];
-        for (size_t i = 1; i < bodies.size(); ++i) body += " | " + bodies[i];
-        return rule(ptr.substr(ptr.rfind('/') + 1), bodies.size() > 1 ? "(" + body + ")" : body);
+std::string Converter::reference(const ordered_json& ref, const std::string& ptr, uint32_t depth) {
+    if (!ref.is_string()) refuse(ptr, "must be a string");
+    const std::string target = ref.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+    if (target.empty() || target[0] != '#')
+        refuse(ptr, fmt::format("'{}': only references inside the schema (\"#/...\") are resolved",
+                                target));
+    if (refs_.size() >= limits_.max_refs)
+        refuse(ptr, fmt::format("more distinct references than the limit max_refs ({})",
+                                limits_.max_refs));
+    const std::string pointer = target.substr(1);
+    const ordered_json* found = resolve(pointer);
+    if (!found) refuse(ptr, fmt::format("'{}' points at nothing in the schema", target));
+    const std::string name = fresh("ref-" + pointer.substr(pointer.rfind('/') + 1));
+    refs_[target] = name;  // before compiling it: a recursive reference finds it
+    define(name, compile(*found, pointer, depth + 1));
+    return name;
+}
+
+const ordered_json* Converter::resolve(const std::string& pointer) const {
+    if (pointer.find('%') != std::string::npos) return nullptr;  // no URI decoding
+    try {
+        const ordered_json::json_pointer p(pointer);
+        if (!root_.contains(p)) return nullptr;
+        return &root_.at(p);
+    } catch (const nlohmann::json::exception&) {
+        return nullptr;
     }
+}
 
-    // The kinds "type" names (every kind when absent: then the keywords
-    // present choose, see compile).
-    unsigned types(const ordered_json& s, const std::string& ptr) {
-        if (!s.contains("type")) {
-            const unsigned inferred = inferred_kinds(s);
-            return inferred ? inferred : kAnyKind;
-        }
-        const ordered_json& t = s.at("type");
-        const std::string at = child(ptr, "type");
-        unsigned kinds = 0;
-        const auto one = [&](const ordered_json& name) {
-            const unsigned k = name.is_string() ? kind_of_type(name.get<std::string>()) : 0;
-            if (!k) refuse(at, fmt::format("{} is not a JSON schema type", json_text(name)));
-            kinds |= k;
-        };
-        if (t.is_array()) {
-            if (t.empty()) refuse(at, "an empty list of types admits no value");
-            for (const auto& name : t) one(name);
+// Follows $ref and one-subschema allOf (bounded), for oneOf's checks.
+const ordered_json& Converter::unwrap(const ordered_json& s) const {
+    const ordered_json* at = &s;
+    for (int hops = 0; hops < 32 && at->is_object(); ++hops) {
+        if (at->contains("$ref") && at->at("$ref").is_string()) {
+            const std::string t = at->at("$ref").get<std::string>();
+            const ordered_json* next = t.empty() || t[0] != '#' ? nullptr : resolve(t.substr(1));
+            if (!next) break;
+            at = next;
+        } else if (at->contains("allOf") && at->at("allOf").is_array() &&
+                   at->at("allOf").size() == 1) {
+            at = &at->at("allOf")[0];
         } else {
-            one(t);
-        }
-        return kinds;
-    }
-
-    std::string reference(const ordered_json& ref, const std::string& ptr, uint32_t depth) {
-        if (!ref.is_string()) refuse(ptr, "must be a string");
-        const std::string target = ref.get<std::string>();
-        if (auto it = refs_.find(target); it != refs_.end()) return it->second;
-        if (target.empty() || target[0] != '#')
-            refuse(ptr,
-                   fmt::format("'{}': only references inside the schema (\"#/...\") are resolved",
-                               target));
-        if (refs_.size() >= limits_.max_refs)
-            refuse(ptr, fmt::format("more distinct references than the limit max_refs ({})",
-                                    limits_.max_refs));
-        const std::string pointer = target.substr(1);
-        const ordered_json* found = resolve(pointer);
-        if (!found) refuse(ptr, fmt::format("'{}' points at nothing in the schema", target));
-        const std::string name = fresh("ref-" + pointer.substr(pointer.rfind('/') + 1));
-        refs_[target] = name;  // before compiling it: a recursive reference finds it
-        define(name, compile(*found, pointer, depth + 1));
-        return name;
-    }
-
-    const ordered_json* resolve(const std::string& pointer) const {
-        if (pointer.find('%') != std::string::npos) return nullptr;  // no URI decoding
-        try {
-            const ordered_json::json_pointer p(pointer);
-            if (!root_.contains(p)) return nullptr;
-            return &root_.at(p);
-        } catch (const nlohmann::json::exception&) {
-            return nullptr;
+            break;
         }
     }
+    return *at;
+}
 
-    // Follows $ref and one-subschema allOf (bounded), for oneOf's checks.
-    const ordered_json& unwrap(const ordered_json& s) const {
-        const ordered_json* at = &s;
-        for (int hops = 0; hops < 32 && at->is_object(); ++hops) {
-            if (at->contains("$ref") && at->at("$ref").is_string()) {
-                const std::string t = at->at("$ref").get<std::string>();
-                const ordered_json* next =
-                    t.empty() || t[0] != '#' ? nullptr : resolve(t.substr(1));
-                if (!next) break;
-                at = next;
-            } else if (at->contains("allOf") && at->at("allOf").is_array() &&
-                       at->at("allOf").size() == 1) {
-                at = &at->at("allOf")[0];
-            } else {
-                break;
-            }
-        }
-        return *at;
+// What kinds of value `s`'s grammar can produce (more, never fewer).
+unsigned Converter::kinds_of(const ordered_json& raw, int budget) const {
+    const ordered_json& s = unwrap(raw);
+    if (budget <= 0 || !s.is_object()) return s == false ? 0u : unsigned(kAnyKind);
+    unsigned type_kinds = kAnyKind;
+    if (s.contains("type")) {
+        type_kinds = 0;
+        const ordered_json& t = s.at("type");
+        if (t.is_string()) type_kinds = kind_of_type(t.get<std::string>());
+        if (t.is_array())
+            for (const auto& n : t)
+                if (n.is_string()) type_kinds |= kind_of_type(n.get<std::string>());
     }
-
-    // What kinds of value `s`'s grammar can produce (more, never fewer).
-    unsigned kinds_of(const ordered_json& raw, int budget) const {
-        const ordered_json& s = unwrap(raw);
-        if (budget <= 0 || !s.is_object()) return s == false ? 0u : unsigned(kAnyKind);
-        unsigned type_kinds = kAnyKind;
-        if (s.contains("type")) {
-            type_kinds = 0;
-            const ordered_json& t = s.at("type");
-            if (t.is_string()) type_kinds = kind_of_type(t.get<std::string>());
-            if (t.is_array())
-                for (const auto& n : t)
-                    if (n.is_string()) type_kinds |= kind_of_type(n.get<std::string>());
-        }
-        if (s.contains("const")) return kind_of_value(s.at("const")) & type_kinds;
-        if (s.contains("enum") && s.at("enum").is_array()) {
+    if (s.contains("const")) return kind_of_value(s.at("const")) & type_kinds;
+    if (s.contains("enum") && s.at("enum").is_array()) {
+        unsigned k = 0;
+        for (const auto& v : s.at("enum")) k |= kind_of_value(v);
+        return k & type_kinds;
+    }
+    for (const char* key : {"anyOf", "oneOf"})
+        if (s.contains(key) && s.at(key).is_array()) {
             unsigned k = 0;
-            for (const auto& v : s.at("enum")) k |= kind_of_value(v);
-            return k & type_kinds;
+            for (const auto& b : s.at(key)) k |= kinds_of(b, budget - 1);
+            return k;
         }
-        for (const char* key : {"anyOf", "oneOf"})
-            if (s.contains(key) && s.at(key).is_array()) {
-                unsigned k = 0;
-                for (const auto& b : s.at(key)) k |= kinds_of(b, budget - 1);
-                return k;
-            }
-        if (!s.contains("type") && inferred_kinds(s)) return inferred_kinds(s);
-        return type_kinds;
-    }
+    if (!s.contains("type") && inferred_kinds(s)) return inferred_kinds(s);
+    return type_kinds;
+}
 
-    // A required property whose const value tells every branch apart.
-    bool discriminated(const ordered_json& branches) const {
-        const ordered_json& first = unwrap(branches[0]);
-        if (!first.is_object() || !first.contains("properties") ||
-            !first.at("properties").is_object())
-            return false;
-        for (auto p = first.at("properties").begin(); p != first.at("properties").end(); ++p) {
-            std::vector<ordered_json> values;
-            for (const auto& raw : branches) {
-                const ordered_json& b = unwrap(raw);
-                if (!b.is_object() || !b.contains("properties") || !b.contains("required")) break;
-                const ordered_json& props = b.at("properties");
-                const ordered_json& req = b.at("required");
-                if (!props.is_object() || !props.contains(p.key()) || !req.is_array() ||
-                    std::find(req.begin(), req.end(), p.key()) == req.end())
-                    break;
-                const ordered_json& ps = unwrap(props.at(p.key()));
-                if (!ps.is_object()) break;
-                if (ps.contains("const"))
-                    values.push_back(ps.at("const"));
-                else if (ps.contains("enum") && ps.at("enum").is_array() &&
-                         ps.at("enum").size() == 1)
-                    values.push_back(ps.at("enum")[0]);
-                else
-                    break;
-            }
-            if (values.size() != branches.size()) continue;
-            bool distinct = true;
-            for (size_t i = 0; i < values.size() && distinct; ++i)
-                for (size_t j = i + 1; j < values.size(); ++j)
-                    if (values[i] == values[j]) distinct = false;
-            if (distinct) return true;
-        }
+// A required property whose const value tells every branch apart.
+bool Converter::discriminated(const ordered_json& branches) const {
+    const ordered_json& first = unwrap(branches[0]);
+    if (!first.is_object() || !first.contains("properties") || !first.at("properties").is_object())
         return false;
+    for (auto p = first.at("properties").begin(); p != first.at("properties").end(); ++p) {
+        std::vector<ordered_json> values;
+        for (const auto& raw : branches) {
+            const ordered_json& b = unwrap(raw);
+            if (!b.is_object() || !b.contains("properties") || !b.contains("required")) break;
+            const ordered_json& props = b.at("properties");
+            const ordered_json& req = b.at("required");
+            if (!props.is_object() || !props.contains(p.key()) || !req.is_array() ||
+                std::find(req.begin(), req.end(), p.key()) == req.end())
+                break;
+            const ordered_json& ps = unwrap(props.at(p.key()));
+            if (!ps.is_object()) break;
+            if (ps.contains("const"))
+                values.push_back(ps.at("const"));
+            else if (ps.contains("enum") && ps.at("enum").is_array() && ps.at("enum").size() == 1)
+                values.push_back(ps.at("enum")[0]);
+            else
+                break;
+        }
+        if (values.size() != branches.size()) continue;
+        bool distinct = true;
+        for (size_t i = 0; i < values.size() && distinct; ++i)
+            for (size_t j = i + 1; j < values.size(); ++j)
+                if (values[i] == values[j]) distinct = false;
+        if (distinct) return true;
     }
+    return false;
+}
 
-    std::string alternatives(const ordered_json& s, const char* key, const std::string& ptr,
-                             uint32_t depth) {
-        only_with(s, ptr, key, {});
-        const ordered_json& branches = s.at(key);
-        const std::string at = child(ptr, key);
-        if (!branches.is_array() || branches.empty()) refuse(at, "must be a non-empty array");
-        if (std::string_view(key) == "oneOf" && !discriminated(branches)) {
-            // A value two branches both accept fails oneOf; the branches must
-            // be told apart by kind, or by a required const property.
-            for (size_t i = 0; i < branches.size(); ++i)
-                for (size_t j = i + 1; j < branches.size(); ++j)
-                    if (kinds_of(branches[i], 32) & kinds_of(branches[j], 32))
-                        refuse(at, fmt::format(
-                                       "branches {} and {} may both match a value: not enforced "
+std::string Converter::alternatives(const ordered_json& s, const char* key, const std::string& ptr,
+                                    uint32_t depth) {
+    only_with(s, ptr, key, {});
+    const ordered_json& branches = s.at(key);
+    const std::string at = child(ptr, key);
+    if (!branches.is_array() || branches.empty()) refuse(at, "must be a non-empty array");
+    if (std::string_view(key) == "oneOf" && !discriminated(branches)) {
+        // A value two branches both accept fails oneOf; the branches must
+        // be told apart by kind, or by a required const property.
+        for (size_t i = 0; i < branches.size(); ++i)
+            for (size_t j = i + 1; j < branches.size(); ++j)
+                if (kinds_of(branches[i], 32) & kinds_of(branches[j], 32))
+                    refuse(at,
+                           fmt::format("branches {} and {} may both match a value: not enforced "
                                        "(use anyOf, or tell them apart by type or by a required "
                                        "const property)",
                                        i, j));
-        }
-        std::string body = "(";
-        for (size_t i = 0; i < branches.size(); ++i)
-            body +=
-                (i ? " | " : "") + compile(branches[i], child(at, std::to_string(i)), depth + 1);
-        return rule(key, body + ")");
     }
+    std::string body = "(";
+    for (size_t i = 0; i < branches.size(); ++i)
+        body += (i ? " | " : "") + compile(branches[i], child(at, std::to_string(i)), depth + 1);
+    return rule(key, body + ")");
+}
 
-    std::string enumeration(const ordered_json& s, const std::string& ptr) {
-        const bool is_const = s.contains("const");
-        if (is_const && s.contains("enum")) refuse(child(ptr, "enum"), "not enforced beside const");
-        only_with(s, ptr, is_const ? "const" : "enum", {"type"});
-        const std::string at = child(ptr, is_const ? "const" : "enum");
-        std::vector<ordered_json> values;
-        if (is_const) {
-            values.push_back(s.at("const"));
-        } else {
-            const ordered_json& e = s.at("enum");
-            if (!e.is_array() || e.empty()) refuse(at, "must be a non-empty array");
-            if (e.size() > limits_.max_enum)
-                refuse(at, fmt::format("has {} values, past the limit max_enum ({})", e.size(),
-                                       limits_.max_enum));
-            values.assign(e.begin(), e.end());
-        }
-        const unsigned allowed = s.contains("type") ? types(s, ptr) : unsigned(kAnyKind);
-        std::string body;
-        for (const auto& v : values) {
-            if (!(kind_of_value(v) & allowed)) continue;
-            body += (body.empty() ? "" : " | ") + schema::gbnf_literal(json_text(v));
-        }
-        if (body.empty()) refuse(at, "no value has the schema's type");
-        return rule(is_const ? "const" : "enum", "(" + body + ")");
+std::string Converter::enumeration(const ordered_json& s, const std::string& ptr) {
+    const bool is_const = s.contains("const");
+    if (is_const && s.contains("enum")) refuse(child(ptr, "enum"), "not enforced beside const");
+    only_with(s, ptr, is_const ? "const" : "enum", {"type"});
+    const std::string at = child(ptr, is_const ? "const" : "enum");
+    std::vector<ordered_json> values;
+    if (is_const) {
+        values.push_back(s.at("const"));
+    } else {
+        const ordered_json& e = s.at("enum");
+        if (!e.is_array() || e.empty()) refuse(at, "must be a non-empty array");
+        if (e.size() > limits_.max_enum)
+            refuse(at, fmt::format("has {} values, past the limit max_enum ({})", e.size(),
+                                   limits_.max_enum));
+        values.assign(e.begin(), e.end());
     }
-
-    // ---- strings ----
-
-    std::string format_rule(const std::string& format, const std::string& at) {
-        if (auto it = formats_.find(format); it != formats_.end()) return it->second;
-        static const char* kDate =
-            "[1-9] [0-9]{3} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | "
-            "\"3\" [01]) | (\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | "
-            "\"02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]))";
-        static const char* kTime =
-            "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
-            "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])";
-        std::string body;
-        if (format == "date") {
-            body = kDate;
-        } else if (format == "time") {
-            body = kTime;
-        } else if (format == "date-time") {
-            body = format_rule("date", at) + " \"T\" " + format_rule("time", at);
-        } else if (format == "uuid") {
-            body =
-                "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} "
-                "\"-\" [0-9a-fA-F]{12}";
-        } else {
-            refuse(at, fmt::format("'{}' is not enforced (date, time, date-time and uuid are)",
-                                   format));
-        }
-        return formats_[format] = rule("format-" + format, body);
+    const unsigned allowed = s.contains("type") ? types(s, ptr) : unsigned(kAnyKind);
+    std::string body;
+    for (const auto& v : values) {
+        if (!(kind_of_value(v) & allowed)) continue;
+        body += (body.empty() ? "" : " | ") + schema::gbnf_literal(json_text(v));
     }
+    if (body.empty()) refuse(at, "no value has the schema's type");
+    return rule(is_const ? "const" : "enum", "(" + body + ")");
+}
 
-    std::string string(const ordered_json& s, const std::string& ptr) {
-        const std::string quote = "\"\\\"\"";
-        const bool has_length = s.contains("minLength") || s.contains("maxLength");
-        if (s.contains("format")) {
-            const std::string at = child(ptr, "format");
-            if (!s.at("format").is_string()) refuse(at, "must be a string");
-            if (has_length || s.contains("pattern"))
-                refuse(at, "not enforced together with pattern, minLength or maxLength");
-            return seq({quote, format_rule(s.at("format").get<std::string>(), at), quote});
-        }
-        if (s.contains("pattern")) {
-            const std::string at = child(ptr, "pattern");
-            const ordered_json& p = s.at("pattern");
-            if (!p.is_string()) refuse(at, "must be a string");
-            if (has_length) refuse(at, "not enforced together with minLength or maxLength");
-            const std::string& text = p.get_ref<const std::string&>();
-            if (text.size() > limits_.max_pattern_bytes)
-                refuse(at, fmt::format("is {} bytes, past the limit max_pattern_bytes ({})",
-                                       text.size(), limits_.max_pattern_bytes));
-            std::string expr;
-            try {
-                expr = schema::pattern_to_gbnf(text, limits_.max_repetition);
-            } catch (const Refusal& r) {
-                refuse(at, r.message);
-            }
-            // Compiled alone first, so that its errors (a repetition of
-            // something that can match nothing, too many symbols) name it.
-            const std::string alone =
-                "root ::= " + expr + "\n" + schema::shared_rules(limits_.max_indent);
-            if (auto g = parse_gbnf(alone, json_schema_grammar_limits(limits_)); !g)
-                refuse(at, "not enforced: " + g.error().message());
-            return seq({quote, rule("pattern", expr), quote});
-        }
-        const uint32_t min = count(s, "minLength", ptr).value_or(0);
-        const auto max = count(s, "maxLength", ptr);
-        if (max && *max < min) refuse(child(ptr, "maxLength"), "is below minLength");
-        if (!has_length) return schema::kJsonString;
-        const std::string reps =
-            max ? fmt::format("{{{},{}}}", min, *max) : fmt::format("{{{},}}", min);
-        return seq({quote, std::string(schema::kJsonChar) + reps, quote});
-    }
-
-    // ---- numbers ----
-
-    struct IntBounds {
-        int64_t lo, hi;
-    };
-
-    // The integers the bounds admit, within +-magnitude.
-    IntBounds integer_bounds(const ordered_json& s, const std::string& ptr, int64_t magnitude) {
-        long double lo = -static_cast<long double>(magnitude),
-                    hi = static_cast<long double>(magnitude);
-        const auto bound = [&](const char* key) -> std::optional<long double> {
-            if (!s.contains(key)) return std::nullopt;
-            const ordered_json& v = s.at(key);
-            if (!v.is_number()) refuse(child(ptr, key), "must be a number");
-            const long double d =
-                v.is_number_integer()
-                    ? (v.is_number_unsigned() ? static_cast<long double>(v.get<uint64_t>())
-                                              : static_cast<long double>(v.get<int64_t>()))
-                    : static_cast<long double>(v.get<double>());
-            if (!std::isfinite(d)) refuse(child(ptr, key), "must be finite");
-            return d;
-        };
-        if (auto m = bound("minimum")) lo = std::max(lo, std::ceil(*m));
-        if (auto m = bound("exclusiveMinimum")) lo = std::max(lo, std::floor(*m) + 1);
-        if (auto m = bound("maximum")) hi = std::min(hi, std::floor(*m));
-        if (auto m = bound("exclusiveMaximum")) hi = std::min(hi, std::ceil(*m) - 1);
-        if (lo > hi)
-            refuse(ptr, fmt::format("no integer of at most {} digits satisfies the bounds",
-                                    std::to_string(magnitude).size()));
-        return {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
-    }
-
-    static bool has_bounds(const ordered_json& s) {
-        return s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
-               s.contains("exclusiveMaximum");
-    }
-
-    std::string integer(const ordered_json& s, const std::string& ptr) {
-        if (!has_bounds(s)) return schema::kJsonInteger;
-        const IntBounds b = integer_bounds(s, ptr, schema::kIntegerMagnitude);
-        return schema::integer_range(b.lo, b.hi);
-    }
-
-    // Bounded numbers: integers within the bounds, and k.ddd for the k whose
-    // whole unit interval lies within them (k.ddd rounds into [k, k+1]), so
-    // no digits after the point can cross a bound. No exponent.
-    std::string number(const ordered_json& s, const std::string& ptr) {
-        if (!has_bounds(s)) return schema::kJsonNumber;
-        const IntBounds b = integer_bounds(s, ptr, kNumberMagnitude);
-        const std::string fraction = "\".\" [0-9]{1,15}";
-        std::vector<std::string> alts{schema::integer_range(b.lo, b.hi)};
-        const int64_t up_lo = std::max<int64_t>(0, b.lo), up_hi = b.hi - 1;
-        if (up_lo <= up_hi) alts.push_back(schema::integer_range(up_lo, up_hi) + " " + fraction);
-        const int64_t down_lo = std::max<int64_t>(0, -b.hi), down_hi = -b.lo - 1;
-        if (down_lo <= down_hi)
-            alts.push_back("\"-\" " + schema::integer_range(down_lo, down_hi) + " " + fraction);
-        std::string body = "(";
-        for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
-        return body + ")";
-    }
-
-    // ---- arrays ----
-
-    std::string array(const ordered_json& s, const std::string& ptr, uint32_t depth) {
-        std::vector<std::string> prefix;
-        const ordered_json* items = s.contains("items") ? &s.at("items") : nullptr;
-        const ordered_json* tuple = s.contains("prefixItems") ? &s.at("prefixItems") : nullptr;
-        std::string tuple_at = child(ptr, "prefixItems");
-        if (items && items->is_array()) {  // draft 7's tuple form
-            if (tuple) refuse(child(ptr, "items"), "an array beside prefixItems is not enforced");
-            tuple = items;
-            tuple_at = child(ptr, "items");
-            items = nullptr;
-        }
-        if (tuple && !tuple->is_array()) refuse(tuple_at, "must be an array");
-        const uint32_t min = count(s, "minItems", ptr).value_or(0);
-        const auto max = count(s, "maxItems", ptr);
-        if (max && *max < min) refuse(child(ptr, "maxItems"), "is below minItems");
-        const size_t n_tuple = tuple ? tuple->size() : 0;
-        if (n_tuple > limits_.max_repetition)
-            refuse(tuple_at, fmt::format("has {} schemas, past the limit max_repetition ({})",
-                                         n_tuple, limits_.max_repetition));
-        const size_t n_prefix = max ? std::min<size_t>(n_tuple, *max) : n_tuple;
-        for (size_t i = 0; i < n_prefix; ++i)
-            prefix.push_back(compile((*tuple)[i], child(tuple_at, std::to_string(i)), depth + 1));
-        // Items after the tuple: only as many as minItems needs when "items"
-        // is absent (any value may follow; the grammar makes none).
-        const uint32_t extra_min = min > n_prefix ? static_cast<uint32_t>(min - n_prefix) : 0;
-        std::optional<uint32_t> extra_max;
-        if (max) extra_max = static_cast<uint32_t>(*max - n_prefix);
-        std::string item;
-        if (items && *items == false) {
-            if (extra_min > 0)
-                refuse(child(ptr, "minItems"), "needs more items than prefixItems allows");
-            extra_max = 0;
-        } else if (items) {
-            item = compile(*items, child(ptr, "items"), depth + 1);
-        } else {
-            item = schema::kJsonValue;
-            if (n_tuple > 0) extra_max = extra_min;
-        }
-        const auto repeat = [](const std::string& x, uint32_t lo, std::optional<uint32_t> hi) {
-            if (hi && *hi == 0) return std::string();
-            if (!hi) return lo == 0 ? "(" + x + ")*" : fmt::format("({}){{{},}}", x, lo);
-            if (lo == *hi) return fmt::format("({}){{{}}}", x, lo);
-            return fmt::format("({}){{{},{}}}", x, lo, *hi);
-        };
-        const std::string open = "\"[\" " + std::string(schema::kWs), close = "\"]\"";
-        const std::string next_item = seq({"\",\"", schema::kWs, item, schema::kWs});
-        if (prefix.empty()) {
-            if (extra_max && *extra_max == 0) return seq({open, close});
-            const std::optional<uint32_t> more_max =
-                extra_max ? std::optional<uint32_t>(*extra_max - 1) : std::nullopt;
-            const std::string inner =
-                seq({item, schema::kWs,
-                     repeat(next_item, extra_min > 0 ? extra_min - 1 : 0, more_max)});
-            return seq({open, extra_min == 0 ? optional_of(inner) : inner, close});
-        }
-        std::string body = seq({open, prefix[0], schema::kWs});
-        for (size_t i = 1; i < prefix.size(); ++i)
-            body = seq({body, "\",\"", schema::kWs, prefix[i], schema::kWs});
-        return seq({body, repeat(next_item, extra_min, extra_max), close});
-    }
-
-    // ---- objects ----
-
-    struct Property {
-        std::string key;    // decoded
-        std::string value;  // its value's rule
-        bool required;
-    };
-
-    // A key that is none of `keys`, closing quote included: a rule per node
-    // of the keys' trie. Extra keys take no escapes, so a listed key cannot
-    // come back spelled another way ("\u0061" for "a").
-    std::string other_key(const std::vector<std::string>& keys) {
-        struct Node {
-            std::map<uint32_t, size_t> children;
-            bool end = false;
-        };
-        std::vector<Node> trie(1);
-        for (const auto& key : keys) {
-            const auto cps = schema::code_points(key);
-            if (std::any_of(cps.begin(), cps.end(),
-                            [](uint32_t c) { return c < 0x20 || c == '"' || c == '\\'; }))
-                continue;  // an extra key cannot spell it
-            size_t at = 0;
-            for (const uint32_t c : cps) {
-                auto it = trie[at].children.find(c);
-                if (it == trie[at].children.end()) {
-                    trie.push_back({});
-                    it = trie[at].children.emplace(c, trie.size() - 1).first;
-                }
-                at = it->second;
-            }
-            trie[at].end = true;
-        }
-        std::vector<std::string> names;
-        for (size_t i = 0; i < trie.size(); ++i) names.push_back(fresh("other-key"));
-        const std::string close = "\"\\\"\"";
-        for (size_t i = 0; i < trie.size(); ++i) {
-            std::vector<std::pair<uint32_t, uint32_t>> excluded{
-                {0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}};
-            std::string body;
-            for (const auto& [c, next] : trie[i].children) {
-                excluded.emplace_back(c, c);
-                body +=
-                    (body.empty() ? "" : " | ") + schema::gbnf_class({{c, c}}) + " " + names[next];
-            }
-            body += (body.empty() ? "" : " | ") +
-                    schema::gbnf_class(schema::scalars_outside(excluded)) + " " +
-                    schema::kJsonChar + "-plain* " + close;
-            if (!trie[i].end) body += " | " + close;
-            define(names[i], body);
-        }
-        if (!plain_char_defined_) {
-            define(std::string(schema::kJsonChar) + "-plain", schema::json_plain_class());
-            plain_char_defined_ = true;
-        }
-        return seq({"\"\\\"\"", names[0]});
-    }
-
-    std::string object(const ordered_json& s, const std::string& ptr, uint32_t depth) {
-        std::vector<Property> props;
-        const std::string props_at = child(ptr, "properties");
-        if (s.contains("properties")) {
-            const ordered_json& p = s.at("properties");
-            if (!p.is_object()) refuse(props_at, "must be an object");
-            if (p.size() > limits_.max_properties)
-                refuse(props_at,
-                       fmt::format("has {} properties, past the limit max_properties ({})",
-                                   p.size(), limits_.max_properties));
-            for (auto it = p.begin(); it != p.end(); ++it)
-                props.push_back(
-                    {it.key(), compile(it.value(), child(props_at, it.key()), depth + 1), false});
-        }
-        // additionalProperties: absent lets any other key through; the grammar
-        // makes none when properties are listed (as llama.cpp), any otherwise.
-        std::optional<std::string> extra;
-        const std::string add_at = child(ptr, "additionalProperties");
-        const bool add_given = s.contains("additionalProperties");
-        if (add_given && s.at("additionalProperties") != false)
-            extra = compile(s.at("additionalProperties"), add_at, depth + 1);
-        else if (!add_given && props.empty())
-            extra = schema::kJsonValue;
-        if (s.contains("required")) {
-            const ordered_json& req = s.at("required");
-            const std::string req_at = child(ptr, "required");
-            if (!req.is_array()) refuse(req_at, "must be an array of property names");
-            for (size_t i = 0; i < req.size(); ++i) {
-                if (!req[i].is_string())
-                    refuse(child(req_at, std::to_string(i)), "must be a string");
-                const std::string name = req[i].get<std::string>();
-                auto it = std::find_if(props.begin(), props.end(),
-                                       [&](const Property& p) { return p.key == name; });
-                if (it != props.end()) {
-                    it->required = true;
-                    continue;
-                }
-                // Required but not listed: it must come, with additionalProperties' schema.
-                if (add_given && s.at("additionalProperties") == false)
-                    refuse(
-                        child(req_at, std::to_string(i)),
-                        fmt::format("'{}' is not in properties and additionalProperties is false",
-                                    name));
-                if (props.size() >= limits_.max_properties)
-                    refuse(req_at, fmt::format("past the limit max_properties ({})",
-                                               limits_.max_properties));
-                props.push_back({name, add_given ? *extra : std::string(schema::kJsonValue), true});
-            }
-        }
-        // T_i: the members from property i on; "first" when none came yet,
-        // "after" when a comma must come first. One rule each: linear size.
-        std::string first, after;  // "" = nothing more
-        if (extra) {
-            std::vector<std::string> keys;
-            for (const auto& p : props) keys.push_back(p.key);
-            const std::string key =
-                props.empty() ? std::string(schema::kJsonString) : other_key(keys);
-            const std::string kv =
-                rule("extra-kv", seq({key, schema::kWs, "\":\"", schema::kWs, *extra}));
-            after = rule(
-                "more", "(\",\" " + std::string(schema::kWs) + " " + kv + " " + schema::kWs + ")*");
-            first = rule("more", optional_of(seq({kv, schema::kWs, after})));
-        }
-        for (size_t i = props.size(); i-- > 0;) {
-            const Property& p = props[i];
-            const std::string kv =
-                rule("kv-" + p.key, seq({schema::gbnf_literal(json_text(p.key)), schema::kWs,
-                                         "\":\"", schema::kWs, p.value}));
-            const std::string with_comma = seq({"\",\"", schema::kWs, kv, schema::kWs, after});
-            const std::string without = seq({kv, schema::kWs, after});
-            std::string new_after, new_first;
-            if (p.required) {
-                new_after = with_comma;
-                new_first = without;
-            } else {
-                new_after = after.empty() ? optional_of(with_comma)
-                                          : "(" + with_comma + " | " + after + ")";
-                new_first =
-                    first.empty() ? optional_of(without) : "(" + without + " | " + first + ")";
-            }
-            after = rule("after", new_after);
-            first = rule("first", new_first);
-        }
-        return seq({"\"{\"", schema::kWs, first, "\"}\""});
-    }
-
-    const ordered_json& root_;
-    const JsonSchemaLimits& limits_;
-    std::string rules_;
-    size_t rules_made_ = 0;
-    std::map<std::string, std::string> refs_;     // $ref -> its rule
-    std::map<std::string, std::string> formats_;  // format -> its rule
-    bool plain_char_defined_ = false;
-};
-
-}  // namespace
+}  // namespace schema
 
 GrammarLimits json_schema_grammar_limits(const JsonSchemaLimits& limits) {
     GrammarLimits g;
@@ -822,8 +458,8 @@ GrammarLimits json_schema_grammar_limits(const JsonSchemaLimits& limits) {
 Expected<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema,
                                           const JsonSchemaLimits& limits) {
     try {
-        return Converter(schema, limits).run();
-    } catch (const Refusal& r) {
+        return schema::Converter(schema, limits).run();
+    } catch (const schema::Refusal& r) {
         return make_error("{}", r.message);
     }
 }
