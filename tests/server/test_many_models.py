@@ -322,7 +322,7 @@ server:
         def stream():
             s = client.chat.completions.create(
                 model="tiny-llama", messages=[{"role": "user", "content": "Count to a thousand."}],
-                max_tokens=400, temperature=0, stream=True)
+                max_tokens=200, temperature=0, stream=True)
             for _ in s:
                 if done.is_set():
                     break
