@@ -272,7 +272,8 @@ def write_config(folder: pathlib.Path, text: str) -> pathlib.Path:
 
 def test_a_yaml_list_serves_models_by_alias_with_their_own_settings(models_dir, tmp_path):
     # qwen.gguf by a relative path (a file of models_dir) under two ids, llama.gguf by its
-    # absolute path under one: each loads with its own context, parallel and KV kind.
+    # absolute path under one: each loads with its own context, parallel and KV kind (and
+    # llama with its own backend order, here the one backend there is).
     config = write_config(tmp_path, f"""
 server:
   models:
@@ -285,6 +286,7 @@ server:
       alias: tiny-llama
       context: 384
       kv_type: q8_0
+      backends: [cpu]
 """)
     with many(models_dir, "--models-memory", "4GiB", config=config) as server:
         client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
