@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "ferrox/config_settings.h"
 #include "ferrox/log.h"
 #include "ferrox/model/resident_ops.h"
 #include "ferrox/quant_kind.h"
@@ -67,6 +68,16 @@ Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const
     if (why) *why = OpenFailure::BadModel;  // the configuration is the user's to fix
     auto config = load_session_config(common);
     if (!config) return config.error();
+    if (!choices.backend_order.empty()) {
+        // The configuration keeps one section per listed backend: this model's, in its order.
+        std::vector<BackendConfig> backends;
+        for (const std::string& name : choices.backend_order) {
+            const BackendConfig* b = config->backend(name);
+            backends.push_back(b ? *b : BackendConfig{name, required_by_default(name), {}, {}});
+        }
+        config->backend_order = choices.backend_order;
+        config->backends = std::move(backends);
+    }
     EngineOptions options;
     options.config = std::move(*config);
     options.plugin_dirs = common.plugin_dirs;

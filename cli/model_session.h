@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ferrox/engine.h"
 #include "ferrox/expected.h"
@@ -33,6 +34,9 @@ struct ModelChoices {
     uint32_t sequences = 1;
     uint32_t batch = 0;       // tokens per decode; 0: 256; never more than the context
     bool embeddings = false;  // an embedding model is accepted (embed, serve), not refused
+    // Some of backends.order's backends, in the order this model opens them
+    // (a server.models entry's `backends`); empty: backends.order.
+    std::vector<std::string> backend_order;
 };
 
 // -t/--threads in cpu.threads' range (0 ... 1024), for every command that has it.

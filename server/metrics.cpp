@@ -35,19 +35,21 @@ void Metrics::count_outcome(int http_status) {
     ++outcomes_[http_status];
 }
 
-std::string Metrics::render() const {
+std::string Metrics::render(const LoadTotals* totals) const {
     std::string out;
     const auto one = [&](const char* name, const char* type, const char* help, auto value) {
         out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
     };
+    const LoadTotals now =
+        totals ? *totals
+               : LoadTotals{running.load(), waiting.load(), kv_used.load(), kv_total.load()};
     one("ferrox:num_requests_running", "gauge", "Requests holding a sequence (prefill or decode).",
-        running.load());
+        now.running);
     one("ferrox:num_requests_waiting", "gauge", "Requests admitted and waiting for a sequence.",
-        waiting.load());
-    const double total = std::max<uint32_t>(1, kv_total.load());
+        now.waiting);
     one("ferrox:kv_cache_usage_perc", "gauge",
         "Fraction of KV-cache cells in use, 0..1 (finished prompts kept for prefix reuse count).",
-        kv_used.load() / total);
+        double(now.kv_used) / double(std::max<uint64_t>(1, now.kv_total)));
     one("ferrox:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
         prompt_tokens.load());
     one("ferrox:generation_tokens_total", "counter", "Generated tokens.", generation_tokens.load());

@@ -36,9 +36,21 @@ struct TraceCounters {
     std::atomic<uint64_t> failed{0};    // their POST failed: refused, timed out, not 2xx
 };
 
-struct Metrics {
+// What one scheduler's requests and KV cache hold now: the one-model server's
+// are the Metrics' own; with many models each loaded model has its own, which
+// /metrics shows labelled by model and summed (server/model_registry.h).
+struct LoadGauges {
     std::atomic<int64_t> running{0}, waiting{0};
     std::atomic<uint32_t> kv_used{0}, kv_total{1};
+};
+
+// The gauges' values at one moment, the sums over the models.
+struct LoadTotals {
+    int64_t running = 0, waiting = 0;
+    uint64_t kv_used = 0, kv_total = 0;
+};
+
+struct Metrics : LoadGauges {
     std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0};
     std::atomic<uint64_t> prefix_hits{0}, prefix_tokens{0};
     // N-gram speculation: draft tokens verified, and those emitted.
@@ -47,7 +59,8 @@ struct Metrics {
     TraceCounters traces;
 
     void count_outcome(int http_status);
-    std::string render() const;
+    // `totals`: the gauges' values where several models keep them (else the own ones).
+    std::string render(const LoadTotals* totals = nullptr) const;
 
   private:
     mutable std::mutex m_;

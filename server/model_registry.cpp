@@ -235,8 +235,10 @@ ModelRegistry::Acquired ModelRegistry::acquire(std::string_view id,
                                                std::optional<int64_t> keep_alive_s,
                                                Clock::time_point deadline) {
     std::unique_lock lock(m_);
-    const auto it = std::find_if(entries_.begin(), entries_.end(),
-                                 [&](const Entry& e) { return e.spec.id == id; });
+    const auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) {
+        return e.spec.id == id ||
+               std::find(e.spec.aliases.begin(), e.spec.aliases.end(), id) != e.spec.aliases.end();
+    });
     if (it == entries_.end())
         return {std::nullopt,
                 {404,
@@ -340,7 +342,11 @@ void ModelRegistry::expire() {
 std::vector<ModelStatus> ModelRegistry::list() const {
     std::lock_guard lock(m_);
     std::vector<ModelStatus> out;
-    for (const Entry& e : entries_) out.push_back({e.spec.id, e.state, e.bytes, e.in_flight});
+    for (const Entry& e : entries_) {
+        out.push_back({e.spec.id, e.state, e.bytes, e.in_flight});
+        for (const std::string& alias : e.spec.aliases)
+            out.push_back({alias, e.state, e.bytes, e.in_flight});
+    }
     return out;
 }
 
@@ -363,11 +369,14 @@ std::string label_value(std::string_view v) {
 }  // namespace
 
 std::string ModelRegistry::render_metrics() const {
+    // A gauge of a loaded model's scheduler; 0 for a model without one.
+    using GaugeOf = double (*)(const LoadGauges&);
     struct Series {
         const char* name;
         const char* type;
         const char* help;
-        uint64_t Entry::*value;  // null: the loaded gauge
+        uint64_t Entry::*value;  // null: `gauge`, or the loaded gauge
+        GaugeOf gauge = nullptr;
     };
     static constexpr Series kSeries[] = {
         {"ferrox:model_requests_total", "counter", "Requests a model was loaded for and served.",
@@ -377,18 +386,51 @@ std::string ModelRegistry::render_metrics() const {
         {"ferrox:model_generation_tokens_total", "counter", "Tokens a model generated.",
          &Entry::generated_tokens},
         {"ferrox:model_loaded", "gauge", "1 while a model is loaded, else 0.", nullptr},
+        {"ferrox:model_num_requests_running", "gauge",
+         "A model's requests holding a sequence (prefill or decode).", nullptr,
+         [](const LoadGauges& g) { return double(g.running.load()); }},
+        {"ferrox:model_num_requests_waiting", "gauge",
+         "A model's requests admitted and waiting for a sequence.", nullptr,
+         [](const LoadGauges& g) { return double(g.waiting.load()); }},
+        {"ferrox:model_kv_cache_usage_perc", "gauge",
+         "Fraction of a model's KV-cache cells in use, 0..1.", nullptr,
+         [](const LoadGauges& g) {
+             return double(g.kv_used.load()) / double(std::max<uint32_t>(1, g.kv_total.load()));
+         }},
     };
     std::lock_guard lock(m_);
     std::string out;
     for (const Series& series : kSeries) {
         out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", series.name, series.help, series.name,
                            series.type);
-        for (const Entry& e : entries_)
+        for (const Entry& e : entries_) {
+            const std::string label = label_value(e.spec.id);
+            if (series.gauge) {
+                const LoadGauges* g = e.instance ? e.instance->gauges() : nullptr;
+                out += fmt::format("{}{{model=\"{}\"}} {}\n", series.name, label,
+                                   g ? series.gauge(*g) : 0.0);
+                continue;
+            }
             out += fmt::format(
-                "{}{{model=\"{}\"}} {}\n", series.name, label_value(e.spec.id),
+                "{}{{model=\"{}\"}} {}\n", series.name, label,
                 series.value ? e.*series.value : uint64_t(e.state == ModelState::Loaded));
+        }
     }
     return out;
+}
+
+LoadTotals ModelRegistry::load_totals() const {
+    std::lock_guard lock(m_);
+    LoadTotals t;
+    for (const Entry& e : entries_) {
+        const LoadGauges* g = e.instance ? e.instance->gauges() : nullptr;
+        if (!g) continue;
+        t.running += g->running.load();
+        t.waiting += g->waiting.load();
+        t.kv_used += g->kv_used.load();
+        t.kv_total += g->kv_total.load();
+    }
+    return t;
 }
 
 bool ModelRegistry::drain(Clock::time_point deadline) {

@@ -25,16 +25,20 @@
 #include <vector>
 
 #include "ferrox/expected.h"
+#include "metrics.h"
 #include "openai_api.h"
 
 namespace ferrox::server {
 
-// One model the server may serve: its id (what a request's `model` names)
-// and the file it loads from.
+// One model the server may serve: its id (what a request's `model` names,
+// and the label of its /metrics series), any more ids it answers to, and the
+// file it loads from.
 struct ModelSpec {
     std::string id;
     std::filesystem::path path;
     uint64_t file_bytes = 0;
+    std::vector<std::string> aliases = {};  // more ids: a server.models entry's later `alias` items
+    std::optional<size_t> entry = std::nullopt;  // its server.models entry; none: a models_dir file
 };
 
 // A loaded model: what the endpoints use, and the memory its plan counted.
@@ -46,6 +50,8 @@ class ModelInstance {
     virtual uint64_t bytes() const = 0;
     virtual void begin_drain() {}
     virtual bool wait_idle(Clock::time_point /*deadline*/) { return true; }
+    // Its scheduler's running, waiting and KV gauges; null: none (an embedder).
+    virtual const LoadGauges* gauges() const { return nullptr; }
 };
 
 class ModelLoader {
@@ -74,6 +80,7 @@ struct RegistryOptions {
     std::chrono::milliseconds expire_every{1000};
 };
 
+// One row per id: a model with aliases shows once under each.
 struct ModelStatus {
     std::string id;
     ModelState state;
@@ -123,9 +130,12 @@ class ModelRegistry {
 
     std::vector<ModelStatus> list() const;
     // The per-model series of /metrics (Prometheus text): requests served,
-    // prompt and generated tokens, and whether each model is loaded, each
-    // with a `model` label.
+    // prompt and generated tokens, whether each model is loaded, and its
+    // scheduler's running, waiting and KV gauges (0 while unloaded), each
+    // with a `model` label (the model's first id).
     std::string render_metrics() const;
+    // The gauges summed over the loaded models, for the unlabelled series.
+    LoadTotals load_totals() const;
     // Unloads every idle model whose keep-alive has passed.
     void expire();
     // No new leases; each loaded model drains until `deadline`. True when all did.

@@ -19,43 +19,53 @@ namespace {
 
 std::string shown(const fs::path& p) { return escape_text(p.string(), EscapeFor::Line); }
 
-Expected<void> trusted_folder(const fs::path& folder) {
+Expected<void> trusted_folder(const fs::path& folder, std::string_view who = "--models-dir") {
     auto fd = open_trusted_folder_fd(folder);
-    if (!fd) return make_error("--models-dir: {}", fd.error().message());
+    if (!fd) return make_error("{}: {}", who, fd.error().message());
     ::close(*fd);
     return {};
 }
 
 // The file the entry names, held to the plugin file's rule; its size.
-Expected<uint64_t> trusted_file(const fs::path& real, const fs::path& named) {
+Expected<uint64_t> trusted_file(const fs::path& real, const fs::path& named,
+                                std::string_view who = "--models-dir") {
     const int fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return make_error("--models-dir: cannot open {}: {}", shown(named), std::strerror(errno));
+        return make_error("{}: cannot open {}: {}", who, shown(named), std::strerror(errno));
     struct stat st {};
     const int got = ::fstat(fd, &st);
     ::close(fd);
     if (got != 0)
-        return make_error("--models-dir: cannot stat {}: {}", shown(named), std::strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return make_error("--models-dir: {} is not a regular file", shown(named));
+        return make_error("{}: cannot stat {}: {}", who, shown(named), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) return make_error("{}: {} is not a regular file", who, shown(named));
     if (st.st_uid != 0 && st.st_uid != ::geteuid())
         return make_error(
-            "--models-dir: refused: {} is owned by uid {}, not root or the running user (uid {})",
+            "{}: refused: {} is owned by uid {}, not root or the running user (uid {})", who,
             shown(named), st.st_uid, ::geteuid());
     if (st.st_mode & (S_IWGRP | S_IWOTH))
         return make_error(
-            "--models-dir: refused: {} is {}-writable (mode {:o}); another user could replace "
+            "{}: refused: {} is {}-writable (mode {:o}); another user could replace "
             "the model",
-            shown(named), (st.st_mode & S_IWOTH) ? "world" : "group", st.st_mode & 07777);
+            who, shown(named), (st.st_mode & S_IWOTH) ? "world" : "group", st.st_mode & 07777);
     return static_cast<uint64_t>(st.st_size);
 }
 
-bool inside(const fs::path& folder, const fs::path& p) {
+}  // namespace
+
+bool path_inside(const fs::path& folder, const fs::path& p) {
     const auto [f, q] = std::mismatch(folder.begin(), folder.end(), p.begin(), p.end());
     return f == folder.end() && q != p.end();
 }
 
-}  // namespace
+Expected<TrustedModelFile> trusted_model_file(const fs::path& file, std::string_view who) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(file, ec);
+    if (ec) return make_error("{}: cannot resolve {}: {}", who, shown(file), ec.message());
+    if (auto ok = trusted_folder(real.parent_path(), who); !ok) return ok.error();
+    auto size = trusted_file(real, file, who);
+    if (!size) return size.error();
+    return TrustedModelFile{real, *size};
+}
 
 Expected<std::vector<ModelSpec>> scan_models_dir(const fs::path& dir) {
     if (auto ok = trusted_folder(dir); !ok) return ok.error();
@@ -79,7 +89,7 @@ Expected<std::vector<ModelSpec>> scan_models_dir(const fs::path& dir) {
             if (ec)
                 return make_error("--models-dir: cannot resolve the symlink {}: {}", shown(named),
                                   ec.message());
-            if (!inside(real_dir, real))
+            if (!path_inside(real_dir, real))
                 return make_error(
                     "--models-dir: refused: the symlink {} leads to {}, outside the folder",
                     shown(named), shown(real));

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string_view>
 #include <vector>
 
 #include "ferrox/expected.h"
@@ -18,5 +19,18 @@ namespace ferrox::server {
 inline constexpr size_t kMaxModelsDirEntries = 4096;
 
 Expected<std::vector<ModelSpec>> scan_models_dir(const std::filesystem::path& dir);
+
+// One model file named outside a folder scan (a server.models entry's path),
+// held to the same rule: its real folder and every one above it, then the
+// file. `who` starts every message ("server.models[0] (f.yaml:3)").
+struct TrustedModelFile {
+    std::filesystem::path real;  // symlinks resolved
+    uint64_t bytes = 0;
+};
+Expected<TrustedModelFile> trusted_model_file(const std::filesystem::path& file,
+                                              std::string_view who);
+
+// True when `p` lies inside `folder` (both canonical).
+bool path_inside(const std::filesystem::path& folder, const std::filesystem::path& p);
 
 }  // namespace ferrox::server

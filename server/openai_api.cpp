@@ -300,10 +300,15 @@ void Api::route(Call& call) {
     call.tenant = std::to_string(key);
     if (target == "/metrics") {
         if (method != http::verb::get) throw ApiError{405, "use GET", ""};
-        call.responder.send(
-            200, "text/plain; version=0.0.4; charset=utf-8",
-            metrics_.render() + (options_.models ? options_.models->render_metrics() : ""),
-            call.headers);
+        // Many models: the unlabelled gauges are the sums of the models' own.
+        std::string text;
+        if (options_.models) {
+            const LoadTotals totals = options_.models->load_totals();
+            text = metrics_.render(&totals) + options_.models->render_metrics();
+        } else {
+            text = metrics_.render();
+        }
+        call.responder.send(200, "text/plain; version=0.0.4; charset=utf-8", text, call.headers);
         return;
     }
     if (target == "/v1/models") {

@@ -85,11 +85,12 @@ Scheduler::Scheduler(const Tokenizer& tokenizer, std::unique_ptr<DecodeContext> 
       ctx_(std::move(context)),
       options_(options),
       metrics_(metrics),
+      gauges_(options.gauges ? *options.gauges : metrics),
       n_ctx_(ctx_->context()) {
     options_.sequences = std::min(options_.sequences, ctx_->sequences());
     slots_.resize(options_.sequences);
     for (uint32_t i = 0; i < options_.sequences; ++i) slots_[i].seq = static_cast<int32_t>(i);
-    metrics_.kv_total = n_ctx_;
+    gauges_.kv_total = n_ctx_;
 }
 
 void Scheduler::start() {
@@ -115,7 +116,7 @@ Scheduler::Submitted Scheduler::submit(GenerationRequest request) {
                             waiting_.size(), free_slots, options_.max_queue)};
     auto job = std::make_shared<Job>(std::move(request));
     waiting_.push_back(job);
-    metrics_.waiting = static_cast<int64_t>(waiting_.size());
+    gauges_.waiting = static_cast<int64_t>(waiting_.size());
     wake_.notify_one();
     return {job, Refusal::None, {}};
 }
@@ -146,7 +147,7 @@ void Scheduler::stop() {
     for (auto& job : waiting_)
         job->push(ended(FinishReason::Shutdown, "the server stopped before the request was taken"));
     waiting_.clear();
-    metrics_.waiting = 0;
+    gauges_.waiting = 0;
     idle_.notify_all();
 }
 
@@ -246,8 +247,8 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
             metrics_.prefix_tokens += s.reused;
         }
     }
-    metrics_.waiting = static_cast<int64_t>(waiting_.size());
-    metrics_.running = static_cast<int64_t>(running_);
+    gauges_.waiting = static_cast<int64_t>(waiting_.size());
+    gauges_.running = static_cast<int64_t>(running_);
     idle_.notify_all();  // dropped waiters may have left nothing to wait for
 }
 
@@ -274,7 +275,7 @@ void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool ke
     {
         std::lock_guard lock(m_);
         --running_;
-        metrics_.running = static_cast<int64_t>(running_);
+        gauges_.running = static_cast<int64_t>(running_);
     }
     // Last: a client that has read its answer finds the gauges already without it.
     job->push(std::move(done));
@@ -322,7 +323,7 @@ FinishReason Scheduler::emit(Slot& slot, int32_t token, std::span<const float> l
     return step.finish;
 }
 
-void Scheduler::publish_usage() { metrics_.kv_used = ctx_->cells_used(); }
+void Scheduler::publish_usage() { gauges_.kv_used = ctx_->cells_used(); }
 
 // Evicts the cells idle slots keep for prefix reuse (least recently used
 // first) until `batch` fits, then decodes it.

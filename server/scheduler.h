@@ -117,6 +117,10 @@ struct SchedulerOptions {
     // Draft tokens a request verifies per step unless it names its own
     // (server.spec_draft_n_max); at most kMaxDraft.
     uint32_t draft_max = 0;
+    // Where the running, waiting and KV gauges go; null: the Metrics' own
+    // (one model). Each model of a many-models server has its own; it must
+    // outlive the scheduler.
+    LoadGauges* gauges = nullptr;
 };
 
 class Scheduler {
@@ -179,6 +183,7 @@ class Scheduler {
     std::unique_ptr<DecodeContext> ctx_;
     SchedulerOptions options_;
     Metrics& metrics_;
+    LoadGauges& gauges_;
     uint32_t n_ctx_ = 0;
     std::vector<Slot> slots_;
     uint64_t use_clock_ = 0;

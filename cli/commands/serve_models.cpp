@@ -5,8 +5,9 @@
 #include "commands/served_model.h"
 #include "ferrox/log.h"
 #include "ferrox/model/capacity.h"
+#include "ferrox/server_settings.h"
+#include "model_list.h"
 #include "model_session.h"
-#include "models_dir.h"
 
 namespace ferrox::cli {
 namespace {
@@ -17,34 +18,47 @@ class EngineInstance final : public server::ModelInstance {
     const server::LoadedModel& api() const override { return served->api(); }
     uint64_t bytes() const override { return engine->model().capacity().total_bytes; }
     void begin_drain() override { served->begin_drain(); }
+    const server::LoadGauges* gauges() const override { return &load; }
     bool wait_idle(server::Clock::time_point deadline) override {
         return served->wait_idle(deadline);
     }
 
+    server::LoadGauges load;  // its scheduler's; declared first: freed after it
     std::unique_ptr<Engine> engine;
     std::unique_ptr<ServedModel> served;  // declared after the engine: freed first
 };
 
+// What one model is served with: the server's settings, or a server.models
+// entry's over them.
+struct ModelSettings {
+    ServerConfig server;
+    ModelChoices choices;
+};
+
 class EngineLoader final : public server::ModelLoader {
   public:
-    EngineLoader(const CommonOptions& common, const ServerConfig& s, std::string chat_template,
-                 unsigned threads, server::Metrics& metrics)
+    // `entries`: one per server.models entry, in order; `plain`: a models_dir file's.
+    EngineLoader(const CommonOptions& common, ModelSettings plain,
+                 std::vector<ModelSettings> entries, std::string chat_template,
+                 server::Metrics& metrics)
         : common_(common),
-          s_(s),
+          plain_(std::move(plain)),
+          entries_(std::move(entries)),
           chat_template_(std::move(chat_template)),
-          metrics_(metrics),
-          choices_(serve_model_choices(s, threads)) {}
+          metrics_(metrics) {}
     // Before its first load a model is counted at its weights (the file);
     // the registry then keeps the capacity plan's total.
     uint64_t bytes_needed(const server::ModelSpec& spec) const override { return spec.file_bytes; }
 
     Expected<std::unique_ptr<server::ModelInstance>> load(const server::ModelSpec& spec) override {
+        const ModelSettings& settings = spec.entry ? entries_.at(*spec.entry) : plain_;
         logger().info("serve: loading model '{}' from {}", spec.id, spec.path.string());
-        auto engine = open_engine(common_, spec.path.string(), choices_);
+        auto engine = open_engine(common_, spec.path.string(), settings.choices);
         if (!engine) return engine.error();
         auto m = std::make_unique<EngineInstance>();
         m->engine = std::move(*engine);
-        auto served = make_served_model(*m->engine, s_, chat_template_, metrics_);
+        auto served =
+            make_served_model(*m->engine, settings.server, chat_template_, metrics_, &m->load);
         if (!served) return served.error();
         m->served = std::move(*served);
         logger().info("serve: model '{}' loaded: {}; {}", spec.id,
@@ -54,10 +68,10 @@ class EngineLoader final : public server::ModelLoader {
 
   private:
     const CommonOptions& common_;
-    const ServerConfig s_;
+    const ModelSettings plain_;
+    const std::vector<ModelSettings> entries_;
     const std::string chat_template_;
     server::Metrics& metrics_;
-    const ModelChoices choices_;
 };
 
 }  // namespace
@@ -65,7 +79,16 @@ class EngineLoader final : public server::ModelLoader {
 Expected<ServedModels> open_models_dir(const CommonOptions& common, const ServerConfig& s,
                                        const std::string& chat_template, unsigned threads,
                                        server::Metrics& metrics) {
-    auto specs = server::scan_models_dir(s.models_dir);
+    // Every entry's settings are checked before the port opens.
+    std::vector<ModelSettings> entries;
+    for (const ServedModelEntry& entry : s.models) {
+        auto own = server_config_for(s, entry);
+        if (!own) return own.error();
+        ModelChoices choices = serve_model_choices(*own, threads);
+        choices.backend_order = entry.backend_order;
+        entries.push_back({std::move(*own), std::move(choices)});
+    }
+    auto specs = server::served_model_specs(s);
     if (!specs) return specs.error();
     server::RegistryOptions ro;
     ro.keep_alive_s = s.keep_alive;
@@ -79,13 +102,19 @@ Expected<ServedModels> open_models_dir(const CommonOptions& common, const Server
         ro.budget_bytes = *available;
     }
     std::string ids;
-    for (const server::ModelSpec& spec : *specs) ids += (ids.empty() ? "" : ", ") + spec.id;
+    for (const server::ModelSpec& spec : *specs) {
+        ids += (ids.empty() ? "" : ", ") + spec.id;
+        for (const std::string& alias : spec.aliases) ids += " = " + alias;
+    }
     logger().info(
-        "serve: {} models in {} ({}), loaded on first use within {} bytes; idle ones "
-        "unloaded after {} s",
-        specs->size(), s.models_dir, ids, ro.budget_bytes, s.keep_alive);
+        "serve: {} models ({} from server.models{}{}: {}), loaded on first use within {} bytes; "
+        "idle ones unloaded after {} s",
+        specs->size(), s.models.size(), s.models_dir.empty() ? "" : ", the rest from ",
+        s.models_dir, ids, ro.budget_bytes, s.keep_alive);
     ServedModels out;
-    out.loader = std::make_unique<EngineLoader>(common, s, chat_template, threads, metrics);
+    out.loader =
+        std::make_unique<EngineLoader>(common, ModelSettings{s, serve_model_choices(s, threads)},
+                                       std::move(entries), chat_template, metrics);
     out.registry =
         std::make_unique<server::ModelRegistry>(std::move(*specs), *out.loader, std::move(ro));
     return out;

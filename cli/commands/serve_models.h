@@ -1,5 +1,5 @@
-// `ferrox serve --models-dir DIR` (docs/server.md, "Many models"): the
-// folder's models behind one server, each loaded through Engine::open on its
+// `ferrox serve --models-dir DIR` and `server.models` (docs/server.md, "Many
+// models"): the models behind one server, each loaded through Engine::open on its
 // first request by the registry (server/model_registry.h) and served by a
 // scheduler (or an embedder) of its own.
 #pragma once
@@ -20,8 +20,9 @@ struct ServedModels {
     std::unique_ptr<server::ModelRegistry> registry;
 };
 
-// The folder scanned and trusted, and the registry over it with
-// server.models_memory (0: MemAvailable now) and server.keep_alive.
+// The server.models entries and the models_dir folder, checked and trusted,
+// and the registry over them with server.models_memory (0: MemAvailable now)
+// and server.keep_alive; each entry's model loads with its own settings.
 Expected<ServedModels> open_models_dir(const CommonOptions& common, const ServerConfig& s,
                                        const std::string& chat_template, unsigned threads,
                                        server::Metrics& metrics);

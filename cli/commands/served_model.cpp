@@ -44,7 +44,8 @@ void ServedModel::stop() {
 
 Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const ServerConfig& s,
                                                          const std::string& chat_template,
-                                                         server::Metrics& metrics) {
+                                                         server::Metrics& metrics,
+                                                         server::LoadGauges* gauges) {
     auto served = std::make_unique<ServedModel>();
     const model::ContextOptions co = e.context_options();
     const model::Hparams& hp = e.model().hparams();
@@ -77,6 +78,7 @@ Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const 
     so.prefill_chunk = std::min(so.prefill_chunk, co.batch);  // a chunk is one decode
     so.max_queue = s.max_queue;
     so.draft_max = s.spec_draft_n_max;
+    so.gauges = gauges;
     served->scheduler_ = std::make_unique<server::Scheduler>(
         e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics);
     served->scheduler_->start();

@@ -41,7 +41,8 @@ class ServedModel {
     friend Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine&,
                                                                     const ServerConfig&,
                                                                     const std::string&,
-                                                                    server::Metrics&);
+                                                                    server::Metrics&,
+                                                                    server::LoadGauges*);
     std::unique_ptr<ChatRenderer> renderer_;
     std::unique_ptr<server::Scheduler> scheduler_;
     std::unique_ptr<server::Embedder> embedder_;
@@ -51,8 +52,11 @@ class ServedModel {
 
 // The engine `e` (which must outlive the result) served with the server
 // settings `s`; chat_template: --chat-template's value ("" the file's).
+// `gauges`: where its scheduler's gauges go (a model of many; it must outlive
+// the result); null: the Metrics' own.
 Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const ServerConfig& s,
                                                          const std::string& chat_template,
-                                                         server::Metrics& metrics);
+                                                         server::Metrics& metrics,
+                                                         server::LoadGauges* gauges = nullptr);
 
 }  // namespace ferrox::cli

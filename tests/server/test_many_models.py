@@ -8,12 +8,18 @@ after its request; a budget (--models-memory) that holds one model makes the sec
 model's request unload the first, and one that holds none answers 503 with the bytes;
 a stream on one model keeps producing while another loads; a group-writable file or a
 symlink out of the folder refuses the start, naming the file.
+
+The configuration file's `server.models` list (issue 38 item 2): two models by their
+aliases, each with its own context, parallel and KV kind, its own gauges on /metrics;
+a bad list refuses the start naming the line. Issue 37: `-ctk`/`-ctv` set the KV kind
+and must agree.
 """
 from __future__ import annotations
 
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -47,9 +53,11 @@ def models_dir():
 
 
 class ManyServer(Server):
-    """conftest's Server, started with --models-dir instead of -m."""
+    """conftest's Server, started with --models-dir (and/or a configuration file's
+    server.models: `config`) instead of -m."""
 
-    def __init__(self, folder: pathlib.Path, *args: str):
+    def __init__(self, folder: pathlib.Path | None, *args: str,
+                 config: pathlib.Path | None = None):
         if not FERROX or not pathlib.Path(FERROX).exists():
             pytest.skip("FERROX_BIN is not set to the built ferrox")
         self.port = free_port()
@@ -57,8 +65,9 @@ class ManyServer(Server):
         self.log_path = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"ferrox-serve-{self.port}.log"
         self.log = open(self.log_path, "w+b")
         self.proc = subprocess.Popen(
-            [FERROX, "serve", "--models-dir", str(folder), "--port", str(self.port), "-t", "2",
-             "-c", "512", "--parallel", "2", *args],
+            [FERROX, *(["--config", str(config)] if config else []), "serve",
+             *(["--models-dir", str(folder)] if folder else []), "--port", str(self.port),
+             "-t", "2", "-c", "512", "--parallel", "2", *args],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=clean_env())
         self.wait_ready()
 
@@ -71,8 +80,8 @@ def clean_env() -> dict[str, str]:
 
 
 class many:
-    def __init__(self, folder, *args):
-        self.server = ManyServer(folder, *args)
+    def __init__(self, folder, *args, config=None):
+        self.server = ManyServer(folder, *args, config=config)
 
     def __enter__(self):
         return self.server
@@ -253,3 +262,149 @@ def test_an_untrusted_file_or_an_escaping_symlink_refuses_the_start(models_dir, 
     r = subprocess.run([FERROX, "serve", "--models-dir", str(folder), "-m", str(folder / "llama.gguf")],
                        capture_output=True, text=True, timeout=60, env=clean_env())
     assert r.returncode != 0 and "not both" in r.stdout + r.stderr
+
+
+def write_config(folder: pathlib.Path, text: str) -> pathlib.Path:
+    path = folder / "ferrox.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_yaml_list_serves_models_by_alias_with_their_own_settings(models_dir, tmp_path):
+    # qwen.gguf by a relative path (a file of models_dir) under two ids, llama.gguf by its
+    # absolute path under one: each loads with its own context, parallel and KV kind (and
+    # llama with its own backend order, here the one backend there is).
+    config = write_config(tmp_path, f"""
+server:
+  models:
+    - path: qwen.gguf
+      alias: [chat, qwen-small]
+      context: 256
+      parallel: 1
+      kv_type: f16
+    - path: {models_dir / "llama.gguf"}
+      alias: tiny-llama
+      context: 384
+      kv_type: q8_0
+      backends: [cpu]
+""")
+    with many(models_dir, "--models-memory", "4GiB", config=config) as server:
+        client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+        # The entries name both files, so neither is listed again under its file name.
+        assert states(server) == {"chat": "unloaded", "qwen-small": "unloaded",
+                                  "tiny-llama": "unloaded"}
+        assert sorted(m.id for m in client.models.list().data) == [
+            "chat", "qwen-small", "tiny-llama"]
+        ask(client, "chat")
+        assert states(server) == {"chat": "loaded", "qwen-small": "loaded",
+                                  "tiny-llama": "unloaded"}
+        ask(client, "qwen-small")  # the same model, not a second load
+        ask(client, "tiny-llama")
+        for wrong in ("qwen", "llama", "qwen.gguf"):
+            with pytest.raises(openai.NotFoundError):
+                ask(client, wrong)
+        log = server.text_log()
+        assert log.count("loading model 'chat'") == 1, log
+        assert "model 'chat' loaded" in log and "1 sequences over 256 KV cells" in log, log
+        assert "model 'tiny-llama' loaded" in log and "2 sequences over 384 KV cells" in log, log
+        # Each model's gauges, labelled by its first id; the unlabelled ones sum them.
+        m = server.metrics()
+        for model in ("chat", "tiny-llama"):
+            for gauge in ("num_requests_running", "num_requests_waiting"):
+                assert m[f'ferrox:model_{gauge}{{model="{model}"}}'] == 0, m
+            usage = m[f'ferrox:model_kv_cache_usage_perc{{model="{model}"}}']
+            assert 0 < usage <= 1, m  # the finished prompts' cells stay for reuse
+        assert m['ferrox:model_requests_total{model="chat"}'] == 2, m
+        assert 'ferrox:model_requests_total{model="qwen-small"}' not in m, m
+        assert m["ferrox:num_requests_running"] == 0, m
+        assert 0 < m["ferrox:kv_cache_usage_perc"] <= 1, m
+        # While a stream runs on one model, its running gauge says so and the other's does not.
+        done = threading.Event()
+
+        def stream():
+            s = client.chat.completions.create(
+                model="tiny-llama", messages=[{"role": "user", "content": "Count to a thousand."}],
+                max_tokens=200, temperature=0, stream=True)
+            for _ in s:
+                if done.is_set():
+                    break
+            done.set()
+
+        t = threading.Thread(target=stream)
+        t.start()
+        seen = None
+        end = time.time() + 20
+        while time.time() < end and not done.is_set():
+            m = server.metrics()
+            if m['ferrox:model_num_requests_running{model="tiny-llama"}'] == 1:
+                seen = m
+                break
+            time.sleep(0.01)
+        done.set()
+        t.join()
+        assert seen is not None, "never saw tiny-llama's running gauge at 1"
+        assert seen['ferrox:model_num_requests_running{model="chat"}'] == 0, seen
+        assert seen["ferrox:num_requests_running"] == 1, seen
+
+
+def refused_with_config(config: pathlib.Path, *args: str) -> str:
+    r = subprocess.run([FERROX, "--config", str(config), "serve", "--port", str(free_port()), *args],
+                       capture_output=True, text=True, timeout=60, env=clean_env())
+    assert r.returncode == 2, r.stdout + r.stderr
+    return r.stdout + r.stderr
+
+
+def test_a_bad_yaml_list_refuses_the_start_naming_the_line(models_dir, tmp_path):
+    if not FERROX or not pathlib.Path(FERROX).exists():
+        pytest.skip("FERROX_BIN is not set to the built ferrox")
+    qwen = models_dir / "qwen.gguf"
+    config = write_config(tmp_path, f"server:\n  models:\n    - path: {qwen}\n      contxt: 64\n")
+    out = refused_with_config(config)
+    assert f"{config}:4:7: unknown key 'contxt' in server.models[0]; did you mean 'context'?" in out, out
+    # One id, two models: both entries named with their lines.
+    config = write_config(tmp_path, f"""server:
+  models:
+    - path: {qwen}
+      alias: a
+    - path: {models_dir / "llama.gguf"}
+      alias: [b, a]
+""")
+    out = refused_with_config(config)
+    assert (f"{config}:5:7: server.models[1] answers to 'a', as server.models[0] ({config}:3) "
+            "does") in out, out
+    # An entry's id against a file of models_dir.
+    config = write_config(tmp_path, f"server:\n  models:\n    - path: {qwen}\n      alias: llama\n")
+    out = refused_with_config(config, "--models-dir", str(models_dir))
+    assert (f"the file llama.gguf of models_dir answers to 'llama', as server.models[0] "
+            f"({config}:3) does") in out, out
+    # -m and a list exclude each other.
+    config = write_config(tmp_path, f"server:\n  models:\n    - path: {qwen}\n")
+    out = refused_with_config(config, "-m", str(qwen))
+    assert "not both" in out, out
+
+
+def test_ctk_and_ctv_set_the_kv_kind_and_must_agree(models_dir):
+    if not FERROX or not pathlib.Path(FERROX).exists():
+        pytest.skip("FERROX_BIN is not set to the built ferrox")
+    r = subprocess.run([FERROX, "serve", "--models-dir", str(models_dir), "--port",
+                        str(free_port()), "-ctk", "q8_0", "-ctv", "f16"],
+                       capture_output=True, text=True, timeout=60, env=clean_env())
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    assert "-ctk/--cache-type-k asks for q8_0 and -ctv/--cache-type-v for f16" in out, out
+    r = subprocess.run([FERROX, "serve", "--help"], capture_output=True, text=True, timeout=60,
+                       env=clean_env())
+    assert "--cache-type-k" in r.stdout and "--cache-type-v" in r.stdout, r.stdout
+    # Equal kinds: the model's KV cache takes that kind, as its capacity plan counts it
+    # (q8_0: 34 bytes per 32 elements, f32: 128).
+    kv_mib = {}
+    for kind in ("f32", "q8_0"):
+        with many(models_dir, "--models-memory", "4GiB", "-ctk", kind, "-ctv", kind) as server:
+            client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+            ask(client, "qwen")
+            found = re.search(r"model 'qwen' loaded: weights [0-9.]+ MiB \+ KV cache ([0-9.]+) MiB",
+                              server.text_log())
+            assert found, server.text_log()
+            kv_mib[kind] = float(found.group(1))
+    assert kv_mib["f32"] > 0, kv_mib
+    assert kv_mib["q8_0"] == pytest.approx(kv_mib["f32"] * 34 / 128, abs=0.06), kv_mib

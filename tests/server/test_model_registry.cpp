@@ -1,7 +1,8 @@
 // The many-models registry (server/model_registry.h) over a fake loader and
 // a fake clock: lazy loads, 404 for an unknown id, least-recently-used
 // eviction of idle models only, 503 with the arithmetic, keep-alive, a load
-// that never holds up another model, and Ollama's keep_alive values.
+// that never holds up another model, Ollama's keep_alive values, a model
+// under several ids, and each model's gauges on /metrics.
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <map>
@@ -25,6 +26,8 @@ class FakeInstance final : public ModelInstance {
     ~FakeInstance() override { --alive_; }
     const LoadedModel& api() const override { return model_; }
     uint64_t bytes() const override { return bytes_; }
+    const LoadGauges* gauges() const override { return &gauges_; }
+    LoadGauges gauges_;  // a test sets them as a scheduler would
 
   private:
     LoadedModel model_;
@@ -42,8 +45,9 @@ class FakeLoader final : public ModelLoader {
         opened.wait(lock, [&] { return !gated.count(spec.id); });
         if (failing.count(spec.id)) return make_error("{} is not a GGUF file", spec.path.string());
         // Loaded, a model takes more than its file (its KV cache and scratch).
-        return std::unique_ptr<ModelInstance>(
-            std::make_unique<FakeInstance>(spec.file_bytes + extra, alive));
+        auto made_now = std::make_unique<FakeInstance>(spec.file_bytes + extra, alive);
+        made[spec.id] = &made_now->gauges_;
+        return std::unique_ptr<ModelInstance>(std::move(made_now));
     }
     int loads_of(const std::string& id) {
         std::lock_guard lock(m);
@@ -62,6 +66,7 @@ class FakeLoader final : public ModelLoader {
     std::condition_variable opened, entered;
     std::map<std::string, int> loads;
     std::set<std::string> gated, failing;
+    std::map<std::string, LoadGauges*> made;  // the last instance's gauges, by id
     std::atomic<int> alive{0};
     uint64_t extra = 0;
 };
@@ -332,4 +337,73 @@ TEST_CASE("the per-model series carry a model label, escaped") {
     CHECK(text.find("ferrox:model_loaded{model=\"beta\"} 0\n") != std::string::npos);
     CHECK(text.find("ferrox:model_requests_total{model=\"ga\\\"m\\\\ma\\n\"} 0\n") !=
           std::string::npos);
+}
+
+TEST_CASE("a model answers to each of its ids, and /v1/models lists each") {
+    FakeLoader loader;
+    FakeClock clock;
+    std::vector<ModelSpec> specs = three_models();
+    specs[1].aliases = {"b", "bee"};
+    ModelRegistry r(std::move(specs), loader, options(clock, 1000));
+    {
+        auto by_alias = r.acquire("bee", std::nullopt, kFar());
+        REQUIRE(by_alias.lease);
+        CHECK(by_alias.lease->id() == "beta");  // its metrics label
+        auto by_id = r.acquire("beta", std::nullopt, kFar());
+        REQUIRE(by_id.lease);
+        CHECK(&by_id.lease->model() == &by_alias.lease->model());  // one model, loaded once
+    }
+    CHECK(loader.loads_of("beta") == 1);
+    CHECK(loader.loads_of("bee") == 0);
+    std::vector<std::string> ids;
+    for (const ModelStatus& m : r.list()) ids.push_back(m.id);
+    CHECK(ids == std::vector<std::string>{"alpha", "beta", "b", "bee", "gamma"});
+    CHECK(state_of(r, "b") == ModelState::Loaded);
+    CHECK(state_of(r, "alpha") == ModelState::Unloaded);
+    auto missing = r.acquire("be", std::nullopt, kFar());
+    CHECK(missing.refusal.status == 404);
+}
+
+TEST_CASE("each model's running, waiting and KV gauges carry its label, and the sums are totals") {
+    FakeLoader loader;
+    FakeClock clock;
+    ModelRegistry r(three_models(), loader, options(clock, 1000, -1));
+    auto a = r.acquire("alpha", std::nullopt, kFar());
+    auto b = r.acquire("beta", std::nullopt, kFar());
+    REQUIRE(a.lease);
+    REQUIRE(b.lease);
+    // Set each model's gauges as its scheduler would.
+    LoadGauges& ga = *loader.made.at("alpha");
+    LoadGauges& gb = *loader.made.at("beta");
+    ga.running = 2;
+    ga.waiting = 1;
+    ga.kv_used = 128;
+    ga.kv_total = 512;
+    gb.running = 1;
+    gb.waiting = 0;
+    gb.kv_used = 256;
+    gb.kv_total = 256;
+    const std::string text = r.render_metrics();
+    INFO(text);
+    CHECK(text.find("# TYPE ferrox:model_num_requests_running gauge\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_num_requests_running{model=\"alpha\"} 2\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_num_requests_running{model=\"beta\"} 1\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_num_requests_waiting{model=\"alpha\"} 1\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_kv_cache_usage_perc{model=\"alpha\"} 0.25\n") !=
+          std::string::npos);
+    CHECK(text.find("ferrox:model_kv_cache_usage_perc{model=\"beta\"} 1\n") != std::string::npos);
+    // Not loaded: zeros.
+    CHECK(text.find("ferrox:model_num_requests_running{model=\"gamma\"} 0\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_kv_cache_usage_perc{model=\"gamma\"} 0\n") != std::string::npos);
+    const LoadTotals t = r.load_totals();
+    CHECK(t.running == 3);
+    CHECK(t.waiting == 1);
+    CHECK(t.kv_used == 384);
+    CHECK(t.kv_total == 768);
+    // The unlabelled series read the sums with many models.
+    Metrics m;
+    m.running = 99;  // the one-model gauges, unused here
+    const std::string top = m.render(&t);
+    CHECK(top.find("ferrox:num_requests_running 3\n") != std::string::npos);
+    CHECK(top.find("ferrox:kv_cache_usage_perc 0.5\n") != std::string::npos);
 }

@@ -3,6 +3,7 @@
 // taken from the built-in default, which holds the same values as the shipped file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -70,6 +71,23 @@ FERROX_API Expected<std::vector<std::pair<std::string, std::string>>> apply_opti
 // The Markdown table docs/config.md shows for a backend's declared options.
 FERROX_API std::string option_schema_markdown(std::span<const OptionSpec> schema);
 
+// One entry of the `server.models` list (docs/config.md, "server.models"): a
+// model the many-models server serves, under its own ids and settings. Its
+// keys are declared in ferrox/server_settings.h (model_entry_keys, and the
+// server settings marked per_model).
+struct ServedModelEntry {
+    static constexpr size_t kMaxEntries = 4096;  // as many as a models_dir may hold
+    static constexpr size_t kMaxIdBytes = 256;
+    std::string path;              // as written; a relative one names a file of models_dir
+    std::vector<std::string> ids;  // `alias`, in order; empty: the file name without .gguf
+    // Per-model server settings (`context`, `kv_type`, ...): key and checked
+    // value as set_server_setting reads it, in file order, applied over the
+    // server's own (server_config_for in ferrox/server_settings.h).
+    std::vector<std::pair<std::string, std::string>> settings;
+    std::vector<std::string> backend_order;  // `backends`; empty: backends.order
+    std::string origin;                      // "<file>:<line>", how messages name the entry
+};
+
 // The `server:` section: what `ferrox serve` uses unless a flag overrides it
 // (docs/config.md, docs/server.md). Each member's key, range, flag and help
 // are declared once, in ferrox/server_settings.h; the defaults are these.
@@ -101,6 +119,7 @@ struct ServerConfig {
     std::string models_dir;             // many models: every .gguf file here (docs/server.md)
     uint64_t models_memory = 0;         // what those models may take together; 0: MemAvailable
     int32_t keep_alive = 300;           // a model's idle seconds before it is unloaded; -1: never
+    std::vector<ServedModelEntry> models;  // server.models: no flag, the file only
 };
 
 // The `plugins:` section's policy for what a plugin file must show before its code runs.

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "ferrox/api.h"
 #include "ferrox/config.h"
@@ -30,6 +31,7 @@ struct ServerSetting {
     int64_t min = 0, max = 0;                   // Count, Bytes (inclusive)
     std::span<const std::string_view> choices;  // Choice
     std::string_view unset = {};  // what the empty or zero default means, shown as the default
+    bool per_model = false;       // a `server.models` entry may set it for its model
 };
 
 FERROX_API std::span<const ServerSetting> server_settings();
@@ -42,6 +44,24 @@ FERROX_API Expected<void> set_server_setting(ServerConfig& config, const ServerS
 // to.<member> = from.<member>
 FERROX_API void copy_server_setting(ServerConfig& to, const ServerConfig& from,
                                     const ServerSetting& setting);
+
+// A `server.models` entry's own keys (path, alias, backends); its other keys
+// are the server settings marked per_model, read by their rows.
+struct ModelEntryKey {
+    std::string_view key;
+    std::string_view type;
+    std::string_view help;
+    std::string_view unset;  // what leaving it out means
+};
+FERROX_API std::span<const ModelEntryKey> model_entry_keys();
+// Every key an entry takes, its own then the per-model settings, in table order.
+FERROX_API std::vector<std::string> model_entry_key_names();
+// The Markdown table docs/config.md shows under "### `server.models`".
+FERROX_API std::string model_entries_markdown();
+// The server settings for the model of `entry`: `server` with the entry's
+// per-model settings on top (each checked again, naming the entry).
+FERROX_API Expected<ServerConfig> server_config_for(const ServerConfig& server,
+                                                    const ServedModelEntry& entry);
 
 // The default as a reader should see it ("8080", "4MiB", "(none)", the unset note).
 FERROX_API std::string server_setting_default(const ServerSetting& setting);

@@ -116,9 +116,18 @@ class ConfigParser {
     // A section declared in ferrox/config_settings.h: each key read by its row.
     Expected<void> parse_table_section(const MapEntry& section);
     Expected<void> read_setting(const MapEntry& entry, const ConfigSetting& setting);
-    Expected<std::vector<std::string>> read_order(const MapEntry& entry) const;
+    // A list of backend names (backends.order, a model entry's `backends`); key_path names it.
+    Expected<std::vector<std::string>> read_order(
+        const MapEntry& entry, std::string_view key_path = "backends.order") const;
     Expected<std::vector<std::filesystem::path>> read_folders(const MapEntry& entry) const;
     Expected<void> parse_server(const MapEntry& section);
+    // One server setting's value, checked by its row, as set_server_setting reads it.
+    Expected<std::string> read_server_value(const MapEntry& entry, const ServerSetting& setting,
+                                            std::string_view key_path) const;
+    Expected<void> parse_models(const MapEntry& entry);
+    Expected<ServedModelEntry> parse_model_entry(const YAML::Node& item, size_t index) const;
+    Expected<std::vector<std::string>> read_ids(const MapEntry& entry,
+                                                std::string_view key_path) const;
     Expected<void> parse_backend_section(const MapEntry& section);
 
     std::string source_;
@@ -383,37 +392,38 @@ Expected<void> ConfigParser::read_setting(const MapEntry& entry, const ConfigSet
                     fmt::format("{}: a kind this section cannot read", key_path));
 }
 
-Expected<std::vector<std::string>> ConfigParser::read_order(const MapEntry& entry) const {
+Expected<std::vector<std::string>> ConfigParser::read_order(const MapEntry& entry,
+                                                            std::string_view key_path) const {
     const YAML::Node& node = entry.value;
     if (!node.IsSequence()) {
-        return error_at(value_mark(entry),
-                        fmt::format("backends.order must be a list of backend names such "
-                                    "as [cuda, cpu], got {}",
-                                    describe(node)));
+        return error_at(value_mark(entry), fmt::format("{} must be a list of backend names such "
+                                                       "as [cuda, cpu], got {}",
+                                                       key_path, describe(node)));
     }
     if (node.size() == 0) {
-        return error_at(node, "backends.order is empty; list at least one backend, e.g. [cpu]");
+        return error_at(
+            node, fmt::format("{} is empty; list at least one backend, e.g. [cpu]", key_path));
     }
     std::vector<std::string> order;
     std::vector<YAML::Node> listed_at;
     for (const YAML::Node& item : node) {
         if (!item.IsScalar()) {
-            return error_at(item, fmt::format("backends.order must list backend names, got {}",
-                                              describe(item)));
+            return error_at(
+                item, fmt::format("{} must list backend names, got {}", key_path, describe(item)));
         }
         const std::string& name = item.Scalar();
         if (!is_backend_name(name)) {
-            return error_at(item, fmt::format("backend name '{}' in backends.order must use only "
+            return error_at(item, fmt::format("backend name '{}' in {} must use only "
                                               "a-z, 0-9 and _",
-                                              name));
+                                              name, key_path));
         }
         const auto earlier = std::find(order.begin(), order.end(), name);
         if (earlier != order.end()) {
             const YAML::Mark first =
                 listed_at[static_cast<std::size_t>(earlier - order.begin())].Mark();
-            return error_at(item, fmt::format("backend '{}' is listed twice in backends.order "
+            return error_at(item, fmt::format("backend '{}' is listed twice in {} "
                                               "(first at line {}, column {})",
-                                              name, first.line + 1, first.column + 1));
+                                              name, key_path, first.line + 1, first.column + 1));
         }
         order.push_back(name);
         listed_at.push_back(item);
@@ -451,37 +461,180 @@ Expected<void> ConfigParser::parse_server(const MapEntry& section) {
     if (!entries) return entries.error();
     std::vector<std::string> keys;
     for (const ServerSetting& s : server_settings()) keys.emplace_back(s.key);
+    keys.emplace_back("models");
     for (const MapEntry& entry : *entries) {
+        if (entry.key == "models") {
+            if (auto parsed = parse_models(entry); !parsed) return parsed;
+            continue;
+        }
         const ServerSetting* setting = find_server_setting(entry.key);
         if (!setting) return unknown_key(entry, "in section 'server'", keys);
-        const std::string key_path = "server." + entry.key;
-        Expected<void> parsed;
-        if (setting->kind == SettingKind::Switch) {
-            auto v = read_bool(entry, key_path);
-            if (!v) return v.error();
-            parsed = set_server_setting(config_.server, *setting, *v ? "true" : "false");
-        } else if (setting->kind == SettingKind::Choice) {
-            auto v = read_choice(entry, key_path, setting->choices);
-            if (!v) return v.error();
-            parsed = set_server_setting(config_.server, *setting, *v);
-        } else if (setting->kind == SettingKind::Count) {
-            auto v = read_integer(entry, key_path, setting->min, setting->max);
-            if (!v) return v.error();
-            parsed = set_server_setting(config_.server, *setting, std::to_string(*v));
-        } else if (setting->kind == SettingKind::Bytes) {
-            auto v = read_byte_size(entry, key_path);
-            if (!v) return v.error();
-            parsed = set_server_setting(config_.server, *setting, std::to_string(*v));
-        } else {
-            if (!entry.value.IsScalar() || entry.value.Scalar().empty())
-                return error_at(value_mark(entry),
-                                fmt::format("{} must be a non-empty string, got {}", key_path,
-                                            describe(entry.value)));
-            parsed = set_server_setting(config_.server, *setting, entry.value.Scalar());
-        }
-        if (!parsed) return error_at(value_mark(entry), parsed.error().message());
+        auto value = read_server_value(entry, *setting, "server." + entry.key);
+        if (!value) return value.error();
+        if (auto set = set_server_setting(config_.server, *setting, *value); !set)
+            return error_at(value_mark(entry), set.error().message());
     }
     return {};
+}
+
+Expected<std::string> ConfigParser::read_server_value(const MapEntry& entry,
+                                                      const ServerSetting& setting,
+                                                      std::string_view key_path) const {
+    switch (setting.kind) {
+        case SettingKind::Switch: {
+            auto v = read_bool(entry, key_path);
+            if (!v) return v.error();
+            return std::string(*v ? "true" : "false");
+        }
+        case SettingKind::Choice:
+            return read_choice(entry, key_path, setting.choices);
+        case SettingKind::Count: {
+            auto v = read_integer(entry, key_path, setting.min, setting.max);
+            if (!v) return v.error();
+            return std::to_string(*v);
+        }
+        case SettingKind::Bytes: {
+            auto v = read_byte_size(entry, key_path);
+            if (!v) return v.error();
+            return std::to_string(*v);
+        }
+        case SettingKind::Text:
+        case SettingKind::List:
+            break;
+    }
+    if (!entry.value.IsScalar() || entry.value.Scalar().empty())
+        return error_at(value_mark(entry), fmt::format("{} must be a non-empty string, got {}",
+                                                       key_path, describe(entry.value)));
+    return entry.value.Scalar();
+}
+
+// server.models: a list of maps, each a model of the many-models server.
+Expected<void> ConfigParser::parse_models(const MapEntry& entry) {
+    std::vector<ServedModelEntry> models;
+    if (!entry.value.IsNull() && !entry.value.IsSequence())
+        return error_at(value_mark(entry),
+                        fmt::format("server.models must be a list of models (each a map with "
+                                    "path, alias, ...), got {}",
+                                    describe(entry.value)));
+    if (entry.value.IsSequence() && entry.value.size() > ServedModelEntry::kMaxEntries)
+        return error_at(entry.value,
+                        fmt::format("server.models lists {} models; at most {}", entry.value.size(),
+                                    ServedModelEntry::kMaxEntries));
+    // id -> the entry that took it: a duplicate names both.
+    std::unordered_map<std::string, size_t, SeededHash, std::equal_to<>> owner;
+    size_t index = 0;
+    if (entry.value.IsNull()) return {};  // "models:" with no list: none
+    for (const YAML::Node& item : entry.value) {
+        auto model = parse_model_entry(item, index);
+        if (!model) return model.error();
+        for (const std::string& id : model->ids) {
+            const auto [it, fresh] = owner.emplace(id, index);
+            if (!fresh)
+                return error_at(item, fmt::format("server.models[{}] answers to '{}', as "
+                                                  "server.models[{}] ({}) does; an id names one "
+                                                  "model",
+                                                  index, escape_text(id), it->second,
+                                                  models[it->second].origin));
+        }
+        models.push_back(std::move(*model));
+        ++index;
+    }
+    config_.server.models = std::move(models);
+    return {};
+}
+
+Expected<ServedModelEntry> ConfigParser::parse_model_entry(const YAML::Node& item,
+                                                           size_t index) const {
+    const std::string where = fmt::format("server.models[{}]", index);
+    if (!item.IsMap())
+        return error_at(item, fmt::format("{} must be a map (path, alias, ...), got {}", where,
+                                          describe(item)));
+    auto entries = entries_of(item, fmt::format("in {}", where));
+    if (!entries) return entries.error();
+    ServedModelEntry model;
+    const YAML::Mark mark = item.Mark().is_null() ? fallback_mark_ : item.Mark();
+    model.origin = fmt::format("{}:{}", source_, mark.line + 1);
+    const std::vector<std::string> keys = model_entry_key_names();
+    bool has_path = false;
+    for (const MapEntry& e : *entries) {
+        const std::string key_path = fmt::format("{}.{}", where, e.key);
+        if (e.key == "path") {
+            if (!e.value.IsScalar() || e.value.Scalar().empty())
+                return error_at(value_mark(e), fmt::format("{} must be a file name, got {}",
+                                                           key_path, describe(e.value)));
+            if (e.value.Scalar().find('\0') != std::string::npos)
+                return error_at(value_mark(e),
+                                fmt::format("{} '{}' holds a NUL byte; a file name cannot",
+                                            key_path, escape_text(e.value.Scalar())));
+            model.path = e.value.Scalar();
+            has_path = true;
+        } else if (e.key == "alias") {
+            auto ids = read_ids(e, key_path);
+            if (!ids) return ids.error();
+            model.ids = std::move(*ids);
+        } else if (e.key == "backends") {
+            auto order = read_order(e, key_path);
+            if (!order) return order.error();
+            for (const std::string& name : *order)
+                if (std::find(config_.backend_order.begin(), config_.backend_order.end(), name) ==
+                    config_.backend_order.end())
+                    return error_at(
+                        value_mark(e),
+                        fmt::format("{} lists '{}', which backends.order ({}) does "
+                                    "not: a model picks among the backends opened",
+                                    key_path, name, quoted_list(config_.backend_order)));
+            model.backend_order = std::move(*order);
+        } else if (const ServerSetting* s = find_server_setting(e.key); s && s->per_model) {
+            auto value = read_server_value(e, *s, key_path);
+            if (!value) return value.error();
+            ServerConfig scratch;
+            if (auto set = set_server_setting(scratch, *s, *value); !set)
+                return error_at(value_mark(e), set.error().message());
+            model.settings.emplace_back(e.key, std::move(*value));
+        } else {
+            return unknown_key(e, fmt::format("in {}", where), keys,
+                               " (the other server settings apply to every model)");
+        }
+    }
+    if (!has_path) return error_at(item, fmt::format("{} has no path: name the GGUF file", where));
+    return model;
+}
+
+// `alias`: one id, or a list of them.
+Expected<std::vector<std::string>> ConfigParser::read_ids(const MapEntry& entry,
+                                                          std::string_view key_path) const {
+    std::vector<YAML::Node> items;
+    if (entry.value.IsScalar()) {
+        items.push_back(entry.value);
+    } else if (entry.value.IsSequence() && entry.value.size() > 0) {
+        if (entry.value.size() > ServedModelEntry::kMaxEntries)
+            return error_at(entry.value,
+                            fmt::format("{} lists {} ids; at most {}", key_path, entry.value.size(),
+                                        ServedModelEntry::kMaxEntries));
+        for (const YAML::Node& item : entry.value) items.push_back(item);
+    } else {
+        return error_at(value_mark(entry),
+                        fmt::format("{} must be an id or a non-empty list of ids, got {}", key_path,
+                                    describe(entry.value)));
+    }
+    std::vector<std::string> ids;
+    for (const YAML::Node& item : items) {
+        if (!item.IsScalar() || item.Scalar().empty())
+            return error_at(
+                item, fmt::format("{} must list non-empty ids, got {}", key_path, describe(item)));
+        const std::string& id = item.Scalar();
+        if (id.size() > ServedModelEntry::kMaxIdBytes)
+            return error_at(item, fmt::format("{}: an id of {} bytes; at most {}", key_path,
+                                              id.size(), ServedModelEntry::kMaxIdBytes));
+        if (std::any_of(id.begin(), id.end(),
+                        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+            return error_at(item, fmt::format("{}: the id '{}' holds a control character", key_path,
+                                              escape_text(id)));
+        if (std::find(ids.begin(), ids.end(), id) != ids.end())
+            return error_at(item, fmt::format("{} lists '{}' twice", key_path, id));
+        ids.push_back(id);
+    }
+    return ids;
 }
 
 // A backend section: `required` by its table row, any other key a single value kept

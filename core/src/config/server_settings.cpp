@@ -17,19 +17,24 @@ constexpr int64_t kKiB = 1 << 10, kMiB = 1 << 20, kGiB = int64_t(1) << 30, kTiB 
 
 ServerSetting text(std::string_view key, std::string_view flags, std::string S::*member,
                    std::string_view help, std::string_view unset = {}) {
-    return {key, flags, K::Text, member, help, 0, 0, {}, unset};
+    return {key, flags, K::Text, member, help, 0, 0, {}, unset, false};
 }
 ServerSetting count(std::string_view key, std::string_view flags, uint32_t S::*member,
                     std::string_view help, int64_t min, int64_t max, std::string_view unset = {}) {
-    return {key, flags, K::Count, member, help, min, max, {}, unset};
+    return {key, flags, K::Count, member, help, min, max, {}, unset, false};
 }
 ServerSetting signed_count(std::string_view key, std::string_view flags, int32_t S::*member,
                            std::string_view help, int64_t min, int64_t max) {
-    return {key, flags, K::Count, member, help, min, max, {}, {}};
+    return {key, flags, K::Count, member, help, min, max, {}, {}, false};
+}
+// A setting a `server.models` entry may also set for its own model.
+ServerSetting per_model(ServerSetting s) {
+    s.per_model = true;
+    return s;
 }
 ServerSetting bytes(std::string_view key, std::string_view flags, uint64_t S::*member,
                     std::string_view help, int64_t min, int64_t max) {
-    return {key, flags, K::Bytes, member, help, min, max, {}, {}};
+    return {key, flags, K::Bytes, member, help, min, max, {}, {}, false};
 }
 
 // The order is the order of --help and of docs/config.md.
@@ -41,27 +46,31 @@ const std::array kSettings{
          "Address to bind; a non-loopback one needs API keys or insecure_open."),
     count("port", "--port", &S::port, "TCP port; 0 picks a free one (the bound one is logged).", 0,
           65535),
-    count("parallel", "--parallel", &S::parallel,
-          "Sequences decoded together in the shared context.", 1, 64),
-    count("context", "-c,--ctx-size", &S::context, "KV cells shared by all sequences.", 0, 1 << 20,
-          "0: parallel x min(4096, training context)"),
+    per_model(count("parallel", "--parallel", &S::parallel,
+                    "Sequences decoded together in the shared context.", 1, 64)),
+    per_model(count("context", "-c,--ctx-size", &S::context, "KV cells shared by all sequences.", 0,
+                    1 << 20, "0: parallel x min(4096, training context)")),
     ServerSetting{"kv_type",
                   "--kv-type",
                   K::Choice,
                   &S::kv_type,
-                  "KV-cache element kind (q8_0 and q4_0: ggml blocks of 32, 34 and 18 bytes).",
+                  "KV-cache element kind of K and V (q8_0 and q4_0: ggml blocks of 32, 34 and 18 "
+                  "bytes); -ctk/--cache-type-k and -ctv/--cache-type-v, llama-server's "
+                  "spelling, set it too and must agree: one kind holds K and V.",
                   0,
                   0,
                   model::kKvCacheTypeNames,
-                  {}},
+                  {},
+                  true},
     text("api_key_file", "--api-key-file", &S::api_key_file,
          "File of API keys, one a line (# comments); an empty or unreadable file refuses to "
          "start.",
          "$FERROX_API_KEY, else no keys"),
     text("alias", "--alias", &S::alias, "Model id reported by /v1/models.", "the file name"),
-    count("max_queue", "--max-queue", &S::max_queue,
-          "Requests that may wait beyond the free sequences (0: none wait); more get 503.", 0,
-          65536),
+    per_model(count("max_queue", "--max-queue", &S::max_queue,
+                    "Requests that may wait beyond the free sequences (0: none wait); more get "
+                    "503.",
+                    0, 65536)),
     count("request_timeout", "--request-timeout", &S::request_timeout,
           "Seconds from arrival to the last token.", 1, 86400),
     count("drain_timeout", "--drain-timeout", &S::drain_timeout,
@@ -95,15 +104,17 @@ const std::array kSettings{
                   0,
                   0,
                   {},
-                  {}},
+                  {},
+                  false},
     signed_count("reasoning_budget", "--reasoning-budget", &S::reasoning_budget,
                  "Thinking budget in tokens of a chat request that sets no thinking_token_budget: "
                  "-1 unlimited, 0 no reasoning (docs/server.md).",
                  -1, 1 << 20),
-    count("spec_draft_n_max", "--spec-draft-n-max", &S::spec_draft_n_max,
-          "Draft tokens a request verifies per step by n-gram prompt lookup, unless it sets "
-          "speculative.n_max (docs/speculation.md); only in decode rows the batch leaves free.",
-          0, 15, "0: no speculation"),
+    per_model(count("spec_draft_n_max", "--spec-draft-n-max", &S::spec_draft_n_max,
+                    "Draft tokens a request verifies per step by n-gram prompt lookup, unless it "
+                    "sets speculative.n_max (docs/speculation.md); only in decode rows the batch "
+                    "leaves free.",
+                    0, 15, "0: no speculation")),
     ServerSetting{"embedding_truncation",
                   "--embedding-truncation",
                   K::Switch,
@@ -113,29 +124,34 @@ const std::array kSettings{
                   0,
                   0,
                   {},
-                  {}},
+                  {},
+                  true},
     text("otlp_endpoint", "--otlp-endpoint", &S::otlp_endpoint,
          "OpenTelemetry traces: the OTLP/HTTP receiver's base URL (spans go to <URL>/v1/traces "
          "as JSON; docs/operations.md).",
          "$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, $OTEL_EXPORTER_OTLP_ENDPOINT, else off"),
     text("models_dir", "--models-dir", &S::models_dir,
          "Serve every .gguf file in this folder, each under its file name without .gguf, loaded "
-         "on its first request (docs/server.md, \"Many models\"); the folder and its files must "
-         "pass the plugins' trust rule.",
+         "on its first request (docs/server.md, \"Many models\"), beside the server.models "
+         "entries of the configuration file; the folder and its files must pass the plugins' "
+         "trust rule.",
          "none: serve server.model"),
     ServerSetting{"models_memory",
                   "--models-memory",
                   K::Bytes,
                   &S::models_memory,
-                  "Memory the models of models_dir may take together (each counted by its "
+                  "Memory the models of models_dir and server.models may take together (each "
+                  "counted by its "
                   "capacity plan); a model that does not fit unloads the least recently used idle "
                   "one, else its request gets 503.",
                   0,
                   int64_t(1) << 50,
                   {},
-                  "MemAvailable at the start"},
+                  "MemAvailable at the start",
+                  false},
     signed_count("keep_alive", "--keep-alive", &S::keep_alive,
-                 "Seconds a model of models_dir stays loaded after its last request: 0 unloads "
+                 "Seconds a model of models_dir or server.models stays loaded after its last "
+                 "request: 0 unloads "
                  "it at once, -1 keeps it; a request's keep_alive replaces it.",
                  -1, int64_t(1) << 30),
 };
@@ -260,6 +276,61 @@ std::string server_settings_markdown() {
         }
         out += fmt::format("| `{}` | {} | {} | {} | {} |\n", s.key, flags, server_setting_type(s),
                            server_setting_default(s), s.help);
+    }
+    return out;
+}
+
+namespace {
+
+const std::array kModelEntryKeys{
+    ModelEntryKey{"path", "string",
+                  "The GGUF file. A relative path names a file of models_dir (which must then be "
+                  "set); the file and its folder pass the same trust rule as models_dir's.",
+                  "(required)"},
+    ModelEntryKey{"alias", "string, or a list of strings",
+                  "The ids the model answers to in a request's `model`, each listed by "
+                  "/v1/models; the first labels its /metrics series. Up to 256 bytes each, no "
+                  "control characters; an id may name one model only (models_dir's included).",
+                  "the file name without .gguf"},
+    ModelEntryKey{"backends", "list of backend names",
+                  "The backends this model opens, in priority order: some or all of "
+                  "backends.order's.",
+                  "backends.order"},
+};
+
+}  // namespace
+
+std::span<const ModelEntryKey> model_entry_keys() { return kModelEntryKeys; }
+
+std::vector<std::string> model_entry_key_names() {
+    std::vector<std::string> keys;
+    for (const ModelEntryKey& k : kModelEntryKeys) keys.emplace_back(k.key);
+    for (const ServerSetting& s : kSettings)
+        if (s.per_model) keys.emplace_back(s.key);
+    return keys;
+}
+
+std::string model_entries_markdown() {
+    std::string out = "| Key | Type | Default | Meaning |\n|-----|------|---------|---------|\n";
+    for (const ModelEntryKey& k : kModelEntryKeys)
+        out += fmt::format("| `{}` | {} | {} | {} |\n", k.key, k.type, k.unset, k.help);
+    for (const ServerSetting& s : kSettings)
+        if (s.per_model)
+            out += fmt::format("| `{0}` | {1} | server.{0} | This model's server.{0} (above). |\n",
+                               s.key, server_setting_type(s));
+    return out;
+}
+
+Expected<ServerConfig> server_config_for(const ServerConfig& server,
+                                         const ServedModelEntry& entry) {
+    ServerConfig out = server;
+    for (const auto& [key, value] : entry.settings) {
+        const ServerSetting* s = find_server_setting(key);
+        if (!s || !s->per_model)
+            return make_error("{}: server.models: '{}' is not a per-model setting", entry.origin,
+                              key);
+        if (auto set = set_server_setting(out, *s, value); !set)
+            return make_error("{}: server.models: {}", entry.origin, set.error().message());
     }
     return out;
 }
