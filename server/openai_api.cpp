@@ -17,6 +17,7 @@
 #include "model_registry.h"
 #include "openai_dialects.h"
 #include "request_spans.h"
+#include "rerank_api.h"
 #include "responses_dialect.h"
 
 namespace ferrox::server {
@@ -329,9 +330,12 @@ void Api::route(Call& call) {
         return call.send_json(200, {{"object", "list"}, {"data", data}});
     }
     const GenerationEndpoint* endpoint = generation_endpoint(target);
-    const bool known = endpoint || target == "/v1/embeddings" || target == "/tokenize" ||
-                       target == "/detokenize" || target == "/apply-template" ||
-                       target == "/v1/messages/count_tokens";
+    // llama-server's four names for one endpoint.
+    const bool rerank_target = target == "/v1/rerank" || target == "/rerank" ||
+                               target == "/v1/reranking" || target == "/reranking";
+    const bool known = endpoint || target == "/v1/embeddings" || rerank_target ||
+                       target == "/tokenize" || target == "/detokenize" ||
+                       target == "/apply-template" || target == "/v1/messages/count_tokens";
     if (!known)
         throw ApiError{404, fmt::format("no endpoint {}", escape_text(target, EscapeFor::Line)),
                        ""};
@@ -344,14 +348,16 @@ void Api::route(Call& call) {
     if (!choose_model(call, target)) return;
     if (endpoint) {
         if (!call.model->scheduler)
-            throw ApiError{400,
-                           fmt::format("the model '{}' is an embedding model: it answers "
-                                       "/v1/embeddings, not {}",
-                                       call.model_id, target),
-                           "model"};
+            throw ApiError{
+                400,
+                fmt::format("the model '{}' is {}: it answers {}, not {}", call.model_id,
+                            call.model->reranker ? "a reranking model" : "an embedding model",
+                            call.model->reranker ? "/v1/rerank" : "/v1/embeddings", target),
+                "model"};
         return generate(call, *endpoint->make({call.id, call.model_id}));
     }
     if (target == "/v1/embeddings") return embeddings(call);
+    if (rerank_target) return rerank(call);
     if (target == "/tokenize") return tokenize(call);
     if (target == "/detokenize") return detokenize(call);
     if (target == "/v1/messages/count_tokens") return count_tokens(call);
@@ -519,6 +525,12 @@ void Api::embeddings(Call& call) {
                                    "Qwen3-Embedding",
                                    call.model_id),
                        "model"};
+    if (call.model->reranker)
+        throw ApiError{400,
+                       fmt::format("the model '{}' is a reranking model: it scores query/document "
+                                   "pairs at /v1/rerank and gives no embeddings",
+                                   call.model_id),
+                       "model"};
     EmbeddingsLimits limits;
     limits.max_tokens = call.model->embedder->context();
     limits.n_embd = call.model->n_embd;
@@ -532,6 +544,28 @@ void Api::embeddings(Call& call) {
         return call.send_error({503, outcome.why, ""}, {{"Retry-After", "1"}});
     if (outcome.failed) throw ApiError{500, outcome.why, ""};
     call.send_json(200, embeddings_response(std::move(outcome.vectors), request, call.model_id));
+}
+
+void Api::rerank(Call& call) {
+    if (!call.model->reranker)
+        throw ApiError{400,
+                       fmt::format("the model '{}' is not a reranking model (its file's "
+                                   "pooling_type is not rank); /v1/rerank needs one such as "
+                                   "Qwen3-Reranker",
+                                   call.model_id),
+                       "model"};
+    RerankLimits limits;
+    limits.max_tokens = call.model->embedder->context();
+    RerankRequest request = parse_rerank_request(call.body, *call.model->tokenizer,
+                                                 call.model->rerank_template, limits);
+    call.prompt_tokens = static_cast<uint32_t>(request.prompt_tokens);
+    call.body = nullptr;
+    const Clock::time_point deadline = Clock::now() + options_.request_timeout;
+    auto outcome = call.model->embedder->embed(std::move(request.inputs), deadline);
+    if (outcome.refusal != Embedder::Refusal::None)
+        return call.send_error({503, outcome.why, ""}, {{"Retry-After", "1"}});
+    if (outcome.failed) throw ApiError{500, outcome.why, ""};
+    call.send_json(200, rerank_response(outcome.vectors, request, call.model_id));
 }
 
 void Api::tokenize(Call& call) {

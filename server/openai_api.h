@@ -60,6 +60,11 @@ struct LoadedModel {
     Embedder* embedder = nullptr;
     uint32_t n_embd = 0;
     bool embedding_truncation = false;  // /v1/embeddings' `dimensions` may cut vectors
+    // A reranker's embedder scores query/document pairs (/v1/rerank) and
+    // answers no /v1/embeddings; its pairs are formed with the file's
+    // `tokenizer.chat_template.rerank` (empty: none).
+    bool reranker = false;
+    std::string rerank_template;
 };
 
 enum class ServerState { Loading, Ready, Draining, Failed };
@@ -95,6 +100,7 @@ class Api {
     void collect(Call& call, Dialect& dialect, Job& job);
     std::optional<Event> next_event(Call& call, Job& job, Clock::time_point& next_look);
     void embeddings(Call& call);  // POST /v1/embeddings
+    void rerank(Call& call);      // POST /v1/rerank and its aliases
     void tokenize(Call& call);
     void detokenize(Call& call);
     void apply_template(Call& call);

@@ -62,6 +62,21 @@ Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const 
         loaded.n_embd = hp.n_embd;
         loaded.embedding_truncation = s.embedding_truncation;
         loaded.max_positions = co.context;
+        if (hp.pooling == model::Pooling::Rank) {
+            loaded.reranker = true;
+            // llama-server's rerank prompt: the file's named template, when there.
+            auto tmpl = e.file().get_string_or("tokenizer.chat_template.rerank", "");
+            if (!tmpl) return tmpl.error();
+            loaded.rerank_template = std::move(*tmpl);
+            served->summary_ = fmt::format(
+                "reranking model ({} labels, {}), {} sequences a decode over {} KV cells, up to "
+                "{} tokens a query/document pair",
+                hp.n_cls_out,
+                loaded.rerank_template.empty() ? "pairs as BOS/EOS-separated text"
+                                               : "pairs through its rerank template",
+                co.sequences, co.context, co.context);
+            return served;
+        }
         served->summary_ = fmt::format(
             "embedding model ({} pooling, {} dimensions), {} sequences a decode over {} KV "
             "cells, up to {} tokens an input",

@@ -389,6 +389,41 @@ TEST_CASE("adapters, vision projectors and embedding models are refused for what
     CHECK(model::refuse_non_decoder(*mean, true));
 }
 
+TEST_CASE("a qwen3 reranker reads its labels; rank pooling elsewhere stays refused") {
+    auto rank = llama_like("qwen3")
+                    .u32("qwen3.pooling_type", 4)
+                    .str_array("qwen3.classifier.output_labels", {"yes", "no"})
+                    .parse();
+    REQUIRE(rank);
+    auto hp = model::read_hparams(*rank);
+    REQUIRE(hp);
+    CHECK(hp->pooling == model::Pooling::Rank);
+    CHECK(hp->n_cls_out == 2);
+    auto generation = model::refuse_non_decoder(*rank);
+    REQUIRE_FALSE(generation);
+    CHECK_THAT(generation.error().message(), Catch::Contains("/v1/rerank"));
+    // Without labels the head has one output, as llama.cpp's n_cls_out.
+    auto one = llama_like("qwen3").u32("qwen3.pooling_type", 4).parse();
+    REQUIRE(one);
+    auto hp_one = model::read_hparams(*one);
+    REQUIRE(hp_one);
+    CHECK(hp_one->n_cls_out == 1);
+    auto empty = llama_like("qwen3")
+                     .u32("qwen3.pooling_type", 4)
+                     .str_array("qwen3.classifier.output_labels", {})
+                     .parse();
+    REQUIRE(empty);
+    auto refused = model::read_hparams(*empty);
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.error().message(), Catch::Contains("qwen3.classifier.output_labels"));
+    auto qwen2 = llama_like("qwen2").u32("qwen2.pooling_type", 4).parse();
+    REQUIRE(qwen2);
+    auto no_head = model::read_hparams(*qwen2);
+    REQUIRE_FALSE(no_head);
+    CHECK_THAT(no_head.error().message(),
+               Catch::Contains("qwen2.pooling_type") && Catch::Contains("classifier head"));
+}
+
 TEST_CASE("the architecture rows: granite's scales, smollm3's layers without RoPE, olmo2's norms") {
     SECTION("granite reads its four scales; logit_scale is required") {
         auto file = llama_like("granite")

@@ -41,6 +41,8 @@ ALLOWED = {
     "mistral3": {"rope_factors_long", "rope_factors_short"},
     # Gemma 2's output projection is tied; a file that stores it is bound.
     "gemma2": {"output"},
+    # A reranker's head (src/models/qwen3.cpp: cls_out, not required; Qwen3-Reranker's files).
+    "qwen3": {"cls.output"},
 }
 
 
@@ -183,7 +185,8 @@ def dims_of(keys: dict, shapes: dict) -> dict[str, int]:
             "qk_nope": key("attention.key_length_mla", 0) - key("rope.dimension_count", k_len),
             "head_dim_v_mla": key("attention.value_length_mla", 0),
             "q_dim_mla": n_head * key("attention.key_length_mla", 0),
-            "o_dim_mla": n_head * key("attention.value_length_mla", 0)}
+            "o_dim_mla": n_head * key("attention.value_length_mla", 0),
+            "n_cls_out": 1}  # a reranker's labels (an array, not read here); no tiny model has a head
 
 
 def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:

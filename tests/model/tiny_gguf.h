@@ -31,6 +31,16 @@ class TinyGguf {
         entries_.push_back({key, 9, std::move(p)});  // ARRAY
         return *this;
     }
+    TinyGguf& str_array(const std::string& key, const std::vector<std::string>& v) {
+        std::vector<std::byte> p(12);
+        const uint32_t element_type = 8;  // STRING
+        const uint64_t n = v.size();
+        std::memcpy(p.data(), &element_type, 4);
+        std::memcpy(p.data() + 4, &n, 8);
+        for (const std::string& s : v) put_bytes(p, with_length(s));
+        entries_.push_back({key, 9, std::move(p)});  // ARRAY
+        return *this;
+    }
     TinyGguf& str(const std::string& key, const std::string& v) {
         entries_.push_back({key, 8, with_length(v)});
         return *this;

@@ -135,7 +135,8 @@ typedef struct ferrox_model_params {
      * gets 1. */
     uint32_t max_sequences;
     /* Nonzero: an embedding model (a decoder whose `<arch>.pooling_type` is
-     * mean, cls or last) loads, for ferrox_embed; 0 (default) refuses one with
+     * mean, cls or last) loads, for ferrox_embed, as does a reranker (rank,
+     * on qwen3: for the server's /v1/rerank); 0 (default) refuses one with
      * FERROX_CODE_INVALID_ARGUMENT saying what it is. A plain decoder loads
      * either way. \since API 0.7 (appended: a shorter struct gets 0). */
     int embeddings;
@@ -561,7 +562,8 @@ FERROX_C_API ferrox_pooling ferrox_model_pooling(const ferrox_model* model);
  * context's sequences share each decode, one input each; its KV cells are
  * used and left empty, so give embeddings a context of their own. An input's
  * vector does not depend on the other inputs (docs/models.md, "Pooling").
- * FERROX_CODE_INVALID_ARGUMENT: a model without pooling, an empty or too
+ * FERROX_CODE_INVALID_ARGUMENT: a model without pooling or a reranker
+ * (pooling RANK: its scores are the server's /v1/rerank), an empty or too
  * long input (named by index), out_floats < n_inputs x n_embd. */
 FERROX_C_API ferrox_code ferrox_embed(ferrox_context* ctx, size_t n_inputs,
                                       const int32_t* const* tokens, const size_t* n_tokens,

@@ -140,6 +140,10 @@ ferrox_code ferrox_embed(ferrox_context* c, size_t n_inputs, const int32_t* cons
             fmt::format("ferrox_embed: the model is not an embedding model ('{}.pooling_type' "
                         "is absent or 0: it has no pooled output)",
                         hp.arch_name));
+    if (hp.pooling == model::Pooling::Rank)
+        return invalid(status,
+                       "ferrox_embed: the model is a reranker (pooling rank): it scores "
+                       "query/document pairs (the server's /v1/rerank), it gives no embeddings");
     if (n_inputs > out_floats / hp.n_embd)
         return invalid(
             status, fmt::format("ferrox_embed: out holds {} floats; {} inputs of {} need {}",

@@ -14,7 +14,7 @@ constexpr ArchSpec kArchitectures[] = {
      .rope_factors = RopeFactorTensors::ByScalingType,
      .attn_output_bias = TensorUse::Optional},
     {.name = "qwen2"},
-    {.name = "qwen3", .qk_norm = QkNorm::PerHead},
+    {.name = "qwen3", .qk_norm = QkNorm::PerHead, .rank_head = true},
     {.name = "qwen3moe", .qk_norm = QkNorm::PerHead, .moe = true},
     {.name = "gemma3",
      .qk_norm = QkNorm::PerHead,

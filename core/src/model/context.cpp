@@ -1,6 +1,7 @@
 #include "ferrox/model/context.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -699,6 +700,25 @@ std::span<const float> Context::embedding(uint32_t index) const {
     if (!c.hidden || index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_data)
         return {};
     return {c.logits_data + uint64_t(c.logits_row[index]) * c.hp.n_embd, c.hp.n_embd};
+}
+
+std::vector<float> Context::rank_scores(std::span<const float> pooled) const {
+    const Hparams& hp = impl_->hp;
+    const std::vector<float>& head = impl_->model.w.cls_out;
+    if (head.empty() || pooled.size() != hp.n_embd) return {};
+    std::vector<double> logits(hp.n_cls_out);
+    for (uint32_t j = 0; j < hp.n_cls_out; ++j) {
+        const float* row = head.data() + uint64_t{j} * hp.n_embd;
+        double dot = 0;
+        for (uint32_t i = 0; i < hp.n_embd; ++i) dot += double{row[i]} * double{pooled[i]};
+        logits[j] = dot;
+    }
+    double top = logits[0], sum = 0;
+    for (const double l : logits) top = std::max(top, l);
+    for (double& l : logits) sum += l = std::exp(l - top);
+    std::vector<float> scores(hp.n_cls_out);
+    for (uint32_t j = 0; j < hp.n_cls_out; ++j) scores[j] = static_cast<float>(logits[j] / sum);
+    return scores;
 }
 
 namespace {

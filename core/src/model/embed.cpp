@@ -16,6 +16,7 @@ bool wants_row(Pooling pooling, size_t pos, size_t n) {
         case Pooling::Cls:
             return pos == 0;
         case Pooling::Last:
+        case Pooling::Rank:  // a causal reranker reads its last row, as llama.cpp
             return pos + 1 == n;
         default:
             return false;
@@ -55,8 +56,9 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
                                                 std::span<const std::vector<int32_t>> inputs,
                                                 const EmbedOptions& options) {
     const Pooling pooling = options.pooling;
-    if (pooling != Pooling::Mean && pooling != Pooling::Cls && pooling != Pooling::Last)
-        return make_error("embed: pooling '{}' is not one ferrox pools (mean, cls, last)",
+    if (pooling != Pooling::Mean && pooling != Pooling::Cls && pooling != Pooling::Last &&
+        pooling != Pooling::Rank)
+        return make_error("embed: pooling '{}' is not one ferrox pools (mean, cls, last, rank)",
                           pooling_name(pooling));
     for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].empty()) return make_error("embed: input {} has no tokens", i);
@@ -72,6 +74,7 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
     size_t next_input = 0;
     std::vector<Pending> open;  // inputs in the batch being built, by sequence id
     Batch batch;
+    bool headless = false;  // Rank pooling on a model without a head
     // Each round decodes whole inputs side by side, in input order; an input
     // longer than a batch runs alone, one batch-sized chunk a round.
     while (next_input < inputs.size() || !open.empty()) {
@@ -135,10 +138,21 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
             std::vector<float>& v = out[p.input];
             v.resize(p.sum.size());
             for (size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>(p.sum[j] * scale);
-            if (options.normalize) normalize_l2(v);
+            if (pooling == Pooling::Rank) {
+                v = ctx.rank_scores(v);
+                headless = headless || v.empty();
+            } else if (options.normalize) {
+                normalize_l2(v);
+            }
             return true;
         });
         if (open.empty()) ctx.clear();
+        if (headless) {
+            ctx.clear();
+            return make_error(
+                "embed: rank pooling needs the model's classifier head "
+                "(cls.output.weight), which it has not");
+        }
     }
     return out;
 }

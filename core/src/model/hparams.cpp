@@ -234,17 +234,16 @@ Expected<void> refuse_non_decoder(const gguf::File& file, bool embeddings) {
                       fmt::format("{}: an embedding or reranking model on architecture '{}', "
                                   "an encoder ferrox does not run yet",
                                   what, *arch));
-    if (p == Pooling::Rank)
+    if (p == Pooling::Rank && !find_architecture(*arch)->rank_head)
         return refuse(file, pooling,
-                      what +
-                          ": an embedding or reranking model with a classifier head, which "
-                          "ferrox does not run yet");
+                      what + ": a reranking model with a classifier head on architecture '" +
+                          *arch + "', which ferrox does not run yet (qwen3's it does)");
     if (!embeddings)
         return refuse(file, pooling,
                       what +
                           ": an embedding or reranking model, which ferrox does not run for "
                           "text generation (`ferrox embed` and the server's /v1/embeddings "
-                          "run it)");
+                          "or /v1/rerank run it)");
     return {};
 }
 
@@ -702,12 +701,24 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
 
 // The readers in the order their keys are read (which decides which of
 // several problems a file is refused for first).
-// The pooling refuse_non_decoder let through (mean, cls, last), and the
-// causal attention every pooling ferrox runs assumes.
-Expected<void> read_pooling(const gguf::File& file, const Keys& k, Hparams& hp) {
+// The pooling refuse_non_decoder let through (mean, cls, last; rank on a
+// row with a rank head), the head's label count, and the causal attention
+// every pooling ferrox runs assumes.
+Expected<void> read_pooling(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                            Hparams& hp) {
     auto pooling = k.u32_or("pooling_type", 0);
     if (!pooling) return pooling.error();
     hp.pooling = static_cast<Pooling>(*pooling);
+    if (spec.rank_head && k.has("classifier.output_labels")) {
+        auto labels = file.get_string_array(k.key("classifier.output_labels"));
+        if (!labels) return labels.error();
+        // llama.cpp sizes its head by the labels; a head wider than a vocabulary is no head.
+        if (labels->empty() || labels->size() > 65536)
+            return refuse(
+                file, k.key("classifier.output_labels"),
+                fmt::format("has {} entries; a classifier head has 1 to 65536", labels->size()));
+        hp.n_cls_out = static_cast<uint32_t>(labels->size());
+    }
     auto causal = k.bool_or("attention.causal", true);
     if (!causal) return causal.error();
     if (!*causal)
@@ -718,7 +729,7 @@ Expected<void> read_pooling(const gguf::File& file, const Keys& k, Hparams& hp) 
 }
 
 Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
-    if (auto r = read_pooling(file, k, hp); !r) return r;
+    if (auto r = read_pooling(file, k, spec, hp); !r) return r;
     if (auto r = read_shape(file, k, hp); !r) return r;
     if (spec.nextn_layers)
         if (auto r = read_nextn(file, k, hp); !r) return r;

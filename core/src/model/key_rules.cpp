@@ -14,12 +14,15 @@ constexpr auto X = KeyUse::Refused;
 // In the order read_hparams reads them; each line says what its code does.
 std::vector<KeyRule> key_rules(const ArchSpec& spec) {
     std::vector<KeyRule> k = {
-        // 1 mean, 2 cls, 3 last: an embedding model (ferrox embed, /v1/embeddings).
+        // 1 mean, 2 cls, 3 last: an embedding model (ferrox embed, /v1/embeddings);
+        // 4 rank, on a row with a rank head: a reranker (/v1/rerank).
         {"pooling_type", O, "0 (a decoder)", {}},
         {"attention.causal", X, "true", {}},
         {"embedding_length", R, {}, {}},
         {"block_count", R, {}, {}},
     };
+    if (spec.rank_head)  // a rank head's outputs (pooling 4, rank), one per label
+        k.insert(k.begin() + 1, {"classifier.output_labels", O, "one output", {}});
     if (spec.nextn_layers)  // the last ones NextN blocks, kept and not run
         k.push_back({"nextn_predict_layers", O, "0", {}});
     for (KeyRule rule : std::initializer_list<KeyRule>{

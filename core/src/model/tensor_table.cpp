@@ -100,6 +100,13 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         {}};
     if (spec.tied_output) output.rule.stand_in = "token_embd.weight";
     t.push_back(output);
+    // A reranker's head, read as f32 (n_cls_out rows of n_embd: it is tiny);
+    // optional as in llama.cpp, required by bind_weights for rank pooling.
+    if (spec.rank_head) {
+        t.push_back(model_vector("cls.output.weight", E::ClsOut, &ModelWeights::cls_out,
+                                 TensorUse::Optional));
+        t.back().rule.cols = E::Embd;
+    }
     // Per-pair RoPE divisors, one set for all layers (llama.cpp reads them
     // for these architectures; LongRoPE's pair only with that scaling).
     const auto long_rope_when = spec.rope_factors == RopeFactorTensors::LongRope
@@ -290,6 +297,8 @@ std::string_view extent_name(Extent e) {
             return "q_dim_mla";
         case E::ODimMla:
             return "o_dim_mla";
+        case E::ClsOut:
+            return "n_cls_out";
     }
     return "?";
 }
@@ -338,6 +347,8 @@ uint64_t extent_value(Extent e, const Hparams& hp) {
             return uint64_t{hp.n_head} * hp.mla_head_k;
         case E::ODimMla:
             return uint64_t{hp.n_head} * hp.mla_head_v;
+        case E::ClsOut:
+            return hp.n_cls_out;
     }
     return 0;
 }

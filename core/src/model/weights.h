@@ -48,6 +48,8 @@ struct ModelWeights {
     const gguf::Tensor* token_embd = nullptr;  // rows read by get_rows (dequantized)
     std::optional<WeightMatrix> output;        // token_embd itself when tied
     std::vector<float> output_norm;
+    // A reranker's head (cls.output.weight): n_cls_out rows of n_embd, as f32.
+    std::vector<float> cls_out;
     RopeFactors rope_factors;  // optional per-pair RoPE divisors (llama)
     std::vector<LayerWeights> layers;
     // NextN/MTP blocks (blk.{n_layer + i}), bound and kept, not run; empty

@@ -53,6 +53,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
 
 int32_t Tokenizer::bos() const { return vocab_->bos; }
 int32_t Tokenizer::eos() const { return vocab_->eos; }
+bool Tokenizer::adds_bos() const { return vocab_->add_bos && vocab_->bos >= 0; }
+bool Tokenizer::adds_eos() const { return vocab_->add_eos && vocab_->eos >= 0; }
 bool Tokenizer::is_end_of_generation(int32_t id) const { return vocab_->is_end_of_generation(id); }
 size_t Tokenizer::vocab_size() const { return vocab_->size(); }
 std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {

@@ -155,6 +155,12 @@ struct ArchSpec {
     // NextN/MTP blocks (blk.N.nextn.*) for speculative decoding: bound and
     // kept, not run; the pass runs block_count - nextn_predict_layers.
     bool nextn_layers = false;
+    // A reranker's classifier head may ride on this decoder (pooling_type
+    // rank: Qwen3-Reranker): cls.output.weight scores the last row's
+    // final-norm state, one output per classifier.output_labels entry, and a
+    // softmax over them gives the scores, as llama.cpp's build_pooling does
+    // for qwen3.
+    bool rank_head = false;
 };
 
 FERROX_API std::span<const ArchSpec> architectures();

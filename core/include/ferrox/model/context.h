@@ -104,6 +104,11 @@ class FERROX_API Context {
     // decode_embeddings, or an empty span when it did not ask for one (or
     // the last decode was a logits one). Valid until the next decode.
     std::span<const float> embedding(uint32_t index) const;
+    // A reranker's scores for a pooled final-norm row (n_embd floats): its
+    // classifier head's n_cls_out outputs, softmaxed over the labels as
+    // llama.cpp does for qwen3 (ArchSpec::rank_head); empty for a model
+    // without a head or a row of another length.
+    std::vector<float> rank_scores(std::span<const float> pooled) const;
 
     // Sequence operations (the seq id is checked: >= sequences() is an error).
     // Positions [p0, p1) of `seq`; p1 < 0: to the end; seq < 0: every sequence.

@@ -1,7 +1,9 @@
 // Embeddings: one vector per input from an embedding model's final-norm
 // hidden rows, pooled as the file says (`<arch>.pooling_type`: mean, cls or
 // last, as llama.cpp's build_pooling) and optionally L2-normalised (as
-// llama.cpp's llama-embedding and llama-server do by default).
+// llama.cpp's llama-embedding and llama-server do by default). A reranker
+// (rank) pools its last row and scores it through its classifier head
+// (Context::rank_scores): n_cls_out scores, never normalised.
 //
 // Many inputs share each decode (one sequence id each), so a batch of short
 // inputs costs one forward pass. A sequence's rows are computed the same way
@@ -22,15 +24,16 @@
 namespace ferrox::model {
 
 struct EmbedOptions {
-    Pooling pooling = Pooling::Last;  // Mean, Cls or Last
-    bool normalize = true;            // L2 norm 1 (a zero vector stays zero)
+    Pooling pooling = Pooling::Last;  // Mean, Cls, Last or Rank
+    bool normalize = true;            // L2 norm 1 (a zero vector stays zero; not Rank's scores)
 };
 
 // Embeds each input (token ids, 1..ctx.context() of them) through `ctx`,
 // whose cells it uses and leaves empty: a context given to embeddings only.
-// Returns inputs.size() vectors of n_embd floats, in input order. An empty
-// input, one longer than the context, or a pooling other than Mean, Cls or
-// Last is refused naming its index before anything is decoded.
+// Returns inputs.size() vectors of n_embd floats (Rank: n_cls_out scores),
+// in input order. An empty input, one longer than the context, or a pooling
+// other than Mean, Cls, Last or Rank is refused naming its index before
+// anything is decoded.
 FERROX_API Expected<std::vector<std::vector<float>>> embed(
     Context& ctx, std::span<const std::vector<int32_t>> inputs, const EmbedOptions& options);
 

@@ -148,8 +148,12 @@ struct Hparams {
     // some layers: true when any layer has one).
     bool attn_output_bias = false;
 
-    // An embedding model's pooling (Mean, Cls or Last); None for a decoder.
+    // An embedding model's pooling (Mean, Cls or Last), a reranker's (Rank);
+    // None for a decoder.
     Pooling pooling = Pooling::None;
+    // A rank head's outputs (ArchSpec::rank_head): the entries of
+    // `<arch>.classifier.output_labels`, 1 where the file has none (llama.cpp's n_cls_out).
+    uint32_t n_cls_out = 1;
 
     // True when layer `il` runs experts (else a dense FFN).
     bool expert_layer(uint32_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
@@ -175,10 +179,12 @@ struct Hparams {
 
 // Refuses a file that is not a decoder ferrox runs, saying what it is: a LoRA
 // adapter, a vision projector (mmproj), an importance matrix, a reranking
-// model or an encoder's embedding model (`<arch>.pooling_type` rank, or on
-// an architecture that is not a decoder's). A decoder's embedding model
-// (pooling mean, cls or last: Qwen3-Embedding) passes when `embeddings` is
-// set and is refused for generation otherwise. Loaders call it before the
+// model whose head ferrox does not run or an encoder's embedding model
+// (`<arch>.pooling_type` rank on a row without a rank head, or on an
+// architecture that is not a decoder's). A decoder's embedding model
+// (pooling mean, cls or last: Qwen3-Embedding) or reranker (rank:
+// Qwen3-Reranker) passes when `embeddings` is set and is refused for
+// generation otherwise. Loaders call it before the
 // tokenizer: these files have none, and "tokenizer.ggml.model is missing"
 // would not tell the user what they loaded. read_hparams calls it too (with
 // `embeddings` set: the purpose is the loader's to check).

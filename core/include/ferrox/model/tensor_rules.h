@@ -53,6 +53,7 @@ enum class Extent : uint8_t {
     HeadDimVMla,  // attention.value_length_mla
     QDimMla,      // head_count x attention.key_length_mla
     ODimMla,      // head_count x attention.value_length_mla
+    ClsOut,       // classifier.output_labels entries (a rank head's outputs; 1 without)
 };
 
 // What a tensor's presence rests on besides the row.

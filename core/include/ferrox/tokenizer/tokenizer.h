@@ -91,6 +91,9 @@ class FERROX_API Tokenizer {
 
     int32_t bos() const;  // -1 when the vocabulary has none
     int32_t eos() const;  // -1 when the vocabulary has none
+    // Whether encode's add_special prepends BOS / appends EOS (add_bos_token / add_eos_token).
+    bool adds_bos() const;
+    bool adds_eos() const;
     // eos, eot, eom, and control tokens such as "<end_of_turn>" / "<|im_end|>".
     bool is_end_of_generation(int32_t id) const;
     size_t vocab_size() const;
