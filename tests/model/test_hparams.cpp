@@ -389,7 +389,7 @@ TEST_CASE("adapters, vision projectors and embedding models are refused for what
     CHECK(model::refuse_non_decoder(*mean, true));
 }
 
-TEST_CASE("a qwen3 reranker reads its labels; rank pooling elsewhere stays refused") {
+TEST_CASE("a qwen3 reranker reads its labels, and rank pooling elsewhere stays refused") {
     auto rank = llama_like("qwen3")
                     .u32("qwen3.pooling_type", 4)
                     .str_array("qwen3.classifier.output_labels", {"yes", "no"})
