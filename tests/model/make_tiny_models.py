@@ -224,6 +224,38 @@ REARRANGED = {
 }
 
 
+# The DeepSeek V3 family through deepseek2 (seeds from 3100): tiny-deepseek2's latent attention
+# (q through a normed low rank 64, a KV latent of 64 plus 32 rotated dims) with experts.
+MLA = {"q_lora": 64, "kv_lora": 64, "rot": 32, "nope": 32, "v": 32}
+DEEPSEEK = {
+    # DeepSeek V3's experts: 3 layers, the first dense; 8 experts in 2 groups of 4 of which the
+    # better one is used (its two best sigmoid + bias scores sum highest), top 2 of its 4, a
+    # sigmoid gate with a selection bias (exp_probs_b), renormalised weights scaled by 2.5, one
+    # shared expert.
+    "deepseek2-moe": ("deepseek2", "llama-spm", {
+        "tied": False, "n_layer": 3, "rope_base": 10000.0, "mla": MLA, "moe": True, "n_expert": 8,
+        "dense_lead": 1,
+        "glm": {"expert_shared_count": 1, "expert_weights_scale": 2.5, "expert_weights_norm": True,
+                "expert_gating_func": 2, "expert_group_count": 2, "expert_group_used_count": 1}}),
+    # DeepSeek V2's gate (no gating key: softmax; no selection bias; weights not renormalised) over
+    # 4 groups of 2 with 2 used, and DeepSeek's YaRN: factor 4 over an original context of 16
+    # (the 48 parity positions pass it), mscale_all_dim 0.707 (the file says 0.1 x that).
+    "deepseek2-yarn": ("deepseek2", "llama-spm", {
+        "tied": False, "n_layer": 2, "rope_base": 10000.0, "mla": MLA, "moe": True, "n_expert": 8,
+        "dense_lead": 1, "no_selection_bias": True,
+        "rope_scaling": {"type": "yarn", "factor": 4.0, "orig": 16, "log_mul": 0.0707},
+        "glm": {"expert_shared_count": 1, "expert_group_count": 4, "expert_group_used_count": 2}}),
+    # GLM-4.7-Flash's MoE layout: 4 blocks, the last a NextN block (kept, not run), one group
+    # (no group choice, as Kimi K2), sigmoid by key, weights renormalised and scaled by 1.8, a
+    # selection bias, one shared expert; with V2-Lite's direct q (attention.q_lora_rank 0).
+    "deepseek2-glmflash": ("deepseek2", "llama-spm", {
+        "tied": False, "n_layer": 4, "nextn": 1, "rope_base": 1e6, "mla": dict(MLA, q_lora=0),
+        "moe": True, "n_expert": 8, "dense_lead": 1,
+        "glm": {"expert_shared_count": 1, "expert_weights_scale": 1.8, "expert_weights_norm": True,
+                "expert_gating_func": 2, "expert_group_count": 1, "expert_group_used_count": 1}}),
+}
+
+
 def copy_tokenizer(writer: gguf.GGUFWriter, vocab_path: pathlib.Path) -> int:
     reader = gguf.GGUFReader(str(vocab_path))
     n_vocab = 0
@@ -301,6 +333,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     only where the variant has them), the optional ones its options ask for."""
     name = rule["name"]
     expert_layer = bool(opt.get("moe")) and (il is None or il >= opt.get("dense_lead", 0))
+    if name == "blk.N.exp_probs_b.bias" and opt.get("no_selection_bias"):
+        return False
     if rule["when"] == "qkv_biases":
         return bool(opt.get("bias"))
     if rule["when"] == "nextn":
@@ -524,10 +558,10 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_uint32(f"{arch}.attention.kv_lora_rank", mla["kv_lora"])
         w.add_uint32(f"{arch}.attention.key_length_mla", mla["nope"] + mla["rot"])
         w.add_uint32(f"{arch}.attention.value_length_mla", mla["v"])
-        # llama.cpp requires these two whatever the layers; all layers are dense here.
-        w.add_uint32(f"{arch}.leading_dense_block_count", n_layer)
-        w.add_expert_feed_forward_length(N_FF_EXP)
-        w.add_uint32(f"{arch}.expert_shared_count", 1)
+        if not opt.get("moe"):  # llama.cpp requires these two whatever the layers; all dense here
+            w.add_uint32(f"{arch}.leading_dense_block_count", n_layer)
+            w.add_expert_feed_forward_length(N_FF_EXP)
+            w.add_uint32(f"{arch}.expert_shared_count", 1)
     else:
         w.add_head_count_kv(N_HEAD_KV)
         w.add_key_length(HEAD_DIM)
@@ -573,7 +607,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_expert_used_count(N_EXPERT_USED)
         w.add_feed_forward_length(N_FF_EXP)
     elif opt.get("moe"):
-        w.add_expert_count(N_EXPERT)
+        w.add_expert_count(opt.get("n_expert", N_EXPERT))
         w.add_expert_used_count(N_EXPERT_USED)
         w.add_expert_feed_forward_length(N_FF_EXP)
         w.add_feed_forward_length(N_FF)
@@ -590,7 +624,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     n_rot = opt.get("n_rot", HEAD_DIM)
     dims = {"1": 1, "n_embd": N_EMBD, "n_vocab": n_vocab, "q_dim": N_HEAD * HEAD_DIM, "k_dim": N_HEAD_KV * HEAD_DIM,
             "v_dim": N_HEAD_KV * HEAD_DIM, "o_dim": N_HEAD * HEAD_DIM, "head_dim_k": HEAD_DIM, "n_head": N_HEAD,
-            "n_ff": N_FF, "n_ff_expert": N_FF_EXP, "n_expert": N_EXPERT, "rope_pairs": n_rot // 2,
+            "n_ff": N_FF, "n_ff_expert": N_FF_EXP, "n_expert": opt.get("n_expert", N_EXPERT), "rope_pairs": n_rot // 2,
             "n_ff_shexp": N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0),
             "n_embd+n_embd": 2 * N_EMBD}
     if mla:
@@ -626,6 +660,8 @@ def main() -> int:
         except ImportError as e:
             print(f"WARN: tiny-{name} not made: {e} (ci/llama_cpp.sh installs llama-cpp-python)", file=sys.stderr)
     for seed, (name, (arch, vocab_name, opt)) in enumerate(REARRANGED.items(), start=2000):
+        print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(DEEPSEEK.items(), start=3100):
         print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
     return 0
 

@@ -38,6 +38,22 @@ SOFTMAX_OF_TOP_K = {"gpt-oss"}
 UNIT_ATTENTION_SCALE = {"gemma4"}
 
 
+def deepseek2_mscale(reader, arch: str) -> float:
+    """llama.cpp's deepseek2 q.k factor's root: attn_factor (1 + 0.1 ln s) (1 + 0.1 m ln s), s
+    the scaling factor, m the file's yarn_log_multiplier / 0.1, attn_factor as llama.cpp's
+    context sets it (with YaRN: 1 where m is set, else mscale(s) / (1 + 0.1 ln s), then times
+    rope.scaling.attn_factor)."""
+    kind = field(reader, f"{arch}.rope.scaling.type") or "linear"
+    factor = field(reader, f"{arch}.rope.scaling.factor") or 0.0
+    s = 1.0 if kind == "none" or factor == 0 else factor
+    m = (field(reader, f"{arch}.rope.scaling.yarn_log_multiplier") or 0.0) / 0.1
+    attn = 1.0
+    if kind == "yarn":
+        attn = (1.0 if m != 0 else (1 + 0.1 * math.log(s) if s > 1 else 1.0)) / (1 + 0.1 * math.log(s))
+    attn *= field(reader, f"{arch}.rope.scaling.attn_factor") or 1.0
+    return attn * (1 + 0.1 * math.log(s)) * (1 + 0.1 * m * math.log(s))
+
+
 def tiny_models() -> list[pathlib.Path]:
     found = sorted(TINY.glob("tiny-*.gguf"))
     if not found:
@@ -125,6 +141,8 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
         scale = 1.0
     if scale is None and not (arch == "gemma3" and n_layer == 62):
         scale = 1 / math.sqrt(mla_k or want["head_dim_k"])
+    if arch == "deepseek2":  # DeepSeek's YaRN: q.k scaled by mscale^2 as well
+        scale *= deepseek2_mscale(reader, arch) ** 2
     if mla_k:
         for ours, key in (("mla_q_lora_rank", "q_lora_rank"), ("mla_kv_lora_rank", "kv_lora_rank"),
                           ("mla_head_dim_k", "key_length_mla"), ("mla_head_dim_v", "value_length_mla")):

@@ -1,7 +1,10 @@
 // Host ops against naive double-precision references on seeded random data.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <vector>
 
 #include "ferrox/model/ops.h"
 #include "random_data.h"
@@ -157,4 +160,39 @@ TEST_CASE("gelu through the f16 table stays within f16 rounding of the exact for
     for (size_t i = 0; i < 4; ++i) want[i] = ops::gelu_tanh_f16(gate[i]) * up[i];
     ops::glu(gate, up, FfnActivation::GeluTanh);
     CHECK(gate == want);
+}
+
+TEST_CASE("keep_top_groups keeps the groups whose two best scores sum highest, masks the rest") {
+    // 4 groups of 3: sums of the two best are 1.5, 1.7, 0.9 (one large score
+    // alone does not win a group its place), 1.6.
+    std::vector<float> scores = {1.0f, 0.5f, 0.1f,  0.9f, 0.8f, 0.0f,
+                                 0.9f, 0.0f, -1.0f, 0.8f, 0.7f, 0.8f};
+    std::vector<float> group_scores(4);
+    std::vector<uint32_t> order(4);
+    ops::keep_top_groups(scores, 4, 2, group_scores, order);
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> want = {-inf, -inf, -inf, 0.9f, 0.8f, 0.0f,
+                                     -inf, -inf, -inf, 0.8f, 0.7f, 0.8f};
+    CHECK(scores == want);
+
+    // Random scores against a brute force over every choice of groups.
+    std::mt19937_64 rng(ferrox::test::test_seed(12));
+    for (int trial = 0; trial < 50; ++trial) {
+        const auto x = gaussian(32, rng, 1.0f);  // 8 groups of 4, 3 used
+        std::vector<float> got(x.begin(), x.end()), gs(8);
+        std::vector<uint32_t> go(8);
+        ops::keep_top_groups(got, 8, 3, gs, go);
+        std::vector<std::pair<float, int>> sums;
+        for (int g = 0; g < 8; ++g) {
+            std::vector<float> v(x.begin() + 4 * g, x.begin() + 4 * g + 4);
+            std::sort(v.rbegin(), v.rend());
+            sums.push_back({v[0] + v[1], g});
+        }
+        std::sort(sums.rbegin(), sums.rend());
+        for (int g = 0; g < 8; ++g) {
+            const bool kept = std::any_of(sums.begin(), sums.begin() + 3,
+                                          [&](const auto& s) { return s.second == g; });
+            for (int e = 4 * g; e < 4 * g + 4; ++e) CHECK(got[e] == (kept ? x[e] : -inf));
+        }
+    }
 }

@@ -43,6 +43,11 @@ ALLOWED = {
     "gemma2": {"output"},
     # A reranker's head (src/models/qwen3.cpp: cls_out, not required; Qwen3-Reranker's files).
     "qwen3": {"cls.output"},
+    # llama.cpp 0.3.36's deepseek2 loader reads GLM-4.7-Flash's NextN block (its
+    # load_arch_tensors, i >= n_layer); gguf-py lists it from its 0.3.36 sdist on.
+    "deepseek2": {"blk.{bid}.nextn.eh_proj", "blk.{bid}.nextn.embed_tokens", "blk.{bid}.nextn.enorm",
+                  "blk.{bid}.nextn.hnorm", "blk.{bid}.nextn.shared_head_head",
+                  "blk.{bid}.nextn.shared_head_norm"},
 }
 
 
@@ -57,11 +62,10 @@ UNBOUND = {
     "qwen2": {"rope_freqs"},
     "qwen3": {"rope_freqs"},
     "qwen3vl": {"rope_freqs"},
-    # Old converters' uncompressed attn_kv_b (and the unused q/k/v names gguf lists), and the
-    # experts with their shared experts and bias, not run yet (refused by key first).
-    "deepseek2": MOE | {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
-                        "blk.{bid}.attn_v", "blk.{bid}.ffn_gate_shexp", "blk.{bid}.ffn_down_shexp",
-                        "blk.{bid}.ffn_up_shexp", "blk.{bid}.exp_probs_b"},
+    # Old converters' uncompressed attn_kv_b (refused by key first: no *_mla keys) and the
+    # unused q/k/v names gguf lists.
+    "deepseek2": {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
+                  "blk.{bid}.attn_v"},
     # Gemma 4's experts (26B-A4B) and per-layer embeddings (E2B/E4B): their files are
     # refused by key first (expert_count, embedding_length_per_layer_input).
     "gemma4": {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ffn_down_exps",

@@ -50,6 +50,11 @@ class TinyGguf {
         tensors_.push_back({name, cols, rows, std::vector<float>(cols * rows, value)});
         return *this;
     }
+    // Drops a tensor added earlier (to add it again with another shape).
+    TinyGguf& without_tensor(const std::string& name) {
+        std::erase_if(tensors_, [&](const Tensor& t) { return t.name == name; });
+        return *this;
+    }
     // Drops a key added earlier, to test its absence.
     TinyGguf& without(const std::string& key) {
         std::erase_if(entries_, [&](const Entry& e) { return e.key == key; });

@@ -354,6 +354,23 @@ def test_tiny_model_logits_match_llama_cpp(arch):
     check(compare(path, tiny_prompt(), f"tiny {arch}"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
 
 
+@pytest.mark.parametrize("name", ["deepseek2-moe", "deepseek2-yarn", "deepseek2-glmflash"])
+def test_tiny_deepseek_family_matches_llama_cpp(name):
+    """The DeepSeek V3 family through deepseek2's latent attention (issue 35):
+    deepseek2-moe: V3's experts -- a dense first layer, then 8 experts in 2 groups of which
+    only the better is eligible (group-limited routing), a sigmoid gate with a selection
+    bias, renormalised top-2 weights scaled by 2.5, a shared expert; deepseek2-yarn: V2's
+    softmax gate over 4 groups of 2 (2 used) and DeepSeek's YaRN (factor 4 over an original
+    context of 16: q.k scaled by mscale^2, the rotated pairs' magnitude left at 1);
+    deepseek2-glmflash: GLM-4.7-Flash's NextN block (kept, not run), one group, q direct.
+    Measured (7 Dec 2026, AMD EPYC host): NMSE mean 7.7e-5 / 5.4e-15 / 3.0e-5, worst 4.4e-4 /
+    5.8e-15 / 1.9e-4, greedy flips 1 (a near tie, 0.012 logits) / 0 / 0. Seen failing: groups
+    ignored in route() (deepseek2-moe 4.9e-1 mean, 25 flips; deepseek2-yarn 2.7e-3
+    mean); the q.k mscale left out (deepseek2-yarn 2.7e-2 mean, 17 flips)."""
+    path = tiny_model(name)
+    check(compare(path, tiny_prompt(), f"tiny {name}", context=256), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
 def test_tiny_gemma3_matches_float64():
     """tiny-gemma3's 48-token parity sequence crosses its 8-position window six times:
     ferrox against the exact float64 evaluation, with llama.cpp's distance printed."""

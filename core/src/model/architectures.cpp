@@ -7,6 +7,10 @@ namespace {
 // (vendor/llama.cpp/src/models/<name>.cpp, and llama_model_rope_type for the
 // RoPE style); parity tests (tests/parity/test_model_parity.py) hold a tiny
 // random model of each to it.
+// GLM-4.7-Flash (deepseek2): 47 layers run (48 blocks with its NextN
+// block, which llama.cpp also matches), vocabulary 154880.
+constexpr GatingShape kGlm47FlashShapes[] = {{47, 154880}, {48, 154880}};
+
 constexpr ArchSpec kArchitectures[] = {
     {.name = "llama",
      .rope = RopeStyle::Normal,
@@ -112,16 +116,30 @@ constexpr ArchSpec kArchitectures[] = {
      .qk_norm_optional = true,
      .leading_dense_layers = true,
      .shared_experts = true,
-     .expert_selection_bias = true,
+     .expert_selection_bias = TensorUse::Required,
+     .gating_key = true,
+     .expert_groups = true,
      .nextn_layers = true},
     // DeepSeek V2/V3/R1, Kimi K2, GLM-4.7-Flash: multi-head latent attention
     // over a compressed cache (ArchSpec::mla), adjacent-pair RoPE on a
-    // prefix of each cached head. Experts are refused by key for now.
+    // prefix of each cached head, DeepSeek's YaRN (q.k scaled by mscale^2);
+    // the first leading_dense_block_count layers dense, the others experts
+    // (softmax-gated unless the file says sigmoid) with shared experts, an
+    // optional selection bias and group-limited routing; NextN blocks kept.
     {.name = "deepseek2",
      .rope = RopeStyle::Normal,
+     .moe = true,
      .partial_rotary = true,
+     .yarn_keys = kYarnLogMultiplier,
      .mla = true,
-     .leading_dense = true},
+     .leading_dense_layers = true,
+     .shared_experts = true,
+     .expert_selection_bias = TensorUse::Optional,
+     .gating_key = true,
+     .expert_groups = true,
+     .yarn_qk_mscale = true,
+     .nextn_layers = true,
+     .sigmoid_gating_shapes = kGlm47FlashShapes},
     // Gemma 4 (text): gemma3's layers with the window's layers listed per
     // layer, unscaled attention over RMS-normed q, k and V (V without a
     // weight, K standing for it where attn_v is absent), proportional RoPE

@@ -93,6 +93,8 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     router_scores.assign((size_t{max_batch} + 1) * hp.n_expert, 0);  // + one row of weights
     expert_order.assign(hp.n_expert, 0);
     selection.assign(hp.n_expert, 0);
+    group_scores.assign(hp.n_expert_groups, 0);
+    group_order.assign(hp.n_expert_groups, 0);
     if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
 }
 
@@ -300,21 +302,28 @@ void Decoder::dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, 
 // One row's experts and their weights from its router logits, into
 // expert_order's first n_expert_used entries and `weights`: qwen3moe softmaxes all logits and
 // takes the top k, optionally renormalised; gpt-oss takes the top k logits and softmaxes those
-// alone; glm4moe takes the sigmoid of each, chooses by sigmoid + selection bias and weighs by
-// the sigmoid alone, optionally renormalised, then scaled.
+// alone; glm4moe and deepseek2 take the sigmoid of each (or the softmax), choose by that + the
+// selection bias among the best groups' experts and weigh by the score alone, optionally
+// renormalised, then scaled.
 void Decoder::route(Activations& a, std::span<float> logits, std::span<float> weights,
                     std::span<const float> selection_bias) const {
     const uint32_t k = hp_.n_expert_used;
-    const MoeGating gating = hp_.arch->moe_gating;
+    const MoeGating gating = hp_.moe_gating;
     std::vector<uint32_t>& order = a.expert_order;
     std::iota(order.begin(), order.end(), 0u);
     if (gating == MoeGating::Softmax) ops::softmax(logits);  // monotonic: the same top k
     if (gating == MoeGating::Sigmoid)
         for (float& v : logits) v = 1.0f / (1.0f + std::exp(-v));  // as ggml_sigmoid
-    // What the top k is chosen by: the scores, plus the bias where there is one.
+    // What the top k is chosen by: the scores, plus the bias where there is
+    // one, with the experts outside the best groups masked out.
     std::span<const float> by = logits;
-    if (!selection_bias.empty()) {
-        for (size_t e = 0; e < logits.size(); ++e) a.selection[e] = logits[e] + selection_bias[e];
+    const bool groups = hp_.n_expert_groups > 1;
+    if (!selection_bias.empty() || groups) {
+        for (size_t e = 0; e < logits.size(); ++e)
+            a.selection[e] = logits[e] + (selection_bias.empty() ? 0.0f : selection_bias[e]);
+        if (groups)
+            ops::keep_top_groups(a.selection, hp_.n_expert_groups, hp_.n_expert_groups_used,
+                                 a.group_scores, a.group_order);
         by = a.selection;
     }
     std::partial_sort(order.begin(), order.begin() + k, order.end(),

@@ -96,6 +96,8 @@ struct Activations {
     std::vector<float> rope_cos[3], rope_sin[3], router_scores, zeros;
     std::vector<float> selection;  // one row's expert scores plus the selection bias
     std::vector<uint32_t> expert_order;
+    std::vector<float> group_scores;  // group-limited routing: one score per group
+    std::vector<uint32_t> group_order;
 
     // Sizes the host-side values for `max_batch` rows.
     void size_host(const Hparams& hp, uint32_t max_batch, bool resident);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ferrox/model/architecture.h"
+#include "ferrox/model/rope_tables.h"
 #include "hparams_sanity.h"
 
 namespace ferrox::model {
@@ -562,13 +563,24 @@ Expected<void> read_mla(const gguf::File& file, const Keys& k, Hparams& hp) {
     if (hp.head_dim_v != hp.mla_kv_lora)
         return refuse(file, k.key("attention.value_length"),
                       fmt::format("{} is not kv_lora_rank {}", hp.head_dim_v, hp.mla_kv_lora));
-    // llama.cpp pre-scales q.k for YaRN by DeepSeek's mscale; not run yet.
-    if (hp.rope_scaling == RopeScaling::Yarn)
-        return refuse(file, k.key("rope.scaling.type"),
-                      "yarn with latent attention (DeepSeek's mscale on q.k) is not "
-                      "implemented yet");
     hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.mla_head_k));
     return {};
+}
+
+// DeepSeek's YaRN, as llama.cpp's deepseek2 graph runs it: the file's log
+// multiplier is 0.1 x mscale_all_dim (the converter's legacy form, undone
+// here); rope_spec leaves the rotated pairs without YaRN's magnitude (llama.cpp
+// takes mscale = mscale_all_dim for this row) and q.k is scaled by mscale^2
+// instead, mscale = a (1 + 0.1 ln s) (1 + 0.1 mscale_all_dim ln s), a the
+// factor the rope is given and s the scaling factor -- whatever the scaling
+// type, as llama.cpp does (s = 1 leaves a^2).
+void apply_yarn_qk_mscale(Hparams& hp, uint32_t head_k) {
+    hp.rope_yarn_log_mul /= 0.1f;
+    const float attn_factor = rope_spec(hp, {}, false).attn_factor;
+    const float ln_s = std::log(1.0f / hp.rope_freq_scale);
+    const float mscale =
+        attn_factor * (1.0f + 0.1f * ln_s) * (1.0f + 0.1f * hp.rope_yarn_log_mul * ln_s);
+    hp.attn_scale = mscale * mscale / std::sqrt(static_cast<float>(head_k));
 }
 
 // granite's scales, and its switch that turns RoPE off.
@@ -582,32 +594,59 @@ Expected<void> read_granite(const gguf::File& file, const Keys& k, Hparams& hp) 
     return {};
 }
 
-// The sigmoid gate's keys (glm4moe): the gating function (0, llama.cpp's
-// "none", means sigmoid for these rows), the weights' scale, and expert
-// groups, which only a single group (no group choice) runs here.
-Expected<void> read_sigmoid_gating(const gguf::File& file, const Keys& k, Hparams& hp) {
+// The gating function (expert_gating_func, llama.cpp's enum) and the
+// weights' scale, for the rows that read them: absent or 0 means the row's
+// gating -- or sigmoid for a file of one of the row's sigmoid_gating_shapes,
+// as llama.cpp guesses for GLM-4.7-Flash -- 1 softmax, 2 sigmoid.
+Expected<void> read_gating(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                           Hparams& hp) {
     uint32_t gating = 0;
-    FERROX_READ(gating, k.u32_or("expert_gating_func", 2));
-    if (gating != 0 && gating != 2)
+    FERROX_READ(gating, k.u32_or("expert_gating_func", 0));
+    if (gating > 2)
         return refuse(file, k.key("expert_gating_func"),
-                      fmt::format("{} is not implemented for this architecture (2, sigmoid, is; "
-                                  "1 softmax, 3 softmax over the top k, 4 sqrt-softplus are not)",
+                      fmt::format("{} is not implemented for this architecture (1 softmax and 2 "
+                                  "sigmoid are; 3 softmax over the top k, 4 sqrt-softplus are not)",
                                   gating));
+    if (gating != 0) hp.moe_gating = gating == 1 ? MoeGating::Softmax : MoeGating::Sigmoid;
+    for (const GatingShape& shape : spec.sigmoid_gating_shapes)
+        if (gating == 0 && shape.n_layer == hp.n_layer && shape.vocab == hp.vocab)
+            hp.moe_gating = MoeGating::Sigmoid;
     float scale = 0;
     FERROX_READ(scale, k.f32_or("expert_weights_scale", 0.0f));
     if (!std::isfinite(scale) || scale < 0)
         return refuse(file, k.key("expert_weights_scale"),
                       fmt::format("{} is not a scale (finite, >= 0, 0 for none)", scale));
     hp.expert_weights_scale = scale == 0.0f ? 1.0f : scale;  // llama.cpp: 0 and 1 leave them
-    for (const char* groups : {"expert_group_count", "expert_group_used_count"}) {
-        uint32_t v = 0;
-        FERROX_READ(v, k.u32_or(groups, 0));
-        if (v > 1)
-            return refuse(file, k.key(groups),
-                          fmt::format("{}: choosing experts by group is not implemented (1 or 0, "
-                                      "one group, is)",
-                                      v));
+    return {};
+}
+
+// Group-limited routing's counts, bounded so that routing always finds its
+// experts: equal groups of at least two experts (a group scores by its two
+// best), 1..groups used, and enough experts in the used groups for
+// expert_used_count. 0 or 1 group: every expert eligible.
+Expected<void> read_expert_groups(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.n_expert_groups, k.u32_or("expert_group_count", 0));
+    FERROX_READ(hp.n_expert_groups_used, k.u32_or("expert_group_used_count", 0));
+    const uint32_t groups = hp.n_expert_groups, used = hp.n_expert_groups_used;
+    if (groups <= 1) {
+        if (used > 1)
+            return refuse(file, k.key("expert_group_used_count"),
+                          fmt::format("{} is more than expert_group_count ({})", used, groups));
+        return {};
     }
+    if (hp.n_expert % groups != 0 || hp.n_expert / groups < 2)
+        return refuse(file, k.key("expert_group_count"),
+                      fmt::format("{} does not split expert_count {} into groups of 2 or more",
+                                  groups, hp.n_expert));
+    if (used == 0 || used > groups)
+        return refuse(file, k.key("expert_group_used_count"),
+                      fmt::format("{} is not in 1..expert_group_count ({})", used, groups));
+    const uint32_t eligible = used * (hp.n_expert / groups);
+    if (hp.n_expert_used > eligible)
+        return refuse(file, k.key("expert_used_count"),
+                      fmt::format("{} is more than the {} experts of the {} groups used "
+                                  "(expert_group_used_count)",
+                                  hp.n_expert_used, eligible, used));
     return {};
 }
 
@@ -650,29 +689,53 @@ Expected<void> read_nextn(const gguf::File& file, const Keys& k, Hparams& hp) {
     return {};
 }
 
+// A file without experts of a row with leading dense layers: all dense.
+Expected<void> read_all_dense(const gguf::File& file, const Keys& k, Hparams& hp) {
+    if (auto r = read_leading_dense(file, k, hp); !r) return r;
+    if (hp.n_layer_dense_lead < hp.n_layer)
+        return refuse(file, k.key("expert_count"),
+                      fmt::format("is 0 or absent, but leading_dense_block_count {} leaves "
+                                  "layers {}..{} to experts",
+                                  hp.n_layer_dense_lead, hp.n_layer_dense_lead, hp.n_layer - 1));
+    return {};
+}
+
 // The experts' counts and widths (mixture-of-experts rows, or a llama file
 // with expert_count > 0).
 Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpec& spec,
                             Hparams& hp) {
-    FERROX_READ(hp.n_expert, k.u32("expert_count"));
+    // A row with leading dense layers runs a file without experts dense,
+    // when every layer is a leading one (llama.cpp needs experts past them).
+    FERROX_READ(hp.n_expert,
+                spec.leading_dense_layers ? k.u32_or("expert_count", 0) : k.u32("expert_count"));
+    if (hp.n_expert == 0 && spec.leading_dense_layers) return read_all_dense(file, k, hp);
     FERROX_READ(hp.n_expert_used, k.u32("expert_used_count"));
     // Mixtral's llama files: each expert is feed_forward_length wide, as
     // llama.cpp's llama graph reads it.
     FERROX_READ(hp.n_ff_expert,
                 spec.moe ? k.u32("expert_feed_forward_length") : k.u32("feed_forward_length"));
     // A softmax over the chosen k already sums to 1 (llama.cpp reads no
-    // key for it then); sigmoid weights are renormalised only where the file
-    // says (llama.cpp's default false).
+    // key for it then); the rows that read the gating key renormalise only
+    // where the file says (llama.cpp's default false), the other softmax
+    // rows always (their llama.cpp graphs do).
     if (spec.moe_gating != MoeGating::SoftmaxWeight)
         FERROX_READ(hp.expert_weights_norm,
-                    k.bool_or("expert_weights_norm", spec.moe_gating == MoeGating::Softmax));
+                    k.bool_or("expert_weights_norm", expert_weights_norm_default(spec)));
     if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
         return refuse(
             file, k.key("expert_used_count"),
             fmt::format("{} is not in 1..expert_count ({})", hp.n_expert_used, hp.n_expert));
     hp.n_ff = 0;
-    if (spec.moe_gating == MoeGating::Sigmoid)
-        if (auto r = read_sigmoid_gating(file, k, hp); !r) return r;
+    hp.moe_gating = spec.moe_gating;
+    hp.expert_selection_bias = spec.expert_selection_bias == TensorUse::Required;
+    if (spec.expert_selection_bias == TensorUse::Optional)  // V3's files have it, V2's not
+        for (const gguf::Tensor& t : file.tensors())
+            hp.expert_selection_bias |=
+                t.name().starts_with("blk.") && t.name().ends_with(".exp_probs_b.bias");
+    if (spec.gating_key)
+        if (auto r = read_gating(file, k, spec, hp); !r) return r;
+    if (spec.expert_groups)
+        if (auto r = read_expert_groups(file, k, hp); !r) return r;
     if (spec.shared_experts)
         if (auto r = read_shared_experts(file, k, hp); !r) return r;
     if (spec.leading_dense_layers) return read_leading_dense(file, k, hp);
@@ -685,15 +748,6 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
     if (spec.moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
     if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
     FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
-    if (spec.leading_dense) {
-        auto lead = k.u32_or("leading_dense_block_count", 0);
-        if (!lead) return lead.error();
-        if (*lead < hp.n_layer)
-            return refuse(file, k.key("leading_dense_block_count"),
-                          fmt::format("{} of {} layers dense: the others' experts (with shared "
-                                      "experts) are not implemented for architecture '{}' yet",
-                                      *lead, hp.n_layer, spec.name));
-    }
     return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
 }
 
@@ -749,6 +803,7 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
         hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
     if (spec.mla)
         if (auto r = read_mla(file, k, hp); !r) return r;
+    if (spec.yarn_qk_mscale) apply_yarn_qk_mscale(hp, spec.mla ? hp.mla_head_k : hp.head_dim_k);
     if (spec.attn_temperature)
         if (auto r = read_attn_temperature(file, k, hp); !r) return r;
     if (spec.rope_sections)

@@ -114,11 +114,15 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("experts_used", hp.n_expert_used);
         add("expert_ffn_length", hp.n_ff_expert);
         add("expert_weights_norm", hp.expert_weights_norm);
-        add("expert_gating", hp.arch->moe_gating == MoeGating::Softmax         ? "softmax"
-                             : hp.arch->moe_gating == MoeGating::SoftmaxWeight ? "softmax_of_top_k"
-                                                                               : "sigmoid");
+        add("expert_gating", hp.moe_gating == MoeGating::Softmax         ? "softmax"
+                             : hp.moe_gating == MoeGating::SoftmaxWeight ? "softmax_of_top_k"
+                                                                         : "sigmoid");
         if (hp.arch->expert_biases) add("expert_biases", true);
-        if (hp.arch->expert_selection_bias) add("expert_selection_bias", true);
+        if (hp.expert_selection_bias) add("expert_selection_bias", true);
+        if (hp.n_expert_groups > 1) {
+            add("expert_groups", hp.n_expert_groups);
+            add("expert_groups_used", hp.n_expert_groups_used);
+        }
         if (hp.expert_weights_scale != 1.0f) add("expert_weights_scale", hp.expert_weights_scale);
         if (hp.n_expert_shared) add("shared_experts", hp.n_expert_shared);
         if (hp.n_layer_dense_lead) {

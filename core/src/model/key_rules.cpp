@@ -112,33 +112,42 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"embedding_length_per_layer_input", R, {}, {}});
         k.push_back({"attention.shared_kv_layers", O, "0 (no shared KV layers)", {}});
     }
-    const std::string_view experts = spec.moe ? std::string_view{} : "with experts";
+    // A row with leading dense layers reads a file without experts as all
+    // dense: its expert keys are read only where expert_count > 0.
+    const std::string_view experts =
+        spec.moe && !spec.leading_dense_layers ? std::string_view{} : "with experts";
     if (spec.moe_with_expert_count) k.push_back({"expert_count", O, "0 (dense)", {}});
+    if (spec.leading_dense_layers)
+        k.push_back({"expert_count", O, "0 (every layer dense: leading_dense_block_count)", {}});
     if (spec.moe || spec.moe_with_expert_count) {
-        k.push_back({"expert_count", R, {}, experts});
+        if (!spec.leading_dense_layers) k.push_back({"expert_count", R, {}, experts});
         k.push_back({"expert_used_count", R, {}, experts});
         k.push_back(
             {spec.moe ? "expert_feed_forward_length" : "feed_forward_length", R, {}, experts});
         if (spec.moe_gating != MoeGating::SoftmaxWeight)
             k.push_back({"expert_weights_norm", O,
-                         spec.moe_gating == MoeGating::Softmax ? "true" : "false", experts});
-        if (spec.moe_gating == MoeGating::Sigmoid) {
-            k.push_back({"expert_gating_func", O, "2 (sigmoid; 0 means it too)", experts});
+                         expert_weights_norm_default(spec) ? "true" : "false", experts});
+        if (spec.gating_key) {
+            k.push_back({"expert_gating_func", O,
+                         spec.moe_gating == MoeGating::Sigmoid
+                             ? "0 (sigmoid; 1 softmax, 2 sigmoid)"
+                             : "0 (softmax, sigmoid for listed shapes; 1 softmax, 2 sigmoid)",
+                         experts});
             k.push_back({"expert_weights_scale", O, "0 (not scaled)", experts});
-            k.push_back({"expert_group_count", X, "0 or 1 (one group)", experts});
-            k.push_back({"expert_group_used_count", X, "0 or 1 (one group)", experts});
+        }
+        if (spec.expert_groups) {
+            k.push_back({"expert_group_count", O, "0 (no groups)", experts});
+            k.push_back({"expert_group_used_count", O, "0 (no groups)", experts});
         }
         if (spec.shared_experts) k.push_back({"expert_shared_count", R, {}, experts});
         if (spec.leading_dense_layers) {
-            k.push_back({"leading_dense_block_count", O, "0", experts});
-            k.push_back({"feed_forward_length", O, "0 (needed with leading_dense_block_count > 0)",
-                         experts});
+            k.push_back({"leading_dense_block_count", O, "0", {}});
+            k.push_back(
+                {"feed_forward_length", O, "0 (needed with leading_dense_block_count > 0)", {}});
         }
     }
     if (!spec.moe) {
         k.push_back({"feed_forward_length", R, {}, spec.moe_with_expert_count ? "dense" : ""});
-        if (spec.leading_dense)
-            k.push_back({"leading_dense_block_count", X, "block_count (every layer dense)", {}});
         if (!spec.moe_with_expert_count) k.push_back({"expert_count", X, "0", {}});
     }
     return k;

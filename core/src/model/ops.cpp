@@ -4,7 +4,9 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include "ferrox/quant/half.h"
@@ -146,6 +148,26 @@ void glu(std::span<float> gate, std::span<const float> up, FfnActivation act) {
         const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : table[to_f16_bits(x)];
         gate[i] = g * up[i];
     }
+}
+
+void keep_top_groups(std::span<float> scores, uint32_t groups, uint32_t used,
+                     std::span<float> group_scores, std::span<uint32_t> group_order) {
+    const size_t per = scores.size() / groups;
+    for (uint32_t g = 0; g < groups; ++g) {
+        float best = -std::numeric_limits<float>::infinity(), second = best;
+        for (const float v : scores.subspan(g * per, per)) {
+            second = std::max(second, std::min(best, v));
+            best = std::max(best, v);
+        }
+        group_scores[g] = best + second;
+    }
+    std::iota(group_order.begin(), group_order.end(), 0u);
+    std::partial_sort(group_order.begin(), group_order.begin() + used, group_order.end(),
+                      [&](uint32_t x, uint32_t y) { return group_scores[x] > group_scores[y]; });
+    // A group is kept when it is among the first `used` of the order.
+    for (uint32_t j = used; j < groups; ++j)
+        std::fill_n(scores.begin() + group_order[j] * per, per,
+                    -std::numeric_limits<float>::infinity());
 }
 
 void add(std::span<float> x, std::span<const float> y) {

@@ -51,14 +51,18 @@ RopeSpec rope_spec(const Hparams& hp, std::span<const float> freq_factors, bool 
     // mscale(factor, 1) / mscale(factor, log_mul) -- 1 + 0.1 ln(factor) without
     // a log multiplier; with it off, the file's yarn_attn_factor is used as
     // is. The file's rope.scaling.attn_factor multiplies whatever results.
+    // DeepSeek's YaRN (yarn_qk_mscale) takes the numerator's mscale equal to
+    // the log multiplier, so the ratio is 1: the pairs keep magnitude 1 and
+    // its q.k scale carries mscale^2 (read_hparams).
     spec.ext_factor = hp.rope_yarn_ext_factor >= 0.0f
                           ? hp.rope_yarn_ext_factor
                           : (hp.rope_scaling == RopeScaling::Yarn ? 1.0f : 0.0f);
     double attn = hp.rope_yarn_attn_factor;
     if (spec.ext_factor != 0.0f) {
         const double factor = 1.0 / static_cast<double>(hp.rope_freq_scale);
+        const double m = hp.arch->yarn_qk_mscale ? static_cast<double>(hp.rope_yarn_log_mul) : 1.0;
         attn = hp.rope_yarn_log_mul != 0.0f
-                   ? yarn_mscale(factor, 1.0) / yarn_mscale(factor, hp.rope_yarn_log_mul)
+                   ? yarn_mscale(factor, m) / yarn_mscale(factor, hp.rope_yarn_log_mul)
                    : yarn_mscale(factor, 1.0);
         attn /= 1.0 + 0.1 * std::log(factor);
     }

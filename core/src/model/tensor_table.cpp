@@ -212,9 +212,9 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                     &LW::up_exps_bias);
         expert_part("ffn_down_exps.weight", "ffn_down_exps.bias", E::Embd, E::FfExpert,
                     &LW::down_exps, &LW::down_exps_bias);
-        if (spec.expert_selection_bias)
+        if (spec.expert_selection_bias != TensorUse::Absent)
             t.push_back(layer_vector("exp_probs_b.bias", E::Experts, &LW::selection_bias,
-                                     TensorUse::Required, experts_when));
+                                     spec.expert_selection_bias, experts_when));
         if (spec.shared_experts)
             for (auto [name, rows, cols, slot] :
                  {std::tuple{"ffn_gate_shexp.weight", E::FfShared, E::Embd, &LW::gate_shexp},

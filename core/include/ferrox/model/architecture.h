@@ -42,6 +42,14 @@ enum YarnKeys : uint8_t {
     kYarnLogMultiplier = 16,
 };
 
+// A file shape (layers run, vocabulary rows) that llama.cpp takes as
+// sigmoid-gated where expert_gating_func is absent: GLM-4.7-Flash's
+// (deepseek2), whose early conversions lack the key.
+struct GatingShape {
+    uint32_t n_layer = 0;
+    uint64_t vocab = 0;
+};
+
 struct ArchSpec {
     std::string_view name;  // general.architecture, and the prefix of its keys
     RopeStyle rope = RopeStyle::Neox;
@@ -96,7 +104,9 @@ struct ArchSpec {
     // attention.temperature_scale: q multiplied by a factor growing with the
     // position, 1 + scale x ln(floor(pos / original context) + 1) (mistral3).
     bool attn_temperature = false;
-    MoeGating moe_gating = MoeGating::Softmax;  // with moe: how router logits weigh experts
+    // With moe: how router logits weigh experts -- the row's own, or with
+    // gating_key where the file's expert_gating_func is absent or 0.
+    MoeGating moe_gating = MoeGating::Softmax;
     // attn_output.bias: optional per layer for llama, granite and mistral3
     // (llama.cpp adds it where a layer has it), required for gpt-oss.
     TensorUse attn_output_bias = TensorUse::Absent;
@@ -111,10 +121,6 @@ struct ArchSpec {
     // its value, each query head absorbed into latent space through attn_k_b
     // and its output mapped back through attn_v_b (llama.cpp's absorbed path).
     bool mla = false;
-    // leading_dense_block_count: the layers before it run a dense FFN, the
-    // rest experts with shared ones (deepseek2), which ferrox does not run
-    // yet: a file must make every layer dense.
-    bool leading_dense = false;
     // attention.sliding_window_pattern is a bool per layer (true: the layer
     // attends through the window), required (gemma4), instead of a period.
     bool window_pattern_array = false;
@@ -142,15 +148,30 @@ struct ArchSpec {
     // not); each layer normalises where it has them, as llama.cpp does.
     bool qk_norm_optional = false;
     // leading_dense_block_count: that many first layers run a dense FFN
-    // (feed_forward_length wide), the rest experts (glm4moe).
+    // (feed_forward_length wide), the rest experts (glm4moe, deepseek2); a
+    // file without expert_count runs every layer dense if that count says so.
     bool leading_dense_layers = false;
     // expert_shared_count: shared experts (ffn_*_shexp, expert_shared_count x
     // expert_feed_forward_length wide) run on every row of an expert layer
     // and join the routed experts' sum.
     bool shared_experts = false;
     // exp_probs_b.bias: a per-expert bias added to the gate's probabilities to
-    // choose the experts (not to weigh them; DeepSeek V3's, glm4moe).
-    bool expert_selection_bias = false;
+    // choose the experts (not to weigh them): required (glm4moe) or where a
+    // file has it (deepseek2: V3 has it, V2 not).
+    TensorUse expert_selection_bias = TensorUse::Absent;
+    // expert_gating_func read: 1 softmax, 2 sigmoid; absent or 0 means the
+    // row's moe_gating, unless the file has one of sigmoid_gating_shapes.
+    bool gating_key = false;
+    // expert_group_count / expert_group_used_count read: experts split into
+    // that many equal groups, only the best groups' experts eligible
+    // (group-limited routing, DeepSeek V2/V3's; llama.cpp applies it to any
+    // file that has more than one group).
+    bool expert_groups = false;
+    // DeepSeek's YaRN (llama.cpp's deepseek2 graph): the file's
+    // rope.scaling.yarn_log_multiplier is 0.1 x mscale_all_dim; the rotated
+    // dims keep magnitude rope.scaling.attn_factor and q.k is scaled by
+    // mscale^2 instead (see read_mla in hparams.cpp).
+    bool yarn_qk_mscale = false;
     // nextn_predict_layers: that many blocks at the end of block_count are
     // NextN/MTP blocks (blk.N.nextn.*) for speculative decoding: bound and
     // kept, not run; the pass runs block_count - nextn_predict_layers.
@@ -161,7 +182,15 @@ struct ArchSpec {
     // softmax over them gives the scores, as llama.cpp's build_pooling does
     // for qwen3.
     bool rank_head = false;
+    std::span<const GatingShape> sigmoid_gating_shapes = {};
 };
+
+// Whether expert weights are renormalised where expert_weights_norm is
+// absent: the rows that read the gating key take llama.cpp's default (no),
+// the other softmax rows yes (their llama.cpp graphs renormalise).
+constexpr bool expert_weights_norm_default(const ArchSpec& a) {
+    return a.moe_gating == MoeGating::Softmax && !a.gating_key;
+}
 
 FERROX_API std::span<const ArchSpec> architectures();
 // nullptr for an architecture ferrox does not run.

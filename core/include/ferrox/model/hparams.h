@@ -136,6 +136,15 @@ struct Hparams {
     // Mixture of experts (qwen3moe); n_expert == 0 for dense models.
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
     bool expert_weights_norm = false;
+    // How router logits weigh experts: the row's, or the file's
+    // expert_gating_func where the row reads it (deepseek2, glm4moe).
+    MoeGating moe_gating = MoeGating::Softmax;
+    // Group-limited routing: the experts split into n_expert_groups equal
+    // groups of consecutive ids; only the n_expert_groups_used groups whose
+    // two best selection scores sum highest are eligible. 0 or 1: no groups.
+    uint32_t n_expert_groups = 0, n_expert_groups_used = 0;
+    // The experts are chosen by the router's scores plus exp_probs_b.bias.
+    bool expert_selection_bias = false;
     // The chosen experts' weights multiplied by this (expert_weights_scale;
     // 1: not scaled), the shared experts' count (each n_ff_expert wide) and
     // the leading layers with a dense FFN (glm4moe).

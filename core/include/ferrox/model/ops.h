@@ -48,6 +48,14 @@ FERROX_API float swiglu_oai(float gate, float up);
 // gate[i] = act(gate[i]) * up[i]; GELU through gelu_tanh_f16.
 FERROX_API void glu(std::span<float> gate, std::span<const float> up, FfnActivation act);
 
+// Group-limited routing (DeepSeek V2/V3's, as llama.cpp's build_moe_ffn):
+// `scores` holds `groups` equal groups of consecutive experts; each group
+// scores the sum of its two best, the `used` best groups keep theirs and
+// every other expert's becomes -inf. `group_scores` and `group_order` hold
+// `groups` values each; groups of at least 2, used in 1..groups.
+FERROX_API void keep_top_groups(std::span<float> scores, uint32_t groups, uint32_t used,
+                                std::span<float> group_scores, std::span<uint32_t> group_order);
+
 // x += y
 FERROX_API void add(std::span<float> x, std::span<const float> y);
 
