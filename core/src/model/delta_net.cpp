@@ -147,10 +147,14 @@ void Decoder::recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, 
     st.download(s.dn_alpha, {alpha, n * vh});
     if (st.failed()) return;
     const std::span<const uint32_t> seqs = kv.row_sequences();
+    if (seqs.size() < n) return st.fail(make_error("a recurrent layer without sequence states"));
     for (uint32_t r0 = 0; r0 < n;) {
         uint32_t r1 = r0 + 1;
         while (r1 < n && seqs[r1] == seqs[r0]) ++r1;
         const RecurrentState rs = kv.recurrent_state(il, seqs[r0]);
+        if (rs.state_out.size() != uint64_t{hp_.ssm_v_heads} * hp_.ssm_state * hp_.ssm_state)
+            return st.fail(
+                make_error("sequence {}: no recurrent state for layer {}", seqs[r0], il));
         std::copy(rs.conv_in.begin(), rs.conv_in.end(), rs.conv_out.begin());
         std::copy(rs.state_in.begin(), rs.state_in.end(), rs.state_out.begin());
         for (uint32_t r = r0; r < r1; ++r)
