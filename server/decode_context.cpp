@@ -21,6 +21,7 @@ class ModelContext final : public DecodeContext {
     bool seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) override {
         return bool(ctx_->seq_copy(src, dst, p0, p1));
     }
+    bool can_roll_back() const override { return !ctx_->recurrent(); }
 
   private:
     std::unique_ptr<model::Context> ctx_;

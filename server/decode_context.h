@@ -35,6 +35,11 @@ class DecodeContext {
     virtual bool seq_remove(int32_t seq, int32_t p0, int32_t p1) = 0;
     // `dst` shares `src`'s cells of positions [p0, p1).
     virtual bool seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) = 0;
+    // False for a recurrent model (qwen35): its sequences' tails cannot be
+    // removed, so no draft tokens are verified on it (a rejected draft could
+    // not be taken back), and a prefix is shared only whole (seq_remove and
+    // seq_copy refuse the rest; the scheduler then starts the slot empty).
+    virtual bool can_roll_back() const { return true; }
 };
 
 // The scheduler's view of a model context (which it then owns).

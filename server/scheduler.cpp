@@ -233,7 +233,9 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         s.next_token = -1;
         s.generated = 0;
         s.reused = static_cast<uint32_t>(s.cached.size());
-        s.draft_max = std::min(job->request.draft_max.value_or(options_.draft_max), kMaxDraft);
+        s.draft_max = ctx_->can_roll_back()
+                          ? std::min(job->request.draft_max.value_or(options_.draft_max), kMaxDraft)
+                          : 0;
         s.draft_len = s.draft_max;
         s.draft.clear();
         s.drafted = s.accepted = 0;

@@ -78,6 +78,8 @@ std::string presence(const TensorRule& r) {
         s += " on NextN blocks (the last nextn_predict_layers; kept, not run)";
     if (r.when == model::TensorWhen::QLowRank) s += " when attention.q_lora_rank > 0";
     if (r.when == model::TensorWhen::QDirect) s += " unless attention.q_lora_rank > 0";
+    if (r.when == model::TensorWhen::AttentionLayer) s += " on full-attention layers";
+    if (r.when == model::TensorWhen::RecurrentLayer) s += " on Gated DeltaNet (recurrent) layers";
     if (!r.fused_into.empty()) s += ", or rows of " + full_name(r, r.fused_into);
     if (!r.stand_in.empty()) s += "; absent: " + full_name(r, r.stand_in) + " stands in";
     return s;
@@ -98,6 +100,14 @@ std::string key_text(const model::KeyRule& k) {
         s += k.fallback.empty() ? " when present" : " unless " + k.fallback;
     if (!k.when.empty()) s += " (" + std::string(k.when) + ")";
     return s;
+}
+
+// The row's layer kinds in words: one kind, or the rule that mixes them.
+std::string layer_pattern(const model::ArchSpec& spec) {
+    if (spec.delta_net_layers)
+        return "every full_attention_interval-th layer (else 4th) attends over the KV cache; the "
+               "others are Gated DeltaNet layers with a per-sequence state";
+    return "every layer attends over the KV cache";
 }
 
 int list(const std::vector<std::string>& names, bool json) {
@@ -125,14 +135,17 @@ int list(const std::vector<std::string>& names, bool json) {
             nlohmann::json keys = nlohmann::json::array();
             for (const model::KeyRule& k : model::key_rules(*spec))
                 keys.push_back(key_json(spec->name, k));
-            doc["architectures"].push_back(
-                {{"name", spec->name}, {"keys", keys}, {"tensors", tensors}});
+            doc["architectures"].push_back({{"name", spec->name},
+                                            {"layers", layer_pattern(*spec)},
+                                            {"keys", keys},
+                                            {"tensors", tensors}});
             continue;
         }
         std::cout << spec->name << "\n  keys:\n";
         for (const model::KeyRule& k : model::key_rules(*spec))
             std::cout << fmt::format("    {:<40} {}\n", fmt::format("{}.{}", spec->name, k.suffix),
                                      key_text(k));
+        if (spec->delta_net_layers) std::cout << "  layers: " << layer_pattern(*spec) << "\n";
         std::cout << "  tensors:\n";
         for (const TensorRule& r : rules) {
             std::string dims;

@@ -120,6 +120,8 @@ class Conversation {
         // Reuse what the cache holds; at least the last token runs, for its logits.
         size_t keep = common_prefix(cached_, tokens);
         if (keep == tokens.size()) --keep;
+        // A recurrent model's state cannot be rolled back to `keep`: all again.
+        if (m_.recurrent() && keep < cached_.size()) keep = 0;
         if (o_.chat.verbose_prompt) {
             print_verbose_prompt(ChatPrompt{prompt->text, tokens, {}});
             std::fprintf(stderr, "prefill: %zu new tokens, %zu reused from the cache\n",

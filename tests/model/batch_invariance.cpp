@@ -583,6 +583,102 @@ void middle_removal(const model::Model& m, const std::string& name, std::mt19937
               "the whole sequence)");
 }
 
+// Logits of every position of `tokens` fed to `seq` in chunks of `chunk`.
+Rows prefill_chunks(Context& c, int32_t seq, const std::vector<int32_t>& tokens, size_t chunk) {
+    Rows out;
+    for (size_t start = 0; start < tokens.size(); start += chunk) {
+        Batch b;
+        for (size_t i = start; i < std::min(tokens.size(), start + chunk); ++i)
+            b.add(tokens[i], static_cast<int32_t>(i), {seq}, true);
+        if (auto st = c.decode(b); !st) {
+            std::printf("decode failed: %s\n", st.message.c_str());
+            return out;
+        }
+        for (uint32_t i = 0; i < b.size(); ++i) {
+            auto l = c.logits(i);
+            out.emplace_back(l.begin(), l.end());
+        }
+    }
+    return out;
+}
+
+// A recurrent model (tiny-qwen35): its per-sequence state is carried from
+// one prompt chunk to the next, copied whole, never rolled back, and a
+// batch naming several sequences for one token is refused. Every chunk has
+// at most 16 rows, so every product takes the same kernel path (see
+// invariance) and the rows must be bit-identical.
+void recurrent_state(const model::Model& m, const std::string& name, std::mt19937& rng) {
+    check(m.recurrent(), name + ": the model says its state cannot be rolled back");
+    ContextOptions opt;
+    opt.context = 64;
+    opt.sequences = 3;
+    opt.batch = 16;
+    auto made = Context::create(m, opt);
+    if (!made) return check(false, name + ": " + made.error().message());
+    Context& c = **made;
+    const Script a = random_script(rng, m.vocab(), 16, 0);
+    const Rows whole = prefill_chunks(c, 0, a.prompt, 16);
+    c.clear();
+    const Rows chunked = prefill_chunks(c, 0, a.prompt, 5);
+    const Compare chunks = compare(chunked, whole);
+    std::printf("      %s prompt in chunks of 5 vs one chunk: %s\n", name.c_str(),
+                describe(chunks).c_str());
+    check(chunks.identical == chunks.rows && chunks.rows == a.prompt.size(),
+          name + ": a prompt in chunks of 5 gives one chunk's logits: " + describe(chunks));
+    // The fault this catches: a state not carried across a chunk. Chunk 2
+    // decoded onto another state (sequence 1 fed other first tokens) moves
+    // every row after the first chunk.
+    c.clear();
+    std::vector<int32_t> other(a.prompt);
+    for (size_t i = 0; i < 5; ++i) other[i] = (other[i] + 1) % 1000;
+    Rows faulty = prefill_chunks(c, 1, std::vector<int32_t>(other.begin(), other.begin() + 5), 5);
+    Batch rest;
+    for (size_t i = 5; i < a.prompt.size(); ++i)
+        rest.add(a.prompt[i], static_cast<int32_t>(i), {1}, true);
+    check(bool(c.decode(rest)), name + ": the second chunk decodes");
+    size_t moved = 0;
+    for (uint32_t i = 0; i < rest.size(); ++i) {
+        const auto l = c.logits(i);
+        moved += std::memcmp(l.data(), whole[5 + i].data(), l.size_bytes()) != 0;
+    }
+    check(moved == rest.size(),
+          name +
+              ": a chunk decoded over another state differs in every row (the check above "
+              "would catch a state not carried)");
+    // Partial removal refused, nothing changed: the next token's logits are
+    // those of the sequence as it was.
+    c.clear();
+    (void)prefill_chunks(c, 0, a.prompt, 16);
+    const auto snap = snapshot(c);
+    const auto refused = c.seq_remove(0, 8, -1);
+    check(!refused && refused.error().message().find("rolled back") != std::string::npos &&
+              snapshot(c) == snap,
+          name + ": removing a recurrent sequence's tail is refused, no cell changed: " +
+              (refused ? std::string("removed") : refused.error().message()));
+    check(!c.seq_copy(0, 1, 0, 8), name + ": copying part of a recurrent sequence is refused");
+    check(bool(c.seq_copy(0, 1, 0, -1)), name + ": the whole sequence copies");
+    Batch next;
+    next.add(5, 16, {0}, true);
+    next.add(5, 16, {1}, true);
+    check(bool(c.decode(next)), name + ": both continue");
+    const auto l0 = c.logits(0), l1 = c.logits(1);
+    check(l0.size() == l1.size() && std::memcmp(l0.data(), l1.data(), l0.size_bytes()) == 0,
+          name + ": a copied sequence continues with the original's logits");
+    Batch shared;
+    shared.add(6, 17, {0, 1}, true);
+    const auto before = snapshot(c);
+    const auto two = c.decode(shared);
+    check(two.code == DecodeCode::InvalidBatch && snapshot(c) == before,
+          name + ": a token naming two sequences is refused: " + two.message);
+    // Whole removal clears the state: the sequence starts over as new.
+    check(bool(c.seq_remove(0, 0, -1)), name + ": removing the whole sequence is allowed");
+    const Rows again = prefill_chunks(c, 0, a.prompt, 16);
+    const Compare fresh = compare(again, whole);
+    check(
+        fresh.identical == fresh.rows,
+        name + ": after a whole removal the sequence starts from a zero state: " + describe(fresh));
+}
+
 }  // namespace
 
 // Gemma 3 270M's K-quant kinds. On AVX2 every row here comes out
@@ -644,6 +740,17 @@ int main() {
         invariance(*l.model, name + " (q8_0 KV)", rng, exact, 5e-3);
         state_round_trip(*l.model, name + " (q8_0 KV)", rng);
         middle_removal(*l.model, name + " (q8_0 KV)", rng);
+    }
+    // Recurrent layers (qwen35): the usual rules, and the state's own.
+    for (const auto& path : test::tiny_models({"qwen35"})) {
+        Loaded l = load(plugins, path);
+        if (!l.model) continue;
+        const std::string name = path.stem().string();
+        std::mt19937 own(seed + 35);
+        invariance(*l.model, name, own, true, 0);
+        bad_input(*l.model, name);
+        state_round_trip(*l.model, name, own);
+        recurrent_state(*l.model, name, own);
     }
     if (with_gemma) {
         Loaded l = load(plugins, gemma);

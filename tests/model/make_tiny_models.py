@@ -223,6 +223,24 @@ REARRANGED = {
                                              "mla": {"q_lora": 64, "kv_lora": 64, "rot": 32, "nope": 32, "v": 32}}),
 }
 
+# Hybrid stacks: recurrent layers between full-attention ones (name -> (arch, vocab, options));
+# seeds from 3000.
+#   qwen35: Qwen3.5's layout, 4 layers: three Gated DeltaNet layers (conv kernel 4, 2 key
+#           heads tiled over 4 value heads of 32, decays softplus(alpha + dt_bias) x ssm_a
+#           with ssm_a in [-1.5, -0.2] and dt_bias in [-1, 1]) and full attention on the
+#           fourth: q with a sigmoid gate per head, per-head q/k norms, NeoX RoPE over 16 of 32
+#           dims (multi-section, NeoX for text), the pre-FFN norm named post_attention_norm.
+HYBRID = {
+    "qwen35": ("qwen35", "qwen2", {"tied": False, "qk_norm": True, "n_layer": 4, "n_rot": HEAD_DIM // 2,
+                                   "sections": [4, 2, 2, 0],
+                                   "delta": {"kernel": 4, "state": 32, "v_heads": 4, "k_heads": 2,
+                                             "interval": 4}}),
+}
+# A fault for the parity test to catch: tiny-qwen35's weights (same seed) with the attention
+# gate's rows zeroed, so every head's output is halved (sigmoid(0)) -- what a pass that got
+# the gate wrong would compute. llama.cpp on it must disagree with ferrox on tiny-qwen35.
+HYBRID["qwen35-gate-fault"] = ("qwen35", "qwen2", {**HYBRID["qwen35"][2], "seed": 3000, "fault": "gate"})
+
 
 # The DeepSeek V3 family through deepseek2 (seeds from 3100): tiny-deepseek2's latent attention
 # (q through a normed low rank 64, a KV latent of 64 plus 32 rotated dims) with experts.
@@ -332,6 +350,12 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     """Whether this file carries the rule's tensor (at layer `il`): every required one (biases
     only where the variant has them), the optional ones its options ask for."""
     name = rule["name"]
+    if rule["when"] in ("attention_layer", "recurrent_layer"):  # qwen35's layer kinds
+        recurrent = il is not None and (il + 1) % opt["delta"]["interval"] != 0
+        if recurrent != (rule["when"] == "recurrent_layer"):
+            return False
+        if recurrent:
+            return True
     expert_layer = bool(opt.get("moe")) and (il is None or il >= opt.get("dense_lead", 0))
     if name == "blk.N.exp_probs_b.bias" and opt.get("no_selection_bias"):
         return False
@@ -395,6 +419,8 @@ class Values:
         elif rule["form"] == "matrix":
             cols = dims[rule["shape"][0]]
             data = np.concatenate([matrix(rng, rows, cols) for rows in self.rows(rule, dims)])
+            if short == "attn_q.weight" and self.opt.get("fault") == "gate":  # rows [q | gate] per head
+                data.reshape(N_HEAD, 2, -1, cols)[:, 1] = 0.0
             if short == "ffn_gate_inp.weight":
                 w.add_tensor(name, data)
             else:
@@ -427,6 +453,12 @@ class Values:
             # Phi-3's shape of factors: near 1 for the fast pairs, growing for the slow ones.
             ramp = np.linspace(0.0, 1.0, n)
             return (1.0 + (0.5 if short == "rope_factors_short.weight" else 7.0) * ramp ** 2).astype(np.float32)
+        if short == "ssm_conv1d.weight":  # [conv_dim][kernel]
+            return (0.5 * rng.standard_normal((shape[1], shape[0]))).astype(np.float32)
+        if short == "ssm_a":  # -exp(A_log): every decay exp(softplus(.) x ssm_a) in (0, 1)
+            return -rng.uniform(0.2, 1.5, size=n).astype(np.float32)
+        if short == "ssm_dt.bias":
+            return rng.uniform(-1.0, 1.0, size=n).astype(np.float32)
         if short == "attn_sinks.weight":
             return rng.standard_normal(n).astype(np.float32)
         if short == "exp_probs_b.bias":  # large enough to change which experts are chosen
@@ -597,6 +629,14 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_embedding_length_per_layer_input(0)
         w.add_shared_kv_layers(opt.get("shared_kv", 0))
         w.add_rope_freq_base_swa(10000.0)
+    if "delta" in opt:  # Gated DeltaNet layers (qwen35)
+        d = opt["delta"]
+        w.add_uint32(f"{arch}.ssm.conv_kernel", d["kernel"])
+        w.add_uint32(f"{arch}.ssm.state_size", d["state"])
+        w.add_uint32(f"{arch}.ssm.inner_size", d["state"] * d["v_heads"])
+        w.add_uint32(f"{arch}.ssm.time_step_rank", d["v_heads"])
+        w.add_uint32(f"{arch}.ssm.group_count", d["k_heads"])
+        w.add_uint32(f"{arch}.full_attention_interval", d["interval"])
     if "final_softcap" in opt:
         w.add_final_logit_softcapping(opt["final_softcap"])
     if "temperature_scale" in opt:
@@ -632,6 +672,12 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
                      "qk_nope": mla["nope"], "head_dim_v_mla": mla["v"],
                      "q_dim_mla": N_HEAD * (mla["nope"] + mla["rot"]), "o_dim_mla": N_HEAD * mla["v"],
                      "rope_pairs": mla["rot"] // 2})
+    if "delta" in opt:
+        d = opt["delta"]
+        dims.update({"q_dim_gated": 2 * N_HEAD * HEAD_DIM, "ssm_conv_kernel": d["kernel"],
+                     "ssm_conv_dim": 2 * d["k_heads"] * d["state"] + d["state"] * d["v_heads"],
+                     "ssm_inner": d["state"] * d["v_heads"], "ssm_v_heads": d["v_heads"],
+                     "ssm_head_dim": d["state"]})
     if "longrope_factors" in opt:
         lf = opt["longrope_factors"]
         w.add_rope_scaling_orig_ctx_len(lf["orig"])
@@ -663,6 +709,9 @@ def main() -> int:
         print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
     for seed, (name, (arch, vocab_name, opt)) in enumerate(DEEPSEEK.items(), start=3100):
         print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(HYBRID.items(), start=3000):
+        opt = dict(opt)
+        print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     return 0
 
 

@@ -190,7 +190,12 @@ def dims_of(keys: dict, shapes: dict) -> dict[str, int]:
             "head_dim_v_mla": key("attention.value_length_mla", 0),
             "q_dim_mla": n_head * key("attention.key_length_mla", 0),
             "o_dim_mla": n_head * key("attention.value_length_mla", 0),
-            "n_cls_out": 1}  # a reranker's labels (an array, not read here); no tiny model has a head
+            "n_cls_out": 1,  # a reranker's labels (an array, not read here); no tiny model has a head
+            # Gated attention and Gated DeltaNet layers (qwen35).
+            "q_dim_gated": 2 * n_head * k_len, "ssm_conv_kernel": key("ssm.conv_kernel", 0),
+            "ssm_conv_dim": 2 * key("ssm.group_count", 0) * key("ssm.state_size", 0) + key("ssm.inner_size", 0),
+            "ssm_inner": key("ssm.inner_size", 0), "ssm_v_heads": key("ssm.time_step_rank", 0),
+            "ssm_head_dim": key("ssm.state_size", 0)}
 
 
 def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:

@@ -331,7 +331,7 @@ def test_gemma3_matches_float64(gemma3):
 
 
 TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl", "qwen3vl", "gemma2",
-              "gpt-oss", "gemma4", "gemma4-shared", "glm4moe", "glm4moe-air", "deepseek2"]
+              "gpt-oss", "gemma4", "gemma4-shared", "glm4moe", "glm4moe-air", "deepseek2", "qwen35"]
 
 
 def tiny_model(arch: str) -> pathlib.Path:
@@ -369,6 +369,123 @@ def test_tiny_deepseek_family_matches_llama_cpp(name):
     mean); the q.k mscale left out (deepseek2-yarn 2.7e-2 mean, 17 flips)."""
     path = tiny_model(name)
     check(compare(path, tiny_prompt(), f"tiny {name}", context=256), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+def test_tiny_qwen35_wrong_gate_is_caught():
+    """The fault the qwen35 parity must catch: llama.cpp on tiny-qwen35's weights with the
+    attention gate zeroed (every head's output halved) against ferrox on tiny-qwen35 fails
+    the parity bound."""
+    path, faulty = tiny_model("qwen35"), tiny_model("qwen35-gate-fault")
+    ref = LlamaReference(faulty)
+    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
+    want = ref.logits(seq)
+    got = ferrox_logits(path, seq, want.shape[1])
+    nmse = nmse_rows(got, want)
+    print(f"\ntiny qwen35 against its gate fault: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    # Halving one layer's attention in four costs ~6e-3 against float64: the parity bound
+    # must not let it through.
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
+def qwen35_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
+    """Qwen3.5 in float64 numpy from the gguf package's dequantized weights, written from
+    llama.cpp's graph (src/models/qwen35.cpp, delta-net-base.cpp): Gated DeltaNet layers
+    token by token, gated full attention on every full_attention_interval-th layer."""
+    from gguf.quants import dequantize
+
+    reader = gguf_in_memory.read(path)
+    tensors = {t.name: t for t in reader.tensors}
+
+    def meta(key: str, default=None):
+        field = reader.fields.get("qwen35." + key)
+        return default if field is None else field.contents()
+
+    def weight(name: str) -> np.ndarray:
+        t = tensors[name]
+        a = dequantize(t.data, t.tensor_type).astype(np.float64)
+        return a.reshape([int(x) for x in reversed(t.shape)]) if len(t.shape) > 1 else a.reshape(-1)
+
+    eps = float(meta("attention.layer_norm_rms_epsilon"))
+
+    def rms(x, w):
+        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
+
+    def silu(x):
+        return x / (1 + np.exp(-x))
+
+    n_layer, n_head = int(meta("block_count")), int(meta("attention.head_count"))
+    n_kv, hd = int(meta("attention.head_count_kv")), int(meta("attention.key_length"))
+    n_rot, base = int(meta("rope.dimension_count")), float(meta("rope.freq_base"))
+    kernel, S = int(meta("ssm.conv_kernel")), int(meta("ssm.state_size"))
+    vh, kh = int(meta("ssm.time_step_rank")), int(meta("ssm.group_count"))
+    interval = int(meta("full_attention_interval", 4))
+    n = len(tokens)
+    x = weight("token_embd.weight")[tokens]
+    pos = np.arange(n)
+    angle = pos[:, None] * base ** (-2.0 * np.arange(n_rot // 2) / n_rot)[None, :]
+    cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+
+    def rope(t):  # NeoX over the first n_rot dims (multi-section RoPE, one position for text)
+        a, b = t[..., : n_rot // 2], t[..., n_rot // 2: n_rot]
+        return np.concatenate([a * cos - b * sin, a * sin + b * cos, t[..., n_rot:]], axis=-1)
+
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        h = rms(x, weight(p + "attn_norm.weight"))
+        if (il + 1) % interval == 0:
+            qg = (h @ weight(p + "attn_q.weight").T).reshape(n, n_head, 2, hd)
+            q = rope(rms(qg[:, :, 0], weight(p + "attn_q_norm.weight")))
+            gate = qg[:, :, 1]
+            k = rope(rms((h @ weight(p + "attn_k.weight").T).reshape(n, n_kv, hd), weight(p + "attn_k_norm.weight")))
+            v = (h @ weight(p + "attn_v.weight").T).reshape(n, n_kv, hd)
+            out = np.empty((n, n_head, hd))
+            for head in range(n_head):
+                kv = head // (n_head // n_kv)
+                scores = np.where(pos[None, :] <= pos[:, None], q[:, head] @ k[:, kv].T / np.sqrt(hd), -np.inf)
+                w = np.exp(scores - scores.max(axis=1, keepdims=True))
+                out[:, head] = (w / w.sum(axis=1, keepdims=True)) @ v[:, kv]
+            o = (out / (1 + np.exp(-gate))).reshape(n, -1) @ weight(p + "attn_output.weight").T
+        else:
+            mixed = h @ weight(p + "attn_qkv.weight").T  # [n, conv channels]
+            z = (h @ weight(p + "attn_gate.weight").T).reshape(n, vh, S)
+            beta = 1 / (1 + np.exp(-(h @ weight(p + "ssm_beta.weight").T)))
+            g = np.logaddexp(0, h @ weight(p + "ssm_alpha.weight").T + weight(p + "ssm_dt.bias")) * weight(p + "ssm_a")
+            conv_w = weight(p + "ssm_conv1d.weight")  # [channels, kernel]
+            padded = np.concatenate([np.zeros((kernel - 1, mixed.shape[1])), mixed])
+            conv = silu(np.stack([(padded[t:t + kernel].T * conv_w).sum(axis=1) for t in range(n)]))
+            q, k = conv[:, : kh * S].reshape(n, kh, S), conv[:, kh * S: 2 * kh * S].reshape(n, kh, S)
+            v = conv[:, 2 * kh * S:].reshape(n, vh, S)
+            q = q / np.sqrt((q * q).sum(axis=-1, keepdims=True) + eps)
+            k = k / np.sqrt((k * k).sum(axis=-1, keepdims=True) + eps)
+            state = np.zeros((vh, S, S))  # [head][key i][value j]
+            core = np.empty((n, vh, S))
+            for t in range(n):
+                for head in range(vh):
+                    qq, kk = q[t, head % kh], k[t, head % kh]
+                    st = state[head] * np.exp(g[t, head])
+                    st = st + np.outer(kk, beta[t, head] * (v[t, head] - kk @ st))
+                    state[head] = st
+                    core[t, head] = qq @ st / np.sqrt(S)
+            o = (rms(core, weight(p + "ssm_norm.weight")) * silu(z)).reshape(n, -1) @ weight(p + "ssm_out.weight").T
+        x = x + o
+        h = rms(x, weight(p + "post_attention_norm.weight"))
+        f = (silu(h @ weight(p + "ffn_gate.weight").T) * (h @ weight(p + "ffn_up.weight").T)) @ weight(p + "ffn_down.weight").T
+        x = x + f
+    return rms(x, weight("output_norm.weight")) @ weight("output.weight").T
+
+
+def test_tiny_qwen35_matches_float64():
+    """tiny-qwen35 against the float64 evaluation of llama.cpp's graph (no llama.cpp needed):
+    the recurrent layers' convolution, delta rule and gated norm, the gated attention."""
+    path = tiny_models_dir() / "tiny-qwen35.gguf"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (python3 tests/model/make_tiny_models.py)")
+    tokens = tiny_prompt() + [int(t) for t in np.random.default_rng(35).integers(10, 1000, size=32)]
+    want = qwen35_float64_logits(path, tokens)
+    got = ferrox_logits(path, tokens, want.shape[1])
+    nmse = nmse_rows(got, want.astype(np.float32))
+    print(f"\ntiny qwen35 against float64: NMSE worst {nmse.max():.2e}, mean {nmse.mean():.2e}")
+    # ferrox rounds activations to 8 bits before each Q8_0 product, as llama.cpp does; against
+    # the exact evaluation that costs what it costs tiny-gemma3 (the same bounds).
+    assert nmse.mean() <= TINY_FLOAT64_MEAN_NMSE_MAX and nmse.max() <= TINY_FLOAT64_WORST_NMSE_MAX
 
 
 def test_tiny_gemma3_matches_float64():

@@ -161,6 +161,18 @@ constexpr ArchSpec kArchitectures[] = {
      .layer_output_scale = true,
      .final_softcap_only = true,
      .per_layer_geometry_keys = true},
+    // Qwen3.5 (dense): three Gated DeltaNet layers, then one full-attention
+    // layer (full_attention_interval); the attention layers gate their output
+    // by sigmoid(a second half of q per head), norm q and k per head and
+    // rotate a NeoX prefix (multi-section RoPE, NeoX for text); the FFN's
+    // norm is named post_attention_norm.
+    {.name = "qwen35",
+     .qk_norm = QkNorm::PerHead,
+     .rope_sections = true,
+     .partial_rotary = true,
+     .ffn_norm_tensor = "post_attention_norm.weight",
+     .delta_net_layers = true,
+     .gated_attention = true},
 };
 
 }  // namespace

@@ -51,6 +51,9 @@ struct Context::Impl final : KvAttention {
     std::vector<int32_t> row_tokens, row_pos;
     std::vector<uint32_t> row_cell;  // the cell each row's K/V goes to
     std::vector<AttentionRun> runs;
+    // Recurrent layers (qwen35): each sequence's state, and each sorted row's sequence.
+    SeqStates states;
+    std::vector<uint32_t> row_seq;
     // Attention over cells (ABI 1.3): every run's cells in position order,
     // one after another, and per sorted row its {begin, end} in that list for
     // global [0] and sliding-window [1] layers; uploaded once per batch.
@@ -103,6 +106,11 @@ struct Context::Impl final : KvAttention {
         store_rows(st, il, n);
         if (st.attends_over_cells()) return attend_cells(st, il, local, n);
         for (const AttentionRun& run : runs) attend(st, il, local, run);
+    }
+
+    std::span<const uint32_t> row_sequences() const override { return row_seq; }
+    RecurrentState recurrent_state(uint32_t il, uint32_t seq) override {
+        return states.layer(il, seq);
     }
 
     // Each row's K and V into its cell: one store per run of rows whose
@@ -299,6 +307,7 @@ struct Context::Impl final : KvAttention {
         if (!allocated) return allocated.error();
         act.region = *allocated;
         activation_layout(hp, model.residency.resident, max_batch, &act.s, &act.region);
+        states.allocate(hp, n_seq);
         act.size_host(hp, max_batch, steps->resident());
         k_cache.clear();
         v_cache.clear();
@@ -330,6 +339,43 @@ struct Context::Impl final : KvAttention {
         return {DecodeCode::InvalidBatch, std::move(message), 0, 0};
     }
 
+    // seq_remove's part for recurrent states: refused unless it removes
+    // nothing or whole sequences (checked for every sequence before any
+    // changes), whose states are then cleared.
+    Expected<void> remove_states(int32_t seq, int32_t p0, int32_t p1) {
+        if (states.empty()) return {};
+        const uint32_t first = seq < 0 ? 0 : static_cast<uint32_t>(seq);
+        const uint32_t last = seq < 0 ? n_seq : first + 1;
+        std::vector<uint32_t> cleared;
+        for (uint32_t s = first; s < last; ++s) {
+            auto whole = recurrent_removal(s, cells.min_pos(s), cells.max_pos(s), p0, p1);
+            if (!whole) return make_error("seq_remove: {}", whole.error().message());
+            if (*whole) cleared.push_back(s);
+        }
+        for (uint32_t s : cleared) states.zero(s);
+        return {};
+    }
+
+    // seq_copy's part: a recurrent state is the whole sequence's, so the
+    // copy must take all of src's positions and leave dst none of its own.
+    Expected<void> copy_state(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+        if (states.empty() || src == dst) return {};
+        const auto s = static_cast<uint32_t>(src), d = static_cast<uint32_t>(dst);
+        const int32_t lo = std::max(p0, 0);
+        const auto covers = [&](uint32_t q) {
+            return cells.max_pos(q) < 0 ||
+                   (lo <= cells.min_pos(q) && (p1 < 0 || p1 > cells.max_pos(q)));
+        };
+        if (!covers(s) || !covers(d))
+            return make_error(
+                "seq_copy: sequence {} to {} over [{}, {}): a recurrent model's state belongs to "
+                "the whole sequence; copy all of its positions onto a sequence holding none "
+                "outside them",
+                src, dst, p0, p1);
+        states.copy(s, d);
+        return {};
+    }
+
     // Checks the batch against the context before anything changes, then
     // sorts it into rows and runs. Every rule a batch can break is here.
     DecodeStatus validate(const Batch& b) {
@@ -354,6 +400,11 @@ struct Context::Impl final : KvAttention {
                                            b.positions[i], i));
             if (b.seq_ids[i].empty())
                 return invalid(fmt::format("decode: batch index {} names no sequence", i));
+            if (b.seq_ids[i].size() > 1 && !states.empty())
+                return invalid(fmt::format(
+                    "decode: batch index {} names {} sequences; a recurrent model's state is "
+                    "per sequence (decode one, then seq_copy it)",
+                    i, b.seq_ids[i].size()));
             uint64_t mask = 0;
             for (int32_t seq : b.seq_ids[i]) {
                 if (seq < 0 || static_cast<uint32_t>(seq) >= n_seq)
@@ -418,6 +469,7 @@ struct Context::Impl final : KvAttention {
         row_tokens.resize(n);
         row_pos.resize(n);
         row_cell.resize(n);
+        row_seq.resize(n);
         out_rows.clear();
         out_slot.clear();
         logits_row.assign(n, -1);
@@ -429,6 +481,7 @@ struct Context::Impl final : KvAttention {
             row_tokens[r] = b.tokens[i];
             row_pos[r] = b.positions[i];
             row_cell[r] = free_cells[r];
+            row_seq[r] = static_cast<uint32_t>(b.seq_ids[i][0]);
             uint64_t mask = 0;
             for (int32_t seq : b.seq_ids[i]) mask |= uint64_t{1} << seq;
             cells.occupy(free_cells[r], b.positions[i], mask);
@@ -475,6 +528,11 @@ struct Context::Impl final : KvAttention {
                                 cells.free(), cells.size()),
                     n, cells.free()};
 
+        // A sequence that starts here starts from a zero state.
+        if (!states.empty())
+            for (size_t i = 0; i < b.size(); ++i)
+                if (cells.max_pos(static_cast<uint32_t>(b.seq_ids[i][0])) < 0)
+                    states.zero(static_cast<uint32_t>(b.seq_ids[i][0]));
         const uint32_t n_out = place_rows(b, free_cells);
         cut_runs(b);
         const bool over_cells = steps->attends_over_cells();
@@ -532,6 +590,9 @@ struct Context::Impl final : KvAttention {
             logits_row.assign(n, -1);
             return {DecodeCode::Failed, r.error().message(), 0, 0};
         }
+        // The states this batch wrote become current (one run per sequence).
+        if (!states.empty())
+            for (const AttentionRun& r : runs) states.commit(r.seq);
         permute_to_batch_order(dst);
         logits_data = own_buffer ? dst.data() : nullptr;
         return {};
@@ -659,6 +720,7 @@ Expected<std::unique_ptr<Context>> Context::create(const Model& model,
     demand.cells = n_ctx;
     demand.n_batch = n_batch;
     demand.logits_rows = std::min(options.sequences, n_batch);
+    demand.sequences = options.sequences;
     demand.available_bytes = options.available_bytes;
     demand.available_what = "the context's available_bytes";
     if (auto fits = plan_memory(m, demand); !fits)
@@ -677,6 +739,7 @@ uint32_t Context::context() const { return impl_->context; }
 uint32_t Context::sequences() const { return impl_->n_seq; }
 uint32_t Context::batch() const { return impl_->max_batch; }
 const KvCells& Context::cells() const { return impl_->cells; }
+bool Context::recurrent() const { return !impl_->states.empty(); }
 
 DecodeStatus Context::decode(const Batch& batch) { return impl_->decode(batch, {}, true); }
 
@@ -731,6 +794,7 @@ Expected<void> check_seq(int32_t seq, uint32_t n_seq, bool allow_all) {
 
 Expected<void> Context::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
     if (auto r = check_seq(seq, impl_->n_seq, true); !r) return r;
+    if (auto r = impl_->remove_states(seq, p0, p1); !r) return r;
     if (seq < 0)
         impl_->cells.remove_all(p0, p1);
     else
@@ -741,6 +805,7 @@ Expected<void> Context::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
 Expected<void> Context::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
     if (auto r = check_seq(src, impl_->n_seq, false); !r) return r;
     if (auto r = check_seq(dst, impl_->n_seq, false); !r) return r;
+    if (auto r = impl_->copy_state(src, dst, p0, p1); !r) return r;
     impl_->cells.copy(static_cast<uint32_t>(src), static_cast<uint32_t>(dst), p0, p1);
     return {};
 }
@@ -748,10 +813,17 @@ Expected<void> Context::seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p
 Expected<void> Context::seq_keep(int32_t seq) {
     if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r;
     impl_->cells.keep(static_cast<uint32_t>(seq));
+    if (!impl_->states.empty())
+        for (uint32_t s = 0; s < impl_->n_seq; ++s)
+            if (s != static_cast<uint32_t>(seq)) impl_->states.zero(s);
     return {};
 }
 
-void Context::clear() { impl_->cells.clear(); }
+void Context::clear() {
+    impl_->cells.clear();
+    if (!impl_->states.empty())
+        for (uint32_t s = 0; s < impl_->n_seq; ++s) impl_->states.zero(s);
+}
 
 namespace {
 // Saved sequence state: a header, the positions, then each layer's K rows
@@ -781,8 +853,12 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
     h.k_row = c.k_row_bytes();
     h.v_row = c.v_row_bytes();
     h.n_cells = static_cast<uint32_t>(list.size());
+    // Then the recurrent layers' state (qwen35), which the model's shape sizes.
+    const std::span<const float> rec =
+        c.states.empty() ? std::span<const float>{} : c.states.current(static_cast<uint32_t>(seq));
     const uint64_t size = sizeof h + list.size() * sizeof(int32_t) +
-                          uint64_t{h.n_layer} * list.size() * (h.k_row + h.v_row);
+                          uint64_t{h.n_layer} * list.size() * (h.k_row + h.v_row) +
+                          rec.size_bytes();
     std::vector<std::byte> out(size);
     std::byte* p = out.data();
     std::memcpy(p, &h, sizeof h);
@@ -802,6 +878,7 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
             p += h.v_row;
         }
     }
+    if (!rec.empty()) std::memcpy(p, rec.data(), rec.size_bytes());
     return out;
 }
 
@@ -832,8 +909,9 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
             h.n_layer, kind_name(static_cast<ferrox_kind>(h.kv_kind)), h.k_row, h.v_row,
             c.hp.kv_layers(), kind_name(c.kv_kind), k_row, v_row);
     // Every size the buffer controls is checked against the buffer before use.
+    const uint64_t rec_bytes = SeqStates::seq_floats(c.hp) * sizeof(float);
     const uint64_t need = sizeof h + uint64_t{h.n_cells} * sizeof(int32_t) +
-                          uint64_t{h.n_layer} * h.n_cells * (k_row + v_row);
+                          uint64_t{h.n_layer} * h.n_cells * (k_row + v_row) + rec_bytes;
     if (h.n_cells > c.cells.size() || bytes.size() != need)
         return make_error(
             "seq_restore: {} cells need {} bytes; the buffer holds {} (context of {})", h.n_cells,
@@ -867,6 +945,7 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
     }
     for (uint32_t i = 0; i < h.n_cells; ++i)
         c.cells.occupy(cells[i], positions[i], uint64_t{1} << seq);
+    if (rec_bytes) std::memcpy(c.states.current(static_cast<uint32_t>(seq)).data(), p, rec_bytes);
     return {};
 }
 

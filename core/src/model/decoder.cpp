@@ -19,11 +19,19 @@ uint64_t ffn_width(const Hparams& hp) {
     return std::max<uint64_t>({hp.n_ff, uint64_t{hp.n_ff_expert} * hp.n_expert_shared, 1});
 }
 
+// Per position: gated attention's q with gates, and a Gated DeltaNet
+// layer's projections and output (0 for other rows).
+uint64_t delta_net_floats(const Hparams& hp) {
+    const uint64_t gated = hp.arch && hp.arch->gated_attention ? 2 * q_dim(hp) : 0;
+    return gated + hp.ssm_conv_dim() + 2 * uint64_t{hp.ssm_inner} + 2 * uint64_t{hp.ssm_v_heads};
+}
+
 // Per position: the larger of the attention block's and the FFN's buffers.
 uint64_t block_floats(const Hparams& hp) {
     const uint64_t latent =
         hp.arch && hp.arch->mla ? mla_q_a_dim(hp) + mla_q_dim(hp) + k_dim(hp) + mla_o_dim(hp) : 0;
-    const uint64_t attention = q_dim(hp) + k_dim(hp) + v_dim(hp) + o_dim(hp) + hp.n_embd + latent;
+    const uint64_t attention =
+        q_dim(hp) + k_dim(hp) + v_dim(hp) + o_dim(hp) + hp.n_embd + latent + delta_net_floats(hp);
     const uint64_t ffn = 2 * ffn_width(hp) + hp.n_embd;
     return std::max(attention, ffn);
 }
@@ -64,6 +72,12 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
         carve(s.mla_kv, b * k_dim(hp));
         carve(s.mla_o, b * mla_o_dim(hp));
     }
+    carve(s.qg, hp.arch && hp.arch->gated_attention ? b * 2 * q_dim(hp) : 0);
+    carve(s.dn_qkv, b * hp.ssm_conv_dim());
+    carve(s.dn_z, b * hp.ssm_inner);
+    carve(s.dn_beta, b * hp.ssm_v_heads);
+    carve(s.dn_alpha, b * hp.ssm_v_heads);
+    carve(s.dn_out, b * hp.ssm_inner);
     used = blocks;  // the FFN block starts over
     carve(s.gate, b * ff);
     carve(s.up, b * ff);
@@ -96,6 +110,13 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     group_scores.assign(hp.n_expert_groups, 0);
     group_order.assign(hp.n_expert_groups, 0);
     if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
+    if (hp.arch && hp.arch->gated_attention) gate_host.assign(size_t{max_batch} * q_dim(hp), 0);
+    // Per row the larger of gated q and a DeltaNet layer's values, and one
+    // convolution work row (delta_net.cpp).
+    const uint64_t gated = hp.arch && hp.arch->gated_attention ? 2 * q_dim(hp) : 0;
+    const uint64_t dn =
+        hp.ssm_conv_dim() + 2 * uint64_t{hp.ssm_inner} + 2 * uint64_t{hp.ssm_v_heads};
+    if (gated + dn > 0) dn_host.assign(max_batch * std::max(gated, dn) + hp.ssm_conv_dim(), 0);
 }
 
 void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
@@ -165,12 +186,34 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
                               uint32_t n) const {
     const LayerWeights& L = w_.layers[il];
     const LayerConstants& C = consts_[il];
-    const uint32_t d = hp_.n_embd, hd = hp_.head_dim_k;
+    const uint32_t d = hp_.n_embd;
     Scratch& s = a.s;
     // Later layers get xn from the previous FFN's residual add fused with
     // this norm; without pre-norms (olmo2) the block reads x itself.
     if (il == 0 && hp_.arch->pre_norms)
         st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
+    if (hp_.is_recurrent(il))  // a Gated DeltaNet layer (qwen35), into s.o
+        recurrent_block(st, a, kv, il, n);
+    else
+        attention_core(st, a, kv, il, n);
+    if (!L.o_bias.empty())  // gpt-oss's every layer, a llama file's some
+        st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f);
+    if (hp_.arch->post_norms)
+        st.rms_norm(roles::kPostAttnNorm, s.o, C.post_attn_norm, n, d, hp_.rms_eps, s.o);
+    // The residual add and the FFN's norm: xn = ffn_norm(x += o).
+    if (!hp_.arch->pre_norms)
+        return st.add(roles::kResidual, s.x, s.o, n, d, d, hp_.residual_scale);
+    st.add_rms_norm(roles::kFfnNorm, s.x, s.o, d, hp_.residual_scale, C.ffn_norm, n, d, hp_.rms_eps,
+                    s.xn);
+}
+
+// q, k and v, RoPE, attention over the cache and the output projection, into s.o.
+void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                             uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
+    const LayerConstants& C = consts_[il];
+    const uint32_t hd = hp_.head_dim_k;
+    Scratch& s = a.s;
     // A shared-KV layer (gemma4) attends over an earlier layer's K and V: only q.
     const bool own_kv = hp_.kv_layer(il) == il;
     if (hp_.arch->mla)
@@ -188,21 +231,13 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
                     hp_.arch->rope);
     }
     kv.store_and_attend(st, il, local, n);
+    if (hp_.arch->gated_attention) apply_gate(st, a, n);
     Act att = s.att;
     if (hp_.arch->mla) {
         latent_values(st, a, L, n);
         att = s.mla_o;
     }
     st.project(*L.o, "attn_output", att, n, s.o);
-    if (!L.o_bias.empty())  // gpt-oss's every layer, a llama file's some
-        st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f);
-    if (hp_.arch->post_norms)
-        st.rms_norm(roles::kPostAttnNorm, s.o, C.post_attn_norm, n, d, hp_.rms_eps, s.o);
-    // The residual add and the FFN's norm: xn = ffn_norm(x += o).
-    if (!hp_.arch->pre_norms)
-        return st.add(roles::kResidual, s.x, s.o, n, d, d, hp_.residual_scale);
-    st.add_rms_norm(roles::kFfnNorm, s.x, s.o, d, hp_.residual_scale, C.ffn_norm, n, d, hp_.rms_eps,
-                    s.xn);
 }
 
 // q, k and v of every head from their projections, with biases and q/k norms
@@ -212,7 +247,12 @@ void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L
     Scratch& s = a.s;
     const uint32_t hd = hp_.head_dim_k;
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;
-    st.project(*L.q, "attn_q", in, n, s.q);
+    if (hp_.arch->gated_attention) {  // q with a gate per head, split into s.q and the gates
+        st.project(*L.q, "attn_q", in, n, s.qg);
+        split_gate(st, a, n);
+    } else {
+        st.project(*L.q, "attn_q", in, n, s.q);
+    }
     if (own_kv) {
         st.project(*L.k, "attn_k", in, n, s.k);
         // Without attn_v (gemma4's value_from_key) K's projection is V too.

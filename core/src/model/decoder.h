@@ -13,6 +13,7 @@
 
 #include "ferrox/model/hparams.h"
 #include "ferrox/model/rope_tables.h"
+#include "seq_states.h"
 #include "steps.h"
 #include "sticky_steps.h"
 #include "weights.h"
@@ -31,6 +32,9 @@ struct Scratch {
     // head [qk_nope | rotated], each token's [latent | rotated], and the
     // heads' outputs mapped back through v_b. Empty for other rows.
     Act mla_q_a, mla_q, mla_kv, mla_o;
+    // Gated attention's q with its gate per head; a Gated DeltaNet layer's
+    // in-projections (conv input, z, beta, alpha) and its gated-norm output.
+    Act qg, dn_qkv, dn_z, dn_beta, dn_alpha, dn_out;
     // [global, local, global for q under an attention temperature][position][head_dim / 2]
     Act rope_cos[3], rope_sin[3];
 };
@@ -98,6 +102,8 @@ struct Activations {
     std::vector<uint32_t> expert_order;
     std::vector<float> group_scores;  // group-limited routing: one score per group
     std::vector<uint32_t> group_order;
+    // Host copies the gate and the delta rule run on (delta_net.cpp).
+    std::vector<float> gate_host, dn_host;
 
     // Sizes the host-side values for `max_batch` rows.
     void size_host(const Hparams& hp, uint32_t max_batch, bool resident);
@@ -108,6 +114,12 @@ struct Activations {
 class KvAttention {
   public:
     virtual void store_and_attend(StickySteps& st, uint32_t il, bool local, uint32_t n) = 0;
+    // Recurrent layers: the sequence of each of the batch's rows (sorted,
+    // so a sequence's rows are adjacent and in position order), and its
+    // state for layer il.
+    // A cache without recurrent states (a test's) gives none: such a layer fails.
+    virtual std::span<const uint32_t> row_sequences() const { return {}; }
+    virtual RecurrentState recurrent_state(uint32_t, uint32_t) { return {}; }
 
   protected:
     ~KvAttention() = default;
@@ -141,6 +153,13 @@ class Decoder {
                     uint32_t n) const;
     void latent_values(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
+    void attention_core(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                        uint32_t n) const;
+    // delta_net.cpp: gated attention's split and gate, the Gated DeltaNet layer.
+    void split_gate(StickySteps& st, Activations& a, uint32_t n) const;
+    void apply_gate(StickySteps& st, Activations& a, uint32_t n) const;
+    void recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                         uint32_t n) const;
     void dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                  uint32_t n) const;

@@ -751,6 +751,55 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
     return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
 }
 
+// Gated DeltaNet layers (qwen35): the ssm.* shape and which layers attend.
+// Each size is bounded here, before it sizes a state, a scratch row or a
+// tensor's expected shape (binding then names any tensor that disagrees).
+Expected<void> read_delta_net(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.ssm_conv_kernel, k.u32("ssm.conv_kernel"));
+    FERROX_READ(hp.ssm_inner, k.u32("ssm.inner_size"));
+    FERROX_READ(hp.ssm_state, k.u32("ssm.state_size"));
+    FERROX_READ(hp.ssm_v_heads, k.u32("ssm.time_step_rank"));
+    FERROX_READ(hp.ssm_k_heads, k.u32("ssm.group_count"));
+    // Released models: kernel 4, heads 16..64, head dim 128.
+    constexpr uint32_t kMaxKernel = 64, kMaxHeads = 1024, kMaxHeadDim = 1024;
+    const struct {
+        const char* key;
+        uint32_t v, max;
+    } sizes[] = {{"ssm.conv_kernel", hp.ssm_conv_kernel, kMaxKernel},
+                 {"ssm.state_size", hp.ssm_state, kMaxHeadDim},
+                 {"ssm.time_step_rank", hp.ssm_v_heads, kMaxHeads},
+                 {"ssm.group_count", hp.ssm_k_heads, kMaxHeads}};
+    for (const auto& sz : sizes)
+        if (sz.v == 0 || sz.v > sz.max)
+            return refuse(file, k.key(sz.key), fmt::format("{} is not in 1..{}", sz.v, sz.max));
+    if (hp.ssm_v_heads % hp.ssm_k_heads != 0)
+        return refuse(file, k.key("ssm.group_count"),
+                      fmt::format("{} key heads do not divide ssm.time_step_rank's {} value heads",
+                                  hp.ssm_k_heads, hp.ssm_v_heads));
+    // llama.cpp's delta rule takes square per-head states: value head dim =
+    // key head dim = state_size.
+    if (uint64_t{hp.ssm_v_heads} * hp.ssm_state != hp.ssm_inner)
+        return refuse(file, k.key("ssm.inner_size"),
+                      fmt::format("{} is not ssm.time_step_rank {} x ssm.state_size {}",
+                                  hp.ssm_inner, hp.ssm_v_heads, hp.ssm_state));
+    // Gated attention multiplies each head's output by a gate as wide as q's head.
+    if (hp.head_dim_v != hp.head_dim_k)
+        return refuse(file, k.key("attention.value_length"),
+                      fmt::format("{} differs from attention.key_length {}: the gate on each "
+                                  "head's output needs one head size",
+                                  hp.head_dim_v, hp.head_dim_k));
+    if (k.has("attention.recurrent_layers"))
+        return refuse(file, k.key("attention.recurrent_layers"),
+                      "a per-layer list of recurrent layers is not implemented "
+                      "(full_attention_interval is)");
+    FERROX_READ(hp.full_attention_interval, k.u32_or("full_attention_interval", 4));
+    if (hp.full_attention_interval == 0 || hp.full_attention_interval > hp.n_layer)
+        return refuse(file, k.key("full_attention_interval"),
+                      fmt::format("{} is not in 1..block_count ({})", hp.full_attention_interval,
+                                  hp.n_layer));
+    return {};
+}
+
 #undef FERROX_READ
 
 // The readers in the order their keys are read (which decides which of
@@ -812,6 +861,8 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
         if (auto r = read_granite(file, k, hp); !r) return r;
     if (spec.per_layer_geometry_keys)
         if (auto r = read_layer_geometry(file, k, hp); !r) return r;
+    if (spec.delta_net_layers)
+        if (auto r = read_delta_net(file, k, hp); !r) return r;
     return read_ffn(file, k, spec, hp);
 }
 

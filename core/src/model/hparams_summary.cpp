@@ -43,7 +43,8 @@ std::string layer_pattern(const Hparams& hp) {
     std::string pattern;
     pattern.reserve(hp.n_layer);
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        const char c = hp.is_local_layer(il) ? 'L' : 'G';
+        // R: a recurrent (Gated DeltaNet) layer; L/G: local/global attention.
+        const char c = hp.is_recurrent(il) ? 'R' : hp.is_local_layer(il) ? 'L' : 'G';
         pattern.push_back(hp.has_rope(il) ? c : static_cast<char>(std::tolower(c)));
     }
     return pattern;
@@ -106,6 +107,14 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("mla_head_dim_v", hp.mla_head_v);
     }
     if (hp.arch->attention_sinks) add("attention_sinks", true);
+    if (hp.full_attention_interval) {  // Gated DeltaNet layers (qwen35)
+        add("full_attention_interval", hp.full_attention_interval);
+        add("ssm_conv_kernel", hp.ssm_conv_kernel);
+        add("ssm_state_size", hp.ssm_state);
+        add("ssm_value_heads", hp.ssm_v_heads);
+        add("ssm_key_heads", hp.ssm_k_heads);
+        add("gated_attention", hp.arch->gated_attention);
+    }
     add("ffn", hp.arch->activation == FfnActivation::Silu       ? "swiglu"
                : hp.arch->activation == FfnActivation::GeluTanh ? "geglu"
                                                                 : "swiglu_oai");

@@ -112,6 +112,13 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"embedding_length_per_layer_input", R, {}, {}});
         k.push_back({"attention.shared_kv_layers", O, "0 (no shared KV layers)", {}});
     }
+    if (spec.delta_net_layers) {
+        for (const char* ssm : {"ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
+                                "ssm.time_step_rank", "ssm.group_count"})
+            k.push_back({ssm, R, {}, {}});
+        k.push_back({"attention.recurrent_layers", X, "absent (full_attention_interval)", {}});
+        k.push_back({"full_attention_interval", O, "4", {}});
+    }
     // A row with leading dense layers reads a file without experts as all
     // dense: its expert keys are read only where expert_count > 0.
     const std::string_view experts =

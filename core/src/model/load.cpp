@@ -10,6 +10,7 @@
 #include "ferrox/model/resident_ops.h"
 #include "ferrox/quant_kind.h"
 #include "residency.h"
+#include "seq_states.h"
 
 namespace ferrox::model {
 
@@ -166,7 +167,8 @@ std::vector<const WeightMatrix*> Model::Impl::matrices() const {
     if (embedding_matrix) all.push_back(&*embedding_matrix);
     for (const LayerWeights& L : w.layers) {
         for (const auto* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.router,
-                              &L.gate_shexp, &L.up_shexp, &L.down_shexp, &L.q_a, &L.q_b, &L.kv_a})
+                              &L.gate_shexp, &L.up_shexp, &L.down_shexp, &L.q_a, &L.q_b, &L.kv_a,
+                              &L.ssm_in, &L.ssm_gate, &L.ssm_beta, &L.ssm_alpha, &L.ssm_out})
             if (*m) all.push_back(&**m);
         for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps, &L.k_b, &L.v_b})
             for (const WeightMatrix& m : *experts) all.push_back(&m);
@@ -205,6 +207,7 @@ Expected<MemoryPlans> plan_memory(const Model::Impl& m, const MemoryDemand& dema
             host_scratch_bytes(m, demand.n_batch, demand.cells);
     }
     if (demand.weights) in.weight_bytes = m.file.mapped_bytes();
+    in.state_bytes = SeqStates::bytes(m.hp, demand.sequences);  // on the host either way
     if (auto r = host_available(in, demand.available_bytes, demand.available_what); !r)
         return r.error();
     auto host_plan = plan_capacity(in);

@@ -67,6 +67,7 @@ struct Model::Impl {
 struct MemoryDemand {
     std::string subject;  // empty: the plan's own
     uint32_t cells = 0, n_batch = 0, logits_rows = 0;
+    uint32_t sequences = 1;  // each holds a recurrent state where the model has one
     bool weights = false;
     uint64_t available_bytes = 0;
     std::string available_what;

@@ -9,6 +9,7 @@
 
 #include "ferrox/model/context.h"
 #include "load.h"
+#include "seq_states.h"
 
 namespace ferrox::model {
 
@@ -24,6 +25,7 @@ uint64_t Model::kv_cache_bytes(uint32_t cells) const {
 }
 uint64_t Model::vocab() const { return impl_->hp.vocab; }
 uint32_t Model::max_batch() const { return impl_->max_batch; }
+bool Model::recurrent() const { return SeqStates::seq_floats(impl_->hp) > 0; }
 
 Expected<void> Model::forward(std::span<const int32_t> tokens, uint32_t pos,
                               std::span<float> logits) {

@@ -82,6 +82,35 @@ void mla_tensors(std::vector<TensorBinding>& t) {
     t.push_back(layer_matrix("attn_output.weight", E::Embd, E::ODimMla, &LW::o));
 }
 
+// Gated DeltaNet layers (ArchSpec::delta_net_layers): the attention
+// tensors hold for the full-attention layers only, and each recurrent layer
+// has its own. attn_qkv there is the convolution's input, so the attention
+// layers take q, k and v unfused.
+void delta_net_tensors(std::vector<TensorBinding>& t) {
+    std::erase_if(t, [](const TensorBinding& b) { return b.rule.name == "attn_qkv.weight"; });
+    for (TensorBinding& b : t) {
+        if (b.rule.fused_into == "attn_qkv.weight") b.rule.fused_into = {};
+        if (b.rule.scope == TensorScope::Layer && b.rule.when == TensorWhen::Always &&
+            (b.rule.name.starts_with("attn_q") || b.rule.name.starts_with("attn_k") ||
+             b.rule.name.starts_with("attn_v") || b.rule.name.starts_with("attn_output")))
+            b.rule.when = TensorWhen::AttentionLayer;
+    }
+    const auto recurrent = [&](TensorBinding b) {
+        b.rule.when = TensorWhen::RecurrentLayer;
+        t.push_back(std::move(b));
+    };
+    recurrent(layer_matrix("attn_qkv.weight", E::SsmConvDim, E::Embd, &LW::ssm_in));
+    recurrent(layer_matrix("attn_gate.weight", E::SsmInner, E::Embd, &LW::ssm_gate));
+    recurrent(layer_vector("ssm_conv1d.weight", E::SsmKernel, &LW::ssm_conv, TensorUse::Required,
+                           TensorWhen::Always, E::SsmConvDim));
+    recurrent(layer_vector("ssm_dt.bias", E::SsmVHeads, &LW::ssm_dt_bias));
+    recurrent(layer_vector("ssm_a", E::SsmVHeads, &LW::ssm_a));
+    recurrent(layer_matrix("ssm_beta.weight", E::SsmVHeads, E::Embd, &LW::ssm_beta));
+    recurrent(layer_matrix("ssm_alpha.weight", E::SsmVHeads, E::Embd, &LW::ssm_alpha));
+    recurrent(layer_vector("ssm_norm.weight", E::SsmHeadDim, &LW::ssm_norm));
+    recurrent(layer_matrix("ssm_out.weight", E::Embd, E::SsmInner, &LW::ssm_out));
+}
+
 }  // namespace
 
 // The order is the tiny-model generator's (it draws random values in it, so
@@ -131,12 +160,13 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
     } else {
         // llama.cpp takes a fused attn_qkv (q, k, v rows in that order) for every
         // architecture whose q/k/v it loads; phi3's files have one.
-        t.push_back(layer_matrix("attn_q.weight", E::QDim, E::Embd, &LW::q, "attn_qkv.weight"));
+        const Extent q_rows = spec.gated_attention ? E::QGateDim : E::QDim;
+        t.push_back(layer_matrix("attn_q.weight", q_rows, E::Embd, &LW::q, "attn_qkv.weight"));
         t.push_back(layer_matrix("attn_k.weight", E::KDim, E::Embd, &LW::k, "attn_qkv.weight"));
         t.push_back(layer_matrix("attn_v.weight", E::VDim, E::Embd, &LW::v, "attn_qkv.weight"));
         if (spec.value_from_key) t.back().rule.use = TensorUse::Optional;  // K stands for V
         t.push_back(layer_fused("attn_qkv.weight", TensorUse::Optional,
-                                {{{"attn_q.weight", E::QDim}, &LW::q},
+                                {{{"attn_q.weight", q_rows}, &LW::q},
                                  {{"attn_k.weight", E::KDim}, &LW::k},
                                  {{"attn_v.weight", E::VDim}, &LW::v}}));
         t.push_back(layer_matrix("attn_output.weight", E::Embd, E::ODim, &LW::o));
@@ -224,6 +254,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                 t.back().rule.when = TensorWhen::SharedExperts;
             }
     }
+    if (spec.delta_net_layers) delta_net_tensors(t);
     if (spec.nextn_layers) {
         // A NextN block's own tensors, besides a layer's (llama.cpp's
         // graph_mtp): the projection of [enorm(token), hnorm(hidden)], and
@@ -299,6 +330,18 @@ std::string_view extent_name(Extent e) {
             return "o_dim_mla";
         case E::ClsOut:
             return "n_cls_out";
+        case E::QGateDim:
+            return "q_dim_gated";
+        case E::SsmKernel:
+            return "ssm_conv_kernel";
+        case E::SsmConvDim:
+            return "ssm_conv_dim";
+        case E::SsmInner:
+            return "ssm_inner";
+        case E::SsmVHeads:
+            return "ssm_v_heads";
+        case E::SsmHeadDim:
+            return "ssm_head_dim";
     }
     return "?";
 }
@@ -349,6 +392,18 @@ uint64_t extent_value(Extent e, const Hparams& hp) {
             return uint64_t{hp.n_head} * hp.mla_head_v;
         case E::ClsOut:
             return hp.n_cls_out;
+        case E::QGateDim:
+            return 2 * uint64_t{hp.n_head} * hp.head_dim_k;
+        case E::SsmKernel:
+            return hp.ssm_conv_kernel;
+        case E::SsmConvDim:
+            return hp.ssm_conv_dim();
+        case E::SsmInner:
+            return hp.ssm_inner;
+        case E::SsmVHeads:
+            return hp.ssm_v_heads;
+        case E::SsmHeadDim:
+            return hp.ssm_state;
     }
     return 0;
 }
@@ -382,6 +437,10 @@ bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
             return hp.mla_q_lora > 0;
         case TensorWhen::QDirect:
             return hp.mla_q_lora == 0;
+        case TensorWhen::AttentionLayer:
+            return il >= hp.n_layer || !hp.is_recurrent(il);
+        case TensorWhen::RecurrentLayer:
+            return il < hp.n_layer && hp.is_recurrent(il);
     }
     return false;
 }
@@ -424,6 +483,10 @@ std::string_view when_name(TensorWhen w) {
             return "q_low_rank";
         case TensorWhen::QDirect:
             return "q_direct";
+        case TensorWhen::AttentionLayer:
+            return "attention_layer";
+        case TensorWhen::RecurrentLayer:
+            return "recurrent_layer";
     }
     return "?";
 }

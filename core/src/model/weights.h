@@ -42,6 +42,12 @@ struct LayerWeights {
     std::optional<WeightMatrix> q_a, q_b, kv_a;
     std::vector<WeightMatrix> k_b, v_b;
     std::vector<float> q_a_norm, kv_a_norm;
+    // A Gated DeltaNet layer (qwen35): the in-projection of the convolved
+    // q, k, v (attn_qkv), the output gate z (attn_gate), beta and alpha per
+    // value head, the convolution [conv_dim][kernel], the decay's bias and
+    // -exp(A) per value head, the gated norm [head dim] and the out-projection.
+    std::optional<WeightMatrix> ssm_in, ssm_gate, ssm_beta, ssm_alpha, ssm_out;
+    std::vector<float> ssm_conv, ssm_dt_bias, ssm_a, ssm_norm;
 };
 
 struct ModelWeights {

@@ -183,6 +183,15 @@ struct ArchSpec {
     // for qwen3.
     bool rank_head = false;
     std::span<const GatingShape> sigmoid_gating_shapes = {};
+    // Gated DeltaNet layers between the full-attention ones (qwen35): the
+    // ssm.* keys and full_attention_interval, each recurrent layer's
+    // in-projections, causal convolution, delta-rule state and gated norm
+    // (core/src/model/delta_net.cpp); the context keeps each sequence's
+    // convolution window and state (seq_states.h).
+    bool delta_net_layers = false;
+    // attn_q.weight holds per head q then a gate: the attention output is
+    // multiplied by sigmoid(gate) before attn_output (qwen35).
+    bool gated_attention = false;
 };
 
 // Whether expert weights are renormalised where expert_weights_norm is

@@ -20,6 +20,9 @@ struct CapacityInputs {
     // (f32 4/1, f16 2/1, q8_0 34/32, q4_0 18/32); head dims are whole blocks.
     uint32_t kv_block_bytes = 4, kv_block_elements = 1;
     uint64_t scratch_bytes = 0;
+    // Recurrent layers' per-sequence states (qwen35: convolution windows and
+    // delta-rule states, two copies each), held beside the KV cells.
+    uint64_t state_bytes = 0;
     uint64_t available_bytes = 0;  // MemAvailable
     // What available_bytes is, for the refusal: "MemAvailable", or a device's free memory.
     std::string available_what = "MemAvailable";
@@ -29,7 +32,7 @@ struct CapacityInputs {
 };
 
 struct CapacityPlan {
-    uint64_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0, total_bytes = 0;
+    uint64_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0, state_bytes = 0, total_bytes = 0;
     uint64_t available_bytes = 0;
     FERROX_API std::string summary() const;  // "weights W + KV K + scratch S = T of A available"
 };

@@ -89,6 +89,8 @@ class FERROX_API Context {
     uint32_t sequences() const;
     uint32_t batch() const;
     const KvCells& cells() const;
+    // Model::recurrent(): a partial seq_remove is refused.
+    bool recurrent() const;
 
     DecodeStatus decode(const Batch& batch);
 

@@ -163,6 +163,19 @@ struct Hparams {
     // A rank head's outputs (ArchSpec::rank_head): the entries of
     // `<arch>.classifier.output_labels`, 1 where the file has none (llama.cpp's n_cls_out).
     uint32_t n_cls_out = 1;
+    // Gated DeltaNet layers (qwen35, ssm.* keys): the causal convolution's
+    // width, the value width (v_heads x head dim), the head dim (state_size,
+    // keys and values alike), the value heads (time_step_rank) and key heads
+    // (group_count). Every full_attention_interval-th layer attends over the
+    // KV cache, the others are recurrent; 0: no recurrent layer.
+    uint32_t ssm_conv_kernel = 0, ssm_inner = 0, ssm_state = 0, ssm_v_heads = 0, ssm_k_heads = 0;
+    uint32_t full_attention_interval = 0;
+    // The convolution's channels: q and k of every key head, then the values.
+    uint64_t ssm_conv_dim() const { return 2 * uint64_t{ssm_k_heads} * ssm_state + ssm_inner; }
+    // True when layer `il` is a recurrent (delta-net) layer.
+    bool is_recurrent(uint32_t il) const {
+        return full_attention_interval > 0 && (il + 1) % full_attention_interval != 0;
+    }
 
     // True when layer `il` runs experts (else a dense FFN).
     bool expert_layer(uint32_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }

@@ -23,8 +23,9 @@ struct HparamFact {
 // window, no soft cap) are left out rather than shown as zeros.
 FERROX_API std::vector<HparamFact> summarize(const Hparams& hp);
 
-// One character per layer: 'G' global, 'L' sliding window, lower case when
-// the layer attends without RoPE ("LLLLLG" for Gemma 3's first six).
+// One character per layer: 'G' global, 'L' sliding window, 'R' recurrent
+// (Gated DeltaNet), lower case when the layer attends without RoPE ("LLLLLG"
+// for Gemma 3's first six, "RRRG" for Qwen3.5's).
 FERROX_API std::string layer_pattern(const Hparams& hp);
 
 }  // namespace ferrox::model

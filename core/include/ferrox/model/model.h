@@ -102,6 +102,11 @@ class FERROX_API Model {
 
     // The options' context and batch: what Context::create defaults to.
     uint32_t max_batch() const;
+    // True when a sequence carries a recurrent state (qwen35's Gated DeltaNet
+    // layers) that cannot be rolled back: removing the tail of a sequence is
+    // refused, so a caller that would trim one processes its tokens again
+    // from position 0 instead.
+    bool recurrent() const;
 
     // The single-sequence convenience over a context the model owns (made on
     // first use with ModelOptions' context and batch, one sequence): runs

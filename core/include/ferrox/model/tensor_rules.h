@@ -54,6 +54,13 @@ enum class Extent : uint8_t {
     QDimMla,      // head_count x attention.key_length_mla
     ODimMla,      // head_count x attention.value_length_mla
     ClsOut,       // classifier.output_labels entries (a rank head's outputs; 1 without)
+    // Gated attention and Gated DeltaNet layers (qwen35):
+    QGateDim,    // 2 x head_count x key_length (q and its gate per head: q_dim_gated)
+    SsmKernel,   // ssm.conv_kernel
+    SsmConvDim,  // 2 x ssm.group_count x ssm.state_size + ssm.inner_size
+    SsmInner,    // ssm.inner_size
+    SsmVHeads,   // ssm.time_step_rank
+    SsmHeadDim,  // ssm.state_size
 };
 
 // What a tensor's presence rests on besides the row.
@@ -66,10 +73,12 @@ enum class TensorWhen : uint8_t {
     // layers), or experts (expert_count > 0, past the leading dense layers).
     Dense,
     Experts,
-    SharedExperts,  // an expert layer of a file with expert_shared_count > 0
-    NextN,          // a NextN/MTP block (the last nextn_predict_layers), kept and not run
-    QLowRank,       // attention.q_lora_rank > 0 (latent attention's q through a low rank)
-    QDirect,        // attention.q_lora_rank absent or 0
+    SharedExperts,   // an expert layer of a file with expert_shared_count > 0
+    NextN,           // a NextN/MTP block (the last nextn_predict_layers), kept and not run
+    QLowRank,        // attention.q_lora_rank > 0 (latent attention's q through a low rank)
+    QDirect,         // attention.q_lora_rank absent or 0
+    AttentionLayer,  // a layer that attends over the KV cache (not recurrent)
+    RecurrentLayer,  // a Gated DeltaNet layer (full_attention_interval)
 };
 
 // One part of a fused tensor: the rows the unfused tensor `name` would hold.

@@ -1,0 +1,170 @@
+// Qwen3.5's two layer parts the common ops do not cover, run on the host
+// between a download and an upload (the MoE router's round trip): gated
+// attention's gate, and a Gated DeltaNet layer's causal convolution and
+// delta-rule recurrence over each sequence's state. The math is
+// llama.cpp's (src/models/qwen35.cpp, delta-net-base.cpp, ggml's
+// gated_delta_net and ssm_conv), written here per token.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "decoder.h"
+#include "ferrox/model/architecture.h"
+
+namespace ferrox::model {
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// As ggml: the identity past 20, where log(1 + e^x) rounds to x.
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+float dot(const float* a, const float* b, uint32_t n) {
+    float s = 0;
+    for (uint32_t i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+// x / sqrt(sum x^2 + eps): llama.cpp's L2 norm of q and k (an RMS norm with
+// eps / n, scaled by 1 / sqrt(n)).
+void l2_norm(float* x, uint32_t n, float eps) {
+    double sum = 0;
+    for (uint32_t i = 0; i < n; ++i) sum += double{x[i]} * double{x[i]};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sum) + eps);
+    for (uint32_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+// One token of one sequence: the convolution over the window and x (conv_dim
+// values), SiLU, q/k L2 norms, per value head the decayed delta rule on its
+// state [value j][key i] and the output q . S, gated-normed by z into `out`.
+// `conv` and `state` are the sequence's (updated in place); `work` holds
+// conv_dim floats.
+struct TokenIn {
+    const float *x, *z, *beta, *alpha;
+};
+
+void delta_token(const Hparams& hp, const LayerWeights& L, std::span<float> conv,
+                 std::span<float> state, TokenIn in, float* out, float* work) {
+    const uint32_t K = hp.ssm_conv_kernel, S = hp.ssm_state;
+    const uint64_t C = hp.ssm_conv_dim();
+    const float* w = L.ssm_conv.data();  // [channel][tap], the oldest tap first
+    for (uint64_t c = 0; c < C; ++c) {
+        float sum = 0;
+        for (uint32_t k = 0; k + 1 < K; ++k) sum += conv[k * C + c] * w[c * K + k];
+        sum += in.x[c] * w[c * K + K - 1];
+        work[c] = silu(sum);
+    }
+    if (K > 1) {  // the window moves on by one input
+        std::memmove(conv.data(), conv.data() + C, (K - 2) * C * sizeof(float));
+        std::memcpy(conv.data() + (K - 2) * C, in.x, C * sizeof(float));
+    }
+    const uint32_t kh = hp.ssm_k_heads, vh = hp.ssm_v_heads;
+    float* q = work;
+    float* k = work + uint64_t{kh} * S;
+    const float* v = work + 2 * uint64_t{kh} * S;
+    for (uint32_t h = 0; h < kh; ++h) {
+        l2_norm(q + uint64_t{h} * S, S, hp.rms_eps);
+        l2_norm(k + uint64_t{h} * S, S, hp.rms_eps);
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+    for (uint32_t h = 0; h < vh; ++h) {
+        // Value head h reads key head h mod kh (llama.cpp tiles the key heads).
+        const float* qh = q + uint64_t{h % kh} * S;
+        const float* kk = k + uint64_t{h % kh} * S;
+        const float* vv = v + uint64_t{h} * S;
+        const float decay =
+            std::exp(softplus(in.alpha[h] + L.ssm_dt_bias[h]) * L.ssm_a[h]);  // ssm_a = -exp(A)
+        const float beta = sigmoid(in.beta[h]);
+        float* M = state.data() + uint64_t{h} * S * S;
+        float* o = out + uint64_t{h} * S;
+        for (uint32_t j = 0; j < S; ++j) {
+            float* row = M + uint64_t{j} * S;
+            for (uint32_t i = 0; i < S; ++i) row[i] *= decay;
+            const float delta = (vv[j] - dot(row, kk, S)) * beta;
+            for (uint32_t i = 0; i < S; ++i) row[i] += delta * kk[i];
+            o[j] = dot(row, qh, S) * scale;
+        }
+        // The gated RMS norm: norm(o) x weight x silu(z), per head.
+        double ms = 0;
+        for (uint32_t j = 0; j < S; ++j) ms += double{o[j]} * double{o[j]};
+        const float inv = 1.0f / std::sqrt(static_cast<float>(ms / S) + hp.rms_eps);
+        const float* z = in.z + uint64_t{h} * S;
+        for (uint32_t j = 0; j < S; ++j) o[j] = o[j] * inv * L.ssm_norm[j] * silu(z[j]);
+    }
+}
+
+}  // namespace
+
+// attn_q's rows per head are [q | gate]: q into s.q, the gates kept on the host.
+void Decoder::split_gate(StickySteps& st, Activations& a, uint32_t n) const {
+    const uint32_t hd = hp_.head_dim_k, nh = hp_.n_head;
+    const uint64_t qd = q_dim(hp_);
+    float* both = a.dn_host.data();  // 2 x q_dim per row fits: see size_host
+    std::vector<float>& gates = a.gate_host;
+    st.download(a.s.qg, {both, n * 2 * qd});
+    if (st.failed()) return;
+    for (uint64_t r = 0; r < n; ++r)
+        for (uint32_t h = 0; h < nh; ++h) {
+            const float* src = both + (r * nh + h) * 2 * hd;
+            std::copy_n(src + hd, hd, gates.data() + (r * nh + h) * hd);
+            // q moves down within the same buffer: its place is never past its source.
+            std::memmove(both + (r * nh + h) * hd, src, hd * sizeof(float));
+        }
+    st.upload({both, n * qd}, a.s.q);
+}
+
+// The attention output times sigmoid(gate), before attn_output.
+void Decoder::apply_gate(StickySteps& st, Activations& a, uint32_t n) const {
+    const uint64_t count = uint64_t{n} * o_dim(hp_);
+    float* att = a.dn_host.data();
+    st.download(a.s.att, {att, count});
+    if (st.failed()) return;
+    for (uint64_t i = 0; i < count; ++i) att[i] *= sigmoid(a.gate_host[i]);
+    st.upload({att, count}, a.s.att);
+}
+
+// A Gated DeltaNet layer (qwen35): the in-projections of all rows as
+// products, each sequence's rows in position order through the
+// convolution and the delta rule from its state, the out-projection into s.o.
+void Decoder::recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                              uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
+    Scratch& s = a.s;
+    const uint64_t C = hp_.ssm_conv_dim(), inner = hp_.ssm_inner, vh = hp_.ssm_v_heads;
+    st.project(*L.ssm_in, "attn_qkv", s.xn, n, s.dn_qkv);
+    st.project(*L.ssm_gate, "attn_gate", s.xn, n, s.dn_z);
+    st.project(*L.ssm_beta, "ssm_beta", s.xn, n, s.dn_beta);
+    st.project(*L.ssm_alpha, "ssm_alpha", s.xn, n, s.dn_alpha);
+    float* x = a.dn_host.data();
+    float* z = x + n * C;
+    float* beta = z + n * inner;
+    float* alpha = beta + n * vh;
+    float* out = alpha + n * vh;
+    float* work = out + n * inner;  // one row past the values (size_host)
+    st.download(s.dn_qkv, {x, n * C});
+    st.download(s.dn_z, {z, n * inner});
+    st.download(s.dn_beta, {beta, n * vh});
+    st.download(s.dn_alpha, {alpha, n * vh});
+    if (st.failed()) return;
+    const std::span<const uint32_t> seqs = kv.row_sequences();
+    if (seqs.size() < n) return st.fail(make_error("a recurrent layer without sequence states"));
+    for (uint32_t r0 = 0; r0 < n;) {
+        uint32_t r1 = r0 + 1;
+        while (r1 < n && seqs[r1] == seqs[r0]) ++r1;
+        const RecurrentState rs = kv.recurrent_state(il, seqs[r0]);
+        if (rs.state_out.size() != uint64_t{hp_.ssm_v_heads} * hp_.ssm_state * hp_.ssm_state)
+            return st.fail(
+                make_error("sequence {}: no recurrent state for layer {}", seqs[r0], il));
+        std::copy(rs.conv_in.begin(), rs.conv_in.end(), rs.conv_out.begin());
+        std::copy(rs.state_in.begin(), rs.state_in.end(), rs.state_out.begin());
+        for (uint32_t r = r0; r < r1; ++r)
+            delta_token(hp_, L, rs.conv_out, rs.state_out,
+                        {x + r * C, z + r * inner, beta + r * vh, alpha + r * vh}, out + r * inner,
+                        work);
+        r0 = r1;
+    }
+    st.upload({out, n * inner}, s.dn_out);
+    st.project(*L.ssm_out, "ssm_out", s.dn_out, n, s.o);
+}
+
+}  // namespace ferrox::model
