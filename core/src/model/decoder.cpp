@@ -16,6 +16,7 @@ namespace {
 // The widest FFN gate/up row a layer computes for all positions at once: the
 // dense FFN's, or the shared experts' (glm4moe).
 uint64_t ffn_width(const Hparams& hp) {
+    // n_ff: the widest layer's, where layers differ (gemma4).
     return std::max<uint64_t>({hp.n_ff, uint64_t{hp.n_ff_expert} * hp.n_expert_shared, 1});
 }
 
@@ -32,7 +33,7 @@ uint64_t block_floats(const Hparams& hp) {
 // host, in host vectors that upload_rope() then copies when resident.
 std::pair<std::span<float>, std::span<float>> rope_rows(const Hparams& hp, Activations& a, int t,
                                                         uint32_t n) {
-    const size_t used = size_t{n} * (hp.head_dim_k / 2);
+    const size_t used = size_t{n} * rope_half(hp, t);
     if (a.s.rope_cos[t].host) return {{a.s.rope_cos[t].f32(), used}, {a.s.rope_sin[t].f32(), used}};
     return {{a.rope_cos[t].data(), used}, {a.rope_sin[t].data(), used}};
 }
@@ -49,7 +50,7 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
         used += floats;
     };
     const uint64_t b = n_batch, ff = ffn_width(hp);
-    const uint64_t half = hp.head_dim_k / 2;
+    const uint64_t half = rope_half_max(hp);
     carve(s.x, b * hp.n_embd);
     carve(s.xn, b * hp.n_embd);
     const uint64_t blocks = used;
@@ -84,7 +85,7 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
 }
 
 void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident) {
-    const uint64_t half = hp.head_dim_k / 2;
+    const uint64_t half = rope_half_max(hp);
     for (int t = 0; t < 3 && resident; ++t) {
         const size_t rows = t < 2 || hp.attn_temp_scale != 0 ? max_batch : 0;
         rope_cos[t].assign(rows * half, 0);
@@ -132,11 +133,10 @@ void Decoder::upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) co
 void Decoder::rope_tables(StickySteps& st, Activations& a,
                           std::span<const int32_t> positions) const {
     const auto n = static_cast<uint32_t>(positions.size());
-    const uint32_t half = hp_.head_dim_k / 2;
     for (int local = 0; local < 2; ++local) {
         if (local && hp_.sliding_window == 0) break;
         const auto [cos, sin] = rope_rows(hp_, a, local, n);
-        rope_table(rope_[local], positions, half, cos, sin);
+        rope_table(rope_[local], positions, rope_half(hp_, local), cos, sin);
         upload_rope(st, a, local, n);
     }
     if (hp_.attn_temp_scale == 0) return;
@@ -145,6 +145,7 @@ void Decoder::rope_tables(StickySteps& st, Activations& a,
     // is computed as llama.cpp computes it (float position, double log).
     const auto [cos0, sin0] = rope_rows(hp_, a, 0, n);
     const auto [cos2, sin2] = rope_rows(hp_, a, 2, n);
+    const uint32_t half = rope_half(hp_, 0);
     for (uint32_t r = 0; r < n; ++r) {
         const float pos = static_cast<float>(positions[r]);
         const double steps_past =
@@ -163,7 +164,7 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
                               uint32_t n) const {
     const LayerWeights& L = w_.layers[il];
     const LayerConstants& C = consts_[il];
-    const uint32_t d = hp_.n_embd, hd = hp_.head_dim_k;
+    const uint32_t d = hp_.n_embd, hd = hp_.layer_head_dim_k(il);
     Scratch& s = a.s;
     // Later layers get xn from the previous FFN's residual add fused with
     // this norm; without pre-norms (olmo2) the block reads x itself.
@@ -174,7 +175,7 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     if (hp_.arch->mla)
         latent_qkv(st, a, L, C, n);
     else
-        project_qkv(st, a, L, C, n, own_kv);
+        project_qkv(st, a, il, n, own_kv);
     const bool local = hp_.is_local_layer(il);
     const uint32_t n_rot = rope_[local].n_rot;
     if (hp_.has_rope(il)) {
@@ -182,8 +183,8 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
         st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
                 hp_.arch->rope);
         if (own_kv)
-            st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
-                    hp_.arch->rope);
+            st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.layer_n_head_kv(il), hd,
+                    n_rot, hp_.arch->rope);
     }
     kv.store_and_attend(st, il, local, n);
     Act att = s.att;
@@ -205,10 +206,12 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
 
 // q, k and v of every head from their projections, with biases and q/k norms
 // (k and v only where the layer has a cache of its own: own_kv).
-void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
-                          const LayerConstants& C, uint32_t n, bool own_kv) const {
+void Decoder::project_qkv(StickySteps& st, Activations& a, uint32_t il, uint32_t n,
+                          bool own_kv) const {
+    const LayerWeights& L = w_.layers[il];
+    const LayerConstants& C = consts_[il];
     Scratch& s = a.s;
-    const uint32_t hd = hp_.head_dim_k;
+    const uint32_t hd = hp_.layer_head_dim_k(il), n_kv = hp_.layer_n_head_kv(il);
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;
     st.project(*L.q, "attn_q", in, n, s.q);
     if (own_kv) {
@@ -217,19 +220,21 @@ void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L
         st.project(L.v ? *L.v : *L.k, "attn_v", in, n, s.v);
     }
     if (hp_.qkv_bias) {
-        st.add(roles::kQkvBias, s.q, C.q_bias, n, static_cast<uint32_t>(q_dim(hp_)), 0, 1.0f);
+        st.add(roles::kQkvBias, s.q, C.q_bias, n, static_cast<uint32_t>(q_dim(hp_, il)), 0, 1.0f);
         if (own_kv) {
-            st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_)), 0, 1.0f);
-            st.add(roles::kQkvBias, s.v, C.v_bias, n, static_cast<uint32_t>(v_dim(hp_)), 0, 1.0f);
+            st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_, il)), 0,
+                   1.0f);
+            st.add(roles::kQkvBias, s.v, C.v_bias, n, static_cast<uint32_t>(v_dim(hp_, il)), 0,
+                   1.0f);
         }
     }
     if (hp_.arch->qk_norm != QkNorm::None) {
         // Per head: one row per head of head_dim values; whole: one row per position.
         const bool whole = hp_.arch->qk_norm == QkNorm::Whole;
         const uint64_t q_rows = whole ? n : uint64_t{n} * hp_.n_head;
-        const uint64_t k_rows = whole ? n : uint64_t{n} * hp_.n_head_kv;
-        const auto q_len = static_cast<uint32_t>(whole ? q_dim(hp_) : hd);
-        const auto k_len = static_cast<uint32_t>(whole ? k_dim(hp_) : hd);
+        const uint64_t k_rows = whole ? n : uint64_t{n} * n_kv;
+        const auto q_len = static_cast<uint32_t>(whole ? q_dim(hp_, il) : hd);
+        const auto k_len = static_cast<uint32_t>(whole ? k_dim(hp_, il) : hd);
         // A row whose q/k norms are optional normalises where the layer has them.
         if (!L.q_norm.empty())
             st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp_.rms_eps, s.q);
@@ -237,7 +242,7 @@ void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L
             st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
     }
     if (hp_.arch->value_norm && own_kv)  // gemma4: per head, unit weights
-        st.rms_norm(roles::kVNorm, s.v, C.v_norm, uint64_t{n} * hp_.n_head_kv, hp_.head_dim_v,
+        st.rms_norm(roles::kVNorm, s.v, C.v_norm, uint64_t{n} * n_kv, hp_.layer_head_dim_v(il),
                     hp_.rms_eps, s.v);
 }
 
@@ -288,12 +293,13 @@ void Decoder::latent_values(StickySteps& st, Activations& a, const LayerWeights&
         }
 }
 
-void Decoder::dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const {
+void Decoder::dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
     Scratch& s = a.s;
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;  // x itself without pre-norms (olmo2)
     st.project(*L.gate, "ffn_gate", in, n, s.gate);
     st.project(*L.up, "ffn_up", in, n, s.up);
-    st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * hp_.n_ff);
+    st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * hp_.layer_n_ff(il));
     st.project(*L.down, "ffn_down", s.gate, n, s.ffn);
 }
 
@@ -395,7 +401,7 @@ void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n
     Scratch& s = a.s;
     // xn = ffn_norm(x) already: the attention block's last step.
     if (!hp_.expert_layer(il))  // dense models, and glm4moe's leading dense layers
-        dense_ffn(st, a, L, n);
+        dense_ffn(st, a, il, n);
     else
         moe_ffn(st, a, L, C, n);
     if (hp_.arch->post_norms)

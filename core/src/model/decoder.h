@@ -6,6 +6,7 @@
 // (docs/models.md, "Adding a layer kind").
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -69,11 +70,48 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
 // Rows of logits a resident model computes per download.
 inline constexpr uint32_t kLogitRows = 16;
 
-// Per-position widths of the projections.
-inline uint64_t q_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.head_dim_k; }
-inline uint64_t k_dim(const Hparams& hp) { return uint64_t{hp.n_head_kv} * hp.head_dim_k; }
-inline uint64_t v_dim(const Hparams& hp) { return uint64_t{hp.n_head_kv} * hp.head_dim_v; }
-inline uint64_t o_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.head_dim_v; }
+// Per-position widths of layer il's projections (gemma4's sliding layers
+// have head sizes and KV head counts of their own).
+inline uint64_t q_dim(const Hparams& hp, uint32_t il) {
+    return uint64_t{hp.n_head} * hp.layer_head_dim_k(il);
+}
+inline uint64_t k_dim(const Hparams& hp, uint32_t il) {
+    return uint64_t{hp.layer_n_head_kv(il)} * hp.layer_head_dim_k(il);
+}
+inline uint64_t v_dim(const Hparams& hp, uint32_t il) {
+    return uint64_t{hp.layer_n_head_kv(il)} * hp.layer_head_dim_v(il);
+}
+inline uint64_t o_dim(const Hparams& hp, uint32_t il) {
+    return uint64_t{hp.n_head} * hp.layer_head_dim_v(il);
+}
+// The widest of them over the layers: what the scratch holds.
+template <class Width>
+uint64_t widest(const Hparams& hp, Width width) {
+    uint64_t w = 0;
+    for (uint32_t il = 0; il < std::max<uint32_t>(hp.n_layer, 1); ++il) w = std::max(w, width(il));
+    return w;
+}
+inline uint64_t q_dim(const Hparams& hp) {
+    return widest(hp, [&](uint32_t il) { return q_dim(hp, il); });
+}
+inline uint64_t k_dim(const Hparams& hp) {
+    return widest(hp, [&](uint32_t il) { return k_dim(hp, il); });
+}
+inline uint64_t v_dim(const Hparams& hp) {
+    return widest(hp, [&](uint32_t il) { return v_dim(hp, il); });
+}
+inline uint64_t o_dim(const Hparams& hp) {
+    return widest(hp, [&](uint32_t il) { return o_dim(hp, il); });
+}
+
+// The angle tables' row width (pairs of a head) for the global (t 0, 2) or
+// local (t 1) layers, and the widest of them.
+inline uint32_t rope_half(const Hparams& hp, int t) {
+    return (t == 1 && hp.head_dim_k_swa ? hp.head_dim_k_swa : hp.head_dim_k) / 2;
+}
+inline uint32_t rope_half_max(const Hparams& hp) {
+    return std::max(rope_half(hp, 0), rope_half(hp, 1));
+}
 
 // Latent attention's per-position widths before absorption (0 elsewhere).
 inline uint64_t mla_q_a_dim(const Hparams& hp) { return hp.mla_q_lora; }
@@ -133,13 +171,12 @@ class Decoder {
     void upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) const;
     void attention_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
-    void project_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
-                     const LayerConstants& C, uint32_t n, bool own_kv) const;
+    void project_qkv(StickySteps& st, Activations& a, uint32_t il, uint32_t n, bool own_kv) const;
     void latent_qkv(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                     uint32_t n) const;
     void latent_values(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
-    void dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
+    void dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                  uint32_t n) const;
     void route(Activations& a, std::span<float> logits, std::span<float> weights,

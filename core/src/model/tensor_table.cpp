@@ -1,5 +1,6 @@
 #include "tensor_table.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace ferrox::model {
@@ -294,7 +295,9 @@ std::string_view extent_name(Extent e) {
     return "?";
 }
 
-uint64_t extent_value(Extent e, const Hparams& hp) {
+uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
+    // A NextN block (il >= n_layer) has the last run layer's geometry.
+    if (hp.n_layer > 0) il = std::min(il, hp.n_layer - 1);
     switch (e) {
         case E::One:
             return 1;
@@ -303,19 +306,19 @@ uint64_t extent_value(Extent e, const Hparams& hp) {
         case E::Vocab:
             return hp.vocab;
         case E::QDim:
-            return uint64_t{hp.n_head} * hp.head_dim_k;
+            return uint64_t{hp.n_head} * hp.layer_head_dim_k(il);
         case E::KDim:
-            return uint64_t{hp.n_head_kv} * hp.head_dim_k;
+            return uint64_t{hp.layer_n_head_kv(il)} * hp.layer_head_dim_k(il);
         case E::VDim:
-            return uint64_t{hp.n_head_kv} * hp.head_dim_v;
+            return uint64_t{hp.layer_n_head_kv(il)} * hp.layer_head_dim_v(il);
         case E::ODim:
-            return uint64_t{hp.n_head} * hp.head_dim_v;
+            return uint64_t{hp.n_head} * hp.layer_head_dim_v(il);
         case E::HeadDimK:
-            return hp.head_dim_k;
+            return hp.layer_head_dim_k(il);
         case E::Heads:
             return hp.n_head;
         case E::Ff:
-            return hp.n_ff;
+            return hp.layer_n_ff(il);
         case E::FfExpert:
             return hp.n_ff_expert;
         case E::Experts:
@@ -342,10 +345,10 @@ uint64_t extent_value(Extent e, const Hparams& hp) {
     return 0;
 }
 
-uint64_t rule_rows(const TensorRule& rule, const Hparams& hp) {
-    if (rule.n_parts == 0) return extent_value(rule.rows, hp);
+uint64_t rule_rows(const TensorRule& rule, const Hparams& hp, uint32_t il) {
+    if (rule.n_parts == 0) return extent_value(rule.rows, hp, il);
     uint64_t rows = 0;
-    for (uint8_t i = 0; i < rule.n_parts; ++i) rows += extent_value(rule.parts[i].rows, hp);
+    for (uint8_t i = 0; i < rule.n_parts; ++i) rows += extent_value(rule.parts[i].rows, hp, il);
     return rows;
 }
 

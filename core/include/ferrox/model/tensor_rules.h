@@ -95,7 +95,9 @@ struct TensorRule {
 };
 
 FERROX_API std::string_view extent_name(Extent e);
-FERROX_API uint64_t extent_value(Extent e, const Hparams& hp);
+// An extent's value at layer `il` (gemma4's layers differ in head size, KV
+// heads and FFN width; 0 for a model tensor).
+FERROX_API uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il = 0);
 FERROX_API std::string_view scope_name(TensorScope s);
 FERROX_API std::string_view form_name(TensorForm f);
 FERROX_API std::string_view when_name(TensorWhen w);
@@ -104,7 +106,7 @@ FERROX_API std::string_view use_name(TensorUse u);
 // (counting NextN blocks after the n_layer run; 0 for a model tensor).
 FERROX_API bool applies(TensorWhen when, const Hparams& hp, uint32_t il);
 // A rule's rows: its own, or the sum of its parts'.
-FERROX_API uint64_t rule_rows(const TensorRule& rule, const Hparams& hp);
+FERROX_API uint64_t rule_rows(const TensorRule& rule, const Hparams& hp, uint32_t il = 0);
 
 // Every tensor a file of this architecture may hold, in the order the
 // generator writes them: the model's, then one layer's.
