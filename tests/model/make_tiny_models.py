@@ -234,6 +234,15 @@ GEMMA4 = {
                                                  "swa_layers": [True, True, False, True, False],
                                                  "full_head": {"head_dim": 2 * HEAD_DIM, "kv_heads": 1},
                                                  "proportional_rope": 8, "final_softcap": 5.0}),
+    # E2B/E4B's layout: per-layer embeddings 32 wide (per_layer_token_embd, its projection
+    # from the embedding and norm; each layer's inp_gate, proj and post_norm), the last 2 of
+    # 7 layers sharing KV with their FFN twice as wide (use_double_wide_mlp: feed_forward_length
+    # listed per layer), the global layers' heads 64 wide as the sliding ones' 32.
+    "gemma4-ple": ("gemma4", "llama-spm", {"tied": True, "n_layer": 7, "post_norms": True, "window": 8,
+                                           "swa_layers": [True, True, False, True, False, True, False],
+                                           "shared_kv": 2, "full_head": {"head_dim": 2 * HEAD_DIM, "kv_heads": 2},
+                                           "ff_layers": [N_FF] * 5 + [2 * N_FF] * 2, "per_layer": 32,
+                                           "proportional_rope": 8, "final_softcap": 5.0}),
 }
 
 
@@ -336,6 +345,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
         if il is None or il < opt.get("n_layer", N_LAYER) - opt.get("nextn", 0):
             return False
         return rule["use"] == "required" or name == "blk.N.nextn.shared_head_norm.weight"
+    if rule["when"] == "per_layer_embd":
+        return bool(opt.get("per_layer"))
     if rule["when"] in ("q_low_rank", "q_direct"):
         return bool(opt["mla"].get("q_lora")) == (rule["when"] == "q_low_rank")
     if rule["when"] in ("dense", "experts"):
@@ -386,7 +397,7 @@ class Values:
     def add(self, w: gguf.GGUFWriter, name: str, rule: dict, dims: dict, il: int | None) -> None:
         rng, short = self.rng, name.split(".", 2)[-1] if il is not None else name
         if rule["form"] == "rows":
-            add_quantized(w, name, self.embeddings(dims), Q.Q8_0)
+            add_quantized(w, name, self.embeddings(dims, dims[rule["shape"][0]]), Q.Q8_0)
         elif rule["form"] == "matrix":
             cols = dims[rule["shape"][0]]
             data = np.concatenate([matrix(rng, rows, cols) for rows in self.rows(rule, dims)])
@@ -401,8 +412,8 @@ class Values:
         else:
             w.add_tensor(name, self.vector(name, short, [dims[d] for d in rule["shape"]]))
 
-    def embeddings(self, dims: dict) -> np.ndarray:
-        return (0.5 * self.rng.standard_normal((dims["n_vocab"], dims["n_embd"]))).astype(np.float32)
+    def embeddings(self, dims: dict, cols: int) -> np.ndarray:
+        return (0.5 * self.rng.standard_normal((dims["n_vocab"], cols))).astype(np.float32)
 
     def add_matrix(self, w, name: str, short: str, data: np.ndarray, il: int | None) -> None:
         add_quantized(w, name, data, Q.Q4_0 if short.startswith("ffn_") else Q.Q8_0)
@@ -470,8 +481,8 @@ class GemmaValues(Values):
     def __init__(self, rng):
         super().__init__(rng, {})
 
-    def embeddings(self, dims: dict) -> np.ndarray:
-        return matrix(self.rng, dims["n_vocab"], dims["n_embd"])
+    def embeddings(self, dims: dict, cols: int) -> np.ndarray:
+        return matrix(self.rng, dims["n_vocab"], cols)
 
     def add_matrix(self, w, name: str, short: str, data: np.ndarray, il: int | None) -> None:
         even = il is not None and il % 2 == 0
@@ -596,7 +607,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_sliding_window_pattern(opt["swa_layers"])
         w.add_key_length_swa(HEAD_DIM)
         w.add_value_length_swa(HEAD_DIM)
-        w.add_embedding_length_per_layer_input(0)
+        w.add_embedding_length_per_layer_input(opt.get("per_layer", 0))
         w.add_shared_kv_layers(opt.get("shared_kv", 0))
         w.add_rope_freq_base_swa(10000.0)
     if "final_softcap" in opt:
@@ -628,7 +639,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             "v_dim": N_HEAD_KV * HEAD_DIM, "o_dim": N_HEAD * HEAD_DIM, "head_dim_k": HEAD_DIM, "n_head": N_HEAD,
             "n_ff": max(opt.get("ff_layers", [N_FF])), "n_ff_expert": N_FF_EXP, "n_expert": N_EXPERT, "rope_pairs": n_rot // 2,
             "n_ff_shexp": N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0),
-            "n_embd+n_embd": 2 * N_EMBD}
+            "n_embd+n_embd": 2 * N_EMBD, "n_embd_per_layer": opt.get("per_layer", 0),
+            "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer}
     if mla:
         dims.update({"k_dim": mla["kv_lora"] + mla["rot"], "q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
                      "qk_nope": mla["nope"], "head_dim_v_mla": mla["v"],

@@ -841,15 +841,13 @@ TEST_CASE("gemma4's sliding layers have their own head size and KV heads, each r
 
     // Still refused, each naming its key: a sliding head of odd size or of
     // different k and v sizes, a rotated width of the sliding heads' own
-    // (partial RoPE there), per-layer embeddings (not run yet).
+    // (partial RoPE there).
     CHECK_THAT(gemma4_refusal("gemma4.attention.key_length_swa", 31),
                Catch::Contains("gemma4.attention.key_length_swa"));
     CHECK_THAT(gemma4_refusal("gemma4.attention.value_length_swa", 16),
                Catch::Contains("gemma4.attention.key_length_swa"));
     CHECK_THAT(gemma4_refusal("gemma4.rope.dimension_count_swa", 16),
                Catch::Contains("gemma4.rope.dimension_count_swa"));
-    CHECK_THAT(gemma4_refusal("gemma4.embedding_length_per_layer_input", 16),
-               Catch::Contains("gemma4.embedding_length_per_layer_input"));
 
     const auto refused_by = [](TinyGguf g, const std::string& key) {
         auto f = g.parse();

@@ -60,12 +60,9 @@ UNBOUND = {
     "deepseek2": MOE | {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
                         "blk.{bid}.attn_v", "blk.{bid}.ffn_gate_shexp", "blk.{bid}.ffn_down_shexp",
                         "blk.{bid}.ffn_up_shexp", "blk.{bid}.exp_probs_b"},
-    # Gemma 4's experts (26B-A4B) and per-layer embeddings (E2B/E4B): their files are
-    # refused by key first (expert_count, embedding_length_per_layer_input).
+    # Gemma 4's experts (26B-A4B): their files are refused by key first (expert_count).
     "gemma4": {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ffn_down_exps",
-               "blk.{bid}.pre_ffw_norm_2", "blk.{bid}.post_ffw_norm_1", "blk.{bid}.post_ffw_norm_2",
-               "blk.{bid}.inp_gate", "blk.{bid}.proj", "blk.{bid}.post_norm", "per_layer_model_proj",
-               "per_layer_proj_norm", "per_layer_token_embd"},
+               "blk.{bid}.pre_ffw_norm_2", "blk.{bid}.post_ffw_norm_1", "blk.{bid}.post_ffw_norm_2"},
 }
 
 
@@ -191,7 +188,10 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             "qk_nope": key("attention.key_length_mla", 0) - key("rope.dimension_count", k_len),
             "head_dim_v_mla": key("attention.value_length_mla", 0),
             "q_dim_mla": n_head * key("attention.key_length_mla", 0),
-            "o_dim_mla": n_head * key("attention.value_length_mla", 0)}
+            "o_dim_mla": n_head * key("attention.value_length_mla", 0),
+            # gemma4 E2B/E4B's per-layer embeddings.
+            "n_embd_per_layer": key("embedding_length_per_layer_input", 0),
+            "n_embd_per_layer*n_layer": key("embedding_length_per_layer_input", 0) * key("block_count")}
 
 
 def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:

@@ -7,6 +7,8 @@
 
 #include "ferrox/model/architecture.h"
 #include "ferrox/model/ops.h"
+#include "ferrox/quant/reference.h"
+#include "ferrox/quant_kind.h"
 #include "residency.h"
 
 namespace ferrox::model {
@@ -75,6 +77,10 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.expert_up, hp.n_ff_expert);
     carve(s.expert_down, hp.n_embd);
     carve(s.shared, hp.n_expert_shared > 0 ? b * hp.n_embd : 0);
+    const uint64_t ple = uint64_t{hp.n_embd_per_layer} * hp.n_layer;
+    carve(s.ple, b * ple);
+    carve(s.ple_tok, b * ple);
+    carve(s.ple_gate, b * hp.n_embd_per_layer);
     for (int t = 0; t < 3; ++t) {
         const uint64_t rows = t < 2 || hp.attn_temp_scale != 0 ? b : 0;
         carve(s.rope_cos[t], rows * half);
@@ -95,6 +101,8 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     expert_order.assign(hp.n_expert, 0);
     selection.assign(hp.n_expert, 0);
     if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
+    ple_row.assign(size_t{hp.n_embd_per_layer} * hp.n_layer, 0);
+    ple_tok.assign(size_t{max_batch} * ple_row.size(), 0);
 }
 
 void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
@@ -102,6 +110,7 @@ void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
                       std::span<const uint32_t> out_rows, std::span<float> out, bool hidden) const {
     const auto n = static_cast<uint32_t>(tokens.size());
     embed(st, a, tokens);
+    if (hp_.n_embd_per_layer) per_layer_inputs(st, a, tokens);
     rope_tables(st, a, positions);
     for (uint32_t il = 0; il < hp_.n_layer; ++il) {
         attention_block(st, a, kv, il, n);
@@ -119,6 +128,58 @@ void Decoder::embed(StickySteps& st, Activations& a, std::span<const int32_t> to
                            hp_.vocab - 1));
     }
     st.embed(tokens, hp_.embedding_scale, a.s.x);
+}
+
+// gemma4's per-layer inputs, as llama.cpp's project_per_layer_inputs: each
+// layer's rows of per_layer_model_proj over the scaled embedding, x
+// 1/sqrt(n_embd), RMS-normed with per_layer_proj_norm, plus the token's row
+// of per_layer_token_embd x sqrt(width), the sum x 1/sqrt(2). Laid out
+// [layer][row][width], so that a layer's inputs are one contiguous block.
+void Decoder::per_layer_inputs(StickySteps& st, Activations& a,
+                               std::span<const int32_t> tokens) const {
+    const uint32_t p = hp_.n_embd_per_layer, layers = hp_.n_layer;
+    const auto n = static_cast<uint32_t>(tokens.size());
+    const uint64_t rows = uint64_t{layers} * n;
+    Scratch& s = a.s;
+    if (st.failed()) return;  // an id embed() refused would index past the table
+    // The token rows, read on the host (embed() checked the ids).
+    const gguf::Tensor& table = *w_.per_layer_token_embd;
+    const uint64_t row = *row_bytes(table.kind(), a.ple_row.size());
+    const float scale = std::sqrt(static_cast<float>(p));
+    for (uint32_t r = 0; r < n; ++r) {
+        const std::byte* src = table.data().data() + static_cast<uint64_t>(tokens[r]) * row;
+        if (!quant::dequantize_row(table.kind(), src, a.ple_row.data(), a.ple_row.size()))
+            return st.fail(make_error("per_layer_token_embd.weight: {} rows cannot be read",
+                                      kind_name(table.kind())));
+        for (uint32_t l = 0; l < layers; ++l)
+            for (uint32_t i = 0; i < p; ++i)
+                a.ple_tok[(uint64_t{l} * n + r) * p + i] = a.ple_row[uint64_t{l} * p + i] * scale;
+    }
+    st.upload(std::span<const float>(a.ple_tok).first(rows * p), s.ple_tok);
+    for (uint32_t l = 0; l < layers; ++l)
+        st.project(*w_.layers[l].ple_model_proj, "per_layer_model_proj", s.x, n,
+                   s.ple.at(uint64_t{l} * n * p));
+    // x c as x + (c - 1) x: the steps scale only through add.
+    const float proj_scale = 1.0f / std::sqrt(static_cast<float>(hp_.n_embd));
+    st.add(roles::kPerLayerInput, s.ple, s.ple, rows, p, p, proj_scale - 1.0f);
+    st.rms_norm(roles::kPerLayerProjNorm, s.ple, consts_[0].ple_proj_norm, rows, p, hp_.rms_eps,
+                s.ple);
+    st.add(roles::kPerLayerInput, s.ple, s.ple_tok, rows, p, p, 1.0f);
+    st.add(roles::kPerLayerInput, s.ple, s.ple, rows, p, p, 1.0f / std::sqrt(2.0f) - 1.0f);
+}
+
+// After layer il's FFN joined the residual stream (gemma4 E2B/E4B):
+// x += norm(proj(gelu(inp_gate x) * the layer's per-layer input)).
+void Decoder::per_layer_embedding(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
+    const uint32_t p = hp_.n_embd_per_layer, d = hp_.n_embd;
+    Scratch& s = a.s;
+    st.project(*L.ple_gate, "inp_gate", s.x, n, s.ple_gate);
+    st.glu(FfnActivation::GeluTanh, s.ple_gate, s.ple.at(uint64_t{il} * n * p), uint64_t{n} * p);
+    st.project(*L.ple_proj, "proj", s.ple_gate, n, s.ffn);
+    st.rms_norm(roles::kPerLayerPostNorm, s.ffn, consts_[il].ple_post_norm, n, d, hp_.rms_eps,
+                s.ffn);
+    st.add(roles::kResidual, s.x, s.ffn, n, d, d, 1.0f);
 }
 
 void Decoder::upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) const {
@@ -406,10 +467,13 @@ void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n
         moe_ffn(st, a, L, C, n);
     if (hp_.arch->post_norms)
         st.rms_norm(roles::kPostFfwNorm, s.ffn, C.post_ffw_norm, n, d, hp_.rms_eps, s.ffn);
-    if (!L.out_scale.empty()) {
-        // gemma4: x = (x + ffn) x scale, then the next layer's norm on its own.
+    if (!L.out_scale.empty() || L.ple_gate) {
+        // gemma4: x = (x + ffn, then its per-layer embedding) x scale, then
+        // the next layer's norm on its own.
         st.add(roles::kResidual, s.x, s.ffn, n, d, d, hp_.residual_scale);
-        st.add(roles::kLayerOutputScale, s.x, s.x, n, d, d, L.out_scale[0] - 1.0f);
+        if (L.ple_gate) per_layer_embedding(st, a, il, n);
+        if (!L.out_scale.empty())
+            st.add(roles::kLayerOutputScale, s.x, s.x, n, d, d, L.out_scale[0] - 1.0f);
         if (il + 1 == hp_.n_layer) return;
         return st.rms_norm(roles::kAttnNorm, s.x, consts_[il + 1].attn_norm, n, d, hp_.rms_eps,
                            s.xn);

@@ -34,6 +34,10 @@ struct Scratch {
     Act mla_q_a, mla_q, mla_kv, mla_o;
     // [global, local, global for q under an attention temperature][position][head_dim / 2]
     Act rope_cos[3], rope_sin[3];
+    // Per-layer embeddings (gemma4 E2B/E4B): every layer's input [layer][row]
+    // [n_embd_per_layer], live through the pass; the token rows' part before
+    // it joins them; a layer's gate.
+    Act ple, ple_tok, ple_gate;
 };
 
 // Norm weights, biases and sinks where the ops read them.
@@ -42,6 +46,7 @@ struct LayerConstants {
     Act q_bias, k_bias, v_bias, o_bias, sinks;
     Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
     Act q_a_norm, kv_a_norm;                           // latent attention
+    Act ple_post_norm, ple_proj_norm;                  // per-layer embeddings
 };
 
 // Each layer's constants: the vector bound from the file and where the ops
@@ -65,6 +70,8 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
         {&LayerWeights::down_exps_bias, &LayerConstants::down_exps_bias},
         {&LayerWeights::q_a_norm, &LayerConstants::q_a_norm},
         {&LayerWeights::kv_a_norm, &LayerConstants::kv_a_norm},
+        {&LayerWeights::ple_post_norm, &LayerConstants::ple_post_norm},
+        {&LayerWeights::ple_proj_norm, &LayerConstants::ple_proj_norm},
 };
 
 // Rows of logits a resident model computes per download.
@@ -132,6 +139,9 @@ struct Activations {
     Act region;
     uint64_t region_size = 0;  // floats
     std::vector<float> rope_cos[3], rope_sin[3], router_scores, zeros;
+    // Per-layer embeddings' token rows as uploaded ([layer][row][width]), and
+    // one token's row as read.
+    std::vector<float> ple_tok, ple_row;
     std::vector<float> selection;  // one row's expert scores plus the selection bias
     std::vector<uint32_t> expert_order;
 
@@ -167,6 +177,8 @@ class Decoder {
 
   private:
     void embed(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const;
+    void per_layer_inputs(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const;
+    void per_layer_embedding(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void rope_tables(StickySteps& st, Activations& a, std::span<const int32_t> positions) const;
     void upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) const;
     void attention_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,

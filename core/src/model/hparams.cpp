@@ -479,13 +479,8 @@ Expected<void> read_layer_geometry(const gguf::File& file, const Keys& k, Hparam
                       fmt::format("{} differs from key_length_swa {}: partial RoPE on the "
                                   "sliding-window layers is not implemented",
                                   hp.n_rot_swa, hp.head_dim_k_swa));
-    auto per_layer = k.u32("embedding_length_per_layer_input");
-    if (!per_layer) return per_layer.error();
-    if (*per_layer != 0)
-        return refuse(file, k.key("embedding_length_per_layer_input"),
-                      fmt::format("{}: per-layer embeddings (Gemma 4 E2B/E4B) are not "
-                                  "implemented",
-                                  *per_layer));
+    // The per-layer embeddings' width; their tensors' shapes bound it.
+    FERROX_READ(hp.n_embd_per_layer, k.u32("embedding_length_per_layer_input"));
     auto shared = k.u32_or("attention.shared_kv_layers", 0);
     if (!shared) return shared.error();
     // llama.cpp's reuse rule needs two cached layers (the last of each kind).

@@ -107,8 +107,7 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"rope.scaling.finetuned", O, "true", {}});
     }
     if (spec.per_layer_geometry_keys) {
-        // The sliding layers' head sizes; per-layer embeddings are refused
-        // unless 0 until they run.
+        // The sliding layers' head sizes and the per-layer embeddings' width.
         k.push_back({"attention.key_length_swa", R, {}, {}});
         k.push_back({"attention.value_length_swa", R, {}, {}});
         k.push_back({"embedding_length_per_layer_input", R, {}, {}});

@@ -119,6 +119,22 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             t.push_back(
                 model_vector(name, E::RopePairs, slot, TensorUse::Optional, long_rope_when));
 
+    if (spec.per_layer_geometry_keys) {
+        // gemma4 E2B/E4B: a row of per-layer embeddings per token (read by
+        // rows), their projection from the embedding and its norm.
+        t.push_back({rule("per_layer_token_embd.weight", TensorScope::Model, TensorForm::Rows,
+                          E::Vocab, E::PerLayerAll, TensorUse::Required, TensorWhen::PerLayerEmbd),
+                     &ModelWeights::per_layer_token_embd,
+                     {}});
+        t.push_back({rule("per_layer_model_proj.weight", TensorScope::Model, TensorForm::Matrix,
+                          E::PerLayerAll, E::Embd, TensorUse::Required, TensorWhen::PerLayerEmbd),
+                     &ModelWeights::per_layer_model_proj,
+                     {}});
+        t.push_back(model_vector("per_layer_proj_norm.weight", E::PerLayer,
+                                 &ModelWeights::per_layer_proj_norm, TensorUse::Required,
+                                 TensorWhen::PerLayerEmbd));
+    }
+
     if (spec.pre_norms) t.push_back(layer_vector("attn_norm.weight", E::Embd, &LW::attn_norm));
     if (spec.mla) {
         mla_tensors(t);
@@ -218,6 +234,16 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                 t.back().rule.when = TensorWhen::SharedExperts;
             }
     }
+    if (spec.per_layer_geometry_keys) {
+        // gemma4 E2B/E4B: each layer's gate from the residual stream, the
+        // projection of the gated per-layer input back to it, and its norm.
+        t.push_back(layer_matrix("inp_gate.weight", E::PerLayer, E::Embd, &LW::ple_gate));
+        t.back().rule.when = TensorWhen::PerLayerEmbd;
+        t.push_back(layer_matrix("proj.weight", E::Embd, E::PerLayer, &LW::ple_proj));
+        t.back().rule.when = TensorWhen::PerLayerEmbd;
+        t.push_back(layer_vector("post_norm.weight", E::Embd, &LW::ple_post_norm,
+                                 TensorUse::Required, TensorWhen::PerLayerEmbd));
+    }
     if (spec.nextn_layers) {
         // A NextN block's own tensors, besides a layer's (llama.cpp's
         // graph_mtp): the projection of [enorm(token), hnorm(hidden)], and
@@ -291,6 +317,10 @@ std::string_view extent_name(Extent e) {
             return "q_dim_mla";
         case E::ODimMla:
             return "o_dim_mla";
+        case E::PerLayer:
+            return "n_embd_per_layer";
+        case E::PerLayerAll:
+            return "n_embd_per_layer*n_layer";
     }
     return "?";
 }
@@ -341,6 +371,10 @@ uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
             return uint64_t{hp.n_head} * hp.mla_head_k;
         case E::ODimMla:
             return uint64_t{hp.n_head} * hp.mla_head_v;
+        case E::PerLayer:
+            return hp.n_embd_per_layer;
+        case E::PerLayerAll:
+            return uint64_t{hp.n_embd_per_layer} * hp.n_layer;
     }
     return 0;
 }
@@ -374,6 +408,8 @@ bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
             return hp.mla_q_lora > 0;
         case TensorWhen::QDirect:
             return hp.mla_q_lora == 0;
+        case TensorWhen::PerLayerEmbd:
+            return hp.n_embd_per_layer > 0;
     }
     return false;
 }
@@ -416,6 +452,8 @@ std::string_view when_name(TensorWhen w) {
             return "q_low_rank";
         case TensorWhen::QDirect:
             return "q_direct";
+        case TensorWhen::PerLayerEmbd:
+            return "per_layer_embd";
     }
     return "?";
 }

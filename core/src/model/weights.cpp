@@ -128,9 +128,13 @@ struct Binder {
 
     Expected<void> operator()(std::monostate) const { return {}; }
     Expected<void> operator()(const gguf::Tensor* ModelWeights::*slot) const {
-        if (t.row_length() != hp.n_embd)
-            return make_error("{}: tensor '{}' rows are {} long, embedding_length is {}",
-                              file.path().string(), name, t.row_length(), hp.n_embd);
+        // token_embd's rows are n_embd long; per_layer_token_embd's n_layer x
+        // n_embd_per_layer, one row per token id.
+        const uint64_t cols = extent_value(rule.cols, hp), rows = extent_value(rule.rows, hp);
+        if (t.shape().size() != 2 || t.row_length() != cols || t.row_count() != rows)
+            return make_error("{}: tensor '{}' has shape [{}], expected [{} ({}), {} ({})]",
+                              file.path().string(), name, fmt::join(t.shape(), ", "), cols,
+                              extent_name(rule.cols), rows, extent_name(rule.rows));
         mw.*slot = &t;
         return {};
     }
@@ -235,6 +239,19 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         for (const TensorBinding& b : table)
             if (b.rule.scope == TensorScope::Layer)
                 if (auto r = bind(b, &lw, il); !r) return r.error();
+    }
+    if (mw.per_layer_model_proj) {
+        // Each layer's rows of the per-layer projection, as a matrix of its own.
+        const std::string name = "per_layer_model_proj.weight";
+        const gguf::Tensor& t = *file.find_tensor(name);
+        const uint64_t p = hp.n_embd_per_layer;
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            auto view = row_view(t, fmt::format("{}[rows {}..{}]", name, il * p, (il + 1) * p - 1),
+                                 il * p, p);
+            if (!view) return view.error();
+            mw.layers[il].ple_model_proj = std::move(*view);
+        }
+        mw.layers[0].ple_proj_norm = mw.per_layer_proj_norm;
     }
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         LayerWeights& lw = mw.layers[il];

@@ -42,6 +42,12 @@ struct LayerWeights {
     std::optional<WeightMatrix> q_a, q_b, kv_a;
     std::vector<WeightMatrix> k_b, v_b;
     std::vector<float> q_a_norm, kv_a_norm;
+    // Per-layer embeddings (gemma4 E2B/E4B): the gate [n_embd_per_layer x
+    // n_embd], the projection back [n_embd x n_embd_per_layer] and its norm;
+    // this layer's rows of per_layer_model_proj (a view), and, in layer 0
+    // only, the model's per_layer_proj_norm (where the decoder reads it).
+    std::optional<WeightMatrix> ple_gate, ple_proj, ple_model_proj;
+    std::vector<float> ple_post_norm, ple_proj_norm;
 };
 
 struct ModelWeights {
@@ -49,6 +55,12 @@ struct ModelWeights {
     std::optional<WeightMatrix> output;        // token_embd itself when tied
     std::vector<float> output_norm;
     RopeFactors rope_factors;  // optional per-pair RoPE divisors (llama)
+    // gemma4 E2B/E4B: per token a row of n_layer x n_embd_per_layer
+    // embeddings (read by rows), their projection from the embedding
+    // [n_layer x n_embd_per_layer rows x n_embd] and its norm.
+    const gguf::Tensor* per_layer_token_embd = nullptr;
+    std::optional<WeightMatrix> per_layer_model_proj;
+    std::vector<float> per_layer_proj_norm;
     std::vector<LayerWeights> layers;
     // NextN/MTP blocks (blk.{n_layer + i}), bound and kept, not run; empty
     // for a file without them (or a trunk-only file, whose blocks are absent).

@@ -134,8 +134,8 @@ struct ArchSpec {
     // value_length_swa (required: the sliding layers' head size),
     // rope.dimension_count_swa (optional), head_count_kv and
     // feed_forward_length one per layer or one for all,
-    // embedding_length_per_layer_input (required; refused unless 0 until
-    // per-layer embeddings run), attention.shared_kv_layers (optional).
+    // embedding_length_per_layer_input (required; > 0: per-layer embeddings),
+    // attention.shared_kv_layers (optional).
     bool per_layer_geometry_keys = false;
     // The norm before the FFN (gpt-oss's files call it post_attention_norm).
     std::string_view ffn_norm_tensor = "ffn_norm.weight";

@@ -89,6 +89,9 @@ struct Hparams {
     // rope.dimension_count_swa; 0: the global layers').
     std::vector<uint32_t> n_head_kv_layers, n_ff_layers;
     uint32_t head_dim_k_swa = 0, head_dim_v_swa = 0, n_rot_swa = 0;
+    // gemma4 E2B/E4B: the width of each layer's per-layer embedding
+    // (embedding_length_per_layer_input); 0: none.
+    uint32_t n_embd_per_layer = 0;
     uint32_t n_ctx_train = 0;
     uint64_t vocab = 0;  // rows of token_embd
     float rms_eps = 0;

@@ -53,6 +53,9 @@ enum class Extent : uint8_t {
     HeadDimVMla,  // attention.value_length_mla
     QDimMla,      // head_count x attention.key_length_mla
     ODimMla,      // head_count x attention.value_length_mla
+    // Per-layer embeddings (gemma4 E2B/E4B):
+    PerLayer,     // embedding_length_per_layer_input
+    PerLayerAll,  // embedding_length_per_layer_input x block_count
 };
 
 // What a tensor's presence rests on besides the row.
@@ -69,6 +72,7 @@ enum class TensorWhen : uint8_t {
     NextN,          // a NextN/MTP block (the last nextn_predict_layers), kept and not run
     QLowRank,       // attention.q_lora_rank > 0 (latent attention's q through a low rank)
     QDirect,        // attention.q_lora_rank absent or 0
+    PerLayerEmbd,   // embedding_length_per_layer_input > 0 (gemma4 E2B/E4B)
 };
 
 // One part of a fused tensor: the rows the unfused tensor `name` would hold.
