@@ -83,6 +83,7 @@ KvCacheReport kv_cache_report(const model::Hparams& hp, ferrox_kind kind) {
     in.n_head_kv = hp.n_head_kv;
     in.head_dim_k = hp.head_dim_k;
     in.head_dim_v = hp.head_dim_v;
+    in.cell_elements = hp.kv_cell_elements();
     KvCacheReport r;
     r.kind = kind_traits(kind);
     in.kv_block_bytes = r.kind->block_bytes;

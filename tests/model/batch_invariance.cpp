@@ -691,8 +691,8 @@ void recurrent_state(const model::Model& m, const std::string& name, std::mt1993
 constexpr double kGemmaBound = 5e-2;
 
 int main() {
-    const std::vector<std::filesystem::path> models =
-        test::tiny_models({"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"});
+    const std::vector<std::filesystem::path> models = test::tiny_models(
+        {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gemma4-swa-heads", "gemma4-ple"});
     const std::filesystem::path tiny = test::tiny_models_dir();
     const std::filesystem::path gemma = test::gemma_270m_path();
     const bool with_gemma = std::filesystem::exists(gemma);
@@ -733,7 +733,9 @@ int main() {
     // a save and a restore.
     for (const auto& path : models) {
         const std::string name = path.stem().string();
-        if (name != "tiny-llama" && name != "tiny-gemma3") continue;
+        // gemma4-swa-heads: its layers' rows of two widths, quantized.
+        if (name != "tiny-llama" && name != "tiny-gemma3" && name != "tiny-gemma4-swa-heads")
+            continue;
         Loaded l = load(plugins, path, FERROX_KIND_Q8_0);
         if (!l.model) continue;
         const bool exact = name != "tiny-gemma3";

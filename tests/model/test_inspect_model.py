@@ -122,12 +122,20 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     assert got.get("nextn_layers_unused", 0) == n_nextn
     n_head = field(reader, f"{arch}.attention.head_count")
     n_embd = field(reader, f"{arch}.embedding_length")
+    n_head_kv = field(reader, f"{arch}.attention.head_count_kv") or n_head
+    if isinstance(n_head_kv, list):  # gemma4: one per layer; the summary's is the largest
+        assert got["kv_heads_per_layer"] == ",".join(str(v) for v in n_head_kv)
+        n_head_kv = max(n_head_kv)
+    key_swa = field(reader, f"{arch}.attention.key_length_swa")
+    if key_swa is not None:  # gemma4: the sliding layers' own head size
+        assert got["head_dim_k_swa"] == key_swa
+        assert got["head_dim_v_swa"] == field(reader, f"{arch}.attention.value_length_swa")
     want = {
         "architecture": arch,
         "layers": n_layer,
         "embedding_length": n_embd,
         "heads": n_head,
-        "kv_heads": field(reader, f"{arch}.attention.head_count_kv") or n_head,
+        "kv_heads": n_head_kv,
         "context_train": field(reader, f"{arch}.context_length"),
         "head_dim_k": field(reader, f"{arch}.attention.key_length") or n_embd // n_head,
         "layer_pattern": expected_pattern(arch, reader, n_layer),

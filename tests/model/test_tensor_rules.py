@@ -66,12 +66,9 @@ UNBOUND = {
     # unused q/k/v names gguf lists.
     "deepseek2": {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
                   "blk.{bid}.attn_v"},
-    # Gemma 4's experts (26B-A4B) and per-layer embeddings (E2B/E4B): their files are
-    # refused by key first (expert_count, embedding_length_per_layer_input).
+    # Gemma 4's experts (26B-A4B): their files are refused by key first (expert_count).
     "gemma4": {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ffn_down_exps",
-               "blk.{bid}.pre_ffw_norm_2", "blk.{bid}.post_ffw_norm_1", "blk.{bid}.post_ffw_norm_2",
-               "blk.{bid}.inp_gate", "blk.{bid}.proj", "blk.{bid}.post_norm", "per_layer_model_proj",
-               "per_layer_proj_norm", "per_layer_token_embd"},
+               "blk.{bid}.pre_ffw_norm_2", "blk.{bid}.post_ffw_norm_1", "blk.{bid}.post_ffw_norm_2"},
 }
 
 
@@ -146,6 +143,8 @@ def read_header(path: pathlib.Path) -> tuple[dict, dict[str, list[int]]]:
             items = [value(sub) for _ in range(n)] if sub in (8, 9) else None
             if items is None:
                 nonlocal pos
+                if n <= 1024:  # one value per layer (gemma4); vocabulary-sized ones are skipped
+                    items = list(struct.unpack_from(f"<{n}{scalar[sub]}", data, pos))
                 pos += n * struct.calcsize("<" + scalar[sub])
             return items
         return take(scalar[vtype])
@@ -166,15 +165,21 @@ def read_header(path: pathlib.Path) -> tuple[dict, dict[str, list[int]]]:
     return keys, shapes
 
 
-def dims_of(keys: dict, shapes: dict) -> dict[str, int]:
-    """The extents `ferrox architectures` names, from a file's own metadata."""
+def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
+    """The extents `ferrox architectures` names, from a file's own metadata, at layer `il`
+    (gemma4's keys list KV heads and FFN widths per layer; its sliding layers have their own
+    head size)."""
     arch = keys["general.architecture"]
 
     def key(k, default=None):
-        return keys.get(f"{arch}.{k}", default)
+        v = keys.get(f"{arch}.{k}", default)
+        return v[il] if isinstance(v, list) and k != "attention.sliding_window_pattern" else v
 
     n_head, n_kv = key("attention.head_count"), key("attention.head_count_kv")
     k_len, v_len = key("attention.key_length"), key("attention.value_length")
+    pattern = key("attention.sliding_window_pattern")
+    if isinstance(pattern, list) and pattern[il] and key("attention.key_length_swa") is not None:
+        k_len, v_len = key("attention.key_length_swa"), key("attention.value_length_swa")
     return {"1": 1, "n_embd": key("embedding_length"), "n_vocab": shapes["token_embd.weight"][1],
             "q_dim": n_head * k_len, "k_dim": n_kv * k_len, "v_dim": n_kv * v_len, "o_dim": n_head * v_len,
             "head_dim_k": k_len, "n_head": n_head, "n_ff": key("feed_forward_length"),
@@ -195,7 +200,10 @@ def dims_of(keys: dict, shapes: dict) -> dict[str, int]:
             "q_dim_gated": 2 * n_head * k_len, "ssm_conv_kernel": key("ssm.conv_kernel", 0),
             "ssm_conv_dim": 2 * key("ssm.group_count", 0) * key("ssm.state_size", 0) + key("ssm.inner_size", 0),
             "ssm_inner": key("ssm.inner_size", 0), "ssm_v_heads": key("ssm.time_step_rank", 0),
-            "ssm_head_dim": key("ssm.state_size", 0)}
+            "ssm_head_dim": key("ssm.state_size", 0),
+            # gemma4 E2B/E4B's per-layer embeddings.
+            "n_embd_per_layer": key("embedding_length_per_layer_input", 0),
+            "n_embd_per_layer*n_layer": key("embedding_length_per_layer_input", 0) * key("block_count")}
 
 
 def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:
@@ -208,7 +216,6 @@ def test_tiny_model_tensors_match_the_rules(path):
     them, so this holds the resolution of the extents, done here from the file's own keys)."""
     keys, shapes = read_header(path)
     rules = {r["name"]: r for r in next(a for a in ARCHS if a["name"] == keys["general.architecture"])["tensors"]}
-    dims = dims_of(keys, shapes)
     unmatched = []
     for tensor, shape in shapes.items():
         parts = tensor.split(".", 2)
@@ -216,6 +223,7 @@ def test_tiny_model_tensors_match_the_rules(path):
         if name not in rules:
             unmatched.append(tensor)
             continue
+        dims = dims_of(keys, shapes, int(parts[1]) if parts[0] == "blk" else 0)
         assert shape == resolve(rules[name]["shape"], dims), (tensor, rules[name])
     # Only the variants made to be refused hold a tensor without a rule.
     assert not unmatched or path.stem in ("tiny-llama-extra", "tiny-llama-ffn-bias"), unmatched

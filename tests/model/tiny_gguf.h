@@ -41,6 +41,16 @@ class TinyGguf {
         entries_.push_back({key, 9, std::move(p)});  // ARRAY
         return *this;
     }
+    TinyGguf& bool_array(const std::string& key, const std::vector<bool>& v) {
+        std::vector<std::byte> p(12 + v.size());
+        const uint32_t element_type = 7;  // BOOL
+        const uint64_t n = v.size();
+        std::memcpy(p.data(), &element_type, 4);
+        std::memcpy(p.data() + 4, &n, 8);
+        for (size_t i = 0; i < v.size(); ++i) p[12 + i] = v[i] ? std::byte{1} : std::byte{0};
+        entries_.push_back({key, 9, std::move(p)});  // ARRAY
+        return *this;
+    }
     TinyGguf& str(const std::string& key, const std::string& v) {
         entries_.push_back({key, 8, with_length(v)});
         return *this;

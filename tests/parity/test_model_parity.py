@@ -331,7 +331,8 @@ def test_gemma3_matches_float64(gemma3):
 
 
 TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl", "qwen3vl", "gemma2",
-              "gpt-oss", "gemma4", "gemma4-shared", "glm4moe", "glm4moe-air", "deepseek2", "qwen35"]
+              "gpt-oss", "gemma4", "gemma4-shared", "gemma4-swa-heads", "gemma4-ple",
+              "glm4moe", "glm4moe-air", "deepseek2", "qwen35"]
 
 
 def tiny_model(arch: str) -> pathlib.Path:

@@ -144,8 +144,9 @@ constexpr ArchSpec kArchitectures[] = {
     // layer, unscaled attention over RMS-normed q, k and V (V without a
     // weight, K standing for it where attn_v is absent), proportional RoPE
     // factors on the global layers, a scalar on each layer's output and a
-    // soft-capped logit. Sliding-window head sizes of their own, per-layer
-    // embeddings, shared KV layers and experts are refused by key.
+    // soft-capped logit; the sliding-window layers with head sizes and KV
+    // head counts of their own, layers sharing an earlier layer's KV cache,
+    // per-layer embeddings (E2B/E4B). Experts are refused by key.
     {.name = "gemma4",
      .qk_norm = QkNorm::PerHead,
      .post_norms = true,

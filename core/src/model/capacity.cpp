@@ -19,9 +19,10 @@ std::string CapacityPlan::summary() const {
 }
 
 uint64_t kv_cache_bytes(const CapacityInputs& in) {
-    return uint64_t{in.n_layer} * in.context * in.n_head_kv *
-           (uint64_t{in.head_dim_k} + in.head_dim_v) * in.kv_block_bytes /
-           std::max<uint32_t>(in.kv_block_elements, 1);
+    const uint64_t cell = in.cell_elements ? in.cell_elements
+                                           : uint64_t{in.n_layer} * in.n_head_kv *
+                                                 (uint64_t{in.head_dim_k} + in.head_dim_v);
+    return cell * in.context * in.kv_block_bytes / std::max<uint32_t>(in.kv_block_elements, 1);
 }
 
 Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {

@@ -92,13 +92,20 @@ struct Context::Impl final : KvAttention {
           n_seq(seqs),
           cells(n_ctx, seqs) {}
 
-    uint64_t q_dim() const { return model::q_dim(hp); }
-    uint64_t k_dim() const { return model::k_dim(hp); }
-    uint64_t v_dim() const { return model::v_dim(hp); }
-    uint64_t o_dim() const { return model::o_dim(hp); }
-    // Bytes of one cell's K or V row (all KV heads) in the cache's kind.
-    uint64_t k_row_bytes() const { return model.kv_row_bytes(k_dim()); }
-    uint64_t v_row_bytes() const { return model.kv_row_bytes(v_dim()); }
+    // Layer il's widths (gemma4's sliding layers have their own).
+    uint64_t q_dim(uint32_t il) const { return model::q_dim(hp, il); }
+    uint64_t k_dim(uint32_t il) const { return model::k_dim(hp, il); }
+    uint64_t v_dim(uint32_t il) const { return model::v_dim(hp, il); }
+    uint64_t o_dim(uint32_t il) const { return model::o_dim(hp, il); }
+    // Bytes of one cell's K or V row (all KV heads) of layer il in the cache's kind.
+    uint64_t k_row_bytes(uint32_t il) const { return model.kv_row_bytes(k_dim(il)); }
+    uint64_t v_row_bytes(uint32_t il) const { return model.kv_row_bytes(v_dim(il)); }
+    // Bytes of one cell's K and V rows over the cached layers.
+    uint64_t cell_bytes() const {
+        uint64_t sum = 0;
+        for (uint32_t il = 0; il < hp.kv_layers(); ++il) sum += k_row_bytes(il) + v_row_bytes(il);
+        return sum;
+    }
 
     // The decoder's call into the cache: this layer's K/V rows stored, then
     // the batch's attention over its sequences' cells.
@@ -122,10 +129,10 @@ struct Context::Impl final : KvAttention {
             uint32_t r1 = r0 + 1;
             while (r1 < n && row_cell[r1] == row_cell[r1 - 1] + 1) ++r1;
             const uint64_t cell = row_cell[r0], rows = r1 - r0;
-            st.store_kv(s.k.at(r0 * k_dim()), k_cache[il].at_bytes(cell * k_row_bytes()), kv_kind,
-                        rows * k_dim());
-            st.store_kv(s.v.at(r0 * v_dim()), v_cache[il].at_bytes(cell * v_row_bytes()), kv_kind,
-                        rows * v_dim());
+            st.store_kv(s.k.at(r0 * k_dim(il)), k_cache[il].at_bytes(cell * k_row_bytes(il)),
+                        kv_kind, rows * k_dim(il));
+            st.store_kv(s.v.at(r0 * v_dim(il)), v_cache[il].at_bytes(cell * v_row_bytes(il)),
+                        kv_kind, rows * v_dim(il));
             r0 = r1;
         }
     }
@@ -138,7 +145,7 @@ struct Context::Impl final : KvAttention {
     void attend(StickySteps& st, uint32_t il, bool local, const AttentionRun& run) {
         if (st.failed()) return;  // the gathered rows and the hole loop read the cache
         const std::vector<uint32_t>& list = run.cells[local && hp.sliding_window ? 1 : 0];
-        const uint64_t k_row = k_row_bytes(), v_row = v_row_bytes();
+        const uint64_t k_row = k_row_bytes(il), v_row = v_row_bytes(il);
         const auto count = static_cast<uint32_t>(list.size());
         const int32_t base = cells.pos(list.front());
         const bool adjacent =
@@ -168,8 +175,8 @@ struct Context::Impl final : KvAttention {
             keys = Act{k_gather.data()};
             values = Act{v_gather.data()};
         }
-        const Act q = act.s.q.at(uint64_t{run.row0} * q_dim());
-        const Act out = act.s.att.at(uint64_t{run.row0} * o_dim());
+        const Act q = act.s.q.at(uint64_t{run.row0} * q_dim(il));
+        const Act out = act.s.att.at(uint64_t{run.row0} * o_dim(il));
         const uint32_t window = local ? hp.sliding_window : 0;
         const Act* sinks = hp.arch->attention_sinks ? &consts[il].sinks : nullptr;
         if (!dense) return attend_with_holes(run, window, list, q, keys, values, out, il);
@@ -181,9 +188,9 @@ struct Context::Impl final : KvAttention {
         desc.pos0 = static_cast<uint32_t>(run.pos0 - base);
         desc.window = window;  // the last `window` positions, itself included
         desc.n_head = hp.n_head;
-        desc.n_head_kv = hp.n_head_kv;
-        desc.head_dim_k = hp.head_dim_k;
-        desc.head_dim_v = hp.head_dim_v;
+        desc.n_head_kv = hp.layer_n_head_kv(il);
+        desc.head_dim_k = hp.layer_head_dim_k(il);
+        desc.head_dim_v = hp.layer_head_dim_v(il);
         desc.scale = hp.attn_scale;
         desc.kv_kind = kv_kind;
         desc.softcap = hp.attn_softcap;
@@ -201,9 +208,9 @@ struct Context::Impl final : KvAttention {
         desc.abi_version = FERROX_ABI_VERSION;
         desc.n_query = n;
         desc.n_head = hp.n_head;
-        desc.n_head_kv = hp.n_head_kv;
-        desc.head_dim_k = hp.head_dim_k;
-        desc.head_dim_v = hp.head_dim_v;
+        desc.n_head_kv = hp.layer_n_head_kv(il);
+        desc.head_dim_k = hp.layer_head_dim_k(il);
+        desc.head_dim_v = hp.layer_head_dim_v(il);
         desc.scale = hp.attn_scale;
         desc.kv_kind = kv_kind;
         desc.n_cells = context;
@@ -261,7 +268,7 @@ struct Context::Impl final : KvAttention {
                            const std::vector<uint32_t>& list, Act q, Act keys, Act values, Act out,
                            uint32_t il) {
         const uint64_t count = list.size();
-        const uint64_t k_n = count * k_dim(), v_n = count * v_dim();
+        const uint64_t k_n = count * k_dim(il), v_n = count * v_dim(il);
         const auto widen = [&](Act a, uint64_t n, std::vector<float>& wide) -> const float* {
             if (kv_kind == FERROX_KIND_F32) return a.f32();
             wide.resize(n);
@@ -274,9 +281,9 @@ struct Context::Impl final : KvAttention {
         scores.resize(count);
         const ops::AttentionShape shape{
             hp.n_head,
-            hp.n_head_kv,
-            hp.head_dim_k,
-            hp.head_dim_v,
+            hp.layer_n_head_kv(il),
+            hp.layer_head_dim_k(il),
+            hp.layer_head_dim_v(il),
             hp.attn_scale,
             hp.attn_softcap,
             hp.arch->attention_sinks ? w.layers[il].sinks.data() : nullptr};
@@ -286,8 +293,8 @@ struct Context::Impl final : KvAttention {
             const int32_t first = window ? pos + 1 - static_cast<int32_t>(window) : 0;
             while (lo < count && cells.pos(list[lo]) < first) ++lo;
             while (hi + 1 < count && cells.pos(list[hi + 1]) <= pos) ++hi;
-            ops::attend(shape, {q.f32() + i * q_dim(), q_dim()}, k, v, lo, hi, scores,
-                        {out.f32() + i * o_dim(), o_dim()});
+            ops::attend(shape, {q.f32() + i * q_dim(il), q_dim(il)}, k, v, lo, hi, scores,
+                        {out.f32() + i * o_dim(il), o_dim(il)});
         }
     }
 
@@ -312,9 +319,9 @@ struct Context::Impl final : KvAttention {
         k_cache.clear();
         v_cache.clear();
         for (uint32_t il = 0; il < hp.kv_layers(); ++il) {  // shared layers have none
-            auto k = steps->allocate(uint64_t{context} * k_row_bytes());
+            auto k = steps->allocate(uint64_t{context} * k_row_bytes(il));
             if (!k) return k.error();
-            auto v = steps->allocate(uint64_t{context} * v_row_bytes());
+            auto v = steps->allocate(uint64_t{context} * v_row_bytes(il));
             if (!v) return v.error();
             k_cache.push_back(*k);
             v_cache.push_back(*v);
@@ -832,7 +839,7 @@ struct StateHeader {
     char magic[4];  // "FXSQ"
     uint32_t version;
     uint32_t n_layer, kv_kind;
-    uint64_t k_row, v_row;  // bytes per cell row
+    uint64_t k_row, v_row;  // bytes per cell row of the first layer (the others' follow)
     uint32_t n_cells, reserved;
 };
 constexpr uint32_t kStateVersion = 1;
@@ -850,14 +857,13 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
     h.version = kStateVersion;
     h.n_layer = c.hp.kv_layers();  // the cache layers
     h.kv_kind = static_cast<uint32_t>(c.kv_kind);
-    h.k_row = c.k_row_bytes();
-    h.v_row = c.v_row_bytes();
+    h.k_row = c.k_row_bytes(0);
+    h.v_row = c.v_row_bytes(0);
     h.n_cells = static_cast<uint32_t>(list.size());
     // Then the recurrent layers' state (qwen35), which the model's shape sizes.
     const std::span<const float> rec =
         c.states.empty() ? std::span<const float>{} : c.states.current(static_cast<uint32_t>(seq));
-    const uint64_t size = sizeof h + list.size() * sizeof(int32_t) +
-                          uint64_t{h.n_layer} * list.size() * (h.k_row + h.v_row) +
+    const uint64_t size = sizeof h + list.size() * sizeof(int32_t) + list.size() * c.cell_bytes() +
                           rec.size_bytes();
     std::vector<std::byte> out(size);
     std::byte* p = out.data();
@@ -869,13 +875,14 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
         p += sizeof pos;
     }
     for (uint32_t il = 0; il < h.n_layer; ++il) {
+        const uint64_t k_row = c.k_row_bytes(il), v_row = c.v_row_bytes(il);
         for (uint32_t cell : list) {
-            std::memcpy(p, c.k_cache[il].host + cell * h.k_row, h.k_row);
-            p += h.k_row;
+            std::memcpy(p, c.k_cache[il].host + cell * k_row, k_row);
+            p += k_row;
         }
         for (uint32_t cell : list) {
-            std::memcpy(p, c.v_cache[il].host + cell * h.v_row, h.v_row);
-            p += h.v_row;
+            std::memcpy(p, c.v_cache[il].host + cell * v_row, v_row);
+            p += v_row;
         }
     }
     if (!rec.empty()) std::memcpy(p, rec.data(), rec.size_bytes());
@@ -894,8 +901,8 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
     std::memcpy(&h, bytes.data(), sizeof h);
     if (std::memcmp(h.magic, "FXSQ", 4) != 0 || h.version != kStateVersion)
         return make_error("seq_restore: not a ferrox sequence state (version {})", kStateVersion);
-    const uint64_t k_row = c.k_row_bytes();
-    const uint64_t v_row = c.v_row_bytes();
+    const uint64_t k_row = c.k_row_bytes(0);
+    const uint64_t v_row = c.v_row_bytes(0);
     // The kind is named (a q8_0 state into an f16 context is refused as such).
     if (h.kv_kind != static_cast<uint32_t>(c.kv_kind))
         return make_error(
@@ -911,7 +918,7 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
     // Every size the buffer controls is checked against the buffer before use.
     const uint64_t rec_bytes = SeqStates::seq_floats(c.hp) * sizeof(float);
     const uint64_t need = sizeof h + uint64_t{h.n_cells} * sizeof(int32_t) +
-                          uint64_t{h.n_layer} * h.n_cells * (k_row + v_row) + rec_bytes;
+                          uint64_t{h.n_cells} * c.cell_bytes() + rec_bytes;
     if (h.n_cells > c.cells.size() || bytes.size() != need)
         return make_error(
             "seq_restore: {} cells need {} bytes; the buffer holds {} (context of {})", h.n_cells,
@@ -934,13 +941,14 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
     const auto cells = c.cells.find_free(h.n_cells);
     const std::byte* p = bytes.data() + sizeof h + h.n_cells * sizeof(int32_t);
     for (uint32_t il = 0; il < h.n_layer; ++il) {
+        const uint64_t k_layer = c.k_row_bytes(il), v_layer = c.v_row_bytes(il);
         for (uint32_t cell : cells) {
-            std::memcpy(c.k_cache[il].host + cell * k_row, p, k_row);
-            p += k_row;
+            std::memcpy(c.k_cache[il].host + cell * k_layer, p, k_layer);
+            p += k_layer;
         }
         for (uint32_t cell : cells) {
-            std::memcpy(c.v_cache[il].host + cell * v_row, p, v_row);
-            p += v_row;
+            std::memcpy(c.v_cache[il].host + cell * v_layer, p, v_layer);
+            p += v_layer;
         }
     }
     for (uint32_t i = 0; i < h.n_cells; ++i)

@@ -7,6 +7,8 @@
 
 #include "ferrox/model/architecture.h"
 #include "ferrox/model/ops.h"
+#include "ferrox/quant/reference.h"
+#include "ferrox/quant_kind.h"
 #include "residency.h"
 
 namespace ferrox::model {
@@ -16,6 +18,7 @@ namespace {
 // The widest FFN gate/up row a layer computes for all positions at once: the
 // dense FFN's, or the shared experts' (glm4moe).
 uint64_t ffn_width(const Hparams& hp) {
+    // n_ff: the widest layer's, where layers differ (gemma4).
     return std::max<uint64_t>({hp.n_ff, uint64_t{hp.n_ff_expert} * hp.n_expert_shared, 1});
 }
 
@@ -40,7 +43,7 @@ uint64_t block_floats(const Hparams& hp) {
 // host, in host vectors that upload_rope() then copies when resident.
 std::pair<std::span<float>, std::span<float>> rope_rows(const Hparams& hp, Activations& a, int t,
                                                         uint32_t n) {
-    const size_t used = size_t{n} * (hp.head_dim_k / 2);
+    const size_t used = size_t{n} * rope_half(hp, t);
     if (a.s.rope_cos[t].host) return {{a.s.rope_cos[t].f32(), used}, {a.s.rope_sin[t].f32(), used}};
     return {{a.rope_cos[t].data(), used}, {a.rope_sin[t].data(), used}};
 }
@@ -57,7 +60,7 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
         used += floats;
     };
     const uint64_t b = n_batch, ff = ffn_width(hp);
-    const uint64_t half = hp.head_dim_k / 2;
+    const uint64_t half = rope_half_max(hp);
     carve(s.x, b * hp.n_embd);
     carve(s.xn, b * hp.n_embd);
     const uint64_t blocks = used;
@@ -88,6 +91,10 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.expert_up, hp.n_ff_expert);
     carve(s.expert_down, hp.n_embd);
     carve(s.shared, hp.n_expert_shared > 0 ? b * hp.n_embd : 0);
+    const uint64_t ple = uint64_t{hp.n_embd_per_layer} * hp.n_layer;
+    carve(s.ple, b * ple);
+    carve(s.ple_tok, b * ple);
+    carve(s.ple_gate, b * hp.n_embd_per_layer);
     for (int t = 0; t < 3; ++t) {
         const uint64_t rows = t < 2 || hp.attn_temp_scale != 0 ? b : 0;
         carve(s.rope_cos[t], rows * half);
@@ -98,7 +105,7 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
 }
 
 void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident) {
-    const uint64_t half = hp.head_dim_k / 2;
+    const uint64_t half = rope_half_max(hp);
     for (int t = 0; t < 3 && resident; ++t) {
         const size_t rows = t < 2 || hp.attn_temp_scale != 0 ? max_batch : 0;
         rope_cos[t].assign(rows * half, 0);
@@ -117,6 +124,8 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     const uint64_t dn =
         hp.ssm_conv_dim() + 2 * uint64_t{hp.ssm_inner} + 2 * uint64_t{hp.ssm_v_heads};
     if (gated + dn > 0) dn_host.assign(max_batch * std::max(gated, dn) + hp.ssm_conv_dim(), 0);
+    ple_row.assign(size_t{hp.n_embd_per_layer} * hp.n_layer, 0);
+    ple_tok.assign(size_t{max_batch} * ple_row.size(), 0);
 }
 
 void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
@@ -124,6 +133,7 @@ void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
                       std::span<const uint32_t> out_rows, std::span<float> out, bool hidden) const {
     const auto n = static_cast<uint32_t>(tokens.size());
     embed(st, a, tokens);
+    if (hp_.n_embd_per_layer) per_layer_inputs(st, a, tokens);
     rope_tables(st, a, positions);
     for (uint32_t il = 0; il < hp_.n_layer; ++il) {
         attention_block(st, a, kv, il, n);
@@ -143,6 +153,58 @@ void Decoder::embed(StickySteps& st, Activations& a, std::span<const int32_t> to
     st.embed(tokens, hp_.embedding_scale, a.s.x);
 }
 
+// gemma4's per-layer inputs, as llama.cpp's project_per_layer_inputs: each
+// layer's rows of per_layer_model_proj over the scaled embedding, x
+// 1/sqrt(n_embd), RMS-normed with per_layer_proj_norm, plus the token's row
+// of per_layer_token_embd x sqrt(width), the sum x 1/sqrt(2). Laid out
+// [layer][row][width], so that a layer's inputs are one contiguous block.
+void Decoder::per_layer_inputs(StickySteps& st, Activations& a,
+                               std::span<const int32_t> tokens) const {
+    const uint32_t p = hp_.n_embd_per_layer, layers = hp_.n_layer;
+    const auto n = static_cast<uint32_t>(tokens.size());
+    const uint64_t rows = uint64_t{layers} * n;
+    Scratch& s = a.s;
+    if (st.failed()) return;  // an id embed() refused would index past the table
+    // The token rows, read on the host (embed() checked the ids).
+    const gguf::Tensor& table = *w_.per_layer_token_embd;
+    const uint64_t row = *row_bytes(table.kind(), a.ple_row.size());
+    const float scale = std::sqrt(static_cast<float>(p));
+    for (uint32_t r = 0; r < n; ++r) {
+        const std::byte* src = table.data().data() + static_cast<uint64_t>(tokens[r]) * row;
+        if (!quant::dequantize_row(table.kind(), src, a.ple_row.data(), a.ple_row.size()))
+            return st.fail(make_error("per_layer_token_embd.weight: {} rows cannot be read",
+                                      kind_name(table.kind())));
+        for (uint32_t l = 0; l < layers; ++l)
+            for (uint32_t i = 0; i < p; ++i)
+                a.ple_tok[(uint64_t{l} * n + r) * p + i] = a.ple_row[uint64_t{l} * p + i] * scale;
+    }
+    st.upload(std::span<const float>(a.ple_tok).first(rows * p), s.ple_tok);
+    for (uint32_t l = 0; l < layers; ++l)
+        st.project(*w_.layers[l].ple_model_proj, "per_layer_model_proj", s.x, n,
+                   s.ple.at(uint64_t{l} * n * p));
+    // x c as x + (c - 1) x: the steps scale only through add.
+    const float proj_scale = 1.0f / std::sqrt(static_cast<float>(hp_.n_embd));
+    st.add(roles::kPerLayerInput, s.ple, s.ple, rows, p, p, proj_scale - 1.0f);
+    st.rms_norm(roles::kPerLayerProjNorm, s.ple, consts_[0].ple_proj_norm, rows, p, hp_.rms_eps,
+                s.ple);
+    st.add(roles::kPerLayerInput, s.ple, s.ple_tok, rows, p, p, 1.0f);
+    st.add(roles::kPerLayerInput, s.ple, s.ple, rows, p, p, 1.0f / std::sqrt(2.0f) - 1.0f);
+}
+
+// After layer il's FFN joined the residual stream (gemma4 E2B/E4B):
+// x += norm(proj(gelu(inp_gate x) * the layer's per-layer input)).
+void Decoder::per_layer_embedding(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
+    const uint32_t p = hp_.n_embd_per_layer, d = hp_.n_embd;
+    Scratch& s = a.s;
+    st.project(*L.ple_gate, "inp_gate", s.x, n, s.ple_gate);
+    st.glu(FfnActivation::GeluTanh, s.ple_gate, s.ple.at(uint64_t{il} * n * p), uint64_t{n} * p);
+    st.project(*L.ple_proj, "proj", s.ple_gate, n, s.ffn);
+    st.rms_norm(roles::kPerLayerPostNorm, s.ffn, consts_[il].ple_post_norm, n, d, hp_.rms_eps,
+                s.ffn);
+    st.add(roles::kResidual, s.x, s.ffn, n, d, d, 1.0f);
+}
+
 void Decoder::upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) const {
     if (a.s.rope_cos[t].host) return;
     const auto [cos, sin] = rope_rows(hp_, a, t, n);
@@ -155,11 +217,10 @@ void Decoder::upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) co
 void Decoder::rope_tables(StickySteps& st, Activations& a,
                           std::span<const int32_t> positions) const {
     const auto n = static_cast<uint32_t>(positions.size());
-    const uint32_t half = hp_.head_dim_k / 2;
     for (int local = 0; local < 2; ++local) {
         if (local && hp_.sliding_window == 0) break;
         const auto [cos, sin] = rope_rows(hp_, a, local, n);
-        rope_table(rope_[local], positions, half, cos, sin);
+        rope_table(rope_[local], positions, rope_half(hp_, local), cos, sin);
         upload_rope(st, a, local, n);
     }
     if (hp_.attn_temp_scale == 0) return;
@@ -168,6 +229,7 @@ void Decoder::rope_tables(StickySteps& st, Activations& a,
     // is computed as llama.cpp computes it (float position, double log).
     const auto [cos0, sin0] = rope_rows(hp_, a, 0, n);
     const auto [cos2, sin2] = rope_rows(hp_, a, 2, n);
+    const uint32_t half = rope_half(hp_, 0);
     for (uint32_t r = 0; r < n; ++r) {
         const float pos = static_cast<float>(positions[r]);
         const double steps_past =
@@ -212,14 +274,14 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
                              uint32_t n) const {
     const LayerWeights& L = w_.layers[il];
     const LayerConstants& C = consts_[il];
-    const uint32_t hd = hp_.head_dim_k;
+    const uint32_t hd = hp_.layer_head_dim_k(il);
     Scratch& s = a.s;
     // A shared-KV layer (gemma4) attends over an earlier layer's K and V: only q.
     const bool own_kv = hp_.kv_layer(il) == il;
     if (hp_.arch->mla)
         latent_qkv(st, a, L, C, n);
     else
-        project_qkv(st, a, L, C, n, own_kv);
+        project_qkv(st, a, il, n, own_kv);
     const bool local = hp_.is_local_layer(il);
     const uint32_t n_rot = rope_[local].n_rot;
     if (hp_.has_rope(il)) {
@@ -227,8 +289,8 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
         st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
                 hp_.arch->rope);
         if (own_kv)
-            st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.n_head_kv, hd, n_rot,
-                    hp_.arch->rope);
+            st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.layer_n_head_kv(il), hd,
+                    n_rot, hp_.arch->rope);
     }
     kv.store_and_attend(st, il, local, n);
     if (hp_.arch->gated_attention) apply_gate(st, a, n);
@@ -242,10 +304,12 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
 
 // q, k and v of every head from their projections, with biases and q/k norms
 // (k and v only where the layer has a cache of its own: own_kv).
-void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
-                          const LayerConstants& C, uint32_t n, bool own_kv) const {
+void Decoder::project_qkv(StickySteps& st, Activations& a, uint32_t il, uint32_t n,
+                          bool own_kv) const {
+    const LayerWeights& L = w_.layers[il];
+    const LayerConstants& C = consts_[il];
     Scratch& s = a.s;
-    const uint32_t hd = hp_.head_dim_k;
+    const uint32_t hd = hp_.layer_head_dim_k(il), n_kv = hp_.layer_n_head_kv(il);
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;
     if (hp_.arch->gated_attention) {  // q with a gate per head, split into s.q and the gates
         st.project(*L.q, "attn_q", in, n, s.qg);
@@ -259,19 +323,21 @@ void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L
         st.project(L.v ? *L.v : *L.k, "attn_v", in, n, s.v);
     }
     if (hp_.qkv_bias) {
-        st.add(roles::kQkvBias, s.q, C.q_bias, n, static_cast<uint32_t>(q_dim(hp_)), 0, 1.0f);
+        st.add(roles::kQkvBias, s.q, C.q_bias, n, static_cast<uint32_t>(q_dim(hp_, il)), 0, 1.0f);
         if (own_kv) {
-            st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_)), 0, 1.0f);
-            st.add(roles::kQkvBias, s.v, C.v_bias, n, static_cast<uint32_t>(v_dim(hp_)), 0, 1.0f);
+            st.add(roles::kQkvBias, s.k, C.k_bias, n, static_cast<uint32_t>(k_dim(hp_, il)), 0,
+                   1.0f);
+            st.add(roles::kQkvBias, s.v, C.v_bias, n, static_cast<uint32_t>(v_dim(hp_, il)), 0,
+                   1.0f);
         }
     }
     if (hp_.arch->qk_norm != QkNorm::None) {
         // Per head: one row per head of head_dim values; whole: one row per position.
         const bool whole = hp_.arch->qk_norm == QkNorm::Whole;
         const uint64_t q_rows = whole ? n : uint64_t{n} * hp_.n_head;
-        const uint64_t k_rows = whole ? n : uint64_t{n} * hp_.n_head_kv;
-        const auto q_len = static_cast<uint32_t>(whole ? q_dim(hp_) : hd);
-        const auto k_len = static_cast<uint32_t>(whole ? k_dim(hp_) : hd);
+        const uint64_t k_rows = whole ? n : uint64_t{n} * n_kv;
+        const auto q_len = static_cast<uint32_t>(whole ? q_dim(hp_, il) : hd);
+        const auto k_len = static_cast<uint32_t>(whole ? k_dim(hp_, il) : hd);
         // A row whose q/k norms are optional normalises where the layer has them.
         if (!L.q_norm.empty())
             st.rms_norm(roles::kQNorm, s.q, C.q_norm, q_rows, q_len, hp_.rms_eps, s.q);
@@ -279,7 +345,7 @@ void Decoder::project_qkv(StickySteps& st, Activations& a, const LayerWeights& L
             st.rms_norm(roles::kKNorm, s.k, C.k_norm, k_rows, k_len, hp_.rms_eps, s.k);
     }
     if (hp_.arch->value_norm && own_kv)  // gemma4: per head, unit weights
-        st.rms_norm(roles::kVNorm, s.v, C.v_norm, uint64_t{n} * hp_.n_head_kv, hp_.head_dim_v,
+        st.rms_norm(roles::kVNorm, s.v, C.v_norm, uint64_t{n} * n_kv, hp_.layer_head_dim_v(il),
                     hp_.rms_eps, s.v);
 }
 
@@ -330,12 +396,13 @@ void Decoder::latent_values(StickySteps& st, Activations& a, const LayerWeights&
         }
 }
 
-void Decoder::dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const {
+void Decoder::dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
     Scratch& s = a.s;
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;  // x itself without pre-norms (olmo2)
     st.project(*L.gate, "ffn_gate", in, n, s.gate);
     st.project(*L.up, "ffn_up", in, n, s.up);
-    st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * hp_.n_ff);
+    st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * hp_.layer_n_ff(il));
     st.project(*L.down, "ffn_down", s.gate, n, s.ffn);
 }
 
@@ -444,15 +511,18 @@ void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n
     Scratch& s = a.s;
     // xn = ffn_norm(x) already: the attention block's last step.
     if (!hp_.expert_layer(il))  // dense models, and glm4moe's leading dense layers
-        dense_ffn(st, a, L, n);
+        dense_ffn(st, a, il, n);
     else
         moe_ffn(st, a, L, C, n);
     if (hp_.arch->post_norms)
         st.rms_norm(roles::kPostFfwNorm, s.ffn, C.post_ffw_norm, n, d, hp_.rms_eps, s.ffn);
-    if (!L.out_scale.empty()) {
-        // gemma4: x = (x + ffn) x scale, then the next layer's norm on its own.
+    if (!L.out_scale.empty() || L.ple_gate) {
+        // gemma4: x = (x + ffn, then its per-layer embedding) x scale, then
+        // the next layer's norm on its own.
         st.add(roles::kResidual, s.x, s.ffn, n, d, d, hp_.residual_scale);
-        st.add(roles::kLayerOutputScale, s.x, s.x, n, d, d, L.out_scale[0] - 1.0f);
+        if (L.ple_gate) per_layer_embedding(st, a, il, n);
+        if (!L.out_scale.empty())
+            st.add(roles::kLayerOutputScale, s.x, s.x, n, d, d, L.out_scale[0] - 1.0f);
         if (il + 1 == hp_.n_layer) return;
         return st.rms_norm(roles::kAttnNorm, s.x, consts_[il + 1].attn_norm, n, d, hp_.rms_eps,
                            s.xn);

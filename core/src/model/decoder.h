@@ -6,6 +6,7 @@
 // (docs/models.md, "Adding a layer kind").
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -37,6 +38,10 @@ struct Scratch {
     Act qg, dn_qkv, dn_z, dn_beta, dn_alpha, dn_out;
     // [global, local, global for q under an attention temperature][position][head_dim / 2]
     Act rope_cos[3], rope_sin[3];
+    // Per-layer embeddings (gemma4 E2B/E4B): every layer's input [layer][row]
+    // [n_embd_per_layer], live through the pass; the token rows' part before
+    // it joins them; a layer's gate.
+    Act ple, ple_tok, ple_gate;
 };
 
 // Norm weights, biases and sinks where the ops read them.
@@ -45,6 +50,7 @@ struct LayerConstants {
     Act q_bias, k_bias, v_bias, o_bias, sinks;
     Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
     Act q_a_norm, kv_a_norm;                           // latent attention
+    Act ple_post_norm, ple_proj_norm;                  // per-layer embeddings
 };
 
 // Each layer's constants: the vector bound from the file and where the ops
@@ -68,16 +74,55 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
         {&LayerWeights::down_exps_bias, &LayerConstants::down_exps_bias},
         {&LayerWeights::q_a_norm, &LayerConstants::q_a_norm},
         {&LayerWeights::kv_a_norm, &LayerConstants::kv_a_norm},
+        {&LayerWeights::ple_post_norm, &LayerConstants::ple_post_norm},
+        {&LayerWeights::ple_proj_norm, &LayerConstants::ple_proj_norm},
 };
 
 // Rows of logits a resident model computes per download.
 inline constexpr uint32_t kLogitRows = 16;
 
-// Per-position widths of the projections.
-inline uint64_t q_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.head_dim_k; }
-inline uint64_t k_dim(const Hparams& hp) { return uint64_t{hp.n_head_kv} * hp.head_dim_k; }
-inline uint64_t v_dim(const Hparams& hp) { return uint64_t{hp.n_head_kv} * hp.head_dim_v; }
-inline uint64_t o_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.head_dim_v; }
+// Per-position widths of layer il's projections (gemma4's sliding layers
+// have head sizes and KV head counts of their own).
+inline uint64_t q_dim(const Hparams& hp, uint32_t il) {
+    return uint64_t{hp.n_head} * hp.layer_head_dim_k(il);
+}
+inline uint64_t k_dim(const Hparams& hp, uint32_t il) {
+    return uint64_t{hp.layer_n_head_kv(il)} * hp.layer_head_dim_k(il);
+}
+inline uint64_t v_dim(const Hparams& hp, uint32_t il) {
+    return uint64_t{hp.layer_n_head_kv(il)} * hp.layer_head_dim_v(il);
+}
+inline uint64_t o_dim(const Hparams& hp, uint32_t il) {
+    return uint64_t{hp.n_head} * hp.layer_head_dim_v(il);
+}
+// The widest of them over the layers: what the scratch holds.
+template <class Width>
+uint64_t widest(const Hparams& hp, Width width) {
+    uint64_t w = 0;
+    for (uint32_t il = 0; il < std::max<uint32_t>(hp.n_layer, 1); ++il) w = std::max(w, width(il));
+    return w;
+}
+inline uint64_t q_dim(const Hparams& hp) {
+    return widest(hp, [&](uint32_t il) { return q_dim(hp, il); });
+}
+inline uint64_t k_dim(const Hparams& hp) {
+    return widest(hp, [&](uint32_t il) { return k_dim(hp, il); });
+}
+inline uint64_t v_dim(const Hparams& hp) {
+    return widest(hp, [&](uint32_t il) { return v_dim(hp, il); });
+}
+inline uint64_t o_dim(const Hparams& hp) {
+    return widest(hp, [&](uint32_t il) { return o_dim(hp, il); });
+}
+
+// The angle tables' row width (pairs of a head) for the global (t 0, 2) or
+// local (t 1) layers, and the widest of them.
+inline uint32_t rope_half(const Hparams& hp, int t) {
+    return (t == 1 && hp.head_dim_k_swa ? hp.head_dim_k_swa : hp.head_dim_k) / 2;
+}
+inline uint32_t rope_half_max(const Hparams& hp) {
+    return std::max(rope_half(hp, 0), rope_half(hp, 1));
+}
 
 // Latent attention's per-position widths before absorption (0 elsewhere).
 inline uint64_t mla_q_a_dim(const Hparams& hp) { return hp.mla_q_lora; }
@@ -98,6 +143,9 @@ struct Activations {
     Act region;
     uint64_t region_size = 0;  // floats
     std::vector<float> rope_cos[3], rope_sin[3], router_scores, zeros;
+    // Per-layer embeddings' token rows as uploaded ([layer][row][width]), and
+    // one token's row as read.
+    std::vector<float> ple_tok, ple_row;
     std::vector<float> selection;  // one row's expert scores plus the selection bias
     std::vector<uint32_t> expert_order;
     std::vector<float> group_scores;  // group-limited routing: one score per group
@@ -143,12 +191,13 @@ class Decoder {
 
   private:
     void embed(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const;
+    void per_layer_inputs(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const;
+    void per_layer_embedding(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void rope_tables(StickySteps& st, Activations& a, std::span<const int32_t> positions) const;
     void upload_rope(StickySteps& st, Activations& a, int t, uint32_t n) const;
     void attention_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
-    void project_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
-                     const LayerConstants& C, uint32_t n, bool own_kv) const;
+    void project_qkv(StickySteps& st, Activations& a, uint32_t il, uint32_t n, bool own_kv) const;
     void latent_qkv(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                     uint32_t n) const;
     void latent_values(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
@@ -160,7 +209,7 @@ class Decoder {
     void apply_gate(StickySteps& st, Activations& a, uint32_t n) const;
     void recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
-    void dense_ffn(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
+    void dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                  uint32_t n) const;
     void route(Activations& a, std::span<float> logits, std::span<float> weights,

@@ -284,20 +284,56 @@ Expected<const ArchSpec*> find_spec(const gguf::File& file, const std::string& n
                   fmt::format("architecture '{}' is not implemented (known: {})", name, known));
 }
 
+// A key that holds one value for every layer or one per layer (llama.cpp's
+// get_key_or_arr): `out` gets one value per layer, each in 1..
+Expected<void> read_per_layer(const gguf::File& file, const Keys& k, std::string_view suffix,
+                              uint32_t n_layer, std::vector<uint32_t>& out) {
+    const gguf::Value* value = k.value(suffix);
+    if (!value) return refuse(file, k.key(suffix), "is missing");
+    if (!std::holds_alternative<gguf::Array>(*value)) {
+        auto v = k.u32(suffix);
+        if (!v) return v.error();
+        out.assign(n_layer, *v);
+    } else {
+        auto values = file.get_u32_array(k.key(suffix));
+        if (!values) return values.error();
+        if (values->size() != n_layer)
+            return refuse(file, k.key(suffix),
+                          fmt::format("holds {} values for {} layers", values->size(), n_layer));
+        out = std::move(*values);
+    }
+    return {};
+}
+
 // Widths, depth, heads and the training context.
-Expected<void> read_shape(const gguf::File& file, const Keys& k, Hparams& hp) {
+Expected<void> read_shape(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                          Hparams& hp) {
     FERROX_READ(hp.n_embd, k.u32("embedding_length"));
     FERROX_READ(hp.n_layer, k.u32("block_count"));
     FERROX_READ(hp.n_head, k.u32("attention.head_count"));
-    FERROX_READ(hp.n_head_kv, k.u32_or("attention.head_count_kv", hp.n_head));
+    // gemma4's files list the KV heads per layer (the sliding layers' and
+    // the global layers' differ in the 31B).
+    if (spec.per_layer_geometry_keys && k.has("attention.head_count_kv") && hp.n_layer > 0) {
+        if (auto r =
+                read_per_layer(file, k, "attention.head_count_kv", hp.n_layer, hp.n_head_kv_layers);
+            !r)
+            return r;
+        hp.n_head_kv = *std::max_element(hp.n_head_kv_layers.begin(), hp.n_head_kv_layers.end());
+    } else {
+        FERROX_READ(hp.n_head_kv, k.u32_or("attention.head_count_kv", hp.n_head));
+    }
     FERROX_READ(hp.n_ctx_train, k.u32("context_length"));
     FERROX_READ(hp.rms_eps, k.f32("attention.layer_norm_rms_epsilon"));
     if (hp.n_head == 0) return refuse(file, k.key("attention.head_count"), "is 0");
     if (hp.n_embd == 0) return refuse(file, k.key("embedding_length"), "is 0");
     if (hp.n_layer == 0) return refuse(file, k.key("block_count"), "is 0");
-    if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0)
-        return refuse(file, k.key("attention.head_count_kv"),
-                      fmt::format("{} does not divide head_count {}", hp.n_head_kv, hp.n_head));
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const uint32_t kv = hp.layer_n_head_kv(il);
+        if (kv == 0 || hp.n_head % kv != 0)
+            return refuse(
+                file, k.key("attention.head_count_kv"),
+                fmt::format("{} (layer {}) does not divide head_count {}", kv, il, hp.n_head));
+    }
     // key_length defaults to n_embd / n_head in the format itself.
     FERROX_READ(hp.head_dim_k, k.u32_or("attention.key_length", hp.n_embd / hp.n_head));
     FERROX_READ(hp.head_dim_v, k.u32_or("attention.value_length", hp.head_dim_k));
@@ -321,9 +357,10 @@ Expected<void> read_rotary_dims(const gguf::File& file, const Keys& k, const Arc
                       fmt::format("partial RoPE ({} of {} dims) is not run for architecture '{}' "
                                   "(llama.cpp requires all {} to rotate for it)",
                                   hp.n_rot, hp.head_dim_k, spec.name, hp.head_dim_k));
-    // llama.cpp's graphs take one n_rot for every layer; a sliding-window
-    // width of its own would be read by some code paths and not others.
-    if (!k.has("rope.dimension_count_swa")) return {};
+    // llama.cpp's graphs take one n_rot for every layer (gemma4's, which
+    // has its own, reads it in read_layer_geometry); a sliding-window width
+    // of its own would be read by some code paths and not others.
+    if (spec.per_layer_geometry_keys || !k.has("rope.dimension_count_swa")) return {};
     auto swa = k.u32("rope.dimension_count_swa");
     if (!swa) return swa.error();
     if (*swa != hp.n_rot)
@@ -416,30 +453,34 @@ Expected<void> read_window_layers(const gguf::File& file, const Keys& k, const A
     return {};
 }
 
-// gemma4's geometry keys, each read and refused where it needs a part not
-// run yet.
+// gemma4's per-layer geometry: the sliding-window layers' own head sizes and
+// rotated width (defaulting to the global layers'), and the keys refused
+// where they need a part not run yet.
 Expected<void> read_layer_geometry(const gguf::File& file, const Keys& k, Hparams& hp) {
-    struct SwaDim {
-        const char* key;
-        uint32_t full;
-    };
-    for (const SwaDim& d : {SwaDim{"attention.key_length_swa", hp.head_dim_k},
-                            SwaDim{"attention.value_length_swa", hp.head_dim_v}}) {
-        auto v = k.u32(d.key);
-        if (!v) return v.error();
-        if (*v != d.full)
-            return refuse(file, k.key(d.key),
-                          fmt::format("{} differs from the full-attention layers' {}: head sizes "
-                                      "of the sliding-window layers' own are not implemented",
-                                      *v, d.full));
-    }
-    auto per_layer = k.u32("embedding_length_per_layer_input");
-    if (!per_layer) return per_layer.error();
-    if (*per_layer != 0)
-        return refuse(file, k.key("embedding_length_per_layer_input"),
-                      fmt::format("{}: per-layer embeddings (Gemma 4 E2B/E4B) are not "
-                                  "implemented",
-                                  *per_layer));
+    FERROX_READ(hp.head_dim_k_swa, k.u32("attention.key_length_swa"));
+    FERROX_READ(hp.head_dim_v_swa, k.u32("attention.value_length_swa"));
+    // llama.cpp's default: the global layers' rotated width.
+    FERROX_READ(hp.n_rot_swa, k.u32_or("rope.dimension_count_swa", hp.n_rot));
+    // llama.cpp's gemma4 graph takes one head size for q, k and v alike.
+    if (hp.head_dim_k != hp.head_dim_v)
+        return refuse(file, k.key("attention.value_length"),
+                      fmt::format("{} differs from key_length {} (gemma4 attends with one head "
+                                  "size)",
+                                  hp.head_dim_v, hp.head_dim_k));
+    if (hp.head_dim_k_swa == 0 || hp.head_dim_k_swa % 2 != 0 ||
+        hp.head_dim_v_swa != hp.head_dim_k_swa)
+        return refuse(file, k.key("attention.key_length_swa"),
+                      fmt::format("{} (value_length_swa {}) is not one even head size for k and v",
+                                  hp.head_dim_k_swa, hp.head_dim_v_swa));
+    // Released files rotate the whole sliding head (partial_rotary_factor 1);
+    // a prefix of it would need a NeoX rope that knows its width.
+    if (hp.n_rot_swa != hp.head_dim_k_swa)
+        return refuse(file, k.key("rope.dimension_count_swa"),
+                      fmt::format("{} differs from key_length_swa {}: partial RoPE on the "
+                                  "sliding-window layers is not implemented",
+                                  hp.n_rot_swa, hp.head_dim_k_swa));
+    // The per-layer embeddings' width; their tensors' shapes bound it.
+    FERROX_READ(hp.n_embd_per_layer, k.u32("embedding_length_per_layer_input"));
     auto shared = k.u32_or("attention.shared_kv_layers", 0);
     if (!shared) return shared.error();
     // llama.cpp's reuse rule needs two cached layers (the last of each kind).
@@ -448,7 +489,13 @@ Expected<void> read_layer_geometry(const gguf::File& file, const Keys& k, Hparam
                       fmt::format("{} leaves fewer than 2 of the {} layers with a KV cache",
                                   *shared, hp.n_layer));
     hp.shared_kv_layers = *shared;
-    for (uint32_t il = hp.kv_layers(); il < hp.n_layer; ++il)
+    for (uint32_t il = hp.kv_layers(); il < hp.n_layer; ++il) {
+        if (hp.layer_n_head_kv(il) != hp.layer_n_head_kv(hp.kv_layer(il)))
+            return refuse(file, k.key("attention.head_count_kv"),
+                          fmt::format("{} for shared layer {} differs from the {} of layer {}, "
+                                      "whose cache it attends over",
+                                      hp.layer_n_head_kv(il), il,
+                                      hp.layer_n_head_kv(hp.kv_layer(il)), hp.kv_layer(il)));
         if (hp.is_local_layer(il) != hp.is_local_layer(hp.kv_layer(il)))
             return refuse(file, k.key("attention.shared_kv_layers"),
                           fmt::format("{}: shared layer {} ({}) would attend over layer {}'s "
@@ -457,6 +504,7 @@ Expected<void> read_layer_geometry(const gguf::File& file, const Keys& k, Hparam
                                       "local one)",
                                       *shared, il, hp.is_local_layer(il) ? "local" : "global",
                                       hp.kv_layer(il)));
+    }
     return {};
 }
 
@@ -747,6 +795,13 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
     uint32_t optional_experts = 0;
     if (spec.moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
     if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
+    if (spec.per_layer_geometry_keys) {
+        // gemma4's E2B doubles the width of its shared-KV layers' FFN.
+        if (auto r = read_per_layer(file, k, "feed_forward_length", hp.n_layer, hp.n_ff_layers); !r)
+            return r;
+        hp.n_ff = *std::max_element(hp.n_ff_layers.begin(), hp.n_ff_layers.end());
+        return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
+    }
     FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
     return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
 }
@@ -833,7 +888,7 @@ Expected<void> read_pooling(const gguf::File& file, const Keys& k, const ArchSpe
 
 Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
     if (auto r = read_pooling(file, k, spec, hp); !r) return r;
-    if (auto r = read_shape(file, k, hp); !r) return r;
+    if (auto r = read_shape(file, k, spec, hp); !r) return r;
     if (spec.nextn_layers)
         if (auto r = read_nextn(file, k, hp); !r) return r;
     if (auto r = read_rotary_dims(file, k, spec, hp); !r) return r;

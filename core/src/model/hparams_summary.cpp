@@ -1,6 +1,7 @@
 #include "ferrox/model/hparams_summary.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -75,6 +76,15 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     add("kv_heads", hp.n_head_kv);
     add("head_dim_k", hp.head_dim_k);
     add("head_dim_v", hp.head_dim_v);
+    if (hp.head_dim_k_swa) {  // gemma4: the sliding-window layers' own
+        add("head_dim_k_swa", hp.head_dim_k_swa);
+        add("head_dim_v_swa", hp.head_dim_v_swa);
+        add("rope_dims_swa", hp.n_rot_swa);
+    }
+    if (!hp.n_head_kv_layers.empty())
+        add("kv_heads_per_layer", fmt::format("{}", fmt::join(hp.n_head_kv_layers, ",")));
+    if (!hp.n_ff_layers.empty())
+        add("ffn_length_per_layer", fmt::format("{}", fmt::join(hp.n_ff_layers, ",")));
     add("attention_scale", hp.attn_scale);
     add("layer_pattern", layer_pattern(hp));
     if (hp.sliding_window) {

@@ -33,7 +33,11 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
              {"attention.key_length", O, "embedding_length / attention.head_count", {}},
              {"attention.value_length", O, "attention.key_length", {}},
              {"rope.dimension_count", spec.partial_rotary ? O : X, "attention.key_length", {}},
-             {"rope.dimension_count_swa", X, "rope.dimension_count", {}},
+             // gemma4's sliding layers rotate their own (whole) head.
+             {"rope.dimension_count_swa",
+              spec.per_layer_geometry_keys ? O : X,
+              "rope.dimension_count",
+              {}},
              {"rope.freq_base", O, "10000", {}},
              {"rope.scaling.type", O, "linear", {}},
              {"rope.scaling.factor", O, "0 (unscaled)", {}},
@@ -106,7 +110,7 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"rope.scaling.finetuned", O, "true", {}});
     }
     if (spec.per_layer_geometry_keys) {
-        // Read and refused at any other value until those parts run.
+        // The sliding layers' head sizes and the per-layer embeddings' width.
         k.push_back({"attention.key_length_swa", R, {}, {}});
         k.push_back({"attention.value_length_swa", R, {}, {}});
         k.push_back({"embedding_length_per_layer_input", R, {}, {}});

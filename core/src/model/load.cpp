@@ -21,10 +21,12 @@ namespace {
 // router scores, and the fallback attention's scores row.
 uint64_t host_scratch_bytes(const Model::Impl& m, uint32_t n_batch, uint32_t n_ctx) {
     const Hparams& hp = m.hp;
-    const uint64_t half = hp.head_dim_k / 2;
+    const uint64_t half = rope_half_max(hp);
     const uint64_t tables = !m.residency.resident ? 0 : hp.attn_temp_scale != 0 ? 3 : 2;
+    const uint64_t ple = uint64_t{hp.n_embd_per_layer} * hp.n_layer;  // gemma4 E2B/E4B
     return (2 * tables * uint64_t{n_batch} * half + (uint64_t{n_batch} + 2) * hp.n_expert +
-            (hp.n_expert ? uint64_t{n_batch} * hp.n_embd : 0) + n_ctx) *
+            (hp.n_expert ? uint64_t{n_batch} * hp.n_embd : 0) + n_ctx +
+            (uint64_t{n_batch} + 1) * ple) *
            sizeof(float);
 }
 
@@ -135,6 +137,7 @@ CapacityInputs Model::Impl::kv_terms(uint32_t cells) const {
     in.n_head_kv = hp.n_head_kv;
     in.head_dim_k = hp.head_dim_k;
     in.head_dim_v = hp.head_dim_v;
+    in.cell_elements = hp.kv_cell_elements();
     in.kv_block_bytes = kind_traits(kv_kind)->block_bytes;
     in.kv_block_elements = kind_traits(kv_kind)->block_elements;
     return in;
@@ -230,6 +233,12 @@ Expected<void> check_kv_cache_shape(ferrox_kind kind, const Hparams& hp) {
     const KindTraits* k = kind_traits(kind);
     if (!k || k->block_elements == 1) return {};
     const std::string& arch = hp.arch_name;
+    if (hp.head_dim_k_swa % k->block_elements != 0 || hp.head_dim_v_swa % k->block_elements != 0)
+        return make_error(
+            "a {} KV cache stores each head as blocks of {} elements, but this model's "
+            "{}.attention.key_length_swa is {} and {}.attention.value_length_swa is {}; use "
+            "--kv-type f16 or f32",
+            k->name, k->block_elements, arch, hp.head_dim_k_swa, arch, hp.head_dim_v_swa);
     if (hp.head_dim_k % k->block_elements != 0 || hp.head_dim_v % k->block_elements != 0)
         return make_error(
             "a {} KV cache stores each head as blocks of {} elements, but this model's "

@@ -41,6 +41,9 @@ inline constexpr std::string_view kMoeCombine = "moe_combine";
 inline constexpr std::string_view kGlu = "ffn_glu";
 inline constexpr std::string_view kKvStore = "kv_store";
 inline constexpr std::string_view kAttention = "attention";
+inline constexpr std::string_view kPerLayerInput = "per_layer_input";
+inline constexpr std::string_view kPerLayerProjNorm = "per_layer_proj_norm";
+inline constexpr std::string_view kPerLayerPostNorm = "per_layer_post_norm";
 }  // namespace roles
 
 struct ResidentOp {

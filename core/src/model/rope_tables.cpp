@@ -32,7 +32,7 @@ std::span<const float> rope_factors_for(const Hparams& hp, const RopeFactors& fa
 
 RopeSpec rope_spec(const Hparams& hp, std::span<const float> freq_factors, bool local) {
     RopeSpec spec;
-    spec.n_rot = hp.n_rot;
+    spec.n_rot = local && hp.n_rot_swa ? hp.n_rot_swa : hp.n_rot;
     spec.n_ctx_orig = hp.rope_n_ctx_orig;
     spec.beta_fast = hp.rope_yarn_beta_fast;
     spec.beta_slow = hp.rope_yarn_beta_slow;

@@ -1,5 +1,6 @@
 #include "tensor_table.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace ferrox::model {
@@ -154,6 +155,22 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             t.push_back(
                 model_vector(name, E::RopePairs, slot, TensorUse::Optional, long_rope_when));
 
+    if (spec.per_layer_geometry_keys) {
+        // gemma4 E2B/E4B: a row of per-layer embeddings per token (read by
+        // rows), their projection from the embedding and its norm.
+        t.push_back({rule("per_layer_token_embd.weight", TensorScope::Model, TensorForm::Rows,
+                          E::Vocab, E::PerLayerAll, TensorUse::Required, TensorWhen::PerLayerEmbd),
+                     &ModelWeights::per_layer_token_embd,
+                     {}});
+        t.push_back({rule("per_layer_model_proj.weight", TensorScope::Model, TensorForm::Matrix,
+                          E::PerLayerAll, E::Embd, TensorUse::Required, TensorWhen::PerLayerEmbd),
+                     &ModelWeights::per_layer_model_proj,
+                     {}});
+        t.push_back(model_vector("per_layer_proj_norm.weight", E::PerLayer,
+                                 &ModelWeights::per_layer_proj_norm, TensorUse::Required,
+                                 TensorWhen::PerLayerEmbd));
+    }
+
     if (spec.pre_norms) t.push_back(layer_vector("attn_norm.weight", E::Embd, &LW::attn_norm));
     if (spec.mla) {
         mla_tensors(t);
@@ -255,6 +272,16 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             }
     }
     if (spec.delta_net_layers) delta_net_tensors(t);
+    if (spec.per_layer_geometry_keys) {
+        // gemma4 E2B/E4B: each layer's gate from the residual stream, the
+        // projection of the gated per-layer input back to it, and its norm.
+        t.push_back(layer_matrix("inp_gate.weight", E::PerLayer, E::Embd, &LW::ple_gate));
+        t.back().rule.when = TensorWhen::PerLayerEmbd;
+        t.push_back(layer_matrix("proj.weight", E::Embd, E::PerLayer, &LW::ple_proj));
+        t.back().rule.when = TensorWhen::PerLayerEmbd;
+        t.push_back(layer_vector("post_norm.weight", E::Embd, &LW::ple_post_norm,
+                                 TensorUse::Required, TensorWhen::PerLayerEmbd));
+    }
     if (spec.nextn_layers) {
         // A NextN block's own tensors, besides a layer's (llama.cpp's
         // graph_mtp): the projection of [enorm(token), hnorm(hidden)], and
@@ -342,11 +369,17 @@ std::string_view extent_name(Extent e) {
             return "ssm_v_heads";
         case E::SsmHeadDim:
             return "ssm_head_dim";
+        case E::PerLayer:
+            return "n_embd_per_layer";
+        case E::PerLayerAll:
+            return "n_embd_per_layer*n_layer";
     }
     return "?";
 }
 
-uint64_t extent_value(Extent e, const Hparams& hp) {
+uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
+    // A NextN block (il >= n_layer) has the last run layer's geometry.
+    if (hp.n_layer > 0) il = std::min(il, hp.n_layer - 1);
     switch (e) {
         case E::One:
             return 1;
@@ -355,19 +388,19 @@ uint64_t extent_value(Extent e, const Hparams& hp) {
         case E::Vocab:
             return hp.vocab;
         case E::QDim:
-            return uint64_t{hp.n_head} * hp.head_dim_k;
+            return uint64_t{hp.n_head} * hp.layer_head_dim_k(il);
         case E::KDim:
-            return uint64_t{hp.n_head_kv} * hp.head_dim_k;
+            return uint64_t{hp.layer_n_head_kv(il)} * hp.layer_head_dim_k(il);
         case E::VDim:
-            return uint64_t{hp.n_head_kv} * hp.head_dim_v;
+            return uint64_t{hp.layer_n_head_kv(il)} * hp.layer_head_dim_v(il);
         case E::ODim:
-            return uint64_t{hp.n_head} * hp.head_dim_v;
+            return uint64_t{hp.n_head} * hp.layer_head_dim_v(il);
         case E::HeadDimK:
-            return hp.head_dim_k;
+            return hp.layer_head_dim_k(il);
         case E::Heads:
             return hp.n_head;
         case E::Ff:
-            return hp.n_ff;
+            return hp.layer_n_ff(il);
         case E::FfExpert:
             return hp.n_ff_expert;
         case E::Experts:
@@ -404,14 +437,18 @@ uint64_t extent_value(Extent e, const Hparams& hp) {
             return hp.ssm_v_heads;
         case E::SsmHeadDim:
             return hp.ssm_state;
+        case E::PerLayer:
+            return hp.n_embd_per_layer;
+        case E::PerLayerAll:
+            return uint64_t{hp.n_embd_per_layer} * hp.n_layer;
     }
     return 0;
 }
 
-uint64_t rule_rows(const TensorRule& rule, const Hparams& hp) {
-    if (rule.n_parts == 0) return extent_value(rule.rows, hp);
+uint64_t rule_rows(const TensorRule& rule, const Hparams& hp, uint32_t il) {
+    if (rule.n_parts == 0) return extent_value(rule.rows, hp, il);
     uint64_t rows = 0;
-    for (uint8_t i = 0; i < rule.n_parts; ++i) rows += extent_value(rule.parts[i].rows, hp);
+    for (uint8_t i = 0; i < rule.n_parts; ++i) rows += extent_value(rule.parts[i].rows, hp, il);
     return rows;
 }
 
@@ -441,6 +478,8 @@ bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
             return il >= hp.n_layer || !hp.is_recurrent(il);
         case TensorWhen::RecurrentLayer:
             return il < hp.n_layer && hp.is_recurrent(il);
+        case TensorWhen::PerLayerEmbd:
+            return hp.n_embd_per_layer > 0;
     }
     return false;
 }
@@ -487,6 +526,8 @@ std::string_view when_name(TensorWhen w) {
             return "attention_layer";
         case TensorWhen::RecurrentLayer:
             return "recurrent_layer";
+        case TensorWhen::PerLayerEmbd:
+            return "per_layer_embd";
     }
     return "?";
 }

@@ -18,6 +18,20 @@ Error missing(const gguf::File& file, const std::string& name, const Hparams& hp
                       file.path().string(), name, hp.arch_name);
 }
 
+// Which keys sized layer `il`'s tensors, where layers differ (gemma4): a
+// shape refusal then names the key as well as the tensor.
+std::string layer_geometry_keys(const Hparams& hp, uint32_t il) {
+    if (hp.n_head_kv_layers.empty() && hp.n_ff_layers.empty() && hp.head_dim_k_swa == 0) return {};
+    if (il >= hp.n_layer) return {};
+    const bool local = hp.is_local_layer(il);
+    return fmt::format(
+        " (layer {} is {}: {}.attention.{} {}, attention.head_count_kv[{}] {}, "
+        "feed_forward_length[{}] {})",
+        il, local ? "sliding-window" : "global", hp.arch_name,
+        local ? "key_length_swa" : "key_length", hp.layer_head_dim_k(il), il,
+        hp.layer_n_head_kv(il), il, hp.layer_n_ff(il));
+}
+
 // A 1-D tensor of `length` values as f32.
 Expected<std::vector<float>> bind_vector(const gguf::File& file, const std::string& name,
                                          uint64_t length) {
@@ -127,12 +141,17 @@ struct Binder {
     const TensorRule& rule;
     const std::string& name;
     const gguf::Tensor& t;
+    uint32_t il;  // the layer's index (0 for a model tensor): its own geometry
 
     Expected<void> operator()(std::monostate) const { return {}; }
     Expected<void> operator()(const gguf::Tensor* ModelWeights::*slot) const {
-        if (t.row_length() != hp.n_embd)
-            return make_error("{}: tensor '{}' rows are {} long, embedding_length is {}",
-                              file.path().string(), name, t.row_length(), hp.n_embd);
+        // token_embd's rows are n_embd long; per_layer_token_embd's n_layer x
+        // n_embd_per_layer, one row per token id.
+        const uint64_t cols = extent_value(rule.cols, hp), rows = extent_value(rule.rows, hp);
+        if (t.shape().size() != 2 || t.row_length() != cols || t.row_count() != rows)
+            return make_error("{}: tensor '{}' has shape [{}], expected [{} ({}), {} ({})]",
+                              file.path().string(), name, fmt::join(t.shape(), ", "), cols,
+                              extent_name(rule.cols), rows, extent_name(rule.rows));
         mw.*slot = &t;
         return {};
     }
@@ -155,18 +174,20 @@ struct Binder {
     Expected<void> operator()(LayerMatrix slot) const { return to(layer->*slot, matrix()); }
     Expected<void> operator()(std::vector<WeightMatrix> LayerWeights::*slot) const {
         return to(layer->*slot,
-                  bind_experts(file, name, extent_value(rule.rows, hp), extent_value(rule.cols, hp),
-                               static_cast<uint32_t>(extent_value(rule.stack, hp))));
+                  bind_experts(file, name, extent_value(rule.rows, hp, il),
+                               extent_value(rule.cols, hp, il),
+                               static_cast<uint32_t>(extent_value(rule.stack, hp, il))));
     }
     Expected<void> operator()(std::vector<float> LayerWeights::*slot) const {
         return to(layer->*slot, vector());
     }
 
     Expected<WeightMatrix> matrix() const {
-        return bind_matrix(file, name, rule_rows(rule, hp), extent_value(rule.cols, hp));
+        return bind_matrix(file, name, rule_rows(rule, hp, il), extent_value(rule.cols, hp, il));
     }
     Expected<std::vector<float>> vector() const {
-        return bind_vector(file, name, extent_value(rule.rows, hp) * extent_value(rule.cols, hp));
+        return bind_vector(file, name,
+                           extent_value(rule.rows, hp, il) * extent_value(rule.cols, hp, il));
     }
     template <class T, class U>
     static Expected<void> to(T& dst, Expected<U> value) {
@@ -200,17 +221,18 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         const std::string bound_name = t ? name : std::string(rule.stand_in);
         if (!t) t = file.find_tensor(bound_name);
         if (!t) return missing(file, bound_name, hp);
-        if (auto r = std::visit(Binder{file, hp, mw, layer, rule, bound_name, *t}, b.slot); !r)
-            return r.error();
+        if (auto r = std::visit(Binder{file, hp, mw, layer, rule, bound_name, *t, il}, b.slot); !r)
+            return layer ? Error(r.error().message() + layer_geometry_keys(hp, il)) : r.error();
         if (rule.n_parts > 0) {
             // Rows of several matrices in one tensor, bound as one view each:
             // each row is whole blocks, so a part is a subspan -- zero copy.
-            if (auto m = bind_matrix(file, name, rule_rows(rule, hp), extent_value(rule.cols, hp));
+            if (auto m = bind_matrix(file, name, rule_rows(rule, hp, il),
+                                     extent_value(rule.cols, hp, il));
                 !m)
                 return m.error();
             uint64_t first = 0;
             for (uint8_t i = 0; i < rule.n_parts; ++i) {
-                const uint64_t n = extent_value(rule.parts[i].rows, hp);
+                const uint64_t n = extent_value(rule.parts[i].rows, hp, il);
                 auto view = row_view(*t, fmt::format("{}[rows {}..{}]", name, first, first + n - 1),
                                      first, n);
                 if (!view) return view.error();
@@ -236,10 +258,23 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
             if (b.rule.scope == TensorScope::Layer)
                 if (auto r = bind(b, &lw, il); !r) return r.error();
     }
+    if (mw.per_layer_model_proj) {
+        // Each layer's rows of the per-layer projection, as a matrix of its own.
+        const std::string name = "per_layer_model_proj.weight";
+        const gguf::Tensor& t = *file.find_tensor(name);
+        const uint64_t p = hp.n_embd_per_layer;
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            auto view = row_view(t, fmt::format("{}[rows {}..{}]", name, il * p, (il + 1) * p - 1),
+                                 il * p, p);
+            if (!view) return view.error();
+            mw.layers[il].ple_model_proj = std::move(*view);
+        }
+        mw.layers[0].ple_proj_norm = mw.per_layer_proj_norm;
+    }
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         LayerWeights& lw = mw.layers[il];
         // An RMSNorm without a weight is one with unit weights (gemma4's V).
-        if (hp.arch->value_norm) lw.v_norm.assign(hp.head_dim_v, 1.0f);
+        if (hp.arch->value_norm) lw.v_norm.assign(hp.layer_head_dim_v(il), 1.0f);
         for (const float v : lw.out_scale)
             if (!std::isfinite(v))
                 return make_error("{}: tensor '{}' holds {}, not a finite scale",

@@ -48,6 +48,12 @@ struct LayerWeights {
     // -exp(A) per value head, the gated norm [head dim] and the out-projection.
     std::optional<WeightMatrix> ssm_in, ssm_gate, ssm_beta, ssm_alpha, ssm_out;
     std::vector<float> ssm_conv, ssm_dt_bias, ssm_a, ssm_norm;
+    // Per-layer embeddings (gemma4 E2B/E4B): the gate [n_embd_per_layer x
+    // n_embd], the projection back [n_embd x n_embd_per_layer] and its norm;
+    // this layer's rows of per_layer_model_proj (a view), and, in layer 0
+    // only, the model's per_layer_proj_norm (where the decoder reads it).
+    std::optional<WeightMatrix> ple_gate, ple_proj, ple_model_proj;
+    std::vector<float> ple_post_norm, ple_proj_norm;
 };
 
 struct ModelWeights {
@@ -57,6 +63,12 @@ struct ModelWeights {
     // A reranker's head (cls.output.weight): n_cls_out rows of n_embd, as f32.
     std::vector<float> cls_out;
     RopeFactors rope_factors;  // optional per-pair RoPE divisors (llama)
+    // gemma4 E2B/E4B: per token a row of n_layer x n_embd_per_layer
+    // embeddings (read by rows), their projection from the embedding
+    // [n_layer x n_embd_per_layer rows x n_embd] and its norm.
+    const gguf::Tensor* per_layer_token_embd = nullptr;
+    std::optional<WeightMatrix> per_layer_model_proj;
+    std::vector<float> per_layer_proj_norm;
     std::vector<LayerWeights> layers;
     // NextN/MTP blocks (blk.{n_layer + i}), bound and kept, not run; empty
     // for a file without them (or a trunk-only file, whose blocks are absent).

@@ -136,11 +136,12 @@ struct ArchSpec {
     bool layer_output_scale = false;
     // final_logit_softcapping read (0: none) and attn_logit_softcapping refused (gemma4).
     bool final_softcap_only = false;
-    // gemma4's per-layer geometry keys: attention.key_length_swa and
-    // value_length_swa (required), embedding_length_per_layer_input
-    // (required), attention.shared_kv_layers (optional). Read and refused at
-    // any value that needs a part ferrox does not run yet (head sizes of the
-    // sliding layers' own, per-layer embeddings, layers sharing a KV cache).
+    // gemma4's per-layer geometry: attention.key_length_swa and
+    // value_length_swa (required: the sliding layers' head size),
+    // rope.dimension_count_swa (optional), head_count_kv and
+    // feed_forward_length one per layer or one for all,
+    // embedding_length_per_layer_input (required; > 0: per-layer embeddings),
+    // attention.shared_kv_layers (optional).
     bool per_layer_geometry_keys = false;
     // The norm before the FFN (gpt-oss's files call it post_attention_norm).
     std::string_view ffn_norm_tensor = "ffn_norm.weight";

@@ -77,9 +77,21 @@ struct Hparams {
     const ArchSpec* arch = nullptr;
     std::string arch_name;  // "gemma3", the metadata prefix
 
+    // n_head_kv and n_ff: the largest over the layers where a file lists
+    // one per layer (n_head_kv_layers, n_ff_layers); head_dim_k/v and n_rot:
+    // the global (full-attention) layers'.
     uint32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0;
     uint32_t head_dim_k = 0, head_dim_v = 0;
     uint32_t n_ff = 0;
+    // gemma4: head_count_kv and feed_forward_length one per layer (empty:
+    // the scalar for every layer), and the sliding-window layers' own head
+    // sizes and rotated width (attention.key_length_swa, value_length_swa,
+    // rope.dimension_count_swa; 0: the global layers').
+    std::vector<uint32_t> n_head_kv_layers, n_ff_layers;
+    uint32_t head_dim_k_swa = 0, head_dim_v_swa = 0, n_rot_swa = 0;
+    // gemma4 E2B/E4B: the width of each layer's per-layer embedding
+    // (embedding_length_per_layer_input); 0: none.
+    uint32_t n_embd_per_layer = 0;
     uint32_t n_ctx_train = 0;
     uint64_t vocab = 0;  // rows of token_embd
     float rms_eps = 0;
@@ -196,6 +208,27 @@ struct Hparams {
     bool is_local_layer(uint32_t il) const {
         if (!local_layers.empty()) return sliding_window > 0 && local_layers[il];
         return sliding_window > 0 && swa_period > 0 && (il + 1) % swa_period != 0;
+    }
+    // Layer `il`'s own attention geometry and FFN width.
+    uint32_t layer_head_dim_k(uint32_t il) const {
+        return head_dim_k_swa && is_local_layer(il) ? head_dim_k_swa : head_dim_k;
+    }
+    uint32_t layer_head_dim_v(uint32_t il) const {
+        return head_dim_v_swa && is_local_layer(il) ? head_dim_v_swa : head_dim_v;
+    }
+    uint32_t layer_n_rot(uint32_t il) const {
+        return n_rot_swa && is_local_layer(il) ? n_rot_swa : n_rot;
+    }
+    uint32_t layer_n_head_kv(uint32_t il) const {
+        return n_head_kv_layers.empty() ? n_head_kv : n_head_kv_layers[il];
+    }
+    uint32_t layer_n_ff(uint32_t il) const { return n_ff_layers.empty() ? n_ff : n_ff_layers[il]; }
+    // K and V elements one position holds over the cached layers.
+    uint64_t kv_cell_elements() const {
+        uint64_t sum = 0;
+        for (uint32_t il = 0; il < kv_layers(); ++il)
+            sum += uint64_t{layer_n_head_kv(il)} * (layer_head_dim_k(il) + layer_head_dim_v(il));
+        return sum;
     }
 };
 

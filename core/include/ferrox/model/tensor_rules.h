@@ -61,6 +61,9 @@ enum class Extent : uint8_t {
     SsmInner,    // ssm.inner_size
     SsmVHeads,   // ssm.time_step_rank
     SsmHeadDim,  // ssm.state_size
+    // Per-layer embeddings (gemma4 E2B/E4B):
+    PerLayer,     // embedding_length_per_layer_input
+    PerLayerAll,  // embedding_length_per_layer_input x block_count
 };
 
 // What a tensor's presence rests on besides the row.
@@ -79,6 +82,7 @@ enum class TensorWhen : uint8_t {
     QDirect,         // attention.q_lora_rank absent or 0
     AttentionLayer,  // a layer that attends over the KV cache (not recurrent)
     RecurrentLayer,  // a Gated DeltaNet layer (full_attention_interval)
+    PerLayerEmbd,    // embedding_length_per_layer_input > 0 (gemma4 E2B/E4B)
 };
 
 // One part of a fused tensor: the rows the unfused tensor `name` would hold.
@@ -105,7 +109,9 @@ struct TensorRule {
 };
 
 FERROX_API std::string_view extent_name(Extent e);
-FERROX_API uint64_t extent_value(Extent e, const Hparams& hp);
+// An extent's value at layer `il` (gemma4's layers differ in head size, KV
+// heads and FFN width; 0 for a model tensor).
+FERROX_API uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il = 0);
 FERROX_API std::string_view scope_name(TensorScope s);
 FERROX_API std::string_view form_name(TensorForm f);
 FERROX_API std::string_view when_name(TensorWhen w);
@@ -114,7 +120,7 @@ FERROX_API std::string_view use_name(TensorUse u);
 // (counting NextN blocks after the n_layer run; 0 for a model tensor).
 FERROX_API bool applies(TensorWhen when, const Hparams& hp, uint32_t il);
 // A rule's rows: its own, or the sum of its parts'.
-FERROX_API uint64_t rule_rows(const TensorRule& rule, const Hparams& hp);
+FERROX_API uint64_t rule_rows(const TensorRule& rule, const Hparams& hp, uint32_t il = 0);
 
 // Every tensor a file of this architecture may hold, in the order the
 // generator writes them: the model's, then one layer's.

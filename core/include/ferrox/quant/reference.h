@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "ferrox/api.h"
 #include "ferrox/backend_abi.h"
 
 namespace ferrox::quant {
@@ -18,7 +19,9 @@ namespace ferrox::quant {
 // Writes the n float32 values encoded by `src` (n / block_elements blocks) to
 // dst. Returns false, writing nothing, when `kind` is not in kAllKinds or n is
 // not a multiple of the kind's block size.
-bool dequantize_row(ferrox_kind kind, const void* src, float* dst, uint64_t n);
+// Exported: the decoder's blocks read gemma4's per-layer embedding rows with
+// it, and model_tests compiles those blocks itself.
+FERROX_API bool dequantize_row(ferrox_kind kind, const void* src, float* dst, uint64_t n);
 
 // Encodes n floats as `kind` blocks into dst (row_bytes(kind, n) bytes).
 // Supported: F32, F16, BF16, Q8_0, Q4_0 (bit-exact with gguf.quants.quantize),
