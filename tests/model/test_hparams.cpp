@@ -891,7 +891,7 @@ TEST_CASE("deepseek2's experts: gating from the file, group-limited routing, eve
     }
 }
 
-TEST_CASE("DeepSeek V3's key set loads; its YaRN scales q.k by mscale^2, not the pairs") {
+TEST_CASE("DeepSeek V3's key set loads, and its YaRN scales q.k by mscale^2, not the pairs") {
     // DeepSeek V3's keys as the converter writes them, shaped small: 256
     // experts in 8 groups (4 used), top 8, sigmoid by key, YaRN factor 40 over
     // 4096 with betas 32 and 1, mscale_all_dim 1 (the file says 0.1).

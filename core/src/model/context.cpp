@@ -863,8 +863,8 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
     // Then the recurrent layers' state (qwen35), which the model's shape sizes.
     const std::span<const float> rec =
         c.states.empty() ? std::span<const float>{} : c.states.current(static_cast<uint32_t>(seq));
-    const uint64_t size = sizeof h + list.size() * sizeof(int32_t) + list.size() * c.cell_bytes() +
-                          rec.size_bytes();
+    const uint64_t size =
+        sizeof h + list.size() * sizeof(int32_t) + list.size() * c.cell_bytes() + rec.size_bytes();
     std::vector<std::byte> out(size);
     std::byte* p = out.data();
     std::memcpy(p, &h, sizeof h);
