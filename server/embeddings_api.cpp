@@ -15,10 +15,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void refuse(const std::string& pointer, const std::string& why) {
-    throw ApiError{400, fmt::format("'{}' {}", pointer, why), pointer};
-}
-
 // One input's token ids as sent, each checked against the vocabulary.
 std::vector<int32_t> token_array(const ordered_json& list, const std::string& pointer,
                                  size_t vocab) {
@@ -28,8 +24,8 @@ std::vector<int32_t> token_array(const ordered_json& list, const std::string& po
         const ordered_json& t = list[i];
         if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
             static_cast<uint64_t>(t.get<int64_t>()) >= vocab)
-            refuse(fmt::format("{}/{}", pointer, i),
-                   fmt::format("is not a token id (0 to {})", vocab - 1));
+            refuse_field(fmt::format("{}/{}", pointer, i),
+                         fmt::format("is not a token id (0 to {})", vocab - 1));
         ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
     return ids;
@@ -37,11 +33,12 @@ std::vector<int32_t> token_array(const ordered_json& list, const std::string& po
 
 void check_length(const std::vector<int32_t>& tokens, const std::string& pointer,
                   const EmbeddingsLimits& limits) {
-    if (tokens.empty()) refuse(pointer, "is empty: an input needs at least one token");
+    if (tokens.empty()) refuse_field(pointer, "is empty: an input needs at least one token");
     if (tokens.size() > limits.max_tokens)
-        refuse(pointer, fmt::format("is {} tokens; an input may have at most {} (the embedding "
-                                    "context)",
-                                    tokens.size(), limits.max_tokens));
+        refuse_field(pointer,
+                     fmt::format("is {} tokens; an input may have at most {} (the embedding "
+                                 "context)",
+                                 tokens.size(), limits.max_tokens));
 }
 
 }  // namespace
@@ -54,24 +51,26 @@ EmbeddingsRequest parse_embeddings_request(const ordered_json& body, const Token
     (void)f.string("user", "");   // an end-user id for abuse tracking; nothing to do with it
     const std::string format = f.string("encoding_format", "float");
     if (format != "float" && format != "base64")
-        refuse("/encoding_format", fmt::format("must be 'float' or 'base64', not '{}'", format));
+        refuse_field("/encoding_format",
+                     fmt::format("must be 'float' or 'base64', not '{}'", format));
     r.base64 = format == "base64";
     r.dimensions = limits.n_embd;
     if (f.has("dimensions")) {
         const ordered_json& d = f.raw("dimensions");
         if (!d.is_number_integer() || d.get<int64_t>() < 1 ||
             d.get<int64_t>() > static_cast<int64_t>(limits.n_embd))
-            refuse("/dimensions",
-                   fmt::format("must be an integer from 1 to the model's {}", limits.n_embd));
+            refuse_field("/dimensions",
+                         fmt::format("must be an integer from 1 to the model's {}", limits.n_embd));
         r.dimensions = static_cast<uint32_t>(d.get<int64_t>());
         if (r.dimensions != limits.n_embd && !limits.truncatable)
-            refuse("/dimensions",
-                   fmt::format("asks for {} of the model's {} dimensions, but this model is not "
-                               "served as truncatable (Matryoshka); start the server with "
-                               "--embedding-truncation if it was trained for it",
-                               r.dimensions, limits.n_embd));
+            refuse_field(
+                "/dimensions",
+                fmt::format("asks for {} of the model's {} dimensions, but this model is not "
+                            "served as truncatable (Matryoshka); start the server with "
+                            "--embedding-truncation if it was trained for it",
+                            r.dimensions, limits.n_embd));
     }
-    if (!f.has("input")) refuse("/input", "is required");
+    if (!f.has("input")) refuse_field("/input", "is required");
     const ordered_json& input = f.raw("input");
     f.refuse_the_rest();
     const size_t vocab = tokenizer.vocab_size();
@@ -81,13 +80,14 @@ EmbeddingsRequest parse_embeddings_request(const ordered_json& body, const Token
         return tokens;
     };
     if (input.is_string()) {
-        if (input.get_ref<const std::string&>().empty()) refuse("/input", "is an empty string");
+        if (input.get_ref<const std::string&>().empty())
+            refuse_field("/input", "is an empty string");
         r.inputs.push_back(text_input(input, "/input"));
     } else if (input.is_array()) {
-        if (input.empty()) refuse("/input", "is an empty array");
+        if (input.empty()) refuse_field("/input", "is an empty array");
         if (input.size() > limits.max_inputs)
-            refuse("/input", fmt::format("has {} entries; at most {} are accepted", input.size(),
-                                         limits.max_inputs));
+            refuse_field("/input", fmt::format("has {} entries; at most {} are accepted",
+                                               input.size(), limits.max_inputs));
         if (input[0].is_number()) {  // one input as token ids
             auto tokens = token_array(input, "/input", vocab);
             check_length(tokens, "/input", limits);
@@ -98,19 +98,19 @@ EmbeddingsRequest parse_embeddings_request(const ordered_json& body, const Token
                 const ordered_json& e = input[i];
                 if (e.is_string()) {
                     if (e.get_ref<const std::string&>().empty())
-                        refuse(pointer, "is an empty string");
+                        refuse_field(pointer, "is an empty string");
                     r.inputs.push_back(text_input(e, pointer));
                 } else if (e.is_array()) {
                     auto tokens = token_array(e, pointer, vocab);
                     check_length(tokens, pointer, limits);
                     r.inputs.push_back(std::move(tokens));
                 } else {
-                    refuse(pointer, "must be a string or an array of token ids");
+                    refuse_field(pointer, "must be a string or an array of token ids");
                 }
             }
         }
     } else {
-        refuse("/input", "must be a string, an array of strings, or token ids");
+        refuse_field("/input", "must be a string, an array of strings, or token ids");
     }
     for (const auto& in : r.inputs) r.prompt_tokens += in.size();
     return r;

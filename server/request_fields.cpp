@@ -84,9 +84,12 @@ void Fields::refuse_the_rest() {
     }
 }
 
-void Fields::fail(const std::string& key, const std::string& why) const {
-    const std::string name = where_.empty() ? key : where_ + "." + key;
+void refuse_field(const std::string& name, const std::string& why) {
     throw ApiError{400, fmt::format("'{}' {}", name, why), name};
+}
+
+void Fields::fail(const std::string& key, const std::string& why) const {
+    refuse_field(where_.empty() ? key : where_ + "." + key, why);
 }
 
 namespace {

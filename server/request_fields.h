@@ -19,6 +19,9 @@ struct ApiError {
     std::string param;
 };
 
+// Throws the 400 ApiError for the field or JSON pointer `name`: "'name' why".
+[[noreturn]] void refuse_field(const std::string& name, const std::string& why);
+
 // JSON text as the server sends it (invalid UTF-8 replaced, never thrown on).
 std::string json_text(const nlohmann::ordered_json& j);
 

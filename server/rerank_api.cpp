@@ -14,17 +14,14 @@ using nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void refuse(const std::string& pointer, const std::string& why) {
-    throw ApiError{400, fmt::format("'{}' {}", pointer, why), pointer};
-}
-
 // A document as sent: a string, or an object whose `text` is one (Cohere's
 // and Jina's object form); anything else is refused by pointer.
 std::string document_text(const ordered_json& d, const std::string& pointer) {
     if (d.is_string()) return d.get<std::string>();
-    if (!d.is_object()) refuse(pointer, "must be a string or an object with a 'text' string");
+    if (!d.is_object()) refuse_field(pointer, "must be a string or an object with a 'text' string");
     Fields f(d, pointer);
-    if (!f.has("text") || !f.raw("text").is_string()) refuse(pointer + "/text", "must be a string");
+    if (!f.has("text") || !f.raw("text").is_string())
+        refuse_field(pointer + "/text", "must be a string");
     std::string text = f.raw("text").get<std::string>();
     f.refuse_the_rest();
     return text;
@@ -70,26 +67,27 @@ RerankRequest parse_rerank_request(const ordered_json& body, const Tokenizer& to
     RerankRequest r;
     Fields f(body, "");
     (void)f.string("model", "");  // one model is served, whatever the client names
-    if (!f.has("query")) refuse("/query", "is required");
+    if (!f.has("query")) refuse_field("/query", "is required");
     const ordered_json& query = f.raw("query");
-    if (!query.is_string()) refuse("/query", "must be a string");
-    if (!f.has("documents")) refuse("/documents", "is required");
+    if (!query.is_string()) refuse_field("/query", "must be a string");
+    if (!f.has("documents")) refuse_field("/documents", "is required");
     const ordered_json& documents = f.raw("documents");
     if (!documents.is_array() || documents.empty())
-        refuse("/documents", "must be a non-empty array of strings or {\"text\": ...} objects");
+        refuse_field("/documents",
+                     "must be a non-empty array of strings or {\"text\": ...} objects");
     if (documents.size() > limits.max_documents)
-        refuse("/documents", fmt::format("has {} entries; at most {} are accepted",
-                                         documents.size(), limits.max_documents));
+        refuse_field("/documents", fmt::format("has {} entries; at most {} are accepted",
+                                               documents.size(), limits.max_documents));
     r.top_n = documents.size();
     if (f.has("top_n")) {
         const ordered_json& n = f.raw("top_n");
         if (!n.is_number_integer() || n.get<int64_t>() < 1)
-            refuse("/top_n", "must be an integer of at least 1");
+            refuse_field("/top_n", "must be an integer of at least 1");
         r.top_n = std::min<size_t>(r.top_n, n.get<uint64_t>());
     }
     if (f.has("return_documents")) {
         if (!f.raw("return_documents").is_boolean())
-            refuse("/return_documents", "must be true or false");
+            refuse_field("/return_documents", "must be true or false");
         r.return_documents = f.raw("return_documents").get<bool>();
     }
     f.refuse_the_rest();
@@ -98,16 +96,17 @@ RerankRequest parse_rerank_request(const ordered_json& body, const Tokenizer& to
         const std::string pointer = fmt::format("/documents/{}", i);
         std::string text = document_text(documents[i], pointer);
         std::vector<int32_t> tokens = rerank_tokens(tokenizer, rerank_template, q, text);
-        if (tokens.empty()) refuse(pointer, "and the query make no tokens");
+        if (tokens.empty()) refuse_field(pointer, "and the query make no tokens");
         if (tokens.size() > limits.max_tokens)
-            refuse(pointer, fmt::format("with the query is {} tokens; a pair may have at most {} "
-                                        "(the reranker's context)",
-                                        tokens.size(), limits.max_tokens));
+            refuse_field(pointer,
+                         fmt::format("with the query is {} tokens; a pair may have at most {} "
+                                     "(the reranker's context)",
+                                     tokens.size(), limits.max_tokens));
         r.prompt_tokens += tokens.size();
         if (r.prompt_tokens > limits.max_total_tokens)
-            refuse("/documents", fmt::format("make more than {} tokens with the query; send "
-                                             "fewer or shorter documents",
-                                             limits.max_total_tokens));
+            refuse_field("/documents", fmt::format("make more than {} tokens with the query; send "
+                                                   "fewer or shorter documents",
+                                                   limits.max_total_tokens));
         r.inputs.push_back(std::move(tokens));
         r.documents.push_back(std::move(text));
     }
