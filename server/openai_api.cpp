@@ -538,12 +538,21 @@ void Api::embeddings(Call& call) {
     EmbeddingsRequest request = parse_embeddings_request(call.body, *call.model->tokenizer, limits);
     call.prompt_tokens = static_cast<uint32_t>(request.prompt_tokens);
     call.body = nullptr;
+    auto vectors = pooled_outputs(call, std::move(request.inputs));
+    if (!vectors) return;
+    call.send_json(200, embeddings_response(std::move(*vectors), request, call.model_id));
+}
+
+std::optional<Embedder::Vectors> Api::pooled_outputs(Call& call,
+                                                     std::vector<std::vector<int32_t>> inputs) {
     const Clock::time_point deadline = Clock::now() + options_.request_timeout;
-    auto outcome = call.model->embedder->embed(std::move(request.inputs), deadline);
-    if (outcome.refusal != Embedder::Refusal::None)
-        return call.send_error({503, outcome.why, ""}, {{"Retry-After", "1"}});
+    auto outcome = call.model->embedder->embed(std::move(inputs), deadline);
+    if (outcome.refusal != Embedder::Refusal::None) {
+        call.send_error({503, outcome.why, ""}, {{"Retry-After", "1"}});
+        return std::nullopt;
+    }
     if (outcome.failed) throw ApiError{500, outcome.why, ""};
-    call.send_json(200, embeddings_response(std::move(outcome.vectors), request, call.model_id));
+    return std::move(outcome.vectors);
 }
 
 void Api::rerank(Call& call) {
@@ -560,12 +569,9 @@ void Api::rerank(Call& call) {
                                                  call.model->rerank_template, limits);
     call.prompt_tokens = static_cast<uint32_t>(request.prompt_tokens);
     call.body = nullptr;
-    const Clock::time_point deadline = Clock::now() + options_.request_timeout;
-    auto outcome = call.model->embedder->embed(std::move(request.inputs), deadline);
-    if (outcome.refusal != Embedder::Refusal::None)
-        return call.send_error({503, outcome.why, ""}, {{"Retry-After", "1"}});
-    if (outcome.failed) throw ApiError{500, outcome.why, ""};
-    call.send_json(200, rerank_response(outcome.vectors, request, call.model_id));
+    const auto vectors = pooled_outputs(call, std::move(request.inputs));
+    if (!vectors) return;
+    call.send_json(200, rerank_response(*vectors, request, call.model_id));
 }
 
 void Api::tokenize(Call& call) {

@@ -101,6 +101,10 @@ class Api {
     std::optional<Event> next_event(Call& call, Job& job, Clock::time_point& next_look);
     void embeddings(Call& call);  // POST /v1/embeddings
     void rerank(Call& call);      // POST /v1/rerank and its aliases
+    // The model's pooled outputs for `inputs` through its embedder; nullopt
+    // when the embedder refused (the 503 is sent); throws a 500 on failure.
+    std::optional<Embedder::Vectors> pooled_outputs(Call& call,
+                                                    std::vector<std::vector<int32_t>> inputs);
     void tokenize(Call& call);
     void detokenize(Call& call);
     void apply_template(Call& call);

@@ -232,19 +232,17 @@ Expected<void> check_kv_cache_kind(ferrox_kind kind) {
 Expected<void> check_kv_cache_shape(ferrox_kind kind, const Hparams& hp) {
     const KindTraits* k = kind_traits(kind);
     if (!k || k->block_elements == 1) return {};
-    const std::string& arch = hp.arch_name;
-    if (hp.head_dim_k_swa % k->block_elements != 0 || hp.head_dim_v_swa % k->block_elements != 0)
-        return make_error(
-            "a {} KV cache stores each head as blocks of {} elements, but this model's "
-            "{}.attention.key_length_swa is {} and {}.attention.value_length_swa is {}; use "
-            "--kv-type f16 or f32",
-            k->name, k->block_elements, arch, hp.head_dim_k_swa, arch, hp.head_dim_v_swa);
-    if (hp.head_dim_k % k->block_elements != 0 || hp.head_dim_v % k->block_elements != 0)
-        return make_error(
-            "a {} KV cache stores each head as blocks of {} elements, but this model's "
-            "{}.attention.key_length is {} and {}.attention.value_length is {}; use --kv-type "
-            "f16 or f32",
-            k->name, k->block_elements, arch, hp.head_dim_k, arch, hp.head_dim_v);
+    // Each geometry the cache stores: the sliding layers' (their _swa keys) and the others'.
+    for (const auto& [head_k, head_v, suffix] :
+         {std::tuple{hp.head_dim_k_swa, hp.head_dim_v_swa, "_swa"},
+          std::tuple{hp.head_dim_k, hp.head_dim_v, ""}})
+        if (head_k % k->block_elements != 0 || head_v % k->block_elements != 0)
+            return make_error(
+                "a {} KV cache stores each head as blocks of {} elements, but this model's "
+                "{}.attention.key_length{} is {} and {}.attention.value_length{} is {}; use "
+                "--kv-type f16 or f32",
+                k->name, k->block_elements, hp.arch_name, suffix, head_k, hp.arch_name, suffix,
+                head_v);
     return {};
 }
 
