@@ -9,9 +9,9 @@ cache="${FERROX_CACHE_DIR:-$HOME/.cache/ferrox}"
 sdist_dir="$cache/sdist"
 vocab_dir="$cache/vocab"
 sdist="$sdist_dir/llama_cpp_python-$version.tar.gz"
-# With .inp/.out (Hugging Face's ids for the .inp strings): one per pre-tokenizer
-# family that llama.cpp ships a test vocabulary for.
-vocabs=(llama-spm llama-bpe qwen2 gpt-2 phi-3 qwen35 command-r deepseek-coder falcon mpt refact starcoder)
+# With .inp/.out (Hugging Face's ids for the .inp strings): the list the tests
+# share, one per tokenizer family ferrox runs.
+mapfile -t vocabs < <(grep -v '^#' "$(dirname "$0")/../tests/tokenizer/vocab_files.txt")
 # Vocabularies only (no .inp/.out): gpt-neox has no tokenizer.ggml.pre key (the
 # "default" split, with a warning); deepseek-llm names a split ferrox refuses.
 plain_vocabs=(gpt-neox deepseek-llm)

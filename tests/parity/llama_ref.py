@@ -40,9 +40,11 @@ def gemma3_path() -> pathlib.Path:
 
 
 def read_vocab_cases(path: pathlib.Path) -> list[bytes]:
-    """The test strings of PATH.inp (cases end with "\\n__ggml_vocab_test__\\n")."""
+    """The test strings of PATH.inp (cases end with "\\n__ggml_vocab_test__\\n"; gemma-4's
+    last case has no separator after it)."""
     raw = pathlib.Path(str(path) + ".inp").read_bytes()
-    return raw.split(b"\n__ggml_vocab_test__\n")[:-1]
+    cases = raw.split(b"\n__ggml_vocab_test__\n")
+    return cases if cases[-1] else cases[:-1]
 
 
 def read_vocab_expected(path: pathlib.Path) -> list[list[int]]:

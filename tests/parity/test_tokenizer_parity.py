@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import random
 import re
 import struct
@@ -33,8 +34,8 @@ llama_cpp = llama_ref.require_llama_cpp()
 SEED = int(os.environ.get("FERROX_PARITY_SEED", "20261129"))
 RANDOM_STRINGS = int(os.environ.get("FERROX_PARITY_STRINGS", "300"))
 
-VOCABS = ["llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "qwen35", "command-r", "deepseek-coder", "falcon",
-          "mpt", "refact", "starcoder"]
+VOCABS = [line for line in (pathlib.Path(__file__).parents[1] / "tokenizer/vocab_files.txt").read_text().split("\n")
+          if line and not line.startswith("#")]
 PLAIN_VOCABS = ["gpt-neox"]  # no .inp/.out; gpt-neox has no tokenizer.ggml.pre key ("default")
 # Synthesized cases copy a vocabulary: the first name of a group llama-bpe's (BOS,
 # merges for many scripts), the other names gpt-2's (it loads in a third of the time).
@@ -203,7 +204,8 @@ def synth_cases():
     for entry in pre_table():
         if not entry["supported"]:
             continue
-        group = (entry["scanner"], entry["ignore_merges"], entry["add_bos"])
+        group = (entry["scanner"], entry["ignore_merges"], entry["add_bos"], entry["spelling"],
+                 entry["newline_runs_whole"], entry["bos_always"])
         full = group not in groups
         groups.add(group)
         if entry["name"] in COVERED_BY_FILES:

@@ -1,4 +1,6 @@
 // Byte-level BPE ("gpt2") tokenizer on hand-built vocabularies.
+#include <cstdio>
+
 #include "tokenizer_test_support.h"
 
 using ferrox::TokenType;
@@ -104,4 +106,59 @@ TEST_CASE("bpe: segments cut special tokens only where allowed, and merge across
     const std::vector<ferrox::TextSegment> halves = {{"<x", true}, {">", true}};
     CHECK(tok->encode(halves, false) == tok->encode("<x>", false, false));
     CHECK(tok->encode("<x>", false, true) == Ids{control});
+}
+
+// ---- "gemma4": the same merges over SentencePiece's spelling ----
+
+namespace {
+
+constexpr const char* kSpaceMark = "\xE2\x96\x81";  // U+2581
+
+VocabSpec gemma4_vocab(std::vector<std::string> tokens, std::vector<std::string> merges) {
+    VocabSpec spec = bpe_vocab(std::move(tokens), std::move(merges));
+    spec.model = "gemma4";
+    spec.pre.clear();  // the model implies its split
+    spec.tokens.insert(spec.tokens.begin(), "<bos>");
+    spec.types.insert(spec.types.begin(), TokenType::control);
+    spec.bos = 0;
+    spec.eos = static_cast<int32_t>(spec.tokens.size() - 1);
+    for (const unsigned byte : {0x0Au, 0xC3u, 0xA9u}) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", byte);
+        spec.tokens.push_back(name);
+        spec.types.push_back(TokenType::byte);
+    }
+    return spec;
+}
+
+}  // namespace
+
+TEST_CASE("gemma4: spaces are U+2581, merges run over whole lines, BOS is always added") {
+    const std::string sp = kSpaceMark;
+    auto spec =
+        gemma4_vocab({"a", "b", sp, sp + "b", "a" + sp + "b"}, {sp + " b", "a " + sp + "b"});
+    spec.add_bos = false;  // llama.cpp overrides Gemma 4's files to true
+    auto tok = make_tokenizer(std::move(spec));
+    // One line is one word: "a" and " b" merge across the space.
+    CHECK(tok->encode("a b", true, false) == Ids{0, id_of(*tok, "a" + sp + "b")});
+    CHECK(tok->token_to_piece(id_of(*tok, sp + "b")) == " b");
+    CHECK(tok->decode(tok->encode("a b", false, false)) == "a b");
+}
+
+TEST_CASE("gemma4: bytes no token spells fall back to <0xXX>, others are dropped") {
+    auto tok = make_tokenizer(gemma4_vocab({"a"}, {}));
+    // U+00E9 is C3 A9: both have byte tokens; 'z' has neither a token nor one.
+    CHECK(tok->encode("a\xC3\xA9z", false, false) ==
+          Ids{id_of(*tok, "a"), id_of(*tok, "<0xC3>"), id_of(*tok, "<0xA9>")});
+    CHECK(tok->decode(tok->encode("a\xC3\xA9", false, false)) == "a\xC3\xA9");
+}
+
+TEST_CASE("gemma4: a run of newlines that is a token stays whole") {
+    // The merges only build "\n\n"; the three-newline token is reached only by
+    // llama.cpp's Gemma 4 rule, which takes the run whole.
+    auto tok = make_tokenizer(gemma4_vocab({"\n", "\n\n", "\n\n\n", "a"}, {"\n \n"}));
+    CHECK(tok->encode("a\n\n\n", false, false) == Ids{id_of(*tok, "a"), id_of(*tok, "\n\n\n")});
+    // A run with no token of its own merges as usual.
+    CHECK(tok->encode("\n\n\n\n\n", false, false) ==
+          Ids{id_of(*tok, "\n\n"), id_of(*tok, "\n\n"), id_of(*tok, "\n")});
 }

@@ -23,7 +23,10 @@ std::vector<std::string> split_cases(const std::string& all, const std::string& 
         cases.push_back(all.substr(start, at - start));
         start = at + separator.size();
     }
-    return cases;  // the text after the last separator is the file's trailing part, not a case
+    // The text after the last separator is a case too where a file does not end
+    // with a separator (gemma-4's .inp); elsewhere it is the empty trailing part.
+    if (start < all.size()) cases.push_back(all.substr(start));
+    return cases;
 }
 
 std::string read_all(const std::string& path) {

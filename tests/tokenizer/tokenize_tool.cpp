@@ -8,7 +8,8 @@
 //    "add_special":true} -> {"ids":[...]}
 //   {"op":"info"} -> {"vocab_size":N,"bos":B,"eos":E,"eog":[...]}
 // ferrox_tokenize_tool --pre-names: the pre-tokenizer table as one JSON array
-// ({"name","llama_type","supported","scanner","ignore_merges","add_bos"}), no model needed.
+// ({"name","llama_type","supported","scanner","ignore_merges","add_bos","spelling",
+// "newline_runs_whole","bos_always"}), no model needed.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -93,7 +94,13 @@ nlohmann::json pre_tokenizer_table() {
              {"scanner",
               entry.info ? ferrox::tokenizer_detail::scanner_name(entry.info->kind) : ""},
              {"ignore_merges", entry.info && entry.info->ignore_merges},
-             {"add_bos", entry.info && entry.info->add_bos}});
+             {"add_bos", entry.info && entry.info->add_bos},
+             {"spelling", entry.info && entry.info->spelling ==
+                                            ferrox::tokenizer_detail::Spelling::sentencepiece
+                              ? "sentencepiece"
+                              : "byte-level"},
+             {"newline_runs_whole", entry.info && entry.info->newline_runs_whole},
+             {"bos_always", entry.info && entry.info->bos_always}});
     return names;
 }
 

@@ -1,6 +1,7 @@
 #include "tokenizer/bpe_tokenizer.h"
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/sp_spelling.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/symbol_merge.h"
 #include "tokenizer/unicode.h"
@@ -52,8 +53,13 @@ std::vector<int32_t> BpeTokenizer::encode_fragments(std::span<const Fragment> fr
             out.push_back(f.token);
             continue;
         }
-        for (const std::string& word : pre_tokenize(pre_.kind, f.text))
-            encode_word(bytes_to_byte_level(word), out);
+        if (pre_.spelling == Spelling::sentencepiece) {
+            for (const std::string& word : pre_tokenize(pre_.kind, escape_spaces(f.text)))
+                encode_word(word, out);
+        } else {
+            for (const std::string& word : pre_tokenize(pre_.kind, f.text))
+                encode_word(bytes_to_byte_level(word), out);
+        }
     }
     if (add_special && v.add_eos && v.eos != kNoToken) out.push_back(v.eos);
     return out;
@@ -61,7 +67,10 @@ std::vector<int32_t> BpeTokenizer::encode_fragments(std::span<const Fragment> fr
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
     const Vocab& v = vocab();
-    if (pre_.ignore_merges) {
+    const bool whole_word =
+        pre_.ignore_merges ||
+        (pre_.newline_runs_whole && word.find_first_not_of('\n') == std::string_view::npos);
+    if (whole_word) {
         if (const auto whole = v.find(word)) {
             out.push_back(*whole);
             return;
@@ -77,14 +86,22 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
     for_each_piece(symbols, word, [&](std::string_view piece) {
         if (const auto id = v.find(piece)) {
             out.push_back(*id);
-            return;
-        }
-        // Not a token after all merges: each byte of its spelling that is a
-        // one-character token (the reference drops the rest).
-        for (const char c : piece) {
-            if (const auto id = v.find(std::string_view(&c, 1))) out.push_back(*id);
+        } else {
+            push_unmerged(piece, out);
         }
     });
+}
+
+void BpeTokenizer::push_unmerged(std::string_view piece, std::vector<int32_t>& out) const {
+    const Vocab& v = vocab();
+    // Each byte that is a one-character token (byte-level) or has a <0xXX>
+    // token (SentencePiece spelling); the reference drops the rest.
+    for (const char c : piece) {
+        const auto id = pre_.spelling == Spelling::sentencepiece
+                            ? v.find(byte_token_name(static_cast<unsigned char>(c)))
+                            : v.find(std::string_view(&c, 1));
+        if (id) out.push_back(*id);
+    }
 }
 
 std::string BpeTokenizer::token_to_piece(int32_t id) const {
@@ -95,9 +112,13 @@ std::string BpeTokenizer::token_to_piece(int32_t id) const {
         case TokenType::user_defined:
             return std::string(text);
         case TokenType::normal:
-            return byte_level_to_bytes(text);
-        case TokenType::byte:
-            return byte_level_to_bytes(text);
+            return pre_.spelling == Spelling::sentencepiece ? unescape_spaces(text)
+                                                            : byte_level_to_bytes(text);
+        case TokenType::byte: {
+            if (pre_.spelling == Spelling::byte_level) return byte_level_to_bytes(text);
+            const auto byte = byte_of_token(text);
+            return byte ? std::string(1, static_cast<char>(*byte)) : std::string();
+        }
         default:  // control, unknown, unused, undefined
             return {};
     }

@@ -1,6 +1,9 @@
 // tokenizer.ggml.model = "gpt2": byte-level BPE. The pre-tokenizer splits the
 // text into words; each word's bytes are spelled in GPT-2's byte alphabet and
 // merged by rank (tokenizer.ggml.merges order, lowest first, leftmost on ties).
+// "gemma4" (and the pre-tokenizers llama.cpp treats as it) merges the same way
+// over SentencePiece's spelling instead: spaces as U+2581, UTF-8 characters as
+// they are, and bytes no token spells as <0xXX> tokens.
 #pragma once
 
 #include <memory>
@@ -25,6 +28,8 @@ class BpeTokenizer final : public Tokenizer {
 
   private:
     void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+    // A piece that is no token after all merges, byte by byte.
+    void push_unmerged(std::string_view piece, std::vector<int32_t>& out) const;
     std::optional<int32_t> merge_rank(std::string_view left, std::string_view right) const;
 
     PreTokenizerInfo pre_;

@@ -33,9 +33,8 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
     auto model = file.get_string("tokenizer.ggml.model");
     if (!model) return model.error();
     spec.model = *model;
-    if (spec.model != "llama" && spec.model != "gpt2")
-        return make_error("{}: unknown tokenizer.ggml.model '{}' (known: llama, gpt2)",
-                          file.path().string(), spec.model);
+    if (auto known = Tokenizer::check_model(spec.model); !known)
+        return in_file(file, known.error());
     auto pre = file.get_string_or("tokenizer.ggml.pre", "");
     if (!pre) return pre.error();
     spec.pre = *pre;
@@ -66,7 +65,7 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
             spec.types.push_back(t >= 0 && t <= 6 ? static_cast<TokenType>(t)
                                                   : TokenType::undefined);
     }
-    if (spec.model == "gpt2") {
+    if (spec.model != "llama") {  // both BPE models merge by rank
         auto merges = file.get_string_array("tokenizer.ggml.merges");
         if (!merges) return merges.error();
         spec.merges = std::move(*merges);

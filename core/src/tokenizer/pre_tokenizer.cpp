@@ -485,6 +485,8 @@ std::vector<Stage> stages_of(PreTokenizer kind) {
         case PreTokenizer::laguna:
             return {[](const auto& c, Span s, Spans& o) { split_lines(c, s, o); },
                     modern(qwen2_rule())};
+        case PreTokenizer::lines:
+            return {[](const auto& c, Span s, Spans& o) { split_lines(c, s, o); }};
         case PreTokenizer::starcoder:
             return {runs_of(1, is_number), gpt2};
         case PreTokenizer::falcon:
@@ -530,9 +532,21 @@ std::string escaped(std::string_view text) {
 }
 
 using P = PreTokenizer;
-constexpr PreTokenizerInfo plain(P kind) { return {kind, false, false}; }
-constexpr PreTokenizerInfo whole_words(P kind) { return {kind, true, false}; }  // ignore_merges
-constexpr PreTokenizerInfo whole_words_bos(P kind) { return {kind, true, true}; }
+constexpr PreTokenizerInfo plain(P kind) { return {.kind = kind}; }
+constexpr PreTokenizerInfo whole_words(P kind) { return {.kind = kind, .ignore_merges = true}; }
+constexpr PreTokenizerInfo whole_words_bos(P kind) {
+    return {.kind = kind, .ignore_merges = true, .add_bos = true};
+}
+// SentencePiece-style BPE over whole lines (llama.cpp's GEMMA4 and SARVAM_MOE).
+constexpr PreTokenizerInfo sp_lines() {
+    return {.kind = P::lines, .spelling = Spelling::sentencepiece};
+}
+constexpr PreTokenizerInfo gemma4_lines() {
+    return {.kind = P::lines,
+            .spelling = Spelling::sentencepiece,
+            .newline_runs_whole = true,
+            .bos_always = true};
+}
 constexpr std::optional<PreTokenizerInfo> kRefused;
 
 // llama.cpp 0.3.36's llama-vocab.cpp (llama_vocab::impl::load), name by name.
@@ -569,9 +583,9 @@ constexpr PreTokenizerName kNames[] = {
     {"mellum", "GPT2", plain(P::gpt2)},
     {"modern-bert", "GPT2", plain(P::gpt2)},
     {"jais-2", "JAIS2", kRefused},
-    {"gemma4", "GEMMA4", kRefused},
-    {"granite-embed-multi-311m", "GEMMA4", kRefused},
-    {"sarvam-moe", "SARVAM_MOE", kRefused},
+    {"gemma4", "GEMMA4", gemma4_lines()},
+    {"granite-embed-multi-311m", "GEMMA4", gemma4_lines()},
+    {"sarvam-moe", "SARVAM_MOE", sp_lines()},
     {"jina-v1-en", "GPT2", plain(P::gpt2)},
     {"jina-v2-code", "GPT2", plain(P::gpt2)},
     {"roberta-bpe", "GPT2", plain(P::gpt2)},
@@ -672,6 +686,8 @@ std::string_view scanner_name(PreTokenizer kind) {
             return "deepseek-coder";
         case P::standard:
             return "default";
+        case P::lines:
+            return "lines";
     }
     return "?";
 }

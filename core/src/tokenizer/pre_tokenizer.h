@@ -33,13 +33,24 @@ enum class PreTokenizer {
     falcon,          // [\p{P}$+<=>^~|`]+, then gpt2, then [0-9]{3}
     deepseek_v3,     // \p{N}{1,3}, then CJK/kana runs, then the DeepSeek-V3 rule
     deepseek_coder,  // [\r\n], \s?\p{L}+, \s?\p{P}+, CJK/Hangul runs, \p{N}
+    lines,           // [^\n]+|[\n]+ (Gemma 4: merges run over whole lines)
     standard,        // "default": [\p{P}$+<=>^~|]+, then gpt2, then \p{N}+, then [0-9]{3}
 };
 
+// How a BPE vocabulary spells text: GPT-2's byte alphabet, or SentencePiece's
+// (U+2581 for a space, raw UTF-8, <0xXX> byte tokens; sp_spelling.h).
+enum class Spelling { byte_level, sentencepiece };
+
 struct PreTokenizerInfo {
     PreTokenizer kind;
-    bool ignore_merges;  // a word that is a whole token skips merging (llama3)
-    bool add_bos;        // the default for tokenizer.ggml.add_bos_token
+    bool ignore_merges = false;  // a word that is a whole token skips merging (llama3)
+    bool add_bos = false;        // the default for tokenizer.ggml.add_bos_token
+    Spelling spelling = Spelling::byte_level;
+    // A word of newlines only that is a token stays whole (llama.cpp's Gemma 4 rule).
+    bool newline_runs_whole = false;
+    // BOS is added even where the file says add_bos_token = false (llama.cpp
+    // overrides Gemma 4's files so).
+    bool bos_always = false;
 };
 
 // One tokenizer.ggml.pre name as llama.cpp's llama-vocab.cpp knows it.

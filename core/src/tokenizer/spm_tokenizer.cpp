@@ -1,31 +1,11 @@
 #include "tokenizer/spm_tokenizer.h"
 
-#include <cstdio>
-
+#include "tokenizer/sp_spelling.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/symbol_merge.h"
 #include "tokenizer/unicode.h"
 
 namespace ferrox::tokenizer_detail {
-namespace {
-
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
-
-std::string escape_spaces(std::string_view text) {
-    std::string out;
-    out.reserve(text.size() + text.size() / 4);
-    for (const char c : text) {
-        if (c == ' ') {
-            out += kSpaceMark;
-        } else {
-            out.push_back(c);
-        }
-    }
-    return out;
-}
-
-}  // namespace
-
 SpmTokenizer::SpmTokenizer(std::unique_ptr<const Vocab> vocab) : Tokenizer(std::move(vocab)) {}
 
 std::vector<int32_t> SpmTokenizer::encode_fragments(std::span<const Fragment> fragments,
@@ -72,10 +52,7 @@ void SpmTokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out
 void SpmTokenizer::push_bytes(std::string_view bytes, std::vector<int32_t>& out) const {
     const Vocab& v = vocab();
     for (const char c : bytes) {
-        const auto byte = static_cast<unsigned>(static_cast<uint8_t>(c));
-        char name[8];
-        std::snprintf(name, sizeof name, "<0x%02X>", byte);
-        if (auto id = v.find(name)) {
+        if (auto id = v.find(byte_token_name(static_cast<unsigned char>(c)))) {
             out.push_back(*id);
         } else if (auto plain = v.find(std::string_view(&c, 1))) {
             out.push_back(*plain);
@@ -92,24 +69,11 @@ std::string SpmTokenizer::token_to_piece(int32_t id) const {
     switch (v.type(id)) {
         case TokenType::user_defined:
             return std::string(text);
-        case TokenType::normal: {
-            std::string out;
-            out.reserve(text.size());
-            for (size_t pos = 0; pos < text.size();) {
-                if (std::string_view(text).substr(pos, kSpaceMark.size()) == kSpaceMark) {
-                    out.push_back(' ');
-                    pos += kSpaceMark.size();
-                } else {
-                    out.push_back(text[pos++]);
-                }
-            }
-            return out;
-        }
+        case TokenType::normal:
+            return unescape_spaces(text);
         case TokenType::byte: {
-            unsigned value = 0;
-            if (text.size() == 6 && std::sscanf(std::string(text).c_str(), "<0x%02X>", &value) == 1)
-                return std::string(1, static_cast<char>(static_cast<uint8_t>(value)));
-            return {};
+            const auto byte = byte_of_token(text);
+            return byte ? std::string(1, static_cast<char>(*byte)) : std::string();
         }
         default:  // control, unknown, unused, undefined
             return {};

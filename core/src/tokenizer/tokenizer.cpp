@@ -2,6 +2,7 @@
 
 #include <deque>
 
+#include "ferrox/escape.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/spm_tokenizer.h"
@@ -61,12 +62,20 @@ std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
     return vocab_->find(text);
 }
 
-Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(VocabSpec spec) {
-    const bool spm = spec.model == "llama";
-    if (!spm && spec.model != "gpt2")
-        return make_error("unknown tokenizer.ggml.model '{}' (known: llama, gpt2)", spec.model);
+Expected<void> Tokenizer::check_model(std::string_view model) {
+    for (const std::string_view known : {"llama", "gpt2", "gemma4"})
+        if (model == known) return {};
+    return make_error("unknown tokenizer.ggml.model '{}' (known: llama, gpt2, gemma4)",
+                      escape_text(model));
+}
 
-    tokenizer_detail::PreTokenizerInfo pre{tokenizer_detail::PreTokenizer::standard, false, false};
+Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(VocabSpec spec) {
+    if (auto known = check_model(spec.model); !known) return known.error();
+    const bool spm = spec.model == "llama";
+    // Gemma 4's model implies its split, whatever tokenizer.ggml.pre says (as llama.cpp).
+    if (spec.model == "gemma4") spec.pre = "gemma4";
+
+    tokenizer_detail::PreTokenizerInfo pre{.kind = tokenizer_detail::PreTokenizer::standard};
     if (!spm) {
         auto named = tokenizer_detail::pre_tokenizer_named(spec.pre);
         if (!named) return named.error();
@@ -78,7 +87,7 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(VocabSpec spec) {
     auto owned = std::make_unique<Vocab>(std::move(*vocab));
     // Defaults as in llama.cpp: SentencePiece models add BOS and a dummy-prefix
     // space; byte-level BPE adds BOS only for the llama3 family.
-    owned->add_bos = spec.add_bos.value_or(spm || pre.add_bos);
+    owned->add_bos = pre.bos_always || spec.add_bos.value_or(spm || pre.add_bos);
     owned->add_eos = spec.add_eos.value_or(false);
     owned->add_space_prefix = spm && spec.add_space_prefix.value_or(true);
     if (owned->add_bos && owned->bos == kNoToken)

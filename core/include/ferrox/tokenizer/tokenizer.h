@@ -1,6 +1,7 @@
-// Text <-> token ids for the two tokenizer families GGUF files carry:
-// "llama" (SentencePiece: score-ranked bigram merges, byte fallback) and
-// "gpt2" (byte-level BPE: ranked merges after a regex pre-tokenizer).
+// Text <-> token ids for the tokenizer families GGUF files carry: "llama"
+// (SentencePiece: score-ranked bigram merges, byte fallback), "gpt2"
+// (byte-level BPE: ranked merges after a regex pre-tokenizer) and "gemma4"
+// (BPE over SentencePiece's spelling: U+2581 spaces, <0xXX> byte fallback).
 // Behaviour follows llama.cpp's tokenizers token for token; the parity tests in
 // tests/parity/ compare the two on the same GGUF files.
 #pragma once
@@ -42,12 +43,12 @@ enum class TokenType : int32_t {
 // tokenizer.ggml.* keys, or what a test writes by hand. Absent optionals take
 // the per-model defaults llama.cpp uses.
 struct FERROX_API VocabSpec {
-    std::string model;  // "llama" or "gpt2"
-    std::string pre;    // pre-tokenizer name ("gpt2" models only): qwen2, llama-bpe, ...
+    std::string model;  // "llama", "gpt2" or "gemma4" (tokenizer.ggml.model)
+    std::string pre;    // pre-tokenizer name (BPE models only): qwen2, llama-bpe, ...
     std::vector<std::string> tokens;
     std::vector<float> scores;        // "llama": merge priority; empty = all 0
     std::vector<TokenType> types;     // empty = all normal
-    std::vector<std::string> merges;  // "gpt2": "left right", rank = position
+    std::vector<std::string> merges;  // BPE: "left right", rank = position
     std::optional<int32_t> bos, eos, unk, eot, eom;
     std::optional<bool> add_bos, add_eos, add_space_prefix;
     // general.name: Phi-3 models strip the whitespace that follows most of
@@ -65,6 +66,8 @@ struct TextSegment {
 
 class FERROX_API Tokenizer {
   public:
+    // An Error naming `model` when it is no tokenizer.ggml.model ferrox runs.
+    static Expected<void> check_model(std::string_view model);
     // Refuses an unknown tokenizer.ggml.model / tokenizer.ggml.pre, naming key and value.
     static Expected<std::unique_ptr<Tokenizer>> from_gguf(const gguf::File& file);
     static Expected<std::unique_ptr<Tokenizer>> from_spec(VocabSpec spec);
