@@ -42,11 +42,11 @@ Expected<hub::PullResult> pull_with_progress(const hub::ModelRef& ref, const hub
     return pulled;
 }
 
-int resolve_model_argument(std::string& model, const ModelSourceFlags& flags,
-                           std::string_view flag) {
+int resolve_model_argument(std::string& model, const ModelSourceFlags& flags, std::string_view flag,
+                           const std::filesystem::path& relative_to) {
     std::error_code ec;
     if (!hub::is_reference_syntax(model) ||
-        (!model.starts_with("hf://") && std::filesystem::exists(model, ec)))
+        (!model.starts_with("hf://") && std::filesystem::exists(relative_to / model, ec)))
         return kExitOk;  // a path, unchanged
     auto ref = hub::parse_model_ref(model);
     if (!ref) return usage_error(flag, "{}", ref.error().message());

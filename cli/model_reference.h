@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -25,10 +26,11 @@ void add_model_source_flags(CLI::App& cmd, ModelSourceFlags& flags);
 Expected<hub::ModelStore> open_model_store(bool create);
 
 // When `model` is a reference (hf://..., or OWNER/REPO:QUANT naming no file
-// here), replaces it with the path of its stored file, pulling it first with
-// --pull. Returns the exit status of a failure, kExitOk otherwise.
-int resolve_model_argument(std::string& model, const ModelSourceFlags& flags,
-                           std::string_view flag);
+// here -- in `relative_to` for a relative path, else the working folder),
+// replaces it with the path of its stored file, pulling it first with --pull.
+// Returns the exit status of a failure (logged, naming `flag`), kExitOk otherwise.
+int resolve_model_argument(std::string& model, const ModelSourceFlags& flags, std::string_view flag,
+                           const std::filesystem::path& relative_to = {});
 
 // The pull itself, with a progress bar on a terminal unless `quiet`; logs the
 // failure and returns its exit status in `status`.

@@ -125,7 +125,8 @@ ModelRegistry::ModelRegistry(std::vector<ModelSpec> specs, ModelLoader& loader,
         Entry e;
         e.need = loader_.bytes_needed(spec);
         e.spec = std::move(spec);
-        e.keep_alive_s = options_.keep_alive_s;
+        e.default_keep_alive_s = e.spec.keep_alive_s.value_or(options_.keep_alive_s);
+        e.keep_alive_s = e.default_keep_alive_s;
         entries_.push_back(std::move(e));
     }
     worker_ = std::thread([this] { work(); });
@@ -255,7 +256,7 @@ ModelRegistry::Acquired ModelRegistry::acquire(std::string_view id,
         if (e.state == ModelState::Loaded) {
             ++e.in_flight;
             ++e.requests;
-            if (keep_alive_s) e.keep_alive_s = *keep_alive_s;
+            e.keep_alive_s = keep_alive_s.value_or(e.default_keep_alive_s);
             e.last_used = options_.now();
             e.expires.reset();
             return {Lease(this, index, e.instance), {0, "", ""}};

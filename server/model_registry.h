@@ -39,6 +39,8 @@ struct ModelSpec {
     uint64_t file_bytes = 0;
     std::vector<std::string> aliases = {};  // more ids: a server.models entry's later `alias` items
     std::optional<size_t> entry = std::nullopt;  // its server.models entry; none: a models_dir file
+    // Its own keep_alive (a server.models entry's); none: the registry's default.
+    std::optional<int64_t> keep_alive_s = std::nullopt;
 };
 
 // A loaded model: what the endpoints use, and the memory its plan counted.
@@ -120,7 +122,8 @@ class ModelRegistry {
     // The model `id` loaded (waiting for its load until `deadline`), or the
     // refusal: 404 (no such model), 503 (no room, with the arithmetic; still
     // loading at the deadline; draining), 500 (its load failed). A request's
-    // `keep_alive` (seconds, parse_keep_alive) replaces the default for this model.
+    // `keep_alive` (seconds, parse_keep_alive) says how long the model stays
+    // loaded after this request, as Ollama's; without one, the model's default.
     struct Acquired {
         std::optional<Lease> lease;
         ApiError refusal{0, "", ""};
@@ -151,7 +154,8 @@ class ModelRegistry {
         std::shared_ptr<ModelInstance> instance;
         uint64_t bytes = 0;  // counted against the budget while loading or loaded
         uint32_t in_flight = 0;
-        int64_t keep_alive_s = 0;  // the last request's (or the default)
+        int64_t default_keep_alive_s = 0;  // the spec's, else RegistryOptions'
+        int64_t keep_alive_s = 0;          // the last request's, else the default
         Clock::time_point last_used{};
         std::optional<Clock::time_point> expires;  // none: kept
         uint64_t attempts = 0;                     // loads started

@@ -178,7 +178,7 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         logger().error("serve: {}", merged_config.error().message());
         return kExitBadInput;
     }
-    const ServerConfig& s = *merged_config;
+    ServerConfig s = *merged_config;
     const bool many = !s.models_dir.empty() || !s.models.empty();
     if (s.model.empty() && !many) {
         logger().error(
@@ -197,6 +197,14 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     std::string model_path = s.model;
     if (!many) {
         if (const int status = resolve_model_argument(model_path, o.source, "--model");
+            status != kExitOk)
+            return status;
+    }
+    // So is each server.models entry's (a relative path names a file of models_dir).
+    for (size_t i = 0; i < s.models.size(); ++i) {
+        ServedModelEntry& entry = s.models[i];
+        const std::string who = fmt::format("server.models[{}] ({})", i, entry.origin);
+        if (const int status = resolve_model_argument(entry.path, o.source, who, s.models_dir);
             status != kExitOk)
             return status;
     }

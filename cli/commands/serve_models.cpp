@@ -90,6 +90,8 @@ Expected<ServedModels> open_models_dir(const CommonOptions& common, const Server
     }
     auto specs = server::served_model_specs(s);
     if (!specs) return specs.error();
+    for (server::ModelSpec& spec : *specs)
+        if (spec.entry) spec.keep_alive_s = entries[*spec.entry].server.keep_alive;
     server::RegistryOptions ro;
     ro.keep_alive_s = s.keep_alive;
     ro.budget_bytes = s.models_memory;

@@ -342,3 +342,67 @@ def test_the_progress_bar_is_drawn_on_a_terminal_only(hub, store):
     assert b"%" not in quiet
     piped = ferrox(hub, store, "pull", "hf://acme/tiny-GGUF/mmproj-Q8_0.gguf")
     assert piped.returncode == 0 and "\r" not in piped.stderr and "%" not in piped.stderr
+
+
+def test_a_server_models_entry_names_a_stored_reference(hub, store, tmp_path):
+    """server.models[].path may be a reference: looked up in the store at start, with no
+    network unless --pull; the model then answers by its alias, with the entry's own
+    keep_alive (issue 38: hf:// in server.models, per-model keep_alive)."""
+    import socket
+    import time
+    import urllib.request
+
+    from test_engine_open import write_model
+    model = write_model(tmp_path / "src" / "llama.gguf", 256).read_bytes()
+    hub.add("acme/llama-GGUF", {"llama-F32.gguf": model})
+    config = tmp_path / "ferrox.yaml"
+    config.write_text("server:\n  models:\n"
+                      "    - path: hf://acme/llama-GGUF/llama-F32.gguf\n"
+                      "      alias: small\n"
+                      "      keep_alive: 0\n")
+    config.chmod(0o600)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["--config", str(config), "serve", "--port", str(port), "-t", "1"]
+    r = ferrox(hub, store, *args, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "server.models[0] (" in r.stderr and "not in the model store" in r.stderr, r.stderr
+    assert "--pull" in r.stderr and hub.requests() == 0
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FERROX_CONFIG", "HF_TOKEN", "FERROX_OFFLINE") and "proxy" not in k.lower()}
+    env.update({"XDG_CONFIG_HOME": "/nonexistent", "FERROX_MODELS": str(store), "HF_ENDPOINT": hub.endpoint})
+    log = open(tmp_path / "serve.log", "w+b")
+    proc = subprocess.Popen([FERROX, *args, "--pull"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str):
+        try:
+            with urllib.request.urlopen(base + path, timeout=5) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except OSError:
+            return 0, None
+
+    try:
+        deadline = time.time() + 60
+        while get("/ready")[0] != 200:
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / "serve.log").read_text()
+            time.sleep(0.2)
+        assert stored(store, "acme/llama-GGUF", "llama-F32.gguf").read_bytes() == model
+        status, listed = get("/v1/models")
+        assert status == 200 and [m["id"] for m in listed["data"]] == ["small"], listed
+        body = json.dumps({"model": "small", "prompt": "hello", "max_tokens": 2}).encode()
+        req = urllib.request.Request(base + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.status == 200
+        # The entry's keep_alive 0: unloaded once its request ended.
+        deadline = time.time() + 10
+        while get("/v1/models")[1]["data"][0].get("state") != "unloaded":
+            assert time.time() < deadline, get("/v1/models")
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()

@@ -252,6 +252,37 @@ TEST_CASE("keep-alive: idle past it unloads, 0 unloads at once, negative keeps")
     CHECK(loader.alive == 0);  // every instance destroyed once unloaded
 }
 
+TEST_CASE("keep-alive: a model's own default, and a request's for that request only") {
+    FakeLoader loader;
+    FakeClock clock;
+    auto specs = three_models();
+    specs[0].keep_alive_s = 30;  // a server.models entry's keep_alive
+    specs[1].keep_alive_s = -1;
+    ModelRegistry r(std::move(specs), loader, options(clock, 1000, 300));
+    REQUIRE(r.acquire("alpha", std::nullopt, kFar()).lease);
+    REQUIRE(r.acquire("beta", std::nullopt, kFar()).lease);
+    REQUIRE(r.acquire("gamma", std::nullopt, kFar()).lease);
+    clock.seconds += 31;
+    r.expire();
+    CHECK(state_of(r, "alpha") == ModelState::Unloaded);  // its own 30 s
+    CHECK(state_of(r, "gamma") == ModelState::Loaded);    // the server's 300 s
+    clock.seconds += 1000;
+    r.expire();
+    CHECK(state_of(r, "beta") == ModelState::Loaded);  // kept
+    CHECK(state_of(r, "gamma") == ModelState::Unloaded);
+
+    // A request's keep_alive holds after that request; the next one without
+    // keep_alive goes back to the model's own (Ollama's rule).
+    REQUIRE(r.acquire("alpha", 5000, kFar()).lease);
+    clock.seconds += 1000;
+    r.expire();
+    CHECK(state_of(r, "alpha") == ModelState::Loaded);
+    REQUIRE(r.acquire("alpha", std::nullopt, kFar()).lease);
+    clock.seconds += 31;
+    r.expire();
+    CHECK(state_of(r, "alpha") == ModelState::Unloaded);
+}
+
 TEST_CASE("a load that fails answers 500 with why, and the next request tries again") {
     FakeLoader loader;
     FakeClock clock;

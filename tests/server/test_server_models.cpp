@@ -46,7 +46,8 @@ constexpr const char* kTwoModels =
     "    - path: llama.gguf\n"
     "      alias: small\n"
     "      parallel: 2\n"
-    "      embedding_truncation: true\n";
+    "      embedding_truncation: true\n"
+    "      keep_alive: -1\n";
 
 }  // namespace
 
@@ -64,7 +65,8 @@ TEST_CASE("server.models reads each entry's path, ids, settings and backends, wi
     CHECK(models[1].origin == "t.yaml:11");
     using Pairs = std::vector<std::pair<std::string, std::string>>;
     CHECK(models[0].settings == Pairs{{"context", "2048"}, {"kv_type", "q8_0"}});
-    CHECK(models[1].settings == Pairs{{"parallel", "2"}, {"embedding_truncation", "true"}});
+    CHECK(models[1].settings ==
+          Pairs{{"parallel", "2"}, {"embedding_truncation", "true"}, {"keep_alive", "-1"}});
 
     // Each model's settings: the server's with its own on top.
     auto first = ferrox::server_config_for(config->server, models[0]);
@@ -78,6 +80,8 @@ TEST_CASE("server.models reads each entry's path, ids, settings and backends, wi
     CHECK(second->parallel == 2);
     CHECK(second->embedding_truncation);
     CHECK(second->kv_type == "f32");
+    CHECK(second->keep_alive == -1);
+    CHECK(first->keep_alive == config->server.keep_alive);  // the server's
 
     // An empty list is none; a one-id alias may be a plain string.
     auto none = ferrox::parse_config("server:\n  models:\n", "t.yaml");

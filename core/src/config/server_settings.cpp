@@ -149,11 +149,11 @@ const std::array kSettings{
                   {},
                   "MemAvailable at the start",
                   false},
-    signed_count("keep_alive", "--keep-alive", &S::keep_alive,
-                 "Seconds a model of models_dir or server.models stays loaded after its last "
-                 "request: 0 unloads "
-                 "it at once, -1 keeps it; a request's keep_alive replaces it.",
-                 -1, int64_t(1) << 30),
+    per_model(signed_count("keep_alive", "--keep-alive", &S::keep_alive,
+                           "Seconds a model of models_dir or server.models stays loaded after its "
+                           "last request: 0 unloads it at once, -1 keeps it; a request's "
+                           "keep_alive replaces it for that request.",
+                           -1, int64_t(1) << 30)),
 };
 
 Error out_of_range(const ServerSetting& s, std::string_view got) {
@@ -284,8 +284,10 @@ namespace {
 
 const std::array kModelEntryKeys{
     ModelEntryKey{"path", "string",
-                  "The GGUF file. A relative path names a file of models_dir (which must then be "
-                  "set); the file and its folder pass the same trust rule as models_dir's.",
+                  "The GGUF file, or a model-store reference (`hf://OWNER/REPO/FILE.gguf`, "
+                  "`OWNER/REPO:QUANT`: the stored file, downloaded first only with `--pull`). A "
+                  "relative path names a file of models_dir (which must then be set); the file "
+                  "and its folder pass the same trust rule as models_dir's.",
                   "(required)"},
     ModelEntryKey{"alias", "string, or a list of strings",
                   "The ids the model answers to in a request's `model`, each listed by "
