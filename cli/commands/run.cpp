@@ -172,6 +172,16 @@ int run(const CommonOptions& common, RunOptions o) {
     const char* capacity = "";
     if (!succeeded(ferrox_model_capacity_summary(m, &capacity, &st), st)) return kExitFailure;
     const uint32_t vocab = ferrox_model_vocab(m);
+    // A rejected draft is rolled back by dropping the sequence's tail, which a
+    // recurrent model's state cannot do: speculation is off for it.
+    uint32_t draft_max = o.draft_max;
+    if (draft_max > 0 && ferrox_model_is_recurrent(m)) {
+        logger().warn(
+            "--spec-draft-n-max: n-gram speculation is off for '{}': its recurrent layers "
+            "cannot roll back a rejected draft",
+            ferrox_model_arch(m));
+        draft_max = 0;
+    }
     std::fprintf(stderr, "loaded %s: %u layers, %u embd, vocab %u, context %u; %s (%.2f s)\n",
                  ferrox_model_arch(m), ferrox_model_n_layer(m), ferrox_model_n_embd(m), vocab,
                  n_ctx, capacity, seconds_since(load_start));
@@ -269,7 +279,7 @@ int run(const CommonOptions& common, RunOptions o) {
     // draft token its next row was fed moves to that row without a decode.
     std::vector<int32_t> draft;
     size_t verify_at = 0, row = 0;
-    uint32_t draft_len = o.draft_max;
+    uint32_t draft_len = draft_max;
     uint64_t drafted = 0, accepted = 0, passes = 0;
     const auto eval_start = Clock::now();
     for (int i = 0; i < o.n_predict && !stopped && !interrupted(); ++i) {
@@ -316,8 +326,7 @@ int run(const CommonOptions& common, RunOptions o) {
                 ferrox_seq_remove(ctx.get(), 0, static_cast<int32_t>(verify_at + row + 1), -1, &st),
                 st))
             return kExitFailure;
-        if (!draft.empty())
-            draft_len = adapt_draft_length(draft_len, o.draft_max, draft.size(), row);
+        if (!draft.empty()) draft_len = adapt_draft_length(draft_len, draft_max, draft.size(), row);
         // Up to draft_len tokens, never past -n: the pass emits one more.
         const auto left = static_cast<uint32_t>(o.n_predict - i - 2);
         draft = ngram_draft(tokens, std::min(draft_len, left));
@@ -409,8 +418,8 @@ int run(const CommonOptions& common, RunOptions o) {
             doc["profile"] = {
                 {"prompt", profile_json(prompt_profile, prompt_s, 1)},
                 {"generation", profile_json(profile, eval_s, static_cast<uint64_t>(n_eval))}};
-        if (o.draft_max > 0)
-            doc["speculation"] = {{"draft_max", o.draft_max},
+        if (draft_max > 0)
+            doc["speculation"] = {{"draft_max", draft_max},
                                   {"drafted_tokens", drafted},
                                   {"accepted_tokens", accepted},
                                   {"decode_passes", passes}};

@@ -38,7 +38,7 @@ from typing import Optional
 # The API this binding was written against; a library of another major, or of
 # an older minor, is refused when the package is imported.
 API_MAJOR = 0
-API_MINOR = 7
+API_MINOR = 8
 
 # ferrox_code
 OK = 0
@@ -241,6 +241,7 @@ PROTOTYPES = {
     "ferrox_model_arch": (c_char_p, [_model_p]),
     "ferrox_model_n_layer": (c_uint32, [_model_p]),
     "ferrox_model_n_embd": (c_uint32, [_model_p]),
+    "ferrox_model_is_recurrent": (c_int, [_model_p]),  # 0.8
     "ferrox_model_n_ctx": (c_uint32, [_model_p]),
     "ferrox_model_n_batch": (c_uint32, [_model_p]),
     "ferrox_model_capacity_summary": (_code, [_model_p, POINTER(c_char_p), _status_p]),

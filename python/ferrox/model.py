@@ -173,6 +173,8 @@ class Model:
             self.n_ctx_train: int = lib.ferrox_model_n_ctx_train(m)
             self.n_layer: int = lib.ferrox_model_n_layer(m)
             self.n_embd: int = lib.ferrox_model_n_embd(m)
+            # Recurrent layers (qwen35): a sequence cannot drop a tail.
+            self.is_recurrent: bool = bool(lib.ferrox_model_is_recurrent(m))
             self.arch: str = lib.ferrox_model_arch(m).decode()
             self.bos_token: int = lib.ferrox_model_bos(m)
             self.eos_token: int = lib.ferrox_model_eos(m)

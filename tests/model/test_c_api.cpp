@@ -60,7 +60,8 @@ TEST_CASE("API 0.2's reports refuse NULL with a message and answer empty for a N
     CHECK(ferrox_model_n_ctx(nullptr) == 0);
     CHECK(ferrox_model_n_batch(nullptr) == 0);
     CHECK(ferrox_api_version() == (FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR));
-    CHECK(FERROX_API_VERSION_MINOR == 7u);
+    CHECK(FERROX_API_VERSION_MINOR == 8u);
+    CHECK(ferrox_model_is_recurrent(nullptr) == 0);
 }
 
 TEST_CASE("a struct_size larger than the library knows, or too small, is refused") {
@@ -201,4 +202,42 @@ TEST_CASE("API 0.7's embeddings refuse NULL, and a model without pooling, with a
                Catch::Contains("not an embedding model") && Catch::Contains("qwen3.pooling_type"));
     ferrox_context_free(ctx);
     ferrox_model_free(model);
+}
+
+TEST_CASE("API 0.8: ferrox_model_is_recurrent says which models cannot drop a tail") {
+    const char* home = std::getenv("HOME");
+    const std::filesystem::path dir =
+        std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models";
+    for (const auto& [name, recurrent] :
+         {std::pair{"tiny-qwen35.gguf", 1}, std::pair{"tiny-qwen3.gguf", 0}}) {
+        const std::filesystem::path path = dir / name;
+        if (!std::filesystem::exists(path)) {
+            WARN("skipped: " << path << " is absent (tests/model/make_tiny_models.py)");
+            continue;
+        }
+        auto st = fresh_status();
+        ferrox_model_params mp;
+        ferrox_model_params_default(&mp);
+        mp.n_ctx_max = 64;
+        ferrox_model* model = nullptr;
+        REQUIRE(ferrox_model_load(path.c_str(), &mp, &model, &st) == FERROX_CODE_OK);
+        CHECK(ferrox_model_is_recurrent(model) == recurrent);
+        ferrox_context_params cp;
+        ferrox_context_params_default(&cp);
+        ferrox_context* ctx = nullptr;
+        REQUIRE(ferrox_context_new(model, &cp, &ctx, &st) == FERROX_CODE_OK);
+        // What the answer promises: a recurrent model refuses to drop a tail.
+        const int32_t tokens[] = {5, 6, 7, 8}, positions[] = {0, 1, 2, 3}, seqs[] = {0, 0, 0, 0};
+        ferrox_batch batch{};
+        batch.struct_size = sizeof batch;
+        batch.n_tokens = 4;
+        batch.tokens = tokens;
+        batch.positions = positions;
+        batch.seq_ids = seqs;
+        REQUIRE(ferrox_decode(ctx, &batch, &st) == FERROX_CODE_OK);
+        const ferrox_code removed = ferrox_seq_remove(ctx, 0, 2, -1, &st);
+        CHECK((removed == FERROX_CODE_OK) == (recurrent == 0));
+        ferrox_context_free(ctx);
+        ferrox_model_free(model);
+    }
 }

@@ -200,3 +200,26 @@ def test_run_tiny_models(name, temp):
     spec = run_json(str(model), prompt, *args, "--spec-draft-n-max", "6")
     assert spec["tokens"] == plain["tokens"]
     assert spec["speculation"]["drafted_tokens"] > 0
+
+
+def test_run_turns_speculation_off_for_a_recurrent_model():
+    """qwen35's recurrent state cannot drop a rejected draft (ferrox_seq_remove of a tail
+    is refused: test_c_api's "API 0.8" case): `ferrox run` says so up front and generates
+    the plain run's tokens, instead of failing at the first rejected draft."""
+    import json
+    import subprocess
+    from conftest import FERROX
+    model = TINY / "tiny-qwen35.gguf"
+    if not model.exists():
+        pytest.skip(f"no {model} (tests/model/make_tiny_models.py)")
+    prompt = " ".join(random.Random(35).choice(["red", "green", "blue", "one", "two"]) for _ in range(30))
+    args = ["-n", "24", "--temp", "0"]
+    plain = run_json(str(model), prompt, *args)
+    env = {k: v for k, v in os.environ.items() if k not in ("FERROX_CONFIG", "FERROX_PLUGIN_PATH")}
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
+    out = subprocess.run([FERROX, "run", "-m", str(model), "-p", prompt, "-t", "2", "--json", *args,
+                          "--spec-draft-n-max", "6"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "speculation is off for 'qwen35'" in out.stderr
+    spec = json.loads(out.stdout)
+    assert spec["tokens"] == plain["tokens"] and "speculation" not in spec

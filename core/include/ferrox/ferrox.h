@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 #define FERROX_API_VERSION_MAJOR 0u
-#define FERROX_API_VERSION_MINOR 7u
+#define FERROX_API_VERSION_MINOR 8u
 
 /* The library's API version, major << 16 | minor. */
 FERROX_C_API uint32_t ferrox_api_version(void);
@@ -188,6 +188,11 @@ FERROX_C_API ferrox_code ferrox_model_chat_template(const ferrox_model* model, c
 FERROX_C_API const char* ferrox_model_arch(const ferrox_model* model);
 FERROX_C_API uint32_t ferrox_model_n_layer(const ferrox_model* model);
 FERROX_C_API uint32_t ferrox_model_n_embd(const ferrox_model* model);
+/* 1 when the model has recurrent layers (qwen35's Gated DeltaNet): a
+ * sequence's state holds its whole history, so ferrox_seq_remove of a tail
+ * (p0 > 0) is refused and what would roll back a speculative draft must
+ * re-decode instead; 0 otherwise and for a NULL model. Since 0.8. */
+FERROX_C_API int ferrox_model_is_recurrent(const ferrox_model* model);
 /* The cells and batch the model was loaded for (ferrox_model_params'
  * n_ctx_max and n_batch_max after their defaults): what a context gets for
  * n_ctx / n_batch 0. */

@@ -214,6 +214,9 @@ uint32_t ferrox_model_n_layer(const ferrox_model* m) {
 uint32_t ferrox_model_n_embd(const ferrox_model* m) {
     return m ? m->engine->model().hparams().n_embd : 0;
 }
+int ferrox_model_is_recurrent(const ferrox_model* m) {
+    return m && m->engine->model().recurrent() ? 1 : 0;
+}
 uint32_t ferrox_model_n_ctx(const ferrox_model* m) { return m ? m->engine->model().context() : 0; }
 uint32_t ferrox_model_n_batch(const ferrox_model* m) {
     return m ? m->engine->model().max_batch() : 0;
