@@ -214,3 +214,19 @@ def rename_architecture(data: bytes, new: str) -> bytes:
     body += data[kv_end:infos_end]
     body += b"\0" * (-len(body) % alignment)
     return body + data[data_start:]
+
+
+def set_u32_key(data: bytes, name: str, value: int) -> bytes:
+    """The GGUF `data` with its UINT32 key `name` set to `value` (same size: in place)."""
+    w = Walker(data)
+    w.at = 16
+    n_kv = w.u64()
+    for _ in range(n_kv):
+        key = w.string()
+        kind = w.u32()
+        at = w.at
+        w.value(kind)
+        if key == name.encode():
+            assert kind == UINT32, (name, kind)
+            return data[:at] + struct.pack("<I", value) + data[at + 4:]
+    raise KeyError(name)

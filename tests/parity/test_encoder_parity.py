@@ -10,7 +10,9 @@ without the dense projections (tiny-gemma-embedding-nodense), and llama.cpp atte
 causally over the same weights must each leave some input below the bound. llama.cpp runs
 every cacheless (encoder) graph non-causally whatever the context asks, so the causal
 reference is the nodense file renamed to `gemma3` (the same layers, causal, with a causal
-window), against ferrox on the nodense file (which must itself agree with llama.cpp's).
+window), against ferrox on the nodense file (which must itself agree with llama.cpp's); and
+llama.cpp with layer 0's symmetric window one position narrower or wider on each side
+(sliding_window 6 or 10 for 8) must fail too.
 Skipped visibly when llama-cpp-python or the tiny models are absent."""
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import pytest
 import llama_ref
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "model"))
-from embedding_models import rename_architecture  # noqa: E402
+from embedding_models import rename_architecture, set_u32_key  # noqa: E402
 
 llama_cpp = llama_ref.require_llama_cpp()
 FERROX = os.environ.get("FERROX_BIN", "")
@@ -110,3 +112,13 @@ def test_causal_attention_is_caught(got, tmp_path):
     c = cosines(got["nodense"], want)
     print(f"\ncausal reference: cosines {np.round(c, 5).tolist()}")
     assert c.min() < MIN_COSINE, f"causal attention went unnoticed: cosines {c.tolist()}"
+
+
+@pytest.mark.parametrize("window", [6, 10])
+def test_a_window_one_position_off_is_caught(got, tmp_path, window):
+    shifted = tmp_path / f"tiny-gemma-embedding-window{window}.gguf"
+    shifted.write_bytes(set_u32_key(NODENSE.read_bytes(), "gemma-embedding.attention.sliding_window", window))
+    want, _ = llama_vectors(shifted)
+    c = cosines(got["nodense"], want)
+    print(f"\nwindow {window} for 8: cosines {np.round(c, 6).tolist()}")
+    assert c.min() < MIN_COSINE, f"a window of {window} went unnoticed: cosines {c.tolist()}"
