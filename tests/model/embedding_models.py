@@ -175,3 +175,58 @@ def rewrite(data: bytes, extra_kvs: list[bytes], extra_tensors: list[tuple]) -> 
     body = head + data[kv_start:kv_end] + b"".join(extra_kvs) + data[kv_end:infos_end] + infos
     body += b"\0" * (-len(body) % alignment)
     return body + bytes(blob)
+
+
+def rename_architecture(data: bytes, new: str) -> bytes:
+    """The GGUF `data` as architecture `new`: general.architecture and every `<old>.` key
+    renamed, everything else (tensors, tokenizer) as it was -- the same weights read through
+    another architecture's graph (a causal one, for the encoder parity test's fault)."""
+    w = Walker(data)
+    assert data[:4] == b"GGUF"
+    w.at = 8
+    n_tensors, n_kv = w.u64(), w.u64()
+    alignment, old, kvs = 32, None, []
+    for _ in range(n_kv):
+        key = w.string()
+        kind_at = w.at
+        kind = w.u32()
+        v = w.value(kind)
+        raw = data[kind_at:w.at]
+        if key == b"general.alignment":
+            alignment = struct.unpack("<I", v)[0]
+        if key == b"general.architecture":
+            old = v
+            raw = struct.pack("<IQ", STRING, len(new)) + new.encode()
+        kvs.append((key, raw))
+    assert old is not None
+    kv_end = w.at
+    for _ in range(n_tensors):
+        w.string()
+        dims = w.u32()
+        w.at += 8 * dims + 4 + 8
+    infos_end = w.at
+    data_start = -(-infos_end // alignment) * alignment
+    body = data[:24]
+    for key, raw in kvs:
+        if key.startswith(old + b"."):
+            key = new.encode() + key[len(old):]
+        body += struct.pack("<Q", len(key)) + key + raw
+    body += data[kv_end:infos_end]
+    body += b"\0" * (-len(body) % alignment)
+    return body + data[data_start:]
+
+
+def set_u32_key(data: bytes, name: str, value: int) -> bytes:
+    """The GGUF `data` with its UINT32 key `name` set to `value` (same size: in place)."""
+    w = Walker(data)
+    w.at = 16
+    n_kv = w.u64()
+    for _ in range(n_kv):
+        key = w.string()
+        kind = w.u32()
+        at = w.at
+        w.value(kind)
+        if key == name.encode():
+            assert kind == UINT32, (name, kind)
+            return data[:at] + struct.pack("<I", value) + data[at + 4:]
+    raise KeyError(name)

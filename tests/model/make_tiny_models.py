@@ -296,6 +296,23 @@ GEMMA4 = {
 }
 
 
+# Embedding encoders, non-causal (seeds from 3500); their files give pooled output only
+# (`ferrox embed`, tests/parity/test_embedding_parity.py), never text.
+#   gemma-embedding: EmbeddingGemma's layout on the generic tiny shape: gemma3's layers
+#           attending both ways, layer 0 through a symmetric window of 8 (positions p-4..p+4,
+#           the parity inputs are longer), layer 1 global (sliding_window_pattern 2), mean
+#           pooling, and sentence-transformers' dense projections 128 -> 256 -> 128 (f32).
+#   gemma-embedding-nodense: the same weights (same seed) without the projections -- what
+#           a pass that dropped them would compute; llama.cpp on it must disagree with ferrox
+#           on gemma-embedding.
+EMBEDDING = {
+    "gemma-embedding": ("gemma-embedding", "llama-spm", {"tied": True, "window": 8, "swa_pattern": 2,
+                                                         "pooling": 1, "dense": 2 * N_EMBD}),
+}
+EMBEDDING["gemma-embedding-nodense"] = ("gemma-embedding", "llama-spm",
+                                        {**EMBEDDING["gemma-embedding"][2], "seed": 3500, "no_dense": True})
+
+
 def layer_dims(dims: dict, opt: dict, il: int | None) -> dict:
     """Layer `il`'s extents: gemma4's global layers (full_head) have a head size and KV head
     count of their own, and its layers may list their FFN widths (ff_layers)."""
@@ -421,7 +438,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
             "blk.N.attn_qkv.weight": bool(opt.get("fused")),
             "blk.N.attn_q_norm.weight": bool(opt.get("qk_norm")),
             "blk.N.attn_k_norm.weight": bool(opt.get("qk_norm")),
-            "blk.N.attn_v.weight": True, "blk.N.layer_output_scale.weight": True}.get(name, False)
+            "blk.N.attn_v.weight": True, "blk.N.layer_output_scale.weight": True,
+            "dense_2.weight": "dense" in opt, "dense_3.weight": "dense" in opt}.get(name, False)
 
 
 def write_tensors(w: gguf.GGUFWriter, arch: str, n_layer: int, dims: dict, opt: dict, values) -> None:
@@ -470,7 +488,9 @@ class Values:
             stack = np.stack([matrix(rng, rows, cols) for _ in range(n)])
             add_quantized(w, name, stack, Q.MXFP4 if self.opt.get("oai") else Q.Q4_0)
         else:
-            w.add_tensor(name, self.vector(name, short, [dims[d] for d in rule["shape"]]))
+            values = self.vector(name, short, [dims[d] for d in rule["shape"]])
+            if not (self.opt.get("no_dense") and short.startswith("dense_")):  # drawn all the same
+                w.add_tensor(name, values)
 
     def embeddings(self, dims: dict, cols: int) -> np.ndarray:
         return (0.5 * self.rng.standard_normal((dims["n_vocab"], cols))).astype(np.float32)
@@ -493,6 +513,8 @@ class Values:
             # Phi-3's shape of factors: near 1 for the fast pairs, growing for the slow ones.
             ramp = np.linspace(0.0, 1.0, n)
             return (1.0 + (0.5 if short == "rope_factors_short.weight" else 7.0) * ramp ** 2).astype(np.float32)
+        if short in ("dense_2.weight", "dense_3.weight"):  # GGUF [cols, rows]; f32 as converters write them
+            return matrix(rng, shape[1], shape[0])
         if short == "ssm_conv1d.weight":  # [conv_dim][kernel]
             return (0.5 * rng.standard_normal((shape[1], shape[0]))).astype(np.float32)
         if short == "ssm_a":  # -exp(A_log): every decay exp(softplus(.) x ssm_a) in (0, 1)
@@ -666,6 +688,14 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             w.add_float32(f"{arch}.rope.scaling.yarn_log_multiplier", rs["log_mul"])
     if "window" in opt:
         w.add_sliding_window(opt["window"])
+    if "swa_pattern" in opt:
+        w.add_uint32(f"{arch}.attention.sliding_window_pattern", opt["swa_pattern"])
+    if "pooling" in opt:
+        w.add_uint32(f"{arch}.pooling_type", opt["pooling"])
+    if "dense" in opt:  # the keys stay when the tensors go (no_dense): llama.cpp reads them alone
+        for key, v in (("dense_2_feat_in", N_EMBD), ("dense_2_feat_out", opt["dense"]),
+                       ("dense_3_feat_in", opt["dense"]), ("dense_3_feat_out", N_EMBD)):
+            w.add_uint32(f"{arch}.{key}", v)
     if "softcap" in opt:
         w.add_float32(f"{arch}.attn_logit_softcapping", opt["softcap"][0])
         w.add_float32(f"{arch}.final_logit_softcapping", opt["softcap"][1])
@@ -714,7 +744,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             "n_ff": max(opt.get("ff_layers", [N_FF])), "n_ff_expert": N_FF_EXP, "n_expert": opt.get("n_expert", N_EXPERT), "rope_pairs": n_rot // 2,
             "n_ff_shexp": N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0),
             "n_embd+n_embd": 2 * N_EMBD, "n_embd_per_layer": opt.get("per_layer", 0),
-            "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer}
+            "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer, "n_dense": opt.get("dense", 0)}
     if mla:
         dims.update({"k_dim": mla["kv_lora"] + mla["rot"], "q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
                      "qk_nope": mla["nope"], "head_dim_v_mla": mla["v"],
@@ -765,6 +795,9 @@ def main() -> int:
     # engines already shared bit for bit at other seeds).
     for seed, (name, (arch, vocab_name, opt)) in enumerate(GEMMA4.items(), start=3201):
         print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(EMBEDDING.items(), start=3500):
+        opt = dict(opt)
+        print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     return 0
 
 

@@ -241,3 +241,51 @@ TEST_CASE("API 0.8: ferrox_model_is_recurrent says which models cannot drop a ta
         ferrox_model_free(model);
     }
 }
+
+TEST_CASE("a non-causal encoder loads for embeddings only, embeds, and refuses decode by name") {
+    const char* dir = std::getenv("FERROX_TINY_MODELS");
+    const char* home = std::getenv("HOME");
+    const std::filesystem::path tiny =
+        (dir && *dir ? std::filesystem::path(dir)
+                     : std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models") /
+        "tiny-gemma-embedding.gguf";
+    if (!std::filesystem::exists(tiny)) {
+        WARN("skipped: " << tiny << " is absent (tests/model/make_tiny_models.py)");
+        return;
+    }
+    auto st = fresh_status();
+    ferrox_model_params mp;
+    ferrox_model_params_default(&mp);
+    mp.n_ctx_max = 64;
+    ferrox_model* model = nullptr;
+    // Not for generation: refused naming the architecture.
+    CHECK(ferrox_model_load(tiny.c_str(), &mp, &model, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK_THAT(st.message, Catch::Contains("is 'gemma-embedding': non-causal"));
+    mp.embeddings = 1;
+    REQUIRE(ferrox_model_load(tiny.c_str(), &mp, &model, &st) == FERROX_CODE_OK);
+    CHECK(ferrox_model_pooling(model) == FERROX_POOLING_MEAN);
+    ferrox_context_params cp;
+    ferrox_context_params_default(&cp);
+    cp.n_seq = 2;
+    ferrox_context* ctx = nullptr;
+    REQUIRE(ferrox_context_new(model, &cp, &ctx, &st) == FERROX_CODE_OK);
+    const int32_t a[] = {2, 100, 200, 300}, b[] = {2, 400};
+    const int32_t* inputs[] = {a, b};
+    const size_t lengths[] = {4, 2};
+    const uint32_t n_embd = ferrox_model_n_embd(model);
+    std::vector<float> out(2 * size_t{n_embd});
+    REQUIRE(ferrox_embed(ctx, 2, inputs, lengths, 1, out.data(), out.size(), &st) ==
+            FERROX_CODE_OK);
+    double norm = 0;
+    for (uint32_t i = 0; i < n_embd; ++i) norm += double{out[i]} * double{out[i]};
+    CHECK(norm == Approx(1.0).epsilon(1e-5));
+    // Logits are not a non-causal model's output.
+    const int32_t positions[] = {0, 1, 2, 3}, seqs[] = {0, 0, 0, 0};
+    const uint8_t want[] = {0, 0, 0, 1};
+    ferrox_batch batch{sizeof(ferrox_batch), 4, a, positions, seqs, want};
+    CHECK(ferrox_decode(ctx, &batch, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK_THAT(st.message,
+               Catch::Contains("attends non-causally") && Catch::Contains("never logits"));
+    ferrox_context_free(ctx);
+    ferrox_model_free(model);
+}

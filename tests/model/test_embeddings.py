@@ -122,3 +122,38 @@ def test_an_input_longer_than_the_context_is_refused_by_index(models):
     proc = ferrox("embed", "-m", str(models["last"]), "-c", "32", "-p", SHORT, "-p", LONG)
     assert proc.returncode == 2, proc.stderr
     assert "input 2 is" in proc.stderr and "context's 32" in proc.stderr, proc.stderr
+
+
+# A non-causal encoder (tests/model/make_tiny_models.py, EMBEDDING): tiny-gemma-embedding,
+# EmbeddingGemma's layout, from the shared tiny models (llama.cpp agreement is
+# tests/parity/test_encoder_parity.py).
+TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", pathlib.Path.home() / ".cache/ferrox/tiny-models"))
+ENCODER = TINY / "tiny-gemma-embedding.gguf"
+needs_encoder = pytest.mark.skipif(not ENCODER.exists(), reason=f"{ENCODER} is absent (make_tiny_models.py)")
+
+
+@needs_encoder
+def test_a_non_causal_input_embeds_the_same_alone_and_among_others():
+    # Other sequences in the same decode never see it (nor it them), and the filler that
+    # pads a short round sits in a sequence of its own.
+    alone = embed(ENCODER, [SHORT])[0]
+    among = embed(ENCODER, [OTHER, SHORT, MIDDLE])
+    assert among[1] == alone, "SHORT among two others"
+    assert among[2] == embed(ENCODER, [MIDDLE])[0], "MIDDLE after two others"
+    # Later tokens change an earlier one's row: the first word's vector differs with what follows.
+    cls_like = embed(ENCODER, [SHORT + " river", SHORT + " copper"])
+    assert np.abs(np.array(cls_like[0]) - np.array(cls_like[1])).max() > 1e-3
+
+
+@needs_encoder
+def test_a_non_causal_encoder_refuses_generation_and_inputs_longer_than_a_batch():
+    proc = ferrox("run", "-m", str(ENCODER), "-p", SHORT, "-n", "1", "-t", "1", "-c", "64")
+    assert proc.returncode != 0
+    assert "is 'gemma-embedding': non-causal" in proc.stderr and "never for text generation" in proc.stderr, \
+        proc.stderr
+    # LONG is ~300 tokens: a causal model decodes it in chunks of the batch; a non-causal one
+    # cannot (its first rows must see the last), and its batch is the trained context, 256.
+    proc = ferrox("embed", "-m", str(ENCODER), "-p", SHORT, "-p", LONG)
+    assert proc.returncode != 0, proc.stderr
+    assert "input 1 has" in proc.stderr and "a non-causal model embeds each input in one batch" in proc.stderr, \
+        proc.stderr

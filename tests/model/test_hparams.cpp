@@ -392,6 +392,82 @@ TEST_CASE("adapters, vision projectors and embedding models are refused for what
     CHECK(model::refuse_non_decoder(*mean, true));
 }
 
+TEST_CASE("non-causal attention: by key or by row, pooled output only, windows symmetric") {
+    // A decoder's row made non-causal by its key: read, and refused for generation by the key.
+    auto by_key = llama_like("qwen3")
+                      .u32("qwen3.pooling_type", 1)
+                      .boolean("qwen3.attention.causal", false)
+                      .parse();
+    REQUIRE(by_key);
+    auto hp = model::read_hparams(*by_key);
+    REQUIRE(hp);
+    CHECK_FALSE(hp->causal);
+    CHECK(hp->attention_ahead(false) == UINT32_MAX);
+    auto generation = model::refuse_non_decoder(*by_key);
+    REQUIRE_FALSE(generation);
+    CHECK_THAT(generation.error().message(),
+               Catch::Contains("qwen3.attention.causal") && Catch::Contains("pooled output only"));
+    CHECK(model::refuse_non_decoder(*by_key, true));
+
+    // gemma-embedding is non-causal whatever its key says (as llama.cpp), its window
+    // symmetric: a window of 8 sees p-4..p+4 on the local layers, every position on the
+    // global ones; q.k scaled by 1/sqrt(head_dim) at any depth.
+    const auto gemma_embedding = [](uint32_t layers) {
+        TinyGguf g;
+        g.str("general.architecture", "gemma-embedding")
+            .u32("gemma-embedding.context_length", 2048)
+            .u32("gemma-embedding.embedding_length", 64)
+            .u32("gemma-embedding.block_count", layers)
+            .u32("gemma-embedding.feed_forward_length", 128)
+            .u32("gemma-embedding.attention.head_count", 4)
+            .u32("gemma-embedding.attention.head_count_kv", 1)
+            .u32("gemma-embedding.attention.key_length", 32)
+            .u32("gemma-embedding.attention.value_length", 32)
+            .f32("gemma-embedding.attention.layer_norm_rms_epsilon", 1e-6f)
+            .u32("gemma-embedding.attention.sliding_window", 8)
+            .u32("gemma-embedding.pooling_type", 1)
+            .boolean("gemma-embedding.attention.causal", true)
+            .tensor("token_embd.weight", 64, 10, 0.5f);
+        return g;
+    };
+    auto file = gemma_embedding(62).parse();
+    REQUIRE(file);
+    auto ge = model::read_hparams(*file);
+    REQUIRE(ge);
+    CHECK_FALSE(ge->causal);
+    CHECK(ge->is_local_layer(0));
+    CHECK_FALSE(ge->is_local_layer(5));
+    CHECK(ge->attention_behind(true) == 5);  // the last 5 positions up to p: p-4..p
+    CHECK(ge->attention_ahead(true) == 4);
+    CHECK(ge->attention_behind(false) == 0);
+    CHECK(ge->attention_ahead(false) == UINT32_MAX);
+    CHECK(ge->attn_scale == Approx(1.0 / std::sqrt(32.0)));  // not gemma3 27B's at 62 layers
+    CHECK(ge->dense_feat == 0);
+    CHECK_FALSE(model::refuse_non_decoder(*file));
+    CHECK(model::refuse_non_decoder(*file, true));
+
+    // The dense projections' widths, checked as llama.cpp checks them.
+    auto dense = gemma_embedding(6)
+                     .u32("gemma-embedding.dense_2_feat_in", 64)
+                     .u32("gemma-embedding.dense_2_feat_out", 256)
+                     .u32("gemma-embedding.dense_3_feat_in", 256)
+                     .u32("gemma-embedding.dense_3_feat_out", 64)
+                     .parse();
+    REQUIRE(dense);
+    auto with_dense = model::read_hparams(*dense);
+    REQUIRE(with_dense);
+    CHECK(with_dense->dense_feat == 256);
+    auto wrong = gemma_embedding(6)
+                     .u32("gemma-embedding.dense_2_feat_out", 256)
+                     .u32("gemma-embedding.dense_3_feat_in", 128)
+                     .parse();
+    REQUIRE(wrong);
+    auto refused = model::read_hparams(*wrong);
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.error().message(), Catch::Contains("gemma-embedding.dense_3_feat_in") &&
+                                              Catch::Contains("dense_2_feat_out 256"));
+}
+
 TEST_CASE("a qwen3 reranker reads its labels, and rank pooling elsewhere stays refused") {
     auto rank = llama_like("qwen3")
                     .u32("qwen3.pooling_type", 4)

@@ -163,6 +163,11 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
         assert math.isclose(got["attention_scale"], scale, rel_tol=1e-6), (got["attention_scale"], scale)
     if arch == "gemma2":
         assert got["attention_softcap"] > 0 and got["final_softcap"] > 0
+    # An encoder: non-causal whatever its key says (gemma-embedding), else as the key says.
+    causal = arch != "gemma-embedding" and field(reader, f"{arch}.attention.causal") is not False
+    assert got.get("attention", "causal") == ("causal" if causal else "non-causal"), got
+    dense = field(reader, f"{arch}.dense_2_feat_out") or 0
+    assert got.get("dense_projections", 0) == dense, got
     final_cap = field(reader, f"{arch}.final_logit_softcapping")
     if arch == "gemma4":  # the file's cap, or none
         assert "attention_softcap" not in got

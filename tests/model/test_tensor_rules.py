@@ -203,7 +203,9 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             "ssm_head_dim": key("ssm.state_size", 0),
             # gemma4 E2B/E4B's per-layer embeddings.
             "n_embd_per_layer": key("embedding_length_per_layer_input", 0),
-            "n_embd_per_layer*n_layer": key("embedding_length_per_layer_input", 0) * key("block_count")}
+            "n_embd_per_layer*n_layer": key("embedding_length_per_layer_input", 0) * key("block_count"),
+            # gemma-embedding's dense projections after the pooling.
+            "n_dense": key("dense_2_feat_out", 0)}
 
 
 def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:

@@ -403,3 +403,32 @@ def test_serve_runs_several_sequences_resident_and_a_1_2_plugin_in_host_memory(p
     assert "resident decoding on the resident backend" not in old_log, old_log[-2000:]
     assert "plugin is ABI 1.2" in old_log and "attention_cells" in old_log, old_log[-2000:]
     assert all(resident) and resident == host, (resident, host)
+
+
+def test_a_non_causal_encoder_embeds_resident_as_on_the_host(plugin_dir):
+    """tiny-gemma-embedding attends both ways (a symmetric window on layer 0): resident on a
+    1.3+ plugin, each row's span of attention_cells is cut from that view, and the vectors of
+    inputs sharing decodes equal the host pass's (which takes ABI 1.7's lookahead; a span cut
+    causally would differ). The 1.2 entry cannot be told it: such a plugin keeps the model
+    in host memory and says why."""
+    model = tiny_model("gemma-embedding")
+    texts = ["river stone quiet lamp orbit velvet cedar ember harbor lantern meadow copper", "hello there", "a"]
+
+    def vectors(resident: str) -> np.ndarray:
+        args = ["embed", "-m", str(model), "--json", "--resident", resident]
+        for t in texts:
+            args += ["-p", t]
+        r = ferrox(plugin_dir, "", *args)
+        assert r.returncode == 0, r.stderr
+        return np.array(json.loads(r.stdout))
+
+    resident, host = vectors("auto"), vectors("off")
+    diff = float(np.abs(resident - host).max())
+    print(f"tiny gemma-embedding: resident vs host: max |diff| {diff:.3g}")
+    assert diff <= 1e-6
+    doc = json.loads(ferrox(plugin_dir, 'abi: "1.2"', "inspect", str(model), "--json").stdout)
+    assert doc["residency"]["resident"] is False, doc["residency"]
+    assert "non-causal attention reaches a resident backend only through its attention_cells" \
+        in doc["residency"]["reason"], doc["residency"]
+    doc = json.loads(ferrox(plugin_dir, "", "inspect", str(model), "--json").stdout)
+    assert doc["residency"]["resident"] is True, doc["residency"]

@@ -1,5 +1,6 @@
 // Attention through the dispatcher (ABI 1.1): the CPU plugin's kernel against
 // the core's own loop, and the core's fallback when a backend has no entry.
+#include <algorithm>
 #include <random>
 
 #include "cpu_rig.h"
@@ -71,11 +72,14 @@ struct Case {
         const size_t q_row = size_t{desc.n_head} * desc.head_dim_k;
         const size_t o_row = size_t{desc.n_head} * desc.head_dim_v;
         std::vector<float> want(out.size()), scores(desc.pos0 + desc.n_query);
+        const uint32_t end = desc.pos0 + desc.n_query - 1;
         for (uint32_t i = 0; i < desc.n_query; ++i) {
             const uint32_t pos = desc.pos0 + i;
             const uint32_t first = desc.window && pos + 1 > desc.window ? pos + 1 - desc.window : 0;
+            // ABI 1.7: up to `lookahead` later positions, never past the call's last row.
+            const uint32_t last = end - pos > desc.lookahead ? pos + desc.lookahead : end;
             model::ops::attend(shape, {q.data() + i * q_row, q_row}, keys.data(), values.data(),
-                               first, pos, scores, {want.data() + i * o_row, o_row});
+                               first, last, scores, {want.data() + i * o_row, o_row});
         }
         return want;
     }
@@ -187,6 +191,64 @@ TEST_CASE("attention sinks (ABI 1.5) match the core's loop with sinks, split or 
                     CHECK(nmse(want, c.reference()) > 1e-3);
                 }
     }
+}
+
+TEST_CASE("non-causal attention (ABI 1.7 lookahead) matches the core's loop, split or not") {
+    std::mt19937_64 rng(test_seed(0x1007));
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        // UINT32_MAX: the whole call (a global layer); 4 with a window of 5:
+        // the symmetric window p-4..p+4 (gemma-embedding's local layers).
+        for (const auto& [lookahead, window] :
+             {std::pair{UINT32_MAX, 0u}, std::pair{4u, 5u}, std::pair{1u, 0u}})
+            for (uint32_t pos0 : {0u, 13u})
+                for (uint32_t n_query : {1u, 9u, 300u})  // 1 row of 300: positions split
+                    for (ferrox_kind kv : {FERROX_KIND_F32, FERROX_KIND_Q8_0}) {
+                        Case c({4, 2, 64, 64}, n_query, pos0, window, rng, kv);
+                        c.desc.lookahead = lookahead;
+                        bool host_ran = false;
+                        auto r =
+                            rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; });
+                        INFO("isa " << isa << " lookahead " << lookahead << " window " << window
+                                    << " pos0 " << pos0 << " n " << n_query);
+                        REQUIRE(r.has_value());
+                        CHECK_FALSE(host_ran);
+                        const std::vector<float> want = c.reference();
+                        CHECK(nmse(c.out, want) < 1e-10);
+                        // Later positions really change the rows (not for a single row).
+                        c.desc.lookahead = 0;
+                        if (n_query > 1) CHECK(nmse(want, c.reference()) > 1e-4);
+                    }
+    }
+}
+
+TEST_CASE("a plugin built before 1.7 is never handed a lookahead: the core attends itself") {
+    std::mt19937_64 rng(test_seed(0x1008));
+    CpuRig rig(1);
+    Case c({4, 2, 32, 32}, 6, 0, 0, rng);
+    c.desc.lookahead = UINT32_MAX;
+    auto& table = const_cast<ferrox_backend&>(rig.plugins.selected().front()->raw());
+    table.abi_version = (1u << 16) | 6u;
+    bool host_ran = false;
+    REQUIRE(rig.dispatch->attention(c.desc, "bidirectional", [&] { host_ran = true; }).has_value());
+    CHECK(host_ran);
+    table.abi_version = FERROX_ABI_VERSION;
+    const RegistryReport report = rig.registry.seal();
+    INFO(report.render());
+    REQUIRE(report.entries.size() == 1);
+    CHECK(report.entries[0].outcome == Outcome::ByDesign);
+    CHECK_THAT(report.entries[0].detail,
+               Catch::Contains("is ABI 1.6: its attention entries cannot be told a lookahead "
+                               "(non-causal attention) (ABI 1.7)"));
+    // A 1.6 descriptor ends before the field: causal.
+    const std::vector<float> causal = [&] {
+        Case d = c;
+        d.desc.lookahead = 0;
+        return d.reference();
+    }();
+    c.desc.struct_size = offsetof(ferrox_attention_desc, lookahead);
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
+    CHECK(nmse(c.out, causal) < 1e-10);
 }
 
 TEST_CASE("a plugin built before 1.5 is never handed sinks, and a 1.4 descriptor has none") {

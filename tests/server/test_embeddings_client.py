@@ -145,3 +145,27 @@ def test_each_model_refuses_the_other_kind_of_endpoint(server, models):
     with running("--parallel", "1", "-c", "256", model=str(models["none"])) as s:
         status, reply = s.post("/v1/embeddings", {"model": "x", "input": "hi"})
     assert status == 400 and "not an embedding model" in reply["error"]["message"], reply
+
+
+ENCODER = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", pathlib.Path.home() / ".cache/ferrox/tiny-models")) \
+    / "tiny-gemma-embedding.gguf"
+
+
+@pytest.mark.skipif(not ENCODER.exists(), reason=f"{ENCODER} is absent (make_tiny_models.py)")
+def test_a_non_causal_encoder_serves_the_cli_vectors_and_no_chat():
+    """tiny-gemma-embedding (EmbeddingGemma's layout: non-causal, mean pooling, dense
+    projections): concurrent requests batched by the server get `ferrox embed`'s vectors to
+    the bit; chat is refused (a non-causal model gives no next token)."""
+    want = cli_vectors(ENCODER, TEXTS)
+    with running("--parallel", "4", "-c", "1024", model=str(ENCODER)) as s:
+        c = client(s)
+        with concurrent.futures.ThreadPoolExecutor(len(TEXTS)) as pool:
+            together = list(pool.map(
+                lambda t: c.embeddings.create(model="x", input=t, encoding_format="float").data[0].embedding,
+                TEXTS))
+        assert together == want
+        assert [d.embedding for d in c.embeddings.create(model="x", input=TEXTS,
+                                                         encoding_format="float").data] == want
+        status, reply = s.post("/v1/chat/completions",
+                               {"model": "x", "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 400 and "embedding model" in reply["error"]["message"], reply

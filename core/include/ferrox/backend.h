@@ -103,6 +103,8 @@ class FERROX_API Backend {
     bool takes_attention_softcap() const;
     // ABI 1.5: its attention entries read the descriptors' sinks.
     bool takes_attention_sinks() const;
+    // ABI 1.7: its host attention entry reads the descriptor's lookahead.
+    bool takes_attention_lookahead() const;
 
     const ferrox_backend& raw() const { return *raw_; }
 

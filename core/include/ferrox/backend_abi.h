@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 6u
+#define FERROX_ABI_VERSION_MINOR 7u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -276,6 +276,15 @@ typedef struct ferrox_attention_desc {
      * attention_resident ignores it (a pointer member). The core never hands
      * sinks to a plugin older than 1.5. */
     const float* sinks;
+    /* since 1.7: non-causal (bidirectional) attention, as embedding encoders
+     * run it. Query row i sees positions up to min(pos0 + i + lookahead,
+     * pos0 + n_query - 1) instead of pos0 + i, and from the same first one
+     * (with window > 0: the last `window` positions up to its own, itself
+     * included); 0: causal. UINT32_MAX: every position of the call. Read
+     * only when struct_size covers it; the core never hands a lookahead to
+     * a plugin older than 1.7 (it runs such attention itself, recorded by
+     * design), and attention_resident is never handed one. */
+    uint32_t lookahead;
 } ferrox_attention_desc;
 
 /* since 1.2: a run of f32 values (or, for a KV cache, values of its kind)

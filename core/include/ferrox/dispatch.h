@@ -37,10 +37,11 @@ struct Plan {
 // What an attention call asks of a plugin beyond a plain softmax: fields
 // that a plugin built before them would never read, silently dropping them.
 struct AttentionNeeds {
-    bool softcap = false;  // soft-capped scores (gemma2): ABI 1.4
-    bool sinks = false;    // attention sinks (gpt-oss): ABI 1.5
+    bool softcap = false;    // soft-capped scores (gemma2): ABI 1.4
+    bool sinks = false;      // attention sinks (gpt-oss): ABI 1.5
+    bool lookahead = false;  // non-causal attention (embedding encoders): ABI 1.7
     static AttentionNeeds of(const ferrox_attention_desc& desc) {
-        return {desc.softcap != 0.0f, desc.sinks != nullptr};
+        return {desc.softcap != 0.0f, desc.sinks != nullptr, desc.lookahead != 0};
     }
 };
 

@@ -103,6 +103,8 @@ std::string attention_refusal(const Backend& backend, AttentionNeeds needs) {
     };
     if (needs.softcap && !backend.takes_attention_softcap()) return refusal("a soft cap", "1.4");
     if (needs.sinks && !backend.takes_attention_sinks()) return refusal("attention sinks", "1.5");
+    if (needs.lookahead && !backend.takes_attention_lookahead())
+        return refusal("a lookahead (non-causal attention)", "1.7");
     return {};
 }
 

@@ -174,6 +174,21 @@ constexpr ArchSpec kArchitectures[] = {
      .ffn_norm_tensor = "post_attention_norm.weight",
      .delta_net_layers = true,
      .gated_attention = true},
+    // EmbeddingGemma: gemma3's layers attending both ways (the local layers
+    // through a symmetric window), q.k scaled by 1/sqrt(head_dim) at any
+    // depth, mean-pooled into sentence-transformers' dense projections
+    // where the file has them. Pooled output only.
+    {.name = "gemma-embedding",
+     .qk_norm = QkNorm::PerHead,
+     .post_norms = true,
+     .activation = FfnActivation::GeluTanh,
+     .sqrt_embedding_scale = true,
+     .sliding_window = true,
+     .window_period = 6,
+     .local_rope_base = 10000.0f,
+     .partial_rotary = true,
+     .non_causal = true,
+     .dense_projections = true},
 };
 
 }  // namespace

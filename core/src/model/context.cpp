@@ -177,9 +177,11 @@ struct Context::Impl final : KvAttention {
         }
         const Act q = act.s.q.at(uint64_t{run.row0} * q_dim(il));
         const Act out = act.s.att.at(uint64_t{run.row0} * o_dim(il));
-        const uint32_t window = local ? hp.sliding_window : 0;
+        const uint32_t window = hp.attention_behind(local);
+        const uint32_t lookahead = hp.attention_ahead(local);
         const Act* sinks = hp.arch->attention_sinks ? &consts[il].sinks : nullptr;
-        if (!dense) return attend_with_holes(run, window, list, q, keys, values, out, il);
+        if (!dense)
+            return attend_with_holes(run, window, lookahead, list, q, keys, values, out, il);
 
         ferrox_attention_desc desc{};
         desc.struct_size = sizeof desc;
@@ -187,6 +189,9 @@ struct Context::Impl final : KvAttention {
         desc.n_query = run.n;
         desc.pos0 = static_cast<uint32_t>(run.pos0 - base);
         desc.window = window;  // the last `window` positions, itself included
+        // Non-causal: the later positions too, up to the run's last (the
+        // sequence's: a non-causal sequence is decoded whole).
+        desc.lookahead = lookahead;
         desc.n_head = hp.n_head;
         desc.n_head_kv = hp.layer_n_head_kv(il);
         desc.head_dim_k = hp.layer_head_dim_k(il);
@@ -224,30 +229,33 @@ struct Context::Impl final : KvAttention {
 
     // The batch's cell lists and spans for attend_cells: a run's rows share
     // its sequence's list (cells at positions up to the run's last); row i
-    // at position p sees the list's cells at positions <= p (global layers)
-    // and, with a sliding window w, those above p - w too.
+    // at position p sees the list's cells at positions in
+    // [p - behind + 1, p + ahead] (Hparams::attention_behind / _ahead) of
+    // the global [0] and sliding-window [1] layers: causally those <= p,
+    // above p - w too with a window w; non-causal ones the whole list, or
+    // a symmetric window.
     Expected<void> cut_spans(uint32_t n) {
         cell_list.clear();
         for (int k = 0; k < 2; ++k) {
             spans[k].assign(2 * size_t{n}, 0);
             max_span[k] = 0;
         }
-        const auto window = static_cast<int32_t>(hp.sliding_window);
         for (const AttentionRun& run : runs) {
             const auto base = static_cast<uint32_t>(cell_list.size());
             const std::vector<uint32_t>& own = run.cells[0];
             cell_list.insert(cell_list.end(), own.begin(), own.end());
-            uint32_t lo = 0, hi = 0;  // into own: first visible (window), one past the last
-            for (uint32_t i = 0; i < run.n; ++i) {
-                const int32_t pos = run.pos0 + static_cast<int32_t>(i);
-                while (hi < own.size() && cells.pos(own[hi]) <= pos) ++hi;
-                while (window && lo < hi && cells.pos(own[lo]) <= pos - window) ++lo;
-                const uint32_t row = run.row0 + i;
-                const uint32_t bounds[2][2] = {{base, base + hi}, {base + lo, base + hi}};
-                for (int k = 0; k < 2; ++k) {
-                    spans[k][2 * size_t{row}] = bounds[k][0];
-                    spans[k][2 * size_t{row} + 1] = bounds[k][1];
-                    max_span[k] = std::max(max_span[k], bounds[k][1] - bounds[k][0]);
+            for (int k = 0; k < 2; ++k) {
+                const int64_t behind = hp.attention_behind(k == 1);
+                const int64_t ahead = hp.attention_ahead(k == 1);
+                uint32_t lo = 0, hi = 0;  // into own: first visible, one past the last
+                for (uint32_t i = 0; i < run.n; ++i) {
+                    const int64_t pos = run.pos0 + int64_t{i};
+                    while (hi < own.size() && cells.pos(own[hi]) <= pos + ahead) ++hi;
+                    while (behind && lo < hi && cells.pos(own[lo]) <= pos - behind) ++lo;
+                    const uint32_t row = run.row0 + i;
+                    spans[k][2 * size_t{row}] = base + lo;
+                    spans[k][2 * size_t{row} + 1] = base + hi;
+                    max_span[k] = std::max(max_span[k], hi - lo);
                 }
             }
         }
@@ -264,7 +272,7 @@ struct Context::Impl final : KvAttention {
     // A sequence with positions removed from its middle (seq_remove): the
     // attention entry wants consecutive positions, so the core's own loop
     // attends each query over the visible rows of the gathered list.
-    void attend_with_holes(const AttentionRun& run, uint32_t window,
+    void attend_with_holes(const AttentionRun& run, uint32_t window, uint32_t lookahead,
                            const std::vector<uint32_t>& list, Act q, Act keys, Act values, Act out,
                            uint32_t il) {
         const uint64_t count = list.size();
@@ -291,8 +299,9 @@ struct Context::Impl final : KvAttention {
         for (uint32_t i = 0; i < run.n; ++i) {
             const int32_t pos = run.pos0 + static_cast<int32_t>(i);
             const int32_t first = window ? pos + 1 - static_cast<int32_t>(window) : 0;
+            const int64_t last = pos + int64_t{lookahead};
             while (lo < count && cells.pos(list[lo]) < first) ++lo;
-            while (hi + 1 < count && cells.pos(list[hi + 1]) <= pos) ++hi;
+            while (hi + 1 < count && cells.pos(list[hi + 1]) <= last) ++hi;
             ops::attend(shape, {q.f32() + i * q_dim(il), q_dim(il)}, k, v, lo, hi, scores,
                         {out.f32() + i * o_dim(il), o_dim(il)});
         }
@@ -458,7 +467,8 @@ struct Context::Impl final : KvAttention {
     // A future query at q > max_pos sees (q - window, q], so a cell at a
     // position below max_pos + 2 - window is outside every window to come.
     void reuse_out_of_window() {
-        if (hp.sliding_window == 0) return;
+        // A non-causal sequence is decoded whole: no later row comes to need fewer cells.
+        if (hp.sliding_window == 0 || !hp.causal) return;
         for (uint32_t il = 0; il < hp.n_layer; ++il)
             if (!hp.is_local_layer(il)) return;
         const auto window = static_cast<int32_t>(hp.sliding_window);
@@ -547,8 +557,9 @@ struct Context::Impl final : KvAttention {
             const int32_t last = run.pos0 + static_cast<int32_t>(run.n) - 1;
             cells.cells_of(run.seq, 0, last, run.cells[0]);
             if (hp.sliding_window && !over_cells) {
-                const int32_t first = run.pos0 + 1 - static_cast<int32_t>(hp.sliding_window);
-                cells.cells_of(run.seq, std::max(first, 0), last, run.cells[1]);
+                const int64_t first = run.pos0 + int64_t{1} - hp.attention_behind(true);
+                cells.cells_of(run.seq, static_cast<int32_t>(std::max<int64_t>(first, 0)), last,
+                               run.cells[1]);
             }
         }
         if (over_cells) {
@@ -748,9 +759,27 @@ uint32_t Context::batch() const { return impl_->max_batch; }
 const KvCells& Context::cells() const { return impl_->cells; }
 bool Context::recurrent() const { return !impl_->states.empty(); }
 
-DecodeStatus Context::decode(const Batch& batch) { return impl_->decode(batch, {}, true); }
+namespace {
+
+// A non-causal model's rows see the later ones: none of them is a next-token
+// prediction, so such a model gives pooled output only.
+DecodeStatus refuse_logits(const Hparams& hp) {
+    return {DecodeCode::InvalidBatch,
+            fmt::format("decode: '{}' attends non-causally (an embedding encoder): it gives "
+                        "pooled output (decode_embeddings), never logits",
+                        hp.arch_name),
+            0, 0};
+}
+
+}  // namespace
+
+DecodeStatus Context::decode(const Batch& batch) {
+    if (!impl_->hp.causal) return refuse_logits(impl_->hp);
+    return impl_->decode(batch, {}, true);
+}
 
 DecodeStatus Context::decode_into(const Batch& batch, std::span<float> out) {
+    if (!impl_->hp.causal) return refuse_logits(impl_->hp);
     return impl_->decode(batch, out, false);
 }
 
@@ -762,7 +791,26 @@ std::span<const float> Context::logits(uint32_t index) const {
 }
 
 DecodeStatus Context::decode_embeddings(const Batch& batch) {
-    return impl_->decode(batch, {}, true, true);
+    Impl& c = *impl_;
+    // Non-causal: a row sees its whole sequence, so each sequence is decoded
+    // whole, in one batch (its earlier rows would never see later ones), and
+    // each token attends in one sequence only.
+    if (!c.hp.causal)
+        for (size_t i = 0; i < batch.seq_ids.size(); ++i) {
+            const std::vector<int32_t>& seqs = batch.seq_ids[i];
+            if (seqs.size() > 1)
+                return c.invalid(fmt::format(
+                    "decode: batch index {} names {} sequences; a non-causal model's token "
+                    "belongs to one",
+                    i, seqs.size()));
+            if (seqs.size() == 1 && seqs[0] >= 0 && static_cast<uint32_t>(seqs[0]) < c.n_seq &&
+                c.cells.max_pos(static_cast<uint32_t>(seqs[0])) >= 0)
+                return c.invalid(fmt::format(
+                    "decode: sequence {} already holds positions up to {}; a non-causal model "
+                    "attends over whole sequences, each decoded in one batch",
+                    seqs[0], c.cells.max_pos(static_cast<uint32_t>(seqs[0]))));
+        }
+    return c.decode(batch, {}, true, true);
 }
 
 std::span<const float> Context::embedding(uint32_t index) const {
@@ -770,6 +818,27 @@ std::span<const float> Context::embedding(uint32_t index) const {
     if (!c.hidden || index >= c.logits_row.size() || c.logits_row[index] < 0 || !c.logits_data)
         return {};
     return {c.logits_data + uint64_t(c.logits_row[index]) * c.hp.n_embd, c.hp.n_embd};
+}
+
+bool Context::causal() const { return impl_->hp.causal; }
+
+void Context::project_pooled(std::vector<float>& pooled) const {
+    const ModelWeights& w = impl_->model.w;
+    const uint64_t n_embd = impl_->hp.n_embd, feat = impl_->hp.dense_feat;
+    if (w.dense_2.empty() || pooled.size() != n_embd) return;
+    // One matrix-vector product each, in double: rows of n_embd, then of feat.
+    const auto product = [](const std::vector<float>& m, std::span<const float> x, uint64_t rows) {
+        std::vector<float> y(rows);
+        for (uint64_t r = 0; r < rows; ++r) {
+            const float* row = m.data() + r * x.size();
+            double dot = 0;
+            for (size_t i = 0; i < x.size(); ++i) dot += double{row[i]} * double{x[i]};
+            y[r] = static_cast<float>(dot);
+        }
+        return y;
+    };
+    const std::vector<float> mid = product(w.dense_2, pooled, feat);
+    pooled = product(w.dense_3, mid, n_embd);
 }
 
 std::vector<float> Context::rank_scores(std::span<const float> pooled) const {

@@ -31,7 +31,9 @@ bool wants_row(Pooling pooling, size_t pos, size_t n) {
 // its sequence. Causal attention keeps every input row from seeing them
 // (rows of other sequences never see them either), nothing reads their
 // output, and their cells are removed after the decode; so a context of one
-// sequence pads as well as one of many.
+// sequence pads as well as one of many. A non-causal model's rows would see
+// them there: its filler goes into a sequence of its own, where one is free
+// (else the batch is not padded).
 constexpr size_t kInvariantRows = 17;
 
 // One input being embedded: where its tokens stand and its running sum.
@@ -60,14 +62,21 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
         pooling != Pooling::Rank)
         return make_error("embed: pooling '{}' is not one ferrox pools (mean, cls, last, rank)",
                           pooling_name(pooling));
+    // A batch never holds more tokens than the context has cells.
+    const size_t room = std::min(ctx.batch(), ctx.context());
+    const bool causal = ctx.causal();
     for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].empty()) return make_error("embed: input {} has no tokens", i);
         if (inputs[i].size() > ctx.context())
             return make_error("embed: input {} has {} tokens; the context holds {}", i,
                               inputs[i].size(), ctx.context());
+        // Non-causal attention sees the whole input at once: no chunks.
+        if (!causal && inputs[i].size() > room)
+            return make_error(
+                "embed: input {} has {} tokens; a non-causal model embeds each input in one "
+                "batch, which holds {}",
+                i, inputs[i].size(), room);
     }
-    // A batch never holds more tokens than the context has cells.
-    const size_t room = std::min(ctx.batch(), ctx.context());
     const uint32_t input_seqs = ctx.sequences();
     std::vector<std::vector<float>> out(inputs.size());
     ctx.clear();
@@ -107,13 +116,14 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
             p.next += take;
         }
         const size_t rows = batch.size();
-        // The filler (kInvariantRows): positions after the last input's rows.
-        const int32_t filler_seq[] = {open.back().seq};
-        const size_t filler_from = open.back().next;
+        // The filler (kInvariantRows): positions after the last input's rows,
+        // or for a non-causal model a free sequence's first positions.
+        const int32_t filler_seq[] = {causal ? open.back().seq : static_cast<int32_t>(open.size())};
+        const size_t filler_from = causal ? open.back().next : 0;
         const size_t fillers = kInvariantRows - std::min(rows, kInvariantRows);
-        const bool pad = fillers > 0 && room >= kInvariantRows &&
-                         ctx.cells().free() >= kInvariantRows &&
-                         filler_from + fillers <= ctx.context();
+        const bool pad =
+            fillers > 0 && room >= kInvariantRows && ctx.cells().free() >= kInvariantRows &&
+            filler_from + fillers <= ctx.context() && (causal || open.size() < input_seqs);
         if (pad)
             for (size_t t = 0; t < fillers; ++t)
                 batch.add(0, static_cast<int32_t>(filler_from + t), filler_seq, false);
@@ -141,8 +151,9 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
             if (pooling == Pooling::Rank) {
                 v = ctx.rank_scores(v);
                 headless = headless || v.empty();
-            } else if (options.normalize) {
-                normalize_l2(v);
+            } else {
+                ctx.project_pooled(v);  // dense projections, before the norm (as llama.cpp)
+                if (options.normalize) normalize_l2(v);
             }
             return true;
         });

@@ -167,10 +167,12 @@ class HostSteps final : public Steps {
             widened(desc, desc.keys, rows * desc.n_head_kv * desc.head_dim_k, keys_);
         const float* values =
             widened(desc, desc.values, rows * desc.n_head_kv * desc.head_dim_v, values_);
+        const uint32_t end = desc.pos0 + desc.n_query - 1;  // the last key row
         for (uint32_t i = 0; i < desc.n_query; ++i) {
             const uint32_t pos = desc.pos0 + i;
             const uint32_t first = desc.window && pos + 1 > desc.window ? pos + 1 - desc.window : 0;
-            ops::attend(shape, {desc.q + i * q_dim, q_dim}, keys, values, first, pos, scores_,
+            const uint32_t last = end - pos > desc.lookahead ? pos + desc.lookahead : end;
+            ops::attend(shape, {desc.q + i * q_dim, q_dim}, keys, values, first, last, scores_,
                         {desc.out + i * o_dim, o_dim});
         }
     }

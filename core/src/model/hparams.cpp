@@ -220,6 +220,19 @@ Expected<void> refuse_non_decoder(const gguf::File& file, bool embeddings) {
                       "this is a vision projector (mmproj), which ferrox does not run yet; "
                       "load the language model's own GGUF");
     if (arch->empty()) return {};  // read_hparams names the missing key
+    // Non-causal attention (an encoder's): every row sees the later ones, so
+    // no row predicts the next token.
+    const ArchSpec* spec = find_architecture(*arch);
+    const std::string causal_key = fmt::format("{}.attention.causal", *arch);
+    auto causal = file.get_bool_or(causal_key, true);
+    if (!causal) return causal.error();
+    if (!embeddings && spec && (spec->non_causal || !*causal))
+        return refuse(file, spec->non_causal ? "general.architecture" : causal_key,
+                      fmt::format("{}: non-causal (bidirectional) attention, an embedding "
+                                  "encoder, which ferrox runs for pooled output only (`ferrox "
+                                  "embed` and the server's /v1/embeddings), never for text "
+                                  "generation",
+                                  spec->non_causal ? "is '" + *arch + "'" : "is false"));
     const std::string pooling = fmt::format("{}.pooling_type", *arch);
     if (!file.find(pooling)) return {};
     auto v = file.get_u32(pooling);
@@ -855,13 +868,9 @@ Expected<void> read_delta_net(const gguf::File& file, const Keys& k, Hparams& hp
     return {};
 }
 
-#undef FERROX_READ
-
-// The readers in the order their keys are read (which decides which of
-// several problems a file is refused for first).
 // The pooling refuse_non_decoder let through (mean, cls, last; rank on a
-// row with a rank head), the head's label count, and the causal attention
-// every pooling ferrox runs assumes.
+// row with a rank head), the head's label count, and whether attention is
+// causal.
 Expected<void> read_pooling(const gguf::File& file, const Keys& k, const ArchSpec& spec,
                             Hparams& hp) {
     auto pooling = k.u32_or("pooling_type", 0);
@@ -877,15 +886,60 @@ Expected<void> read_pooling(const gguf::File& file, const Keys& k, const ArchSpe
                 fmt::format("has {} entries; a classifier head has 1 to 65536", labels->size()));
         hp.n_cls_out = static_cast<uint32_t>(labels->size());
     }
-    auto causal = k.bool_or("attention.causal", true);
-    if (!causal) return causal.error();
-    if (!*causal)
-        return refuse(file, k.key("attention.causal"),
-                      "is false: non-causal (bidirectional) attention, which ferrox does not "
-                      "run yet");
+    // A non-causal row attends both ways whatever the key says, as llama.cpp
+    // sets it after reading the key.
+    if (spec.non_causal) {
+        hp.causal = false;
+    } else {
+        auto causal = k.bool_or("attention.causal", true);
+        if (!causal) return causal.error();
+        hp.causal = *causal;
+    }
     return {};
 }
 
+// sentence-transformers' projections after the pooling (gemma-embedding):
+// n_embd -> dense_2_feat_out -> n_embd, as llama.cpp checks them.
+Expected<void> read_dense_projections(const gguf::File& file, const Keys& k, Hparams& hp) {
+    uint32_t in2 = 0, out2 = 0, in3 = 0, out3 = 0;
+    FERROX_READ(in2, k.u32_or("dense_2_feat_in", 0));
+    FERROX_READ(out2, k.u32_or("dense_2_feat_out", 0));
+    FERROX_READ(in3, k.u32_or("dense_3_feat_in", 0));
+    FERROX_READ(out3, k.u32_or("dense_3_feat_out", 0));
+    if (in2 != 0 && in2 != hp.n_embd)
+        return refuse(file, k.key("dense_2_feat_in"),
+                      fmt::format("{} differs from embedding_length {}", in2, hp.n_embd));
+    if (out3 != 0 && out3 != hp.n_embd)
+        return refuse(file, k.key("dense_3_feat_out"),
+                      fmt::format("{} differs from embedding_length {}", out3, hp.n_embd));
+    // dense_3 takes what dense_2 gives (one width; the tensors' shapes are
+    // checked against it when bound).
+    if (in3 != out2)
+        return refuse(file, k.key("dense_3_feat_in"),
+                      fmt::format("{} differs from dense_2_feat_out {}", in3, out2));
+    if (out2 > (1u << 20))
+        return refuse(file, k.key("dense_2_feat_out"),
+                      fmt::format("{} is not in 0..{}", out2, 1u << 20));
+    hp.dense_feat = out2;
+    return {};
+}
+
+// Non-causal attention through a window: only the symmetric window of a
+// non-causal row is one llama.cpp defines for it.
+Expected<void> check_causality(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                               const Hparams& hp) {
+    if (!hp.causal && !spec.non_causal && hp.sliding_window != 0)
+        return refuse(file, k.key("attention.causal"),
+                      fmt::format("is false on '{}', whose sliding window looks back only: "
+                                  "non-causal attention through it is not implemented",
+                                  spec.name));
+    return {};
+}
+
+#undef FERROX_READ
+
+// The readers in the order their keys are read (which decides which of
+// several problems a file is refused for first).
 Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
     if (auto r = read_pooling(file, k, spec, hp); !r) return r;
     if (auto r = read_shape(file, k, spec, hp); !r) return r;
@@ -918,6 +972,9 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
         if (auto r = read_layer_geometry(file, k, hp); !r) return r;
     if (spec.delta_net_layers)
         if (auto r = read_delta_net(file, k, hp); !r) return r;
+    if (spec.dense_projections)
+        if (auto r = read_dense_projections(file, k, hp); !r) return r;
+    if (auto r = check_causality(file, k, spec, hp); !r) return r;
     return read_ffn(file, k, spec, hp);
 }
 

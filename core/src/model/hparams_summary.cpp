@@ -86,6 +86,7 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     if (!hp.n_ff_layers.empty())
         add("ffn_length_per_layer", fmt::format("{}", fmt::join(hp.n_ff_layers, ",")));
     add("attention_scale", hp.attn_scale);
+    if (!hp.causal) add("attention", "non-causal");  // pooled output only; a window symmetric
     add("layer_pattern", layer_pattern(hp));
     if (hp.sliding_window) {
         add("sliding_window", hp.sliding_window);
@@ -156,6 +157,7 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     if (hp.logit_scale != 1.0f) add("logit_scale", hp.logit_scale);
     if (hp.attn_softcap != 0.0f) add("attention_softcap", hp.attn_softcap);
     if (hp.final_softcap != 0.0f) add("final_softcap", hp.final_softcap);
+    if (hp.dense_feat) add("dense_projections", hp.dense_feat);  // n_embd -> this -> n_embd
     return f;
 }
 

@@ -17,7 +17,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         // 1 mean, 2 cls, 3 last: an embedding model (ferrox embed, /v1/embeddings);
         // 4 rank, on a row with a rank head: a reranker (/v1/rerank).
         {"pooling_type", O, "0 (a decoder)", {}},
-        {"attention.causal", X, "true", {}},
+        // false: non-causal attention, pooled output only (a non_causal row is, whatever it says).
+        {"attention.causal", spec.non_causal ? KeyUse::Ignored : O, "true", {}},
         {"embedding_length", R, {}, {}},
         {"block_count", R, {}, {}},
     };
@@ -123,6 +124,10 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"attention.recurrent_layers", X, "absent (full_attention_interval)", {}});
         k.push_back({"full_attention_interval", O, "4", {}});
     }
+    if (spec.dense_projections)  // sentence-transformers' projections after the pooling
+        for (const char* dense :
+             {"dense_2_feat_in", "dense_2_feat_out", "dense_3_feat_in", "dense_3_feat_out"})
+            k.push_back({dense, O, "0 (no projection)", {}});
     // A row with leading dense layers reads a file without experts as all
     // dense: its expert keys are read only where expert_count > 0.
     const std::string_view experts =

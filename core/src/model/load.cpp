@@ -256,6 +256,10 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     m.hp = std::move(*hp);
     m.context = options.context ? options.context : default_context(m.hp.n_ctx_train, 1);
     m.max_batch = derived_batch(options.batch, m.context);
+    // A non-causal model decodes each input whole, in one batch: by default
+    // a batch as long as the trained context (within the context's cells).
+    if (!m.hp.causal && options.batch == 0)
+        m.max_batch = std::min(m.context, std::max(m.max_batch, m.hp.n_ctx_train));
     if (auto kind = check_kv_cache_kind(options.kv_kind); !kind) return kind.error();
     if (auto shape = check_kv_cache_shape(options.kv_kind, m.hp); !shape) return shape.error();
     m.kv_kind = options.kv_kind;

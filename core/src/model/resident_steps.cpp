@@ -159,6 +159,12 @@ class ResidentSteps final : public Steps {
                                 "attention_cells entry (ABI 1.5)");
                 !r)
                 return r;
+        // Nor can it be told a lookahead: its rows see positions up to their own.
+        if (desc.lookahead != 0)
+            if (auto r = refuse("non-causal attention reaches a resident backend only through "
+                                "its attention_cells entry (ABI 1.3)");
+                !r)
+                return r;
         if (auto r = attention_step(desc.kv_kind, {desc.softcap != 0.0f, sinks != nullptr});
             !r || trace_)
             return r;

@@ -137,6 +137,17 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                                  TensorUse::Optional));
         t.back().rule.cols = E::Embd;
     }
+    // sentence-transformers' projections of the pooled vector, read as f32
+    // (applied once per input, on the host): n_embd -> n_dense -> n_embd.
+    // A vector's `rows` is its fastest dimension: dense_2 is [n_embd, n_dense].
+    if (spec.dense_projections) {
+        t.push_back(
+            model_vector("dense_2.weight", E::Embd, &ModelWeights::dense_2, TensorUse::Optional));
+        t.back().rule.cols = E::DenseFeat;
+        t.push_back(model_vector("dense_3.weight", E::DenseFeat, &ModelWeights::dense_3,
+                                 TensorUse::Optional));
+        t.back().rule.cols = E::Embd;
+    }
     // Per-pair RoPE divisors, one set for all layers (llama.cpp reads them
     // for these architectures; LongRoPE's pair only with that scaling).
     const auto long_rope_when = spec.rope_factors == RopeFactorTensors::LongRope
@@ -373,6 +384,8 @@ std::string_view extent_name(Extent e) {
             return "n_embd_per_layer";
         case E::PerLayerAll:
             return "n_embd_per_layer*n_layer";
+        case E::DenseFeat:
+            return "n_dense";
     }
     return "?";
 }
@@ -441,6 +454,8 @@ uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
             return hp.n_embd_per_layer;
         case E::PerLayerAll:
             return uint64_t{hp.n_embd_per_layer} * hp.n_layer;
+        case E::DenseFeat:
+            return hp.dense_feat;
     }
     return 0;
 }

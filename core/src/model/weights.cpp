@@ -103,6 +103,35 @@ Expected<void> check_rank_head(const gguf::File& file, const Hparams& hp, const 
     return {};
 }
 
+// The dense projections were read by count: their shapes ([n_embd,
+// n_dense] then [n_dense, n_embd]) are checked here, before binding, and
+// one without the other is refused (llama.cpp would run half of them).
+Expected<void> check_dense_projections(const gguf::File& file, const Hparams& hp) {
+    if (!hp.arch->dense_projections) return {};
+    const gguf::Tensor* d2 = file.find_tensor("dense_2.weight");
+    const gguf::Tensor* d3 = file.find_tensor("dense_3.weight");
+    if (!d2 && !d3) return {};
+    if (!d2 || !d3)
+        return make_error(
+            "{}: tensor '{}' is missing: '{}' is there, and the projections run as a pair",
+            file.path().string(), d2 ? "dense_3.weight" : "dense_2.weight",
+            d2 ? "dense_2.weight" : "dense_3.weight");
+    const struct {
+        const gguf::Tensor* t;
+        const char* name;
+        uint64_t cols, rows;
+    } shapes[] = {{d2, "dense_2.weight", hp.n_embd, hp.dense_feat},
+                  {d3, "dense_3.weight", hp.dense_feat, hp.n_embd}};
+    for (const auto& s : shapes)
+        if (s.t->shape().size() != 2 || s.t->shape()[0] != s.cols || s.t->shape()[1] != s.rows ||
+            hp.dense_feat == 0)
+            return make_error(
+                "{}: tensor '{}' has shape [{}], expected [{}, {}] ({}.dense_2_feat_out is {})",
+                file.path().string(), s.name, fmt::join(s.t->shape(), ", "), s.cols, s.rows,
+                hp.arch_name, hp.dense_feat);
+    return {};
+}
+
 }  // namespace
 
 std::string layer_tensor(uint32_t il, std::string_view suffix) {
@@ -243,6 +272,7 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         bound.insert(name);
         return {};
     };
+    if (auto r = check_dense_projections(file, hp); !r) return r.error();
     for (const TensorBinding& b : table)
         if (b.rule.scope == TensorScope::Model)
             if (auto r = bind(b, nullptr, 0); !r) return r.error();

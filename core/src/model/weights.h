@@ -62,6 +62,10 @@ struct ModelWeights {
     std::vector<float> output_norm;
     // A reranker's head (cls.output.weight): n_cls_out rows of n_embd, as f32.
     std::vector<float> cls_out;
+    // sentence-transformers' dense projections (gemma-embedding), as f32:
+    // dense_2 [n_dense rows of n_embd], dense_3 [n_embd rows of n_dense];
+    // both empty, or both bound.
+    std::vector<float> dense_2, dense_3;
     RopeFactors rope_factors;  // optional per-pair RoPE divisors (llama)
     // gemma4 E2B/E4B: per token a row of n_layer x n_embd_per_layer
     // embeddings (read by rows), their projection from the embedding

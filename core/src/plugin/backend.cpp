@@ -264,6 +264,7 @@ Expected<void> Backend::attention_cells(const ferrox_attention_cells_desc& desc,
 
 bool Backend::takes_attention_softcap() const { return FERROX_ABI_MINOR(raw_->abi_version) >= 4; }
 bool Backend::takes_attention_sinks() const { return FERROX_ABI_MINOR(raw_->abi_version) >= 5; }
+bool Backend::takes_attention_lookahead() const { return FERROX_ABI_MINOR(raw_->abi_version) >= 7; }
 
 std::string Backend::abi_version_text() const {
     return fmt::format("{}.{}", FERROX_ABI_MAJOR(raw_->abi_version),

@@ -24,13 +24,22 @@ uint32_t first_visible(const ferrox_attention_desc& d, uint32_t row) {
     return d.window && pos + 1 > d.window ? pos + 1 - d.window : 0;
 }
 
+// ... and the last: its own position, or up to `lookahead` further (ABI 1.7,
+// non-causal), never past the call's last row. `lookahead` is 0 for a
+// descriptor too short to hold it.
+uint32_t last_visible(const ferrox_attention_desc& d, uint32_t lookahead, uint32_t row) {
+    const uint32_t pos = d.pos0 + row, end = d.pos0 + d.n_query - 1;
+    return end - pos > lookahead ? pos + lookahead : end;
+}
+
 // Decode is one query row and few KV heads: too few tasks for the pool. Then
 // each row's positions are split into contiguous parts, merged afterwards.
-uint32_t splits_for(const ferrox_attention_desc& d, unsigned threads) {
+uint32_t splits_for(const ferrox_attention_desc& d, uint32_t lookahead, unsigned threads) {
     const uint64_t tasks = uint64_t{d.n_query} * d.n_head_kv;
     if (threads < 2 || tasks >= 2ull * threads) return 1;
-    const uint32_t last_row = d.n_query - 1;
-    const uint32_t longest = d.pos0 + last_row - first_visible(d, last_row) + 1;
+    uint32_t longest = 0;  // one row when tasks are few: the widest span of the first and last
+    for (const uint32_t row : {0u, d.n_query - 1})
+        longest = std::max(longest, last_visible(d, lookahead, row) - first_visible(d, row) + 1);
     return std::clamp<uint32_t>(longest / kMinSplitPositions, 1, 2 * threads);
 }
 
@@ -92,6 +101,11 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
     const float* const sinks =
         desc.struct_size >= offsetof(ferrox_attention_desc, sinks) + sizeof desc.sinks ? desc.sinks
                                                                                        : nullptr;
+    // ABI 1.7; a shorter descriptor attends causally.
+    const uint32_t lookahead =
+        desc.struct_size >= offsetof(ferrox_attention_desc, lookahead) + sizeof desc.lookahead
+            ? desc.lookahead
+            : 0;
     if (!desc.q || !desc.keys || !desc.values || !desc.out) {
         *error = "attention: null q, keys, values or out";
         return false;
@@ -117,7 +131,7 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
     const Geometry g{desc.n_head / desc.n_head_kv, size_t{desc.n_head_kv} * desc.head_dim_k,
                      size_t{desc.n_head_kv} * desc.head_dim_v,
                      size_t{desc.n_head} * desc.head_dim_k, size_t{desc.n_head} * desc.head_dim_v};
-    const uint32_t splits = splits_for(desc, pool.size());
+    const uint32_t splits = splits_for(desc, lookahead, pool.size());
     const uint64_t units = uint64_t{desc.n_query} * desc.n_head_kv;  // (row, KV head) pairs
     // Sinks join each head's softmax denominator once, so even an unsplit
     // row goes through the merge, which adds them.
@@ -147,7 +161,7 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
             const auto row = static_cast<uint32_t>(unit / desc.n_head_kv);
             const auto kv_head = static_cast<uint32_t>(unit % desc.n_head_kv);
             const uint32_t first = first_visible(desc, row);
-            const uint32_t span = desc.pos0 + row - first + 1;
+            const uint32_t span = last_visible(desc, lookahead, row) - first + 1;
             const uint32_t from = first + static_cast<uint32_t>(uint64_t{span} * part / splits);
             const uint32_t to = first + static_cast<uint32_t>(uint64_t{span} * (part + 1) / splits);
             const size_t slot = (unit * splits + part) * g.group;

@@ -183,6 +183,15 @@ struct ArchSpec {
     // softmax over them gives the scores, as llama.cpp's build_pooling does
     // for qwen3.
     bool rank_head = false;
+    // Non-causal (bidirectional) attention whatever attention.causal says,
+    // as llama.cpp sets it for the architecture (gemma-embedding); with a
+    // window, a symmetric one. The model gives pooled output only.
+    bool non_causal = false;
+    // dense_2.weight / dense_3.weight: sentence-transformers' projections of
+    // the pooled vector (n_embd -> dense_2_feat_out -> n_embd), where the
+    // file has them; applied before normalising, as llama.cpp's
+    // build_dense_out (gemma-embedding).
+    bool dense_projections = false;
     std::span<const GatingShape> sigmoid_gating_shapes = {};
     // Gated DeltaNet layers between the full-attention ones (qwen35): the
     // ssm.* keys and full_attention_interval, each recurrent layer's

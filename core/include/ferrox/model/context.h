@@ -111,6 +111,13 @@ class FERROX_API Context {
     // llama.cpp does for qwen3 (ArchSpec::rank_head); empty for a model
     // without a head or a row of another length.
     std::vector<float> rank_scores(std::span<const float> pooled) const;
+    // sentence-transformers' dense projections of a pooled row (gemma-
+    // embedding's dense_2 then dense_3, where the file has them), in place;
+    // the row is left as it is for a model without them.
+    void project_pooled(std::vector<float>& pooled) const;
+    // False for a non-causal model (an embedding encoder: each sequence is
+    // decoded whole by decode_embeddings; decode refuses it).
+    bool causal() const;
 
     // Sequence operations (the seq id is checked: >= sequences() is an error).
     // Positions [p0, p1) of `seq`; p1 < 0: to the end; seq < 0: every sequence.

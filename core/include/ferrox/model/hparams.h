@@ -172,6 +172,17 @@ struct Hparams {
     // An embedding model's pooling (Mean, Cls or Last), a reranker's (Rank);
     // None for a decoder.
     Pooling pooling = Pooling::None;
+    // Attention sees every position of the row's sequence, later ones too
+    // (`<arch>.attention.causal` false, or a row that is non-causal:
+    // embedding encoders). Such a model gives pooled output only; each
+    // sequence is decoded whole, in one batch. A non-causal window is
+    // symmetric: position p sees [p - w/2, p + w/2] (llama.cpp's
+    // LLAMA_SWA_TYPE_SYMMETRIC).
+    bool causal = true;
+    // Sentence-transformers' dense projections after the pooling
+    // (ArchSpec::dense_projections): dense_2.weight maps n_embd to
+    // dense_feat values, dense_3.weight maps them back; 0: none.
+    uint32_t dense_feat = 0;
     // A rank head's outputs (ArchSpec::rank_head): the entries of
     // `<arch>.classifier.output_labels`, 1 where the file has none (llama.cpp's n_cls_out).
     uint32_t n_cls_out = 1;
@@ -203,6 +214,17 @@ struct Hparams {
     uint32_t kv_layer(uint32_t il) const {
         if (il < kv_layers()) return il;
         return kv_layers() - (is_local_layer(il) ? 2 : 1);
+    }
+    // The positions a row at p sees through a global (local false) or
+    // sliding-window layer's attention: [p - behind + 1, p + ahead], behind
+    // 0 from the sequence's start, ahead UINT32_MAX to its end.
+    uint32_t attention_behind(bool local) const {
+        if (!local || sliding_window == 0) return 0;
+        return causal ? sliding_window : sliding_window / 2 + 1;
+    }
+    uint32_t attention_ahead(bool local) const {
+        if (causal) return 0;
+        return local && sliding_window ? sliding_window / 2 : UINT32_MAX;
     }
     // True when layer `il` attends through the sliding window with the local rope base.
     bool is_local_layer(uint32_t il) const {

@@ -64,6 +64,7 @@ enum class Extent : uint8_t {
     // Per-layer embeddings (gemma4 E2B/E4B):
     PerLayer,     // embedding_length_per_layer_input
     PerLayerAll,  // embedding_length_per_layer_input x block_count
+    DenseFeat,    // dense_2_feat_out (sentence-transformers' projections, gemma-embedding)
 };
 
 // What a tensor's presence rests on besides the row.
