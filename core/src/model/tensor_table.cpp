@@ -262,7 +262,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         if (spec.expert_selection_bias != TensorUse::Absent)
             t.push_back(layer_vector("exp_probs_b.bias", E::Experts, &LW::selection_bias,
                                      spec.expert_selection_bias, experts_when));
-        if (spec.shared_experts)
+        if (spec.shared_experts || spec.shared_expert_gate)
             for (auto [name, rows, cols, slot] :
                  {std::tuple{"ffn_gate_shexp.weight", E::FfShared, E::Embd, &LW::gate_shexp},
                   std::tuple{"ffn_up_shexp.weight", E::FfShared, E::Embd, &LW::up_shexp},
@@ -270,6 +270,13 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                 t.push_back(layer_matrix(name, rows, cols, slot));
                 t.back().rule.when = TensorWhen::SharedExperts;
             }
+        // The shared expert's gate: one row of n_embd (a vector in the file),
+        // a product like the router's so that it runs where x lives.
+        if (spec.shared_expert_gate) {
+            t.push_back(
+                layer_matrix("ffn_gate_inp_shexp.weight", E::One, E::Embd, &LW::gate_inp_shexp));
+            t.back().rule.when = TensorWhen::SharedExperts;
+        }
     }
     if (spec.delta_net_layers) delta_net_tensors(t);
     if (spec.per_layer_geometry_keys) {
@@ -408,7 +415,7 @@ uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
         case E::RopePairs:
             return hp.n_rot / 2;
         case E::FfShared:
-            return uint64_t{hp.n_ff_expert} * hp.n_expert_shared;
+            return hp.n_ff_shared;
         case E::TwoEmbd:
             return 2 * uint64_t{hp.n_embd};
         case E::QLora:
@@ -467,7 +474,7 @@ bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
         case TensorWhen::Experts:
             return hp.expert_layer(il);
         case TensorWhen::SharedExperts:
-            return hp.expert_layer(il) && hp.n_expert_shared > 0;
+            return hp.expert_layer(il) && hp.n_ff_shared > 0;
         case TensorWhen::NextN:
             return il >= hp.n_layer;
         case TensorWhen::QLowRank:

@@ -156,6 +156,10 @@ struct ArchSpec {
     // expert_feed_forward_length wide) run on every row of an expert layer
     // and join the routed experts' sum.
     bool shared_experts = false;
+    // One shared expert whose output is weighed per row by
+    // sigmoid(ffn_gate_inp_shexp . x) before it joins the routed experts'
+    // sum, expert_shared_feed_forward_length wide (qwen35moe).
+    bool shared_expert_gate = false;
     // exp_probs_b.bias: a per-expert bias added to the gate's probabilities to
     // choose the experts (not to weigh them): required (glm4moe) or where a
     // file has it (deepseek2: V3 has it, V2 not).
