@@ -262,6 +262,20 @@ HYBRID_MOE = {
 # what a pass that ignored the gate's logits would compute.
 HYBRID_MOE["qwen35moe-shexp-gate-fault"] = ("qwen35moe", "qwen2", {**HYBRID_MOE["qwen35moe"][2], "seed": 3401,
                                                                    "fault": "shexp_gate"})
+#   qwen3next: Qwen3-Next's layout, 5 blocks (the fifth an MTP block): RRRG by
+#           full_attention_interval, plain NeoX RoPE over 16 of 32 dims (no sections), the value
+#           heads grouped by key head (4 over 2: heads 0-1 read key head 0) and beta/alpha in one
+#           ssm_ba per key head; qwen35moe's experts and gated shared expert.
+HYBRID_MOE["qwen3next"] = ("qwen3next", "qwen2", {"tied": False, "qk_norm": True, "n_layer": 5, "nextn": 1,
+                                                  "n_rot": HEAD_DIM // 2, "moe": True, "n_expert": 8, "shexp": 96,
+                                                  "delta": {"kernel": 4, "state": 32, "v_heads": 4, "k_heads": 2,
+                                                            "interval": 4}})
+# A fault for the parity test to catch: tiny-qwen3next's weights (same seed) with ssm_ba's rows
+# rearranged so that llama.cpp, reading them per key head, takes as betas and alphas the two
+# halves of the original rows -- what a pass that did not take the per-key-head layout apart
+# would compute on tiny-qwen3next.
+HYBRID_MOE["qwen3next-ba-fault"] = ("qwen3next", "qwen2", {**HYBRID_MOE["qwen3next"][2], "seed": 3403,
+                                                           "fault": "ba_order"})
 
 
 # The DeepSeek V3 family through deepseek2 (seeds from 3100): tiny-deepseek2's latent attention
@@ -411,8 +425,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     only where the variant has them), the optional ones its options ask for."""
     name = rule["name"]
     if rule["when"] in ("attention_layer", "recurrent_layer"):  # qwen35's layer kinds
-        d = opt["delta"]
-        recurrent = il is not None and (d["layers"][il] if "layers" in d else (il + 1) % d["interval"] != 0)
+        d, n_run = opt["delta"], opt.get("n_layer", N_LAYER) - opt.get("nextn", 0)  # NextN blocks attend
+        recurrent = il is not None and il < n_run and (d["layers"][il] if "layers" in d else (il + 1) % d["interval"] != 0)
         if recurrent != (rule["when"] == "recurrent_layer"):
             return False
         if recurrent:
@@ -484,6 +498,14 @@ class Values:
             data = np.concatenate([matrix(rng, rows, cols) for rows in self.rows(rule, dims)])
             if short == "attn_q.weight" and self.opt.get("fault") == "gate":  # rows [q | gate] per head
                 data.reshape(N_HEAD, 2, -1, cols)[:, 1] = 0.0
+            if short == "ssm_ba.weight" and self.opt.get("fault") == "ba_order":
+                d = self.opt["delta"]
+                vh, per_key = d["v_heads"], d["v_heads"] // d["k_heads"]
+                faulty = np.empty_like(data)
+                for h in range(vh):  # key head g's rows: its betas, then its alphas
+                    g, j = divmod(h, per_key)
+                    faulty[2 * g * per_key + j], faulty[2 * g * per_key + per_key + j] = data[h], data[vh + h]
+                data = faulty
             if short == "ffn_gate_inp.weight":
                 w.add_tensor(name, data)
             elif short == "ffn_gate_inp_shexp.weight":  # a vector of n_embd in the files, F32

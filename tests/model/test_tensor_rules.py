@@ -48,14 +48,11 @@ ALLOWED = {
     "deepseek2": {"blk.{bid}.nextn.eh_proj", "blk.{bid}.nextn.embed_tokens", "blk.{bid}.nextn.enorm",
                   "blk.{bid}.nextn.hnorm", "blk.{bid}.nextn.shared_head_head",
                   "blk.{bid}.nextn.shared_head_norm"},
-    # llama.cpp 0.3.36's qwen35 and qwen35moe loaders read the MTP block's NextN tensors
-    # (load_block_mtp); gguf-py lists them from its 0.3.36 sdist on.
-    "qwen35": {"blk.{bid}.nextn.eh_proj", "blk.{bid}.nextn.embed_tokens", "blk.{bid}.nextn.enorm",
-               "blk.{bid}.nextn.hnorm", "blk.{bid}.nextn.shared_head_head",
-               "blk.{bid}.nextn.shared_head_norm"},
-    "qwen35moe": {"blk.{bid}.nextn.eh_proj", "blk.{bid}.nextn.embed_tokens", "blk.{bid}.nextn.enorm",
-                  "blk.{bid}.nextn.hnorm", "blk.{bid}.nextn.shared_head_head",
-                  "blk.{bid}.nextn.shared_head_norm"},
+    # llama.cpp 0.3.36's qwen35, qwen35moe and qwen3next loaders read the MTP block's NextN
+    # tensors (load_block_mtp); gguf-py lists them from its 0.3.36 sdist on.
+    **{arch: {"blk.{bid}.nextn.eh_proj", "blk.{bid}.nextn.embed_tokens", "blk.{bid}.nextn.enorm",
+              "blk.{bid}.nextn.hnorm", "blk.{bid}.nextn.shared_head_head",
+              "blk.{bid}.nextn.shared_head_norm"} for arch in ("qwen35", "qwen35moe", "qwen3next")},
 }
 
 
@@ -77,6 +74,9 @@ UNBOUND = {
     # Gemma 4's experts (26B-A4B): their files are refused by key first (expert_count).
     # The converter's optional fused experts (--fuse-gate-up-exps): not bound, refused by name.
     "qwen35moe": {"blk.{bid}.ffn_gate_up_exps"},
+    # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
+    # which the current converter writes as attn_qkv and attn_gate.
+    "qwen3next": {"blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ssm_in"},
     "gemma4": {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ffn_down_exps",
                "blk.{bid}.pre_ffw_norm_2", "blk.{bid}.post_ffw_norm_1", "blk.{bid}.post_ffw_norm_2"},
 }

@@ -189,6 +189,18 @@ constexpr ArchSpec kArchitectures[] = {
      .nextn_layers = true,
      .delta_net_layers = true,
      .gated_attention = true},
+    // Qwen3-Next: qwen35moe's layers with plain NeoX RoPE (no sections),
+    // value heads grouped by key head and beta/alpha in one projection.
+    {.name = "qwen3next",
+     .qk_norm = QkNorm::PerHead,
+     .moe = true,
+     .partial_rotary = true,
+     .ffn_norm_tensor = "post_attention_norm.weight",
+     .shared_expert_gate = true,
+     .nextn_layers = true,
+     .delta_net_layers = true,
+     .gated_attention = true,
+     .delta_net_grouped = true},
 };
 
 }  // namespace

@@ -87,7 +87,7 @@ void mla_tensors(std::vector<TensorBinding>& t) {
 // tensors hold for the full-attention layers only, and each recurrent layer
 // has its own. attn_qkv there is the convolution's input, so the attention
 // layers take q, k and v unfused.
-void delta_net_tensors(std::vector<TensorBinding>& t) {
+void delta_net_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
     std::erase_if(t, [](const TensorBinding& b) { return b.rule.name == "attn_qkv.weight"; });
     for (TensorBinding& b : t) {
         if (b.rule.fused_into == "attn_qkv.weight") b.rule.fused_into = {};
@@ -106,8 +106,17 @@ void delta_net_tensors(std::vector<TensorBinding>& t) {
                            TensorWhen::Always, E::SsmConvDim));
     recurrent(layer_vector("ssm_dt.bias", E::SsmVHeads, &LW::ssm_dt_bias));
     recurrent(layer_vector("ssm_a", E::SsmVHeads, &LW::ssm_a));
-    recurrent(layer_matrix("ssm_beta.weight", E::SsmVHeads, E::Embd, &LW::ssm_beta));
-    recurrent(layer_matrix("ssm_alpha.weight", E::SsmVHeads, E::Embd, &LW::ssm_alpha));
+    if (spec.delta_net_grouped) {
+        // qwen3next: one tensor, per key head its value heads' betas then
+        // alphas; bound as two views of vh rows each, which the delta rule
+        // takes back apart per row (delta_net.cpp).
+        recurrent(layer_fused("ssm_ba.weight", TensorUse::Required,
+                              {{{"ssm_beta.weight", E::SsmVHeads}, &LW::ssm_beta},
+                               {{"ssm_alpha.weight", E::SsmVHeads}, &LW::ssm_alpha}}));
+    } else {
+        recurrent(layer_matrix("ssm_beta.weight", E::SsmVHeads, E::Embd, &LW::ssm_beta));
+        recurrent(layer_matrix("ssm_alpha.weight", E::SsmVHeads, E::Embd, &LW::ssm_alpha));
+    }
     recurrent(layer_vector("ssm_norm.weight", E::SsmHeadDim, &LW::ssm_norm));
     recurrent(layer_matrix("ssm_out.weight", E::Embd, E::SsmInner, &LW::ssm_out));
 }
@@ -278,7 +287,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             t.back().rule.when = TensorWhen::SharedExperts;
         }
     }
-    if (spec.delta_net_layers) delta_net_tensors(t);
+    if (spec.delta_net_layers) delta_net_tensors(t, spec);
     if (spec.per_layer_geometry_keys) {
         // gemma4 E2B/E4B: each layer's gate from the residual stream, the
         // projection of the gated per-layer input back to it, and its norm.

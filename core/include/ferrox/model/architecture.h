@@ -197,6 +197,12 @@ struct ArchSpec {
     // attn_q.weight holds per head q then a gate: the attention output is
     // multiplied by sigmoid(gate) before attn_output (qwen35).
     bool gated_attention = false;
+    // Qwen3-Next's delta-net layout (qwen3next): consecutive value heads share
+    // a key head (value head h reads key head h / (value heads / key heads),
+    // where qwen35's converter tiles them: h mod key heads), and beta and
+    // alpha come from one ssm_ba.weight whose rows are, per key head,
+    // its value heads' betas then their alphas.
+    bool delta_net_grouped = false;
 };
 
 // Whether expert weights are renormalised where expert_weights_norm is
