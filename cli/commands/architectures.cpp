@@ -73,7 +73,8 @@ std::string presence(const TensorRule& r) {
     if (r.when == model::TensorWhen::Experts)
         s += " on layers with experts (expert_count, past the leading dense layers)";
     if (r.when == model::TensorWhen::SharedExperts)
-        s += " on layers with experts when the file has expert_shared_count";
+        s += " on layers with experts when the file has shared experts (expert_shared_count, "
+             "or the gated one's width)";
     if (r.when == model::TensorWhen::NextN)
         s += " on NextN blocks (the last nextn_predict_layers; kept, not run)";
     if (r.when == model::TensorWhen::QLowRank) s += " when attention.q_lora_rank > 0";
@@ -105,7 +106,8 @@ std::string key_text(const model::KeyRule& k) {
 // The row's layer kinds in words: one kind, or the rule that mixes them.
 std::string layer_pattern(const model::ArchSpec& spec) {
     if (spec.delta_net_layers)
-        return "every full_attention_interval-th layer (else 4th) attends over the KV cache; the "
+        return "the layers attention.recurrent_layers lists false, else every "
+               "full_attention_interval-th layer (else 4th), attend over the KV cache; the "
                "others are Gated DeltaNet layers with a per-sequence state";
     return "every layer attends over the KV cache";
 }

@@ -9,6 +9,7 @@
 #include "ferrox/model/architecture.h"
 #include "ferrox/model/capacity.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/model/hparams_summary.h"
 #include "ferrox/model/rope_tables.h"
 #include "tiny_gguf.h"
 
@@ -1166,4 +1167,90 @@ TEST_CASE("gemma4's sliding layers have their own head size and KV heads, each r
     CHECK(wide_hp->layer_n_ff(0) == 128);
     CHECK(wide_hp->layer_n_ff(5) == 256);
     CHECK(wide_hp->n_ff == 256);
+}
+
+namespace {
+
+// Qwen3.6-35B-A3B's key layout, shaped small: 4 blocks run and an MTP block,
+// the recurrent layers listed as current converters write them, 8 experts of
+// 32 and a gated shared expert of 48.
+TinyGguf qwen35moe_like() {
+    TinyGguf g = llama_like("qwen35moe");
+    g.without("qwen35moe.block_count")
+        .u32("qwen35moe.block_count", 5)
+        .u32("qwen35moe.nextn_predict_layers", 1)
+        .u32("qwen35moe.attention.key_length", 16)
+        .u32("qwen35moe.attention.value_length", 16)
+        .u32("qwen35moe.rope.dimension_count", 8)
+        .i32_array("qwen35moe.rope.dimension_sections", {2, 1, 1, 0})
+        .u32("qwen35moe.ssm.conv_kernel", 4)
+        .u32("qwen35moe.ssm.state_size", 16)
+        .u32("qwen35moe.ssm.inner_size", 64)
+        .u32("qwen35moe.ssm.time_step_rank", 4)
+        .u32("qwen35moe.ssm.group_count", 2)
+        .u32("qwen35moe.full_attention_interval", 4)
+        .bool_array("qwen35moe.attention.recurrent_layers", {true, false, true, true, false})
+        .u32("qwen35moe.expert_count", 8)
+        .u32("qwen35moe.expert_used_count", 2)
+        .u32("qwen35moe.expert_feed_forward_length", 32)
+        .u32("qwen35moe.expert_shared_feed_forward_length", 48);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "qwen35moe: listed recurrent layers, the MTP block kept, the gated shared expert's width") {
+    auto file = qwen35moe_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->n_layer == 4);  // the MTP block is kept, not run
+    CHECK(hp->n_layer_nextn == 1);
+    // The list wins over full_attention_interval's pattern (RRRG), as in llama.cpp.
+    CHECK(model::layer_pattern(*hp) == "RGRR");
+    CHECK(hp->full_attention_interval == 0);
+    CHECK(hp->n_ff_shared == 48);
+    CHECK(hp->n_expert_shared == 0);
+    CHECK(hp->expert_weights_norm);  // softmax, renormalised top k (llama.cpp's norm_w)
+    CHECK(hp->moe_gating == model::MoeGating::Softmax);
+
+    // Without the list: full_attention_interval's pattern.
+    auto interval = qwen35moe_like().without("qwen35moe.attention.recurrent_layers").parse();
+    REQUIRE(interval);
+    auto hi = model::read_hparams(*interval);
+    REQUIRE(hi);
+    CHECK(model::layer_pattern(*hi) == "RRRG");
+    // Without expert_shared_feed_forward_length: feed_forward_length, llama.cpp's fallback.
+    auto fallback = qwen35moe_like().without("qwen35moe.expert_shared_feed_forward_length").parse();
+    REQUIRE(fallback);
+    auto hf = model::read_hparams(*fallback);
+    REQUIRE(hf);
+    CHECK(hf->n_ff_shared == 128);
+
+    const auto refused_by = [](TinyGguf g, const std::string& key, const std::string& why) {
+        auto f = g.parse();
+        REQUIRE(f);
+        auto r = model::read_hparams(*f);
+        REQUIRE_FALSE(r);
+        CHECK_THAT(r.error().message(), Catch::Contains(key) && Catch::Contains(why));
+    };
+    const std::string list = "qwen35moe.attention.recurrent_layers";
+    // One entry per block (the MTP block's included), the MTP block never recurrent, bools.
+    refused_by(qwen35moe_like().without(list).bool_array(list, {true, false, true, true}), list,
+               "4 values for block_count 5");
+    refused_by(qwen35moe_like().without(list).bool_array(list, {true, false, true, true, true}),
+               list, "NextN block");
+    refused_by(qwen35moe_like().without(list).i32_array(list, {1, 0, 1, 1, 0}), list,
+               "ARRAY of BOOL");
+    // No width for the shared expert at all.
+    refused_by(qwen35moe_like()
+                   .without("qwen35moe.expert_shared_feed_forward_length")
+                   .without("qwen35moe.feed_forward_length"),
+               "qwen35moe.feed_forward_length", "missing");
+    refused_by(qwen35moe_like()
+                   .without("qwen35moe.expert_shared_feed_forward_length")
+                   .without("qwen35moe.feed_forward_length")
+                   .u32("qwen35moe.feed_forward_length", 0),
+               "qwen35moe.feed_forward_length", "width");
 }

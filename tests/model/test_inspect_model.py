@@ -97,9 +97,14 @@ def expected_pattern(arch: str, reader, n_layer: int) -> str:
         else:
             local = bool(window) and period > 0 and il % period < period - 1
         c = "L" if local else "G"
-        # Recurrent (Gated DeltaNet) layers: all but every full_attention_interval-th (qwen35).
+        # Recurrent (Gated DeltaNet) layers: as attention.recurrent_layers lists them, else
+        # all but every full_attention_interval-th (qwen35, qwen35moe).
+        listed = field(reader, f"{arch}.attention.recurrent_layers")
         interval = field(reader, f"{arch}.full_attention_interval")
-        if field(reader, f"{arch}.ssm.conv_kernel") and (il + 1) % (interval or 4) != 0:
+        if listed is not None:
+            if listed[il]:
+                c = "R"
+        elif field(reader, f"{arch}.ssm.conv_kernel") and (il + 1) % (interval or 4) != 0:
             c = "R"
         step = NO_ROPE_STEP.get(arch, 0)
         if step and (il + 1) % step == 0:

@@ -386,6 +386,50 @@ def test_tiny_qwen35_wrong_gate_is_caught():
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
+def test_tiny_qwen35moe_matches_llama_cpp():
+    """Qwen3.5 / Qwen3.6 MoE (issue 35): qwen35's Gated DeltaNet and gated attention layers,
+    listed per layer (attention.recurrent_layers, RGRR, against full_attention_interval's
+    pattern), 8 experts (softmax, renormalised top 2) and one shared expert weighed per row by
+    sigmoid(ffn_gate_inp_shexp . x), and an MTP block kept and not run."""
+    path = tiny_model("qwen35moe")
+    check(compare(path, tiny_prompt(), "tiny qwen35moe"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_qwen35moe_wrong_shared_expert_gate_is_caught():
+    """The fault the qwen35moe parity must catch: llama.cpp on tiny-qwen35moe's weights with
+    the shared expert's gate zeroed (every row takes half its output) against ferrox on
+    tiny-qwen35moe fails the parity bound."""
+    path, faulty = tiny_model("qwen35moe"), tiny_model("qwen35moe-shexp-gate-fault")
+    ref = LlamaReference(faulty)
+    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
+    want = ref.logits(seq)
+    got = ferrox_logits(path, seq, want.shape[1])
+    nmse = nmse_rows(got, want)
+    print(f"\ntiny qwen35moe against its shared-gate fault: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
+def test_tiny_qwen3next_matches_llama_cpp():
+    """Qwen3-Next (issue 35): qwen35moe's layers with plain NeoX RoPE, value heads grouped by
+    key head (4 over 2) and beta/alpha from one ssm_ba per key head; an MTP block kept."""
+    path = tiny_model("qwen3next")
+    check(compare(path, tiny_prompt(), "tiny qwen3next"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_qwen3next_wrong_beta_alpha_layout_is_caught():
+    """The fault the qwen3next parity must catch: llama.cpp on tiny-qwen3next's weights with
+    ssm_ba's rows rearranged so that it reads the original rows' halves as betas and alphas
+    (a pass that skipped the per-key-head layout) against ferrox on tiny-qwen3next."""
+    path, faulty = tiny_model("qwen3next"), tiny_model("qwen3next-ba-fault")
+    ref = LlamaReference(faulty)
+    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
+    want = ref.logits(seq)
+    got = ferrox_logits(path, seq, want.shape[1])
+    nmse = nmse_rows(got, want)
+    print(f"\ntiny qwen3next against its ssm_ba layout fault: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
 def qwen35_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
     """Qwen3.5 in float64 numpy from the gguf package's dequantized weights, written from
     llama.cpp's graph (src/models/qwen35.cpp, delta-net-base.cpp): Gated DeltaNet layers

@@ -166,12 +166,14 @@ constexpr ArchSpec kArchitectures[] = {
     // layer (full_attention_interval); the attention layers gate their output
     // by sigmoid(a second half of q per head), norm q and k per head and
     // rotate a NeoX prefix (multi-section RoPE, NeoX for text); the FFN's
-    // norm is named post_attention_norm.
+    // norm is named post_attention_norm; the MTP block at the end (a
+    // full-attention layer with NextN's tensors) kept, not run.
     {.name = "qwen35",
      .qk_norm = QkNorm::PerHead,
      .rope_sections = true,
      .partial_rotary = true,
      .ffn_norm_tensor = "post_attention_norm.weight",
+     .nextn_layers = true,
      .delta_net_layers = true,
      .gated_attention = true},
     // EmbeddingGemma: gemma3's layers attending both ways (the local layers
@@ -189,6 +191,31 @@ constexpr ArchSpec kArchitectures[] = {
      .partial_rotary = true,
      .non_causal = true,
      .dense_projections = true},
+    // Qwen3.5 / Qwen3.6 MoE: qwen35's layers with experts (a softmax gate,
+    // the top k renormalised) and one shared expert weighed by a sigmoid
+    // gate of its own; the MTP block at the end kept, not run.
+    {.name = "qwen35moe",
+     .qk_norm = QkNorm::PerHead,
+     .moe = true,
+     .rope_sections = true,
+     .partial_rotary = true,
+     .ffn_norm_tensor = "post_attention_norm.weight",
+     .shared_expert_gate = true,
+     .nextn_layers = true,
+     .delta_net_layers = true,
+     .gated_attention = true},
+    // Qwen3-Next: qwen35moe's layers with plain NeoX RoPE (no sections),
+    // value heads grouped by key head and beta/alpha in one projection.
+    {.name = "qwen3next",
+     .qk_norm = QkNorm::PerHead,
+     .moe = true,
+     .partial_rotary = true,
+     .ffn_norm_tensor = "post_attention_norm.weight",
+     .shared_expert_gate = true,
+     .nextn_layers = true,
+     .delta_net_layers = true,
+     .gated_attention = true,
+     .delta_net_grouped = true},
 };
 
 }  // namespace

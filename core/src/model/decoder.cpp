@@ -19,7 +19,7 @@ namespace {
 // dense FFN's, or the shared experts' (glm4moe).
 uint64_t ffn_width(const Hparams& hp) {
     // n_ff: the widest layer's, where layers differ (gemma4).
-    return std::max<uint64_t>({hp.n_ff, uint64_t{hp.n_ff_expert} * hp.n_expert_shared, 1});
+    return std::max<uint64_t>({hp.n_ff, hp.n_ff_shared, 1});
 }
 
 // Per position: gated attention's q with gates, and a Gated DeltaNet
@@ -90,7 +90,8 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.expert_gate, hp.n_ff_expert);
     carve(s.expert_up, hp.n_ff_expert);
     carve(s.expert_down, hp.n_embd);
-    carve(s.shared, hp.n_expert_shared > 0 ? b * hp.n_embd : 0);
+    carve(s.shared, hp.n_ff_shared > 0 ? b * hp.n_embd : 0);
+    carve(s.shared_gate, hp.arch && hp.arch->shared_expert_gate ? b : 0);
     const uint64_t ple = uint64_t{hp.n_embd_per_layer} * hp.n_layer;
     carve(s.ple, b * ple);
     carve(s.ple_tok, b * ple);
@@ -114,6 +115,7 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     router_scores.assign((size_t{max_batch} + 1) * hp.n_expert, 0);  // + one row of weights
     expert_order.assign(hp.n_expert, 0);
     selection.assign(hp.n_expert, 0);
+    shared_gate.assign(hp.arch && hp.arch->shared_expert_gate ? max_batch : 0, 0);
     group_scores.assign(hp.n_expert_groups, 0);
     group_order.assign(hp.n_expert_groups, 0);
     if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
@@ -451,18 +453,28 @@ void Decoder::route(Activations& a, std::span<float> logits, std::span<float> we
         for (uint32_t j = 0; j < k; ++j) weights[j] *= hp_.expert_weights_scale;
 }
 
-// The shared experts (glm4moe): one SwiGLU FFN over every row, into s.shared,
-// then added to the routed experts' sum in s.ffn, as llama.cpp adds them.
+// The shared experts (glm4moe, qwen35moe): one SwiGLU FFN over every row,
+// into s.shared, then added to the routed experts' sum in s.ffn, as llama.cpp
+// adds them -- weighed per row by sigmoid(ffn_gate_inp_shexp . x) where the
+// row has that gate (its logits downloaded with the layer's router scores'
+// round trip, the weights applied as the routed experts' are).
 void Decoder::shared_experts(StickySteps& st, Activations& a, const LayerWeights& L,
                              uint32_t n) const {
     Scratch& s = a.s;
     const uint32_t d = hp_.n_embd;
-    const uint64_t width = uint64_t{hp_.n_ff_expert} * hp_.n_expert_shared;
     st.project(*L.gate_shexp, "ffn_gate_shexp", s.xn, n, s.gate);
     st.project(*L.up_shexp, "ffn_up_shexp", s.xn, n, s.up);
-    st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * width);
+    st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * hp_.n_ff_shared);
     st.project(*L.down_shexp, "ffn_down_shexp", s.gate, n, s.shared);
-    st.add(roles::kMoeCombine, s.ffn, s.shared, n, d, d, 1.0f);
+    if (!L.gate_inp_shexp) return st.add(roles::kMoeCombine, s.ffn, s.shared, n, d, d, 1.0f);
+    st.project(*L.gate_inp_shexp, "ffn_gate_inp_shexp", s.xn, n, s.shared_gate);
+    st.download(s.shared_gate, {a.shared_gate.data(), n});
+    if (st.failed()) return;  // no gate logits to weigh by
+    for (uint32_t i = 0; i < n; ++i) {
+        const float gate = 1.0f / (1.0f + std::exp(-a.shared_gate[i]));  // as ggml_sigmoid
+        st.add(roles::kMoeCombine, s.ffn.at(uint64_t{i} * d), s.shared.at(uint64_t{i} * d), 1, d, 0,
+               gate);
+    }
 }
 
 // The router logits of all n positions in one product and one download

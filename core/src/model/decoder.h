@@ -25,7 +25,8 @@ namespace ferrox::model {
 // of one allocation: no allocation per token, on the host or on a device.
 struct Scratch {
     Act x, xn, router, expert_gate, expert_up, expert_down, logits;
-    Act shared;  // the shared experts' output, added to the routed experts' sum
+    Act shared;       // the shared experts' output, added to the routed experts' sum
+    Act shared_gate;  // qwen35moe: the shared expert's gate logit per row
     // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
     // live at the same time, so the two blocks share one region.
     Act q, k, v, att, o, gate, up, ffn;
@@ -146,7 +147,8 @@ struct Activations {
     // Per-layer embeddings' token rows as uploaded ([layer][row][width]), and
     // one token's row as read.
     std::vector<float> ple_tok, ple_row;
-    std::vector<float> selection;  // one row's expert scores plus the selection bias
+    std::vector<float> selection;    // one row's expert scores plus the selection bias
+    std::vector<float> shared_gate;  // the shared expert's gate logits, downloaded
     std::vector<uint32_t> expert_order;
     std::vector<float> group_scores;  // group-limited routing: one score per group
     std::vector<uint32_t> group_order;

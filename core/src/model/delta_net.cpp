@@ -67,10 +67,13 @@ void delta_token(const Hparams& hp, const LayerWeights& L, std::span<float> conv
         l2_norm(k + uint64_t{h} * S, S, hp.rms_eps);
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+    const bool grouped = hp.arch->delta_net_grouped;
     for (uint32_t h = 0; h < vh; ++h) {
-        // Value head h reads key head h mod kh (llama.cpp tiles the key heads).
-        const float* qh = q + uint64_t{h % kh} * S;
-        const float* kk = k + uint64_t{h % kh} * S;
+        // Value head h reads key head h mod kh (qwen35's files tile the key
+        // heads), or h / (vh / kh) where consecutive value heads share one (qwen3next).
+        const uint32_t key_head = grouped ? h / (vh / kh) : h % kh;
+        const float* qh = q + uint64_t{key_head} * S;
+        const float* kk = k + uint64_t{key_head} * S;
         const float* vv = v + uint64_t{h} * S;
         const float decay =
             std::exp(softplus(in.alpha[h] + L.ssm_dt_bias[h]) * L.ssm_a[h]);  // ssm_a = -exp(A)
@@ -90,6 +93,22 @@ void delta_token(const Hparams& hp, const LayerWeights& L, std::span<float> conv
         const float inv = 1.0f / std::sqrt(static_cast<float>(ms / S) + hp.rms_eps);
         const float* z = in.z + uint64_t{h} * S;
         for (uint32_t j = 0; j < S; ++j) o[j] = o[j] * inv * L.ssm_norm[j] * silu(z[j]);
+    }
+}
+
+// qwen3next's ssm_ba rows, bound as two halves: row r's halves
+// together are, per key head g, its r_k value heads' betas then their alphas.
+// Rewritten in place into betas and alphas by value head; `tmp` holds 2 vh floats.
+void ungroup_beta_alpha(const Hparams& hp, float* beta, float* alpha, uint32_t n, float* tmp) {
+    const uint32_t vh = hp.ssm_v_heads, per_key = vh / hp.ssm_k_heads;
+    for (uint64_t r = 0; r < n; ++r) {
+        std::copy_n(beta + r * vh, vh, tmp);
+        std::copy_n(alpha + r * vh, vh, tmp + vh);
+        for (uint32_t h = 0; h < vh; ++h) {
+            const uint32_t g = h / per_key, j = h % per_key;
+            beta[r * vh + h] = tmp[2 * g * per_key + j];
+            alpha[r * vh + h] = tmp[2 * g * per_key + per_key + j];
+        }
     }
 }
 
@@ -146,6 +165,7 @@ void Decoder::recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, 
     st.download(s.dn_beta, {beta, n * vh});
     st.download(s.dn_alpha, {alpha, n * vh});
     if (st.failed()) return;
+    if (hp_.arch->delta_net_grouped) ungroup_beta_alpha(hp_, beta, alpha, n, out);
     const std::span<const uint32_t> seqs = kv.row_sequences();
     if (seqs.size() < n) return st.fail(make_error("a recurrent layer without sequence states"));
     for (uint32_t r0 = 0; r0 < n;) {

@@ -720,6 +720,29 @@ Expected<void> read_shared_experts(const gguf::File& file, const Keys& k, Hparam
         return refuse(
             file, k.key("expert_shared_count"),
             fmt::format("{} is more than expert_count ({})", hp.n_expert_shared, hp.n_expert));
+    hp.n_ff_shared = uint64_t{hp.n_ff_expert} * hp.n_expert_shared;
+    return {};
+}
+
+// One shared expert with a gate of its own (qwen35moe): as wide as
+// expert_shared_feed_forward_length or, where that is absent or 0,
+// feed_forward_length (llama.cpp's fallback). Bounded here, before it sizes
+// the shared FFN's activations; binding then checks it against
+// ffn_*_shexp's shapes and names the tensor that disagrees.
+Expected<void> read_gated_shared_expert(const gguf::File& file, const Keys& k, Hparams& hp) {
+    uint32_t width = 0;
+    FERROX_READ(width, k.u32_or("expert_shared_feed_forward_length", 0));
+    const char* key = "expert_shared_feed_forward_length";
+    if (width == 0) {
+        key = "feed_forward_length";
+        FERROX_READ(width, k.u32(key));
+    }
+    // Released models: 512 (Qwen3.5-35B-A3B) to a few thousand.
+    constexpr uint32_t kMaxWidth = 1u << 20;
+    if (width == 0 || width > kMaxWidth)
+        return refuse(file, k.key(key),
+                      fmt::format("{} is not a shared expert's width in 1..{}", width, kMaxWidth));
+    hp.n_ff_shared = width;
     return {};
 }
 
@@ -799,6 +822,8 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
         if (auto r = read_expert_groups(file, k, hp); !r) return r;
     if (spec.shared_experts)
         if (auto r = read_shared_experts(file, k, hp); !r) return r;
+    if (spec.shared_expert_gate)
+        if (auto r = read_gated_shared_expert(file, k, hp); !r) return r;
     if (spec.leading_dense_layers) return read_leading_dense(file, k, hp);
     return {};
 }
@@ -817,6 +842,34 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
     }
     FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
     return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
+}
+
+// Which layers are recurrent as the file lists them (attention.recurrent_layers,
+// what current converters write from the config's layer_types): one bool per
+// block, NextN blocks included (llama.cpp reads block_count entries), which
+// must be false there -- a NextN block is a full-attention block.
+Expected<void> read_recurrent_layers(const gguf::File& file, const Keys& k, Hparams& hp) {
+    const std::string key = k.key("attention.recurrent_layers");
+    const auto* array = std::get_if<gguf::Array>(k.value("attention.recurrent_layers"));
+    if (!array || array->element_type() != gguf::ValueType::Bool)
+        return refuse(file, key, "is not an ARRAY of BOOL (one per block)");
+    const uint64_t blocks = uint64_t{hp.n_layer} + hp.n_layer_nextn;
+    if (array->size() != blocks)
+        return refuse(file, key,
+                      fmt::format("holds {} values for block_count {}", array->size(), blocks));
+    hp.recurrent_layers.resize(hp.n_layer);
+    for (uint32_t il = 0; il < blocks; ++il) {
+        const bool recurrent = std::get<bool>(array->at(il));
+        if (il < hp.n_layer) {
+            hp.recurrent_layers[il] = recurrent;
+        } else if (recurrent) {
+            return refuse(file, key,
+                          fmt::format("marks block {} recurrent, but it is a NextN block "
+                                      "(nextn_predict_layers), which attends",
+                                      il));
+        }
+    }
+    return {};
 }
 
 // Gated DeltaNet layers (qwen35): the ssm.* shape and which layers attend.
@@ -856,15 +909,16 @@ Expected<void> read_delta_net(const gguf::File& file, const Keys& k, Hparams& hp
                       fmt::format("{} differs from attention.key_length {}: the gate on each "
                                   "head's output needs one head size",
                                   hp.head_dim_v, hp.head_dim_k));
-    if (k.has("attention.recurrent_layers"))
-        return refuse(file, k.key("attention.recurrent_layers"),
-                      "a per-layer list of recurrent layers is not implemented "
-                      "(full_attention_interval is)");
+    if (k.has("attention.recurrent_layers")) return read_recurrent_layers(file, k, hp);
     FERROX_READ(hp.full_attention_interval, k.u32_or("full_attention_interval", 4));
     if (hp.full_attention_interval == 0 || hp.full_attention_interval > hp.n_layer)
         return refuse(file, k.key("full_attention_interval"),
                       fmt::format("{} is not in 1..block_count ({})", hp.full_attention_interval,
                                   hp.n_layer));
+    // llama.cpp's rule: every full_attention_interval-th layer attends.
+    hp.recurrent_layers.resize(hp.n_layer);
+    for (uint32_t il = 0; il < hp.n_layer; ++il)
+        hp.recurrent_layers[il] = (il + 1) % hp.full_attention_interval != 0;
     return {};
 }
 

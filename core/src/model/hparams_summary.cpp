@@ -118,7 +118,9 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("mla_head_dim_v", hp.mla_head_v);
     }
     if (hp.arch->attention_sinks) add("attention_sinks", true);
-    if (hp.full_attention_interval) {  // Gated DeltaNet layers (qwen35)
+    if (hp.ssm_conv_kernel) {  // Gated DeltaNet layers (qwen35, qwen35moe)
+        // 0: the file lists its recurrent layers (attention.recurrent_layers);
+        // layer_pattern shows them either way.
         add("full_attention_interval", hp.full_attention_interval);
         add("ssm_conv_kernel", hp.ssm_conv_kernel);
         add("ssm_state_size", hp.ssm_state);
@@ -145,6 +147,10 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         }
         if (hp.expert_weights_scale != 1.0f) add("expert_weights_scale", hp.expert_weights_scale);
         if (hp.n_expert_shared) add("shared_experts", hp.n_expert_shared);
+        if (hp.arch->shared_expert_gate) {
+            add("shared_expert_ffn_length", hp.n_ff_shared);
+            add("shared_expert_gate", "sigmoid");
+        }
         if (hp.n_layer_dense_lead) {
             add("leading_dense_layers", hp.n_layer_dense_lead);
             add("ffn_length", hp.n_ff);

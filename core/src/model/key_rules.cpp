@@ -121,8 +121,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         for (const char* ssm : {"ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
                                 "ssm.time_step_rank", "ssm.group_count"})
             k.push_back({ssm, R, {}, {}});
-        k.push_back({"attention.recurrent_layers", X, "absent (full_attention_interval)", {}});
-        k.push_back({"full_attention_interval", O, "4", {}});
+        k.push_back({"attention.recurrent_layers", O, "full_attention_interval's pattern", {}});
+        k.push_back({"full_attention_interval", O, "4", "without attention.recurrent_layers"});
     }
     if (spec.dense_projections)  // sentence-transformers' projections after the pooling
         for (const char* dense :
@@ -156,6 +156,11 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
             k.push_back({"expert_group_used_count", O, "0 (no groups)", experts});
         }
         if (spec.shared_experts) k.push_back({"expert_shared_count", R, {}, experts});
+        if (spec.shared_expert_gate) {
+            k.push_back({"expert_shared_feed_forward_length", O, "feed_forward_length", experts});
+            k.push_back(
+                {"feed_forward_length", R, {}, "without expert_shared_feed_forward_length"});
+        }
         if (spec.leading_dense_layers) {
             k.push_back({"leading_dense_block_count", O, "0", {}});
             k.push_back(

@@ -87,7 +87,7 @@ void mla_tensors(std::vector<TensorBinding>& t) {
 // tensors hold for the full-attention layers only, and each recurrent layer
 // has its own. attn_qkv there is the convolution's input, so the attention
 // layers take q, k and v unfused.
-void delta_net_tensors(std::vector<TensorBinding>& t) {
+void delta_net_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
     std::erase_if(t, [](const TensorBinding& b) { return b.rule.name == "attn_qkv.weight"; });
     for (TensorBinding& b : t) {
         if (b.rule.fused_into == "attn_qkv.weight") b.rule.fused_into = {};
@@ -106,8 +106,17 @@ void delta_net_tensors(std::vector<TensorBinding>& t) {
                            TensorWhen::Always, E::SsmConvDim));
     recurrent(layer_vector("ssm_dt.bias", E::SsmVHeads, &LW::ssm_dt_bias));
     recurrent(layer_vector("ssm_a", E::SsmVHeads, &LW::ssm_a));
-    recurrent(layer_matrix("ssm_beta.weight", E::SsmVHeads, E::Embd, &LW::ssm_beta));
-    recurrent(layer_matrix("ssm_alpha.weight", E::SsmVHeads, E::Embd, &LW::ssm_alpha));
+    if (spec.delta_net_grouped) {
+        // qwen3next: one tensor, per key head its value heads' betas then
+        // alphas; bound as two views of vh rows each, which the delta rule
+        // takes back apart per row (delta_net.cpp).
+        recurrent(layer_fused("ssm_ba.weight", TensorUse::Required,
+                              {{{"ssm_beta.weight", E::SsmVHeads}, &LW::ssm_beta},
+                               {{"ssm_alpha.weight", E::SsmVHeads}, &LW::ssm_alpha}}));
+    } else {
+        recurrent(layer_matrix("ssm_beta.weight", E::SsmVHeads, E::Embd, &LW::ssm_beta));
+        recurrent(layer_matrix("ssm_alpha.weight", E::SsmVHeads, E::Embd, &LW::ssm_alpha));
+    }
     recurrent(layer_vector("ssm_norm.weight", E::SsmHeadDim, &LW::ssm_norm));
     recurrent(layer_matrix("ssm_out.weight", E::Embd, E::SsmInner, &LW::ssm_out));
 }
@@ -273,7 +282,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         if (spec.expert_selection_bias != TensorUse::Absent)
             t.push_back(layer_vector("exp_probs_b.bias", E::Experts, &LW::selection_bias,
                                      spec.expert_selection_bias, experts_when));
-        if (spec.shared_experts)
+        if (spec.shared_experts || spec.shared_expert_gate)
             for (auto [name, rows, cols, slot] :
                  {std::tuple{"ffn_gate_shexp.weight", E::FfShared, E::Embd, &LW::gate_shexp},
                   std::tuple{"ffn_up_shexp.weight", E::FfShared, E::Embd, &LW::up_shexp},
@@ -281,8 +290,15 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                 t.push_back(layer_matrix(name, rows, cols, slot));
                 t.back().rule.when = TensorWhen::SharedExperts;
             }
+        // The shared expert's gate: one row of n_embd (a vector in the file),
+        // a product like the router's so that it runs where x lives.
+        if (spec.shared_expert_gate) {
+            t.push_back(
+                layer_matrix("ffn_gate_inp_shexp.weight", E::One, E::Embd, &LW::gate_inp_shexp));
+            t.back().rule.when = TensorWhen::SharedExperts;
+        }
     }
-    if (spec.delta_net_layers) delta_net_tensors(t);
+    if (spec.delta_net_layers) delta_net_tensors(t, spec);
     if (spec.per_layer_geometry_keys) {
         // gemma4 E2B/E4B: each layer's gate from the residual stream, the
         // projection of the gated per-layer input back to it, and its norm.
@@ -421,7 +437,7 @@ uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
         case E::RopePairs:
             return hp.n_rot / 2;
         case E::FfShared:
-            return uint64_t{hp.n_ff_expert} * hp.n_expert_shared;
+            return hp.n_ff_shared;
         case E::TwoEmbd:
             return 2 * uint64_t{hp.n_embd};
         case E::QLora:
@@ -482,7 +498,7 @@ bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
         case TensorWhen::Experts:
             return hp.expert_layer(il);
         case TensorWhen::SharedExperts:
-            return hp.expert_layer(il) && hp.n_expert_shared > 0;
+            return hp.expert_layer(il) && hp.n_ff_shared > 0;
         case TensorWhen::NextN:
             return il >= hp.n_layer;
         case TensorWhen::QLowRank:

@@ -142,7 +142,9 @@ Expected<WeightMatrix> bind_matrix(const gguf::File& file, const std::string& na
                                    uint64_t cols) {
     const gguf::Tensor* t = file.find_tensor(name);
     if (!t) return make_error("{}: tensor '{}' is missing", file.path().string(), name);
-    if (t->shape().size() != 2 || t->row_length() != cols || t->row_count() != rows)
+    // A one-row matrix may be stored as a vector (qwen35moe's ffn_gate_inp_shexp).
+    const bool dims_ok = t->shape().size() == 2 || (rows == 1 && t->shape().size() == 1);
+    if (!dims_ok || t->row_length() != cols || t->row_count() != rows)
         return make_error("{}: tensor '{}' has shape [{}], expected [{}, {}]", file.path().string(),
                           name, fmt::join(t->shape(), ", "), cols, rows);
     return WeightMatrix::borrowed(name, t->kind(), rows, cols, t->data(), t->mapping());

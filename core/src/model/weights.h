@@ -33,6 +33,8 @@ struct LayerWeights {
     // [n_expert], and the shared experts run on every row.
     std::vector<float> selection_bias;
     std::optional<WeightMatrix> gate_shexp, up_shexp, down_shexp;
+    // qwen35moe: the shared expert's gate, one row [1 x n_embd].
+    std::optional<WeightMatrix> gate_inp_shexp;
     // A NextN block's own tensors (kept for speculative decoding, not run).
     std::optional<WeightMatrix> nextn_eh_proj, nextn_embed_tokens, nextn_shared_head;
     std::vector<float> nextn_enorm, nextn_hnorm, nextn_shared_head_norm;

@@ -156,6 +156,10 @@ struct ArchSpec {
     // expert_feed_forward_length wide) run on every row of an expert layer
     // and join the routed experts' sum.
     bool shared_experts = false;
+    // One shared expert whose output is weighed per row by
+    // sigmoid(ffn_gate_inp_shexp . x) before it joins the routed experts'
+    // sum, expert_shared_feed_forward_length wide (qwen35moe).
+    bool shared_expert_gate = false;
     // exp_probs_b.bias: a per-expert bias added to the gate's probabilities to
     // choose the experts (not to weigh them): required (glm4moe) or where a
     // file has it (deepseek2: V3 has it, V2 not).
@@ -202,6 +206,12 @@ struct ArchSpec {
     // attn_q.weight holds per head q then a gate: the attention output is
     // multiplied by sigmoid(gate) before attn_output (qwen35).
     bool gated_attention = false;
+    // Qwen3-Next's delta-net layout (qwen3next): consecutive value heads share
+    // a key head (value head h reads key head h / (value heads / key heads),
+    // where qwen35's converter tiles them: h mod key heads), and beta and
+    // alpha come from one ssm_ba.weight whose rows are, per key head,
+    // its value heads' betas then their alphas.
+    bool delta_net_grouped = false;
 };
 
 // Whether expert weights are renormalised where expert_weights_norm is

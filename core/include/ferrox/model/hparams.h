@@ -162,6 +162,10 @@ struct Hparams {
     // the leading layers with a dense FFN (glm4moe).
     float expert_weights_scale = 1.0f;
     uint32_t n_expert_shared = 0, n_layer_dense_lead = 0;
+    // The shared experts' FFN width, all of them together: expert_shared_count
+    // x n_ff_expert (glm4moe, deepseek2), or the one gated shared expert's
+    // expert_shared_feed_forward_length (qwen35moe); 0: none.
+    uint64_t n_ff_shared = 0;
     // NextN/MTP blocks after the n_layer the pass runs (block_count =
     // n_layer + n_layer_nextn): bound and kept for speculative decoding, not run.
     uint32_t n_layer_nextn = 0;
@@ -189,15 +193,19 @@ struct Hparams {
     // Gated DeltaNet layers (qwen35, ssm.* keys): the causal convolution's
     // width, the value width (v_heads x head dim), the head dim (state_size,
     // keys and values alike), the value heads (time_step_rank) and key heads
-    // (group_count). Every full_attention_interval-th layer attends over the
-    // KV cache, the others are recurrent; 0: no recurrent layer.
+    // (group_count). Which layers are recurrent comes from the file's
+    // attention.recurrent_layers (one bool per block) or, without it, every
+    // full_attention_interval-th layer attends over the KV cache and the
+    // others are recurrent (full_attention_interval 0: the list said).
     uint32_t ssm_conv_kernel = 0, ssm_inner = 0, ssm_state = 0, ssm_v_heads = 0, ssm_k_heads = 0;
     uint32_t full_attention_interval = 0;
+    // Per layer run, whether it is recurrent; empty: no recurrent layer.
+    std::vector<bool> recurrent_layers;
     // The convolution's channels: q and k of every key head, then the values.
     uint64_t ssm_conv_dim() const { return 2 * uint64_t{ssm_k_heads} * ssm_state + ssm_inner; }
-    // True when layer `il` is a recurrent (delta-net) layer.
+    // True when layer `il` is a recurrent (delta-net) layer (never a NextN block).
     bool is_recurrent(uint32_t il) const {
-        return full_attention_interval > 0 && (il + 1) % full_attention_interval != 0;
+        return il < recurrent_layers.size() && recurrent_layers[il];
     }
 
     // True when layer `il` runs experts (else a dense FFN).
