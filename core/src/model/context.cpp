@@ -972,8 +972,9 @@ Expected<std::vector<std::byte>> Context::seq_checkpoint(int32_t seq) const {
     if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r.error();
     const Impl& c = *impl_;
     if (c.states.empty())
-        return make_error("seq_checkpoint: the model has no recurrent layer (its KV cells roll "
-                          "back with seq_remove)");
+        return make_error(
+            "seq_checkpoint: the model has no recurrent layer (its KV cells roll "
+            "back with seq_remove)");
     const auto s = static_cast<uint32_t>(seq);
     int32_t positions = c.cells.max_pos(s) + 1;
     if (positions == 0) return make_error("seq_checkpoint: sequence {} holds no position", seq);

@@ -113,12 +113,12 @@ Expected<int32_t> read_checkpoint(std::span<const std::byte> bytes, uint64_t mod
     std::memcpy(&h, bytes.data(), sizeof h);
     if (std::memcmp(h.magic, "FXCK", 4) != 0 || h.version != kCheckpointVersion)
         return make_error("not a ferrox state checkpoint (version {})", kCheckpointVersion);
-    if (h.model != model)
-        return make_error("the checkpoint was taken on another loaded model");
+    if (h.model != model) return make_error("the checkpoint was taken on another loaded model");
     if (h.floats != state_floats || bytes.size() != checkpoint_bytes(state_floats))
         return make_error("the checkpoint holds {} bytes; this model's state needs {}",
                           bytes.size(), checkpoint_bytes(state_floats));
-    if (h.positions < 1) return make_error("the checkpoint's position {} is not positive", h.positions);
+    if (h.positions < 1)
+        return make_error("the checkpoint's position {} is not positive", h.positions);
     return h.positions;
 }
 
