@@ -151,7 +151,8 @@ void checkpoints(const PluginSet& plugins, const std::filesystem::path& path, st
     if (!made) return;
     Context& c = *made;
     check(c.checkpoint_bytes() > 0, "tiny-qwen35 has checkpoints");
-    std::uniform_int_distribution<int32_t> tok(0, int32_t(std::min<uint64_t>(l.model->vocab(), 30000)) - 1);
+    std::uniform_int_distribution<int32_t> tok(
+        0, int32_t(std::min<uint64_t>(l.model->vocab(), 30000)) - 1);
     Scenario s;
     s.prompt.resize(100);
     s.branch.resize(37);
@@ -170,9 +171,9 @@ void checkpoints(const PluginSet& plugins, const std::filesystem::path& path, st
     check(copied == rows, "a copy rewound to the checkpoint continues bit-identically");
 
     // The faults: the same comparison must fail.
-    for (const auto& [fault, name] : {std::pair{CheckpointFault::OneTokenLate, "one token late"},
-                                      std::pair{CheckpointFault::StateNotRestored,
-                                                "state not restored"}}) {
+    for (const auto& [fault, name] :
+         {std::pair{CheckpointFault::OneTokenLate, "one token late"},
+          std::pair{CheckpointFault::StateNotRestored, "state not restored"}}) {
         model::set_checkpoint_fault(fault);
         const size_t bad = resumed_rows(c, s, want, 0, 0);
         model::set_checkpoint_fault(CheckpointFault::None);
@@ -197,8 +198,8 @@ void checkpoints(const PluginSet& plugins, const std::filesystem::path& path, st
         if (twin_ctx) {
             (void)feed(*twin_ctx, 0, s.prompt, 0);
             auto foreign = twin_ctx->seq_rewind(0, *ckpt);
-            check(!foreign && foreign.error().message().find("another loaded model") !=
-                                  std::string::npos,
+            check(!foreign &&
+                      foreign.error().message().find("another loaded model") != std::string::npos,
                   "a checkpoint of another loaded model is refused: " +
                       (foreign ? std::string("accepted") : foreign.error().message()));
         }
