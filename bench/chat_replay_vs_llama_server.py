@@ -19,7 +19,7 @@ not in CI.
 
 Usage: bench/chat_replay_vs_llama_server.py [--model tiny-qwen35.gguf]
        [--ferrox build/ci/bin/ferrox] [--template Qwen-Qwen3-0.6B.jinja] [--turns 8]
-       [--seed 1] [--max-tokens 24] [--threads 2] [--ctx 8192] [--only ferrox|llama]
+       [--seed 1] [--max-tokens 24] [--threads 2] [--ctx 8192] [--edit] [--only ferrox|llama]
        [--llama-args "..."] [--json out.json]
 A tiny model (tiny-*.gguf, 256 training positions) is copied with its context_length
 set to --ctx first, and both engines read the copy.
@@ -79,7 +79,11 @@ def replay(server: Server, a, engine: str) -> list[dict]:
                  {"model": "m", "messages": history, "max_tokens": a.max_tokens, "temperature": 0,
                   "seed": 7})
         answer = r["choices"][0]["message"].get("content") or ""
-        history.append({"role": "assistant", "content": answer})
+        # --edit: the answer goes back changed at its end (as a client that trims it, or a
+        # template that drops a reasoning part, sends it), so the cache must be rolled
+        # back into the answer rather than only extended.
+        sent = answer[: len(answer) * 2 // 3] if a.edit else answer
+        history.append({"role": "assistant", "content": sent})
         usage = r.get("usage", {})
         if engine == "llama-server":
             t = r.get("timings", {})
@@ -104,6 +108,8 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=24)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ctx", type=int, default=8192)
+    p.add_argument("--edit", action="store_true",
+                   help="resend each answer cut to its first two thirds (a rollback into the cache)")
     p.add_argument("--only", choices=("ferrox", "llama"))
     p.add_argument("--llama-args", default="", help="more llama-server flags, space-separated")
     p.add_argument("--json", type=pathlib.Path)
@@ -135,7 +141,8 @@ def main() -> int:
             failed = True
         finally:
             server.stop()
-    print(f"\n{a.model.name}, {a.turns} turns, seed {a.seed}: prompt tokens computed per turn")
+    print(f"\n{a.model.name}, {a.turns} turns, seed {a.seed}{', answers resent cut' if a.edit else ''}: "
+          "prompt tokens computed per turn")
     print("| turn | prompt tokens | new | ferrox computed (cached) | llama-server computed (cached) |")
     print("|---:|---:|---:|---:|---:|")
     base = next(iter(results.values()), [])
