@@ -22,6 +22,14 @@ class ModelContext final : public DecodeContext {
         return bool(ctx_->seq_copy(src, dst, p0, p1));
     }
     bool can_roll_back() const override { return !ctx_->recurrent(); }
+    uint64_t checkpoint_bytes() const override { return ctx_->checkpoint_bytes(); }
+    std::vector<std::byte> checkpoint(int32_t seq) override {
+        auto bytes = ctx_->seq_checkpoint(seq);
+        return bytes ? std::move(*bytes) : std::vector<std::byte>{};
+    }
+    bool rewind(int32_t seq, std::span<const std::byte> checkpoint) override {
+        return bool(ctx_->seq_rewind(seq, checkpoint));
+    }
 
   private:
     std::unique_ptr<model::Context> ctx_;

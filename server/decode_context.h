@@ -5,9 +5,11 @@
 // vLLM tests its scheduler without a model runner.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "ferrox/model/context.h"
 
@@ -38,8 +40,16 @@ class DecodeContext {
     // False for a recurrent model (qwen35): its sequences' tails cannot be
     // removed, so no draft tokens are verified on it (a rejected draft could
     // not be taken back), and a prefix is shared only whole (seq_remove and
-    // seq_copy refuse the rest; the scheduler then starts the slot empty).
+    // seq_copy refuse the rest) or from a state checkpoint (rewind).
     virtual bool can_roll_back() const { return true; }
+    // A recurrent model's state checkpoints (server/state_checkpoints.h):
+    // one checkpoint's bytes (0: none, the model's cells roll back), one of
+    // `seq` as of its last position (empty on failure), and `seq` rewound
+    // to one -- its positions from the checkpoint's on dropped, its state
+    // the checkpoint's (false, nothing changed, when refused).
+    virtual uint64_t checkpoint_bytes() const { return 0; }
+    virtual std::vector<std::byte> checkpoint(int32_t) { return {}; }
+    virtual bool rewind(int32_t, std::span<const std::byte>) { return false; }
 };
 
 // The scheduler's view of a model context (which it then owns).

@@ -61,6 +61,18 @@ std::string Metrics::render(const LoadTotals* totals) const {
         "Draft tokens verified by n-gram speculation.", spec_drafted_tokens.load());
     one("ferrox:spec_decode_num_accepted_tokens_total", "counter",
         "Draft tokens that verification emitted.", spec_accepted_tokens.load());
+    one("ferrox:state_checkpoint_bytes", "gauge",
+        "Bytes the recurrent-state checkpoints of hybrid models hold (within "
+        "server.checkpoint_memory).",
+        checkpoint_bytes.load());
+    one("ferrox:state_checkpoints_taken_total", "counter",
+        "Recurrent-state checkpoints taken at prefill chunk ends.", checkpoints_taken.load());
+    one("ferrox:state_checkpoints_evicted_total", "counter",
+        "Recurrent-state checkpoints evicted, least recently used first, to stay within budget.",
+        checkpoints_evicted.load());
+    one("ferrox:state_checkpoint_resumes_total", "counter",
+        "Requests of a hybrid model that resumed from a recurrent-state checkpoint.",
+        checkpoint_resumes.load());
     one("ferrox:trace_spans_exported_total", "counter",
         "Trace spans the OTLP receiver took (docs/operations.md, \"Traces\").",
         traces.exported.load());

@@ -55,6 +55,9 @@ struct Metrics : LoadGauges {
     std::atomic<uint64_t> prefix_hits{0}, prefix_tokens{0};
     // N-gram speculation: draft tokens verified, and those emitted.
     std::atomic<uint64_t> spec_drafted_tokens{0}, spec_accepted_tokens{0};
+    // Recurrent-state checkpoints (server/state_checkpoints.h): held now, and counts.
+    std::atomic<int64_t> checkpoint_bytes{0};
+    std::atomic<uint64_t> checkpoints_taken{0}, checkpoints_evicted{0}, checkpoint_resumes{0};
     Histogram ttft, tpot, e2e;
     TraceCounters traces;
 

@@ -91,13 +91,29 @@ Scheduler::Scheduler(const Tokenizer& tokenizer, std::unique_ptr<DecodeContext> 
     slots_.resize(options_.sequences);
     for (uint32_t i = 0; i < options_.sequences; ++i) slots_[i].seq = static_cast<int32_t>(i);
     gauges_.kv_total = n_ctx_;
+    const uint64_t each = ctx_->checkpoint_bytes();
+    if (each > 0 && options_.checkpoint_memory > 0) {
+        checkpoints_ = std::make_unique<StateCheckpoints>(options_.checkpoint_memory, each);
+        logger().info(
+            "server: recurrent-state checkpoints of {} bytes at every {}-token chunk end, {} bytes "
+            "for all (server.checkpoint_memory): a prompt that extends a cached one resumes from "
+            "the last checkpoint inside it",
+            each, options_.prefill_chunk, options_.checkpoint_memory);
+    } else if (each > 0) {
+        logger().info(
+            "server: no recurrent-state checkpoints (server.checkpoint_memory 0): every prompt is "
+            "computed from its first token");
+    }
 }
 
 void Scheduler::start() {
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
 }
 
-Scheduler::~Scheduler() { stop(); }
+Scheduler::~Scheduler() {
+    stop();
+    metrics_.checkpoint_bytes -= published_checkpoint_bytes_;
+}
 
 Scheduler::Submitted Scheduler::submit(GenerationRequest request) {
     std::lock_guard lock(m_);
@@ -196,11 +212,19 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         const size_t most = (prompt.size() - 1) / chunk * chunk;
         Slot* best = nullptr;
         size_t reuse = 0;
+        const StateCheckpoints::Entry* resume = nullptr;  // the state `reuse` starts from
         for (Slot& s : slots_) {
             if (s.scope != job->request.cache_scope) continue;
-            const size_t l =
+            size_t l =
                 std::min({common_prefix(s.cached, prompt), s.canonical, most}) / chunk * chunk;
-            if (l > reuse) reuse = l, best = &s;
+            const StateCheckpoints::Entry* from = nullptr;
+            if (!ctx_->can_roll_back() && l < s.cached.size()) {
+                // A recurrent state went past l: only a checkpoint inside the
+                // shared prefix takes it back.
+                from = checkpoints_ ? checkpoints_->find(s.seq, prompt, l) : nullptr;
+                l = from ? from->tokens.size() : 0;
+            }
+            if (l > reuse) reuse = l, best = &s, resume = from;
         }
         Slot* target = nullptr;
         if (best && !best->job && reuse > 0) {
@@ -209,13 +233,25 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
             for (Slot& s : slots_)
                 if (!s.job && (!target || s.last_use < target->last_use)) target = &s;
         }
+        std::shared_ptr<const std::vector<std::byte>> state;
+        if (resume) {
+            state = resume->state;
+            checkpoints_->touch(resume);
+            ++metrics_.checkpoint_resumes;
+        }
         bool ok = true;
         if (target != best && reuse > 0) {
+            forget_checkpoints(*target, 0);
+            // With a checkpoint: the whole sequence shared, then rewound to it.
             ok = ctx_->seq_remove(target->seq, 0, -1) &&
-                 ctx_->seq_copy(best->seq, target->seq, 0, static_cast<int32_t>(reuse));
+                 (state ? ctx_->seq_copy(best->seq, target->seq, 0, -1) &&
+                              ctx_->rewind(target->seq, *state)
+                        : ctx_->seq_copy(best->seq, target->seq, 0, static_cast<int32_t>(reuse)));
             target->cached.assign(prompt.begin(), prompt.begin() + static_cast<long>(reuse));
+            if (ok && checkpoints_) checkpoints_->share(best->seq, target->seq, reuse);
         } else {
-            ok = ctx_->seq_remove(target->seq, static_cast<int32_t>(reuse), -1);
+            ok = state ? ctx_->rewind(target->seq, *state)
+                       : ctx_->seq_remove(target->seq, static_cast<int32_t>(reuse), -1);
             target->cached.resize(reuse);
         }
         target->canonical = reuse;
@@ -224,6 +260,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
             target->cached.clear();
             target->canonical = 0;
         }
+        forget_checkpoints(*target, target->cached.size());
         Slot& s = *target;
         s.scope = job->request.cache_scope;
         s.job = job;
@@ -269,6 +306,7 @@ void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool ke
         (void)ctx_->seq_remove(slot.seq, 0, -1);
         slot.cached.clear();
         slot.canonical = 0;
+        forget_checkpoints(slot, 0);
     }
     const std::shared_ptr<Job> job = std::move(slot.job);
     slot.job.reset();
@@ -325,7 +363,30 @@ FinishReason Scheduler::emit(Slot& slot, int32_t token, std::span<const float> l
     return step.finish;
 }
 
-void Scheduler::publish_usage() { gauges_.kv_used = ctx_->cells_used(); }
+void Scheduler::publish_usage() {
+    gauges_.kv_used = ctx_->cells_used();
+    if (!checkpoints_) return;
+    // Deltas: with many models, every scheduler adds its own to the sums.
+    const auto bytes = static_cast<int64_t>(checkpoints_->bytes());
+    metrics_.checkpoint_bytes += bytes - published_checkpoint_bytes_;
+    published_checkpoint_bytes_ = bytes;
+    metrics_.checkpoints_evicted += checkpoints_->evicted() - published_evictions_;
+    published_evictions_ = checkpoints_->evicted();
+}
+
+// The slot's recurrent state after its whole chunks so far, for a later
+// prompt that shares them (only where the budget has room for it).
+void Scheduler::keep_checkpoint(Slot& slot) {
+    if (!checkpoints_ || !checkpoints_->make_room(slot.cached.size())) return;
+    std::vector<std::byte> state = ctx_->checkpoint(slot.seq);
+    if (state.empty()) return;
+    checkpoints_->put(slot.seq, slot.cached, std::move(state));
+    ++metrics_.checkpoints_taken;
+}
+
+void Scheduler::forget_checkpoints(Slot& slot, size_t keep) {
+    if (checkpoints_) checkpoints_->drop_after(slot.seq, keep);
+}
 
 // Evicts the cells idle slots keep for prefix reuse (least recently used
 // first) until `batch` fits, then decodes it.
@@ -341,6 +402,7 @@ model::DecodeStatus Scheduler::decode_making_room(const model::Batch& batch) {
         (void)ctx_->seq_remove(s->seq, 0, -1);
         s->cached.clear();
         s->canonical = 0;
+        forget_checkpoints(*s, 0);
         if (ctx_->cells_free() >= batch.size()) break;
     }
     return ctx_->decode(batch);
@@ -527,7 +589,10 @@ size_t Scheduler::prefill_chunk_of(Slot& slot) {
     if (job.prefill_chunk_count++ < Job::kRecordedChunks)
         job.prefill_chunks.push_back({started, Clock::now(), static_cast<uint32_t>(to - from)});
     slot.cached.insert(slot.cached.end(), prompt.begin() + long(from), prompt.begin() + long(to));
-    if (to - from == chunk && to % chunk == 0) slot.canonical = to;
+    if (to - from == chunk && to % chunk == 0) {
+        slot.canonical = to;
+        keep_checkpoint(slot);
+    }
     if (to == prompt.size()) sample_slot(slot, ctx_->logits(static_cast<uint32_t>(to - from - 1)));
     return to - from;
 }

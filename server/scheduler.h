@@ -28,6 +28,7 @@
 #include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "metrics.h"
+#include "state_checkpoints.h"
 
 namespace ferrox::server {
 
@@ -117,6 +118,9 @@ struct SchedulerOptions {
     // Draft tokens a request verifies per step unless it names its own
     // (server.spec_draft_n_max); at most kMaxDraft.
     uint32_t draft_max = 0;
+    // A recurrent model's state checkpoints at chunk ends may take this many
+    // bytes together (server.checkpoint_memory; 0: none are kept).
+    uint64_t checkpoint_memory = 0;
     // Where the running, waiting and KV gauges go; null: the Metrics' own
     // (one model). Each model of a many-models server has its own; it must
     // outlive the scheduler.
@@ -178,6 +182,8 @@ class Scheduler {
     void sample_slot(Slot& slot, std::span<const float> logits);
     FinishReason emit(Slot& slot, int32_t token, std::span<const float> logits);
     void publish_usage();
+    void keep_checkpoint(Slot& slot);
+    void forget_checkpoints(Slot& slot, size_t keep);  // those past `keep` positions
 
     const Tokenizer& tok_;
     std::unique_ptr<DecodeContext> ctx_;
@@ -187,6 +193,9 @@ class Scheduler {
     uint32_t n_ctx_ = 0;
     std::vector<Slot> slots_;
     uint64_t use_clock_ = 0;
+    std::unique_ptr<StateCheckpoints> checkpoints_;  // a recurrent model's, when budgeted
+    int64_t published_checkpoint_bytes_ = 0;
+    uint64_t published_evictions_ = 0;
     uint64_t admit_clock_ = 0;  // orders idle slots for eviction, least recently used first
 
     std::mutex m_;

@@ -16,7 +16,10 @@ namespace {
 class EngineInstance final : public server::ModelInstance {
   public:
     const server::LoadedModel& api() const override { return served->api(); }
-    uint64_t bytes() const override { return engine->model().capacity().total_bytes; }
+    // The plan's total and, for a hybrid model, its state checkpoints' budget.
+    uint64_t bytes() const override {
+        return engine->model().capacity().total_bytes + checkpoint_memory;
+    }
     void begin_drain() override { served->begin_drain(); }
     const server::LoadGauges* gauges() const override { return &load; }
     bool wait_idle(server::Clock::time_point deadline) override {
@@ -25,6 +28,7 @@ class EngineInstance final : public server::ModelInstance {
 
     server::LoadGauges load;  // its scheduler's; declared first: freed after it
     std::unique_ptr<Engine> engine;
+    uint64_t checkpoint_memory = 0;       // server.checkpoint_memory when the model is hybrid
     std::unique_ptr<ServedModel> served;  // declared after the engine: freed first
 };
 
@@ -61,6 +65,8 @@ class EngineLoader final : public server::ModelLoader {
             make_served_model(*m->engine, settings.server, chat_template_, metrics_, &m->load);
         if (!served) return served.error();
         m->served = std::move(*served);
+        if (m->engine->model().recurrent())
+            m->checkpoint_memory = settings.server.checkpoint_memory;
         logger().info("serve: model '{}' loaded: {}; {}", spec.id,
                       m->engine->model().capacity().summary(), m->served->summary());
         return std::unique_ptr<server::ModelInstance>(std::move(m));

@@ -93,6 +93,7 @@ Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const 
     so.prefill_chunk = std::min(so.prefill_chunk, co.batch);  // a chunk is one decode
     so.max_queue = s.max_queue;
     so.draft_max = s.spec_draft_n_max;
+    so.checkpoint_memory = s.checkpoint_memory;
     so.gauges = gauges;
     served->scheduler_ = std::make_unique<server::Scheduler>(
         e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics);

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -97,14 +99,56 @@ class FakeContext final : public server::DecodeContext {
         return index < logits_.size() ? std::span<const float>(logits_[index])
                                       : std::span<const float>();
     }
+    // Recurrent mode (a hybrid model such as qwen35): a sequence's tail is
+    // not removed nor part of it copied (refused, as model::Context does);
+    // checkpoints name a position and a hash of the tokens before it, and a
+    // rewind to one checks the sequence still holds those tokens.
+    bool recurrent = false;
+    uint64_t checkpoint_size = 64;
+    bool can_roll_back() const override { return !recurrent; }
+    uint64_t checkpoint_bytes() const override { return recurrent ? checkpoint_size : 0; }
+    std::vector<std::byte> checkpoint(int32_t seq) override {
+        if (!recurrent) return {};
+        const std::vector<int32_t> h = history(seq, std::numeric_limits<int32_t>::max());
+        std::vector<std::byte> out(checkpoint_size);
+        const auto pos = int32_t(h.size());
+        const uint64_t hash = hash_of(h);
+        std::memcpy(out.data(), &pos, sizeof pos);
+        std::memcpy(out.data() + sizeof pos, &hash, sizeof hash);
+        return out;
+    }
+    bool rewind(int32_t seq, std::span<const std::byte> bytes) override {
+        if (!recurrent || bytes.size() != checkpoint_size) return false;
+        int32_t pos = 0;
+        uint64_t hash = 0;
+        std::memcpy(&pos, bytes.data(), sizeof pos);
+        std::memcpy(&hash, bytes.data() + sizeof pos, sizeof hash);
+        const std::vector<int32_t> h = history(seq, pos - 1);
+        if (int32_t(h.size()) != pos || hash_of(h) != hash) return false;
+        for (Cell& c : cells_)
+            if (c.pos >= pos) c.seqs.erase(seq);
+        ++rewinds;
+        return true;
+    }
+    size_t rewinds = 0;
+
     bool seq_remove(int32_t seq, int32_t p0, int32_t p1) override {
         if (seq < 0 || uint32_t(seq) >= n_seq_) return false;
+        if (recurrent) {  // nothing, or the whole sequence
+            const std::vector<int32_t> h = history(seq, std::numeric_limits<int32_t>::max());
+            const bool nothing = p0 >= int32_t(h.size());
+            if (!nothing && !(p0 <= 0 && p1 < 0)) return false;
+        }
         for (Cell& c : cells_)
             if (c.pos >= p0 && (p1 < 0 || c.pos < p1)) c.seqs.erase(seq);
         return true;
     }
     bool seq_copy(int32_t src, int32_t dst, int32_t p0, int32_t p1) override {
         if (src < 0 || dst < 0 || uint32_t(src) >= n_seq_ || uint32_t(dst) >= n_seq_) return false;
+        if (recurrent) {  // all of src's positions
+            const auto n = int32_t(history(src, std::numeric_limits<int32_t>::max()).size());
+            if (!(p0 <= 0 && (p1 < 0 || p1 >= n))) return false;
+        }
         for (Cell& c : cells_)
             if (c.seqs.count(src) && c.pos >= p0 && (p1 < 0 || c.pos < p1)) c.seqs.insert(dst);
         return true;
@@ -139,14 +183,24 @@ class FakeContext final : public server::DecodeContext {
         }
         return std::nullopt;
     }
-    // Runs after the batch's cells are placed: the row's sequence holds it.
-    std::vector<float> logits_for(int32_t seq, int32_t pos) const {
+    // The tokens `seq` holds at positions up to `pos`, in position order.
+    std::vector<int32_t> history(int32_t seq, int32_t pos) const {
         std::vector<std::pair<int32_t, int32_t>> held;  // (pos, token)
         for (const Cell& c : cells_)
             if (c.seqs.count(seq) && c.pos <= pos) held.emplace_back(c.pos, c.token);
         std::sort(held.begin(), held.end());
-        std::vector<int32_t> history;
-        for (const auto& [p, t] : held) history.push_back(t);
+        std::vector<int32_t> out;
+        for (const auto& [p, t] : held) out.push_back(t);
+        return out;
+    }
+    static uint64_t hash_of(const std::vector<int32_t>& tokens) {
+        uint64_t h = 1469598103934665603ull;
+        for (int32_t t : tokens) h = (h ^ uint32_t(t)) * 1099511628211ull;
+        return h;
+    }
+    // Runs after the batch's cells are placed: the row's sequence holds it.
+    std::vector<float> logits_for(int32_t seq, int32_t pos) const {
+        const std::vector<int32_t> history = this->history(seq, pos);
         const int32_t peak = next_token(history);
         std::mt19937_64 rng(uint64_t(peak) * 7919u + history.size());
         std::uniform_real_distribution<float> noise(-1.0f, 1.0f);

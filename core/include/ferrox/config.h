@@ -112,8 +112,10 @@ struct ServerConfig {
     uint32_t max_connections = 256;
     uint32_t max_client_connections = 32;
     bool insecure_open = false;
-    int32_t reasoning_budget = -1;      // a chat request's thinking budget when it names none
-    uint32_t spec_draft_n_max = 0;      // n-gram speculation's draft tokens per step; 0: off
+    int32_t reasoning_budget = -1;  // a chat request's thinking budget when it names none
+    uint32_t spec_draft_n_max = 0;  // n-gram speculation's draft tokens per step; 0: off
+    // What a hybrid model's recurrent-state checkpoints may take; 0: none are kept.
+    uint64_t checkpoint_memory = uint64_t{256} << 20;
     bool embedding_truncation = false;  // /v1/embeddings' `dimensions` may cut vectors
     std::string otlp_endpoint;          // OTLP/HTTP traces' base URL; empty: the OTEL_* variables
     std::string models_dir;             // many models: every .gguf file here (docs/server.md)

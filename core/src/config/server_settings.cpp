@@ -115,6 +115,20 @@ const std::array kSettings{
                     "sets speculative.n_max (docs/speculation.md); only in decode rows the batch "
                     "leaves free.",
                     0, 15, "0: no speculation")),
+    ServerSetting{"checkpoint_memory",
+                  "--checkpoint-memory",
+                  K::Bytes,
+                  &S::checkpoint_memory,
+                  "Memory a hybrid recurrent model's (qwen35) state checkpoints may take: one "
+                  "at each 128-token prefill chunk's end, least recently used evicted, so that a "
+                  "prompt extending a cached conversation resumes from the last one inside it "
+                  "(docs/models.md, \"Sequence state and checkpoints\"); 0: none, every prompt "
+                  "of a hybrid model is computed whole.",
+                  0,
+                  kTiB,
+                  {},
+                  {},
+                  true},
     ServerSetting{"embedding_truncation",
                   "--embedding-truncation",
                   K::Switch,

@@ -1,6 +1,7 @@
 #include "ferrox/model/context.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -1023,6 +1024,53 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
     for (uint32_t i = 0; i < h.n_cells; ++i)
         c.cells.occupy(cells[i], positions[i], uint64_t{1} << seq);
     if (rec_bytes) std::memcpy(c.states.current(static_cast<uint32_t>(seq)).data(), p, rec_bytes);
+    return {};
+}
+
+namespace {
+std::atomic<CheckpointFault> checkpoint_fault{CheckpointFault::None};
+}  // namespace
+
+void set_checkpoint_fault(CheckpointFault fault) { checkpoint_fault = fault; }
+
+uint64_t Context::checkpoint_bytes() const {
+    return impl_->states.empty() ? 0 : model::checkpoint_bytes(SeqStates::seq_floats(impl_->hp));
+}
+
+Expected<std::vector<std::byte>> Context::seq_checkpoint(int32_t seq) const {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r.error();
+    const Impl& c = *impl_;
+    if (c.states.empty())
+        return make_error(
+            "seq_checkpoint: the model has no recurrent layer (its KV cells roll "
+            "back with seq_remove)");
+    const auto s = static_cast<uint32_t>(seq);
+    int32_t positions = c.cells.max_pos(s) + 1;
+    if (positions == 0) return make_error("seq_checkpoint: sequence {} holds no position", seq);
+    if (checkpoint_fault == CheckpointFault::OneTokenLate) --positions;
+    return write_checkpoint(c.model.instance, positions, c.states.current(s));
+}
+
+Expected<void> Context::seq_rewind(int32_t seq, std::span<const std::byte> checkpoint) {
+    if (auto r = check_seq(seq, impl_->n_seq, false); !r) return r;
+    Impl& c = *impl_;
+    if (c.states.empty()) return make_error("seq_rewind: the model has no recurrent layer");
+    const uint64_t floats = SeqStates::seq_floats(c.hp);
+    auto positions = read_checkpoint(checkpoint, c.model.instance, floats);
+    if (!positions) return make_error("seq_rewind: {}", positions.error().message());
+    const auto s = static_cast<uint32_t>(seq);
+    const int32_t p = *positions;
+    // Positions are unique within a sequence: p cells at 0..p-1 are all of them.
+    std::vector<uint32_t> held;
+    c.cells.cells_of(s, 0, p - 1, held);
+    if (held.size() != static_cast<size_t>(p))
+        return make_error(
+            "seq_rewind: the checkpoint goes with positions 0..{}; sequence {} holds {} of them",
+            p - 1, seq, held.size());
+    c.cells.remove(s, p, -1);
+    if (checkpoint_fault != CheckpointFault::StateNotRestored)
+        std::memcpy(c.states.current(s).data(), checkpoint_state(checkpoint).data(),
+                    floats * sizeof(float));
     return {};
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <iterator>
 
 #include "ferrox/log.h"
@@ -13,6 +14,11 @@
 #include "seq_states.h"
 
 namespace ferrox::model {
+
+uint64_t next_model_instance() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 namespace {
 

@@ -19,6 +19,8 @@
 
 namespace ferrox::model {
 
+uint64_t next_model_instance();
+
 struct Model::Impl {
     const gguf::File& file;
     Dispatcher& dispatcher;
@@ -37,6 +39,10 @@ struct Model::Impl {
     std::vector<LayerConstants> consts;
     Act output_norm;
     RopeSpec rope[2];  // [global, local]: how a position becomes angles
+
+    // Unique among the models this process loaded: a recurrent-state
+    // checkpoint names it, so none is ever applied to another model.
+    const uint64_t instance = next_model_instance();
 
     Impl(const gguf::File& f, Dispatcher& d) : file(f), dispatcher(d) {}
 

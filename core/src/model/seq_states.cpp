@@ -1,6 +1,7 @@
 #include "seq_states.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace ferrox::model {
@@ -69,6 +70,60 @@ Expected<bool> recurrent_removal(uint32_t seq, int32_t min_pos, int32_t max_pos,
         "need it rolled back, which a recurrent model cannot do: clear the sequence (remove all "
         "its positions) and process its tokens again",
         seq, max_pos, p0, p1 < 0 ? std::string("end") : std::to_string(p1));
+}
+
+}  // namespace ferrox::model
+
+namespace ferrox::model {
+namespace {
+struct CheckpointHeader {
+    char magic[4];  // "FXCK"
+    uint32_t version;
+    uint64_t model;   // Model::Impl::instance
+    uint64_t floats;  // of the state that follows
+    int32_t positions, reserved;
+};
+constexpr uint32_t kCheckpointVersion = 1;
+}  // namespace
+
+uint64_t checkpoint_bytes(uint64_t state_floats) {
+    return sizeof(CheckpointHeader) + state_floats * sizeof(float);
+}
+
+std::vector<std::byte> write_checkpoint(uint64_t model, int32_t positions,
+                                        std::span<const float> state) {
+    CheckpointHeader h{};
+    std::memcpy(h.magic, "FXCK", 4);
+    h.version = kCheckpointVersion;
+    h.model = model;
+    h.floats = state.size();
+    h.positions = positions;
+    std::vector<std::byte> out(checkpoint_bytes(state.size()));
+    std::memcpy(out.data(), &h, sizeof h);
+    std::memcpy(out.data() + sizeof h, state.data(), state.size_bytes());
+    return out;
+}
+
+Expected<int32_t> read_checkpoint(std::span<const std::byte> bytes, uint64_t model,
+                                  uint64_t state_floats) {
+    CheckpointHeader h{};
+    if (bytes.size() < sizeof h)
+        return make_error("{} bytes is shorter than a checkpoint's {}-byte header", bytes.size(),
+                          sizeof h);
+    std::memcpy(&h, bytes.data(), sizeof h);
+    if (std::memcmp(h.magic, "FXCK", 4) != 0 || h.version != kCheckpointVersion)
+        return make_error("not a ferrox state checkpoint (version {})", kCheckpointVersion);
+    if (h.model != model) return make_error("the checkpoint was taken on another loaded model");
+    if (h.floats != state_floats || bytes.size() != checkpoint_bytes(state_floats))
+        return make_error("the checkpoint holds {} bytes; this model's state needs {}",
+                          bytes.size(), checkpoint_bytes(state_floats));
+    if (h.positions < 1)
+        return make_error("the checkpoint's position {} is not positive", h.positions);
+    return h.positions;
+}
+
+std::span<const std::byte> checkpoint_state(std::span<const std::byte> bytes) {
+    return bytes.subspan(sizeof(CheckpointHeader));
 }
 
 }  // namespace ferrox::model

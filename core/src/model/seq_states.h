@@ -5,6 +5,7 @@
 // the written copy current, so a failed decode leaves every state as it was.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -63,5 +64,21 @@ namespace ferrox::model {
 // cleared (true), or anything between, which is refused.
 Expected<bool> recurrent_removal(uint32_t seq, int32_t min_pos, int32_t max_pos, int32_t p0,
                                  int32_t p1);
+
+}  // namespace ferrox::model
+
+namespace ferrox::model {
+
+// A checkpoint of one sequence's recurrent state (Context::seq_checkpoint):
+// a header naming the loaded model and the positions the state has taken
+// in, then SeqStates::current()'s floats.
+uint64_t checkpoint_bytes(uint64_t state_floats);
+std::vector<std::byte> write_checkpoint(uint64_t model, int32_t positions,
+                                        std::span<const float> state);
+// The positions of a checkpoint for `model` holding `state_floats` floats
+// (at checkpoint_state(bytes)); anything else is refused, saying why.
+Expected<int32_t> read_checkpoint(std::span<const std::byte> bytes, uint64_t model,
+                                  uint64_t state_floats);
+std::span<const std::byte> checkpoint_state(std::span<const std::byte> bytes);
 
 }  // namespace ferrox::model

@@ -137,6 +137,23 @@ class FERROX_API Context {
     Expected<std::vector<std::byte>> seq_save(int32_t seq) const;
     Expected<void> seq_restore(int32_t seq, std::span<const std::byte> bytes);
 
+    // Checkpoints of a recurrent model's sequence state (docs/models.md,
+    // "Sequence state and checkpoints"). seq_checkpoint: `seq`'s recurrent
+    // state (every recurrent layer's convolution window and delta state) as
+    // it stands after its last position p - 1, tagged with p and this loaded
+    // model; checkpoint_bytes() long (0: the model has no recurrent layer,
+    // and seq_checkpoint refuses). seq_rewind puts one back: `seq` must hold
+    // every position 0..p-1 -- the cells whose K/V go with that state; the
+    // caller vouches that they hold the tokens the checkpoint was taken on --
+    // and then its positions from p on are dropped and its state is the
+    // checkpoint's, as if it had never gone past p: the one way to take back
+    // a recurrent sequence's tail. A checkpoint of another model (even one of
+    // the same shape), a truncated one, or a sequence lacking those positions
+    // is refused and nothing changes.
+    uint64_t checkpoint_bytes() const;
+    Expected<std::vector<std::byte>> seq_checkpoint(int32_t seq) const;
+    Expected<void> seq_rewind(int32_t seq, std::span<const std::byte> checkpoint);
+
     // The single-sequence form Model::forward uses: `batch` must be one
     // sequence; logits go to `out` (as many vocab rows as the batch wants,
     // in batch order) instead of the context's own buffer.
@@ -148,5 +165,12 @@ class FERROX_API Context {
     explicit Context(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// Test only: a fault the checkpoint tests must catch, process-wide; never
+// set outside them. OneTokenLate tags a checkpoint one position early (its
+// state went one token further than it says); StateNotRestored makes
+// seq_rewind drop the tail but keep the state it had.
+enum class CheckpointFault { None, OneTokenLate, StateNotRestored };
+FERROX_API void set_checkpoint_fault(CheckpointFault fault);
 
 }  // namespace ferrox::model
