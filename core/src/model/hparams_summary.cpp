@@ -144,6 +144,7 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         }
         if (hp.expert_weights_scale != 1.0f) add("expert_weights_scale", hp.expert_weights_scale);
         if (hp.n_expert_shared) add("shared_experts", hp.n_expert_shared);
+        if (hp.arch->dense_beside_experts) add("dense_ffn_beside_experts", true);
         if (hp.n_layer_dense_lead) {
             add("leading_dense_layers", hp.n_layer_dense_lead);
             add("ffn_length", hp.n_ff);
