@@ -68,11 +68,18 @@ Expected<std::vector<WeightMatrix>> bind_experts(const gguf::File& file, const s
     return views;
 }
 
-// The keys that sized an expert stack: a shape refusal names them.
+// The keys that sized an expert stack (not latent attention's per-head
+// stacks): a shape refusal names them.
 std::string expert_keys(const Hparams& hp) {
     if (hp.n_expert == 0) return {};
     return fmt::format(" ({0}.expert_count {1}, {0}.expert_feed_forward_length {2})", hp.arch_name,
                        hp.n_expert, hp.n_ff_expert);
+}
+
+// The keys that sized a layer tensor, for its shape refusal.
+std::string sizing_keys(const Hparams& hp, const TensorRule& rule, uint32_t il) {
+    const bool experts = rule.form == TensorForm::Experts && rule.stack == Extent::Experts;
+    return layer_geometry_keys(hp, il) + (experts ? expert_keys(hp) : std::string());
 }
 
 // A fused expert stack ([cols, sum of the parts' rows, n_expert]: gemma4's
@@ -261,12 +268,10 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         if (!t) t = file.find_tensor(bound_name);
         if (!t) return missing(file, bound_name, hp);
         if (auto r = std::visit(Binder{file, hp, mw, layer, rule, bound_name, *t, il}, b.slot); !r)
-            return layer ? Error(r.error().message() + layer_geometry_keys(hp, il) +
-                                 (rule.form == TensorForm::Experts ? expert_keys(hp) : ""))
-                         : r.error();
+            return layer ? Error(r.error().message() + sizing_keys(hp, rule, il)) : r.error();
         if (rule.n_parts > 0 && rule.form == TensorForm::Experts) {
             if (auto r = bind_expert_parts(file, name, *t, b, hp, il, *layer); !r)
-                return Error(r.error().message() + expert_keys(hp));
+                return Error(r.error().message() + sizing_keys(hp, rule, il));
         } else if (rule.n_parts > 0) {
             // Rows of several matrices in one tensor, bound as one view each:
             // each row is whole blocks, so a part is a subspan -- zero copy.
