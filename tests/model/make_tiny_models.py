@@ -315,6 +315,10 @@ GEMMA4_MOE = {
 # input scale at 1 -- what a pass that ignored ffn_gate_inp.scale would compute.
 GEMMA4_MOE["gemma4-moe-router-fault"] = ("gemma4", "llama-spm",
                                          {**GEMMA4_MOE["gemma4-moe"][2], "seed": 3600, "fault": "router_scale"})
+# The same layout with gate and up experts in tensors of their own (ffn_gate_exps, ffn_up_exps),
+# which llama.cpp's gemma4 loader takes where a file has no ffn_gate_up_exps; no down scales.
+GEMMA4_MOE["gemma4-moe-unfused"] = ("gemma4", "llama-spm",
+                                    {**GEMMA4_MOE["gemma4-moe"][2], "fused_experts": False, "down_scales": False})
 
 
 def layer_dims(dims: dict, opt: dict, il: int | None) -> dict:
