@@ -691,8 +691,9 @@ void recurrent_state(const model::Model& m, const std::string& name, std::mt1993
 constexpr double kGemmaBound = 5e-2;
 
 int main() {
-    const std::vector<std::filesystem::path> models = test::tiny_models(
-        {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gemma4-swa-heads", "gemma4-ple"});
+    const std::vector<std::filesystem::path> models =
+        test::tiny_models({"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gemma4-swa-heads",
+                           "gemma4-ple", "gemma4-moe"});
     const std::filesystem::path tiny = test::tiny_models_dir();
     const std::filesystem::path gemma = test::gemma_270m_path();
     const bool with_gemma = std::filesystem::exists(gemma);

@@ -347,6 +347,29 @@ EMBEDDING = {
 }
 EMBEDDING["gemma-embedding-nodense"] = ("gemma-embedding", "llama-spm",
                                         {**EMBEDDING["gemma-embedding"][2], "seed": 3500, "no_dense": True})
+# Gemma 4's experts (seeds from 3600).
+GEMMA4_MOE = {
+    # 26B-A4B's layers: every layer's experts beside its dense GeGLU FFN (8 experts of 64, 2
+    # chosen by a softmax and renormalised), the router reading rms_norm(x) / sqrt(n_embd) x
+    # ffn_gate_inp.scale (drawn in [0.2, 3] so that it changes which experts are chosen), gate
+    # and up experts fused into ffn_gate_up_exps as the converter writes them, a scalar per
+    # expert on its output (ffn_down_exps.scale), the branches' own norms; 4 layers, local,
+    # global, local, global.
+    "gemma4-moe": ("gemma4", "llama-spm", {"tied": True, "n_layer": 4, "post_norms": True, "window": 8,
+                                           "swa_layers": [True, False, True, False],
+                                           "full_head": {"head_dim": 2 * HEAD_DIM, "kv_heads": 1},
+                                           "moe": True, "n_expert": 8, "fused_experts": True,
+                                           "down_scales": True, "proportional_rope": 8,
+                                           "final_softcap": 5.0}),
+}
+# A fault for the parity test to catch: tiny-gemma4-moe's weights (same seed) with the router's
+# input scale at 1 -- what a pass that ignored ffn_gate_inp.scale would compute.
+GEMMA4_MOE["gemma4-moe-router-fault"] = ("gemma4", "llama-spm",
+                                         {**GEMMA4_MOE["gemma4-moe"][2], "seed": 3600, "fault": "router_scale"})
+# The same layout with gate and up experts in tensors of their own (ffn_gate_exps, ffn_up_exps),
+# which llama.cpp's gemma4 loader takes where a file has no ffn_gate_up_exps; no down scales.
+GEMMA4_MOE["gemma4-moe-unfused"] = ("gemma4", "llama-spm",
+                                    {**GEMMA4_MOE["gemma4-moe"][2], "fused_experts": False, "down_scales": False})
 
 
 def layer_dims(dims: dict, opt: dict, il: int | None) -> dict:
@@ -462,7 +485,13 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     if rule["when"] in ("q_low_rank", "q_direct"):
         return bool(opt["mla"].get("q_lora")) == (rule["when"] == "q_low_rank")
     if rule["when"] in ("dense", "experts"):
-        return expert_layer == (rule["when"] == "experts")
+        if expert_layer != (rule["when"] == "experts"):
+            return False
+        if "fused_into" in rule or name == "blk.N.ffn_gate_up_exps.weight":  # gemma4's fused experts
+            return bool(opt.get("fused_experts")) == ("fused_into" not in rule)
+        if rule["use"] == "optional" and name != "blk.N.exp_probs_b.bias":
+            return name == "blk.N.ffn_down_exps.scale" and bool(opt.get("down_scales"))
+        return True
     if rule["when"] == "shared_experts":
         return expert_layer and (opt.get("glm", {}).get("expert_shared_count", 0) > 0 or "shexp" in opt)
     if "fused_into" in rule:
@@ -530,8 +559,8 @@ class Values:
                 w.add_tensor(name, data.reshape(-1) * (0.0 if self.opt.get("fault") == "shexp_gate" else 1.0))
             else:
                 self.add_matrix(w, name, short, data, il)
-        elif rule["form"] == "experts":
-            cols, rows, n = (dims[d] for d in rule["shape"])
+        elif rule["form"] == "experts":  # a fused stack's rows are its parts' (gate, then up)
+            cols, rows, n = dims[rule["shape"][0]], sum(self.rows(rule, dims)), dims[rule["shape"][2]]
             stack = np.stack([matrix(rng, rows, cols) for _ in range(n)])
             add_quantized(w, name, stack, Q.MXFP4 if self.opt.get("oai") else Q.Q4_0)
         else:
@@ -553,6 +582,11 @@ class Values:
             return np.array([1.0] * k + [1e30] * (n - k), dtype=np.float32)
         if short == "layer_output_scale.weight":
             return rng.uniform(0.3, 1.2, size=1).astype(np.float32)
+        if short == "ffn_gate_inp.scale":
+            scale = rng.uniform(0.2, 3.0, size=n).astype(np.float32)
+            return np.ones_like(scale) if self.opt.get("fault") == "router_scale" else scale
+        if short == "ffn_down_exps.scale":
+            return rng.uniform(0.5, 2.0, size=n).astype(np.float32)
         if short == "rope_freqs.weight":
             rf = self.opt["rope_freqs"]
             return llama3_rope_freqs(2 * n, self.opt["rope_base"], rf["factor"], rf["low"], rf["high"], rf["orig"])
@@ -775,7 +809,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     elif opt.get("moe"):
         w.add_expert_count(opt.get("n_expert", N_EXPERT))
         w.add_expert_used_count(N_EXPERT_USED)
-        w.add_expert_feed_forward_length(N_FF_EXP)
+        # expert_ff_key: a width the tensors disagree with (a bad-input test's file).
+        w.add_expert_feed_forward_length(opt.get("expert_ff_key", N_FF_EXP))
         w.add_feed_forward_length(N_FF)
         if opt.get("dense_lead"):
             w.add_leading_dense_block_count(opt["dense_lead"])
@@ -846,6 +881,9 @@ def main() -> int:
     # engines already shared bit for bit at other seeds).
     for seed, (name, (arch, vocab_name, opt)) in enumerate(GEMMA4.items(), start=3201):
         print(make(arch, out_dir, seed, name, vocab_name, dict(opt)))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(GEMMA4_MOE.items(), start=3600):
+        opt = dict(opt)
+        print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     for seed, (name, (arch, vocab_name, opt)) in enumerate(EMBEDDING.items(), start=3500):
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))

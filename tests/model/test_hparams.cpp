@@ -1254,3 +1254,54 @@ TEST_CASE(
                    .u32("qwen35moe.feed_forward_length", 0),
                "qwen35moe.feed_forward_length", "width");
 }
+
+TEST_CASE("gemma4's experts run beside its dense FFN, each size read by key and bounded") {
+    const auto with_experts = [] {
+        return gemma4_like()
+            .u32("gemma4.expert_count", 8)
+            .u32("gemma4.expert_used_count", 2)
+            .u32("gemma4.expert_feed_forward_length", 64);
+    };
+    auto file = with_experts().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->n_expert == 8);
+    CHECK(hp->n_expert_used == 2);
+    CHECK(hp->n_ff_expert == 64);
+    CHECK(hp->n_ff > 0);  // the dense branch keeps its width beside the experts
+    CHECK(hp->expert_weights_norm);
+    for (uint32_t il = 0; il < hp->n_layer; ++il) CHECK(hp->expert_layer(il));
+    // llama.cpp's gemma4 graph renormalises whatever the key says.
+    auto unnormed = with_experts().boolean("gemma4.expert_weights_norm", false).parse();
+    REQUIRE(unnormed);
+    auto unnormed_hp = model::read_hparams(*unnormed);
+    REQUIRE(unnormed_hp);
+    CHECK(unnormed_hp->expert_weights_norm);
+
+    const auto refused_by = [](TinyGguf g, const std::string& key) {
+        auto f = g.parse();
+        REQUIRE(f);
+        auto r = model::read_hparams(*f);
+        REQUIRE_FALSE(r);
+        CHECK_THAT(r.error().message(), Catch::Contains(key));
+    };
+    refused_by(with_experts().without("gemma4.expert_count").u32("gemma4.expert_count", 5000),
+               "gemma4.expert_count");
+    refused_by(
+        with_experts().without("gemma4.expert_used_count").u32("gemma4.expert_used_count", 9),
+        "gemma4.expert_used_count");
+    refused_by(with_experts().without("gemma4.expert_used_count"), "gemma4.expert_used_count");
+    refused_by(with_experts()
+                   .without("gemma4.expert_feed_forward_length")
+                   .u32("gemma4.expert_feed_forward_length", 0),
+               "gemma4.expert_feed_forward_length");
+    refused_by(with_experts().without("gemma4.expert_feed_forward_length"),
+               "gemma4.expert_feed_forward_length");
+    // expert_count 0: the dense layers alone, as before.
+    auto dense = gemma4_like().u32("gemma4.expert_count", 0).parse();
+    REQUIRE(dense);
+    auto dense_hp = model::read_hparams(*dense);
+    REQUIRE(dense_hp);
+    CHECK(dense_hp->n_expert == 0);
+}

@@ -190,6 +190,9 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
         assert got.get("expert_selection_bias", False) == any(t.name.endswith(".exp_probs_b.bias")
                                                               for t in reader.tensors)
         assert got.get("shared_experts", 0) == (field(reader, f"{arch}.expert_shared_count") or 0)
+        # gemma4's expert layers keep their dense FFN, with the branches' own norms.
+        assert got.get("dense_ffn_beside_experts", False) == any(t.name.endswith(".pre_ffw_norm_2.weight")
+                                                                 for t in reader.tensors)
     if not refused:  # the file's tensors are what the architecture runs
         names = {t.name for t in reader.tensors}
         assert got.get("attention_sinks", False) == ("blk.0.attn_sinks.weight" in names)

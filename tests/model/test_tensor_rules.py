@@ -16,6 +16,7 @@ import os
 import pathlib
 import struct
 import subprocess
+import sys
 
 import pytest
 
@@ -53,6 +54,11 @@ ALLOWED = {
     **{arch: {"blk.{bid}.nextn.eh_proj", "blk.{bid}.nextn.embed_tokens", "blk.{bid}.nextn.enorm",
               "blk.{bid}.nextn.hnorm", "blk.{bid}.nextn.shared_head_head",
               "blk.{bid}.nextn.shared_head_norm"} for arch in ("qwen35", "qwen35moe", "qwen3next")},
+    # src/models/gemma4.cpp: the router's input scale and the per-expert output scale
+    # (tn(..., "scale") of ffn_gate_inp and ffn_down_exps), and the unfused gate/up experts
+    # it loads where a file has no ffn_gate_up_exps.
+    "gemma4": {"blk.{bid}.ffn_gate_inp.scale", "blk.{bid}.ffn_down_exps.scale", "blk.{bid}.ffn_gate_exps",
+               "blk.{bid}.ffn_up_exps"},
 }
 
 
@@ -71,14 +77,11 @@ UNBOUND = {
     # unused q/k/v names gguf lists.
     "deepseek2": {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
                   "blk.{bid}.attn_v"},
-    # Gemma 4's experts (26B-A4B): their files are refused by key first (expert_count).
     # The converter's optional fused experts (--fuse-gate-up-exps): not bound, refused by name.
     "qwen35moe": {"blk.{bid}.ffn_gate_up_exps"},
     # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
     # which the current converter writes as attn_qkv and attn_gate.
     "qwen3next": {"blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ssm_in"},
-    "gemma4": {"blk.{bid}.ffn_gate_inp", "blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ffn_down_exps",
-               "blk.{bid}.pre_ffw_norm_2", "blk.{bid}.post_ffw_norm_1", "blk.{bid}.post_ffw_norm_2"},
 }
 
 
@@ -257,3 +260,20 @@ def test_text_form_and_an_unknown_name():
     assert bad.returncode == 2
     assert "'mamba' is not an architecture ferrox runs" in bad.stderr
     assert all(a["name"] in bad.stderr for a in ARCHS)
+
+
+def test_an_expert_width_the_tensors_disagree_with_is_refused_naming_key_and_tensor(tmp_path):
+    """gemma4's experts: expert_feed_forward_length sizes the fused gate/up stack's expected
+    shape; a file whose key says 32 over 64-wide experts is refused naming both."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    import make_tiny_models as gen
+
+    arch, vocab, opt = gen.GEMMA4_MOE["gemma4-moe"]
+    if not (gen.VOCAB_DIR / f"ggml-vocab-{vocab}.gguf").exists():
+        pytest.skip(f"{gen.VOCAB_DIR} lacks llama.cpp's {vocab} vocabulary")
+    os.environ.setdefault("FERROX_BIN", FERROX)
+    path = gen.make(arch, tmp_path, 3600, "gemma4-moe-bad-width", vocab, {**opt, "expert_ff_key": 32})
+    r = subprocess.run([FERROX, "run", "-m", str(path), "-p", "hi", "-n", "1"], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "blk.0.ffn_gate_up_exps.weight" in r.stderr, r.stderr
+    assert "gemma4.expert_feed_forward_length 32" in r.stderr, r.stderr

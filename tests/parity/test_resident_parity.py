@@ -28,7 +28,7 @@ import llama_ref
 # costs > 1e-4 on these random models.
 RESIDENT_NMSE_MAX = 1e-9
 TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl", "qwen3vl",
-              "phi3", "mistral3", "olmo3", "llama-moe", "glm4moe"]
+              "phi3", "mistral3", "olmo3", "llama-moe", "glm4moe", "gemma4-moe"]
 FAULTS = ["rms_norm", "rope", "add", "glu", "convert", "get_rows", "attention", "project"]
 
 
@@ -320,7 +320,7 @@ def test_backends_lists_the_resident_ops(plugin_dir):
     assert "many sequences per context (ABI 1.3): no -- the plugin is ABI 1.2" in old, old[-800:]
 
 
-@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe", "olmo2", "smollm3", "gemma2", "gpt-oss"])
+@pytest.mark.parametrize("arch", ["gemma3", "qwen3moe", "olmo2", "smollm3", "gemma2", "gpt-oss", "gemma4-moe"])
 @pytest.mark.parametrize("fused", ["on", "off"])
 def test_the_probe_predicts_exactly_the_ops_a_resident_run_dispatches(plugin_dir, arch, fused):
     """The registry's promise: what `inspect` predicts before loading is what runs."""

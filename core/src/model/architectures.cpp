@@ -146,7 +146,10 @@ constexpr ArchSpec kArchitectures[] = {
     // factors on the global layers, a scalar on each layer's output and a
     // soft-capped logit; the sliding-window layers with head sizes and KV
     // head counts of their own, layers sharing an earlier layer's KV cache,
-    // per-layer embeddings (E2B/E4B). Experts are refused by key.
+    // per-layer embeddings (E2B/E4B); where the file has expert_count > 0
+    // (26B-A4B), every layer's experts beside its dense FFN, the router
+    // reading the scaled, unweighted-normed residual stream, per-expert
+    // output scales and fused gate/up experts.
     {.name = "gemma4",
      .qk_norm = QkNorm::PerHead,
      .post_norms = true,
@@ -161,7 +164,11 @@ constexpr ArchSpec kArchitectures[] = {
      .value_from_key = true,
      .layer_output_scale = true,
      .final_softcap_only = true,
-     .per_layer_geometry_keys = true},
+     .per_layer_geometry_keys = true,
+     .dense_beside_experts = true,
+     .scaled_router_input = true,
+     .expert_output_scales = true,
+     .fused_expert_gate_up = true},
     // Qwen3.5 (dense): three Gated DeltaNet layers, then one full-attention
     // layer (full_attention_interval); the attention layers gate their output
     // by sigmoid(a second half of q per head), norm q and k per head and

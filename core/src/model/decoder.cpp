@@ -92,6 +92,9 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.expert_down, hp.n_embd);
     carve(s.shared, hp.n_ff_shared > 0 ? b * hp.n_embd : 0);
     carve(s.shared_gate, hp.arch && hp.arch->shared_expert_gate ? b : 0);
+    const bool beside = hp.arch && hp.arch->dense_beside_experts && hp.n_expert > 0;
+    carve(s.dense, beside ? b * hp.n_embd : 0);
+    carve(s.router_in, beside ? b * hp.n_embd : 0);
     const uint64_t ple = uint64_t{hp.n_embd_per_layer} * hp.n_layer;
     carve(s.ple, b * ple);
     carve(s.ple_tok, b * ple);
@@ -398,14 +401,32 @@ void Decoder::latent_values(StickySteps& st, Activations& a, const LayerWeights&
         }
 }
 
-void Decoder::dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
+void Decoder::dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n, Act out) const {
     const LayerWeights& L = w_.layers[il];
     Scratch& s = a.s;
     const Act in = hp_.arch->pre_norms ? s.xn : s.x;  // x itself without pre-norms (olmo2)
     st.project(*L.gate, "ffn_gate", in, n, s.gate);
     st.project(*L.up, "ffn_up", in, n, s.up);
     st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * hp_.layer_n_ff(il));
-    st.project(*L.down, "ffn_down", s.gate, n, s.ffn);
+    st.project(*L.down, "ffn_down", s.gate, n, out);
+}
+
+// gemma4's expert layer, into s.ffn: the dense FFN over xn = ffn_norm(x),
+// post_ffw_norm_1'd, plus the experts over pre_ffw_norm_2(x) routed by
+// rms_norm(x) x ffn_gate_inp.scale / sqrt(n_embd), post_ffw_norm_2'd.
+void Decoder::dense_and_experts(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
+    const LayerConstants& C = consts_[il];
+    const uint32_t d = hp_.n_embd;
+    const float eps = hp_.rms_eps;
+    Scratch& s = a.s;
+    dense_ffn(st, a, il, n, s.dense);
+    st.rms_norm(roles::kPostFfwNorm1, s.dense, C.post_ffw_norm_1, n, d, eps, s.dense);
+    st.rms_norm(roles::kRouterInput, s.x, C.router_in_scale, n, d, eps, s.router_in);
+    st.rms_norm(roles::kPreFfwNorm2, s.x, C.pre_ffw_norm_2, n, d, eps, s.xn);
+    moe_ffn(st, a, L, C, n);
+    st.rms_norm(roles::kPostFfwNorm2, s.ffn, C.post_ffw_norm_2, n, d, eps, s.ffn);
+    st.add(roles::kMoeCombine, s.ffn, s.dense, n, d, d, 1.0f);
 }
 
 // One row's experts and their weights from its router logits, into
@@ -486,7 +507,9 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
     const uint32_t d = hp_.n_embd, f = hp_.n_ff_expert;
     Scratch& s = a.s;
     st.upload({a.zeros.data(), size_t{n} * d}, s.ffn);
-    st.project(*L.router, "moe_router", s.xn, n, s.router);
+    // The router reads the experts' input, or its own (gemma4: dense_and_experts).
+    st.project(*L.router, "moe_router", hp_.arch->scaled_router_input ? s.router_in : s.xn, n,
+               s.router);
     st.download(s.router, {a.router_scores.data(), size_t{n} * hp_.n_expert});
     if (st.failed()) return;  // the scores were not downloaded: nothing to route by
     std::span<float> weights{a.router_scores.data() + size_t{n} * hp_.n_expert, hp_.n_expert};
@@ -509,8 +532,9 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
             st.glu(hp_.arch->activation, s.expert_gate, s.expert_up, f);
             st.project(L.down_exps[e], "ffn_down_exps", s.expert_gate, 1, s.expert_down);
             bias(C.down_exps_bias, s.expert_down, d);
-            st.add(roles::kMoeCombine, s.ffn.at(uint64_t{i} * d), s.expert_down, 1, d, 0,
-                   weights[j]);
+            // An expert's output scale (gemma4) joins its router weight.
+            const float w = weights[j] * (L.down_exps_scale.empty() ? 1.0f : L.down_exps_scale[e]);
+            st.add(roles::kMoeCombine, s.ffn.at(uint64_t{i} * d), s.expert_down, 1, d, 0, w);
         }
     }
     if (L.gate_shexp) shared_experts(st, a, L, n);
@@ -523,7 +547,9 @@ void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n
     Scratch& s = a.s;
     // xn = ffn_norm(x) already: the attention block's last step.
     if (!hp_.expert_layer(il))  // dense models, and glm4moe's leading dense layers
-        dense_ffn(st, a, il, n);
+        dense_ffn(st, a, il, n, s.ffn);
+    else if (hp_.arch->dense_beside_experts)
+        dense_and_experts(st, a, il, n);
     else
         moe_ffn(st, a, L, C, n);
     if (hp_.arch->post_norms)

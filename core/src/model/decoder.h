@@ -43,6 +43,9 @@ struct Scratch {
     // [n_embd_per_layer], live through the pass; the token rows' part before
     // it joins them; a layer's gate.
     Act ple, ple_tok, ple_gate;
+    // An expert layer beside a dense FFN (gemma4): the dense branch's output
+    // and the router's input, live across the experts' run.
+    Act dense, router_in;
 };
 
 // Norm weights, biases and sinks where the ops read them.
@@ -52,6 +55,8 @@ struct LayerConstants {
     Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
     Act q_a_norm, kv_a_norm;                           // latent attention
     Act ple_post_norm, ple_proj_norm;                  // per-layer embeddings
+    // gemma4's expert layers: the router input's weight and the branches' norms.
+    Act router_in_scale, post_ffw_norm_1, pre_ffw_norm_2, post_ffw_norm_2;
 };
 
 // Each layer's constants: the vector bound from the file and where the ops
@@ -77,6 +82,10 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
         {&LayerWeights::kv_a_norm, &LayerConstants::kv_a_norm},
         {&LayerWeights::ple_post_norm, &LayerConstants::ple_post_norm},
         {&LayerWeights::ple_proj_norm, &LayerConstants::ple_proj_norm},
+        {&LayerWeights::router_in_scale, &LayerConstants::router_in_scale},
+        {&LayerWeights::post_ffw_norm_1, &LayerConstants::post_ffw_norm_1},
+        {&LayerWeights::pre_ffw_norm_2, &LayerConstants::pre_ffw_norm_2},
+        {&LayerWeights::post_ffw_norm_2, &LayerConstants::post_ffw_norm_2},
 };
 
 // Rows of logits a resident model computes per download.
@@ -211,7 +220,8 @@ class Decoder {
     void apply_gate(StickySteps& st, Activations& a, uint32_t n) const;
     void recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
-    void dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
+    void dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n, Act out) const;
+    void dense_and_experts(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                  uint32_t n) const;
     void route(Activations& a, std::span<float> logits, std::span<float> weights,

@@ -793,23 +793,34 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
     FERROX_READ(hp.n_expert,
                 spec.leading_dense_layers ? k.u32_or("expert_count", 0) : k.u32("expert_count"));
     if (hp.n_expert == 0 && spec.leading_dense_layers) return read_all_dense(file, k, hp);
+    // Sizes per-row router scores before any tensor is bound; llama.cpp's
+    // own ceiling (LLAMA_MAX_EXPERTS).
+    constexpr uint32_t kMaxExperts = 1024;
+    if (hp.n_expert > kMaxExperts)
+        return refuse(file, k.key("expert_count"),
+                      fmt::format("{} is more than {} experts", hp.n_expert, kMaxExperts));
     FERROX_READ(hp.n_expert_used, k.u32("expert_used_count"));
     // Mixtral's llama files: each expert is feed_forward_length wide, as
     // llama.cpp's llama graph reads it.
+    const bool own_width = spec.moe || spec.dense_beside_experts;
     FERROX_READ(hp.n_ff_expert,
-                spec.moe ? k.u32("expert_feed_forward_length") : k.u32("feed_forward_length"));
+                own_width ? k.u32("expert_feed_forward_length") : k.u32("feed_forward_length"));
+    if (hp.n_ff_expert == 0)
+        return refuse(file, k.key(own_width ? "expert_feed_forward_length" : "feed_forward_length"),
+                      "is 0: experts without width");
     // A softmax over the chosen k already sums to 1 (llama.cpp reads no
     // key for it then); the rows that read the gating key renormalise only
     // where the file says (llama.cpp's default false), the other softmax
-    // rows always (their llama.cpp graphs do).
-    if (spec.moe_gating != MoeGating::SoftmaxWeight)
+    // rows always (their llama.cpp graphs do; gemma4's whatever the key).
+    if (spec.moe_gating != MoeGating::SoftmaxWeight && !spec.dense_beside_experts)
         FERROX_READ(hp.expert_weights_norm,
                     k.bool_or("expert_weights_norm", expert_weights_norm_default(spec)));
+    if (spec.dense_beside_experts) hp.expert_weights_norm = true;
     if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
         return refuse(
             file, k.key("expert_used_count"),
             fmt::format("{} is not in 1..expert_count ({})", hp.n_expert_used, hp.n_expert));
-    hp.n_ff = 0;
+    if (!spec.dense_beside_experts) hp.n_ff = 0;  // else the dense branch's width, read before
     hp.moe_gating = spec.moe_gating;
     hp.expert_selection_bias = spec.expert_selection_bias == TensorUse::Required;
     if (spec.expert_selection_bias == TensorUse::Optional)  // V3's files have it, V2's not
@@ -838,6 +849,10 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
         if (auto r = read_per_layer(file, k, "feed_forward_length", hp.n_layer, hp.n_ff_layers); !r)
             return r;
         hp.n_ff = *std::max_element(hp.n_ff_layers.begin(), hp.n_ff_layers.end());
+        // gemma4 26B-A4B: experts beside each layer's dense FFN.
+        if (spec.dense_beside_experts && k.has("expert_count"))
+            FERROX_READ(optional_experts, k.u32("expert_count"));
+        if (optional_experts > 0) return read_experts(file, k, spec, hp);
         return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
     }
     FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));

@@ -151,6 +151,7 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
             add("shared_expert_ffn_length", hp.n_ff_shared);
             add("shared_expert_gate", "sigmoid");
         }
+        if (hp.arch->dense_beside_experts) add("dense_ffn_beside_experts", true);
         if (hp.n_layer_dense_lead) {
             add("leading_dense_layers", hp.n_layer_dense_lead);
             add("ffn_length", hp.n_ff);

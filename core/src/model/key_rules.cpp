@@ -133,6 +133,13 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
     const std::string_view experts =
         spec.moe && !spec.leading_dense_layers ? std::string_view{} : "with experts";
     if (spec.moe_with_expert_count) k.push_back({"expert_count", O, "0 (dense)", {}});
+    if (spec.dense_beside_experts) {  // gemma4: experts beside the dense FFN where present
+        k.push_back({"expert_count", O, "0 (no experts)", {}});
+        k.push_back({"expert_used_count", R, {}, "with experts"});
+        k.push_back({"expert_feed_forward_length", R, {}, "with experts"});
+        // Not read: llama.cpp's gemma4 graph renormalises whatever it says.
+        k.push_back({"expert_weights_norm", KeyUse::Ignored, {}, {}});
+    }
     if (spec.leading_dense_layers)
         k.push_back({"expert_count", O, "0 (every layer dense: leading_dense_block_count)", {}});
     if (spec.moe || spec.moe_with_expert_count) {
@@ -169,7 +176,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
     }
     if (!spec.moe) {
         k.push_back({"feed_forward_length", R, {}, spec.moe_with_expert_count ? "dense" : ""});
-        if (!spec.moe_with_expert_count) k.push_back({"expert_count", X, "0", {}});
+        if (!spec.moe_with_expert_count && !spec.dense_beside_experts)
+            k.push_back({"expert_count", X, "0", {}});
     }
     return k;
 }

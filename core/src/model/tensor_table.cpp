@@ -64,6 +64,24 @@ TensorBinding experts(std::string_view name, Extent rows, Extent cols,
     return b;
 }
 
+// ffn_gate_up_exps.weight: each expert's gate rows, then its up rows, bound
+// as the two stacks' views; where the file has it, the unfused pair is not read.
+void fused_expert_gate_up(std::vector<TensorBinding>& t, TensorWhen when) {
+    for (TensorBinding& b : t)
+        if (b.rule.name == "ffn_gate_exps.weight" || b.rule.name == "ffn_up_exps.weight")
+            b.rule.fused_into = "ffn_gate_up_exps.weight";
+    TensorBinding b{rule("ffn_gate_up_exps.weight", TensorScope::Layer, TensorForm::Experts, E::One,
+                         E::Embd, TensorUse::Optional, when),
+                    std::monostate{},
+                    {}};
+    b.rule.parts[0] = {"ffn_gate_exps.weight", E::FfExpert};
+    b.rule.parts[1] = {"ffn_up_exps.weight", E::FfExpert};
+    b.rule.n_parts = 2;
+    b.expert_part_slots[0] = &LW::gate_exps;
+    b.expert_part_slots[1] = &LW::up_exps;
+    t.push_back(b);
+}
+
 // Latent attention's projections (ArchSpec::mla), in place of q/k/v: q
 // direct or through a normed low rank, the KV latent with its rotated part,
 // and per head the absorbing (k_b) and expanding (v_b) matrices.
@@ -238,10 +256,13 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             layer_vector("layer_output_scale.weight", E::One, &LW::out_scale, TensorUse::Optional));
     // A row with optional experts lists both FFNs, each under its condition.
     // So does a row whose first layers are dense (glm4moe), per layer.
+    // gemma4's dense FFN runs on every layer, beside the experts where there are any.
     const bool dense = !spec.moe || spec.leading_dense_layers,
-               experts_too = spec.moe || spec.moe_with_expert_count;
-    const bool either = spec.moe_with_expert_count || spec.leading_dense_layers;
-    const TensorWhen dense_when = either ? TensorWhen::Dense : TensorWhen::Always;
+               experts_too = spec.moe || spec.moe_with_expert_count || spec.dense_beside_experts;
+    const bool either =
+        spec.moe_with_expert_count || spec.leading_dense_layers || spec.dense_beside_experts;
+    const TensorWhen dense_when =
+        either && !spec.dense_beside_experts ? TensorWhen::Dense : TensorWhen::Always;
     const TensorWhen experts_when = either ? TensorWhen::Experts : TensorWhen::Always;
     if (dense && spec.fused_gate_up) {
         // phi3: ffn_up.weight holds the gate's rows, then up's.
@@ -277,8 +298,20 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                     &LW::gate_exps, &LW::gate_exps_bias);
         expert_part("ffn_up_exps.weight", "ffn_up_exps.bias", E::FfExpert, E::Embd, &LW::up_exps,
                     &LW::up_exps_bias);
+        if (spec.fused_expert_gate_up) fused_expert_gate_up(t, experts_when);
         expert_part("ffn_down_exps.weight", "ffn_down_exps.bias", E::Embd, E::FfExpert,
                     &LW::down_exps, &LW::down_exps_bias);
+        if (spec.expert_output_scales)
+            t.push_back(layer_vector("ffn_down_exps.scale", E::Experts, &LW::down_exps_scale,
+                                     TensorUse::Optional, experts_when));
+        if (spec.scaled_router_input)
+            t.push_back(layer_vector("ffn_gate_inp.scale", E::Embd, &LW::router_in_scale,
+                                     TensorUse::Required, experts_when));
+        if (spec.dense_beside_experts)
+            for (auto [name, slot] : {std::pair{"post_ffw_norm_1.weight", &LW::post_ffw_norm_1},
+                                      std::pair{"pre_ffw_norm_2.weight", &LW::pre_ffw_norm_2},
+                                      std::pair{"post_ffw_norm_2.weight", &LW::post_ffw_norm_2}})
+                t.push_back(layer_vector(name, E::Embd, slot, TensorUse::Required, experts_when));
         if (spec.expert_selection_bias != TensorUse::Absent)
             t.push_back(layer_vector("exp_probs_b.bias", E::Experts, &LW::selection_bias,
                                      spec.expert_selection_bias, experts_when));

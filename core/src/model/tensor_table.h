@@ -26,6 +26,8 @@ struct TensorBinding {
     TensorRule rule;
     TensorSlot slot;
     std::array<LayerMatrix, 3> part_slots{};  // a fused tensor's parts, as rule.parts
+    // A fused Experts tensor's parts: each expert's rows split as rule.parts.
+    std::array<std::vector<WeightMatrix> LayerWeights::*, 3> expert_part_slots{};
 };
 
 std::vector<TensorBinding> tensor_table(const ArchSpec& spec);

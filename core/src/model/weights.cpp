@@ -68,6 +68,52 @@ Expected<std::vector<WeightMatrix>> bind_experts(const gguf::File& file, const s
     return views;
 }
 
+// The keys that sized an expert stack (not latent attention's per-head
+// stacks): a shape refusal names them.
+std::string expert_keys(const Hparams& hp) {
+    if (hp.n_expert == 0) return {};
+    return fmt::format(" ({0}.expert_count {1}, {0}.expert_feed_forward_length {2})", hp.arch_name,
+                       hp.n_expert, hp.n_ff_expert);
+}
+
+// The keys that sized a layer tensor, for its shape refusal.
+std::string sizing_keys(const Hparams& hp, const TensorRule& rule, uint32_t il) {
+    const bool experts = rule.form == TensorForm::Experts && rule.stack == Extent::Experts;
+    return layer_geometry_keys(hp, il) + (experts ? expert_keys(hp) : std::string());
+}
+
+// A fused expert stack ([cols, sum of the parts' rows, n_expert]: gemma4's
+// ffn_gate_up_exps) as each part's per-expert views: an expert's slice is
+// contiguous and its rows whole blocks, so a view is a subspan.
+Expected<void> bind_expert_parts(const gguf::File& file, const std::string& name,
+                                 const gguf::Tensor& t, const TensorBinding& b, const Hparams& hp,
+                                 uint32_t il, LayerWeights& layer) {
+    const TensorRule& rule = b.rule;
+    const uint64_t cols = extent_value(rule.cols, hp, il), rows = rule_rows(rule, hp, il);
+    const uint64_t n = extent_value(rule.stack, hp, il);
+    const auto shape = t.shape();
+    if (shape.size() != 3 || shape[0] != cols || shape[1] != rows || shape[2] != n || n == 0)
+        return make_error("{}: tensor '{}' has shape [{}], expected [{}, {}, {}]",
+                          file.path().string(), name, fmt::join(shape, ", "), cols, rows, n);
+    const uint64_t slice = t.byte_size() / n, row_bytes = slice / rows;
+    for (uint8_t i = 0; i < rule.n_parts; ++i) (layer.*b.expert_part_slots[i]).clear();
+    for (uint64_t e = 0; e < n; ++e) {
+        uint64_t first = 0;
+        for (uint8_t i = 0; i < rule.n_parts; ++i) {
+            const uint64_t part_rows = extent_value(rule.parts[i].rows, hp, il);
+            auto w = WeightMatrix::borrowed(
+                fmt::format("{}[expert {}, rows {}..{}]", name, e, first, first + part_rows - 1),
+                t.kind(), part_rows, cols,
+                t.data().subspan(e * slice + first * row_bytes, part_rows * row_bytes),
+                t.mapping());
+            if (!w) return w.error();
+            (layer.*b.expert_part_slots[i]).push_back(std::move(*w));
+            first += part_rows;
+        }
+    }
+    return {};
+}
+
 // A tensor name from the file, safe for a terminal: non-printable bytes as \xNN.
 std::string printable(std::string_view name) {
     std::string out;
@@ -253,8 +299,11 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         if (!t) t = file.find_tensor(bound_name);
         if (!t) return missing(file, bound_name, hp);
         if (auto r = std::visit(Binder{file, hp, mw, layer, rule, bound_name, *t, il}, b.slot); !r)
-            return layer ? Error(r.error().message() + layer_geometry_keys(hp, il)) : r.error();
-        if (rule.n_parts > 0) {
+            return layer ? Error(r.error().message() + sizing_keys(hp, rule, il)) : r.error();
+        if (rule.n_parts > 0 && rule.form == TensorForm::Experts) {
+            if (auto r = bind_expert_parts(file, name, *t, b, hp, il, *layer); !r)
+                return Error(r.error().message() + sizing_keys(hp, rule, il));
+        } else if (rule.n_parts > 0) {
             // Rows of several matrices in one tensor, bound as one view each:
             // each row is whole blocks, so a part is a subspan -- zero copy.
             if (auto m = bind_matrix(file, name, rule_rows(rule, hp, il),
@@ -307,6 +356,14 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         LayerWeights& lw = mw.layers[il];
         // An RMSNorm without a weight is one with unit weights (gemma4's V).
         if (hp.arch->value_norm) lw.v_norm.assign(hp.layer_head_dim_v(il), 1.0f);
+        // gemma4's router input: rms_norm(x) x 1/sqrt(n_embd) x scale, one
+        // weight vector for the norm op.
+        const float inv_sqrt_embd = 1.0f / std::sqrt(static_cast<float>(hp.n_embd));
+        for (float& v : lw.router_in_scale) v *= inv_sqrt_embd;
+        for (const float v : lw.down_exps_scale)
+            if (!std::isfinite(v))
+                return make_error("{}: tensor '{}' holds {}, not a finite scale",
+                                  file.path().string(), layer_tensor(il, "ffn_down_exps.scale"), v);
         for (const float v : lw.out_scale)
             if (!std::isfinite(v))
                 return make_error("{}: tensor '{}' holds {}, not a finite scale",

@@ -32,6 +32,11 @@ struct LayerWeights {
     // glm4moe: the bias added to the gate's probabilities to choose experts
     // [n_expert], and the shared experts run on every row.
     std::vector<float> selection_bias;
+    // gemma4's expert layers: the router's input scale [n_embd] (times
+    // 1/sqrt(n_embd) once bound), each expert's output scale [n_expert]
+    // (empty: 1), and the norms of the dense and expert branches.
+    std::vector<float> router_in_scale, down_exps_scale;
+    std::vector<float> post_ffw_norm_1, pre_ffw_norm_2, post_ffw_norm_2;
     std::optional<WeightMatrix> gate_shexp, up_shexp, down_shexp;
     // qwen35moe: the shared expert's gate, one row [1 x n_embd].
     std::optional<WeightMatrix> gate_inp_shexp;

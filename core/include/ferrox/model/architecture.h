@@ -212,6 +212,24 @@ struct ArchSpec {
     // alpha come from one ssm_ba.weight whose rows are, per key head,
     // its value heads' betas then their alphas.
     bool delta_net_grouped = false;
+    // An expert layer keeps its dense FFN beside the experts (gemma4, where
+    // the file has expert_count > 0, each expert expert_feed_forward_length
+    // wide): ffn_norm -> dense FFN -> post_ffw_norm_1, plus pre_ffw_norm_2 ->
+    // experts -> post_ffw_norm_2, the sum then post_ffw_norm'd as a dense
+    // layer's output. The chosen experts' softmax weights are renormalised
+    // whatever expert_weights_norm says, as llama.cpp's gemma4 graph does.
+    bool dense_beside_experts = false;
+    // The router reads the residual stream RMS-normed without a weight, x
+    // 1/sqrt(n_embd) x ffn_gate_inp.scale ([n_embd], required), not the
+    // experts' input (gemma4).
+    bool scaled_router_input = false;
+    // ffn_down_exps.scale: an optional scalar per expert multiplying its
+    // output (gemma4's per_expert_scale).
+    bool expert_output_scales = false;
+    // ffn_gate_up_exps.weight may stand for ffn_gate_exps and ffn_up_exps:
+    // each expert's gate rows, then its up rows (gemma4's converted files,
+    // as llama.cpp loads them).
+    bool fused_expert_gate_up = false;
 };
 
 // Whether expert weights are renormalised where expert_weights_norm is
