@@ -126,8 +126,8 @@ static int errors(const ferrox_model* model) {
     m[1].content_len = 2;
     m[2] = m[1];
 
-    if (ferrox_api_version() != (0u << 16 | 7u)) {
-        fprintf(stderr, "FAIL: the API version is not 0.7\n");
+    if (ferrox_api_version() != (FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR)) {
+        fprintf(stderr, "FAIL: the library's API version is not the header's\n");
         ++failures;
     }
     if (ferrox_chat_apply_template(NULL, NULL, &prompt, &st) != FERROX_CODE_INVALID_ARGUMENT ||

@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
 
-    expect(ferrox_api_version() == (0u << 16 | 7u), "the API version is 0.7", NULL);
+    expect(ferrox_api_version() == (FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR),
+           "the library's API version is the header's", NULL);
 
     /* Hermes by name: reasoning, content, a call. */
     r = parse("hermes", NULL,
