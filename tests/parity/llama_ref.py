@@ -202,3 +202,25 @@ class FerroxTokenizer:
 
     def close(self) -> None:
         self._tool.close()
+
+
+# Words the embedding parity tests draw their texts from.
+EMBED_WORDS = ("the a river stone quiet lamp orbit velvet cedar ember harbor lantern meadow copper "
+               "north glass signal tide").split()
+
+
+def ferrox_embed_vectors(ferrox: str, model: pathlib.Path, texts: Sequence[str]) -> "np.ndarray":
+    """`ferrox embed --json` of every text in one call (several sequences per decode),
+    one row per text, as float64."""
+    import numpy as np
+
+    cmd = [ferrox, "embed", "-m", str(model), "-t", "2", "--json"]
+    if os.environ.get("FERROX_PLUGIN_DIR"):
+        cmd[1:1] = ["--plugin-dir", os.environ["FERROX_PLUGIN_DIR"]]
+    for t in texts:
+        cmd += ["-p", t]
+    env = {k: v for k, v in os.environ.items() if k not in ("FERROX_CONFIG", "FERROX_PLUGIN_PATH")}
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return np.array(json.loads(proc.stdout), dtype=np.float64)

@@ -9,10 +9,8 @@ input's vectors must agree to cosine >= 0.9999, and the token counts must match
 Skipped visibly when llama-cpp-python is absent."""
 from __future__ import annotations
 
-import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -32,22 +30,12 @@ if (why := base_missing()) is not None:
 
 MIN_COSINE = 0.9999
 RNG = np.random.default_rng(38003)
-WORDS = ("the a river stone quiet lamp orbit velvet cedar ember harbor lantern meadow copper "
-         "north glass signal tide").split()
+WORDS = llama_ref.EMBED_WORDS
 TEXTS = [" ".join(RNG.choice(WORDS, n)) for n in (1, 4, 9, 23, 60, 140)] + ["Hello, world!"]
 
 
 def ferrox_vectors(model: pathlib.Path) -> np.ndarray:
-    cmd = [FERROX, "embed", "-m", str(model), "-t", "2", "--json"]
-    if os.environ.get("FERROX_PLUGIN_DIR"):
-        cmd[1:1] = ["--plugin-dir", os.environ["FERROX_PLUGIN_DIR"]]
-    for t in TEXTS:
-        cmd += ["-p", t]
-    env = {k: v for k, v in os.environ.items() if k not in ("FERROX_CONFIG", "FERROX_PLUGIN_PATH")}
-    env["XDG_CONFIG_HOME"] = "/nonexistent"
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return np.array(json.loads(proc.stdout), dtype=np.float64)
+    return llama_ref.ferrox_embed_vectors(FERROX, model, TEXTS)
 
 
 def llama_vectors(model: pathlib.Path) -> tuple[np.ndarray, list[int]]:
