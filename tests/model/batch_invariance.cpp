@@ -25,6 +25,7 @@
 #include "ferrox/model/model.h"
 #include "ferrox/plugin_loader.h"
 #include "ferrox/sampling.h"
+#include "loaded_model.h"
 #include "model_inputs.h"
 #include "plain_checks.h"
 
@@ -148,36 +149,16 @@ std::vector<std::pair<uint32_t, std::pair<int32_t, uint64_t>>> snapshot(const Co
     return s;
 }
 
-struct Loaded {
-    std::unique_ptr<KernelRegistry> registry;
-    std::unique_ptr<Dispatcher> dispatcher;
-    std::unique_ptr<gguf::File> file;
-    std::unique_ptr<model::Model> model;
-};
+using Loaded = test::LoadedModel;
 
 Loaded load(const PluginSet& plugins, const std::filesystem::path& path,
             ferrox_kind kv_kind = FERROX_KIND_F32) {
-    Loaded l;
-    l.registry = std::make_unique<KernelRegistry>();
-    l.dispatcher = std::make_unique<Dispatcher>(plugins.selected(), *l.registry);
-    auto file = gguf::File::open(path);
-    if (!file) {
-        check(false, path.string() + ": " + file.error().message());
-        return l;
-    }
-    l.file = std::make_unique<gguf::File>(std::move(*file));
     model::ModelOptions options;
     options.context = 64;
     options.batch = 64;
     options.allow_resident = false;
     options.kv_kind = kv_kind;
-    auto m = model::Model::load(*l.file, *l.dispatcher, *l.registry, options);
-    if (!m) {
-        check(false, path.string() + ": " + m.error().message());
-        return l;
-    }
-    l.model = std::move(*m);
-    return l;
+    return test::load_model(plugins, path, options);
 }
 
 void invariance(const model::Model& m, const std::string& name, std::mt19937& rng,

@@ -26,6 +26,7 @@
 #include "ferrox/model/context.h"
 #include "ferrox/model/model.h"
 #include "ferrox/plugin_loader.h"
+#include "loaded_model.h"
 #include "model_inputs.h"
 #include "plain_checks.h"
 
@@ -42,34 +43,14 @@ namespace {
 constexpr int32_t kChunk = 16;
 using Rows = std::vector<std::vector<float>>;
 
-struct Loaded {
-    std::unique_ptr<KernelRegistry> registry;
-    std::unique_ptr<Dispatcher> dispatcher;
-    std::unique_ptr<gguf::File> file;
-    std::unique_ptr<model::Model> model;
-};
+using Loaded = test::LoadedModel;
 
 Loaded load(const PluginSet& plugins, const std::filesystem::path& path) {
-    Loaded l;
-    l.registry = std::make_unique<KernelRegistry>();
-    l.dispatcher = std::make_unique<Dispatcher>(plugins.selected(), *l.registry);
-    auto file = gguf::File::open(path);
-    if (!file) {
-        check(false, path.string() + ": " + file.error().message());
-        return l;
-    }
-    l.file = std::make_unique<gguf::File>(std::move(*file));
     model::ModelOptions options;
     options.context = 256;
     options.batch = kChunk;
     options.allow_resident = false;
-    auto m = model::Model::load(*l.file, *l.dispatcher, *l.registry, options);
-    if (!m) {
-        check(false, path.string() + ": " + m.error().message());
-        return l;
-    }
-    l.model = std::move(*m);
-    return l;
+    return test::load_model(plugins, path, options);
 }
 
 std::unique_ptr<Context> context_for(const model::Model& m) {
