@@ -823,36 +823,39 @@ std::span<const float> Context::embedding(uint32_t index) const {
 
 bool Context::causal() const { return impl_->hp.causal; }
 
+namespace {
+
+// The pooled-output heads on the host (dense projections, a classifier): a
+// row-major f32 matrix of `rows` rows times x, each dot summed in double.
+std::vector<double> host_product(std::span<const float> matrix, std::span<const float> x,
+                                 uint64_t rows) {
+    std::vector<double> y(rows);
+    for (uint64_t r = 0; r < rows; ++r) {
+        const float* row = matrix.data() + r * x.size();
+        double dot = 0;
+        for (size_t i = 0; i < x.size(); ++i) dot += double{row[i]} * double{x[i]};
+        y[r] = dot;
+    }
+    return y;
+}
+
+std::vector<float> to_floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
 void Context::project_pooled(std::vector<float>& pooled) const {
     const ModelWeights& w = impl_->model.w;
     const uint64_t n_embd = impl_->hp.n_embd, feat = impl_->hp.dense_feat;
     if (w.dense_2.empty() || pooled.size() != n_embd) return;
-    // One matrix-vector product each, in double: rows of n_embd, then of feat.
-    const auto product = [](const std::vector<float>& m, std::span<const float> x, uint64_t rows) {
-        std::vector<float> y(rows);
-        for (uint64_t r = 0; r < rows; ++r) {
-            const float* row = m.data() + r * x.size();
-            double dot = 0;
-            for (size_t i = 0; i < x.size(); ++i) dot += double{row[i]} * double{x[i]};
-            y[r] = static_cast<float>(dot);
-        }
-        return y;
-    };
-    const std::vector<float> mid = product(w.dense_2, pooled, feat);
-    pooled = product(w.dense_3, mid, n_embd);
+    const std::vector<float> mid = to_floats(host_product(w.dense_2, pooled, feat));
+    pooled = to_floats(host_product(w.dense_3, mid, n_embd));
 }
 
 std::vector<float> Context::rank_scores(std::span<const float> pooled) const {
     const Hparams& hp = impl_->hp;
     const std::vector<float>& head = impl_->model.w.cls_out;
     if (head.empty() || pooled.size() != hp.n_embd) return {};
-    std::vector<double> logits(hp.n_cls_out);
-    for (uint32_t j = 0; j < hp.n_cls_out; ++j) {
-        const float* row = head.data() + uint64_t{j} * hp.n_embd;
-        double dot = 0;
-        for (uint32_t i = 0; i < hp.n_embd; ++i) dot += double{row[i]} * double{pooled[i]};
-        logits[j] = dot;
-    }
+    std::vector<double> logits = host_product(head, pooled, hp.n_cls_out);
     double top = logits[0], sum = 0;
     for (const double l : logits) top = std::max(top, l);
     for (double& l : logits) sum += l = std::exp(l - top);

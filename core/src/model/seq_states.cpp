@@ -72,9 +72,6 @@ Expected<bool> recurrent_removal(uint32_t seq, int32_t min_pos, int32_t max_pos,
         seq, max_pos, p0, p1 < 0 ? std::string("end") : std::to_string(p1));
 }
 
-}  // namespace ferrox::model
-
-namespace ferrox::model {
 namespace {
 struct CheckpointHeader {
     char magic[4];  // "FXCK"
