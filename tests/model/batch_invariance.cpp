@@ -683,15 +683,8 @@ int main() {
                     tiny.c_str(), gemma.c_str());
         return 77;
     }
-    LoaderOptions loader;
-    const char* plugin_dir = std::getenv("FERROX_PLUGIN_DIR");
-    loader.plugin_dirs = {plugin_dir && *plugin_dir ? plugin_dir : FERROX_PLUGIN_BUILD_DIR};
-    loader.read_environment = false;
-    const PluginSet plugins = PluginSet::load(default_config(), loader);
-    if (plugins.selected().empty()) {
-        std::printf("FAIL: no CPU plugin in %s\n", FERROX_PLUGIN_BUILD_DIR);
-        return 1;
-    }
+    const PluginSet plugins = test::build_plugins();
+    if (plugins.selected().empty()) return 1;
     const uint32_t seed = 20261201;
     std::printf("seed %u\n", seed);
     std::mt19937 rng(seed);

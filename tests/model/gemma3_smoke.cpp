@@ -15,6 +15,7 @@
 #include "ferrox/plugin_loader.h"
 #include "ferrox/sampling.h"
 #include "ferrox/tokenizer/tokenizer.h"
+#include "loaded_model.h"
 #include "plain_checks.h"
 
 using namespace ferrox;
@@ -39,15 +40,8 @@ int main() {
         std::printf("SKIP: %s is absent (set FERROX_GEMMA3_GGUF)\n", path.c_str());
         return 77;
     }
-    LoaderOptions loader;
-    const char* plugin_dir = std::getenv("FERROX_PLUGIN_DIR");  // another build's plugins
-    loader.plugin_dirs = {plugin_dir && *plugin_dir ? plugin_dir : FERROX_PLUGIN_BUILD_DIR};
-    loader.read_environment = false;
-    const PluginSet plugins = PluginSet::load(default_config(), loader);
-    if (plugins.selected().empty()) {
-        std::printf("FAIL: no CPU plugin in %s\n", FERROX_PLUGIN_BUILD_DIR);
-        return 1;
-    }
+    const PluginSet plugins = test::build_plugins();
+    if (plugins.selected().empty()) return 1;
     KernelRegistry registry;
     Dispatcher dispatcher(plugins.selected(), registry);
     auto file = gguf::File::open(path);

@@ -2,6 +2,8 @@
 // registry and dispatcher, kept together because the model refers to them.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -13,6 +15,21 @@
 #include "plain_checks.h"
 
 namespace ferrox::test {
+
+#ifdef FERROX_PLUGIN_BUILD_DIR
+// The CPU plugin this build made ($FERROX_PLUGIN_DIR: another build's), the
+// environment not read; nothing selected (and a FAIL line) when none loads.
+inline PluginSet build_plugins() {
+    LoaderOptions loader;
+    const char* plugin_dir = std::getenv("FERROX_PLUGIN_DIR");
+    loader.plugin_dirs = {plugin_dir && *plugin_dir ? plugin_dir : FERROX_PLUGIN_BUILD_DIR};
+    loader.read_environment = false;
+    PluginSet plugins = PluginSet::load(default_config(), loader);
+    if (plugins.selected().empty())
+        std::printf("FAIL: no CPU plugin in %s\n", loader.plugin_dirs.front().c_str());
+    return plugins;
+}
+#endif
 
 struct LoadedModel {
     std::unique_ptr<KernelRegistry> registry;
