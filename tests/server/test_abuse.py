@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import select
 import socket
 import threading
 import time
@@ -288,14 +289,29 @@ def test_an_idle_connection_flood_leaves_probes_and_others_answered(keys_file):
                 c.close()
     # The per-client cap: one address holds at most max_client_connections.
     with running("--api-key-file", keys_file, "--max-client-connections", "4", "--parallel", "1") as s:
-        idle = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]
+        idle = hold_admitted_connections(s.port, 4)
         try:
-            time.sleep(0.3)
             answer = exchange(s.port, raw(s.port, "GET", "/health"), 10)
             assert status(answer) == 503 and b"server.max_client_connections" in answer
         finally:
             for c in idle:
                 c.close()
+
+
+def hold_admitted_connections(port: int, n: int, tries: int = 10) -> list[socket.socket]:
+    """n idle connections the server admitted. The readiness probe's connection
+    counts against the per-client cap until the server's thread lets it go, so
+    one of the n may be refused (it gets a 503 at once): then try again."""
+    for _ in range(tries):
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+        time.sleep(0.3)
+        refused, _, _ = select.select(idle, [], [], 0)
+        if not refused:
+            return idle
+        for c in idle:
+            c.close()
+        time.sleep(0.2)
+    raise AssertionError(f"the server kept refusing one of {n} connections")
 
 
 def test_idle_timeout_closes_a_keep_alive_connection(keys_file):
