@@ -9,6 +9,10 @@ then every token's piece and the BOS/EOS/EOG ids.
 Every tokenizer.ggml.pre name ferrox supports gets a case: a vocab file of
 llama.cpp's where one carries the name, else a copy of a vocab file with the
 name changed (one splice of the metadata string), tokenized by both engines.
+
+WordPiece (bert-bge) is also compared against llama.cpp on copies of its file with
+one rule broken -- continuation pieces spelled "##" as in Hugging Face's vocab.txt,
+accents kept, case kept -- and each must differ from ferrox on the original.
 The first name of each (scanner, flags) group runs the whole corpus on a copy
 of llama-bpe; the other names of the group, the mixed corpus on a copy of gpt-2. The table itself is held to the names in
 llama.cpp's llama-vocab.cpp (from the cached sdist).
@@ -360,3 +364,61 @@ def test_special_token_text_in_a_user_segment_stays_text(tool):
     assert reply["ids"] == want
     im_end = reference.encode(b"<|im_end|>", False, True)
     assert len(im_end) == 1 and reply["ids"].count(im_end[0]) == 1  # only the template's
+
+
+# ---- WordPiece: faults the comparison must catch -----------------------------------------
+
+def vocab_copy(base: pathlib.Path, out: pathlib.Path, tokens=None, bools=None) -> pathlib.Path:
+    """A copy of vocab-only GGUF `base` with its token list and/or some bool keys replaced."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(base))
+    writer = gguf.GGUFWriter(str(out), arch=reader.fields["general.architecture"].contents())
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture" or key in (bools or {}):
+            continue
+        value = field.contents()
+        if key == "tokenizer.ggml.tokens" and tokens is not None:
+            value = tokens
+        kind = field.types[0]
+        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, value, kind, sub_type=sub)
+    for key, value in (bools or {}).items():
+        writer.add_bool(key, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    return out
+
+
+def wordpiece_faults(base: pathlib.Path, folder: pathlib.Path):
+    import gguf
+
+    tokens = gguf.GGUFReader(str(base)).fields["tokenizer.ggml.tokens"].contents()
+    # GGUF spells a word-initial piece "\u2581x" and a continuation bare: spelling the
+    # continuations "##x" (vocab.txt's way) is a tokenizer without that convention.
+    hashed = [t if t.startswith("\u2581") or t.startswith("[") else "##" + t for t in tokens]
+    return {
+        "continuations spelled ##": vocab_copy(base, folder / "wpm-hash.gguf", tokens=hashed),
+        "accents kept": vocab_copy(base, folder / "wpm-accents.gguf",
+                                   bools={"tokenizer.ggml.normalizer.strip_accents": False}),
+        "case kept": vocab_copy(base, folder / "wpm-case.gguf",
+                                bools={"tokenizer.ggml.normalizer.lowercase": False,
+                                       "tokenizer.ggml.normalizer.strip_accents": True}),
+    }
+
+
+def test_wordpiece_faults_are_caught(tool, tmp_path):
+    base = llama_ref.vocab_path("bert-bge")
+    if not base.exists():
+        pytest.skip(f"{base} is absent (ci/fetch_test_data.sh)")
+    ferrox = llama_ref.FerroxTokenizer(tool, base)
+    texts = llama_ref.read_vocab_cases(base) + [m.encode() for m in MIXED]
+    got = [ferrox.encode(t, True, False) for t in texts]
+    ferrox.close()
+    assert got == [llama_ref.Reference(base).encode(t, True, False) for t in texts]
+    for fault, gguf_path in wordpiece_faults(base, tmp_path).items():
+        reference = llama_ref.Reference(gguf_path)
+        differing = sum(reference.encode(t, True, False) != ids for t, ids in zip(texts, got))
+        print(f"FAULT wordpiece '{fault}': {differing}/{len(texts)} encodings differ", file=sys.stderr)
+        assert differing > 0, f"llama.cpp with '{fault}' agrees with ferrox on every text"

@@ -65,7 +65,7 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
             spec.types.push_back(t >= 0 && t <= 6 ? static_cast<TokenType>(t)
                                                   : TokenType::undefined);
     }
-    if (spec.model != "llama") {  // both BPE models merge by rank
+    if (spec.model == "gpt2" || spec.model == "gemma4") {  // the BPE models merge by rank
         auto merges = file.get_string_array("tokenizer.ggml.merges");
         if (!merges) return merges.error();
         spec.merges = std::move(*merges);
@@ -79,7 +79,9 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
                            IdKey{&spec.eos, "tokenizer.ggml.eos_token_id"},
                            IdKey{&spec.unk, "tokenizer.ggml.unknown_token_id"},
                            IdKey{&spec.eot, "tokenizer.ggml.eot_token_id"},
-                           IdKey{&spec.eom, "tokenizer.ggml.eom_token_id"}}) {
+                           IdKey{&spec.eom, "tokenizer.ggml.eom_token_id"},
+                           // (sic: the key is spelled so by gguf-py and llama.cpp)
+                           IdKey{&spec.sep, "tokenizer.ggml.seperator_token_id"}}) {
         auto id = optional_id(file, k.key);
         if (!id) return id.error();
         *k.target = *id;
@@ -88,9 +90,12 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
         std::optional<bool>* target;
         std::string_view key;
     };
-    for (const BoolKey& k : {BoolKey{&spec.add_bos, "tokenizer.ggml.add_bos_token"},
-                             BoolKey{&spec.add_eos, "tokenizer.ggml.add_eos_token"},
-                             BoolKey{&spec.add_space_prefix, "tokenizer.ggml.add_space_prefix"}}) {
+    for (const BoolKey& k :
+         {BoolKey{&spec.add_bos, "tokenizer.ggml.add_bos_token"},
+          BoolKey{&spec.add_eos, "tokenizer.ggml.add_eos_token"},
+          BoolKey{&spec.add_space_prefix, "tokenizer.ggml.add_space_prefix"},
+          BoolKey{&spec.lowercase, "tokenizer.ggml.normalizer.lowercase"},
+          BoolKey{&spec.strip_accents, "tokenizer.ggml.normalizer.strip_accents"}}) {
         auto value = optional_bool(file, k.key);
         if (!value) return value.error();
         *k.target = *value;

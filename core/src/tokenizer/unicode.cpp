@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace ferrox::tokenizer_detail {
 namespace {
@@ -15,8 +16,14 @@ constexpr FlagRun kFlagRuns[] = {
 #include "tokenizer/unicode_tables.inc"
 };
 
+struct NfdRange {
+    char32_t first, last, base;
+};
+
+#include "tokenizer/unicode_case_tables.inc"
+
 constexpr uint8_t kLetter = 1, kNumber = 2, kPunctuation = 4, kWhitespace = 8, kMark = 16,
-                  kSymbol = 32;
+                  kSymbol = 32, kControl = 64;
 
 bool is_continuation(uint8_t byte) { return (byte & 0xC0) == 0x80; }
 
@@ -90,7 +97,24 @@ CodepointClass classify(char32_t cp) {
                          [](uint32_t value, const FlagRun& run) { return value < run.first; });
     const uint8_t flags = std::prev(next)->flags;
     return {(flags & kLetter) != 0,     (flags & kNumber) != 0, (flags & kPunctuation) != 0,
-            (flags & kWhitespace) != 0, (flags & kMark) != 0,   (flags & kSymbol) != 0};
+            (flags & kWhitespace) != 0, (flags & kMark) != 0,   (flags & kSymbol) != 0,
+            (flags & kControl) != 0};
+}
+
+char32_t to_lower(char32_t cp) {
+    const auto it = std::lower_bound(std::begin(kLowercase), std::end(kLowercase), cp,
+                                     [](const std::pair<char32_t, char32_t>& entry,
+                                        char32_t value) { return entry.first < value; });
+    return it != std::end(kLowercase) && it->first == cp ? it->second : cp;
+}
+
+char32_t nfd_first(char32_t cp) {
+    const auto next =
+        std::upper_bound(std::begin(kNfdFirst), std::end(kNfdFirst), cp,
+                         [](char32_t value, const NfdRange& range) { return value < range.first; });
+    if (next == std::begin(kNfdFirst)) return cp;
+    const NfdRange& range = *std::prev(next);
+    return cp <= range.last ? range.base : cp;
 }
 
 }  // namespace ferrox::tokenizer_detail

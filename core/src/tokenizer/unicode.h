@@ -28,10 +28,19 @@ struct CodepointClass {
     bool number = false;
     bool punctuation = false;
     bool whitespace = false;
-    bool mark = false;    // \p{M}: combining marks
-    bool symbol = false;  // \p{S}: math, currency, modifier and other symbols
+    bool mark = false;     // \p{M}: combining marks
+    bool symbol = false;   // \p{S}: math, currency, modifier and other symbols
+    bool control = false;  // \p{C} less unassigned: controls, formats, private use, surrogates
 };
 
 CodepointClass classify(char32_t cp);
+
+// The simple (one code point) lowercase mapping; `cp` itself where it has none.
+char32_t to_lower(char32_t cp);
+// The first code point of `cp`'s canonical decomposition (NFD): the base letter of
+// an accented one ("é" -> "e", a Hangul syllable -> its leading jamo); `cp` itself
+// where it does not decompose. The marks after it are dropped: WordPiece's
+// accent stripping as llama.cpp does it, one code point in, one out.
+char32_t nfd_first(char32_t cp);
 
 }  // namespace ferrox::tokenizer_detail

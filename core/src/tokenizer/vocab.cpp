@@ -111,26 +111,36 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
         vocab.slots_[i] = static_cast<int32_t>(id);
     }
 
-    const bool spm = spec.model == "llama";
     // Defaults for absent ids are llama.cpp's: SentencePiece's <unk>=0 <s>=1 </s>=2;
-    // GPT-2 style vocabularies have no such convention.
-    const auto pick = [&](const std::optional<int32_t>& given, int32_t spm_default,
-                          std::string_view what) -> Expected<int32_t> {
-        const int32_t id = given.value_or(spm ? spm_default : kNoToken);
-        if (id != kNoToken && !vocab.valid(id))
-            return make_error("tokenizer: {} id {} is outside the vocabulary of {} tokens", what,
-                              id, n);
-        return id;
+    // BERT's [UNK]=100 [CLS]=101 (the BOS) [SEP]=102, no EOS; GPT-2 style
+    // vocabularies have no such convention. A default outside the vocabulary is
+    // no token (llama.cpp disables it); a given id outside it is refused.
+    struct Defaults {
+        int32_t bos = kNoToken, eos = kNoToken, unk = kNoToken, sep = kNoToken;
     };
-    auto bos = pick(spec.bos, 1, "BOS");
+    Defaults defaults;
+    if (spec.model == "llama") defaults = {.bos = 1, .eos = 2, .unk = 0};
+    if (spec.model == "bert") defaults = {.bos = 101, .unk = 100, .sep = 102};
+    const auto pick = [&](const std::optional<int32_t>& given, int32_t fallback,
+                          std::string_view what) -> Expected<int32_t> {
+        if (!given) return vocab.valid(fallback) ? fallback : kNoToken;
+        if (*given != kNoToken && !vocab.valid(*given))
+            return make_error("tokenizer: {} id {} is outside the vocabulary of {} tokens", what,
+                              *given, n);
+        return *given;
+    };
+    auto bos = pick(spec.bos, defaults.bos, "BOS");
     if (!bos) return bos.error();
-    auto eos = pick(spec.eos, 2, "EOS");
+    auto eos = pick(spec.eos, defaults.eos, "EOS");
     if (!eos) return eos.error();
-    auto unk = pick(spec.unk, 0, "unknown-token");
+    auto unk = pick(spec.unk, defaults.unk, "unknown-token");
     if (!unk) return unk.error();
+    auto sep = pick(spec.sep, defaults.sep, "separator");
+    if (!sep) return sep.error();
     vocab.bos = *bos;
     vocab.eos = *eos;
     vocab.unk = *unk;
+    vocab.sep = *sep;
 
     for (const auto& extra : {spec.eot, spec.eom}) {
         if (extra && vocab.valid(*extra)) vocab.end_of_generation_.insert(*extra);

@@ -1,4 +1,4 @@
-// The vocabulary shared by both tokenizer families: token texts, scores,
+// The vocabulary shared by the tokenizer families: token texts, scores,
 // attributes, the text -> id index, the special-token list and the
 // end-of-generation set, all settled once at construction.
 #pragma once
@@ -42,7 +42,7 @@ class Vocab {
     bool strips_right(int32_t id) const { return strip_right_.count(id) != 0; }
     bool strips_left(int32_t id) const { return strip_left_.count(id) != 0; }
 
-    int32_t bos = kNoToken, eos = kNoToken, unk = kNoToken;
+    int32_t bos = kNoToken, eos = kNoToken, unk = kNoToken, sep = kNoToken;
     bool add_bos = false, add_eos = false, add_space_prefix = false;
 
   private:

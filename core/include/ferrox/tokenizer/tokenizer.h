@@ -1,7 +1,8 @@
 // Text <-> token ids for the tokenizer families GGUF files carry: "llama"
 // (SentencePiece: score-ranked bigram merges, byte fallback), "gpt2"
-// (byte-level BPE: ranked merges after a regex pre-tokenizer) and "gemma4"
-// (BPE over SentencePiece's spelling: U+2581 spaces, <0xXX> byte fallback).
+// (byte-level BPE: ranked merges after a regex pre-tokenizer), "gemma4"
+// (BPE over SentencePiece's spelling: U+2581 spaces, <0xXX> byte fallback) and
+// "bert" (WordPiece: the longest piece first, after BERT's normaliser).
 // Behaviour follows llama.cpp's tokenizers token for token; the parity tests in
 // tests/parity/ compare the two on the same GGUF files.
 #pragma once
@@ -43,14 +44,18 @@ enum class TokenType : int32_t {
 // tokenizer.ggml.* keys, or what a test writes by hand. Absent optionals take
 // the per-model defaults llama.cpp uses.
 struct FERROX_API VocabSpec {
-    std::string model;  // "llama", "gpt2" or "gemma4" (tokenizer.ggml.model)
+    std::string model;  // "llama", "gpt2", "gemma4" or "bert" (tokenizer.ggml.model)
     std::string pre;    // pre-tokenizer name (BPE models only): qwen2, llama-bpe, ...
     std::vector<std::string> tokens;
     std::vector<float> scores;        // "llama": merge priority; empty = all 0
     std::vector<TokenType> types;     // empty = all normal
     std::vector<std::string> merges;  // BPE: "left right", rank = position
     std::optional<int32_t> bos, eos, unk, eot, eom;
+    std::optional<int32_t> sep;  // "bert": [SEP], appended after the text with add_special
     std::optional<bool> add_bos, add_eos, add_space_prefix;
+    // "bert"'s normaliser (tokenizer.ggml.normalizer.*): lowercase (default on) and
+    // strip accents (default: as lowercase).
+    std::optional<bool> lowercase, strip_accents;
     // general.name: Phi-3 models strip the whitespace that follows most of
     // their special tokens (matched case-insensitively on "phi-3" / "phi3").
     std::string model_name;
