@@ -223,6 +223,13 @@ constexpr ArchSpec kArchitectures[] = {
      .delta_net_layers = true,
      .gated_attention = true,
      .delta_net_grouped = true},
+    // LFM2 / LFM2.5 (Liquid): short-convolution layers where the file lists
+    // 0 KV heads, attention elsewhere (per-head q/k norms, NeoX RoPE), a
+    // SwiGLU FFN on every layer, the final norm named token_embd_norm.
+    {.name = "lfm2",
+     .qk_norm = QkNorm::PerHead,
+     .output_norm_tensor = "token_embd_norm.weight",
+     .shortconv_layers = true},
 };
 
 }  // namespace
