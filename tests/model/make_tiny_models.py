@@ -289,6 +289,11 @@ SHORTCONV = {
     "lfm2": ("lfm2", "llama-bpe", {"tied": True, "qk_norm": True, "n_layer": 4,
                                    "shortconv": {"l_cache": 3, "layers": [True, True, False, True]}}),
 }
+#   lfm2moe: LFM2-8B-A1B's layout on the same 4 layers: layer 0's FFN dense
+#         (leading_dense_block_count 1), the others 8 experts of 64 with a sigmoid gate
+#         (expert_gating_func 2), a selection bias, the top 2 weights renormalised.
+SHORTCONV["lfm2moe"] = ("lfm2moe", "llama-bpe", {**SHORTCONV["lfm2"][2], "moe": True, "n_expert": 8,
+                                                  "dense_lead": 1, "glm": {"expert_gating_func": 2}})
 # A fault for the parity test to catch: tiny-lfm2's weights (same seed) with each channel's
 # convolution taps in reverse order -- what a pass reading the window newest first computes.
 SHORTCONV["lfm2-conv-fault"] = ("lfm2", "llama-bpe", {**SHORTCONV["lfm2"][2], "seed": 4100, "fault": "conv_taps"})

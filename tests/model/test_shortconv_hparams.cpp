@@ -65,3 +65,42 @@ TEST_CASE("lfm2: a layer with 0 KV heads is a short convolution over n_embd chan
     refused_by(lfm2_like().without(window).u32(window, 1), window, "not in 2..64");
     refused_by(lfm2_like().without(window).u32(window, 65), window, "not in 2..64");
 }
+
+TEST_CASE("lfm2moe: leading dense FFNs, then sigmoid-gated experts renormalised whatever the key") {
+    const auto moe = [] {
+        TinyGguf g;
+        g.str("general.architecture", "lfm2moe")
+            .u32("lfm2moe.context_length", 4096)
+            .u32("lfm2moe.embedding_length", 64)
+            .u32("lfm2moe.block_count", 4)
+            .u32("lfm2moe.feed_forward_length", 128)
+            .u32("lfm2moe.attention.head_count", 4)
+            .i32_array("lfm2moe.attention.head_count_kv", {0, 0, 2, 0})
+            .u32("lfm2moe.shortconv.l_cache", 3)
+            .f32("lfm2moe.attention.layer_norm_rms_epsilon", 1e-5f)
+            .u32("lfm2moe.expert_count", 8)
+            .u32("lfm2moe.expert_used_count", 2)
+            .u32("lfm2moe.expert_feed_forward_length", 32)
+            .u32("lfm2moe.leading_dense_block_count", 1)
+            .u32("lfm2moe.expert_gating_func", 2)
+            .tensor("token_embd.weight", 64, 10, 0.5f);
+        return g;
+    };
+    auto file = moe().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(model::layer_pattern(*hp) == "RRGR");
+    CHECK(hp->n_layer_dense_lead == 1);
+    CHECK_FALSE(hp->expert_layer(0));
+    CHECK(hp->expert_layer(1));
+    CHECK(hp->moe_gating == model::MoeGating::Sigmoid);
+    CHECK(hp->expert_selection_bias);
+    CHECK(hp->expert_weights_norm);
+    // llama.cpp's lfm2moe graph renormalises whatever the file says.
+    auto unnormed = moe().boolean("lfm2moe.expert_weights_norm", false).parse();
+    REQUIRE(unnormed);
+    auto hu = model::read_hparams(*unnormed);
+    REQUIRE(hu);
+    CHECK(hu->expert_weights_norm);
+}

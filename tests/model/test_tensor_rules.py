@@ -40,8 +40,10 @@ ALLOWED = {
     "llama": {"rope_factors_long", "rope_factors_short"},
     "granite": {"rope_factors_long", "rope_factors_short", "rope_freqs"},
     "mistral3": {"rope_factors_long", "rope_factors_short"},
-    # Gemma 2's output projection is tied; a file that stores it is bound.
+    # Gemma 2's output projection is tied; a file that stores it is bound. So is
+    # lfm2moe's (src/models/lfm2moe.cpp: output, TENSOR_NOT_REQUIRED).
     "gemma2": {"output"},
+    "lfm2moe": {"output"},
     # A reranker's head (src/models/qwen3.cpp: cls_out, not required; Qwen3-Reranker's files).
     "qwen3": {"cls.output"},
     # llama.cpp 0.3.36's deepseek2 loader reads GLM-4.7-Flash's NextN block (its

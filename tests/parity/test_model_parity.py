@@ -468,6 +468,14 @@ def test_tiny_lfm2_matches_llama_cpp():
     check(compare(path, tiny_prompt(), "tiny lfm2"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
 
 
+def test_tiny_lfm2moe_matches_llama_cpp():
+    """LFM2-8B-A1B's layers (issue 35): lfm2's short convolutions and attention, the first
+    FFN dense, then 8 experts with a sigmoid gate and a selection bias, the top 2 weights
+    renormalised (llama.cpp's lfm2moe graph does whatever expert_weights_norm says)."""
+    path = tiny_model("lfm2moe")
+    check(compare(path, tiny_prompt(), "tiny lfm2moe"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
 def test_tiny_lfm2_reversed_conv_taps_are_caught():
     """The fault the lfm2 parity must catch: llama.cpp on tiny-lfm2's weights with every
     channel's convolution taps reversed (a pass reading its window newest first) against

@@ -839,10 +839,11 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
     // key for it then); the rows that read the gating key renormalise only
     // where the file says (llama.cpp's default false), the other softmax
     // rows always (their llama.cpp graphs do; gemma4's whatever the key).
-    if (spec.moe_gating != MoeGating::SoftmaxWeight && !spec.dense_beside_experts)
+    if (spec.expert_weights_always_normed)
+        hp.expert_weights_norm = true;
+    else if (spec.moe_gating != MoeGating::SoftmaxWeight)
         FERROX_READ(hp.expert_weights_norm,
                     k.bool_or("expert_weights_norm", expert_weights_norm_default(spec)));
-    if (spec.dense_beside_experts) hp.expert_weights_norm = true;
     if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
         return refuse(
             file, k.key("expert_used_count"),

@@ -153,7 +153,9 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"expert_used_count", R, {}, experts});
         k.push_back(
             {spec.moe ? "expert_feed_forward_length" : "feed_forward_length", R, {}, experts});
-        if (spec.moe_gating != MoeGating::SoftmaxWeight)
+        if (spec.expert_weights_always_normed)  // renormalised whatever it says
+            k.push_back({"expert_weights_norm", KeyUse::Ignored, {}, {}});
+        else if (spec.moe_gating != MoeGating::SoftmaxWeight)
             k.push_back({"expert_weights_norm", O,
                          expert_weights_norm_default(spec) ? "true" : "false", experts});
         if (spec.gating_key) {

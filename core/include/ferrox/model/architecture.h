@@ -240,6 +240,9 @@ struct ArchSpec {
     // each expert's gate rows, then its up rows (gemma4's converted files,
     // as llama.cpp loads them).
     bool fused_expert_gate_up = false;
+    // The chosen experts' weights are renormalised whatever
+    // expert_weights_norm says (llama.cpp's gemma4 and lfm2moe graphs).
+    bool expert_weights_always_normed = false;
 };
 
 // Whether expert weights are renormalised where expert_weights_norm is
