@@ -720,7 +720,8 @@ int main() {
     }
     // Recurrent layers (qwen35; qwen35moe and qwen3next with experts; lfm2's short
     // convolutions): the usual rules, and the state's own.
-    for (const auto& path : test::tiny_models({"qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe"})) {
+    for (const auto& path :
+         test::tiny_models({"qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe"})) {
         Loaded l = load(plugins, path);
         if (!l.model) continue;
         const std::string name = path.stem().string();
