@@ -109,6 +109,9 @@ std::string layer_pattern(const model::ArchSpec& spec) {
         return "the layers attention.recurrent_layers lists false, else every "
                "full_attention_interval-th layer (else 4th), attend over the KV cache; the "
                "others are Gated DeltaNet layers with a per-sequence state";
+    if (spec.shortconv_layers)
+        return "the layers with attention.head_count_kv > 0 attend over the KV cache; those "
+               "with 0 are short-convolution layers with a per-sequence window";
     return "every layer attends over the KV cache";
 }
 
@@ -147,7 +150,8 @@ int list(const std::vector<std::string>& names, bool json) {
         for (const model::KeyRule& k : model::key_rules(*spec))
             std::cout << fmt::format("    {:<40} {}\n", fmt::format("{}.{}", spec->name, k.suffix),
                                      key_text(k));
-        if (spec->delta_net_layers) std::cout << "  layers: " << layer_pattern(*spec) << "\n";
+        if (spec->delta_net_layers || spec->shortconv_layers)
+            std::cout << "  layers: " << layer_pattern(*spec) << "\n";
         std::cout << "  tensors:\n";
         for (const TensorRule& r : rules) {
             std::string dims;

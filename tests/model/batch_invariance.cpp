@@ -718,9 +718,10 @@ int main() {
         state_round_trip(*l.model, name + " (q8_0 KV)", rng);
         middle_removal(*l.model, name + " (q8_0 KV)", rng);
     }
-    // Recurrent layers (qwen35; qwen35moe and qwen3next with experts): the usual rules, and the
-    // state's own.
-    for (const auto& path : test::tiny_models({"qwen35", "qwen35moe", "qwen3next"})) {
+    // Recurrent layers (qwen35; qwen35moe and qwen3next with experts; lfm2's short
+    // convolutions): the usual rules, and the state's own.
+    for (const auto& path :
+         test::tiny_models({"qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe"})) {
         Loaded l = load(plugins, path);
         if (!l.model) continue;
         const std::string name = path.stem().string();

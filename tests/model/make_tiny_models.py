@@ -280,6 +280,24 @@ HYBRID_MOE["qwen3next-ba-fault"] = ("qwen3next", "qwen2", {**HYBRID_MOE["qwen3ne
 
 # The DeepSeek V3 family through deepseek2 (seeds from 3100): tiny-deepseek2's latent attention
 # (q through a normed low rank 64, a KV latent of 64 plus 32 rotated dims) with experts.
+# Short-convolution hybrids (seeds from 4100).
+#   lfm2: LFM2's layout, 4 layers: short-convolution layers (conv window l_cache 3: the two
+#         previous b*x products and the token's) where attention.head_count_kv lists 0, and
+#         attention on layer 2 (per-head q/k norms, NeoX RoPE over the whole head); a SwiGLU
+#         FFN on every layer, the final norm named token_embd_norm, the output tied.
+SHORTCONV = {
+    "lfm2": ("lfm2", "llama-bpe", {"tied": True, "qk_norm": True, "n_layer": 4,
+                                   "shortconv": {"l_cache": 3, "layers": [True, True, False, True]}}),
+}
+#   lfm2moe: LFM2-8B-A1B's layout on the same 4 layers: layer 0's FFN dense
+#         (leading_dense_block_count 1), the others 8 experts of 64 with a sigmoid gate
+#         (expert_gating_func 2), a selection bias, the top 2 weights renormalised.
+SHORTCONV["lfm2moe"] = ("lfm2moe", "llama-bpe", {**SHORTCONV["lfm2"][2], "moe": True, "n_expert": 8,
+                                                  "dense_lead": 1, "glm": {"expert_gating_func": 2}})
+# A fault for the parity test to catch: tiny-lfm2's weights (same seed) with each channel's
+# convolution taps in reverse order -- what a pass reading the window newest first computes.
+SHORTCONV["lfm2-conv-fault"] = ("lfm2", "llama-bpe", {**SHORTCONV["lfm2"][2], "seed": 4100, "fault": "conv_taps"})
+
 MLA = {"q_lora": 64, "kv_lora": 64, "rot": 32, "nope": 32, "v": 32}
 DEEPSEEK = {
     # DeepSeek V3's experts: 3 layers, the first dense; 8 experts in 2 groups of 4 of which the
@@ -464,8 +482,9 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     """Whether this file carries the rule's tensor (at layer `il`): every required one (biases
     only where the variant has them), the optional ones its options ask for."""
     name = rule["name"]
-    if rule["when"] in ("attention_layer", "recurrent_layer"):  # qwen35's layer kinds
-        d, n_run = opt["delta"], opt.get("n_layer", N_LAYER) - opt.get("nextn", 0)  # NextN blocks attend
+    if rule["when"] in ("attention_layer", "recurrent_layer"):  # qwen35's and lfm2's layer kinds
+        d = opt["delta"] if "delta" in opt else opt["shortconv"]
+        n_run = opt.get("n_layer", N_LAYER) - opt.get("nextn", 0)  # NextN blocks attend
         recurrent = il is not None and il < n_run and (d["layers"][il] if "layers" in d else (il + 1) % d["interval"] != 0)
         if recurrent != (rule["when"] == "recurrent_layer"):
             return False
@@ -596,8 +615,9 @@ class Values:
             return (1.0 + (0.5 if short == "rope_factors_short.weight" else 7.0) * ramp ** 2).astype(np.float32)
         if short in ("dense_2.weight", "dense_3.weight"):  # GGUF [cols, rows]; f32 as converters write them
             return matrix(rng, shape[1], shape[0])
-        if short == "ssm_conv1d.weight":  # [conv_dim][kernel]
-            return (0.5 * rng.standard_normal((shape[1], shape[0]))).astype(np.float32)
+        if short in ("ssm_conv1d.weight", "shortconv.conv.weight"):  # [conv_dim][kernel]
+            taps = (0.5 * rng.standard_normal((shape[1], shape[0]))).astype(np.float32)
+            return np.ascontiguousarray(taps[:, ::-1]) if self.opt.get("fault") == "conv_taps" else taps
         if short == "ssm_a":  # -exp(A_log): every decay exp(softplus(.) x ssm_a) in (0, 1)
             return -rng.uniform(0.2, 1.5, size=n).astype(np.float32)
         if short == "ssm_dt.bias":
@@ -737,6 +757,10 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             w.add_uint32(f"{arch}.leading_dense_block_count", n_layer)
             w.add_expert_feed_forward_length(N_FF_EXP)
             w.add_uint32(f"{arch}.expert_shared_count", 1)
+    elif "shortconv" in opt:  # lfm2: 0 KV heads marks a short-convolution layer
+        w.add_head_count_kv([0 if conv else N_HEAD_KV for conv in opt["shortconv"]["layers"]])
+        w.add_uint32(f"{arch}.shortconv.l_cache", opt["shortconv"]["l_cache"])
+        w.add_rope_dimension_count(HEAD_DIM)
     elif "full_head" in opt:  # gemma4: the global layers' heads, the sliding ones' below
         full = opt["full_head"]
         w.add_head_count_kv([N_HEAD_KV if swa else full["kv_heads"] for swa in opt["swa_layers"]])
@@ -842,6 +866,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
                      "ssm_conv_dim": 2 * d["k_heads"] * d["state"] + d["state"] * d["v_heads"],
                      "ssm_inner": d["state"] * d["v_heads"], "ssm_v_heads": d["v_heads"],
                      "ssm_head_dim": d["state"]})
+    if "shortconv" in opt:
+        dims.update({"ssm_conv_kernel": opt["shortconv"]["l_cache"], "ssm_conv_dim": N_EMBD})
     if "longrope_factors" in opt:
         lf = opt["longrope_factors"]
         w.add_rope_scaling_orig_ctx_len(lf["orig"])
@@ -891,6 +917,9 @@ def main() -> int:
     # which the recurrent state carries to every later position (NMSE 1.8e-4 mean against
     # llama.cpp, one greedy flip at a near tie, 0.069), where 3401-3403 measure 1.1e-4 to 9.5e-4.
     for seed, (name, (arch, vocab_name, opt)) in enumerate(HYBRID_MOE.items(), start=3401):
+        opt = dict(opt)
+        print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(SHORTCONV.items(), start=4100):
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     return 0

@@ -40,8 +40,10 @@ ALLOWED = {
     "llama": {"rope_factors_long", "rope_factors_short"},
     "granite": {"rope_factors_long", "rope_factors_short", "rope_freqs"},
     "mistral3": {"rope_factors_long", "rope_factors_short"},
-    # Gemma 2's output projection is tied; a file that stores it is bound.
+    # Gemma 2's output projection is tied; a file that stores it is bound. So is
+    # lfm2moe's (src/models/lfm2moe.cpp: output, TENSOR_NOT_REQUIRED).
     "gemma2": {"output"},
+    "lfm2moe": {"output"},
     # A reranker's head (src/models/qwen3.cpp: cls_out, not required; Qwen3-Reranker's files).
     "qwen3": {"cls.output"},
     # llama.cpp 0.3.36's deepseek2 loader reads GLM-4.7-Flash's NextN block (its
@@ -77,6 +79,8 @@ UNBOUND = {
     # unused q/k/v names gguf lists.
     "deepseek2": {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
                   "blk.{bid}.attn_v"},
+    # LFM2-ColBERT's projection after the pooling (an embedding variant not run).
+    "lfm2": {"dense_2"},
     # The converter's optional fused experts (--fuse-gate-up-exps): not bound, refused by name.
     "qwen35moe": {"blk.{bid}.ffn_gate_up_exps"},
     # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
@@ -116,8 +120,10 @@ def test_bound_tensors_are_ones_the_files_hold(arch):
     ours = {stem(r["name"]) for r in arch["tensors"]}
     assert ours <= allowed, f"{arch['name']}: ferrox binds {sorted(ours - allowed)}, which no file holds"
     # Every layer tensor llama.cpp requires of every architecture is bound.
-    for required in ("token_embd", "output_norm", "blk.{bid}.attn_output"):
+    for required in ("token_embd", "blk.{bid}.attn_output"):
         assert required in ours
+    # The final norm, under the name gguf gives the architecture (lfm2's is token_embd_norm).
+    assert ours & {"output_norm", "token_embd_norm"} & known
     names = [r["name"] for r in arch["tensors"]]
     assert len(names) == len(set(names)), f"{arch['name']}: a tensor is listed twice"
     for r in arch["tensors"]:
@@ -189,7 +195,9 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
         return v[il] if isinstance(v, list) and k != "attention.sliding_window_pattern" else v
 
     n_head, n_kv = key("attention.head_count"), key("attention.head_count_kv")
-    k_len, v_len = key("attention.key_length"), key("attention.value_length")
+    # The format's defaults: key_length n_embd / n_head, value_length key_length (lfm2's files).
+    k_len = key("attention.key_length", key("embedding_length") // n_head)
+    v_len = key("attention.value_length", k_len)
     pattern = key("attention.sliding_window_pattern")
     if isinstance(pattern, list) and pattern[il] and key("attention.key_length_swa") is not None:
         k_len, v_len = key("attention.key_length_swa"), key("attention.value_length_swa")
@@ -212,8 +220,11 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             "o_dim_mla": n_head * key("attention.value_length_mla", 0),
             "n_cls_out": 1,  # a reranker's labels (an array, not read here); no tiny model has a head
             # Gated attention and Gated DeltaNet layers (qwen35).
-            "q_dim_gated": 2 * n_head * k_len, "ssm_conv_kernel": key("ssm.conv_kernel", 0),
-            "ssm_conv_dim": 2 * key("ssm.group_count", 0) * key("ssm.state_size", 0) + key("ssm.inner_size", 0),
+            # lfm2's short convolutions: the window shortconv.l_cache over n_embd channels.
+            "q_dim_gated": 2 * n_head * k_len,
+            "ssm_conv_kernel": key("ssm.conv_kernel", 0) or key("shortconv.l_cache", 0),
+            "ssm_conv_dim": 2 * key("ssm.group_count", 0) * key("ssm.state_size", 0) + key("ssm.inner_size", 0)
+            or (key("embedding_length") if key("shortconv.l_cache") else 0),
             "ssm_inner": key("ssm.inner_size", 0), "ssm_v_heads": key("ssm.time_step_rank", 0),
             "ssm_head_dim": key("ssm.state_size", 0),
             # gemma4 E2B/E4B's per-layer embeddings.

@@ -459,6 +459,37 @@ def test_tiny_qwen3next_wrong_beta_alpha_layout_is_caught():
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
+def test_tiny_lfm2_matches_llama_cpp():
+    """LFM2 (issue 35): short-convolution layers where attention.head_count_kv lists 0 --
+    in_proj into b, c, x, a causal depthwise convolution of b*x over a window of 3 carried in
+    the sequence's state, times c, out_proj -- and one attention layer with per-head q/k
+    norms; the final norm named token_embd_norm."""
+    path = tiny_model("lfm2")
+    check(compare(path, tiny_prompt(), "tiny lfm2"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_lfm2moe_matches_llama_cpp():
+    """LFM2-8B-A1B's layers (issue 35): lfm2's short convolutions and attention, the first
+    FFN dense, then 8 experts with a sigmoid gate and a selection bias, the top 2 weights
+    renormalised (llama.cpp's lfm2moe graph does whatever expert_weights_norm says)."""
+    path = tiny_model("lfm2moe")
+    check(compare(path, tiny_prompt(), "tiny lfm2moe"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_lfm2_reversed_conv_taps_are_caught():
+    """The fault the lfm2 parity must catch: llama.cpp on tiny-lfm2's weights with every
+    channel's convolution taps reversed (a pass reading its window newest first) against
+    ferrox on tiny-lfm2 fails the parity bound."""
+    path, faulty = tiny_model("lfm2"), tiny_model("lfm2-conv-fault")
+    ref = LlamaReference(faulty)
+    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
+    want = ref.logits(seq)
+    got = ferrox_logits(path, seq, want.shape[1])
+    nmse = nmse_rows(got, want)
+    print(f"\ntiny lfm2 against its conv-taps fault: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
 def qwen35_float64_logits(path: pathlib.Path, tokens: list[int]) -> np.ndarray:
     """Qwen3.5 in float64 numpy from the gguf package's dequantized weights, written from
     llama.cpp's graph (src/models/qwen35.cpp, delta-net-base.cpp): Gated DeltaNet layers

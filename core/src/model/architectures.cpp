@@ -168,7 +168,8 @@ constexpr ArchSpec kArchitectures[] = {
      .dense_beside_experts = true,
      .scaled_router_input = true,
      .expert_output_scales = true,
-     .fused_expert_gate_up = true},
+     .fused_expert_gate_up = true,
+     .expert_weights_always_normed = true},
     // Qwen3.5 (dense): three Gated DeltaNet layers, then one full-attention
     // layer (full_attention_interval); the attention layers gate their output
     // by sigmoid(a second half of q per head), norm q and k per head and
@@ -223,6 +224,26 @@ constexpr ArchSpec kArchitectures[] = {
      .delta_net_layers = true,
      .gated_attention = true,
      .delta_net_grouped = true},
+    // LFM2 / LFM2.5 (Liquid): short-convolution layers where the file lists
+    // 0 KV heads, attention elsewhere (per-head q/k norms, NeoX RoPE), a
+    // SwiGLU FFN on every layer, the final norm named token_embd_norm.
+    {.name = "lfm2",
+     .qk_norm = QkNorm::PerHead,
+     .output_norm_tensor = "token_embd_norm.weight",
+     .shortconv_layers = true},
+    // LFM2-8B-A1B, LFM2-24B-A2B: lfm2's layers, the first
+    // leading_dense_block_count FFNs dense, the others experts with a sigmoid
+    // gate and a selection bias, the chosen weights renormalised.
+    {.name = "lfm2moe",
+     .qk_norm = QkNorm::PerHead,
+     .moe = true,
+     .moe_gating = MoeGating::Sigmoid,
+     .output_norm_tensor = "token_embd_norm.weight",
+     .leading_dense_layers = true,
+     .expert_selection_bias = TensorUse::Required,
+     .gating_key = true,
+     .shortconv_layers = true,
+     .expert_weights_always_normed = true},
 };
 
 }  // namespace

@@ -259,7 +259,9 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     // this norm; without pre-norms (olmo2) the block reads x itself.
     if (il == 0 && hp_.arch->pre_norms)
         st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
-    if (hp_.is_recurrent(il))  // a Gated DeltaNet layer (qwen35), into s.o
+    if (hp_.is_recurrent(il) && hp_.arch->shortconv_layers)  // lfm2, into s.o
+        short_conv_block(st, a, kv, il, n);
+    else if (hp_.is_recurrent(il))  // a Gated DeltaNet layer (qwen35), into s.o
         recurrent_block(st, a, kv, il, n);
     else
         attention_core(st, a, kv, il, n);

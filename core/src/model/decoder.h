@@ -220,6 +220,9 @@ class Decoder {
     void apply_gate(StickySteps& st, Activations& a, uint32_t n) const;
     void recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
+    // short_conv.cpp: lfm2's short-convolution layer.
+    void short_conv_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                          uint32_t n) const;
     void dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n, Act out) const;
     void dense_and_experts(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,

@@ -318,6 +318,31 @@ Expected<void> read_per_layer(const gguf::File& file, const Keys& k, std::string
     return {};
 }
 
+// lfm2's layer kinds from its per-layer KV head counts, as llama.cpp reads
+// them: 0 marks a short-convolution layer; the attention layers share one
+// count (the cache has one shape for all layers).
+Expected<void> read_shortconv_layers(const gguf::File& file, const Keys& k, Hparams& hp) {
+    const std::string key = k.key("attention.head_count_kv");
+    if (hp.n_layer == 0) return refuse(file, k.key("block_count"), "is 0");
+    std::vector<uint32_t> per_layer;
+    if (auto r = read_per_layer(file, k, "attention.head_count_kv", hp.n_layer, per_layer); !r)
+        return r;
+    hp.recurrent_layers.assign(hp.n_layer, false);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const uint32_t kv = per_layer[il];
+        hp.recurrent_layers[il] = kv == 0;
+        if (kv == 0) continue;
+        if (hp.n_head_kv != 0 && kv != hp.n_head_kv)
+            return refuse(file, key,
+                          fmt::format("lists {} KV heads for layer {} and {} for an earlier "
+                                      "attention layer; ferrox needs one count",
+                                      kv, il, hp.n_head_kv));
+        hp.n_head_kv = kv;
+    }
+    if (hp.n_head_kv == 0) return refuse(file, key, "is 0 for every layer: no layer attends");
+    return {};
+}
+
 // Widths, depth, heads and the training context.
 Expected<void> read_shape(const gguf::File& file, const Keys& k, const ArchSpec& spec,
                           Hparams& hp) {
@@ -326,7 +351,9 @@ Expected<void> read_shape(const gguf::File& file, const Keys& k, const ArchSpec&
     FERROX_READ(hp.n_head, k.u32("attention.head_count"));
     // gemma4's files list the KV heads per layer (the sliding layers' and
     // the global layers' differ in the 31B).
-    if (spec.per_layer_geometry_keys && k.has("attention.head_count_kv") && hp.n_layer > 0) {
+    if (spec.shortconv_layers) {
+        if (auto r = read_shortconv_layers(file, k, hp); !r) return r;
+    } else if (spec.per_layer_geometry_keys && k.has("attention.head_count_kv") && hp.n_layer > 0) {
         if (auto r =
                 read_per_layer(file, k, "attention.head_count_kv", hp.n_layer, hp.n_head_kv_layers);
             !r)
@@ -812,10 +839,11 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
     // key for it then); the rows that read the gating key renormalise only
     // where the file says (llama.cpp's default false), the other softmax
     // rows always (their llama.cpp graphs do; gemma4's whatever the key).
-    if (spec.moe_gating != MoeGating::SoftmaxWeight && !spec.dense_beside_experts)
+    if (spec.expert_weights_always_normed)
+        hp.expert_weights_norm = true;
+    else if (spec.moe_gating != MoeGating::SoftmaxWeight)
         FERROX_READ(hp.expert_weights_norm,
                     k.bool_or("expert_weights_norm", expert_weights_norm_default(spec)));
-    if (spec.dense_beside_experts) hp.expert_weights_norm = true;
     if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
         return refuse(
             file, k.key("expert_used_count"),
@@ -937,6 +965,19 @@ Expected<void> read_delta_net(const gguf::File& file, const Keys& k, Hparams& hp
     return {};
 }
 
+// Short-convolution layers (lfm2): the window, bounded before it sizes a
+// state; the channels are the embedding's.
+Expected<void> read_shortconv(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.ssm_conv_kernel, k.u32("shortconv.l_cache"));
+    // Released models: 3. llama.cpp needs a window of at least one past input.
+    constexpr uint32_t kMaxKernel = 64;
+    if (hp.ssm_conv_kernel < 2 || hp.ssm_conv_kernel > kMaxKernel)
+        return refuse(file, k.key("shortconv.l_cache"),
+                      fmt::format("{} is not in 2..{}", hp.ssm_conv_kernel, kMaxKernel));
+    hp.ssm_inner = hp.n_embd;
+    return {};
+}
+
 // The pooling refuse_non_decoder let through (mean, cls, last; rank on a
 // row with a rank head), the head's label count, and whether attention is
 // causal.
@@ -1041,6 +1082,8 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
         if (auto r = read_layer_geometry(file, k, hp); !r) return r;
     if (spec.delta_net_layers)
         if (auto r = read_delta_net(file, k, hp); !r) return r;
+    if (spec.shortconv_layers)
+        if (auto r = read_shortconv(file, k, hp); !r) return r;
     if (spec.dense_projections)
         if (auto r = read_dense_projections(file, k, hp); !r) return r;
     if (auto r = check_causality(file, k, spec, hp); !r) return r;

@@ -118,7 +118,9 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("mla_head_dim_v", hp.mla_head_v);
     }
     if (hp.arch->attention_sinks) add("attention_sinks", true);
-    if (hp.ssm_conv_kernel) {  // Gated DeltaNet layers (qwen35, qwen35moe)
+    if (hp.arch->shortconv_layers) {  // short-convolution layers (lfm2)
+        add("shortconv_l_cache", hp.ssm_conv_kernel);
+    } else if (hp.ssm_conv_kernel) {  // Gated DeltaNet layers (qwen35, qwen35moe)
         // 0: the file lists its recurrent layers (attention.recurrent_layers);
         // layer_pattern shows them either way.
         add("full_attention_interval", hp.full_attention_interval);

@@ -28,7 +28,11 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"nextn_predict_layers", O, "0", {}});
     for (KeyRule rule : std::initializer_list<KeyRule>{
              {"attention.head_count", R, {}, {}},
-             {"attention.head_count_kv", O, "attention.head_count", {}},
+             // lfm2: one per layer, 0 for a short-convolution layer.
+             {"attention.head_count_kv",
+              spec.shortconv_layers ? R : O,
+              spec.shortconv_layers ? "" : "attention.head_count",
+              {}},
              {"context_length", R, {}, {}},
              {"attention.layer_norm_rms_epsilon", R, {}, {}},
              {"attention.key_length", O, "embedding_length / attention.head_count", {}},
@@ -124,6 +128,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"attention.recurrent_layers", O, "full_attention_interval's pattern", {}});
         k.push_back({"full_attention_interval", O, "4", "without attention.recurrent_layers"});
     }
+    if (spec.shortconv_layers)  // the window; head_count_kv's zeros mark the layers
+        k.push_back({"shortconv.l_cache", R, {}, {}});
     if (spec.dense_projections)  // sentence-transformers' projections after the pooling
         for (const char* dense :
              {"dense_2_feat_in", "dense_2_feat_out", "dense_3_feat_in", "dense_3_feat_out"})
@@ -147,7 +153,9 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"expert_used_count", R, {}, experts});
         k.push_back(
             {spec.moe ? "expert_feed_forward_length" : "feed_forward_length", R, {}, experts});
-        if (spec.moe_gating != MoeGating::SoftmaxWeight)
+        if (spec.expert_weights_always_normed)  // renormalised whatever it says
+            k.push_back({"expert_weights_norm", KeyUse::Ignored, {}, {}});
+        else if (spec.moe_gating != MoeGating::SoftmaxWeight)
             k.push_back({"expert_weights_norm", O,
                          expert_weights_norm_default(spec) ? "true" : "false", experts});
         if (spec.gating_key) {

@@ -105,15 +105,21 @@ void mla_tensors(std::vector<TensorBinding>& t) {
 // tensors hold for the full-attention layers only, and each recurrent layer
 // has its own. attn_qkv there is the convolution's input, so the attention
 // layers take q, k and v unfused.
-void delta_net_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
-    std::erase_if(t, [](const TensorBinding& b) { return b.rule.name == "attn_qkv.weight"; });
-    for (TensorBinding& b : t) {
-        if (b.rule.fused_into == "attn_qkv.weight") b.rule.fused_into = {};
+// A hybrid row's attention tensors (q, k, v, their norms and biases, the
+// output) hold for the attending layers only.
+void attention_on_attention_layers(std::vector<TensorBinding>& t) {
+    for (TensorBinding& b : t)
         if (b.rule.scope == TensorScope::Layer && b.rule.when == TensorWhen::Always &&
             (b.rule.name.starts_with("attn_q") || b.rule.name.starts_with("attn_k") ||
              b.rule.name.starts_with("attn_v") || b.rule.name.starts_with("attn_output")))
             b.rule.when = TensorWhen::AttentionLayer;
-    }
+}
+
+void delta_net_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
+    std::erase_if(t, [](const TensorBinding& b) { return b.rule.name == "attn_qkv.weight"; });
+    for (TensorBinding& b : t)
+        if (b.rule.fused_into == "attn_qkv.weight") b.rule.fused_into = {};
+    attention_on_attention_layers(t);
     const auto recurrent = [&](TensorBinding b) {
         b.rule.when = TensorWhen::RecurrentLayer;
         t.push_back(std::move(b));
@@ -139,6 +145,24 @@ void delta_net_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
     recurrent(layer_matrix("ssm_out.weight", E::Embd, E::SsmInner, &LW::ssm_out));
 }
 
+// Short-convolution layers (ArchSpec::shortconv_layers): in_proj's rows are
+// b, c and x, bound as three views; the depthwise taps are [channel][tap] as
+// a DeltaNet layer's.
+void shortconv_tensors(std::vector<TensorBinding>& t) {
+    attention_on_attention_layers(t);
+    const auto recurrent = [&](TensorBinding b) {
+        b.rule.when = TensorWhen::RecurrentLayer;
+        t.push_back(std::move(b));
+    };
+    recurrent(layer_vector("shortconv.conv.weight", E::SsmKernel, &LW::ssm_conv,
+                           TensorUse::Required, TensorWhen::Always, E::SsmConvDim));
+    recurrent(layer_fused("shortconv.in_proj.weight", TensorUse::Required,
+                          {{{"shortconv.in_proj.b", E::Embd}, &LW::shortconv_b},
+                           {{"shortconv.in_proj.c", E::Embd}, &LW::shortconv_c},
+                           {{"shortconv.in_proj.x", E::Embd}, &LW::shortconv_x}}));
+    recurrent(layer_matrix("shortconv.out_proj.weight", E::Embd, E::Embd, &LW::ssm_out));
+}
+
 }  // namespace
 
 // The order is the tiny-model generator's (it draws random values in it, so
@@ -149,7 +173,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
     t.push_back({rule("token_embd.weight", TensorScope::Model, TensorForm::Rows, E::Vocab, E::Embd),
                  &ModelWeights::token_embd,
                  {}});
-    t.push_back(model_vector("output_norm.weight", E::Embd, &ModelWeights::output_norm));
+    t.push_back(model_vector(spec.output_norm_tensor, E::Embd, &ModelWeights::output_norm));
     TensorBinding output{
         rule("output.weight", TensorScope::Model, TensorForm::Matrix, E::Vocab, E::Embd,
              spec.tied_output ? TensorUse::Optional : TensorUse::Required),
@@ -332,6 +356,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         }
     }
     if (spec.delta_net_layers) delta_net_tensors(t, spec);
+    if (spec.shortconv_layers) shortconv_tensors(t);
     if (spec.per_layer_geometry_keys) {
         // gemma4 E2B/E4B: each layer's gate from the residual stream, the
         // projection of the gated per-layer input back to it, and its norm.

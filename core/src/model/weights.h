@@ -55,6 +55,9 @@ struct LayerWeights {
     // -exp(A) per value head, the gated norm [head dim] and the out-projection.
     std::optional<WeightMatrix> ssm_in, ssm_gate, ssm_beta, ssm_alpha, ssm_out;
     std::vector<float> ssm_conv, ssm_dt_bias, ssm_a, ssm_norm;
+    // A short-convolution layer (lfm2): in_proj's three parts; its taps and
+    // out_proj are ssm_conv and ssm_out.
+    std::optional<WeightMatrix> shortconv_b, shortconv_c, shortconv_x;
     // Per-layer embeddings (gemma4 E2B/E4B): the gate [n_embd_per_layer x
     // n_embd], the projection back [n_embd x n_embd_per_layer] and its norm;
     // this layer's rows of per_layer_model_proj (a view), and, in layer 0

@@ -145,6 +145,8 @@ struct ArchSpec {
     bool per_layer_geometry_keys = false;
     // The norm before the FFN (gpt-oss's files call it post_attention_norm).
     std::string_view ffn_norm_tensor = "ffn_norm.weight";
+    // The final norm's tensor (lfm2's converter names it token_embd_norm).
+    std::string_view output_norm_tensor = "output_norm.weight";
     // attn_q_norm / attn_k_norm may be absent (glm4moe: GLM-4.5 has them, Air
     // not); each layer normalises where it has them, as llama.cpp does.
     bool qk_norm_optional = false;
@@ -212,6 +214,14 @@ struct ArchSpec {
     // alpha come from one ssm_ba.weight whose rows are, per key head,
     // its value heads' betas then their alphas.
     bool delta_net_grouped = false;
+    // Short-convolution layers between the attention ones (lfm2): a layer
+    // whose attention.head_count_kv entry is 0 runs shortconv.in_proj into
+    // b, c and x, a causal depthwise convolution of b * x over the last
+    // shortconv.l_cache inputs, c times its output, then shortconv.out_proj
+    // (core/src/model/short_conv.cpp). The context keeps each sequence's
+    // convolution window as it keeps a Gated DeltaNet layer's (seq_states.h),
+    // with no delta-rule state.
+    bool shortconv_layers = false;
     // An expert layer keeps its dense FFN beside the experts (gemma4, where
     // the file has expert_count > 0, each expert expert_feed_forward_length
     // wide): ffn_norm -> dense FFN -> post_ffw_norm_1, plus pre_ffw_norm_2 ->
@@ -230,6 +240,9 @@ struct ArchSpec {
     // each expert's gate rows, then its up rows (gemma4's converted files,
     // as llama.cpp loads them).
     bool fused_expert_gate_up = false;
+    // The chosen experts' weights are renormalised whatever
+    // expert_weights_norm says (llama.cpp's gemma4 and lfm2moe graphs).
+    bool expert_weights_always_normed = false;
 };
 
 // Whether expert weights are renormalised where expert_weights_norm is

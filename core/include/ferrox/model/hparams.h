@@ -201,6 +201,9 @@ struct Hparams {
     uint32_t full_attention_interval = 0;
     // Per layer run, whether it is recurrent; empty: no recurrent layer.
     std::vector<bool> recurrent_layers;
+    // Short-convolution layers (lfm2) reuse these fields: the kernel is
+    // shortconv.l_cache, the convolution's channels (ssm_inner) n_embd, and
+    // there are no heads and no delta-rule state.
     // The convolution's channels: q and k of every key head, then the values.
     uint64_t ssm_conv_dim() const { return 2 * uint64_t{ssm_k_heads} * ssm_state + ssm_inner; }
     // True when layer `il` is a recurrent (delta-net) layer (never a NextN block).
