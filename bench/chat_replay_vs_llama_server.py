@@ -10,8 +10,9 @@ prompt's tokens and how many each engine computed:
 - ferrox: usage.prompt_tokens - usage.prompt_tokens_details.cached_tokens;
 - llama-server: timings.prompt_n (computed) beside timings.cache_n (reused).
 On a hybrid recurrent model (qwen35) ferrox resumes from recurrent-state checkpoints
-(docs/models.md, "Sequence state and checkpoints"), so it computes under one chunk (128)
-more than the new tokens each turn.
+(docs/models.md, "Sequence state and checkpoints"): at the previous prompt's end, so
+that a turn computes only its new tokens, wherever that is exact (server/prefill_plan.h);
+elsewhere from the last chunk end before it (under 128 more).
 
 llama-server is built from the llama-cpp-python sdist that CI caches (bench/llama_build.py,
 into ~/.cache/ferrox/llama.cpp-<version>; once, 10-20 minutes on 2 cores). Run by hand,

@@ -36,7 +36,7 @@ struct Scheduler::Slot {
     uint32_t generated = 0, reused = 0;
     uint64_t last_use = 0;
     uint64_t admitted = 0;  // admission order: prompts are prefilled oldest first
-    size_t canonical = 0;   // leading cached positions computed in whole prefill chunks
+    size_t canonical = 0;   // leading cached positions, to a chunk end, computed as from scratch
     SamplerChain chain;
     std::optional<output::SequenceOutput> output;  // the job's text, stop strings, logprobs
     Clock::time_point last_token_at;
@@ -95,9 +95,9 @@ Scheduler::Scheduler(const Tokenizer& tokenizer, std::unique_ptr<DecodeContext> 
     if (each > 0 && options_.checkpoint_memory > 0) {
         checkpoints_ = std::make_unique<StateCheckpoints>(options_.checkpoint_memory, each);
         logger().info(
-            "server: recurrent-state checkpoints of {} bytes at every {}-token chunk end, {} bytes "
-            "for all (server.checkpoint_memory): a prompt that extends a cached one resumes from "
-            "the last checkpoint inside it",
+            "server: recurrent-state checkpoints of {} bytes at every {}-token chunk end and "
+            "prompt end, {} bytes for all (server.checkpoint_memory): a prompt that extends a "
+            "cached one resumes from the last usable checkpoint inside it",
             each, options_.prefill_chunk, options_.checkpoint_memory);
     } else if (each > 0) {
         logger().info(
@@ -210,6 +210,10 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
         // prompt's last token is always computed, for its logits.
         const size_t chunk = options_.prefill_chunk;
         const size_t most = (prompt.size() - 1) / chunk * chunk;
+        const PrefillShape shape = prefill_shape();
+        const auto exact = [&](size_t at) {
+            return prefill_call_end(at, prompt.size(), shape) > 0;
+        };
         Slot* best = nullptr;
         size_t reuse = 0;
         const StateCheckpoints::Entry* resume = nullptr;  // the state `reuse` starts from
@@ -220,8 +224,10 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
             const StateCheckpoints::Entry* from = nullptr;
             if (!ctx_->can_roll_back() && l < s.cached.size()) {
                 // A recurrent state went past l: only a checkpoint inside the
-                // shared prefix takes it back.
-                from = checkpoints_ ? checkpoints_->find(s.seq, prompt, l) : nullptr;
+                // shared prefix takes it back -- one at a chunk end, or at an
+                // earlier prompt's end where resuming computes the rest exactly.
+                const size_t limit = std::min(common_prefix(s.cached, prompt), prompt.size() - 1);
+                from = checkpoints_ ? checkpoints_->find(s.seq, prompt, limit, exact) : nullptr;
                 l = from ? from->tokens.size() : 0;
             }
             if (l > reuse) reuse = l, best = &s, resume = from;
@@ -563,11 +569,22 @@ void Scheduler::prefill_step() {
     }
 }
 
+PrefillShape Scheduler::prefill_shape() const {
+    static_assert(PrefillShape::kFewRows == kDecodeRowsPerCall);
+    PrefillShape shape;
+    shape.chunk = options_.prefill_chunk;
+    shape.most_rows = std::max(options_.batch, options_.prefill_chunk);
+    return shape;
+}
+
 size_t Scheduler::prefill_chunk_of(Slot& slot) {
     const auto& prompt = slot.job->request.prompt;
     const size_t chunk = options_.prefill_chunk;
     const size_t from = slot.cached.size();
-    const size_t to = std::min(prompt.size(), (from / chunk + 1) * chunk);
+    // Admission resumed only where such a call exists; the fallback (the
+    // chunk's rest) is never taken.
+    size_t to = prefill_call_end(from, prompt.size(), prefill_shape());
+    if (to == 0) to = std::min(prompt.size(), (from / chunk + 1) * chunk);
     model::Batch batch;
     for (size_t p = from; p < to; ++p)
         batch.add(prompt[p], static_cast<int32_t>(p), {slot.seq}, p + 1 == prompt.size());
@@ -589,8 +606,13 @@ size_t Scheduler::prefill_chunk_of(Slot& slot) {
     if (job.prefill_chunk_count++ < Job::kRecordedChunks)
         job.prefill_chunks.push_back({started, Clock::now(), static_cast<uint32_t>(to - from)});
     slot.cached.insert(slot.cached.end(), prompt.begin() + long(from), prompt.begin() + long(to));
-    if (to - from == chunk && to % chunk == 0) {
+    // Every position so far was computed as from scratch (prefill_plan.h):
+    // the state at a chunk's end serves any longer prompt, the one at the
+    // prompt's end a next turn (where prefill_call_end allows).
+    if (to % chunk == 0) {
         slot.canonical = to;
+        keep_checkpoint(slot);
+    } else if (to == prompt.size()) {
         keep_checkpoint(slot);
     }
     if (to == prompt.size()) sample_slot(slot, ctx_->logits(static_cast<uint32_t>(to - from - 1)));

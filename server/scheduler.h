@@ -28,6 +28,7 @@
 #include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
 #include "metrics.h"
+#include "prefill_plan.h"
 #include "state_checkpoints.h"
 
 namespace ferrox::server {
@@ -113,13 +114,18 @@ struct SchedulerOptions {
     // Prompt tokens per step beside the decoding sequences; also the unit in
     // which a cached prefix is shared.
     uint32_t prefill_chunk = 128;
+    // Rows one decode call may hold (the context's batch); 0: prefill_chunk.
+    // From prefill_chunk + 16 on, a prompt resumed from a checkpoint just
+    // short of a chunk end computes that chunk's rest with the next chunk
+    // (prefill_plan.h).
+    uint32_t batch = 0;
     // Prompt positions computed per step (the last chunk may go past it).
     uint32_t prefill_budget = 256;
     // Draft tokens a request verifies per step unless it names its own
     // (server.spec_draft_n_max); at most kMaxDraft.
     uint32_t draft_max = 0;
-    // A recurrent model's state checkpoints at chunk ends may take this many
-    // bytes together (server.checkpoint_memory; 0: none are kept).
+    // A recurrent model's state checkpoints at chunk ends and prompt ends may
+    // take this many bytes together (server.checkpoint_memory; 0: none are kept).
     uint64_t checkpoint_memory = 0;
     // Where the running, waiting and KV gauges go; null: the Metrics' own
     // (one model). Each model of a many-models server has its own; it must
@@ -173,6 +179,7 @@ class Scheduler {
     void verify_slot(Slot& slot, uint32_t first_row);
     void prefill_step();
     size_t prefill_chunk_of(Slot& slot);  // positions computed; 0: no room for it now
+    PrefillShape prefill_shape() const;
     model::DecodeStatus decode_making_room(const model::Batch& batch);
     void fail_batch(const model::DecodeStatus& status, const std::vector<Slot*>& in);
     // The CPU products of up to 16 rows equal the single-row ones to the bit.

@@ -44,13 +44,14 @@ void StateCheckpoints::put(int32_t seq, std::span<const int32_t> prefix,
     entries_.push_back(std::move(e));
 }
 
-const StateCheckpoints::Entry* StateCheckpoints::find(int32_t seq, std::span<const int32_t> prompt,
-                                                      size_t most) const {
+const StateCheckpoints::Entry* StateCheckpoints::find(
+    int32_t seq, std::span<const int32_t> prompt, size_t most,
+    const std::function<bool(size_t)>& usable) const {
     const Entry* best = nullptr;
     for (const Entry& e : entries_) {
         const size_t n = e.tokens.size();
         if (e.seq != seq || n > most || n > prompt.size()) continue;
-        if (best && n <= best->tokens.size()) continue;
+        if ((best && n <= best->tokens.size()) || !usable(n)) continue;
         // The tokens themselves, not a hash of them: a checkpoint never
         // applies to another prefix.
         if (std::equal(e.tokens.begin(), e.tokens.end(), prompt.begin())) best = &e;

@@ -2,7 +2,7 @@
 // "Sequence state and checkpoints"). A hybrid model's sequence (qwen35)
 // cannot drop its tail: its recurrent state holds every token it took in.
 // So while a prompt is prefilled, the scheduler keeps the state at each
-// whole chunk's end; a later prompt that shares a prefix with the sequence's
+// chunk's end and at the prompt's end; a later prompt that shares a prefix with the sequence's
 // tokens resumes from the last checkpoint inside that prefix instead of from
 // position 0 (DecodeContext::rewind drops the attention cells after it).
 //
@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <span>
@@ -43,8 +44,10 @@ class StateCheckpoints {
     // used (after make_room said yes; an entry for the same prefix is replaced).
     void put(int32_t seq, std::span<const int32_t> prefix, std::vector<std::byte> state);
     // `seq`'s checkpoint at the largest position <= `most` whose tokens equal
-    // the prompt's first ones; null: none. Valid until the store changes.
-    const Entry* find(int32_t seq, std::span<const int32_t> prompt, size_t most) const;
+    // the prompt's first ones and that `usable` takes (given its position);
+    // null: none. Valid until the store changes.
+    const Entry* find(int32_t seq, std::span<const int32_t> prompt, size_t most,
+                      const std::function<bool(size_t)>& usable) const;
     // `entry` (from find) becomes the most recently used.
     void touch(const Entry* entry);
     // `seq`'s checkpoints past `keep` positions go: its cells there are gone.

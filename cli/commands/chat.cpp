@@ -1,7 +1,11 @@
 // `ferrox chat`: a multi-turn conversation with a GGUF model, llama-cli style.
 // Every turn renders the whole conversation through the chat template, keeps
 // the KV cache for the tokens it shares with what the cache already holds, and
-// prefills only the rest. On a terminal: a "> " prompt, streaming answers,
+// prefills only the rest. A recurrent model (qwen35) cannot drop a tail, so
+// the state at each prompt's end is kept (a checkpoint): a turn whose prompt
+// leaves the cached tokens (the template re-renders an answer otherwise than
+// it was generated) rewinds to the last prompt end inside the shared prefix
+// instead of starting over. On a terminal: a "> " prompt, streaming answers,
 // Ctrl-C stops an answer (a second Ctrl-C, or one at the prompt, exits). When
 // stdin is not a terminal: one message per line, each answer on stdout then a
 // newline -- so a script or a test can drive it. Reasoning (the template
@@ -22,6 +26,7 @@
 #include "ferrox/chat_format/stream_parser.h"
 #include "ferrox/escape.h"
 #include "ferrox/log.h"
+#include "ferrox/model/context.h"
 #include "ferrox/output/sequence_output.h"
 #include "ferrox/sampler_chain.h"
 #include "ferrox/tokenizer/tokenizer.h"
@@ -76,11 +81,16 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
     return n;
 }
 
+// The last prompt ends a recurrent model's conversation keeps the state of
+// (each as large as the model's recurrent state: ~50 MiB for Qwen3.5-4B).
+constexpr size_t kPromptEnds = 4;
+
 class Conversation {
   public:
-    Conversation(model::Model& m, const Tokenizer& tok, ChatRenderer renderer,
-                 const ChatCommandOptions& o, bool interactive)
+    Conversation(model::Model& m, std::unique_ptr<model::Context> ctx, const Tokenizer& tok,
+                 ChatRenderer renderer, const ChatCommandOptions& o, bool interactive)
         : m_(m),
+          ctx_(std::move(ctx)),
           tok_(tok),
           renderer_(std::move(renderer)),
           o_(o),
@@ -120,19 +130,16 @@ class Conversation {
         // Reuse what the cache holds; at least the last token runs, for its logits.
         size_t keep = common_prefix(cached_, tokens);
         if (keep == tokens.size()) --keep;
-        // A recurrent model's state cannot be rolled back to `keep`: all again.
-        if (m_.recurrent() && keep < cached_.size()) keep = 0;
+        if (keep < cached_.size()) keep = take_back(keep);
         if (o_.chat.verbose_prompt) {
             print_verbose_prompt(ChatPrompt{prompt->text, tokens, {}});
             std::fprintf(stderr, "prefill: %zu new tokens, %zu reused from the cache\n",
                          tokens.size() - keep, keep);
         }
         const std::span<const int32_t> fresh(tokens.data() + keep, tokens.size() - keep);
-        if (auto r = m_.forward(fresh, static_cast<uint32_t>(keep), logits_); !r) {
-            logger().error("{}", r.error().message());
-            return false;
-        }
+        if (!forward(fresh, keep)) return false;
         cached_ = tokens;
+        keep_prompt_end();
 
         std::string answer;
         output::SequenceOutput out(tok_, {});
@@ -164,11 +171,8 @@ class Conversation {
                               m_.context());
                 break;
             }
-            if (auto r = m_.forward(std::span<const int32_t>(&tokens.back(), 1),
-                                    static_cast<uint32_t>(tokens.size() - 1), logits_);
-                !r) {
+            if (!forward(std::span<const int32_t>(&tokens.back(), 1), tokens.size() - 1)) {
                 g_generating.store(false);
-                logger().error("{}", r.error().message());
                 return false;
             }
             cached_.push_back(next);
@@ -189,6 +193,58 @@ class Conversation {
     }
 
   private:
+    // Runs `tokens` at positions pos.. in calls of the context's batch; the
+    // last one's logits into logits_. False (logged) when a call fails.
+    bool forward(std::span<const int32_t> tokens, size_t pos) {
+        for (size_t start = 0; start < tokens.size();) {
+            const size_t n = std::min<size_t>(ctx_->batch(), tokens.size() - start);
+            const bool last = start + n == tokens.size();
+            model::Batch batch;
+            for (size_t i = 0; i < n; ++i)
+                batch.add(tokens[start + i], static_cast<int32_t>(pos + start + i), {0},
+                          last && i + 1 == n);
+            if (auto r =
+                    ctx_->decode_into(batch, last ? std::span<float>(logits_) : std::span<float>());
+                !r) {
+                logger().error("{}", r.message);
+                return false;
+            }
+            start += n;
+        }
+        return true;
+    }
+
+    // The cache back to at most `keep` positions: the tail dropped, or on a
+    // recurrent model rewound to the last prompt end at or below `keep`
+    // (without one, emptied). The positions it then holds; 0 also when a
+    // sequence operation failed (logged), with the cache emptied.
+    size_t take_back(size_t keep) {
+        if (!m_.recurrent()) {
+            if (ctx_->seq_remove(0, static_cast<int32_t>(keep), -1))
+                return cached_.resize(keep), keep;
+        } else {
+            while (!prompt_ends_.empty() && prompt_ends_.back().first > keep)
+                prompt_ends_.pop_back();
+            if (!prompt_ends_.empty() && ctx_->seq_rewind(0, prompt_ends_.back().second)) {
+                cached_.resize(prompt_ends_.back().first);
+                return cached_.size();
+            }
+        }
+        (void)ctx_->seq_remove(0, 0, -1);
+        cached_.clear();
+        prompt_ends_.clear();
+        return 0;
+    }
+
+    // A recurrent model's state now, at the prompt's end, for a later turn.
+    void keep_prompt_end() {
+        if (!m_.recurrent()) return;
+        auto state = ctx_->seq_checkpoint(0);
+        if (!state) return logger().warn("chat: no checkpoint: {}", state.error().message());
+        if (prompt_ends_.size() == kPromptEnds) prompt_ends_.erase(prompt_ends_.begin());
+        prompt_ends_.emplace_back(cached_.size(), std::move(*state));
+    }
+
     // The raw answer is kept for the conversation (the template drops the
     // reasoning itself, and the cache then matches what was generated).
     void emit(const std::string& piece, std::string& answer, ChatStreamParser& parser) {
@@ -232,6 +288,7 @@ class Conversation {
     }
 
     model::Model& m_;
+    std::unique_ptr<model::Context> ctx_;  // one sequence: the conversation's
     const Tokenizer& tok_;
     ChatRenderer renderer_;
     const ChatCommandOptions& o_;
@@ -243,6 +300,8 @@ class Conversation {
     std::vector<float> logits_;
     nlohmann::ordered_json messages_;
     std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds, in order
+    // Recurrent models: (position, checkpoint) at the last prompts' ends, oldest first.
+    std::vector<std::pair<size_t, std::vector<std::byte>>> prompt_ends_;
 };
 
 int run(const CommonOptions& common, ChatCommandOptions o) {
@@ -273,8 +332,16 @@ int run(const CommonOptions& common, ChatCommandOptions o) {
         logger().error("{}", chosen.error().message());
         return kExitBadInput;
     }
-    Conversation conv(e.model(), tok, ChatRenderer(std::move(*chosen), e.file(), tok), o,
-                      interactive);
+    model::ContextOptions co = e.context_options();
+    co.sequences = 1;
+    co.available_bytes = e.model().capacity().available_bytes;  // what the load's plan saw
+    auto ctx = model::Context::create(e.model(), co);
+    if (!ctx) {
+        logger().error("{}", ctx.error().message());
+        return kExitFailure;
+    }
+    Conversation conv(e.model(), std::move(*ctx), tok,
+                      ChatRenderer(std::move(*chosen), e.file(), tok), o, interactive);
 
     struct sigaction action {
     }, previous{};

@@ -91,6 +91,7 @@ Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const 
     server::SchedulerOptions so;
     so.sequences = co.sequences;
     so.prefill_chunk = std::min(so.prefill_chunk, co.batch);  // a chunk is one decode
+    so.batch = co.batch;
     so.max_queue = s.max_queue;
     so.draft_max = s.spec_draft_n_max;
     so.checkpoint_memory = s.checkpoint_memory;

@@ -38,7 +38,7 @@ from typing import Optional
 # The API this binding was written against; a library of another major, or of
 # an older minor, is refused when the package is imported.
 API_MAJOR = 0
-API_MINOR = 8
+API_MINOR = 9
 
 # ferrox_code
 OK = 0
@@ -347,6 +347,10 @@ PROTOTYPES = {
     "ferrox_seq_state_restore": (_code, [_ctx_p, c_int32, c_void_p, c_size_t, _status_p]),
     "ferrox_seq_state_save_file": (_code, [_ctx_p, c_int32, c_char_p, _status_p]),
     "ferrox_seq_state_restore_file": (_code, [_ctx_p, c_int32, c_char_p, _status_p]),
+    # recurrent-state checkpoints (0.9)
+    "ferrox_checkpoint_size": (c_size_t, [_ctx_p]),
+    "ferrox_seq_checkpoint": (_code, [_ctx_p, c_int32, c_void_p, c_size_t, _size_p, _status_p]),
+    "ferrox_seq_rewind": (_code, [_ctx_p, c_int32, c_void_p, c_size_t, _status_p]),
 }
 
 PACKAGE_NATIVE_DIR = Path(__file__).resolve().parent / "_native" / "lib"

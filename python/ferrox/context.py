@@ -313,6 +313,34 @@ class Context:
             check(_lib.lib.ferrox_seq_state_restore_file(c, seq, p, self._status),
                   self._status, "seq_state_restore_file")
 
+    # ---- recurrent-state checkpoints (docs/api.md) ------------------------------
+
+    def checkpoint(self, seq: int = 0) -> bytes:
+        """`seq`'s recurrent state after its last position, for rewind(): a model with
+        recurrent layers only (Model.is_recurrent), whose sequences cannot drop a tail."""
+        as_int("seq", seq, 0, self.n_seq - 1)
+        needed = ctypes.c_size_t()
+        with self._exclusive(), self._handle.use() as c:
+            buf = ctypes.create_string_buffer(max(1, _lib.lib.ferrox_checkpoint_size(c)))
+            check(_lib.lib.ferrox_seq_checkpoint(c, seq, buf, len(buf), ctypes.byref(needed),
+                                                 self._status), self._status, "seq_checkpoint")
+            return buf.raw[: needed.value]
+
+    def rewind(self, seq: int, data: Union[bytes, bytearray]) -> None:
+        """Drops `seq`'s positions from the checkpoint's on and puts its state back, as if
+        the sequence had never gone past it (it must still hold the positions before)."""
+        as_int("seq", seq, 0, self.n_seq - 1)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes (what checkpoint returned), not "
+                            f"{type(data).__name__}")
+        blob = bytes(data)
+        if not blob:
+            raise InvalidArgumentError("data is empty")
+        buf = ctypes.create_string_buffer(blob, len(blob))
+        with self._exclusive(), self._handle.use() as c:
+            check(_lib.lib.ferrox_seq_rewind(c, seq, buf, len(blob), self._status),
+                  self._status, "seq_rewind")
+
     # ---- profile --------------------------------------------------------------
 
     def profile(self, reset: bool = False) -> Dict[str, Any]:

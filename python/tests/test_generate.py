@@ -159,6 +159,41 @@ def test_context_eval_logits_and_sequence_operations(tiny_llama, rng):
         assert list(first) != list(again)
 
 
+def test_a_rewound_checkpoint_continues_as_the_uninterrupted_run(rng):
+    """API 0.9 on tiny-qwen35: 20 tokens, a checkpoint, 30 of another branch, the rewind,
+    then the rest in one call of more than 16 rows: the logits of the run that never
+    branched, bit for bit; a checkpoint of another history gives others."""
+    from conftest import TINY, need
+
+    with ferrox.Model(need(TINY / "tiny-qwen35.gguf"), n_threads=2) as model:
+        assert model.is_recurrent
+        ids = [rng.randrange(3, 200) for _ in range(60)]
+        branch = [rng.randrange(3, 200) for _ in range(30)]
+        with model.context(n_ctx=128) as ctx:
+            ctx.eval(ids[:20])
+            ctx.eval(ids[20:])
+            want = list(ctx.logits())
+            ctx.clear()
+            ctx.eval(ids[:20])
+            ckpt = ctx.checkpoint(0)
+            ctx.eval(branch)
+            assert ctx.pos_range(0) == (0, 49)
+            with pytest.raises(ferrox.InvalidArgumentError):
+                ctx.rewind(0, ckpt[:-1])  # truncated: refused, nothing changed
+            ctx.rewind(0, ckpt)
+            assert ctx.pos_range(0) == (0, 19)
+            ctx.eval(ids[20:])
+            assert list(ctx.logits()) == want
+            ctx.clear()
+            ctx.eval([ids[0] + 1] + ids[1:20])
+            other = ctx.checkpoint(0)
+            ctx.clear()
+            ctx.eval(ids[:20])
+            ctx.rewind(0, other)
+            ctx.eval(ids[20:])
+            assert list(ctx.logits()) != want
+
+
 def test_the_capacity_plan_and_kernel_report_are_dicts(tiny_llama):
     plan = tiny_llama.capacity
     assert plan["total_mib"] == pytest.approx(

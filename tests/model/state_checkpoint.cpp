@@ -191,6 +191,138 @@ void checkpoints(const PluginSet& plugins, const std::filesystem::path& path, st
     check(!c.seq_remove(0, int32_t(s.boundary), -1), "a plain tail removal is still refused");
 }
 
+// Where a checkpoint may be taken (server/prefill_plan.h). A row's
+// products take the single-row path in calls of up to 16 rows and the panel
+// GEMM in longer ones; on the panel path a row does not depend on where its
+// call starts or how long it is, and the recurrent layers run per token. So
+// a prompt computed in calls of more than 16 rows that start anywhere -- a
+// checkpoint in the middle of a chunk, a rewind to one -- gives the logits
+// and the state of the one computed in 128-row chunks, bit for bit; rows on
+// the other path do not (the server never puts them there).
+namespace layouts {
+
+constexpr size_t kServerChunk = 128, kFewRows = 16;
+
+// Feeds tokens[from, to) to `seq` in calls ending at `ends` (each > the
+// last; `to` closes the last call), every row's logits kept.
+Rows run(Context& c, int32_t seq, const std::vector<int32_t>& tokens, size_t from, size_t to,
+         std::vector<size_t> ends = {}) {
+    for (size_t e = (from / kServerChunk + 1) * kServerChunk; ends.empty() && e < to;
+         e += kServerChunk)
+        ends.push_back(e);  // none given: the server's chunk ends
+    ends.push_back(to);
+    Rows out;
+    size_t start = from;
+    for (size_t end : ends) {
+        if (end <= start || end > to) continue;
+        Batch b;
+        for (size_t i = start; i < end; ++i) b.add(tokens[i], int32_t(i), {seq}, true);
+        if (auto st = c.decode(b); !st) return check(false, "decode: " + st.message), out;
+        for (uint32_t i = 0; i < b.size(); ++i) {
+            const auto l = c.logits(i);
+            out.emplace_back(l.begin(), l.end());
+        }
+        start = end;
+    }
+    return out;
+}
+
+struct Outcome {
+    size_t same_rows = 0;
+    bool same_state = false;
+};
+
+void report(const char* model, const char* what, const Outcome& o, size_t rows, bool exact) {
+    std::printf("      %s, %s: %zu of %zu rows bit-identical, end state %s\n", model, what,
+                o.same_rows, rows, o.same_state ? "bit-identical" : "differs");
+    if (exact)
+        check(o.same_rows == rows && o.same_state, std::string(model) + ": " + what + " is exact");
+    else
+        check(o.same_rows < rows || !o.same_state,
+              std::string(model) + ": " + what + " shows (the path matters)");
+}
+
+void where_checkpoints_apply(const PluginSet& plugins, const std::filesystem::path& path,
+                             std::mt19937& rng) {
+    model::ModelOptions mo;
+    mo.context = 512;
+    mo.batch = 256;
+    mo.allow_resident = false;
+    Loaded l = test::load_model(plugins, path, mo);
+    if (!l.model) return;
+    ContextOptions opt;
+    opt.context = 512;
+    opt.sequences = 2;
+    opt.batch = 256;
+    auto made = Context::create(*l.model, opt);
+    if (!made) return check(false, made.error().message());
+    Context& c = **made;
+    const std::string name = path.stem().string();
+    std::uniform_int_distribution<int32_t> tok(
+        0, int32_t(std::min<uint64_t>(l.model->vocab(), 30000)) - 1);
+    std::vector<int32_t> prompt(300), branch(300);
+    for (auto& t : prompt) t = tok(rng);
+    for (auto& t : branch) t = tok(rng);
+    c.clear();
+    const Rows want = run(c, 0, prompt, 0, prompt.size());  // 128, 128, 44 rows
+    const auto want_state = c.seq_checkpoint(0);
+    if (!want_state) return check(false, want_state.error().message());
+    auto outcome = [&](const Rows& got, size_t first) {
+        const auto st = c.seq_checkpoint(0);
+        return Outcome{identical(got, first, want, first), st && *st == *want_state};
+    };
+    // A prompt that ended at n (a 128-row chunk, then n - 128 rows), then the
+    // next one from there: the chunk's rest alone, or with the next chunk
+    // when it has 16 rows or fewer.
+    for (const size_t n : {150, 200, 240, 250}) {
+        c.clear();
+        (void)run(c, 0, prompt, 0, n);
+        const std::vector<size_t> ends{256 - n > kFewRows ? size_t{256} : prompt.size()};
+        const Rows got = run(c, 0, prompt, n, prompt.size(), ends);
+        const std::string what =
+            "a prompt ended at " + std::to_string(n) + ", the next resumed there";
+        report(name.c_str(), what.c_str(), outcome(got, n), prompt.size() - n, true);
+    }
+    {  // rewound to a checkpoint at 200 after another branch
+        c.clear();
+        (void)run(c, 0, prompt, 0, 200);
+        const auto ckpt = c.seq_checkpoint(0);
+        if (!ckpt) return check(false, ckpt.error().message());
+        std::vector<int32_t> other(prompt.begin(), prompt.begin() + 200);
+        other.insert(other.end(), branch.begin(), branch.begin() + 60);
+        (void)run(c, 0, other, 200, other.size());
+        if (auto r = c.seq_rewind(0, *ckpt); !r) return check(false, r.error().message());
+        const Rows got = run(c, 0, prompt, 200, prompt.size());
+        report(name.c_str(), "rewound to a checkpoint at 200", outcome(got, 200), 100, true);
+    }
+    // The other path: what the plan avoids. The faults must show.
+    {  // 240 .. 256 alone (16 rows, the single-row path)
+        c.clear();
+        (void)run(c, 0, prompt, 0, 240);
+        const Rows got = run(c, 0, prompt, 240, prompt.size(), {256});
+        report(name.c_str(), "resumed at 240, a 16-row call first", outcome(got, 240), 60, false);
+    }
+    {  // a prompt whose last 10 rows took the single-row path, resumed there
+        c.clear();
+        Rows got = run(c, 0, prompt, 0, 138);
+        const Rows rest = run(c, 0, prompt, 138, prompt.size());
+        got.insert(got.end(), rest.begin(), rest.end());
+        report(name.c_str(), "a prompt ended at 138 (10 rows alone), resumed there",
+               outcome(got, 0), prompt.size(), false);
+    }
+    {  // 20 answer tokens decoded one a call: a checkpoint after them would differ
+        c.clear();
+        (void)run(c, 0, prompt, 0, 200);
+        std::vector<size_t> ones;
+        for (size_t e = 201; e <= 220; ++e) ones.push_back(e);
+        ones.push_back(256);
+        const Rows got = run(c, 0, prompt, 200, prompt.size(), ones);
+        report(name.c_str(), "20 tokens decoded one a call at 200", outcome(got, 200), 100, false);
+    }
+}
+
+}  // namespace layouts
+
 }  // namespace
 
 int main() {
@@ -206,6 +338,8 @@ int main() {
     std::printf("seed %u\n", seed);
     std::mt19937 rng(seed);
     checkpoints(plugins, qwen35.front(), rng);
+    for (const auto& p : test::tiny_models({"qwen35", "qwen35moe", "qwen3next"}))
+        layouts::where_checkpoints_apply(plugins, p, rng);
     for (const auto& path : test::tiny_models({"llama"})) {
         Loaded l = load(plugins, path);
         if (!l.model) continue;

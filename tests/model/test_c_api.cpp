@@ -2,6 +2,7 @@
 // through the C API. (With a model: examples/batched run by ctest.)
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -60,7 +61,8 @@ TEST_CASE("API 0.2's reports refuse NULL with a message and answer empty for a N
     CHECK(ferrox_model_n_ctx(nullptr) == 0);
     CHECK(ferrox_model_n_batch(nullptr) == 0);
     CHECK(ferrox_api_version() == (FERROX_API_VERSION_MAJOR << 16 | FERROX_API_VERSION_MINOR));
-    CHECK(FERROX_API_VERSION_MINOR == 8u);
+    CHECK(FERROX_API_VERSION_MINOR == 9u);
+    CHECK(ferrox_checkpoint_size(nullptr) == 0);
     CHECK(ferrox_model_is_recurrent(nullptr) == 0);
 }
 
@@ -237,6 +239,111 @@ TEST_CASE("API 0.8: ferrox_model_is_recurrent says which models cannot drop a ta
         REQUIRE(ferrox_decode(ctx, &batch, &st) == FERROX_CODE_OK);
         const ferrox_code removed = ferrox_seq_remove(ctx, 0, 2, -1, &st);
         CHECK((removed == FERROX_CODE_OK) == (recurrent == 0));
+        ferrox_context_free(ctx);
+        ferrox_model_free(model);
+    }
+}
+
+namespace {
+
+// Decodes tokens[from, to) on sequence 0 in one call; the last row's logits.
+std::vector<float> decode_range(ferrox_context* ctx, const std::vector<int32_t>& tokens,
+                                int32_t from, int32_t to, uint32_t vocab) {
+    std::vector<int32_t> pos, seq(size_t(to - from), 0);
+    for (int32_t p = from; p < to; ++p) pos.push_back(p);
+    ferrox_batch batch{};
+    batch.struct_size = sizeof batch;
+    batch.n_tokens = uint32_t(to - from);
+    batch.tokens = tokens.data() + from;
+    batch.positions = pos.data();
+    batch.seq_ids = seq.data();
+    auto st = fresh_status();
+    REQUIRE(ferrox_decode(ctx, &batch, &st) == FERROX_CODE_OK);
+    const float* logits = nullptr;
+    REQUIRE(ferrox_logits(ctx, batch.n_tokens - 1, &logits, &st) == FERROX_CODE_OK);
+    return {logits, logits + vocab};
+}
+
+}  // namespace
+
+TEST_CASE("API 0.9: a rewound checkpoint continues as the uninterrupted run, bit for bit") {
+    const char* home = std::getenv("HOME");
+    const char* tiny = std::getenv("FERROX_TINY_MODELS");
+    const std::filesystem::path dir =
+        tiny && *tiny ? std::filesystem::path(tiny)
+                      : std::filesystem::path(home ? home : "/root") / ".cache/ferrox/tiny-models";
+    for (const auto& [name, recurrent] :
+         {std::pair{"tiny-qwen35.gguf", true}, std::pair{"tiny-qwen3.gguf", false}}) {
+        const std::filesystem::path path = dir / name;
+        if (!std::filesystem::exists(path)) {
+            WARN("skipped: " << path << " is absent (tests/model/make_tiny_models.py)");
+            continue;
+        }
+        auto st = fresh_status();
+        ferrox_model_params mp;
+        ferrox_model_params_default(&mp);
+        mp.n_ctx_max = 128;
+        ferrox_model* model = nullptr;
+        REQUIRE(ferrox_model_load(path.c_str(), &mp, &model, &st) == FERROX_CODE_OK);
+        ferrox_context_params cp;
+        ferrox_context_params_default(&cp);
+        ferrox_context* ctx = nullptr;
+        REQUIRE(ferrox_context_new(model, &cp, &ctx, &st) == FERROX_CODE_OK);
+        const uint32_t vocab = ferrox_model_vocab(model);
+        std::vector<int32_t> prompt(60), branch(60), other(60);
+        for (size_t i = 0; i < prompt.size(); ++i) {  // arbitrary, non-zero, distinct histories
+            prompt[i] = int32_t(7 + i * 37 % 200);
+            branch[i] = int32_t(11 + i * 53 % 190);
+            other[i] = i == 5 ? prompt[i] + 1 : prompt[i];
+        }
+        const size_t size = ferrox_checkpoint_size(ctx);
+        size_t needed = 0;
+        std::vector<unsigned char> ckpt;
+        if (!recurrent) {
+            CHECK(size == 0);
+            (void)decode_range(ctx, prompt, 0, 20, vocab);
+            CHECK(ferrox_seq_checkpoint(ctx, 0, nullptr, 0, &needed, &st) ==
+                  FERROX_CODE_INVALID_ARGUMENT);
+        } else {
+            REQUIRE(size > 0);
+            // The uninterrupted run: 20 tokens, then 40 (calls of more than 16 rows).
+            (void)decode_range(ctx, prompt, 0, 20, vocab);
+            const auto want = decode_range(ctx, prompt, 20, 60, vocab);
+            // 20 tokens, a checkpoint (the size asked first), another branch, the rewind.
+            REQUIRE(ferrox_kv_clear(ctx, &st) == FERROX_CODE_OK);
+            (void)decode_range(ctx, prompt, 0, 20, vocab);
+            CHECK(ferrox_seq_checkpoint(ctx, 0, nullptr, 0, &needed, &st) ==
+                  FERROX_CODE_BUFFER_TOO_SMALL);
+            CHECK(needed == size);
+            ckpt.resize(needed);
+            REQUIRE(ferrox_seq_checkpoint(ctx, 0, ckpt.data(), ckpt.size(), &needed, &st) ==
+                    FERROX_CODE_OK);
+            std::vector<int32_t> taken = prompt;
+            std::copy(branch.begin() + 20, branch.end(), taken.begin() + 20);
+            (void)decode_range(ctx, taken, 20, 50, vocab);
+            CHECK(ferrox_seq_rewind(ctx, 0, ckpt.data(), ckpt.size() - 1, &st) ==
+                  FERROX_CODE_INVALID_ARGUMENT);  // truncated: refused, nothing changed
+            int32_t lo = 0, hi = 0;
+            REQUIRE(ferrox_seq_pos_range(ctx, 0, &lo, &hi, &st) == FERROX_CODE_OK);
+            CHECK(hi == 49);
+            REQUIRE(ferrox_seq_rewind(ctx, 0, ckpt.data(), ckpt.size(), &st) == FERROX_CODE_OK);
+            REQUIRE(ferrox_seq_pos_range(ctx, 0, &lo, &hi, &st) == FERROX_CODE_OK);
+            CHECK(hi == 19);
+            const auto got = decode_range(ctx, prompt, 20, 60, vocab);
+            CHECK(std::memcmp(got.data(), want.data(), vocab * sizeof(float)) == 0);
+            // The comparison sees a wrong state: the checkpoint of a history
+            // that differs at position 5, rewound onto the prompt's cells.
+            REQUIRE(ferrox_kv_clear(ctx, &st) == FERROX_CODE_OK);
+            (void)decode_range(ctx, other, 0, 20, vocab);
+            REQUIRE(ferrox_seq_checkpoint(ctx, 0, ckpt.data(), ckpt.size(), &needed, &st) ==
+                    FERROX_CODE_OK);
+            REQUIRE(ferrox_kv_clear(ctx, &st) == FERROX_CODE_OK);
+            (void)decode_range(ctx, prompt, 0, 20, vocab);
+            REQUIRE(ferrox_seq_rewind(ctx, 0, ckpt.data(), ckpt.size(), &st) == FERROX_CODE_OK);
+            const auto wrong = decode_range(ctx, prompt, 20, 60, vocab);
+            CHECK(std::memcmp(wrong.data(), want.data(), vocab * sizeof(float)) != 0);
+        }
+        CHECK(ferrox_seq_rewind(ctx, 0, nullptr, 0, &st) == FERROX_CODE_INVALID_ARGUMENT);
         ferrox_context_free(ctx);
         ferrox_model_free(model);
     }

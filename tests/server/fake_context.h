@@ -33,6 +33,12 @@ class FakeContext final : public server::DecodeContext {
     // How many of the last tokens the next one depends on; 0: all of them. A
     // short memory makes the fake repeat itself, as n-gram speculation needs.
     size_t memory = 0;
+    // > 0: as the CPU backend's products (server/prefill_plan.h), a cell
+    // computed in a call of more rows than this differs from one computed in
+    // a call of fewer, and the next token depends on that too -- so a
+    // position computed on the other path than from scratch shows. The
+    // answers then differ from continuation(); compare two schedulers.
+    size_t few_rows = 0;
 
     // The token the fake model continues `history` with (FNV-1a of the ids).
     int32_t next_token(std::span<const int32_t> history) const {
@@ -89,6 +95,7 @@ class FakeContext final : public server::DecodeContext {
             c.token = batch.tokens[i];
             c.pos = batch.positions[i];
             c.seqs = std::set<int32_t>(batch.seq_ids[i].begin(), batch.seq_ids[i].end());
+            c.panel = few_rows > 0 && batch.size() > few_rows;
         }
         logits_.assign(batch.size(), {});
         for (size_t i = 0; i < batch.size(); ++i)
@@ -157,6 +164,7 @@ class FakeContext final : public server::DecodeContext {
   private:
     struct Cell {
         int32_t token = 0, pos = -1;
+        bool panel = false;      // computed in a call of more than few_rows rows
         std::set<int32_t> seqs;  // empty: free
     };
 
@@ -184,10 +192,13 @@ class FakeContext final : public server::DecodeContext {
         return std::nullopt;
     }
     // The tokens `seq` holds at positions up to `pos`, in position order.
-    std::vector<int32_t> history(int32_t seq, int32_t pos) const {
+    // With `paths`, a token computed on the panel path is told apart (its
+    // id's top bit set).
+    std::vector<int32_t> history(int32_t seq, int32_t pos, bool paths = false) const {
         std::vector<std::pair<int32_t, int32_t>> held;  // (pos, token)
         for (const Cell& c : cells_)
-            if (c.seqs.count(seq) && c.pos <= pos) held.emplace_back(c.pos, c.token);
+            if (c.seqs.count(seq) && c.pos <= pos)
+                held.emplace_back(c.pos, paths && c.panel ? c.token | (1 << 30) : c.token);
         std::sort(held.begin(), held.end());
         std::vector<int32_t> out;
         for (const auto& [p, t] : held) out.push_back(t);
@@ -201,7 +212,7 @@ class FakeContext final : public server::DecodeContext {
     // Runs after the batch's cells are placed: the row's sequence holds it.
     std::vector<float> logits_for(int32_t seq, int32_t pos) const {
         const std::vector<int32_t> history = this->history(seq, pos);
-        const int32_t peak = next_token(history);
+        const int32_t peak = next_token(few_rows > 0 ? this->history(seq, pos, true) : history);
         std::mt19937_64 rng(uint64_t(peak) * 7919u + history.size());
         std::uniform_real_distribution<float> noise(-1.0f, 1.0f);
         std::vector<float> out(vocab_);

@@ -3,10 +3,14 @@
 An 8-turn append-only chat on tiny-qwen35 (Gated DeltaNet layers: a state that cannot
 be rolled back), each request resending the whole history as OpenAI clients do, through
 the `openai` client:
-- with recurrent-state checkpoints (the default budget) every turn computes at most the
-  new tokens plus one 128-token chunk: prompt_tokens - cached_tokens <= new + 128;
-- the answers (greedy) equal those of a server with checkpoints off, which computes
-  every prompt whole (and so breaks that bound: the test could fail);
+- with recurrent-state checkpoints (the default budget) each turn resumes at the previous
+  prompt's end and computes only its new tokens (the previous answer and the new message:
+  prompt_tokens - cached_tokens == new), wherever server/prefill_plan.h says that is exact;
+  elsewhere from the last chunk end before it (computed <= new + 128);
+- the answers (greedy) and their logprobs, bit for bit, equal those of a server with
+  checkpoints off, which computes every prompt whole (and so breaks that bound: the test
+  could fail); the scheduler's test (test_checkpoint_scheduler.cpp) injects the fault of
+  resuming where the plan does not allow and catches it;
 - with a budget of about one checkpoint and two conversations interleaved, the least
   recently used checkpoints are evicted, the bytes held stay within the budget, some
   turns fall back to computing the prompt whole, and the answers are still the same.
@@ -32,6 +36,8 @@ TEMPLATES = pathlib.Path(os.environ.get("FERROX_TEMPLATES",
 MODEL = TINY / "tiny-qwen35.gguf"
 TEMPLATE = TEMPLATES / "Qwen-Qwen3-0.6B.jinja"
 CHUNK = 128
+FEW_ROWS = 16  # calls of up to 16 rows take the single-row path (server/prefill_plan.h)
+BATCH = 512    # `ferrox serve`'s rows a call
 TURNS = 8
 WORDS = ("river stone lantern copper window garden signal harbor meadow orbit "
          "velvet pencil thunder silver market candle forest ladder engine violet").split()
@@ -72,12 +78,14 @@ class Chat:
     def turn(self) -> dict:
         self.history.append({"role": "user", "content": self.pending.pop(0)})
         r = self.client.chat.completions.create(
-            model="m", messages=self.history, max_tokens=24, temperature=0, seed=7)
+            model="m", messages=self.history, max_tokens=24, temperature=0, seed=7,
+            logprobs=True)
         answer = r.choices[0].message.content or ""
+        logprobs = [x.logprob for x in (r.choices[0].logprobs.content or [])]
         self.history.append({"role": "assistant", "content": answer})
         details = r.usage.prompt_tokens_details
         t = {"prompt": r.usage.prompt_tokens, "cached": (details.cached_tokens if details else 0) or 0,
-             "answer": answer}
+             "answer": answer, "logprobs": logprobs}
         self.turns.append(t)
         return t
 
@@ -102,6 +110,25 @@ def recomputed(chat: Chat) -> list[tuple[int, int, int]]:
     for prev, t in zip(chat.turns, chat.turns[1:]):
         out.append((t["prompt"] - t["cached"], t["prompt"] - prev["prompt"], t["cached"]))
     return out
+
+
+def exact_resume(at: int, size: int) -> bool:
+    """Whether a `size`-token prompt may resume at a checkpoint taken at the end of an
+    `at`-token prompt: every position from there computed on its from-scratch path
+    (the rule of server/prefill_plan.h, written out again here as its specification)."""
+    start = at // CHUNK * CHUNK
+    end = min(size, start + CHUNK)
+    if at == start:
+        return True
+    panel = end - start > FEW_ROWS
+    if (at - start > FEW_ROWS) != panel:
+        return False
+    if (end - at > FEW_ROWS) == panel:
+        return True
+    if end == size:
+        return False
+    nxt = min(size, end + CHUNK)
+    return nxt - end > FEW_ROWS and nxt - at <= BATCH
 
 
 def checkpoint_size(log: str) -> int:
@@ -129,8 +156,14 @@ def test_append_only_chat_resumes_from_checkpoints(reference, model):
     for i, (computed, new, cached) in enumerate(rows, 2):
         print(f"  {i}: {computed} / {new} / {cached}")
     assert sum(t["prompt"] for t in chat.turns) > 4 * CHUNK, "the chat must span several chunks"
-    for computed, new, cached in rows:
-        assert computed <= new + CHUNK, rows
+    exact = 0
+    for prev, t, (computed, new, cached) in zip(chat.turns, chat.turns[1:], rows):
+        if exact_resume(prev["prompt"], t["prompt"]):
+            assert computed == new, rows  # resumed at the previous prompt's end
+            exact += 1
+        else:
+            assert computed <= new + CHUNK, rows
+    assert exact >= len(rows) // 2, rows
     # Every turn whose previous prompt held a whole chunk resumed from a checkpoint.
     for prev, (_, _, cached) in zip(chat.turns, rows):
         if prev["prompt"] > CHUNK + 1:
@@ -138,6 +171,8 @@ def test_append_only_chat_resumes_from_checkpoints(reference, model):
     assert rows[-1][2] >= 4 * CHUNK, rows
     # The same answers as a server that computes every prompt whole (greedy).
     assert [t["answer"] for t in chat.turns] == [t["answer"] for t in reference[1].turns]
+    assert [t["logprobs"] for t in chat.turns] == [t["logprobs"] for t in reference[1].turns]
+    assert all(t["logprobs"] for t in chat.turns)
     assert [t["prompt"] for t in chat.turns] == [t["prompt"] for t in reference[1].turns]
     # Not vacuous: without checkpoints the same replay computes every prompt whole.
     assert all(t["cached"] == 0 for t in reference[1].turns)
@@ -169,6 +204,7 @@ def test_tiny_budget_evicts_and_answers_stay_the_same(reference, model):
     assert m["ferrox:state_checkpoints_evicted_total"] > 0
     for seed, c in zip((1, 2), chats):
         assert [t["answer"] for t in c.turns] == [t["answer"] for t in reference[seed].turns]
+        assert [t["logprobs"] for t in c.turns] == [t["logprobs"] for t in reference[seed].turns]
     # Interleaved, each conversation's checkpoints are evicted by the other's: some
     # turns fall back to computing the prompt whole.
     assert any(x == 0 for x in later), later

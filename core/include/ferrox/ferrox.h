@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 #define FERROX_API_VERSION_MAJOR 0u
-#define FERROX_API_VERSION_MINOR 8u
+#define FERROX_API_VERSION_MINOR 9u
 
 /* The library's API version, major << 16 | minor. */
 FERROX_C_API uint32_t ferrox_api_version(void);
@@ -714,6 +714,35 @@ FERROX_C_API ferrox_code ferrox_seq_state_save_file(ferrox_context* ctx, int32_t
 FERROX_C_API ferrox_code ferrox_seq_state_restore_file(ferrox_context* ctx, int32_t seq,
                                                        const char* path,
                                                        ferrox_call_status* status);
+
+/* ---- recurrent-state checkpoints (since 0.9) ------------------------------ */
+
+/* A recurrent model's sequence cannot drop its tail (ferrox_model_is_recurrent):
+ * a checkpoint is what takes it back. ferrox_seq_checkpoint copies `seq`'s
+ * recurrent state (every recurrent layer's convolution window and delta
+ * state) as it stands after its last position p - 1, tagged with p and this
+ * loaded model, into buf: with buf NULL (or too small) *needed gets the size
+ * and the call answers FERROX_CODE_BUFFER_TOO_SMALL. The size is the same for
+ * every sequence of the context: ferrox_checkpoint_size, 0 for a model
+ * without recurrent layers (whose sequences roll back with ferrox_seq_remove;
+ * ferrox_seq_checkpoint then answers FERROX_CODE_INVALID_ARGUMENT, as for an
+ * empty sequence). Since 0.9. */
+FERROX_C_API size_t ferrox_checkpoint_size(const ferrox_context* ctx);
+FERROX_C_API ferrox_code ferrox_seq_checkpoint(ferrox_context* ctx, int32_t seq, void* buf,
+                                               size_t capacity, size_t* needed,
+                                               ferrox_call_status* status);
+/* Puts a checkpoint back: `seq` must hold every position 0..p-1 (the caller
+ * vouches that they hold the tokens the checkpoint was taken on); its
+ * positions from p on are dropped and its state becomes the checkpoint's, as
+ * if it had never gone past p. A checkpoint of another loaded model (even of
+ * the same file), a truncated one, or a sequence lacking those positions is
+ * refused (FERROX_CODE_INVALID_ARGUMENT) and nothing changes. The same
+ * decode calls from p on then give the logits of a run that never went past
+ * p, bit for bit; on the CPU backend any calls of more than 16 tokens do,
+ * wherever they start (docs/models.md, "Sequence state and checkpoints").
+ * Since 0.9. */
+FERROX_C_API ferrox_code ferrox_seq_rewind(ferrox_context* ctx, int32_t seq, const void* buf,
+                                           size_t size, ferrox_call_status* status);
 
 #ifdef __cplusplus
 }

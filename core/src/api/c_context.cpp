@@ -267,6 +267,34 @@ ferrox_code ferrox_seq_state_restore(ferrox_context* c, int32_t seq, const void*
     });
 }
 
+size_t ferrox_checkpoint_size(const ferrox_context* c) {
+    return c ? static_cast<size_t>(c->ctx->checkpoint_bytes()) : 0;
+}
+
+ferrox_code ferrox_seq_checkpoint(ferrox_context* c, int32_t seq, void* buf, size_t capacity,
+                                  size_t* needed, ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    return guarded(status, [&]() -> ferrox_code {
+        auto bytes = c->ctx->seq_checkpoint(seq);
+        if (!bytes) return invalid(status, bytes.error().message());
+        if (needed) *needed = bytes->size();
+        if (!buf || capacity < bytes->size())
+            return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
+                          fmt::format("{} bytes do not fit in {}", bytes->size(), capacity));
+        std::memcpy(buf, bytes->data(), bytes->size());
+        return ok(status);
+    });
+}
+
+ferrox_code ferrox_seq_rewind(ferrox_context* c, int32_t seq, const void* buf, size_t size,
+                              ferrox_call_status* status) {
+    FERROX_ENTER(c, status)
+    if (!buf) return invalid(status, "ferrox_seq_rewind: buf is NULL");
+    return guarded(status, [&]() -> ferrox_code {
+        return from(c->ctx->seq_rewind(seq, {static_cast<const std::byte*>(buf), size}), status);
+    });
+}
+
 ferrox_code ferrox_seq_state_save_file(ferrox_context* c, int32_t seq, const char* path,
                                        ferrox_call_status* status) {
     FERROX_ENTER(c, status)

@@ -120,7 +120,8 @@ const std::array kSettings{
                   K::Bytes,
                   &S::checkpoint_memory,
                   "Memory a hybrid recurrent model's (qwen35) state checkpoints may take: one "
-                  "at each 128-token prefill chunk's end, least recently used evicted, so that a "
+                  "at each 128-token prefill chunk's end and each prompt's end, least recently "
+                  "used evicted, so that a "
                   "prompt extending a cached conversation resumes from the last one inside it "
                   "(docs/models.md, \"Sequence state and checkpoints\"); 0: none, every prompt "
                   "of a hybrid model is computed whole.",
