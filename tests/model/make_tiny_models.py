@@ -310,6 +310,28 @@ DEEPSEEK = {
 }
 
 
+# deepseek2 files of the older converter (seeds from 3800): one attn_kv_b per layer in place of
+# attn_k_b / attn_v_b and no attention.*_mla keys -- head_count_kv = head_count, key_length the
+# 32 unrotated + 32 rotated dims of q.k, value_length 32 -- which llama.cpp runs un-absorbed
+# (a cache of every head's key and value).
+#   deepseek2-kvb:       V2's attention (q through a normed low rank 64), every layer dense.
+#   deepseek2-lite-kvb:  V2-Lite's layout: q direct (q_lora_rank 0), then V2's experts -- a
+#                        dense first layer, 8 experts with a softmax gate (no gating key), top 2
+#                        not renormalised, 2 shared experts, no selection bias.
+#   deepseek2-kvb-fault: deepseek2-kvb's weights (same seed) with each head's kv_b rows in
+#                        [value | key] order: what reading the layout the wrong way round runs.
+MLA_KVB = dict(MLA, kv_b=True)
+DEEPSEEK_KVB = {
+    "deepseek2-kvb": ("deepseek2", "llama-spm", {"tied": False, "n_layer": 2, "rope_base": 10000.0,
+                                                 "mla": MLA_KVB}),
+    "deepseek2-lite-kvb": ("deepseek2", "llama-spm", {
+        "tied": False, "n_layer": 3, "rope_base": 10000.0, "mla": dict(MLA_KVB, q_lora=0), "moe": True,
+        "n_expert": 8, "dense_lead": 1, "no_selection_bias": True, "glm": {"expert_shared_count": 2}}),
+}
+DEEPSEEK_KVB["deepseek2-kvb-fault"] = ("deepseek2", "llama-spm", {**DEEPSEEK_KVB["deepseek2-kvb"][2], "seed": 3800,
+                                                                 "fault": "kv_b_order"})
+
+
 # Gemma 4 as released (seeds from 3201, see main()): gemma4's options plus per-layer geometry.
 GEMMA4 = {
     # The dense 31B's attention: the sliding layers' heads 32 wide over 2 KV heads
@@ -464,6 +486,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     """Whether this file carries the rule's tensor (at layer `il`): every required one (biases
     only where the variant has them), the optional ones its options ask for."""
     name = rule["name"]
+    if name in opt.get("drop", ()):  # a bad-input test's file without this tensor
+        return False
     if rule["when"] in ("attention_layer", "recurrent_layer"):  # qwen35's layer kinds
         d, n_run = opt["delta"], opt.get("n_layer", N_LAYER) - opt.get("nextn", 0)  # NextN blocks attend
         recurrent = il is not None and il < n_run and (d["layers"][il] if "layers" in d else (il + 1) % d["interval"] != 0)
@@ -484,6 +508,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
         return bool(opt.get("per_layer"))
     if rule["when"] in ("q_low_rank", "q_direct"):
         return bool(opt["mla"].get("q_lora")) == (rule["when"] == "q_low_rank")
+    if rule["when"] in ("mla_split", "mla_kv_b"):
+        return bool(opt["mla"].get("kv_b")) == (rule["when"] == "mla_kv_b")
     if rule["when"] in ("dense", "experts"):
         if expert_layer != (rule["when"] == "experts"):
             return False
@@ -553,6 +579,10 @@ class Values:
                     g, j = divmod(h, per_key)
                     faulty[2 * g * per_key + j], faulty[2 * g * per_key + per_key + j] = data[h], data[vh + h]
                 data = faulty
+            if short == "attn_kv_b.weight" and self.opt.get("fault") == "kv_b_order":
+                m = self.opt["mla"]  # per head [unrotated key | value] rows swapped round
+                per_head = data.reshape(N_HEAD, m["nope"] + m["v"], cols)
+                data = np.concatenate([per_head[:, m["nope"]:], per_head[:, :m["nope"]]], axis=1).reshape(-1, cols)
             if short == "ffn_gate_inp.weight":
                 w.add_tensor(name, data)
             elif short == "ffn_gate_inp_shexp.weight":  # a vector of n_embd in the files, F32
@@ -724,15 +754,21 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_block_count(n_layer)
     w.add_head_count(N_HEAD)
     mla = opt.get("mla")
-    if mla:  # one cached head: [latent | rotated] keys, the latent as values
+    if mla and mla.get("kv_b"):  # the older converter's: every head's key and value, no *_mla keys
+        w.add_head_count_kv(N_HEAD)
+        w.add_key_length(mla["nope"] + mla["rot"])
+        w.add_value_length(mla.get("v_key", mla["v"]))  # v_key: a bad-input test's disagreeing key
+    elif mla:  # one cached head: [latent | rotated] keys, the latent as values
         w.add_head_count_kv(1)
         w.add_key_length(mla["kv_lora"] + mla["rot"])
         w.add_value_length(mla["kv_lora"])
+    if mla:
         w.add_rope_dimension_count(mla["rot"])
         w.add_uint32(f"{arch}.attention.q_lora_rank", mla["q_lora"])
         w.add_uint32(f"{arch}.attention.kv_lora_rank", mla["kv_lora"])
-        w.add_uint32(f"{arch}.attention.key_length_mla", mla["nope"] + mla["rot"])
-        w.add_uint32(f"{arch}.attention.value_length_mla", mla["v"])
+        if not mla.get("kv_b"):
+            w.add_uint32(f"{arch}.attention.key_length_mla", mla["nope"] + mla["rot"])
+            w.add_uint32(f"{arch}.attention.value_length_mla", mla["v"])
         if not opt.get("moe"):  # llama.cpp requires these two whatever the layers; all dense here
             w.add_uint32(f"{arch}.leading_dense_block_count", n_layer)
             w.add_expert_feed_forward_length(N_FF_EXP)
@@ -832,10 +868,11 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             "n_embd+n_embd": 2 * N_EMBD, "n_embd_per_layer": opt.get("per_layer", 0),
             "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer, "n_dense": opt.get("dense", 0)}
     if mla:
-        dims.update({"k_dim": mla["kv_lora"] + mla["rot"], "q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
+        dims.update({"q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
                      "qk_nope": mla["nope"], "head_dim_v_mla": mla["v"],
                      "q_dim_mla": N_HEAD * (mla["nope"] + mla["rot"]), "o_dim_mla": N_HEAD * mla["v"],
-                     "rope_pairs": mla["rot"] // 2})
+                     "rope_pairs": mla["rot"] // 2, "kv_a_mla": mla["kv_lora"] + mla["rot"],
+                     "kv_b_mla": N_HEAD * (mla["nope"] + mla["v"])})
     if "delta" in opt:
         d = opt["delta"]
         dims.update({"q_dim_gated": 2 * N_HEAD * HEAD_DIM, "ssm_conv_kernel": d["kernel"],
@@ -891,6 +928,9 @@ def main() -> int:
     # which the recurrent state carries to every later position (NMSE 1.8e-4 mean against
     # llama.cpp, one greedy flip at a near tie, 0.069), where 3401-3403 measure 1.1e-4 to 9.5e-4.
     for seed, (name, (arch, vocab_name, opt)) in enumerate(HYBRID_MOE.items(), start=3401):
+        opt = dict(opt)
+        print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(DEEPSEEK_KVB.items(), start=3800):
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     return 0
