@@ -310,7 +310,7 @@ DEEPSEEK = {
 }
 
 
-# deepseek2 files of the older converter (seeds from 3800): one attn_kv_b per layer in place of
+# More deepseek2 files llama.cpp runs (seeds from 3800). The older converter's: one attn_kv_b per layer in place of
 # attn_k_b / attn_v_b and no attention.*_mla keys -- head_count_kv = head_count, key_length the
 # 32 unrotated + 32 rotated dims of q.k, value_length 32 -- which llama.cpp runs un-absorbed
 # (a cache of every head's key and value).
@@ -318,8 +318,13 @@ DEEPSEEK = {
 #   deepseek2-lite-kvb:  V2-Lite's layout: q direct (q_lora_rank 0), then V2's experts -- a
 #                        dense first layer, 8 experts with a softmax gate (no gating key), top 2
 #                        not renormalised, 2 shared experts, no selection bias.
+#   deepseek2-temp:      Mistral Large 3's attention temperature on tiny-deepseek2's layout (split
+#                        k_b / v_b): q x (1 + 0.5 ln(floor(pos / 16) + 1)), the length from
+#                        attention.temperature_length, the whole head scaled (not only its rotated
+#                        part).
 #   deepseek2-kvb-fault: deepseek2-kvb's weights (same seed) with each head's kv_b rows in
 #                        [value | key] order: what reading the layout the wrong way round runs.
+#   deepseek2-temp-fault: deepseek2-temp's weights (same seed) without the temperature keys.
 MLA_KVB = dict(MLA, kv_b=True)
 DEEPSEEK_KVB = {
     "deepseek2-kvb": ("deepseek2", "llama-spm", {"tied": False, "n_layer": 2, "rope_base": 10000.0,
@@ -327,9 +332,13 @@ DEEPSEEK_KVB = {
     "deepseek2-lite-kvb": ("deepseek2", "llama-spm", {
         "tied": False, "n_layer": 3, "rope_base": 10000.0, "mla": dict(MLA_KVB, q_lora=0), "moe": True,
         "n_expert": 8, "dense_lead": 1, "no_selection_bias": True, "glm": {"expert_shared_count": 2}}),
+    "deepseek2-temp": ("deepseek2", "llama-spm", {"tied": False, "n_layer": 2, "rope_base": 10000.0, "mla": MLA,
+                                                  "temperature_scale": 0.5, "temperature_length": 16}),
 }
 DEEPSEEK_KVB["deepseek2-kvb-fault"] = ("deepseek2", "llama-spm", {**DEEPSEEK_KVB["deepseek2-kvb"][2], "seed": 3800,
                                                                  "fault": "kv_b_order"})
+DEEPSEEK_KVB["deepseek2-temp-fault"] = ("deepseek2", "llama-spm", {
+    **{k: v for k, v in DEEPSEEK_KVB["deepseek2-temp"][2].items() if not k.startswith("temperature_")}, "seed": 3802})
 
 
 # Gemma 4 as released (seeds from 3201, see main()): gemma4's options plus per-layer geometry.
@@ -837,6 +846,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_final_logit_softcapping(opt["final_softcap"])
     if "temperature_scale" in opt:
         w.add_float32(f"{arch}.attention.temperature_scale", opt["temperature_scale"])
+    if "temperature_length" in opt:  # deepseek2's (Mistral Large 3's) temperature length
+        w.add_uint32(f"{arch}.attention.temperature_length", opt["temperature_length"])
     w.add_layer_norm_rms_eps(1e-6)
     if opt.get("moe") and opt.get("mixtral"):  # each expert feed_forward_length wide
         w.add_expert_count(N_EXPERT)

@@ -911,6 +911,25 @@ TinyGguf deepseek2_kv_b_like() {
 
 }  // namespace
 
+TEST_CASE("deepseek2's attention temperature takes its length from attention.temperature_length") {
+    auto g = deepseek2_like();
+    g.f32("deepseek2.attention.temperature_scale", 0.1f)
+        .u32("deepseek2.rope.scaling.original_context_length", 4096);
+    auto no_length = g.parse();
+    REQUIRE(no_length);
+    auto refused = model::read_hparams(*no_length);
+    REQUIRE_FALSE(refused);  // llama.cpp asserts a length: not the original context, as mistral3
+    CHECK_THAT(refused.error().message(),
+               Catch::Contains("deepseek2.attention.temperature_length"));
+    g.u32("deepseek2.attention.temperature_length", 8192);
+    auto file = g.parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->attn_temp_scale == Approx(0.1));
+    CHECK(hp->attn_temp_length == 8192);
+}
+
 TEST_CASE("deepseek2 without the *_mla keys reads as the un-absorbed attn_kv_b layout") {
     auto file = deepseek2_kv_b_like().parse();
     REQUIRE(file);

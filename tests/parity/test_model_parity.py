@@ -397,6 +397,30 @@ def test_tiny_deepseek_kv_b_read_the_wrong_way_round_is_caught():
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
+def test_tiny_deepseek_attention_temperature_matches_llama_cpp():
+    """Mistral Large 3's attention temperature through deepseek2 (issue 35): q x (1 + 0.5
+    ln(floor(pos / 16) + 1)) over the whole head -- its rotated part and its absorbed
+    unrotated part -- with the length from attention.temperature_length. Measured: see
+    docs/models.md, "Latent attention"."""
+    path = tiny_model("deepseek2-temp")
+    check(compare(path, tiny_prompt(), "tiny deepseek2-temp", context=256), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_deepseek_attention_temperature_ignored_is_caught():
+    """The fault the temperature's parity must catch: llama.cpp on tiny-deepseek2-temp's weights
+    without the temperature keys (what a pass ignoring them computes) against ferrox on
+    tiny-deepseek2-temp fails the parity bound."""
+    path, faulty = tiny_model("deepseek2-temp"), tiny_model("deepseek2-temp-fault")
+    ref = LlamaReference(faulty)
+    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
+    want = ref.logits(seq)
+    got = ferrox_logits(path, seq, want.shape[1])
+    nmse = nmse_rows(got, want)
+    print(f"\ntiny deepseek2-temp against its ignored-temperature fault: NMSE mean {nmse.mean():.2e}, "
+          f"worst {nmse.max():.2e}")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
 @pytest.mark.parametrize("name", ["gemma4-moe", "gemma4-moe-unfused"])
 def test_tiny_gemma4_experts_match_llama_cpp(name):
     """Gemma 4 26B-A4B's layers (issue 35): every layer's experts beside its dense GeGLU FFN,

@@ -294,9 +294,14 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
     const bool local = hp_.is_local_layer(il);
     const uint32_t n_rot = rope_[local].n_rot;
     if (hp_.has_rope(il)) {
-        const int q_table = hp_.attn_temp_scale != 0 && !local ? 2 : local;
-        st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
-                hp_.arch->rope);
+        const bool temperature = hp_.attn_temp_scale != 0 && !local;
+        // The temperature scales all of q (llama.cpp multiplies the whole
+        // head): past the rotated pairs its table holds (f, 0) (rope_table's
+        // identity times f), so with adjacent pairs the whole head goes
+        // through it, as the resident rope entry always does.
+        const uint32_t q_rot = temperature && hp_.arch->rope == RopeStyle::Normal ? hd : n_rot;
+        st.rope(s.q, s.rope_cos[temperature ? 2 : local], s.rope_sin[temperature ? 2 : local], n,
+                hp_.n_head, hd, q_rot, hp_.arch->rope);
         if (own_kv)
             st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.layer_n_head_kv(il), hd,
                     n_rot, hp_.arch->rope);

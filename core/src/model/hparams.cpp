@@ -549,17 +549,24 @@ Expected<void> read_window(const gguf::File& file, const Keys& k, const ArchSpec
     return {};
 }
 
-// mistral3's attention temperature: q scaled up with the position.
-Expected<void> read_attn_temperature(const gguf::File& file, const Keys& k, Hparams& hp) {
+// Llama 4's attention temperature (mistral3, deepseek2): q scaled up with the position.
+Expected<void> read_attn_temperature(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                                     Hparams& hp) {
     FERROX_READ(hp.attn_temp_scale, k.f32_or("attention.temperature_scale", 0.0f));
     if (!std::isfinite(hp.attn_temp_scale) || hp.attn_temp_scale < 0)
         return refuse(file, k.key("attention.temperature_scale"),
                       fmt::format("{} is not a scale (finite, >= 0)", hp.attn_temp_scale));
-    // llama.cpp's length is the original context (YaRN's).
+    // llama.cpp's length: mistral3's original context (YaRN's), deepseek2's
+    // attention.temperature_length.
+    const char* const length_key = spec.attn_temperature_length_key
+                                       ? "attention.temperature_length"
+                                       : "rope.scaling.original_context_length";
     hp.attn_temp_length = hp.rope_n_ctx_orig;
+    if (spec.attn_temperature_length_key)
+        FERROX_READ(hp.attn_temp_length, k.u32_or("attention.temperature_length", 0));
     if (hp.attn_temp_scale != 0 && hp.attn_temp_length == 0)
-        return refuse(file, k.key("rope.scaling.original_context_length"),
-                      "is 0: the attention temperature needs a length");
+        return refuse(file, k.key(length_key),
+                      "is 0 or absent: the attention temperature needs a length");
     return {};
 }
 
@@ -1052,7 +1059,7 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
         if (auto r = read_mla(file, k, hp); !r) return r;
     if (spec.yarn_qk_mscale) apply_yarn_qk_mscale(hp, spec.mla ? hp.mla_head_k : hp.head_dim_k);
     if (spec.attn_temperature)
-        if (auto r = read_attn_temperature(file, k, hp); !r) return r;
+        if (auto r = read_attn_temperature(file, k, spec, hp); !r) return r;
     if (spec.rope_sections)
         if (auto r = check_rope_sections(file, k); !r) return r;
     if (spec.granite_scales)

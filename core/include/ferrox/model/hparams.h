@@ -129,7 +129,7 @@ struct Hparams {
     // cap x tanh(x / cap); 0: not capped.
     float attn_softcap = 0.0f, final_softcap = 0.0f;
     // q x (1 + attn_temp_scale x ln(floor(pos / attn_temp_length) + 1)) before
-    // attention (mistral3); 0: off.
+    // attention, the whole head (mistral3, deepseek2); 0: off.
     float attn_temp_scale = 0.0f;
     uint32_t attn_temp_length = 0;
     // The last shared_kv_layers layers keep no KV cache: each attends over an
