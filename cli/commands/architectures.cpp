@@ -79,6 +79,9 @@ std::string presence(const TensorRule& r) {
         s += " on NextN blocks (the last nextn_predict_layers; kept, not run)";
     if (r.when == model::TensorWhen::QLowRank) s += " when attention.q_lora_rank > 0";
     if (r.when == model::TensorWhen::QDirect) s += " unless attention.q_lora_rank > 0";
+    if (r.when == model::TensorWhen::MlaSplit) s += " when attention.key_length_mla is given";
+    if (r.when == model::TensorWhen::MlaKvB)
+        s += " when attention.key_length_mla is absent (an older conversion)";
     if (r.when == model::TensorWhen::AttentionLayer) s += " on full-attention layers";
     if (r.when == model::TensorWhen::RecurrentLayer) s += " on Gated DeltaNet (recurrent) layers";
     if (!r.fused_into.empty()) s += ", or rows of " + full_name(r, r.fused_into);

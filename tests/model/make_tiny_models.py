@@ -328,6 +328,37 @@ DEEPSEEK = {
 }
 
 
+# More deepseek2 files llama.cpp runs (seeds from 3800). The older converter's: one attn_kv_b per layer in place of
+# attn_k_b / attn_v_b and no attention.*_mla keys -- head_count_kv = head_count, key_length the
+# 32 unrotated + 32 rotated dims of q.k, value_length 32 -- which llama.cpp runs un-absorbed
+# (a cache of every head's key and value).
+#   deepseek2-kvb:       V2's attention (q through a normed low rank 64), every layer dense.
+#   deepseek2-lite-kvb:  V2-Lite's layout: q direct (q_lora_rank 0), then V2's experts -- a
+#                        dense first layer, 8 experts with a softmax gate (no gating key), top 2
+#                        not renormalised, 2 shared experts, no selection bias.
+#   deepseek2-temp:      Mistral Large 3's attention temperature on tiny-deepseek2's layout (split
+#                        k_b / v_b): q x (1 + 0.5 ln(floor(pos / 16) + 1)), the length from
+#                        attention.temperature_length, the whole head scaled (not only its rotated
+#                        part).
+#   deepseek2-kvb-fault: deepseek2-kvb's weights (same seed) with each head's kv_b rows in
+#                        [value | key] order: what reading the layout the wrong way round runs.
+#   deepseek2-temp-fault: deepseek2-temp's weights (same seed) without the temperature keys.
+MLA_KVB = dict(MLA, kv_b=True)
+DEEPSEEK_KVB = {
+    "deepseek2-kvb": ("deepseek2", "llama-spm", {"tied": False, "n_layer": 2, "rope_base": 10000.0,
+                                                 "mla": MLA_KVB}),
+    "deepseek2-lite-kvb": ("deepseek2", "llama-spm", {
+        "tied": False, "n_layer": 3, "rope_base": 10000.0, "mla": dict(MLA_KVB, q_lora=0), "moe": True,
+        "n_expert": 8, "dense_lead": 1, "no_selection_bias": True, "glm": {"expert_shared_count": 2}}),
+    "deepseek2-temp": ("deepseek2", "llama-spm", {"tied": False, "n_layer": 2, "rope_base": 10000.0, "mla": MLA,
+                                                  "temperature_scale": 0.5, "temperature_length": 16}),
+}
+DEEPSEEK_KVB["deepseek2-kvb-fault"] = ("deepseek2", "llama-spm", {**DEEPSEEK_KVB["deepseek2-kvb"][2], "seed": 3800,
+                                                                 "fault": "kv_b_order"})
+DEEPSEEK_KVB["deepseek2-temp-fault"] = ("deepseek2", "llama-spm", {
+    **{k: v for k, v in DEEPSEEK_KVB["deepseek2-temp"][2].items() if not k.startswith("temperature_")}, "seed": 3802})
+
+
 # Gemma 4 as released (seeds from 3201, see main()): gemma4's options plus per-layer geometry.
 GEMMA4 = {
     # The dense 31B's attention: the sliding layers' heads 32 wide over 2 KV heads
@@ -482,6 +513,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     """Whether this file carries the rule's tensor (at layer `il`): every required one (biases
     only where the variant has them), the optional ones its options ask for."""
     name = rule["name"]
+    if name in opt.get("drop", ()):  # a bad-input test's file without this tensor
+        return False
     if rule["when"] in ("attention_layer", "recurrent_layer"):  # qwen35's and lfm2's layer kinds
         d = opt["delta"] if "delta" in opt else opt["shortconv"]
         n_run = opt.get("n_layer", N_LAYER) - opt.get("nextn", 0)  # NextN blocks attend
@@ -503,6 +536,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
         return bool(opt.get("per_layer"))
     if rule["when"] in ("q_low_rank", "q_direct"):
         return bool(opt["mla"].get("q_lora")) == (rule["when"] == "q_low_rank")
+    if rule["when"] in ("mla_split", "mla_kv_b"):
+        return bool(opt["mla"].get("kv_b")) == (rule["when"] == "mla_kv_b")
     if rule["when"] in ("dense", "experts"):
         if expert_layer != (rule["when"] == "experts"):
             return False
@@ -572,6 +607,10 @@ class Values:
                     g, j = divmod(h, per_key)
                     faulty[2 * g * per_key + j], faulty[2 * g * per_key + per_key + j] = data[h], data[vh + h]
                 data = faulty
+            if short == "attn_kv_b.weight" and self.opt.get("fault") == "kv_b_order":
+                m = self.opt["mla"]  # per head [unrotated key | value] rows swapped round
+                per_head = data.reshape(N_HEAD, m["nope"] + m["v"], cols)
+                data = np.concatenate([per_head[:, m["nope"]:], per_head[:, :m["nope"]]], axis=1).reshape(-1, cols)
             if short == "ffn_gate_inp.weight":
                 w.add_tensor(name, data)
             elif short == "ffn_gate_inp_shexp.weight":  # a vector of n_embd in the files, F32
@@ -744,15 +783,21 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     w.add_block_count(n_layer)
     w.add_head_count(N_HEAD)
     mla = opt.get("mla")
-    if mla:  # one cached head: [latent | rotated] keys, the latent as values
+    if mla and mla.get("kv_b"):  # the older converter's: every head's key and value, no *_mla keys
+        w.add_head_count_kv(N_HEAD)
+        w.add_key_length(mla["nope"] + mla["rot"])
+        w.add_value_length(mla.get("v_key", mla["v"]))  # v_key: a bad-input test's disagreeing key
+    elif mla:  # one cached head: [latent | rotated] keys, the latent as values
         w.add_head_count_kv(1)
         w.add_key_length(mla["kv_lora"] + mla["rot"])
         w.add_value_length(mla["kv_lora"])
+    if mla:
         w.add_rope_dimension_count(mla["rot"])
         w.add_uint32(f"{arch}.attention.q_lora_rank", mla["q_lora"])
         w.add_uint32(f"{arch}.attention.kv_lora_rank", mla["kv_lora"])
-        w.add_uint32(f"{arch}.attention.key_length_mla", mla["nope"] + mla["rot"])
-        w.add_uint32(f"{arch}.attention.value_length_mla", mla["v"])
+        if not mla.get("kv_b"):
+            w.add_uint32(f"{arch}.attention.key_length_mla", mla["nope"] + mla["rot"])
+            w.add_uint32(f"{arch}.attention.value_length_mla", mla["v"])
         if not opt.get("moe"):  # llama.cpp requires these two whatever the layers; all dense here
             w.add_uint32(f"{arch}.leading_dense_block_count", n_layer)
             w.add_expert_feed_forward_length(N_FF_EXP)
@@ -825,6 +870,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_final_logit_softcapping(opt["final_softcap"])
     if "temperature_scale" in opt:
         w.add_float32(f"{arch}.attention.temperature_scale", opt["temperature_scale"])
+    if "temperature_length" in opt:  # deepseek2's (Mistral Large 3's) temperature length
+        w.add_uint32(f"{arch}.attention.temperature_length", opt["temperature_length"])
     w.add_layer_norm_rms_eps(1e-6)
     if opt.get("moe") and opt.get("mixtral"):  # each expert feed_forward_length wide
         w.add_expert_count(N_EXPERT)
@@ -856,10 +903,11 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             "n_embd+n_embd": 2 * N_EMBD, "n_embd_per_layer": opt.get("per_layer", 0),
             "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer, "n_dense": opt.get("dense", 0)}
     if mla:
-        dims.update({"k_dim": mla["kv_lora"] + mla["rot"], "q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
+        dims.update({"q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
                      "qk_nope": mla["nope"], "head_dim_v_mla": mla["v"],
                      "q_dim_mla": N_HEAD * (mla["nope"] + mla["rot"]), "o_dim_mla": N_HEAD * mla["v"],
-                     "rope_pairs": mla["rot"] // 2})
+                     "rope_pairs": mla["rot"] // 2, "kv_a_mla": mla["kv_lora"] + mla["rot"],
+                     "kv_b_mla": N_HEAD * (mla["nope"] + mla["v"])})
     if "delta" in opt:
         d = opt["delta"]
         dims.update({"q_dim_gated": 2 * N_HEAD * HEAD_DIM, "ssm_conv_kernel": d["kernel"],
@@ -920,6 +968,9 @@ def main() -> int:
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     for seed, (name, (arch, vocab_name, opt)) in enumerate(SHORTCONV.items(), start=4100):
+        opt = dict(opt)
+        print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(DEEPSEEK_KVB.items(), start=3800):
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     return 0

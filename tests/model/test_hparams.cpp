@@ -863,7 +863,7 @@ TEST_CASE("deepseek2's latent attention keys are read, checked against each othe
 
     const std::string p = "deepseek2.";
     for (const auto& [key, value] : std::initializer_list<std::pair<std::string, uint32_t>>{
-             {"attention.head_count_kv", 2},    // an uncompressed (attn_kv_b) layout
+             {"attention.head_count_kv", 2},    // not the one latent head
              {"attention.key_length", 100},     // not kv_lora_rank + rope dims
              {"attention.value_length", 32},    // not kv_lora_rank
              {"attention.key_length_mla", 32},  // nothing left unrotated
@@ -882,13 +882,83 @@ TEST_CASE("deepseek2's latent attention keys are read, checked against each othe
     auto m = model::read_hparams(*missing);
     REQUIRE_FALSE(m);
     CHECK_THAT(m.error().message(), Catch::Contains("deepseek2.attention.kv_lora_rank"));
-    // An older conversion (attn_kv_b, no *_mla keys) is told what it is.
-    auto old = deepseek2_like().without("deepseek2.attention.key_length_mla").parse();
-    REQUIRE(old);
-    auto o = model::read_hparams(*old);
-    REQUIRE_FALSE(o);
-    CHECK_THAT(o.error().message(), Catch::Contains("deepseek2.attention.key_length_mla") &&
+    CHECK_FALSE(hp->mla_kv_b);
+    // One *_mla key without the other: llama.cpp asserts both or neither.
+    auto half = deepseek2_like().without("deepseek2.attention.key_length_mla").parse();
+    REQUIRE(half);
+    auto h = model::read_hparams(*half);
+    REQUIRE_FALSE(h);
+    CHECK_THAT(h.error().message(), Catch::Contains("deepseek2.attention.key_length_mla") &&
+                                        Catch::Contains("is missing"));
+}
+
+namespace {
+
+// An older conversion's keys (attn_kv_b, no *_mla keys): a KV head per query
+// head, each 32 unrotated + 32 rotated dims for q.k and 32 for v.
+TinyGguf deepseek2_kv_b_like() {
+    auto g = deepseek2_like();
+    g.without("deepseek2.attention.key_length_mla")
+        .without("deepseek2.attention.value_length_mla")
+        .without("deepseek2.attention.head_count_kv")
+        .without("deepseek2.attention.key_length")
+        .without("deepseek2.attention.value_length")
+        .u32("deepseek2.attention.head_count_kv", 4)
+        .u32("deepseek2.attention.key_length", 64)
+        .u32("deepseek2.attention.value_length", 32);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("deepseek2's attention temperature takes its length from attention.temperature_length") {
+    auto g = deepseek2_like();
+    g.f32("deepseek2.attention.temperature_scale", 0.1f)
+        .u32("deepseek2.rope.scaling.original_context_length", 4096);
+    auto no_length = g.parse();
+    REQUIRE(no_length);
+    auto refused = model::read_hparams(*no_length);
+    REQUIRE_FALSE(refused);  // llama.cpp asserts a length: not the original context, as mistral3
+    CHECK_THAT(refused.error().message(),
+               Catch::Contains("deepseek2.attention.temperature_length"));
+    g.u32("deepseek2.attention.temperature_length", 8192);
+    auto file = g.parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->attn_temp_scale == Approx(0.1));
+    CHECK(hp->attn_temp_length == 8192);
+}
+
+TEST_CASE("deepseek2 without the *_mla keys reads as the un-absorbed attn_kv_b layout") {
+    auto file = deepseek2_kv_b_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->mla_kv_b);
+    CHECK(hp->n_head_kv == 4);
+    CHECK(hp->mla_head_k == 64);  // key_length's widths stand for the *_mla keys
+    CHECK(hp->mla_head_v == 32);
+    CHECK(hp->attn_scale == Approx(1.0 / 8.0));  // 1/sqrt(key_length)
+
+    // Every head needs its own cached key: fewer KV heads than heads is refused.
+    auto g = deepseek2_kv_b_like();
+    g.without("deepseek2.attention.head_count_kv").u32("deepseek2.attention.head_count_kv", 1);
+    auto shared = g.parse();
+    REQUIRE(shared);
+    auto s = model::read_hparams(*shared);
+    REQUIRE_FALSE(s);
+    CHECK_THAT(s.error().message(), Catch::Contains("deepseek2.attention.head_count_kv") &&
                                         Catch::Contains("attn_kv_b"));
+    // Nothing left unrotated in key_length.
+    auto n = deepseek2_kv_b_like();
+    n.without("deepseek2.attention.key_length").u32("deepseek2.attention.key_length", 32);
+    auto narrow = n.parse();
+    REQUIRE(narrow);
+    auto r = model::read_hparams(*narrow);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message(), Catch::Contains("deepseek2.attention.key_length") &&
+                                        Catch::Contains("no unrotated part"));
 }
 
 namespace {

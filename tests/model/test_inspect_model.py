@@ -160,6 +160,8 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
         scale = 1 / math.sqrt(mla_k or want["head_dim_k"])
     if arch == "deepseek2":  # DeepSeek's YaRN: q.k scaled by mscale^2 as well
         scale *= deepseek2_mscale(reader, arch) ** 2
+    if arch == "deepseek2":  # the *_mla keys choose the layout, as llama.cpp
+        assert got["mla_layout"] == ("absorbed" if mla_k else "kv_b"), got
     if mla_k:
         for ours, key in (("mla_q_lora_rank", "q_lora_rank"), ("mla_kv_lora_rank", "kv_lora_rank"),
                           ("mla_head_dim_k", "key_length_mla"), ("mla_head_dim_v", "value_length_mla")):

@@ -75,10 +75,9 @@ UNBOUND = {
     "qwen2": {"rope_freqs"},
     "qwen3": {"rope_freqs"},
     "qwen3vl": {"rope_freqs"},
-    # Old converters' uncompressed attn_kv_b (refused by key first: no *_mla keys) and the
-    # unused q/k/v names gguf lists.
-    "deepseek2": {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_kv_b", "blk.{bid}.attn_k",
-                  "blk.{bid}.attn_v"},
+    # The unused q/k/v names gguf lists (old converters' attn_kv_b is bound: files without
+    # the *_mla keys run un-absorbed).
+    "deepseek2": {"rope_freqs", "blk.{bid}.attn_rot_embd", "blk.{bid}.attn_k", "blk.{bid}.attn_v"},
     # LFM2-ColBERT's projection after the pooling (an embedding variant not run).
     "lfm2": {"dense_2"},
     # The converter's optional fused experts (--fuse-gate-up-exps): not bound, refused by name.
@@ -214,10 +213,16 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             "rope_pairs": key("rope.dimension_count", k_len) // 2,
             # Latent attention (deepseek2): its ranks and per-head widths before absorption.
             "q_lora": key("attention.q_lora_rank", 0), "kv_lora": key("attention.kv_lora_rank", 0),
-            "qk_nope": key("attention.key_length_mla", 0) - key("rope.dimension_count", k_len),
-            "head_dim_v_mla": key("attention.value_length_mla", 0),
-            "q_dim_mla": n_head * key("attention.key_length_mla", 0),
-            "o_dim_mla": n_head * key("attention.value_length_mla", 0),
+            # Without the *_mla keys (an older conversion, attn_kv_b), key_length's and
+            # value_length's widths.
+            "qk_nope": key("attention.key_length_mla", k_len) - key("rope.dimension_count", k_len),
+            "head_dim_v_mla": key("attention.value_length_mla", v_len),
+            "q_dim_mla": n_head * key("attention.key_length_mla", k_len),
+            "o_dim_mla": n_head * key("attention.value_length_mla", v_len),
+            # attn_kv_a_mqa's rows, and attn_kv_b's.
+            "kv_a_mla": key("attention.kv_lora_rank", 0) + key("rope.dimension_count", k_len),
+            "kv_b_mla": n_head * (key("attention.key_length_mla", k_len) - key("rope.dimension_count", k_len)
+                                  + key("attention.value_length_mla", v_len)),
             "n_cls_out": 1,  # a reranker's labels (an array, not read here); no tiny model has a head
             # Gated attention and Gated DeltaNet layers (qwen35).
             # lfm2's short convolutions: the window shortconv.l_cache over n_embd channels.
@@ -288,3 +293,34 @@ def test_an_expert_width_the_tensors_disagree_with_is_refused_naming_key_and_ten
     assert r.returncode != 0
     assert "blk.0.ffn_gate_up_exps.weight" in r.stderr, r.stderr
     assert "gemma4.expert_feed_forward_length 32" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("layout, change, wanted", [
+    # An older conversion (no *_mla keys) without its attn_kv_b: neither layout is there.
+    ("kv_b", {"drop": ["blk.N.attn_kv_b.weight"]},
+     ["tensor 'blk.0.attn_kv_b.weight' is missing", "key_length_mla is absent", "attn_kv_b"]),
+    # The current layout's keys without attn_k_b.
+    ("split", {"drop": ["blk.N.attn_k_b.weight"]},
+     ["tensor 'blk.0.attn_k_b.weight' is missing", "key_length_mla is given", "attn_k_b and attn_v_b"]),
+    # value_length 16 over kv_b rows of 32-wide values: 4 x (32 + 16) rows expected.
+    ("kv_b", {"v_key": 16}, ["tensor 'blk.0.attn_kv_b.weight' has shape [64, 256], expected [64, 192]"]),
+])
+def test_a_latent_attention_file_without_its_layout_is_refused_naming_the_tensor(tmp_path, layout, change, wanted):
+    """deepseek2's two layouts (attn_kv_b without the *_mla keys, attn_k_b / attn_v_b with
+    them): a file missing its layout's tensor, or whose keys disagree with kv_b's shape, is
+    refused naming the tensor (and the layout, or the shapes)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    import make_tiny_models as gen
+
+    arch, vocab, opt = gen.DEEPSEEK_KVB["deepseek2-kvb"] if layout == "kv_b" else gen.REARRANGED["deepseek2"]
+    if not (gen.VOCAB_DIR / f"ggml-vocab-{vocab}.gguf").exists():
+        pytest.skip(f"{gen.VOCAB_DIR} lacks llama.cpp's {vocab} vocabulary")
+    os.environ.setdefault("FERROX_BIN", FERROX)
+    opt = {**opt, "drop": change.get("drop", [])}
+    if "v_key" in change:
+        opt["mla"] = {**opt["mla"], "v_key": change["v_key"]}
+    path = gen.make(arch, tmp_path, 3800, "deepseek2-bad-layout", vocab, opt)
+    r = subprocess.run([FERROX, "run", "-m", str(path), "-p", "hi", "-n", "1"], capture_output=True, text=True)
+    assert r.returncode != 0
+    for text in wanted:
+        assert text in r.stderr, r.stderr

@@ -370,6 +370,59 @@ def test_tiny_deepseek_family_matches_llama_cpp(name):
     mean); the q.k mscale left out (deepseek2-yarn 2.7e-2 mean, 17 flips)."""
     path = tiny_model(name)
     check(compare(path, tiny_prompt(), f"tiny {name}", context=256), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+@pytest.mark.parametrize("name", ["deepseek2-kvb", "deepseek2-lite-kvb"])
+def test_tiny_deepseek_kv_b_layout_matches_llama_cpp(name):
+    """deepseek2 files of the older converter (issue 35): one attn_kv_b per layer, no *_mla
+    keys, which llama.cpp runs un-absorbed and so does ferrox (Decoder::expanded_kv): kv_b
+    expands the normed latent into every head's unrotated key and value, the rotated part
+    shared by the heads. deepseek2-kvb: V2's q through a normed low rank, every layer dense;
+    deepseek2-lite-kvb: V2-Lite's direct q and V2's softmax-gated experts with 2 shared ones.
+    Measured (7 Dec 2026, AMD EPYC host): NMSE mean 5.5e-15 / 5.5e-15, worst 6.0e-15 /
+    5.9e-15, no greedy flips."""
+    path = tiny_model(name)
+    check(compare(path, tiny_prompt(), f"tiny {name}", context=256), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_deepseek_kv_b_read_the_wrong_way_round_is_caught():
+    """The fault the kv_b layout's parity must catch: llama.cpp on tiny-deepseek2-kvb's weights
+    with each head's kv_b rows in [value | key] order (what reading the layout the wrong way
+    round runs) against ferrox on tiny-deepseek2-kvb fails the parity bound."""
+    path, faulty = tiny_model("deepseek2-kvb"), tiny_model("deepseek2-kvb-fault")
+    ref = LlamaReference(faulty)
+    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
+    want = ref.logits(seq)
+    got = ferrox_logits(path, seq, want.shape[1])
+    nmse = nmse_rows(got, want)
+    print(f"\ntiny deepseek2-kvb against its kv_b order fault: NMSE mean {nmse.mean():.2e}, "
+          f"worst {nmse.max():.2e}")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
+def test_tiny_deepseek_attention_temperature_matches_llama_cpp():
+    """Mistral Large 3's attention temperature through deepseek2 (issue 35): q x (1 + 0.5
+    ln(floor(pos / 16) + 1)) over the whole head -- its rotated part and its absorbed
+    unrotated part -- with the length from attention.temperature_length. Measured (7 Dec
+    2026, AMD EPYC host): NMSE mean 1.3e-5, worst 2.4e-4, no greedy flips. Seen failing with
+    only the rotated part scaled: 4.9e-2 mean, 18 flips."""
+    path = tiny_model("deepseek2-temp")
+    check(compare(path, tiny_prompt(), "tiny deepseek2-temp", context=256), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_deepseek_attention_temperature_ignored_is_caught():
+    """The fault the temperature's parity must catch: llama.cpp on tiny-deepseek2-temp's weights
+    without the temperature keys (what a pass ignoring them computes) against ferrox on
+    tiny-deepseek2-temp fails the parity bound."""
+    path, faulty = tiny_model("deepseek2-temp"), tiny_model("deepseek2-temp-fault")
+    ref = LlamaReference(faulty)
+    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
+    want = ref.logits(seq)
+    got = ferrox_logits(path, seq, want.shape[1])
+    nmse = nmse_rows(got, want)
+    print(f"\ntiny deepseek2-temp against its ignored-temperature fault: NMSE mean {nmse.mean():.2e}, "
+          f"worst {nmse.max():.2e}")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
 @pytest.mark.parametrize("name", ["gemma4-moe", "gemma4-moe-unfused"])
 def test_tiny_gemma4_experts_match_llama_cpp(name):
     """Gemma 4 26B-A4B's layers (issue 35): every layer's experts beside its dense GeGLU FFN,

@@ -321,6 +321,37 @@ def test_every_supported_pre_name_matches_llama_cpp(tool, synth_dir, pre, full):
     assert not mismatches, f"{len(mismatches)} of {total} encodings differ"
 
 
+KIMI_STRINGS = int(os.environ.get("FERROX_PARITY_KIMI_STRINGS", "500"))
+
+
+def test_kimi_k2_matches_llama_cpp_and_llama3s_rule_does_not(tool, synth_dir):
+    """kimi-k2 (llama.cpp's one-pass Kimi-K2 handler: Han runs, letter runs without Han, a
+    contraction only after a letter run) on a copy of llama-bpe's vocabulary renamed kimi-k2,
+    over many random strings (CJK, kana and contractions among their pools). The fault it
+    must catch: ferrox splitting that vocabulary by llama3's rule instead (pre 'dbrx': the
+    same flags, no Han runs, contractions before letter runs) against llama.cpp's kimi-k2."""
+    base = llama_ref.vocab_path(SYNTH_BASE)
+    if not base.exists():
+        pytest.skip(f"{base} is absent (ci/fetch_test_data.sh)")
+    kimi = vocab_with_pre(base, "kimi-k2", synth_dir / "vocab-kimi-k2-many.gguf")
+    llama3 = vocab_with_pre(base, "dbrx", synth_dir / "vocab-kimi-k2-as-llama3.gguf")
+    reference, ferrox = open_pair(tool, kimi)
+    faulty = llama_ref.FerroxTokenizer(tool, llama3)
+    rng = random.Random(SEED + 2)
+    texts = [m.encode() for m in MIXED] + random_strings(rng, KIMI_STRINGS)
+    wrong = differ = 0
+    for text in texts:
+        want = reference.encode(text, False, False)
+        wrong += ferrox.encode(text, False, False) != want
+        differ += faulty.encode(text, False, False) != want
+    ferrox.close()
+    faulty.close()
+    print(f"PARITY pre=kimi-k2: {len(texts) - wrong}/{len(texts)} identical (seed {SEED + 2}); "
+          f"llama3's rule in its place: {differ} differ", file=sys.stderr)
+    assert wrong == 0
+    assert differ > 0  # measured: 11 of 519 (most splits give the same tokens either way)
+
+
 def test_pre_table_holds_exactly_llama_cpps_names():
     """Every name llama.cpp's llama-vocab.cpp accepts is in the table (supported or refused), no more."""
     table = pre_table()

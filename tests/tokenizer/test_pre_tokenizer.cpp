@@ -102,6 +102,27 @@ TEST_CASE("pre-tokenizer deepseek-v3: digit triples, CJK runs, then its own rule
     CHECK(pre_tokenize(PreTokenizer::deepseek_v3, "a\x01\x02 b") == Words{"a", "\x01\x02", " b"});
 }
 
+TEST_CASE("pre-tokenizer kimi-k2: Han runs, letter runs without Han, contractions after them") {
+    const auto kimi = [](std::string_view text) {
+        return pre_tokenize(PreTokenizer::kimi_k2, text);
+    };
+    const std::string zhong = "\xE4\xB8\xAD", wen = "\xE6\x96\x87";  // U+4E2D, U+6587
+    const std::string ka = "\xE3\x81\x8B";                           // U+304B hiragana: not Han
+    CHECK(kimi(zhong + wen + "abc") == Words{zhong + wen, "abc"});
+    CHECK(kimi("abc" + zhong + ka) == Words{"abc", zhong, ka});
+    // No prefix before Han: the space stays alone, and a run of two gives its last one up
+    // (one pass, as llama.cpp's handler; a separate Han stage would keep "  " whole).
+    CHECK(kimi(" " + zhong) == Words{" ", zhong});
+    CHECK(kimi("a  " + zhong) == Words{"a", " ", " ", zhong});
+    // A contraction only closes a letter run, in any case; no contraction alternative first.
+    CHECK(kimi("don't I'M") == Words{"don't", " I'M"});
+    CHECK(pre_tokenize(PreTokenizer::llama3, "I'M") == Words{"I", "'M"});
+    CHECK(kimi("'s x") == Words{"'s", " x"});
+    CHECK(kimi("12345") == Words{"123", "45"});
+    // Extension B (U+20000) is Han too.
+    CHECK(kimi("x\xF0\xA0\x80\x80y") == Words{"x", "\xF0\xA0\x80\x80", "y"});
+}
+
 TEST_CASE("pre-tokenizer variants: laguna, minicpm5, falcon, deepseek-coder, seed-coder") {
     // Lines first: the space before a line break is not part of the break.
     CHECK(pre_tokenize(PreTokenizer::laguna, "a \nb") == Words{"a", " ", "\n", "b"});

@@ -125,12 +125,15 @@ constexpr ArchSpec kArchitectures[] = {
     // prefix of each cached head, DeepSeek's YaRN (q.k scaled by mscale^2);
     // the first leading_dense_block_count layers dense, the others experts
     // (softmax-gated unless the file says sigmoid) with shared experts, an
-    // optional selection bias and group-limited routing; NextN blocks kept.
+    // optional selection bias and group-limited routing; NextN blocks kept;
+    // Llama 4's attention temperature where the file has one (Mistral Large 3).
     {.name = "deepseek2",
      .rope = RopeStyle::Normal,
      .moe = true,
      .partial_rotary = true,
      .yarn_keys = kYarnLogMultiplier,
+     .attn_temperature = true,
+     .attn_temperature_length_key = true,
      .mla = true,
      .leading_dense_layers = true,
      .shared_experts = true,

@@ -31,8 +31,10 @@ uint64_t delta_net_floats(const Hparams& hp) {
 
 // Per position: the larger of the attention block's and the FFN's buffers.
 uint64_t block_floats(const Hparams& hp) {
-    const uint64_t latent =
-        hp.arch && hp.arch->mla ? mla_q_a_dim(hp) + mla_q_dim(hp) + k_dim(hp) + mla_o_dim(hp) : 0;
+    const uint64_t latent = hp.arch && hp.arch->mla
+                                ? mla_q_a_dim(hp) + mla_q_dim(hp) + mla_kv_dim(hp) + mla_o_dim(hp) +
+                                      mla_c_dim(hp) + mla_kvb_dim(hp)
+                                : 0;
     const uint64_t attention =
         q_dim(hp) + k_dim(hp) + v_dim(hp) + o_dim(hp) + hp.n_embd + latent + delta_net_floats(hp);
     const uint64_t ffn = 2 * ffn_width(hp) + hp.n_embd;
@@ -72,8 +74,10 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     if (hp.arch && hp.arch->mla) {
         carve(s.mla_q_a, b * mla_q_a_dim(hp));
         carve(s.mla_q, b * mla_q_dim(hp));
-        carve(s.mla_kv, b * k_dim(hp));
+        carve(s.mla_kv, b * mla_kv_dim(hp));
         carve(s.mla_o, b * mla_o_dim(hp));
+        carve(s.mla_c, b * mla_c_dim(hp));
+        carve(s.mla_kvb, b * mla_kvb_dim(hp));
     }
     carve(s.qg, hp.arch && hp.arch->gated_attention ? b * 2 * q_dim(hp) : 0);
     carve(s.dn_qkv, b * hp.ssm_conv_dim());
@@ -292,9 +296,14 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
     const bool local = hp_.is_local_layer(il);
     const uint32_t n_rot = rope_[local].n_rot;
     if (hp_.has_rope(il)) {
-        const int q_table = hp_.attn_temp_scale != 0 && !local ? 2 : local;
-        st.rope(s.q, s.rope_cos[q_table], s.rope_sin[q_table], n, hp_.n_head, hd, n_rot,
-                hp_.arch->rope);
+        const bool temperature = hp_.attn_temp_scale != 0 && !local;
+        // The temperature scales all of q (llama.cpp multiplies the whole
+        // head): past the rotated pairs its table holds (f, 0) (rope_table's
+        // identity times f), so with adjacent pairs the whole head goes
+        // through it, as the resident rope entry always does.
+        const uint32_t q_rot = temperature && hp_.arch->rope == RopeStyle::Normal ? hd : n_rot;
+        st.rope(s.q, s.rope_cos[temperature ? 2 : local], s.rope_sin[temperature ? 2 : local], n,
+                hp_.n_head, hd, q_rot, hp_.arch->rope);
         if (own_kv)
             st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.layer_n_head_kv(il), hd,
                     n_rot, hp_.arch->rope);
@@ -302,7 +311,7 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
     kv.store_and_attend(st, il, local, n);
     if (hp_.arch->gated_attention) apply_gate(st, a, n);
     Act att = s.att;
-    if (hp_.arch->mla) {
+    if (hp_.arch->mla && !hp_.mla_kv_b) {
         latent_values(st, a, L, n);
         att = s.mla_o;
     }
@@ -376,6 +385,7 @@ void Decoder::latent_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
         st.project(*L.q, "attn_q", s.xn, n, s.mla_q);
     }
     st.project(*L.kv_a, "attn_kv_a_mqa", s.xn, n, s.mla_kv);
+    if (hp_.mla_kv_b) return expanded_kv(st, a, L, C, n);
     for (uint32_t i = 0; i < n; ++i) {
         const Act kv = s.mla_kv.at(uint64_t{i} * hd);  // [latent | rotated]
         const Act v = s.v.at(uint64_t{i} * lora), k = s.k.at(uint64_t{i} * hd);
@@ -387,6 +397,37 @@ void Decoder::latent_qkv(StickySteps& st, Activations& a, const LayerWeights& L,
             const Act dst = s.q.at((uint64_t{i} * nh + h) * hd);
             st.store_kv(qh.at(nope), dst, FERROX_KIND_F32, rot);
             st.project(L.k_b[h], "attn_k_b", qh, 1, dst.at(rot));
+        }
+    }
+}
+
+// Latent attention un-absorbed (files with attn_kv_b, as llama.cpp runs
+// them): kv_b expands each token's normed latent into every head's unrotated
+// key and its value; each head caches k = [rotated part | unrotated key] (the
+// rotated part shared by the heads) and its value, and q = [rotated |
+// unrotated] likewise, so that the common RoPE step rotates a prefix: the dot
+// products are llama.cpp's [unrotated | rotated] ones in another order.
+void Decoder::expanded_kv(StickySteps& st, Activations& a, const LayerWeights& L,
+                          const LayerConstants& C, uint32_t n) const {
+    Scratch& s = a.s;
+    const uint32_t nh = hp_.n_head, rot = hp_.n_rot, lora = hp_.mla_kv_lora;
+    const uint32_t hk = hp_.mla_head_k, vh = hp_.mla_head_v, nope = hk - rot;
+    const uint64_t kv_w = mla_kv_dim(hp_), kvb_w = nope + vh;
+    for (uint32_t i = 0; i < n; ++i)
+        st.rms_norm(roles::kKvANorm, s.mla_kv.at(i * kv_w), C.kv_a_norm, 1, lora, hp_.rms_eps,
+                    s.mla_c.at(uint64_t{i} * lora));
+    st.project(*L.kv_b, "attn_kv_b", s.mla_c, n, s.mla_kvb);
+    for (uint32_t i = 0; i < n; ++i) {
+        const Act k_rot = s.mla_kv.at(i * kv_w + lora);
+        for (uint32_t h = 0; h < nh; ++h) {
+            const uint64_t row = uint64_t{i} * nh + h;
+            const Act qh = s.mla_q.at(row * hk), kvh = s.mla_kvb.at(row * kvb_w);
+            const Act q = s.q.at(row * hk), k = s.k.at(row * hk);
+            st.store_kv(qh.at(nope), q, FERROX_KIND_F32, rot);
+            st.store_kv(qh, q.at(rot), FERROX_KIND_F32, nope);
+            st.store_kv(k_rot, k, FERROX_KIND_F32, rot);
+            st.store_kv(kvh, k.at(rot), FERROX_KIND_F32, nope);
+            st.store_kv(kvh.at(nope), s.v.at(row * vh), FERROX_KIND_F32, vh);
         }
     }
 }

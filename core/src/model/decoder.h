@@ -32,8 +32,10 @@ struct Scratch {
     Act q, k, v, att, o, gate, up, ffn;
     // Latent attention (deepseek2) before absorption: q's low rank, q per
     // head [qk_nope | rotated], each token's [latent | rotated], and the
-    // heads' outputs mapped back through v_b. Empty for other rows.
-    Act mla_q_a, mla_q, mla_kv, mla_o;
+    // heads' outputs mapped back through v_b. Empty for other rows. Files
+    // with attn_kv_b (Hparams::mla_kv_b) instead: the normed latent and its
+    // expansion, per head [qk_nope key | value], in place of mla_o.
+    Act mla_q_a, mla_q, mla_kv, mla_o, mla_c, mla_kvb;
     // Gated attention's q with its gate per head; a Gated DeltaNet layer's
     // in-projections (conv input, z, beta, alpha) and its gated-norm output.
     Act qg, dn_qkv, dn_z, dn_beta, dn_alpha, dn_out;
@@ -134,10 +136,19 @@ inline uint32_t rope_half_max(const Hparams& hp) {
     return std::max(rope_half(hp, 0), rope_half(hp, 1));
 }
 
-// Latent attention's per-position widths before absorption (0 elsewhere).
+// Latent attention's per-position widths before absorption (0 elsewhere);
+// v_b's outputs (mla_o) with the split tensors, kv_b's input and output
+// (mla_c, mla_kvb) with the un-split one.
 inline uint64_t mla_q_a_dim(const Hparams& hp) { return hp.mla_q_lora; }
 inline uint64_t mla_q_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.mla_head_k; }
-inline uint64_t mla_o_dim(const Hparams& hp) { return uint64_t{hp.n_head} * hp.mla_head_v; }
+inline uint64_t mla_kv_dim(const Hparams& hp) { return uint64_t{hp.mla_kv_lora} + hp.n_rot; }
+inline uint64_t mla_o_dim(const Hparams& hp) {
+    return hp.mla_kv_b ? 0 : uint64_t{hp.n_head} * hp.mla_head_v;
+}
+inline uint64_t mla_c_dim(const Hparams& hp) { return hp.mla_kv_b ? hp.mla_kv_lora : 0; }
+inline uint64_t mla_kvb_dim(const Hparams& hp) {
+    return hp.mla_kv_b ? uint64_t{hp.n_head} * (hp.mla_head_k - hp.n_rot + hp.mla_head_v) : 0;
+}
 
 // The one activation region of a context with `n_batch` rows, in floats;
 // lays it out into `s` when `base` is given. `resident`: the region also
@@ -211,6 +222,8 @@ class Decoder {
     void project_qkv(StickySteps& st, Activations& a, uint32_t il, uint32_t n, bool own_kv) const;
     void latent_qkv(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                     uint32_t n) const;
+    void expanded_kv(StickySteps& st, Activations& a, const LayerWeights& L,
+                     const LayerConstants& C, uint32_t n) const;
     void latent_values(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void attention_core(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,

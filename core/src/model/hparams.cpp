@@ -576,17 +576,24 @@ Expected<void> read_window(const gguf::File& file, const Keys& k, const ArchSpec
     return {};
 }
 
-// mistral3's attention temperature: q scaled up with the position.
-Expected<void> read_attn_temperature(const gguf::File& file, const Keys& k, Hparams& hp) {
+// Llama 4's attention temperature (mistral3, deepseek2): q scaled up with the position.
+Expected<void> read_attn_temperature(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                                     Hparams& hp) {
     FERROX_READ(hp.attn_temp_scale, k.f32_or("attention.temperature_scale", 0.0f));
     if (!std::isfinite(hp.attn_temp_scale) || hp.attn_temp_scale < 0)
         return refuse(file, k.key("attention.temperature_scale"),
                       fmt::format("{} is not a scale (finite, >= 0)", hp.attn_temp_scale));
-    // llama.cpp's length is the original context (YaRN's).
+    // llama.cpp's length: mistral3's original context (YaRN's), deepseek2's
+    // attention.temperature_length.
+    const char* const length_key = spec.attn_temperature_length_key
+                                       ? "attention.temperature_length"
+                                       : "rope.scaling.original_context_length";
     hp.attn_temp_length = hp.rope_n_ctx_orig;
+    if (spec.attn_temperature_length_key)
+        FERROX_READ(hp.attn_temp_length, k.u32_or("attention.temperature_length", 0));
     if (hp.attn_temp_scale != 0 && hp.attn_temp_length == 0)
-        return refuse(file, k.key("rope.scaling.original_context_length"),
-                      "is 0: the attention temperature needs a length");
+        return refuse(file, k.key(length_key),
+                      "is 0 or absent: the attention temperature needs a length");
     return {};
 }
 
@@ -607,42 +614,63 @@ Expected<void> check_rope_sections(const gguf::File& file, const Keys& k) {
     return {};
 }
 
-// Multi-head latent attention's ranks and widths (deepseek2), as llama.cpp's
-// absorbed path reads them: the cached head is the latent plus the rotated
-// part (key_length = kv_lora_rank + rope.dimension_count), its value the
-// latent (value_length = kv_lora_rank), one KV head; the widths before
-// absorption come from the *_mla keys, and q.k scales by 1/sqrt(key_length_mla).
+// Multi-head latent attention's ranks and widths (deepseek2). With the *_mla
+// keys (the current converter, attn_k_b / attn_v_b), as llama.cpp's absorbed
+// path reads them: the cached head is the latent plus the rotated part
+// (key_length = kv_lora_rank + rope.dimension_count), its value the latent
+// (value_length = kv_lora_rank), one KV head; the widths before absorption
+// come from the *_mla keys. Without them (an older conversion, attn_kv_b),
+// as llama.cpp runs such files: un-absorbed, n_head KV heads of key_length
+// (unrotated + rotated) and value_length. q.k scales by 1/sqrt(the q.k width
+// before absorption) either way.
 Expected<void> read_mla(const gguf::File& file, const Keys& k, Hparams& hp) {
     FERROX_READ(hp.mla_q_lora, k.u32_or("attention.q_lora_rank", 0));
     FERROX_READ(hp.mla_kv_lora, k.u32("attention.kv_lora_rank"));
-    // Files converted before llama.cpp split attn_kv_b into attn_k_b and
-    // attn_v_b have no *_mla keys: their cache would be uncompressed.
-    if (!k.has("attention.key_length_mla"))
-        return refuse(file, k.key("attention.key_length_mla"),
-                      "is missing: an older conversion with the uncompressed attn_kv_b, which "
-                      "ferrox does not run (reconvert with a current convert_hf_to_gguf.py, "
-                      "which writes attn_k_b and attn_v_b)");
-    FERROX_READ(hp.mla_head_k, k.u32("attention.key_length_mla"));
-    FERROX_READ(hp.mla_head_v, k.u32("attention.value_length_mla"));
+    const bool has_k = k.has("attention.key_length_mla"),
+               has_v = k.has("attention.value_length_mla");
+    if (has_k != has_v)  // llama.cpp asserts both or neither
+        return refuse(
+            file, k.key(has_k ? "attention.value_length_mla" : "attention.key_length_mla"),
+            fmt::format("is missing while {} is given (both or neither)",
+                        k.key(has_k ? "attention.key_length_mla" : "attention.value_length_mla")));
+    hp.mla_kv_b = !has_k;
+    if (hp.mla_kv_b) {
+        hp.mla_head_k = hp.head_dim_k;
+        hp.mla_head_v = hp.head_dim_v;
+    } else {
+        FERROX_READ(hp.mla_head_k, k.u32("attention.key_length_mla"));
+        FERROX_READ(hp.mla_head_v, k.u32("attention.value_length_mla"));
+    }
     // Each width sizes scratch rows and a product per head: bounded well
     // past any released model (V3: 1536, 512, 192, 128).
     constexpr uint32_t kMaxWidth = 1u << 16;
-    const std::pair<const char*, uint32_t> widths[] = {
-        {"attention.q_lora_rank", hp.mla_q_lora},
-        {"attention.kv_lora_rank", hp.mla_kv_lora},
-        {"attention.key_length_mla", hp.mla_head_k},
-        {"attention.value_length_mla", hp.mla_head_v}};
+    const char* const k_key = hp.mla_kv_b ? "attention.key_length" : "attention.key_length_mla";
+    const char* const v_key = hp.mla_kv_b ? "attention.value_length" : "attention.value_length_mla";
+    const std::pair<const char*, uint32_t> widths[] = {{"attention.q_lora_rank", hp.mla_q_lora},
+                                                       {"attention.kv_lora_rank", hp.mla_kv_lora},
+                                                       {k_key, hp.mla_head_k},
+                                                       {v_key, hp.mla_head_v}};
     for (const auto& [key, v] : widths)
         if (v > kMaxWidth || (v == 0 && key != widths[0].first))
             return refuse(file, k.key(key), fmt::format("{} is not in 1..{}", v, kMaxWidth));
     if (hp.mla_head_k <= hp.n_rot)
-        return refuse(file, k.key("attention.key_length_mla"),
+        return refuse(file, k.key(k_key),
                       fmt::format("{} leaves no unrotated part beside rope.dimension_count {}",
                                   hp.mla_head_k, hp.n_rot));
+    hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.mla_head_k));
+    if (hp.mla_kv_b) {
+        // attn_kv_b expands the latent into every head's key and value.
+        if (hp.n_head_kv != hp.n_head)
+            return refuse(file, k.key("attention.head_count_kv"),
+                          fmt::format("{} is not head_count {}: a file with attn_kv_b (no "
+                                      "attention.key_length_mla) has a KV head per query head",
+                                      hp.n_head_kv, hp.n_head));
+        return {};
+    }
     if (hp.n_head_kv != 1)
         return refuse(file, k.key("attention.head_count_kv"),
-                      fmt::format("{}: a latent-attention file caches one KV head (files "
-                                  "converted with attn_kv_b, uncompressed, are not run)",
+                      fmt::format("{}: a latent-attention file with attention.key_length_mla "
+                                  "caches one KV head",
                                   hp.n_head_kv));
     if (hp.head_dim_k != hp.mla_kv_lora + hp.n_rot)
         return refuse(file, k.key("attention.key_length"),
@@ -651,7 +679,6 @@ Expected<void> read_mla(const gguf::File& file, const Keys& k, Hparams& hp) {
     if (hp.head_dim_v != hp.mla_kv_lora)
         return refuse(file, k.key("attention.value_length"),
                       fmt::format("{} is not kv_lora_rank {}", hp.head_dim_v, hp.mla_kv_lora));
-    hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.mla_head_k));
     return {};
 }
 
@@ -1073,7 +1100,7 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
         if (auto r = read_mla(file, k, hp); !r) return r;
     if (spec.yarn_qk_mscale) apply_yarn_qk_mscale(hp, spec.mla ? hp.mla_head_k : hp.head_dim_k);
     if (spec.attn_temperature)
-        if (auto r = read_attn_temperature(file, k, hp); !r) return r;
+        if (auto r = read_attn_temperature(file, k, spec, hp); !r) return r;
     if (spec.rope_sections)
         if (auto r = check_rope_sections(file, k); !r) return r;
     if (spec.granite_scales)

@@ -111,7 +111,9 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     add("qk_norm", qk_norm_name(hp.arch->qk_norm));
     add("qkv_bias", hp.qkv_bias);
     if (hp.attn_output_bias) add("attn_output_bias", true);
-    if (hp.arch->mla) {  // the cached head is the latent and the rotated part
+    if (hp.arch->mla) {  // absorbed: the cached head is the latent and the rotated part
+        // "absorbed" (attn_k_b / attn_v_b) or "kv_b" (an older file, un-absorbed).
+        add("mla_layout", hp.mla_kv_b ? "kv_b" : "absorbed");
         add("mla_q_lora_rank", hp.mla_q_lora);
         add("mla_kv_lora_rank", hp.mla_kv_lora);
         add("mla_head_dim_k", hp.mla_head_k);

@@ -102,10 +102,13 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
     if (spec.mla) {
         k.push_back({"attention.q_lora_rank", O, "0 (attn_q direct)", {}});
         k.push_back({"attention.kv_lora_rank", R, {}, {}});
-        k.push_back({"attention.key_length_mla", R, {}, {}});
-        k.push_back({"attention.value_length_mla", R, {}, {}});
+        // Both absent: an older conversion with attn_kv_b, run un-absorbed.
+        k.push_back({"attention.key_length_mla", O, "attention.key_length (attn_kv_b)", {}});
+        k.push_back({"attention.value_length_mla", O, "attention.value_length (attn_kv_b)", {}});
     }
     if (spec.attn_temperature) k.push_back({"attention.temperature_scale", O, "0", {}});
+    if (spec.attn_temperature_length_key)  // needed where temperature_scale is not 0
+        k.push_back({"attention.temperature_length", O, "0", {}});
     if (spec.rope_sections) k.push_back({"rope.dimension_sections", R, {}, {}});
     if (spec.granite_scales) {
         k.push_back({"logit_scale", R, {}, {}});

@@ -94,10 +94,14 @@ void mla_tensors(std::vector<TensorBinding>& t) {
                              TensorWhen::QLowRank));
     t.push_back(layer_matrix("attn_q_b.weight", E::QDimMla, E::QLora, &LW::q_b));
     t.back().rule.when = TensorWhen::QLowRank;
-    t.push_back(layer_matrix("attn_kv_a_mqa.weight", E::KDim, E::Embd, &LW::kv_a));
+    t.push_back(layer_matrix("attn_kv_a_mqa.weight", E::KvAMla, E::Embd, &LW::kv_a));
     t.push_back(layer_vector("attn_kv_a_norm.weight", E::KvLora, &LW::kv_a_norm));
     t.push_back(experts("attn_k_b.weight", E::KvLora, E::QkNope, &LW::k_b, E::Heads));
+    t.back().rule.when = TensorWhen::MlaSplit;
     t.push_back(experts("attn_v_b.weight", E::HeadDimVMla, E::KvLora, &LW::v_b, E::Heads));
+    t.back().rule.when = TensorWhen::MlaSplit;
+    t.push_back(layer_matrix("attn_kv_b.weight", E::KvBMla, E::KvLora, &LW::kv_b));
+    t.back().rule.when = TensorWhen::MlaKvB;
     t.push_back(layer_matrix("attn_output.weight", E::Embd, E::ODimMla, &LW::o));
 }
 
@@ -440,6 +444,10 @@ std::string_view extent_name(Extent e) {
             return "q_dim_mla";
         case E::ODimMla:
             return "o_dim_mla";
+        case E::KvAMla:
+            return "kv_a_mla";
+        case E::KvBMla:
+            return "kv_b_mla";
         case E::ClsOut:
             return "n_cls_out";
         case E::QGateDim:
@@ -510,6 +518,10 @@ uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
             return uint64_t{hp.n_head} * hp.mla_head_k;
         case E::ODimMla:
             return uint64_t{hp.n_head} * hp.mla_head_v;
+        case E::KvAMla:
+            return uint64_t{hp.mla_kv_lora} + hp.n_rot;
+        case E::KvBMla:
+            return uint64_t{hp.n_head} * (hp.mla_head_k - hp.n_rot + hp.mla_head_v);
         case E::ClsOut:
             return hp.n_cls_out;
         case E::QGateDim:
@@ -563,6 +575,10 @@ bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
             return hp.mla_q_lora > 0;
         case TensorWhen::QDirect:
             return hp.mla_q_lora == 0;
+        case TensorWhen::MlaSplit:
+            return !hp.mla_kv_b;
+        case TensorWhen::MlaKvB:
+            return hp.mla_kv_b;
         case TensorWhen::AttentionLayer:
             return il >= hp.n_layer || !hp.is_recurrent(il);
         case TensorWhen::RecurrentLayer:
@@ -611,6 +627,10 @@ std::string_view when_name(TensorWhen w) {
             return "q_low_rank";
         case TensorWhen::QDirect:
             return "q_direct";
+        case TensorWhen::MlaSplit:
+            return "mla_split";
+        case TensorWhen::MlaKvB:
+            return "mla_kv_b";
         case TensorWhen::AttentionLayer:
             return "attention_layer";
         case TensorWhen::RecurrentLayer:

@@ -14,8 +14,18 @@ namespace ferrox::model {
 namespace {
 
 Error missing(const gguf::File& file, const std::string& name, const Hparams& hp) {
-    return make_error("{}: tensor '{}' is missing (architecture '{}' needs it)",
-                      file.path().string(), name, hp.arch_name);
+    // Latent attention's two layouts are told apart by key, as llama.cpp does:
+    // say which one the keys chose.
+    std::string layout;
+    if (hp.arch && hp.arch->mla &&
+        (name.ends_with(".attn_kv_b.weight") || name.ends_with(".attn_k_b.weight") ||
+         name.ends_with(".attn_v_b.weight")))
+        layout =
+            fmt::format("; {}.attention.key_length_mla is {}, so the file must hold {}",
+                        hp.arch_name, hp.mla_kv_b ? "absent" : "given",
+                        hp.mla_kv_b ? "attn_kv_b (the older layout)" : "attn_k_b and attn_v_b");
+    return make_error("{}: tensor '{}' is missing (architecture '{}' needs it{})",
+                      file.path().string(), name, hp.arch_name, layout);
 }
 
 // Which keys sized layer `il`'s tensors, where layers differ (gemma4): a

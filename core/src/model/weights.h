@@ -45,8 +45,10 @@ struct LayerWeights {
     std::vector<float> nextn_enorm, nextn_hnorm, nextn_shared_head_norm;
     // Latent attention (deepseek2): q's low rank and its norm, the KV latent
     // with its rotated part and the latent's norm, per head the absorbing
-    // [kv_lora x qk_nope] and expanding [head_dim_v_mla x kv_lora] matrices.
-    std::optional<WeightMatrix> q_a, q_b, kv_a;
+    // [kv_lora x qk_nope] and expanding [head_dim_v_mla x kv_lora] matrices,
+    // or (older files, Hparams::mla_kv_b) their un-split kv_b: per head
+    // qk_nope key rows then the value rows, each kv_lora wide.
+    std::optional<WeightMatrix> q_a, q_b, kv_a, kv_b;
     std::vector<WeightMatrix> k_b, v_b;
     std::vector<float> q_a_norm, kv_a_norm;
     // A Gated DeltaNet layer (qwen35): the in-projection of the convolved

@@ -158,7 +158,16 @@ struct ModernRule {
     bool symbols_exclude_marks = false;      // [^\s\p{L}\p{M}\p{N}]+
     bool breaks_after_symbols = true;        // [\r\n]* after a symbol run
     bool slashes_after_symbols = false;      // [\r\n/]* instead
+    bool han_runs = false;  // Kimi-K2: [\p{Han}]+ first, letter runs stop at Han (is_han)
 };
+
+// llama.cpp's unicode_cpt_is_han: the CJK ideograph blocks by range (assigned
+// or not), Extensions A..F and the compatibility ideographs.
+bool is_han(char32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+           (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2EBEF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
 
 bool cased_upper(const Word& w, size_t p, bool marks) {  // (?=[\p{L}])[^a-z]
     const char32_t c = w.at(p);
@@ -197,12 +206,14 @@ size_t letter_run_end(const Word& w, size_t pos, const ModernRule& rule) {
         case Letters::plain:
         case Letters::with_marks: {
             const auto in_run = [&](size_t p) {
+                if (rule.han_runs && is_han(w.at(p))) return false;
                 return rule.letters == Letters::plain ? w.letter(p) : w.letter_or_mark(p);
             };
             // [^\r\n\p{L}\p{N}]? is only worth taking when a run follows it.
             if (w.line_break(pos) || w.number(pos) || !(in_run(pos) || in_run(pos + 1))) return pos;
             size_t end = pos + 1;
             while (in_run(end)) ++end;
+            if (rule.contraction_after_letters) end += contraction_length(w, end, true);
             return end;
         }
         case Letters::cased:
@@ -229,6 +240,11 @@ void split_modern_word(const std::vector<char32_t>& cps, Span span, const Modern
     Cutter cutter(out, span.begin);
     size_t pos = span.begin;
     while (pos < span.end) {
+        if (rule.han_runs && is_han(w.at(pos))) {
+            while (is_han(w.at(pos))) ++pos;
+            cutter.cut(pos);
+            continue;
+        }
         if (rule.contractions) {
             if (const size_t n = contraction_length(w, pos, true)) {
                 pos += cutter.cut(pos + n);
@@ -477,6 +493,16 @@ std::vector<Stage> stages_of(PreTokenizer kind) {
             r.slashes_after_symbols = true;
             return {modern(r)};
         }
+        case PreTokenizer::kimi_k2: {
+            // One pass, as llama.cpp's handler, not a Han stage before llama3's
+            // rule: "a  中" keeps its last space apart (\s+(?!\S)), where a Han
+            // stage would end the word at the run and keep "  " whole.
+            ModernRule r;
+            r.contractions = false;
+            r.contraction_after_letters = true;
+            r.han_runs = true;
+            return {modern(r)};
+        }
         case PreTokenizer::minicpm5: {
             ModernRule r;
             r.max_digits = kUnbounded;
@@ -638,7 +664,7 @@ constexpr PreTokenizerName kNames[] = {
     {"hunyuan-dense", "HUNYUAN_DENSE", plain(P::deepseek_v3)},
     {"hy_v4", "HY_V4", plain(P::deepseek_v3)},
     {"joyai-llm", "JOYAI_LLM", plain(P::deepseek_v3)},
-    {"kimi-k2", "KIMI_K2", kRefused},
+    {"kimi-k2", "KIMI_K2", plain(P::kimi_k2)},
     {"ufakzeka", "UFAKZEKA", plain(P::ufakzeka)},
     {"grok-2", "GROK_2", plain(P::qwen2)},
     {"afmoe", "AFMOE", kRefused},
@@ -684,6 +710,8 @@ std::string_view scanner_name(PreTokenizer kind) {
             return "deepseek-v3";
         case P::deepseek_coder:
             return "deepseek-coder";
+        case P::kimi_k2:
+            return "kimi-k2";
         case P::standard:
             return "default";
         case P::lines:

@@ -33,6 +33,8 @@ enum class PreTokenizer {
     falcon,          // [\p{P}$+<=>^~|`]+, then gpt2, then [0-9]{3}
     deepseek_v3,     // \p{N}{1,3}, then CJK/kana runs, then the DeepSeek-V3 rule
     deepseek_coder,  // [\r\n], \s?\p{L}+, \s?\p{P}+, CJK/Hangul runs, \p{N}
+    kimi_k2,         // [\p{Han}]+, then llama3 whose letter runs exclude Han and end in
+                     // an optional contraction (no contraction alternative of its own)
     lines,           // [^\n]+|[\n]+ (Gemma 4: merges run over whole lines)
     standard,        // "default": [\p{P}$+<=>^~|]+, then gpt2, then \p{N}+, then [0-9]{3}
 };

@@ -104,6 +104,9 @@ struct ArchSpec {
     // attention.temperature_scale: q multiplied by a factor growing with the
     // position, 1 + scale x ln(floor(pos / original context) + 1) (mistral3).
     bool attn_temperature = false;
+    // ... with the length from attention.temperature_length instead of the
+    // original context (deepseek2, as llama.cpp reads Mistral Large 3's files).
+    bool attn_temperature_length_key = false;
     // With moe: how router logits weigh experts -- the row's own, or with
     // gating_key where the file's expert_gating_func is absent or 0.
     MoeGating moe_gating = MoeGating::Softmax;

@@ -129,7 +129,7 @@ struct Hparams {
     // cap x tanh(x / cap); 0: not capped.
     float attn_softcap = 0.0f, final_softcap = 0.0f;
     // q x (1 + attn_temp_scale x ln(floor(pos / attn_temp_length) + 1)) before
-    // attention (mistral3); 0: off.
+    // attention, the whole head (mistral3, deepseek2); 0: off.
     float attn_temp_scale = 0.0f;
     uint32_t attn_temp_length = 0;
     // The last shared_kv_layers layers keep no KV cache: each attends over an
@@ -144,6 +144,11 @@ struct Hparams {
     // cache's head is head_dim_k = mla_kv_lora + n_rot wide, its value
     // head_dim_v = mla_kv_lora, with one KV head.
     uint32_t mla_q_lora = 0, mla_kv_lora = 0, mla_head_k = 0, mla_head_v = 0;
+    // An older conversion without the *_mla keys: one attn_kv_b per layer
+    // and the un-absorbed path (llama.cpp's for such files), a cache of
+    // n_head heads of [rotated | unrotated] keys (key_length = mla_head_k)
+    // and value_length-wide values (= mla_head_v).
+    bool mla_kv_b = false;
 
     // Mixture of experts (qwen3moe); n_expert == 0 for dense models.
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;

@@ -53,6 +53,8 @@ enum class Extent : uint8_t {
     HeadDimVMla,  // attention.value_length_mla
     QDimMla,      // head_count x attention.key_length_mla
     ODimMla,      // head_count x attention.value_length_mla
+    KvAMla,       // attention.kv_lora_rank + rope.dimension_count (attn_kv_a_mqa's rows)
+    KvBMla,       // head_count x (qk_nope + value width): attn_kv_b's rows
     ClsOut,       // classifier.output_labels entries (a rank head's outputs; 1 without)
     // Gated attention and Gated DeltaNet layers (qwen35):
     QGateDim,    // 2 x head_count x key_length (q and its gate per head: q_dim_gated)
@@ -81,6 +83,8 @@ enum class TensorWhen : uint8_t {
     NextN,           // a NextN/MTP block (the last nextn_predict_layers), kept and not run
     QLowRank,        // attention.q_lora_rank > 0 (latent attention's q through a low rank)
     QDirect,         // attention.q_lora_rank absent or 0
+    MlaSplit,        // attention.key_length_mla given: per-head attn_k_b / attn_v_b
+    MlaKvB,          // no *_mla keys (an older conversion): one attn_kv_b
     AttentionLayer,  // a layer that attends over the KV cache (not recurrent)
     RecurrentLayer,  // a Gated DeltaNet layer (full_attention_interval)
     PerLayerEmbd,    // embedding_length_per_layer_input > 0 (gemma4 E2B/E4B)
