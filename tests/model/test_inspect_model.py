@@ -106,6 +106,10 @@ def expected_pattern(arch: str, reader, n_layer: int) -> str:
                 c = "R"
         elif field(reader, f"{arch}.ssm.conv_kernel") and (il + 1) % (interval or 4) != 0:
             c = "R"
+        # lfm2's short-convolution layers: 0 KV heads in the per-layer list.
+        kv = field(reader, f"{arch}.attention.head_count_kv")
+        if field(reader, f"{arch}.shortconv.l_cache") and isinstance(kv, list) and kv[il] == 0:
+            c = "R"
         step = NO_ROPE_STEP.get(arch, 0)
         if step and (il + 1) % step == 0:
             c = c.lower()
@@ -128,7 +132,7 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     n_head = field(reader, f"{arch}.attention.head_count")
     n_embd = field(reader, f"{arch}.embedding_length")
     n_head_kv = field(reader, f"{arch}.attention.head_count_kv") or n_head
-    if isinstance(n_head_kv, list):  # gemma4: one per layer; the summary's is the largest
+    if isinstance(n_head_kv, list):  # gemma4, lfm2: one per layer; the summary's is the largest
         assert got["kv_heads_per_layer"] == ",".join(str(v) for v in n_head_kv)
         n_head_kv = max(n_head_kv)
     key_swa = field(reader, f"{arch}.attention.key_length_swa")

@@ -81,8 +81,14 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("head_dim_v_swa", hp.head_dim_v_swa);
         add("rope_dims_swa", hp.n_rot_swa);
     }
-    if (!hp.n_head_kv_layers.empty())
+    if (!hp.n_head_kv_layers.empty()) {
         add("kv_heads_per_layer", fmt::format("{}", fmt::join(hp.n_head_kv_layers, ",")));
+    } else if (hp.arch->shortconv_layers) {  // lfm2: the file's list, 0 on a convolution layer
+        std::vector<uint32_t> per_layer(hp.n_layer, hp.n_head_kv);
+        for (uint32_t il = 0; il < hp.n_layer; ++il)
+            if (hp.is_recurrent(il)) per_layer[il] = 0;
+        add("kv_heads_per_layer", fmt::format("{}", fmt::join(per_layer, ",")));
+    }
     if (!hp.n_ff_layers.empty())
         add("ffn_length_per_layer", fmt::format("{}", fmt::join(hp.n_ff_layers, ",")));
     add("attention_scale", hp.attn_scale);
