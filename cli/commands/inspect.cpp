@@ -83,11 +83,12 @@ KvCacheReport kv_cache_report(const model::Hparams& hp, ferrox_kind kind) {
     in.n_head_kv = hp.n_head_kv;
     in.head_dim_k = hp.head_dim_k;
     in.head_dim_v = hp.head_dim_v;
-    in.cell_elements = hp.kv_cell_elements();
+    in.cell_elements_k = hp.kv_cell_elements_k();
+    in.cell_elements_v = hp.kv_cell_elements_v();
     KvCacheReport r;
     r.kind = kind_traits(kind);
-    in.kv_block_bytes = r.kind->block_bytes;
-    in.kv_block_elements = r.kind->block_elements;
+    in.k_block_bytes = in.v_block_bytes = r.kind->block_bytes;
+    in.k_block_elements = in.v_block_elements = r.kind->block_elements;
     in.context = 1;
     r.bytes_per_position = model::kv_cache_bytes(in);
     in.context = model::default_context(hp.n_ctx_train, 1);
@@ -125,9 +126,10 @@ int run(const CommonOptions& common, const std::string& path, bool json,
     KvCacheReport kv_cache;
     if (hp) {
         const ferrox_kind kv_kind = kind_traits(kv_type)->id;
-        auto shape = model::check_kv_cache_shape(kv_kind, *hp);
-        auto probed = shape ? model::probe_model(*file, *hp, dispatcher, kv_kind)
-                            : Expected<model::Residency>(shape.error());
+        auto shape = model::check_kv_cache_shape(model::KvKinds::both(kv_kind), *hp);
+        auto probed =
+            shape ? model::probe_model(*file, *hp, dispatcher, model::KvKinds::both(kv_kind))
+                  : Expected<model::Residency>(shape.error());
         if (shape) kv_cache = kv_cache_report(*hp, kv_kind);
         if (probed)
             residency = std::move(*probed);

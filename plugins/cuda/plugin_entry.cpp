@@ -76,6 +76,17 @@ void kernel_for(const ferrox_backend* backend, ferrox_op op, ferrox_kind kind,
     guarded_void(backend, "kernel_for", [&] { describe_kernel(op, kind, out); });
 }
 
+// ABI 1.8: K and V of one kind only (the kernels template one element
+// type); a mixed pair is left to a host backend, by design.
+void attention_kinds(const ferrox_backend* backend, ferrox_kind key_kind, ferrox_kind value_kind,
+                     ferrox_kernel_info* out) {
+    guarded_void(backend, "attention_kinds", [&] {
+        if (key_kind == value_kind) return describe_kernel(FERROX_OP_ATTENTION, key_kind, out);
+        out->kernel = nullptr;
+        out->by_design = "the CUDA attention kernels read K and V of one kind";
+    });
+}
+
 ferrox_status buffer_alloc(ferrox_backend* backend, uint64_t bytes, ferrox_buffer** out,
                            ferrox_message* error) {
     return guarded(error, [&] {
@@ -256,6 +267,7 @@ void fill_table(CudaBackend& backend) {
     table.get_rows = get_rows;
     table.attention_resident = attention_resident;
     table.attention_cells = attention_cells;
+    table.attention_kinds = attention_kinds;
 }
 
 Status create_backend(const ferrox_host* host, std::span<const ferrox_option> options,

@@ -38,7 +38,7 @@ from typing import Optional
 # The API this binding was written against; a library of another major, or of
 # an older minor, is refused when the package is imported.
 API_MAJOR = 0
-API_MINOR = 8
+API_MINOR = 9
 
 # ferrox_code
 OK = 0
