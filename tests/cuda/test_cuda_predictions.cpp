@@ -111,7 +111,7 @@ Prediction predict(const std::filesystem::path& path, ferrox_kind kv_kind) {
     REQUIRE(hp.has_value());
     KernelRegistry registry;
     Dispatcher dispatcher({cuda_table_backend()}, registry);
-    auto residency = model::probe_model(*file, *hp, dispatcher, kv_kind);
+    auto residency = model::probe_model(*file, *hp, dispatcher, model::KvKinds::both(kv_kind));
     REQUIRE(residency.has_value());
     return {*residency, registry.seal(), hp->arch->pre_norms};
 }
