@@ -262,6 +262,14 @@ def test_mixed_kv_kinds_the_resident_backend_lacks_run_in_host_memory_by_design(
     off = ferrox(plugin_dir, "", *args, "--resident", "off")
     assert off.returncode == 0, off.stderr
     assert doc["tokens"] == json.loads(off.stdout)["tokens"]
+    # inspect predicts the same, and prices each cache in its own kind.
+    r = ferrox(plugin_dir, "", "inspect", str(tiny_model("gemma3")), "-ctk", "f16", "-ctv", "f32", "--json")
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout)
+    assert not seen["residency"]["resident"] and "K F16 / V F32" in seen["residency"]["reason"], seen
+    cache = seen["kv_cache"]
+    assert (cache["kind"], cache["value_kind"], cache["block_bytes"], cache["value_block_bytes"]) == \
+        ("F16", "F32", 2, 4), cache
 
 
 @pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])
