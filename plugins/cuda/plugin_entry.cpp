@@ -76,15 +76,10 @@ void kernel_for(const ferrox_backend* backend, ferrox_op op, ferrox_kind kind,
     guarded_void(backend, "kernel_for", [&] { describe_kernel(op, kind, out); });
 }
 
-// ABI 1.8: K and V of one kind only (the kernels template one element
-// type); a mixed pair is left to a host backend, by design.
 void attention_kinds(const ferrox_backend* backend, ferrox_kind key_kind, ferrox_kind value_kind,
                      ferrox_kernel_info* out) {
-    guarded_void(backend, "attention_kinds", [&] {
-        if (key_kind == value_kind) return describe_kernel(FERROX_OP_ATTENTION, key_kind, out);
-        out->kernel = nullptr;
-        out->by_design = "the CUDA attention kernels read K and V of one kind";
-    });
+    guarded_void(backend, "attention_kinds",
+                 [&] { describe_attention_kinds(key_kind, value_kind, out); });
 }
 
 ferrox_status buffer_alloc(ferrox_backend* backend, uint64_t bytes, ferrox_buffer** out,
