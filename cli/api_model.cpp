@@ -9,12 +9,11 @@
 namespace ferrox::cli {
 namespace {
 
-// --kv-type's word (already checked against its choices) as the C API's kind.
-ferrox_kv_kind kv_kind_param(const std::string& kv_type) {
-    const std::string kind = ascii_lower(kv_type);
-    if (kind == "f16") return FERROX_KV_F16;
-    if (kind == "q8_0") return FERROX_KV_Q8_0;
-    if (kind == "q4_0") return FERROX_KV_Q4_0;
+// A cache kind (kv_kinds_of's) as the C API's.
+ferrox_kv_kind kv_kind_param(ferrox_kind kind) {
+    if (kind == FERROX_KIND_F16) return FERROX_KV_F16;
+    if (kind == FERROX_KIND_Q8_0) return FERROX_KV_Q8_0;
+    if (kind == FERROX_KIND_Q4_0) return FERROX_KV_Q4_0;
     return FERROX_KV_F32;
 }
 
@@ -62,7 +61,9 @@ ApiModelParams::ApiModelParams(const CommonOptions& common, const ModelChoices& 
     params_.threads = choices.threads;
     params_.n_ctx_max = choices.context;
     params_.n_batch_max = choices.batch;
-    params_.kv_kind = kv_kind_param(choices.kv_type);
+    const model::KvKinds kinds = kv_kinds_of(choices);
+    params_.kv_kind = kv_kind_param(kinds.key);
+    params_.kv_value_kind = kv_kind_param(kinds.value);
     params_.allow_resident = ascii_lower(choices.resident) != "off";
     params_.max_sequences = choices.sequences;
     params_.embeddings = choices.embeddings ? 1 : 0;

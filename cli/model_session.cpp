@@ -33,9 +33,6 @@ void add_model_choices(CLI::App& cmd, ModelChoices& choices) {
     cmd.add_option("--cache-type-v", choices.kv_type_v,
                    "V's cache kind (-ctv, as llama.cpp); default --kv-type's")
         ->check(kv_type_choices());
-    cmd.parse_complete_callback([&choices] {
-        choices.kv_type = agreed_kv_type(choices.kv_type, choices.kv_type_k, choices.kv_type_v);
-    });
     cmd.add_option("--resident", choices.resident,
                    "auto (default): keep the whole forward pass on the first backend when it "
                    "has every kernel (ABI 1.2); off: activations in host memory")
@@ -51,16 +48,13 @@ CLI::Validator kv_type_choices() {
         CLI::ignore_case);
 }
 
-std::string agreed_kv_type(const std::string& kv_type, const std::string& k, const std::string& v) {
-    const std::string key = ascii_lower(k.empty() ? kv_type : k);
-    const std::string value = ascii_lower(v.empty() ? kv_type : v);
-    if (key != value)
-        throw CLI::ValidationError(
-            "--cache-type-k/--cache-type-v",
-            fmt::format("K's cache kind {} differs from V's {}: one context holds one KV kind "
-                        "for now; give -ctk and -ctv (or --kv-type) the same kind",
-                        key, value));
-    return key;
+model::KvKinds kv_kinds_of(const ModelChoices& choices) {
+    // Each name was checked against kv_type_choices() (or server.kv_type*'s choices).
+    const auto kind = [&](const std::string& own) {
+        const KindTraits* k = kind_traits(ascii_lower(own.empty() ? choices.kv_type : own));
+        return k ? static_cast<ferrox_kind>(k->id) : FERROX_KIND_F32;
+    };
+    return {kind(choices.kv_type_k), kind(choices.kv_type_v)};
 }
 
 Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const std::string& path,
@@ -85,7 +79,7 @@ Expected<std::unique_ptr<Engine>> open_engine(const CommonOptions& common, const
     options.context = choices.context;
     options.sequences = choices.sequences;
     options.batch = choices.batch;
-    options.kv_kind = kind_traits(ascii_lower(choices.kv_type))->id;
+    options.kv_kinds = kv_kinds_of(choices);
     options.allow_resident = ascii_lower(choices.resident) != "off";
     options.profile = choices.profile;
     options.embeddings = choices.embeddings;

@@ -23,8 +23,8 @@ struct ModelChoices {
     unsigned threads = 0;         // > 0 overrides cpu.threads
     uint32_t context = 0;         // KV cells; 0: sequences x min(4096, training)
     std::string kv_type = "f32";  // the KV cache's kind (model::kKvCacheTypeNames)
-    // -ctk / -ctv (llama.cpp's spelling): K's and V's kind; empty: kv_type's.
-    // They must agree for now (one kind per cache); the parse refuses a mix.
+    // -ctk / -ctv (llama.cpp's spelling): K's and V's kind, which may differ
+    // (q8_0 keys over f16 values); empty: kv_type's.
     std::string kv_type_k, kv_type_v;
     std::string resident = "auto";          // auto | off: may the forward pass live on a device
     bool special = false;                   // --special: special-token text in the prompt is parsed
@@ -43,16 +43,14 @@ struct ModelChoices {
 void add_threads_flag(CLI::App& cmd, unsigned& threads);
 
 // Registers -t/--threads, -c/--ctx-size, --kv-type, -ctk/--cache-type-k,
-// -ctv/--cache-type-v, --resident and --special on `cmd`; after the parse,
-// kv_type holds the one kind K and V agree on (a mix is a usage error).
+// -ctv/--cache-type-v, --resident and --special on `cmd`.
 void add_model_choices(CLI::App& cmd, ModelChoices& choices);
 
 // --kv-type's choices (model::kKvCacheTypeNames), for every command that has it.
 CLI::Validator kv_type_choices();
 
-// The K and V kinds -ctk/-ctv and --kv-type ask for, as one kind: a usage
-// error (CLI::ValidationError naming both flags) when they differ.
-std::string agreed_kv_type(const std::string& kv_type, const std::string& k, const std::string& v);
+// The K and V kinds the choices ask for: -ctk / -ctv each, else --kv-type.
+model::KvKinds kv_kinds_of(const ModelChoices& choices);
 
 // Engine::open with --config (its log level applied), --plugin-dir and the
 // choices; the load's progress logged a tenth at a time.

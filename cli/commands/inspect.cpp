@@ -73,21 +73,27 @@ struct KindSummary {
 // own arithmetic (model::kv_cache_bytes), per position and at the default
 // context of one sequence.
 struct KvCacheReport {
-    const KindTraits* kind = nullptr;
+    const KindTraits* kind = nullptr;        // K's (and V's unless value_kind)
+    const KindTraits* value_kind = nullptr;  // V's when it differs from K's
     uint64_t bytes_per_position = 0, context = 0, bytes = 0;
 };
 
-KvCacheReport kv_cache_report(const model::Hparams& hp, ferrox_kind kind) {
+KvCacheReport kv_cache_report(const model::Hparams& hp, model::KvKinds kinds) {
     model::CapacityInputs in;
     in.n_layer = hp.kv_layers();  // shared KV layers hold no cache
     in.n_head_kv = hp.n_head_kv;
     in.head_dim_k = hp.head_dim_k;
     in.head_dim_v = hp.head_dim_v;
-    in.cell_elements = hp.kv_cell_elements();
+    in.cell_elements_k = hp.kv_cell_elements_k();
+    in.cell_elements_v = hp.kv_cell_elements_v();
     KvCacheReport r;
-    r.kind = kind_traits(kind);
-    in.kv_block_bytes = r.kind->block_bytes;
-    in.kv_block_elements = r.kind->block_elements;
+    r.kind = kind_traits(kinds.key);
+    const KindTraits* v = kind_traits(kinds.value);
+    if (kinds.mixed()) r.value_kind = v;
+    in.k_block_bytes = r.kind->block_bytes;
+    in.k_block_elements = r.kind->block_elements;
+    in.v_block_bytes = v->block_bytes;
+    in.v_block_elements = v->block_elements;
     in.context = 1;
     r.bytes_per_position = model::kv_cache_bytes(in);
     in.context = model::default_context(hp.n_ctx_train, 1);
@@ -96,8 +102,7 @@ KvCacheReport kv_cache_report(const model::Hparams& hp, ferrox_kind kind) {
     return r;
 }
 
-int run(const CommonOptions& common, const std::string& path, bool json,
-        const std::string& kv_type) {
+int run(const CommonOptions& common, const std::string& path, bool json, model::KvKinds kv_kinds) {
     auto file = gguf::File::open(path);
     if (!file) {
         logger().error("{}", file.error().message());
@@ -124,11 +129,10 @@ int run(const CommonOptions& common, const std::string& path, bool json,
     model::Residency residency;
     KvCacheReport kv_cache;
     if (hp) {
-        const ferrox_kind kv_kind = kind_traits(kv_type)->id;
-        auto shape = model::check_kv_cache_shape(kv_kind, *hp);
-        auto probed = shape ? model::probe_model(*file, *hp, dispatcher, kv_kind)
+        auto shape = model::check_kv_cache_shape(kv_kinds, *hp);
+        auto probed = shape ? model::probe_model(*file, *hp, dispatcher, kv_kinds)
                             : Expected<model::Residency>(shape.error());
-        if (shape) kv_cache = kv_cache_report(*hp, kv_kind);
+        if (shape) kv_cache = kv_cache_report(*hp, kv_kinds);
         if (probed)
             residency = std::move(*probed);
         else
@@ -165,13 +169,19 @@ int run(const CommonOptions& common, const std::string& path, bool json,
             doc["model_error"] = model_error;
         else
             doc["residency"] = {{"resident", residency.resident}, {"reason", residency.reason}};
-        if (const KvCacheReport& c = kv_cache; c.kind)
+        if (const KvCacheReport& c = kv_cache; c.kind) {
             doc["kv_cache"] = {{"kind", c.kind->name},
                                {"block_bytes", c.kind->block_bytes},
                                {"block_elements", c.kind->block_elements},
                                {"bytes_per_position", c.bytes_per_position},
                                {"context", c.context},
                                {"bytes", c.bytes}};
+            // Mixed kinds (-ctk / -ctv): the above are K's, these V's.
+            if (c.value_kind)
+                doc["kv_cache"].update({{"value_kind", c.value_kind->name},
+                                        {"value_block_bytes", c.value_kind->block_bytes},
+                                        {"value_block_elements", c.value_kind->block_elements}});
+        }
         doc["kernels"] = nlohmann::json::array();
         for (const auto& e : report.entries)
             doc["kernels"].push_back({{"backend", e.key.backend},
@@ -228,10 +238,14 @@ int run(const CommonOptions& common, const std::string& path, bool json,
     }
     if (const KvCacheReport& c = kv_cache; c.kind)
         std::cout << fmt::format(
-            "\nKV cache ({}): {} bytes per {} element{}; {} per position, {} at context {}\n",
-            c.kind->name, c.kind->block_bytes, c.kind->block_elements,
-            c.kind->block_elements == 1 ? "" : "s", human_bytes(c.bytes_per_position),
-            human_bytes(c.bytes), c.context);
+            "\nKV cache ({}): {} bytes per {} element{}{}; {} per position, {} at context {}\n",
+            c.value_kind ? fmt::format("K {} / V {}", c.kind->name, c.value_kind->name)
+                         : std::string(c.kind->name),
+            c.kind->block_bytes, c.kind->block_elements, c.kind->block_elements == 1 ? "" : "s",
+            c.value_kind ? fmt::format(" (K), {} per {} (V)", c.value_kind->block_bytes,
+                                       c.value_kind->block_elements)
+                         : std::string(),
+            human_bytes(c.bytes_per_position), human_bytes(c.bytes), c.context);
     std::cout << fmt::format("\nkernels (probe, nothing loaded) for backends [{}]:\n",
                              fmt::join(session->config.backend_order, ", "));
     std::vector<std::vector<std::string>> k{
@@ -260,14 +274,19 @@ Command add_inspect_command(CLI::App& app, CommonOptions& common) {
         "each op will use");
     auto path = std::make_shared<std::string>();
     auto json = std::make_shared<bool>(false);
-    auto kv_type = std::make_shared<std::string>("f32");
+    auto kv = std::make_shared<ModelChoices>();  // its kv_type, kv_type_k and kv_type_v
     cmd->add_option("model", *path, "GGUF model file")->required();
     cmd->add_flag("--json", *json, "Print one JSON object instead of tables");
-    cmd->add_option("--kv-type", *kv_type,
+    cmd->add_option("--kv-type", kv->kv_type,
                     "KV cache kind whose attention kernel and bytes to report: f32, f16, q8_0 "
                     "or q4_0")
         ->check(kv_type_choices());
-    return {cmd, [path, json, kv_type, &common]() { return run(common, *path, *json, *kv_type); }};
+    cmd->add_option("--cache-type-k", kv->kv_type_k, "K's kind alone (-ctk); default --kv-type's")
+        ->check(kv_type_choices());
+    cmd->add_option("--cache-type-v", kv->kv_type_v, "V's kind alone (-ctv); default --kv-type's")
+        ->check(kv_type_choices());
+    return {cmd,
+            [path, json, kv, &common]() { return run(common, *path, *json, kv_kinds_of(*kv)); }};
 }
 
 }  // namespace ferrox::cli

@@ -42,9 +42,6 @@ struct ServeOptions {
     std::map<std::string_view, std::string> text;
     std::map<std::string_view, bool> switches;
     std::map<std::string_view, CLI::Option*> given;
-    // -ctk / -ctv (llama-server's spelling; main.cpp maps them to these): they
-    // set server.kv_type, and must agree with each other.
-    std::string cache_type_k, cache_type_v;
     unsigned threads = 0;
     ChatOptions chat;
     ModelSourceFlags source;
@@ -63,20 +60,6 @@ Expected<ServerConfig> merged(const ServerConfig& from_config, const ServeOption
             const std::string_view flags = setting.flags;
             return make_error("{}: {}", flags.substr(flags.rfind(',') + 1), set.error().message());
         }
-    }
-    if (!o.cache_type_k.empty() || !o.cache_type_v.empty()) {
-        // One KV kind holds K and V (model::ContextOptions): a mix is refused, not half-applied.
-        const std::string k = ascii_lower(o.cache_type_k.empty() ? s.kv_type : o.cache_type_k);
-        const std::string v = ascii_lower(o.cache_type_v.empty() ? s.kv_type : o.cache_type_v);
-        if (k != v)
-            return make_error(
-                "-ctk/--cache-type-k asks for {} and -ctv/--cache-type-v for {} (a flag not "
-                "given is server.kv_type's): one KV kind holds K and V, so give both the same "
-                "kind",
-                k, v);
-        if (auto set = set_server_setting(s, *find_server_setting("kv_type"), k); !set)
-            return make_error("-ctk/--cache-type-k, -ctv/--cache-type-v: {}",
-                              set.error().message());
     }
     return s;
 }
@@ -331,13 +314,6 @@ Command add_serve_command(CLI::App& app, CommonOptions& common) {
                 cmd->add_option(names, o->text[setting.key], help)->type_name(type);
         }
     }
-    for (auto [name, kind, target] : {std::tuple{"--cache-type-k", "K", &o->cache_type_k},
-                                      std::tuple{"--cache-type-v", "V", &o->cache_type_v}})
-        cmd->add_option(name, *target,
-                        fmt::format("{}'s KV-cache kind (-ct{}, as llama-server); sets kv_type, "
-                                    "and -ctk and -ctv must agree (one kind holds K and V)",
-                                    kind, ascii_lower(kind)))
-            ->check(kv_type_choices());
     add_threads_flag(*cmd, o->threads);
     add_chat_template_option(*cmd, o->chat.chat_template);
     add_model_source_flags(*cmd, o->source);

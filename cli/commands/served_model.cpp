@@ -21,6 +21,8 @@ ModelChoices serve_model_choices(const ServerConfig& s, unsigned threads) {
     ModelChoices choices;
     choices.threads = threads;
     choices.kv_type = s.kv_type;
+    choices.kv_type_k = s.kv_type_k;  // empty: kv_type's
+    choices.kv_type_v = s.kv_type_v;
     choices.context = s.context;  // 0: the engine's rule, parallel x min(4096, training)
     choices.sequences = s.parallel;
     choices.batch = kServeBatch;

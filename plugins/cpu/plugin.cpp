@@ -103,13 +103,20 @@ void kernel_for(const ferrox_backend*, ferrox_op op, ferrox_kind kind, ferrox_ke
     out->kernel = nullptr;
     out->by_design = nullptr;
     if (op == FERROX_OP_ATTENTION) {  // `kind` is the KV cache's
-        out->kernel = attention_kernel_name(kind);
+        out->kernel = attention_kernel_name(kind, kind);
         return;
     }
     const CpuKernel* k = find_kernel(kind);
     if (!k) return;
     if (op == FERROX_OP_MATVEC) out->kernel = k->matvec_name;
     if (op == FERROX_OP_GEMM) out->kernel = k->gemm_name;
+}
+
+// ABI 1.8: every pair of the kinds the kernels read, K's and V's apart.
+void attention_kinds(const ferrox_backend*, ferrox_kind key_kind, ferrox_kind value_kind,
+                     ferrox_kernel_info* out) {
+    out->kernel = attention_kernel_name(key_kind, value_kind);
+    out->by_design = nullptr;
 }
 
 ferrox_status buffer_alloc(ferrox_backend*, uint64_t bytes, ferrox_buffer** out,
@@ -387,6 +394,7 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
         t.matvec = run_matvec;
         t.gemm = run_gemm;
         t.attention = run_attention_entry;
+        t.attention_kinds = attention_kinds;
         *out = &backend.release()->table;
         return FERROX_OK;
     });

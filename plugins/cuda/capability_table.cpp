@@ -20,4 +20,16 @@ void describe_kernel(ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out) {
         out->by_design = nullptr;
 }
 
+void describe_attention_kinds(ferrox_kind key_kind, ferrox_kind value_kind,
+                              ferrox_kernel_info* out) {
+    if (key_kind == value_kind) return describe_kernel(FERROX_OP_ATTENTION, key_kind, out);
+    if (out == nullptr) return;
+    const size_t size = out->struct_size;
+    if (size >= offsetof(ferrox_kernel_info, abi_version) + sizeof(out->abi_version))
+        out->abi_version = FERROX_ABI_VERSION;
+    if (size >= offsetof(ferrox_kernel_info, kernel) + sizeof(out->kernel)) out->kernel = nullptr;
+    if (size >= offsetof(ferrox_kernel_info, by_design) + sizeof(out->by_design))
+        out->by_design = "the CUDA attention kernels read K and V of one kind";
+}
+
 }  // namespace ferrox::cuda

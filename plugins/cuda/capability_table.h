@@ -111,4 +111,11 @@ constexpr bool has_kernel(ferrox_op op, ferrox_kind kind) {
 // in capability_table.cpp so the tests link exactly what the plugin links.
 void describe_kernel(ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out);
 
+// The same for attention over keys of `key_kind` and values of `value_kind`
+// (ABI 1.8's attention_kinds): one kind is describe_kernel's ATTENTION; a
+// pair is left to a host backend by design (the kernels template one element
+// type for K and V).
+void describe_attention_kinds(ferrox_kind key_kind, ferrox_kind value_kind,
+                              ferrox_kernel_info* out);
+
 }  // namespace ferrox::cuda

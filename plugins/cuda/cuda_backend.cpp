@@ -713,8 +713,13 @@ Status CudaBackend::attention_resident(const ferrox_attention_desc* desc, ferrox
                         "{} bytes",
                         kNeeded));
     const ferrox_attention_desc& d = *desc;
-    if (Status s = check_attention_heads(kEntry, d.kv_kind, d.n_head, d.n_head_kv, d.head_dim_k,
-                                         d.head_dim_v);
+    // ABI 1.8; a shorter descriptor's values are of the keys' kind.
+    const ferrox_kind value_kind =
+        d.struct_size >= offsetof(ferrox_attention_desc, value_kind) + sizeof d.value_kind
+            ? d.value_kind
+            : d.kv_kind;
+    if (Status s = check_attention_heads(kEntry, d.kv_kind, value_kind, d.n_head, d.n_head_kv,
+                                         d.head_dim_k, d.head_dim_v);
         !s.is_ok())
         return s;
     if (d.n_query == 0) return Status::ok();
@@ -757,8 +762,15 @@ Status CudaBackend::attention_resident(const ferrox_attention_desc* desc, ferrox
 // The head layout both attention entries take: a kernel for the KV kind,
 // query heads in whole groups per KV head, head dims the kernel holds.
 Status CudaBackend::check_attention_heads(std::string_view entry, ferrox_kind kv_kind,
-                                          uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim_k,
+                                          ferrox_kind value_kind, uint32_t n_head,
+                                          uint32_t n_head_kv, uint32_t head_dim_k,
                                           uint32_t head_dim_v) const {
+    // attention_kinds names no pair of two kinds, so the core never sends one.
+    if (value_kind != kv_kind)
+        return Status::fail(FERROX_ERR_UNSUPPORTED,
+                            fmt::format("cuda: {}: no kernel for K {} over V {} (the kernels read "
+                                        "K and V of one kind)",
+                                        entry, kind_name(kv_kind), kind_name(value_kind)));
     if (!has_kernel(FERROX_OP_ATTENTION, kv_kind))
         return Status::fail(
             FERROX_ERR_UNSUPPORTED,
@@ -807,8 +819,12 @@ Status CudaBackend::attention_cells(const ferrox_attention_cells_desc* desc, fer
         return invalid(fmt::format(
             "cuda: attention_cells: null descriptor or one shorter than {} bytes", kNeeded));
     const ferrox_attention_cells_desc& d = *desc;
-    if (Status s = check_attention_heads(kEntry, d.kv_kind, d.n_head, d.n_head_kv, d.head_dim_k,
-                                         d.head_dim_v);
+    const ferrox_kind value_kind =
+        d.struct_size >= offsetof(ferrox_attention_cells_desc, value_kind) + sizeof d.value_kind
+            ? d.value_kind
+            : d.kv_kind;
+    if (Status s = check_attention_heads(kEntry, d.kv_kind, value_kind, d.n_head, d.n_head_kv,
+                                         d.head_dim_k, d.head_dim_v);
         !s.is_ok())
         return s;
     if (d.n_query == 0) return Status::ok();

@@ -130,9 +130,10 @@ class CudaBackend {
     // Grows the flash-decoding scratch of attention_resident to `floats`.
     Status ensure_attention_scratch(uint64_t floats);
     // Both attention entries' launch, once their tensors are resolved.
-    Status check_attention_heads(std::string_view entry, ferrox_kind kv_kind, uint32_t n_head,
-                                 uint32_t n_head_kv, uint32_t head_dim_k,
-                                 uint32_t head_dim_v) const;
+    // `value_kind`: the values' (ABI 1.8); the kernels read K and V of one kind.
+    Status check_attention_heads(std::string_view entry, ferrox_kind kv_kind,
+                                 ferrox_kind value_kind, uint32_t n_head, uint32_t n_head_kv,
+                                 uint32_t head_dim_k, uint32_t head_dim_v) const;
     Status run_attention(const AttentionLaunch& launch, uint32_t splits, std::string_view entry,
                          uint64_t span);
     // Puts get_rows' ids on the device, in stream order, without waiting for

@@ -76,6 +76,12 @@ void kernel_for(const ferrox_backend* backend, ferrox_op op, ferrox_kind kind,
     guarded_void(backend, "kernel_for", [&] { describe_kernel(op, kind, out); });
 }
 
+void attention_kinds(const ferrox_backend* backend, ferrox_kind key_kind, ferrox_kind value_kind,
+                     ferrox_kernel_info* out) {
+    guarded_void(backend, "attention_kinds",
+                 [&] { describe_attention_kinds(key_kind, value_kind, out); });
+}
+
 ferrox_status buffer_alloc(ferrox_backend* backend, uint64_t bytes, ferrox_buffer** out,
                            ferrox_message* error) {
     return guarded(error, [&] {
@@ -256,6 +262,7 @@ void fill_table(CudaBackend& backend) {
     table.get_rows = get_rows;
     table.attention_resident = attention_resident;
     table.attention_cells = attention_cells;
+    table.attention_kinds = attention_kinds;
 }
 
 Status create_backend(const ferrox_host* host, std::span<const ferrox_option> options,

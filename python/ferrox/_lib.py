@@ -59,6 +59,7 @@ GRAMMAR_ENDED = 3
 GRAMMAR_FAILED = 4
 
 # ferrox_kv_kind
+KV_SAME = -1  # kv_value_kind only: kv_kind's (0.9)
 KV_F32 = 0
 KV_F16 = 1
 KV_Q8_0 = 2
@@ -110,6 +111,7 @@ class ModelParams(Structure):
         ("progress_user", c_void_p),
         ("max_sequences", c_uint32),
         ("embeddings", c_int),  # 0.7
+        ("kv_value_kind", c_int),  # 0.9
     ]
 
 

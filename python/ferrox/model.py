@@ -56,7 +56,10 @@ class Model:
             the library (this package's CPU plugin) comes after them, then
             $FERROX_PLUGIN_PATH, the configuration's plugins.paths and the
             install folder.
-        kv_type: "f32", "f16", "q8_0" or "q4_0" (the KV cache's kind).
+        kv_type: "f32", "f16", "q8_0" or "q4_0" (the KV cache's kind: K's,
+            and V's unless kv_type_v says otherwise).
+        kv_type_v: V's kind when it differs from K's (llama.cpp's -ctv, e.g.
+            kv_type="q8_0", kv_type_v="f16"); None: kv_type's.
         allow_resident: False keeps the forward pass in host memory.
         embedding: load an embedding model (a file whose pooling_type is mean,
             cls or last) for embed(); without it such a file is refused.
@@ -80,7 +83,8 @@ class Model:
                  n_threads: int = 0, n_seq_max: int = 1,
                  backend: Union[None, str, Sequence[str]] = None,
                  plugin_dirs: Optional[Sequence[Union[str, os.PathLike]]] = None,
-                 kv_type: str = "f32", allow_resident: bool = True, embedding: bool = False,
+                 kv_type: str = "f32", kv_type_v: Optional[str] = None,
+                 allow_resident: bool = True, embedding: bool = False,
                  config_path: Optional[Union[str, os.PathLike]] = None,
                  progress: Optional[Callable[[float], Optional[bool]]] = None):
         self.path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
@@ -92,9 +96,11 @@ class Model:
         params.threads = as_int("n_threads", n_threads, 0, _MAX_THREADS)
         params.max_sequences = as_int("n_seq_max", n_seq_max, 1, _lib.CONTEXT_MAX_SEQUENCES)
         kv_kinds = {"f32": _lib.KV_F32, "f16": _lib.KV_F16, "q8_0": _lib.KV_Q8_0, "q4_0": _lib.KV_Q4_0}
-        if kv_type not in kv_kinds:
-            raise InvalidArgumentError(f"kv_type is {kv_type!r}; it must be one of {', '.join(map(repr, kv_kinds))}")
+        for name, value in (("kv_type", kv_type), ("kv_type_v", kv_type_v)):
+            if value is not None and value not in kv_kinds:
+                raise InvalidArgumentError(f"{name} is {value!r}; it must be one of {', '.join(map(repr, kv_kinds))}")
         params.kv_kind = kv_kinds[kv_type]
+        params.kv_value_kind = _lib.KV_SAME if kv_type_v is None else kv_kinds[kv_type_v]
         params.allow_resident = int(as_bool("allow_resident", allow_resident))
         params.embeddings = int(as_bool("embedding", embedding))
         keep: List[Any] = []  # what C reads during the load

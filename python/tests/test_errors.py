@@ -106,6 +106,7 @@ def test_bad_load_arguments_are_refused_before_c(tiny_llama_path):
         (dict(n_ctx=-1), ferrox.InvalidArgumentError, "n_ctx is -1"),
         (dict(n_seq_max=65), ferrox.InvalidArgumentError, "n_seq_max is 65"),
         (dict(kv_type="q8"), ferrox.InvalidArgumentError, "kv_type is 'q8'"),
+        (dict(kv_type_v="q5"), ferrox.InvalidArgumentError, "kv_type_v is 'q5'"),
         (dict(backend="Bad-Name"), ferrox.InvalidArgumentError, "backend name"),
         (dict(backend=[]), ferrox.InvalidArgumentError, "1 to 16 backends"),
         (dict(plugin_dirs=["relative/dir"]), ferrox.InvalidArgumentError, "relative"),

@@ -209,6 +209,22 @@ def test_the_capacity_plan_and_kernel_report_are_dicts(tiny_llama):
     assert tiny_llama.metadata("general.architecture") == tiny_llama.arch == "llama"
 
 
+def test_kv_type_v_gives_values_their_own_kind(tiny_llama_path):
+    # K q8_0 over V f16 (API 0.9's kv_value_kind): the plan counts each cache in its
+    # kind, between an all-q8_0 and an all-f16 cache (34 + 64 against 2 x 34 and
+    # 2 x 64 bytes per 32 elements of K and of V), and the kernels name the pair.
+    kv = {}
+    for k, v in (("q8_0", None), ("q8_0", "f16"), ("f16", None)):
+        with ferrox.Model(tiny_llama_path, n_ctx=16384, kv_type=k, kv_type_v=v) as model:
+            kv[(k, v)] = model.capacity["kv_cache_mib"]
+            if v:
+                model.generate("a", max_tokens=2)
+                kernels = {k["detail"] for k in model.kernel_report()["kernels"]}
+                assert "cpu.attention.k_q8_0.v_f16" in kernels, kernels
+    assert kv[("q8_0", "f16")] == pytest.approx(kv[("f16", None)] * (34 + 64) / 128, abs=0.1), kv
+    assert kv[("q8_0", None)] < kv[("q8_0", "f16")] < kv[("f16", None)], kv
+
+
 def test_openai_shaped_messages_render_as_role_content_pairs(tiny_qwen2_path, rng):
     # A message with more than role and content (here a "name", which the
     # ChatML template does not print) goes to the engine as OpenAI JSON

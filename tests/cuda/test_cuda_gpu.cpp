@@ -789,7 +789,7 @@ TEST_CASE("attention_resident matches the core's attend: decode, prefill, window
             desc.head_dim_k = c.head_dim;
             desc.head_dim_v = c.head_dim;
             desc.scale = scale;
-            desc.kv_kind = kind;
+            desc.kv_kind = desc.value_kind = kind;
             ferrox_message message{};
             require_ok(g_backend->attention_resident(g_backend, &desc, dq->at(), dkeys.at(),
                                                      dvalues.at(), dout->at(), &message),

@@ -85,6 +85,11 @@ std::shared_ptr<Backend> cuda_table_backend() {
                                          ferrox_tensor, ferrox_message*>;
         b.add_rms_norm = never_called<ferrox_tensor, ferrox_tensor, uint64_t, float, ferrox_tensor,
                                       uint64_t, uint32_t, float, ferrox_tensor, ferrox_message*>;
+        // ABI 1.8: the plugin's pairs, from the same table.
+        b.attention_kinds = [](const ferrox_backend*, ferrox_kind k, ferrox_kind v,
+                               ferrox_kernel_info* out) {
+            cuda::describe_attention_kinds(k, v, out);
+        };
         return b;
     }();
     auto host = std::make_unique<HostContext>();
@@ -104,14 +109,14 @@ struct Prediction {
     bool pre_norms = true;  // the model has norms to fuse the residual adds with
 };
 
-Prediction predict(const std::filesystem::path& path, ferrox_kind kv_kind) {
+Prediction predict(const std::filesystem::path& path, model::KvKinds kv_kinds) {
     auto file = gguf::File::open(path);
     REQUIRE(file.has_value());
     auto hp = model::read_hparams(*file);
     REQUIRE(hp.has_value());
     KernelRegistry registry;
     Dispatcher dispatcher({cuda_table_backend()}, registry);
-    auto residency = model::probe_model(*file, *hp, dispatcher, kv_kind);
+    auto residency = model::probe_model(*file, *hp, dispatcher, kv_kinds);
     REQUIRE(residency.has_value());
     return {*residency, registry.seal(), hp->arch->pre_norms};
 }
@@ -143,7 +148,7 @@ TEST_CASE("the CUDA table predicts a fully resident pass with every op a hit") {
     for (const auto& path : models()) {
         for (ferrox_kind kv : {FERROX_KIND_F32, FERROX_KIND_F16}) {
             INFO(path << ", KV cache " << (kv == FERROX_KIND_F32 ? "f32" : "f16"));
-            const Prediction p = predict(path, kv);
+            const Prediction p = predict(path, model::KvKinds::both(kv));
             INFO(p.report.render());
             INFO("residency: " << p.residency.reason);
             CHECK(p.residency.resident);
@@ -164,11 +169,29 @@ TEST_CASE("the CUDA table predicts a fully resident pass with every op a hit") {
     }
 }
 
+TEST_CASE("K and V of different kinds are left to the host by design, the pair named") {
+    g_forgotten_op = FERROX_OP_COUNT;
+    const auto all = models();
+    if (all.empty()) return;  // reported by models()
+    // f16 keys over f32 values: both kinds have CONVERT and ATTENTION kernels
+    // alone, so the pair is the one reason.
+    const Prediction p = predict(all.front(), {FERROX_KIND_F16, FERROX_KIND_F32});
+    INFO(p.report.render());
+    CHECK_FALSE(p.residency.resident);
+    CHECK_THAT(p.residency.reason, Catch::Contains("ATTENTION kernel for K F16 / V F32"));
+    bool by_design = false;
+    for (const auto& e : p.report.entries)
+        by_design |= e.key.op == FERROX_OP_ATTENTION && e.outcome == Outcome::ByDesign &&
+                     e.detail == "the CUDA attention kernels read K and V of one kind";
+    CHECK(by_design);
+    CHECK(p.report.violations.empty());
+}
+
 TEST_CASE("a table that lacks one op keeps the model in host memory and says which") {
     const auto all = models();
     if (all.empty()) return;  // reported by models()
     g_forgotten_op = FERROX_OP_ROPE;
-    const Prediction p = predict(all.front(), FERROX_KIND_F32);
+    const Prediction p = predict(all.front(), model::KvKinds::both(FERROX_KIND_F32));
     g_forgotten_op = FERROX_OP_COUNT;
     CHECK_FALSE(p.residency.resident);
     CHECK_THAT(p.residency.reason, Catch::Contains("no ROPE kernel for F32"));

@@ -152,12 +152,12 @@ std::vector<std::pair<uint32_t, std::pair<int32_t, uint64_t>>> snapshot(const Co
 using Loaded = test::LoadedModel;
 
 Loaded load(const PluginSet& plugins, const std::filesystem::path& path,
-            ferrox_kind kv_kind = FERROX_KIND_F32) {
+            model::KvKinds kv_kinds = {}) {
     model::ModelOptions options;
     options.context = 64;
     options.batch = 64;
     options.allow_resident = false;
-    options.kv_kind = kv_kind;
+    options.kv_kinds = kv_kinds;
     return test::load_model(plugins, path, options);
 }
 
@@ -711,12 +711,29 @@ int main() {
         // gemma4-swa-heads: its layers' rows of two widths, quantized.
         if (name != "tiny-llama" && name != "tiny-gemma3" && name != "tiny-gemma4-swa-heads")
             continue;
-        Loaded l = load(plugins, path, FERROX_KIND_Q8_0);
+        Loaded l = load(plugins, path, model::KvKinds::both(FERROX_KIND_Q8_0));
         if (!l.model) continue;
         const bool exact = name != "tiny-gemma3";
         invariance(*l.model, name + " (q8_0 KV)", rng, exact, 5e-3);
         state_round_trip(*l.model, name + " (q8_0 KV)", rng);
         middle_removal(*l.model, name + " (q8_0 KV)", rng);
+    }
+    // Mixed K/V kinds (-ctk q8_0 -ctv f16, -ctk q8_0 -ctv q4_0): K and V each
+    // stored and read per row as their own kind, so the same rules hold.
+    // Their own generator: the draws of the checks after them stay as they were.
+    std::mt19937 mixed_rng(seed + 8);
+    for (const auto& path : models) {
+        const std::string name = path.stem().string();
+        if (name != "tiny-llama" && name != "tiny-gemma4-swa-heads") continue;
+        for (const model::KvKinds kinds : {model::KvKinds{FERROX_KIND_Q8_0, FERROX_KIND_F16},
+                                           model::KvKinds{FERROX_KIND_Q8_0, FERROX_KIND_Q4_0}}) {
+            Loaded l = load(plugins, path, kinds);
+            if (!l.model) continue;
+            const std::string label = name + " (" + model::kv_kinds_name(kinds) + " KV)";
+            invariance(*l.model, label, mixed_rng, true, 0);
+            state_round_trip(*l.model, label, mixed_rng);
+            middle_removal(*l.model, label, mixed_rng);
+        }
     }
     // Recurrent layers (qwen35; qwen35moe and qwen3next with experts; lfm2's short
     // convolutions): the usual rules, and the state's own.

@@ -121,7 +121,7 @@ void refusals(const std::filesystem::path& path, const std::filesystem::path& ad
     }
 
     EngineOptions odd_cache;
-    odd_cache.kv_kind = FERROX_KIND_Q4_K;
+    odd_cache.kv_kinds = {FERROX_KIND_F16, FERROX_KIND_Q4_K};  // V's kind is checked too
     auto k4 = Engine::open(path, odd_cache, &why);
     expect(!k4 && why == OpenFailure::BadModel &&
                contains(k4.error().message(),

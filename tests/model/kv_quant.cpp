@@ -69,7 +69,7 @@ struct Loaded {
     std::unique_ptr<model::Model> model;
 };
 
-Loaded load(const PluginSet& plugins, const gguf::File& file, ferrox_kind kv_kind,
+Loaded load(const PluginSet& plugins, const gguf::File& file, model::KvKinds kv_kinds,
             uint32_t context) {
     Loaded l;
     l.registry = std::make_unique<KernelRegistry>();
@@ -78,10 +78,10 @@ Loaded load(const PluginSet& plugins, const gguf::File& file, ferrox_kind kv_kin
     options.context = context;
     options.batch = 64;
     options.allow_resident = false;
-    options.kv_kind = kv_kind;
+    options.kv_kinds = kv_kinds;
     auto m = model::Model::load(file, *l.dispatcher, *l.registry, options);
     if (!m) {
-        check(false, std::string(kind_name(kv_kind)) + ": " + m.error().message());
+        check(false, model::kv_kinds_name(kv_kinds) + ": " + m.error().message());
         return l;
     }
     l.model = std::move(*m);
@@ -124,6 +124,37 @@ double worst_nmse(const std::vector<std::vector<float>>& got,
     return worst;
 }
 
+// A K q8_0 / V f16 state: restored into a context of the same kinds it
+// continues bit for bit; a q8_0 one (same K, other V) refuses it naming both.
+void mixed_state_round_trip(const model::Model& mixed, const model::Model& q8,
+                            const std::vector<int32_t>& tokens, const std::string& name) {
+    ContextOptions opt;
+    opt.context = 32;
+    opt.batch = 32;
+    auto a = Context::create(mixed, opt);
+    auto b = Context::create(mixed, opt);
+    auto c = Context::create(q8, opt);
+    if (!a || !b || !c) return check(false, name + ": mixed contexts");
+    Batch batch;
+    for (int32_t i = 0; i < 8; ++i) batch.add(tokens[static_cast<size_t>(i)], i, {0}, i == 7);
+    check(bool((*a)->decode(batch)), name + ": mixed prompt");
+    auto saved = (*a)->seq_save(0);
+    if (!saved) return check(false, name + ": mixed seq_save: " + saved.error().message());
+    check(bool((*b)->seq_restore(0, *saved)), name + ": a K q8_0 / V f16 state into its kinds");
+    auto refused = (*c)->seq_restore(0, *saved);
+    check(!refused && refused.error().message().find("K Q8_0 / V F16") != std::string::npos &&
+              refused.error().message().find("is Q8_0") != std::string::npos,
+          name + ": a K q8_0 / V f16 state into a q8_0 context is refused naming both (" +
+              (refused ? std::string("accepted") : refused.error().message()) + ")");
+    Batch next;
+    next.add(tokens[8], 8, {0}, true);
+    check(bool((*a)->decode(next)) && bool((*b)->decode(next)), name + ": mixed next token");
+    auto la = (*a)->logits(0);
+    auto lb = (*b)->logits(0);
+    check(std::vector<float>(la.begin(), la.end()) == std::vector<float>(lb.begin(), lb.end()),
+          name + ": restored mixed cells give the saved cells' next logits, bit for bit");
+}
+
 void tiny_logits(const PluginSet& plugins, const std::filesystem::path& path, std::mt19937& rng) {
     auto file = gguf::File::open(path);
     if (!file) return check(false, path.string() + ": " + file.error().message());
@@ -132,10 +163,14 @@ void tiny_logits(const PluginSet& plugins, const std::filesystem::path& path, st
     for (const TinyBounds& b : kTinyBounds)
         if (name == b.name) bounds = &b;
     if (!bounds) return check(false, name + ": no bounds");
-    Loaded f16 = load(plugins, *file, FERROX_KIND_F16, 128);
-    Loaded q8 = load(plugins, *file, FERROX_KIND_Q8_0, 128);
-    Loaded q4 = load(plugins, *file, FERROX_KIND_Q4_0, 128);
-    if (!f16.model || !q8.model || !q4.model) return;
+    using model::KvKinds;
+    Loaded f16 = load(plugins, *file, KvKinds::both(FERROX_KIND_F16), 128);
+    Loaded q8 = load(plugins, *file, KvKinds::both(FERROX_KIND_Q8_0), 128);
+    Loaded q4 = load(plugins, *file, KvKinds::both(FERROX_KIND_Q4_0), 128);
+    // Mixed kinds (llama.cpp's -ctk q8_0 -ctv f16 and -ctk q8_0 -ctv q4_0).
+    Loaded q8_f16 = load(plugins, *file, {FERROX_KIND_Q8_0, FERROX_KIND_F16}, 128);
+    Loaded q8_q4 = load(plugins, *file, {FERROX_KIND_Q8_0, FERROX_KIND_Q4_0}, 128);
+    if (!f16.model || !q8.model || !q4.model || !q8_f16.model || !q8_q4.model) return;
     std::uniform_int_distribution<int32_t> token(
         0, static_cast<int32_t>(std::min<uint64_t>(f16.model->vocab(), 30000) - 1));
     std::vector<int32_t> tokens(100);
@@ -151,6 +186,22 @@ void tiny_logits(const PluginSet& plugins, const std::filesystem::path& path, st
     check((bounds->q4 < 0 || q4_nmse <= bounds->q4) && !same4,
           name + ": q4_0 KV within NMSE " + std::to_string(bounds->q4) + " of f16, not equal");
     check(q4_nmse > q8_nmse, name + ": q4_0 is further from f16 than q8_0");
+    // Mixed: q8_0 keys over f16 values are at least as close to f16 as q8_0
+    // for both (only K is rounded), and not f16 itself; over q4_0 values they
+    // sit between q8_0 and q4_0 (a factor 1.5 of slack each way: one draw).
+    bool same_mixed = false, same_mixed4 = false;
+    const double q8f16_nmse = worst_nmse(all_logits(*q8_f16.model, tokens), want, &same_mixed);
+    const double q8q4_nmse = worst_nmse(all_logits(*q8_q4.model, tokens), want, &same_mixed4);
+    std::printf("      %s: mixed K/V: K q8_0 / V f16 %.3g, K q8_0 / V q4_0 %.3g\n", name.c_str(),
+                q8f16_nmse, q8q4_nmse);
+    check(q8f16_nmse <= 1.5 * q8_nmse && q8f16_nmse > 0 && !same_mixed,
+          name + ": K q8_0 / V f16 within q8_0's NMSE of f16, not equal");
+    check(q8q4_nmse >= q8_nmse / 1.5 && (bounds->q4 < 0 || q8q4_nmse <= 1.5 * q4_nmse) &&
+              !same_mixed4,
+          name + ": K q8_0 / V q4_0 between q8_0 and q4_0");
+    // A fault the checks above must see: values stored as q4_0 but the
+    // q8_0/f16 numbers expected of them differ (V really is quantized).
+    check(q8q4_nmse != q8f16_nmse, name + ": the V kind changes the logits");
 
     // A q8_0 state restores into a q8_0 context, and is refused by name by an f16 one.
     ContextOptions opt;
@@ -181,6 +232,7 @@ void tiny_logits(const PluginSet& plugins, const std::filesystem::path& path, st
     auto lb = (*b)->logits(0);
     check(std::vector<float>(la.begin(), la.end()) == std::vector<float>(lb.begin(), lb.end()),
           name + ": restored q8_0 cells give the saved cells' next logits, bit for bit");
+    mixed_state_round_trip(*q8_f16.model, *q8.model, tokens, name);
 }
 
 void head_shape_refused() {
@@ -188,13 +240,29 @@ void head_shape_refused() {
     hp.arch_name = "llama";
     hp.head_dim_k = 48;
     hp.head_dim_v = 64;
-    auto r = model::check_kv_cache_shape(FERROX_KIND_Q8_0, hp);
+    using model::KvKinds;
+    auto r = model::check_kv_cache_shape(KvKinds::both(FERROX_KIND_Q8_0), hp);
     check(!r && r.error().message().find("llama.attention.key_length is 48") != std::string::npos,
           "a q8_0 cache for 48-dim keys is refused naming key_length (" +
               (r ? std::string("accepted") : r.error().message()) + ")");
-    check(bool(model::check_kv_cache_shape(FERROX_KIND_F16, hp)), "an f16 cache takes any head");
+    check(bool(model::check_kv_cache_shape(KvKinds::both(FERROX_KIND_F16), hp)),
+          "an f16 cache takes any head");
+    // Each cache against its own heads: f16 keys of 48 over q8_0 values of 64 fit.
+    check(bool(model::check_kv_cache_shape({FERROX_KIND_F16, FERROX_KIND_Q8_0}, hp)),
+          "f16 keys of 48 over q8_0 values of 64");
     hp.head_dim_k = 64;
-    check(bool(model::check_kv_cache_shape(FERROX_KIND_Q4_0, hp)), "q4_0 takes 64-dim heads");
+    hp.head_dim_v = 48;
+    r = model::check_kv_cache_shape({FERROX_KIND_Q8_0, FERROX_KIND_F16}, hp);
+    check(bool(r), "q8_0 keys of 64 over f16 values of 48");
+    r = model::check_kv_cache_shape({FERROX_KIND_F16, FERROX_KIND_Q4_0}, hp);
+    check(!r && r.error().message().find("Q4_0 V cache") != std::string::npos &&
+              r.error().message().find("value_length is 48") != std::string::npos &&
+              r.error().message().find("-ctv") != std::string::npos,
+          "q4_0 values of 48 are refused naming value_length and -ctv (" +
+              (r ? std::string("accepted") : r.error().message()) + ")");
+    hp.head_dim_v = 64;
+    check(bool(model::check_kv_cache_shape(KvKinds::both(FERROX_KIND_Q4_0), hp)),
+          "q4_0 takes 64-dim heads");
 }
 
 // exp(mean negative log-likelihood) of each next token of the second half of `tokens`.
@@ -235,7 +303,8 @@ double perplexity(const model::Model& m, const std::vector<int32_t>& tokens) {
     double ppl[3] = {};
     const ferrox_kind kinds[3] = {FERROX_KIND_F16, FERROX_KIND_Q8_0, FERROX_KIND_Q4_0};
     for (int k = 0; k < 3; ++k) {
-        Loaded l = load(plugins, *file, kinds[k], static_cast<uint32_t>(want));
+        Loaded l =
+            load(plugins, *file, model::KvKinds::both(kinds[k]), static_cast<uint32_t>(want));
         if (!l.model) return;
         ppl[k] = perplexity(*l.model, tokens);
     }

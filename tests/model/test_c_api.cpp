@@ -66,6 +66,25 @@ TEST_CASE("API 0.2's reports refuse NULL with a message and answer empty for a N
     CHECK(ferrox_model_is_recurrent(nullptr) == 0);
 }
 
+TEST_CASE("API 0.9: kv_value_kind defaults to kv_kind's, and an unknown one is refused by name") {
+    ferrox_model_params mp;
+    ferrox_model_params_default(&mp);
+    CHECK(mp.kv_value_kind == FERROX_KV_SAME);
+    // Checked before the file is opened: the message names the member.
+    auto st = fresh_status();
+    mp.kv_kind = FERROX_KV_Q8_0;
+    mp.kv_value_kind = static_cast<ferrox_kv_kind>(-2);  // none of the kinds
+    ferrox_model* model = nullptr;
+    CHECK(ferrox_model_load("/nonexistent.gguf", &mp, &model, &st) == FERROX_CODE_INVALID_ARGUMENT);
+    CHECK_THAT(std::string(st.message), Catch::Contains("kv_value_kind -2"));
+    // A known pair passes that check (the missing file is the error then).
+    mp.kv_value_kind = FERROX_KV_F16;
+    st = fresh_status();
+    CHECK(ferrox_model_load("/nonexistent.gguf", &mp, &model, &st) != FERROX_CODE_OK);
+    CHECK_THAT(std::string(st.message), !Catch::Contains("kv_value_kind"));
+    CHECK(model == nullptr);
+}
+
 TEST_CASE("a struct_size larger than the library knows, or too small, is refused") {
     auto st = fresh_status();
     ferrox_model_params mp;

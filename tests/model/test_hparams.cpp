@@ -143,21 +143,28 @@ TEST_CASE("the capacity plan counts weights, an f32 KV cache and scratch") {
     CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * 512 * 4);
     CHECK(plan->total_bytes == 1000 + plan->kv_bytes + 24);
 
-    in.kv_block_bytes = 2;  // an f16 cache
+    in.k_block_bytes = in.v_block_bytes = 2;  // an f16 cache
     plan = model::plan_capacity(in);
     REQUIRE(plan);
     CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * 512 * 2);
 
-    in.kv_block_bytes = 34;  // a q8_0 cache: 34 bytes per block of 32
-    in.kv_block_elements = 32;
+    in.k_block_bytes = in.v_block_bytes = 34;  // a q8_0 cache: 34 bytes per block of 32
+    in.k_block_elements = in.v_block_elements = 32;
     plan = model::plan_capacity(in);
     REQUIRE(plan);
     CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * (512 / 32) * 34);
 
-    in.kv_block_bytes = 18;  // q4_0: 18 bytes per block of 32
+    in.k_block_bytes = in.v_block_bytes = 18;  // q4_0: 18 bytes per block of 32
     plan = model::plan_capacity(in);
     REQUIRE(plan);
     CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * (512 / 32) * 18);
+
+    in.k_block_bytes = 34;  // mixed: q8_0 keys over f16 values, each counted in its kind
+    in.v_block_bytes = 2;
+    in.v_block_elements = 1;
+    plan = model::plan_capacity(in);
+    REQUIRE(plan);
+    CHECK(plan->kv_bytes == uint64_t{18} * 4096 * 1 * (256 / 32 * 34 + 256 * 2));
 }
 
 TEST_CASE("a model that does not fit is refused with the arithmetic spelled out") {
@@ -1182,7 +1189,8 @@ TEST_CASE("gemma4's sliding layers have their own head size and KV heads, each r
     // K and V of one position: 4 sliding layers x 2 heads x 64, 2 global x 1 x 128.
     CHECK(hp->kv_cell_elements() == 4 * 2 * 64 + 2 * 1 * 128);
     model::CapacityInputs in;
-    in.cell_elements = hp->kv_cell_elements();
+    in.cell_elements_k = hp->kv_cell_elements_k();
+    in.cell_elements_v = hp->kv_cell_elements_v();
     in.context = 10;
     CHECK(model::kv_cache_bytes(in) == 10 * (4 * 2 * 64 + 2 * 1 * 128) * 4);
 

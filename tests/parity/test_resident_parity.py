@@ -246,6 +246,33 @@ def test_a_kv_kind_the_resident_backend_lacks_runs_in_host_memory_with_the_reaso
     assert ok, how
 
 
+def test_mixed_kv_kinds_the_resident_backend_lacks_run_in_host_memory_by_design(plugin_dir):
+    # The fixture is ABI 1.8 without attention_kinds: K and V of one kind only. A
+    # mixed cache keeps the pass in host memory naming the pair, and the pair is
+    # recorded by design (never handed to the fixture), the core's loop attending.
+    args = ["run", "-m", str(tiny_model("gemma3")), "-p", "hello world", "-n", "6", "--json",
+            "-ctk", "f16", "-ctv", "f32"]
+    r = ferrox(plugin_dir, "", *args)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["resident"] is False, doc["residency"]
+    assert "no ATTENTION kernel for K F16 / V F32" in doc["residency"], doc["residency"]
+    attention = [k for k in doc["kernels"] if k["op"] == "ATTENTION"]
+    assert attention and all(k["outcome"] == "by-design" and "K and V of one kind only" in k["detail"]
+                             for k in attention), attention
+    off = ferrox(plugin_dir, "", *args, "--resident", "off")
+    assert off.returncode == 0, off.stderr
+    assert doc["tokens"] == json.loads(off.stdout)["tokens"]
+    # inspect predicts the same, and prices each cache in its own kind.
+    r = ferrox(plugin_dir, "", "inspect", str(tiny_model("gemma3")), "-ctk", "f16", "-ctv", "f32", "--json")
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout)
+    assert not seen["residency"]["resident"] and "K F16 / V F32" in seen["residency"]["reason"], seen
+    cache = seen["kv_cache"]
+    assert (cache["kind"], cache["value_kind"], cache["block_bytes"], cache["value_block_bytes"]) == \
+        ("F16", "F32", 2, 4), cache
+
+
 @pytest.mark.parametrize("arch", ["gemma3", "qwen3moe"])
 def test_resident_decode_steps_match_host_and_report_every_op_as_a_hit(plugin_dir, arch):
     args = ["run", "-m", str(tiny_model(arch)), "-p", "hello world", "-n", "12", "--json"]

@@ -1,6 +1,7 @@
 // Attention through the dispatcher (ABI 1.1): the CPU plugin's kernel against
 // the core's own loop, and the core's fallback when a backend has no entry.
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "cpu_rig.h"
@@ -37,14 +38,16 @@ struct Case {
     std::vector<float> q, keys, values, out;
     std::vector<std::byte> stored_keys, stored_values;
 
+    // Values of `value_kind` (ABI 1.8), by default the keys' kind.
     Case(const Shape& s, uint32_t n_query, uint32_t pos0, uint32_t window, std::mt19937_64& rng,
-         ferrox_kind kv_kind = FERROX_KIND_F32)
+         ferrox_kind kv_kind = FERROX_KIND_F32, std::optional<ferrox_kind> value_kind = {})
         : q(gaussian(size_t{n_query} * s.n_head * s.head_dim_k, rng)),
           keys(gaussian(size_t{pos0 + n_query} * s.n_head_kv * s.head_dim_k, rng)),
           values(gaussian(size_t{pos0 + n_query} * s.n_head_kv * s.head_dim_v, rng)),
           out(size_t{n_query} * s.n_head * s.head_dim_v, -7.0f),
           stored_keys(to_kind(keys, kv_kind)),
-          stored_values(to_kind(values, kv_kind)) {
+          stored_values(to_kind(values, value_kind.value_or(kv_kind))) {
+        const ferrox_kind v_kind = value_kind.value_or(kv_kind);
         desc.struct_size = sizeof desc;
         desc.abi_version = FERROX_ABI_VERSION;
         desc.n_query = n_query;
@@ -56,11 +59,12 @@ struct Case {
         desc.head_dim_v = s.head_dim_v;
         desc.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim_k));
         desc.kv_kind = kv_kind;
+        desc.value_kind = v_kind;
         desc.q = q.data();
         desc.keys = kv_kind == FERROX_KIND_F32 ? static_cast<const void*>(keys.data())
                                                : static_cast<const void*>(stored_keys.data());
-        desc.values = kv_kind == FERROX_KIND_F32 ? static_cast<const void*>(values.data())
-                                                 : static_cast<const void*>(stored_values.data());
+        desc.values = v_kind == FERROX_KIND_F32 ? static_cast<const void*>(values.data())
+                                                : static_cast<const void*>(stored_values.data());
         desc.out = out.data();
     }
 
@@ -118,6 +122,93 @@ TEST_CASE("the cpu plugin's attention matches the core's loop on every isa path"
                             CHECK(nmse(c.out, c.reference()) < 1e-10);
                         }
     }
+}
+
+TEST_CASE("keys of one kind over values of another (ABI 1.8) match the core's loop on every isa") {
+    std::mt19937_64 rng(test_seed(0x6b76));
+    constexpr ferrox_kind kinds[] = {FERROX_KIND_F32, FERROX_KIND_F16, FERROX_KIND_Q8_0,
+                                     FERROX_KIND_Q4_0};
+    for (const std::string& isa : runnable_isas()) {
+        CpuRig rig(2, isa);
+        for (ferrox_kind k : kinds)
+            for (ferrox_kind v : kinds) {
+                if (k == v) continue;
+                // Grouped heads with a remainder; 700, one row: positions split across threads.
+                for (const auto& [shape, n_query, pos0] :
+                     {std::tuple{Shape{6, 2, 64, 32}, 5u, 13u},
+                      std::tuple{Shape{4, 1, 32, 64}, 1u, 700u}}) {
+                    Case c(shape, n_query, pos0, 0, rng, k, v);
+                    bool host_ran = false;
+                    auto r = rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; });
+                    INFO("isa " << isa << " K " << kind_name(k) << " V " << kind_name(v) << " n "
+                                << n_query << " pos0 " << pos0);
+                    REQUIRE(r.has_value());
+                    CHECK_FALSE(host_ran);
+                    CHECK(nmse(c.out, c.reference()) < 1e-10);
+                }
+            }
+    }
+    // Recorded under K's kind, the kernel naming the pair.
+    CpuRig rig(1);
+    Case c({2, 1, 32, 32}, 3, 0, 0, rng, FERROX_KIND_Q8_0, FERROX_KIND_F16);
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
+    const RegistryReport report = rig.registry.seal();
+    INFO(report.render());
+    REQUIRE(report.entries.size() == 1);
+    CHECK(report.entries[0].outcome == Outcome::Hit);
+    CHECK(report.entries[0].key.kind == FERROX_KIND_Q8_0);
+    CHECK(report.entries[0].detail == "cpu.attention.k_q8_0.v_f16");
+}
+
+TEST_CASE("values read as the keys' kind (an injected fault) fail the mixed-kind check") {
+    std::mt19937_64 rng(test_seed(0x6b77));
+    CpuRig rig(1);
+    // f16 keys over f32 values: read as f16, the values' bytes stay inside
+    // their buffer (half of it) but are the wrong numbers.
+    Case c({4, 2, 32, 32}, 3, 5, 0, rng, FERROX_KIND_F16, FERROX_KIND_F32);
+    c.desc.value_kind = c.desc.kv_kind;
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
+    CHECK(nmse(c.out, c.reference()) > 1e-2);
+    // And a 1.7-sized descriptor (no value_kind) reads values as the keys' kind: the same fault.
+    c.desc.value_kind = FERROX_KIND_F32;
+    c.desc.struct_size = offsetof(ferrox_attention_desc, value_kind);
+    std::fill(c.out.begin(), c.out.end(), -7.0f);
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
+    CHECK(nmse(c.out, c.reference()) > 1e-2);
+}
+
+TEST_CASE("a plugin without 1.8's attention_kinds is never handed mixed kinds: the core attends") {
+    std::mt19937_64 rng(test_seed(0x6b78));
+    CpuRig rig(1);
+    // The cpu plugin's own table, cut to a 1.7 build's length and label.
+    auto& table = const_cast<ferrox_backend&>(rig.plugins.selected().front()->raw());
+    table.abi_version = (1u << 16) | 7u;
+    table.struct_size = offsetof(ferrox_backend, attention_kinds);
+    Case c({4, 2, 32, 32}, 3, 5, 0, rng, FERROX_KIND_Q8_0, FERROX_KIND_F16);
+    bool host_ran = false;
+    REQUIRE(rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; }).has_value());
+    CHECK(host_ran);
+    rig.dispatch->probe_attention(FERROX_KIND_Q8_0, FERROX_KIND_F16, "attention");
+    // One kind for K and V: the same table runs it.
+    Case same({4, 2, 32, 32}, 3, 5, 0, rng, FERROX_KIND_Q8_0);
+    host_ran = false;
+    REQUIRE(rig.dispatch->attention(same.desc, "plain", [&] { host_ran = true; }).has_value());
+    CHECK_FALSE(host_ran);
+    table.abi_version = FERROX_ABI_VERSION;
+    table.struct_size = sizeof table;
+    const RegistryReport report = rig.registry.seal();
+    INFO(report.render());
+    int mixed = 0;
+    for (const auto& e : report.entries) {
+        if (e.key.role == "plain") {
+            CHECK(e.outcome == Outcome::Hit);
+            continue;
+        }
+        ++mixed;  // the dispatch and the probe
+        CHECK(e.outcome == Outcome::ByDesign);
+        CHECK_THAT(e.detail, Catch::Contains("predates ABI 1.8"));
+    }
+    CHECK(mixed == 2);
 }
 
 TEST_CASE(
@@ -309,7 +400,7 @@ TEST_CASE("a plugin built before 1.4 is never handed a cap: the core attends its
     bool host_ran = false;
     REQUIRE(rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; }).has_value());
     CHECK(host_ran);
-    rig.dispatch->probe_attention(FERROX_KIND_F32, "attention", {.softcap = true});
+    rig.dispatch->probe_attention(FERROX_KIND_F32, FERROX_KIND_F32, "attention", {.softcap = true});
     c.desc.softcap = 0.0f;  // uncapped, the same plugin runs it
     host_ran = false;
     REQUIRE(rig.dispatch->attention(c.desc, "plain", [&] { host_ran = true; }).has_value());
@@ -349,7 +440,7 @@ TEST_CASE("an f16 cache is recorded under its own kernel, and another kind is re
     CpuRig rig(1);
     Case c({2, 1, 32, 32}, 3, 0, 0, rng, FERROX_KIND_F16);
     REQUIRE(rig.dispatch->attention(c.desc, "attention", [] {}).has_value());
-    c.desc.kv_kind = FERROX_KIND_Q4_1;
+    c.desc.kv_kind = c.desc.value_kind = FERROX_KIND_Q4_1;
     bool host_ran = false;
     // No backend claims a Q4_1 cache: the core's loop is asked (and records a miss).
     REQUIRE(rig.dispatch->attention(c.desc, "attention", [&] { host_ran = true; }).has_value());

@@ -284,7 +284,7 @@ Result case_attention(Rig& rig, ferrox_kind kv_kind, uint32_t window) {
     d.head_dim_k = dk;
     d.head_dim_v = dv;
     d.scale = 0.25f;
-    d.kv_kind = kv_kind;
+    d.kv_kind = d.value_kind = kv_kind;
     const ferrox_tensor tq = rig.put(q), to = rig.room(size_t{n_query} * n_head * dv * 4);
     ferrox_message m{};
     require_ok(rig.b->attention_resident(rig.b, &d, tq, tk, tv, to, &m), m);
@@ -354,7 +354,7 @@ Result case_attention_cells(Rig& rig, ferrox_kind kv_kind, uint32_t window, uint
     d.head_dim_k = dk;
     d.head_dim_v = dv;
     d.scale = 0.25f;
-    d.kv_kind = kv_kind;
+    d.kv_kind = d.value_kind = kv_kind;
     d.n_cells = n_cells;
     d.n_index = static_cast<uint32_t>(cell_index.size());
     d.max_span = max_span;

@@ -99,7 +99,8 @@ TEST_CASE("a bad server.models entry is refused at its line, naming the field") 
     // A server setting that is not per-model: the valid keys, and why.
     const std::string host = error_of(head + "      host: 0.0.0.0\n");
     CHECK(host.rfind("t.yaml:4:7: unknown key 'host' in server.models[0]; valid keys are 'path', "
-                     "'alias', 'backends', 'parallel', 'context', 'kv_type', 'max_queue', ",
+                     "'alias', 'backends', 'parallel', 'context', 'kv_type', 'kv_type_k', "
+                     "'kv_type_v', 'max_queue', ",
                      0) == 0);
     CHECK(host.find("(the other server settings apply to every model)") != std::string::npos);
     // Ranges and choices come from the server table, named by the entry's path.

@@ -105,6 +105,11 @@ class FERROX_API Backend {
     bool takes_attention_sinks() const;
     // ABI 1.7: its host attention entry reads the descriptor's lookahead.
     bool takes_attention_lookahead() const;
+    // The attention kernel for keys of `key_kind` and values of `value_kind`:
+    // kernel_for(ATTENTION, kind) when they are one kind; else the 1.8
+    // attention_kinds entry, and without it none, by design (the plugin
+    // would read the values as keys' kind).
+    KernelChoice attention_kernel(ferrox_kind key_kind, ferrox_kind value_kind) const;
 
     const ferrox_backend& raw() const { return *raw_; }
 

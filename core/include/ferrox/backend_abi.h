@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 7u
+#define FERROX_ABI_VERSION_MINOR 8u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -247,7 +247,8 @@ typedef struct ferrox_option {
  * out = softmax(scale * q . k) . v, the softmax max-subtracted. The cache
  * holds `kv_kind` elements (F32 or F16; since the quantized KV cache also
  * Q8_0 or Q4_0: each head's row ggml blocks of 32, head dims multiples of 32,
- * for a plugin that names a kernel for that kind); q and out are always f32. */
+ * for a plugin that names a kernel for that kind); q and out are always f32.
+ * Since 1.8 the values may hold another kind than the keys (value_kind). */
 typedef struct ferrox_attention_desc {
     uint32_t struct_size;
     uint32_t abi_version;
@@ -256,11 +257,13 @@ typedef struct ferrox_attention_desc {
     uint32_t window;  /* 0: all earlier positions; else the sliding window */
     uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
     float scale;
-    ferrox_kind kv_kind; /* FERROX_KIND_F32, F16, Q8_0 or Q4_0 (see above) */
-    const float* q;      /* [n_query][n_head * head_dim_k] */
-    const void* keys;    /* [pos0 + n_query][n_head_kv * head_dim_k] of kv_kind */
-    const void* values;  /* [pos0 + n_query][n_head_kv * head_dim_v] of kv_kind */
-    float* out;          /* [n_query][n_head * head_dim_v] */
+    /* FERROX_KIND_F32, F16, Q8_0 or Q4_0 (see above): the keys' kind, and
+     * the values' too unless value_kind (since 1.8) says otherwise. */
+    ferrox_kind kv_kind;
+    const float* q;     /* [n_query][n_head * head_dim_k] */
+    const void* keys;   /* [pos0 + n_query][n_head_kv * head_dim_k] of kv_kind */
+    const void* values; /* [pos0 + n_query][n_head_kv * head_dim_v] of value_kind */
+    float* out;         /* [n_query][n_head * head_dim_v] */
     /* since 1.4: soft-capped scores (gemma2). With softcap > 0 each score
      * s = scale * q . k becomes tanh(s * (1 / softcap)) * softcap before the
      * softmax; 0: not capped. A plugin reads it only when struct_size covers
@@ -285,6 +288,14 @@ typedef struct ferrox_attention_desc {
      * a plugin older than 1.7 (it runs such attention itself, recorded by
      * design), and attention_resident is never handed one. */
     uint32_t lookahead;
+    /* since 1.8: the values' kind (one of kv_kind's), which may differ from
+     * the keys' (llama.cpp's -ctk q8_0 -ctv f16). A descriptor too short to
+     * hold it has values of kv_kind. The core hands a value_kind other than
+     * kv_kind only to a plugin whose attention_kinds entry names a kernel
+     * for that pair (its host and resident entries alike); any other plugin
+     * is never told one, and the core runs such attention itself, recorded
+     * by design. */
+    ferrox_kind value_kind;
 } ferrox_attention_desc;
 
 /* since 1.2: a run of f32 values (or, for a KV cache, values of its kind)
@@ -316,7 +327,7 @@ typedef struct ferrox_attention_cells_desc {
     uint32_t n_query; /* query rows (and span pairs) */
     uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
     float scale;
-    ferrox_kind kv_kind; /* FERROX_KIND_F32 or FERROX_KIND_F16 */
+    ferrox_kind kv_kind; /* the keys' kind (and the values' before 1.8) */
     uint32_t n_cells;    /* rows of keys and values */
     uint32_t n_index;    /* entries of cell_index */
     uint32_t max_span;   /* the longest span (end - begin) of any row: sizes the work */
@@ -324,6 +335,8 @@ typedef struct ferrox_attention_cells_desc {
     /* since 1.5: attention sinks as ferrox_attention_desc's, n_head f32 in a
      * resident buffer; buffer NULL for none. */
     ferrox_tensor sinks;
+    /* since 1.8: the values' kind, as ferrox_attention_desc's value_kind. */
+    ferrox_kind value_kind;
 } ferrox_attention_cells_desc;
 
 /* since 1.2: the GLU variants of the `glu` entry. */
@@ -480,6 +493,17 @@ struct ferrox_backend {
                                      ferrox_tensor keys, ferrox_tensor values,
                                      ferrox_tensor cell_index, ferrox_tensor spans,
                                      ferrox_tensor out, ferrox_message* error);
+
+    /* since 1.8: mixed K/V kinds --------------------------------------------
+     * The capability table for attention whose keys hold `key_kind` and
+     * values `value_kind` (a descriptor's kv_kind and value_kind): the
+     * kernel's name, or NULL with by_design saying why this backend leaves
+     * the pair to another. Pure, like kernel_for; for key_kind == value_kind
+     * it must agree with kernel_for(FERROX_OP_ATTENTION, key_kind). Covers
+     * every attention entry the backend fills. NULL (or an older plugin):
+     * the backend attends only over K and V of one kind. */
+    void (*attention_kinds)(const ferrox_backend* backend, ferrox_kind key_kind,
+                            ferrox_kind value_kind, ferrox_kernel_info* out);
 };
 
 /* ---- the two exported entries ------------------------------------------- */

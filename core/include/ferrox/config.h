@@ -98,6 +98,7 @@ struct ServerConfig {
     uint32_t parallel = 4;
     uint32_t context = 0;
     std::string kv_type = "f32";
+    std::string kv_type_k, kv_type_v;  // K's and V's own kinds; empty: kv_type's
     std::string api_key_file;
     std::string alias;
     uint32_t max_queue = 64;

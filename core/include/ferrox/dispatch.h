@@ -59,7 +59,10 @@ class FERROX_API Dispatcher {
 
     const std::vector<std::shared_ptr<Backend>>& backends() const { return backends_; }
 
-    Plan plan(ferrox_op op, ferrox_kind kind) const;
+    Plan plan(ferrox_op op, ferrox_kind kind) const { return plan(op, kind, kind); }
+    // For ATTENTION, `kind` is the keys' and `value_kind` the values' (ABI
+    // 1.8: Backend::attention_kernel); other ops ignore value_kind.
+    Plan plan(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind) const;
 
     // Records, without running anything, what MATVEC and GEMM on `weight` will
     // use; only MATVEC when the weight is never multiplied by a batch.
@@ -68,9 +71,12 @@ class FERROX_API Dispatcher {
     // One weight product's op (MATVEC or GEMM) alone.
     void probe(ferrox_op op, ferrox_kind kind, std::string_view role,
                std::source_location site = std::source_location::current());
-    // The same for attention over a KV cache of `kv_kind` (F32 or F16);
-    // `needs`: what the pass's attention asks of the plugin (attention_refusal).
-    void probe_attention(ferrox_kind kv_kind, std::string_view role, AttentionNeeds needs = {},
+    // The same for attention over keys of `key_kind` and values of
+    // `value_kind` (kKvCacheKinds); recorded under the keys' kind, the kernel
+    // or the reason naming the pair. `needs`: what the pass's attention asks
+    // of the plugin (attention_refusal).
+    void probe_attention(ferrox_kind key_kind, ferrox_kind value_kind, std::string_view role,
+                         AttentionNeeds needs = {},
                          std::source_location site = std::source_location::current());
 
     // y[rows] = W x
@@ -103,11 +109,24 @@ class FERROX_API Dispatcher {
     // a missing kernel there is not handed on but keeps the model on host memory.
     bool resident_capable() const;
     Backend& resident_backend() const { return *backends_.front(); }
-    Plan plan_resident(ferrox_op op, ferrox_kind kind) const;
+    Plan plan_resident(ferrox_op op, ferrox_kind kind) const {
+        return plan_resident(op, kind, kind);
+    }
+    // value_kind as plan()'s.
+    Plan plan_resident(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind) const;
     void probe_resident(ferrox_op op, ferrox_kind kind, std::string_view role,
+                        std::source_location site = std::source_location::current()) {
+        probe_resident(op, kind, kind, role, site);
+    }
+    void probe_resident(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind,
+                        std::string_view role,
                         std::source_location site = std::source_location::current());
     // Records a resident op at dispatch; an error when the backend lacks it.
-    Expected<void> resident_step(ferrox_op op, ferrox_kind kind, std::string_view role);
+    Expected<void> resident_step(ferrox_op op, ferrox_kind kind, std::string_view role) {
+        return resident_step(op, kind, kind, role);
+    }
+    Expected<void> resident_step(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind,
+                                 std::string_view role);
     // Y[n][rows] = X[n][cols] W^T on resident tensors (MATVEC for n == 1).
     Expected<void> project_resident(const WeightMatrix& weight, std::string_view role,
                                     ferrox_tensor x, uint64_t n, ferrox_tensor y);
@@ -117,6 +136,8 @@ class FERROX_API Dispatcher {
                 const Plan& plan, std::source_location site, std::string_view last_resort = {});
     Expected<size_t> runner_for(ferrox_op op, const WeightMatrix& weight, std::string_view role);
     std::string host_attention_reason(const Plan& plan, AttentionNeeds needs) const;
+    KernelChoice choice(const Backend& b, ferrox_op op, ferrox_kind kind,
+                        ferrox_kind value_kind) const;
 
     std::vector<std::shared_ptr<Backend>> backends_;
     KernelRegistry& registry_;

@@ -43,8 +43,9 @@ struct EngineOptions {
     uint32_t sequences = 1;
     // Tokens per decode: model::derived_batch(batch, context).
     uint32_t batch = 0;
-    ferrox_kind kv_kind = FERROX_KIND_F32;  // F32, F16, Q8_0 or Q4_0 (kKvCacheKinds)
-    bool allow_resident = true;             // false: activations in host memory
+    // The K and V caches' kinds, each F32, F16, Q8_0 or Q4_0 (kKvCacheKinds).
+    model::KvKinds kv_kinds;
+    bool allow_resident = true;  // false: activations in host memory
     // Model::forward's own context times its ops into this (not owned).
     model::StepProfile* profile = nullptr;
     // Accept an embedding model (a decoder's `pooling_type` mean, cls or

@@ -90,10 +90,11 @@ FERROX_C_API const char* ferrox_code_name(ferrox_code code);
 
 typedef struct ferrox_model ferrox_model;
 
-/* The KV cache's kind. Q8_0 and Q4_0 are ggml's blocks of 32 (34 and 18
- * bytes), for models whose key_length and value_length are multiples of 32;
- * K and V hold the same kind. */
+/* A KV cache's kind. Q8_0 and Q4_0 are ggml's blocks of 32 (34 and 18
+ * bytes), for models whose key_length (K) or value_length (V) is a multiple
+ * of 32. K and V may hold different kinds since 0.9 (kv_value_kind). */
 typedef enum ferrox_kv_kind {
+    FERROX_KV_SAME = -1, /* kv_value_kind only: kv_kind's (the default). \since API 0.9 */
     FERROX_KV_F32 = 0,
     FERROX_KV_F16 = 1,
     FERROX_KV_Q8_0 = 2,
@@ -115,8 +116,9 @@ typedef struct ferrox_model_params {
     const char* const* plugin_dirs;
     uint32_t n_plugin_dirs;
     uint32_t threads; /* CPU threads; 0: the configuration's */
-    /* The KV kind every context of this model uses: attention kernels are
-     * chosen for it at load. */
+    /* The KV kind every context of this model uses (K's, and V's unless
+     * kv_value_kind says otherwise): attention kernels are chosen for it at
+     * load. */
     ferrox_kv_kind kv_kind;
     /* The cells and batch the load-time memory plan counts, and what a
      * context gets for n_ctx / n_batch 0. (A context may ask for more; it is
@@ -140,6 +142,11 @@ typedef struct ferrox_model_params {
      * FERROX_CODE_INVALID_ARGUMENT saying what it is. A plain decoder loads
      * either way. \since API 0.7 (appended: a shorter struct gets 0). */
     int embeddings;
+    /* The V cache's kind when it differs from K's (llama.cpp's -ctv, e.g.
+     * kv_kind FERROX_KV_Q8_0 over FERROX_KV_F16 values); FERROX_KV_SAME (the
+     * default): kv_kind's. \since API 0.9 (appended: a shorter struct gets
+     * FERROX_KV_SAME). */
+    ferrox_kv_kind kv_value_kind;
 } ferrox_model_params;
 
 /* Writes the defaults into the first `size` bytes of *params (those the

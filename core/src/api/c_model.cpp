@@ -34,6 +34,7 @@ ferrox_model_params model_defaults() {
     ferrox_model_params p{};
     p.struct_size = sizeof p;
     p.kv_kind = FERROX_KV_F32;
+    p.kv_value_kind = FERROX_KV_SAME;
     p.allow_resident = 1;
     return p;
 }
@@ -41,23 +42,28 @@ ferrox_model_params model_defaults() {
 // ferrox_model_params in the engine's terms (docs/api.md: n_ctx_max is
 // `context`, n_batch_max `batch`, max_sequences `sequences`); the strings
 // are copied, a NULL among them refused.
-Expected<EngineOptions> engine_options(const ferrox_model_params& p) {
-    ferrox_kind kv_kind = FERROX_KIND_F32;
-    switch (p.kv_kind) {
+// A ferrox_kv_kind as the engine's kind; `member` names it in the error.
+Expected<ferrox_kind> kv_kind_of(ferrox_kv_kind kind, std::string_view member) {
+    switch (kind) {
         case FERROX_KV_F32:
-            break;
+            return FERROX_KIND_F32;
         case FERROX_KV_F16:
-            kv_kind = FERROX_KIND_F16;
-            break;
+            return FERROX_KIND_F16;
         case FERROX_KV_Q8_0:
-            kv_kind = FERROX_KIND_Q8_0;
-            break;
+            return FERROX_KIND_Q8_0;
         case FERROX_KV_Q4_0:
-            kv_kind = FERROX_KIND_Q4_0;
-            break;
+            return FERROX_KIND_Q4_0;
         default:
-            return make_error("kv_kind {} is none of F32, F16, Q8_0, Q4_0", int(p.kv_kind));
+            return make_error("{} {} is none of F32, F16, Q8_0, Q4_0", member, int(kind));
     }
+}
+
+Expected<EngineOptions> engine_options(const ferrox_model_params& p) {
+    auto key_kind = kv_kind_of(p.kv_kind, "kv_kind");
+    if (!key_kind) return key_kind.error();
+    auto value_kind =
+        p.kv_value_kind == FERROX_KV_SAME ? key_kind : kv_kind_of(p.kv_value_kind, "kv_value_kind");
+    if (!value_kind) return value_kind.error();
     if (p.n_backends && !p.backends) return make_error("n_backends > 0 with backends NULL");
     if (p.n_plugin_dirs && !p.plugin_dirs)
         return make_error("n_plugin_dirs > 0 with plugin_dirs NULL");
@@ -74,7 +80,7 @@ Expected<EngineOptions> engine_options(const ferrox_model_params& p) {
     o.context = p.n_ctx_max;
     o.batch = p.n_batch_max;
     o.sequences = p.max_sequences ? p.max_sequences : 1;
-    o.kv_kind = kv_kind;
+    o.kv_kinds = {*key_kind, *value_kind};
     o.allow_resident = p.allow_resident != 0;
     o.embeddings = p.embeddings != 0;
     if (p.progress)

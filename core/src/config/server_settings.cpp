@@ -55,13 +55,19 @@ const std::array kSettings{
                   K::Choice,
                   &S::kv_type,
                   "KV-cache element kind of K and V (q8_0 and q4_0: ggml blocks of 32, 34 and 18 "
-                  "bytes); -ctk/--cache-type-k and -ctv/--cache-type-v, llama-server's "
-                  "spelling, set it too and must agree: one kind holds K and V.",
+                  "bytes); kv_type_k and kv_type_v set one of them.",
                   0,
                   0,
                   model::kKvCacheTypeNames,
                   {},
                   true},
+    ServerSetting{"kv_type_k", "--cache-type-k", K::Choice, &S::kv_type_k,
+                  "K's cache kind alone (-ctk, as llama-server); it may differ from V's, as "
+                  "q8_0 keys over f16 values.",
+                  0, 0, model::kKvCacheTypeNames, "kv_type's", true},
+    ServerSetting{"kv_type_v", "--cache-type-v", K::Choice, &S::kv_type_v,
+                  "V's cache kind alone (-ctv, as llama-server).", 0, 0, model::kKvCacheTypeNames,
+                  "kv_type's", true},
     text("api_key_file", "--api-key-file", &S::api_key_file,
          "File of API keys, one a line (# comments); an empty or unreadable file refuses to "
          "start.",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 
 #include "ferrox/op.h"
 #include "ferrox/quant_kind.h"
@@ -24,16 +25,30 @@ std::string handoff_name(const Backend& next, ferrox_op op) {
     return fmt::format("{} {}", upper(next.name()), what);
 }
 
+// The value kind of a descriptor: its own member when it holds one (ABI
+// 1.8), else the keys' kind.
+ferrox_kind value_kind_of(const ferrox_attention_desc& desc) {
+    return desc.struct_size >= offsetof(ferrox_attention_desc, value_kind) + sizeof desc.value_kind
+               ? desc.value_kind
+               : desc.kv_kind;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(std::vector<std::shared_ptr<Backend>> backends, KernelRegistry& registry)
     : backends_(std::move(backends)), registry_(registry) {}
 
-Plan Dispatcher::plan(ferrox_op op, ferrox_kind kind) const {
+KernelChoice Dispatcher::choice(const Backend& b, ferrox_op op, ferrox_kind kind,
+                                ferrox_kind value_kind) const {
+    return op == FERROX_OP_ATTENTION ? b.attention_kernel(kind, value_kind)
+                                     : b.kernel_for(op, kind);
+}
+
+Plan Dispatcher::plan(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind) const {
     Plan plan;
     for (size_t i = 0; i < backends_.size(); ++i) {
         const Backend& b = *backends_[i];
-        const KernelChoice choice = b.kernel_for(op, kind);
+        const KernelChoice choice = this->choice(b, op, kind, value_kind);
         // An ATTENTION kernel counts only with the 1.1 entry that runs it.
         const bool runnable = op != FERROX_OP_ATTENTION || b.has_attention();
         if (!choice.kernel.empty() && runnable) {
@@ -113,17 +128,18 @@ std::string Dispatcher::host_attention_reason(const Plan& p, AttentionNeeds need
     return p.runner ? attention_refusal(*backends_[*p.runner], needs) : std::string();
 }
 
-void Dispatcher::probe_attention(ferrox_kind kv_kind, std::string_view role, AttentionNeeds needs,
+void Dispatcher::probe_attention(ferrox_kind key_kind, ferrox_kind value_kind,
+                                 std::string_view role, AttentionNeeds needs,
                                  std::source_location site) {
-    const Plan p = plan(FERROX_OP_ATTENTION, kv_kind);
+    const Plan p = plan(FERROX_OP_ATTENTION, key_kind, value_kind);
     if (const std::string why = host_attention_reason(p, needs); !why.empty())
-        return record_host_attention(Phase::Probe, kv_kind, role, why, site);
-    record(Phase::Probe, FERROX_OP_ATTENTION, kv_kind, role, p, site, kHostAttention);
+        return record_host_attention(Phase::Probe, key_kind, role, why, site);
+    record(Phase::Probe, FERROX_OP_ATTENTION, key_kind, role, p, site, kHostAttention);
 }
 
 Expected<void> Dispatcher::attention(const ferrox_attention_desc& desc, std::string_view role,
                                      const std::function<void()>& host_fallback) {
-    const Plan p = plan(FERROX_OP_ATTENTION, desc.kv_kind);
+    const Plan p = plan(FERROX_OP_ATTENTION, desc.kv_kind, value_kind_of(desc));
     if (const std::string why = host_attention_reason(p, AttentionNeeds::of(desc)); !why.empty()) {
         record_host_attention(Phase::Dispatch, desc.kv_kind, role, why);
         host_fallback();
@@ -149,11 +165,12 @@ bool Dispatcher::resident_capable() const {
     return !backends_.empty() && backends_.front()->has_resident();
 }
 
-Plan Dispatcher::plan_resident(ferrox_op op, ferrox_kind kind) const {
+Plan Dispatcher::plan_resident(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind) const {
     Plan plan;
     if (!resident_capable()) return plan;
     const Backend& b = *backends_.front();
-    if (const KernelChoice choice = b.kernel_for(op, kind); !choice.kernel.empty()) {
+    const KernelChoice choice = this->choice(b, op, kind, value_kind);
+    if (!choice.kernel.empty()) {
         plan.steps.push_back({0, Outcome::Hit, std::string(choice.kernel)});
         plan.runner = 0;
     } else if (op == FERROX_OP_GEMM && !b.kernel_for(FERROX_OP_MATVEC, kind).kernel.empty() &&
@@ -166,14 +183,18 @@ Plan Dispatcher::plan_resident(ferrox_op op, ferrox_kind kind) const {
     return plan;
 }
 
-void Dispatcher::probe_resident(ferrox_op op, ferrox_kind kind, std::string_view role,
-                                std::source_location site) {
-    record(Phase::Probe, op, kind, role, plan_resident(op, kind), site);
+void Dispatcher::probe_resident(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind,
+                                std::string_view role, std::source_location site) {
+    record(Phase::Probe, op, kind, role, plan_resident(op, kind, value_kind), site);
 }
 
-Expected<void> Dispatcher::resident_step(ferrox_op op, ferrox_kind kind, std::string_view role) {
-    const Plan p = plan_resident(op, kind);
+Expected<void> Dispatcher::resident_step(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind,
+                                         std::string_view role) {
+    const Plan p = plan_resident(op, kind, value_kind);
     record(Phase::Dispatch, op, kind, role, p, std::source_location::current());
+    if (!p.runner && kind != value_kind)
+        return make_error("{}: the resident backend has no {} kernel for K {} / V {}", role,
+                          op_name(op), kind_name(kind), kind_name(value_kind));
     if (!p.runner)
         return make_error("{}: the resident backend has no {} kernel for {}", role, op_name(op),
                           kind_name(kind));

@@ -52,7 +52,8 @@ Expected<void> require_ready_backend(const PluginSet& plugins, const Config& con
 Expected<void> check_options(const EngineOptions& o) {
     if (o.sequences == 0 || o.sequences > model::KvCells::kMaxSeq)
         return make_error("sequences {} is outside 1..{}", o.sequences, model::KvCells::kMaxSeq);
-    return model::check_kv_cache_kind(o.kv_kind);
+    if (auto r = model::check_kv_cache_kind(o.kv_kinds.key); !r) return r;
+    return model::check_kv_cache_kind(o.kv_kinds.value);
 }
 
 // Above each sequence's share of the training context, positions are ones
@@ -134,7 +135,7 @@ struct Engine::Opening {
         mo.batch = model::derived_batch(options.batch, context);
         mo.sequences = options.sequences;
         mo.registry_strict = e.config_.registry_strict;
-        mo.kv_kind = options.kv_kind;
+        mo.kv_kinds = options.kv_kinds;
         mo.allow_resident = options.allow_resident;
         mo.profile = options.profile;
         const auto& progress = options.progress;

@@ -19,10 +19,13 @@ std::string CapacityPlan::summary() const {
 }
 
 uint64_t kv_cache_bytes(const CapacityInputs& in) {
-    const uint64_t cell = in.cell_elements ? in.cell_elements
-                                           : uint64_t{in.n_layer} * in.n_head_kv *
-                                                 (uint64_t{in.head_dim_k} + in.head_dim_v);
-    return cell * in.context * in.kv_block_bytes / std::max<uint32_t>(in.kv_block_elements, 1);
+    const auto bytes = [&](uint64_t cell, uint32_t head_dim, uint32_t block_bytes,
+                           uint32_t block_elements) {
+        if (!cell) cell = uint64_t{in.n_layer} * in.n_head_kv * head_dim;
+        return cell * in.context * block_bytes / std::max<uint32_t>(block_elements, 1);
+    };
+    return bytes(in.cell_elements_k, in.head_dim_k, in.k_block_bytes, in.k_block_elements) +
+           bytes(in.cell_elements_v, in.head_dim_v, in.v_block_bytes, in.v_block_elements);
 }
 
 Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
@@ -35,16 +38,17 @@ Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
     p.available_bytes = in.available_bytes;
     if (p.total_bytes > p.available_bytes)
         return make_error(
-            "{} does not fit: {}KV cache {} B ({} layers x {} positions x {} kv heads x ({} + {}) "
-            "dims x {} B / {}) + scratch {} B{} = {} B, but only {} B are available ({}); lower "
-            "the "
-            "context (-c){}",
+            "{} does not fit: {}KV cache {} B ({} layers x {} positions x {} kv heads x ({} dims "
+            "x {} B / {} + {} dims x {} B / {})) + scratch {} B{} = {} B, but only {} B are "
+            "available ({}); lower the context (-c){}",
             in.subject, p.weight_bytes ? fmt::format("weights {} B + ", p.weight_bytes) : "",
-            p.kv_bytes, in.n_layer, in.context, in.n_head_kv, in.head_dim_k, in.head_dim_v,
-            in.kv_block_bytes, in.kv_block_elements, p.scratch_bytes,
+            p.kv_bytes, in.n_layer, in.context, in.n_head_kv, in.head_dim_k, in.k_block_bytes,
+            in.k_block_elements, in.head_dim_v, in.v_block_bytes, in.v_block_elements,
+            p.scratch_bytes,
             p.state_bytes ? fmt::format(" + recurrent states {} B", p.state_bytes) : "",
             p.total_bytes, p.available_bytes, in.available_what,
-            in.kv_block_bytes == 4 && in.kv_block_elements == 1
+            in.k_block_bytes == 4 && in.k_block_elements == 1 && in.v_block_bytes == 4 &&
+                    in.v_block_elements == 1
                 ? " or use an f16 or q8_0 KV cache (--kv-type f16|q8_0)"
                 : "");
     return p;

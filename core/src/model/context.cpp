@@ -38,12 +38,12 @@ struct Context::Impl final : KvAttention {
     const ModelWeights& w;
     Dispatcher& dispatcher;
     const std::vector<LayerConstants>& consts;
-    const ferrox_kind kv_kind;
+    const KvKinds kv_kinds;  // the K and V caches' kinds (they may differ)
     const Decoder decoder;
     uint32_t context = 0, max_batch = 0, n_seq = 1;
     std::unique_ptr<Steps> steps;
     Activations act;
-    // Per layer: [cell][n_kv * head_dim] of kv_kind.
+    // Per layer: [cell][n_kv * head_dim] of kv_kinds.key (K) or .value (V).
     std::vector<Act> k_cache, v_cache;
     KvCells cells;
 
@@ -86,7 +86,7 @@ struct Context::Impl final : KvAttention {
           w(m.w),
           dispatcher(m.dispatcher),
           consts(m.consts),
-          kv_kind(m.kv_kind),
+          kv_kinds(m.kv_kinds),
           decoder(m.hp, m.w, m.consts, m.output_norm, m.rope),
           context(n_ctx),
           max_batch(n_batch),
@@ -99,8 +99,12 @@ struct Context::Impl final : KvAttention {
     uint64_t v_dim(uint32_t il) const { return model::v_dim(hp, il); }
     uint64_t o_dim(uint32_t il) const { return model::o_dim(hp, il); }
     // Bytes of one cell's K or V row (all KV heads) of layer il in the cache's kind.
-    uint64_t k_row_bytes(uint32_t il) const { return model.kv_row_bytes(k_dim(il)); }
-    uint64_t v_row_bytes(uint32_t il) const { return model.kv_row_bytes(v_dim(il)); }
+    uint64_t k_row_bytes(uint32_t il) const {
+        return Model::Impl::kv_row_bytes(kv_kinds.key, k_dim(il));
+    }
+    uint64_t v_row_bytes(uint32_t il) const {
+        return Model::Impl::kv_row_bytes(kv_kinds.value, v_dim(il));
+    }
     // Bytes of one cell's K and V rows over the cached layers.
     uint64_t cell_bytes() const {
         uint64_t sum = 0;
@@ -131,9 +135,9 @@ struct Context::Impl final : KvAttention {
             while (r1 < n && row_cell[r1] == row_cell[r1 - 1] + 1) ++r1;
             const uint64_t cell = row_cell[r0], rows = r1 - r0;
             st.store_kv(s.k.at(r0 * k_dim(il)), k_cache[il].at_bytes(cell * k_row_bytes(il)),
-                        kv_kind, rows * k_dim(il));
+                        kv_kinds.key, rows * k_dim(il));
             st.store_kv(s.v.at(r0 * v_dim(il)), v_cache[il].at_bytes(cell * v_row_bytes(il)),
-                        kv_kind, rows * v_dim(il));
+                        kv_kinds.value, rows * v_dim(il));
             r0 = r1;
         }
     }
@@ -198,7 +202,8 @@ struct Context::Impl final : KvAttention {
         desc.head_dim_k = hp.layer_head_dim_k(il);
         desc.head_dim_v = hp.layer_head_dim_v(il);
         desc.scale = hp.attn_scale;
-        desc.kv_kind = kv_kind;
+        desc.kv_kind = kv_kinds.key;
+        desc.value_kind = kv_kinds.value;
         desc.softcap = hp.attn_softcap;
         st.attention(desc, q, keys, values, out, sinks);
     }
@@ -218,7 +223,8 @@ struct Context::Impl final : KvAttention {
         desc.head_dim_k = hp.layer_head_dim_k(il);
         desc.head_dim_v = hp.layer_head_dim_v(il);
         desc.scale = hp.attn_scale;
-        desc.kv_kind = kv_kind;
+        desc.kv_kind = kv_kinds.key;
+        desc.value_kind = kv_kinds.value;
         desc.n_cells = context;
         desc.n_index = static_cast<uint32_t>(cell_list.size());
         desc.max_span = max_span[list];
@@ -278,15 +284,16 @@ struct Context::Impl final : KvAttention {
                            uint32_t il) {
         const uint64_t count = list.size();
         const uint64_t k_n = count * k_dim(il), v_n = count * v_dim(il);
-        const auto widen = [&](Act a, uint64_t n, std::vector<float>& wide) -> const float* {
-            if (kv_kind == FERROX_KIND_F32) return a.f32();
+        const auto widen = [&](Act a, ferrox_kind kind, uint64_t n,
+                               std::vector<float>& wide) -> const float* {
+            if (kind == FERROX_KIND_F32) return a.f32();
             wide.resize(n);
             // f16 widened, q8_0 / q4_0 dequantized: the reference readers.
-            (void)quant::dequantize_row(kv_kind, a.host, wide.data(), n);
+            (void)quant::dequantize_row(kind, a.host, wide.data(), n);
             return wide.data();
         };
-        const float* k = widen(keys, k_n, k_wide);
-        const float* v = widen(values, v_n, v_wide);
+        const float* k = widen(keys, kv_kinds.key, k_n, k_wide);
+        const float* v = widen(values, kv_kinds.value, v_n, v_wide);
         scores.resize(count);
         const ops::AttentionShape shape{
             hp.n_head,
@@ -642,13 +649,13 @@ struct Context::Impl final : KvAttention {
 // ---- The pass traced ---------------------------------------------------------
 
 Expected<PassTrace> trace_pass(const gguf::File& file, const Hparams& hp, Dispatcher& dispatcher,
-                               ferrox_kind kv_kind) {
+                               KvKinds kv_kinds) {
     Model::Impl m(file, dispatcher);
     m.hp = hp;
     auto weights = bind_weights(file, hp);
     if (!weights) return weights.error();
     m.w = std::move(*weights);
-    m.kv_kind = kv_kind;
+    m.kv_kinds = kv_kinds;
     m.context = 3;  // a step of one token, then one of two
     m.max_batch = 2;
     m.residency.resident = true;  // the resident layout, with its logits region
@@ -911,11 +918,13 @@ namespace {
 struct StateHeader {
     char magic[4];  // "FXSQ"
     uint32_t version;
-    uint32_t n_layer, kv_kind;
+    uint32_t n_layer, k_kind;
     uint64_t k_row, v_row;  // bytes per cell row of the first layer (the others' follow)
-    uint32_t n_cells, reserved;
+    // v_kind: the V rows' kind since version 2 (mixed K/V kinds); version 1
+    // wrote 0 here and its V rows are of k_kind.
+    uint32_t n_cells, v_kind;
 };
-constexpr uint32_t kStateVersion = 1;
+constexpr uint32_t kStateVersion = 2;
 }  // namespace
 
 Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
@@ -929,7 +938,8 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
     std::memcpy(h.magic, "FXSQ", 4);
     h.version = kStateVersion;
     h.n_layer = c.hp.kv_layers();  // the cache layers
-    h.kv_kind = static_cast<uint32_t>(c.kv_kind);
+    h.k_kind = static_cast<uint32_t>(c.kv_kinds.key);
+    h.v_kind = static_cast<uint32_t>(c.kv_kinds.value);
     h.k_row = c.k_row_bytes(0);
     h.v_row = c.v_row_bytes(0);
     h.n_cells = static_cast<uint32_t>(list.size());
@@ -972,22 +982,25 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
         return make_error("seq_restore: {} bytes is shorter than the {}-byte header", bytes.size(),
                           sizeof h);
     std::memcpy(&h, bytes.data(), sizeof h);
-    if (std::memcmp(h.magic, "FXSQ", 4) != 0 || h.version != kStateVersion)
-        return make_error("seq_restore: not a ferrox sequence state (version {})", kStateVersion);
+    if (std::memcmp(h.magic, "FXSQ", 4) != 0 || h.version < 1 || h.version > kStateVersion)
+        return make_error("seq_restore: not a ferrox sequence state (versions 1 to {})",
+                          kStateVersion);
+    if (h.version == 1) h.v_kind = h.k_kind;  // one kind for K and V then
     const uint64_t k_row = c.k_row_bytes(0);
     const uint64_t v_row = c.v_row_bytes(0);
-    // The kind is named (a q8_0 state into an f16 context is refused as such).
-    if (h.kv_kind != static_cast<uint32_t>(c.kv_kind))
+    // The kinds are named (a q8_0 state into an f16 context is refused as such).
+    const KvKinds saved{static_cast<ferrox_kind>(h.k_kind), static_cast<ferrox_kind>(h.v_kind)};
+    if (saved != c.kv_kinds)
         return make_error(
             "seq_restore: the state holds a {} KV cache; this context's cache is {} (its "
-            "--kv-type must match the one that saved it)",
-            kind_name(static_cast<ferrox_kind>(h.kv_kind)), kind_name(c.kv_kind));
+            "-ctk / -ctv must match the ones that saved it)",
+            kv_kinds_name(saved), kv_kinds_name(c.kv_kinds));
     if (h.n_layer != c.hp.kv_layers() || h.k_row != k_row || h.v_row != v_row)
         return make_error(
             "seq_restore: the state is for {} layers, KV kind {}, rows of {}/{} bytes; this "
             "context has {} layers, {}, {}/{}",
-            h.n_layer, kind_name(static_cast<ferrox_kind>(h.kv_kind)), h.k_row, h.v_row,
-            c.hp.kv_layers(), kind_name(c.kv_kind), k_row, v_row);
+            h.n_layer, kv_kinds_name(saved), h.k_row, h.v_row, c.hp.kv_layers(),
+            kv_kinds_name(c.kv_kinds), k_row, v_row);
     // Every size the buffer controls is checked against the buffer before use.
     const uint64_t rec_bytes = SeqStates::seq_floats(c.hp) * sizeof(float);
     const uint64_t need = sizeof h + uint64_t{h.n_cells} * sizeof(int32_t) +

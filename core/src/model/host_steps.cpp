@@ -144,14 +144,14 @@ class HostSteps final : public Steps {
     }
 
   private:
-    // The first `count` elements of a cache as floats: in place for f32,
-    // widened into `scratch` for f16.
-    static const float* widened(const ferrox_attention_desc& desc, const void* cache,
-                                uint64_t count, std::vector<float>& scratch) {
-        if (desc.kv_kind == FERROX_KIND_F32) return static_cast<const float*>(cache);
+    // The first `count` elements of a cache of `kind` as floats: in place
+    // for f32, widened into `scratch` otherwise.
+    static const float* widened(ferrox_kind kind, const void* cache, uint64_t count,
+                                std::vector<float>& scratch) {
+        if (kind == FERROX_KIND_F32) return static_cast<const float*>(cache);
         scratch.resize(count);
         // f16 widened, q8_0 / q4_0 dequantized: the reference readers.
-        (void)quant::dequantize_row(desc.kv_kind, cache, scratch.data(), count);
+        (void)quant::dequantize_row(kind, cache, scratch.data(), count);
         return scratch.data();
     }
 
@@ -163,10 +163,11 @@ class HostSteps final : public Steps {
         const uint64_t q_dim = uint64_t{desc.n_head} * desc.head_dim_k;
         const uint64_t o_dim = uint64_t{desc.n_head} * desc.head_dim_v;
         const uint64_t rows = uint64_t{desc.pos0} + desc.n_query;
+        // The core always fills value_kind (its descriptors are its own size).
         const float* keys =
-            widened(desc, desc.keys, rows * desc.n_head_kv * desc.head_dim_k, keys_);
+            widened(desc.kv_kind, desc.keys, rows * desc.n_head_kv * desc.head_dim_k, keys_);
         const float* values =
-            widened(desc, desc.values, rows * desc.n_head_kv * desc.head_dim_v, values_);
+            widened(desc.value_kind, desc.values, rows * desc.n_head_kv * desc.head_dim_v, values_);
         const uint32_t end = desc.pos0 + desc.n_query - 1;  // the last key row
         for (uint32_t i = 0; i < desc.n_query; ++i) {
             const uint32_t pos = desc.pos0 + i;

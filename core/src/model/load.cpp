@@ -102,8 +102,8 @@ void log_residency(const Model::Impl& m, const ModelOptions& options) {
 
 }  // namespace
 
-uint64_t Model::Impl::kv_row_bytes(uint64_t elements) const {
-    const KindTraits* k = kind_traits(kv_kind);
+uint64_t Model::Impl::kv_row_bytes(ferrox_kind kind, uint64_t elements) {
+    const KindTraits* k = kind_traits(kind);
     return elements / k->block_elements * k->block_bytes;
 }
 
@@ -143,9 +143,12 @@ CapacityInputs Model::Impl::kv_terms(uint32_t cells) const {
     in.n_head_kv = hp.n_head_kv;
     in.head_dim_k = hp.head_dim_k;
     in.head_dim_v = hp.head_dim_v;
-    in.cell_elements = hp.kv_cell_elements();
-    in.kv_block_bytes = kind_traits(kv_kind)->block_bytes;
-    in.kv_block_elements = kind_traits(kv_kind)->block_elements;
+    in.cell_elements_k = hp.kv_cell_elements_k();
+    in.cell_elements_v = hp.kv_cell_elements_v();
+    in.k_block_bytes = kind_traits(kv_kinds.key)->block_bytes;
+    in.k_block_elements = kind_traits(kv_kinds.key)->block_elements;
+    in.v_block_bytes = kind_traits(kv_kinds.value)->block_bytes;
+    in.v_block_elements = kind_traits(kv_kinds.value)->block_elements;
     return in;
 }
 
@@ -209,7 +212,7 @@ Expected<MemoryPlans> plan_memory(const Model::Impl& m, const MemoryDemand& dema
         auto device_plan = plan_capacity(device);
         if (!device_plan) return device_plan.error();
         plans.device = *device_plan;
-        in.kv_block_bytes = 0;  // no KV cache in host memory
+        in.k_block_bytes = in.v_block_bytes = 0;  // no KV cache in host memory
         in.scratch_bytes = host_scratch_bytes(m, demand.n_batch, demand.cells) +
                            rows * m.hp.vocab * sizeof(float);  // downloaded logits
     } else {
@@ -237,20 +240,21 @@ Expected<void> check_kv_cache_kind(ferrox_kind kind) {
                       fmt::join(allowed, ", "));
 }
 
-Expected<void> check_kv_cache_shape(ferrox_kind kind, const Hparams& hp) {
-    const KindTraits* k = kind_traits(kind);
-    if (!k || k->block_elements == 1) return {};
-    // Each geometry the cache stores: the sliding layers' (their _swa keys) and the others'.
-    for (const auto& [head_k, head_v, suffix] :
-         {std::tuple{hp.head_dim_k_swa, hp.head_dim_v_swa, "_swa"},
-          std::tuple{hp.head_dim_k, hp.head_dim_v, ""}})
-        if (head_k % k->block_elements != 0 || head_v % k->block_elements != 0)
-            return make_error(
-                "a {} KV cache stores each head as blocks of {} elements, but this model's "
-                "{}.attention.key_length{} is {} and {}.attention.value_length{} is {}; use "
-                "--kv-type f16 or f32",
-                k->name, k->block_elements, hp.arch_name, suffix, head_k, hp.arch_name, suffix,
-                head_v);
+Expected<void> check_kv_cache_shape(KvKinds kinds, const Hparams& hp) {
+    // Each cache (keys, values) against each geometry it stores: the sliding
+    // layers' (their _swa keys) and the others'.
+    for (const auto& [kind, cache, key, flag, swa_dim, dim] :
+         {std::tuple{kinds.key, "K", "key_length", "-ctk", hp.head_dim_k_swa, hp.head_dim_k},
+          std::tuple{kinds.value, "V", "value_length", "-ctv", hp.head_dim_v_swa, hp.head_dim_v}}) {
+        const KindTraits* k = kind_traits(kind);
+        if (!k || k->block_elements == 1) continue;
+        for (const auto& [head, suffix] : {std::pair{swa_dim, "_swa"}, std::pair{dim, ""}})
+            if (head % k->block_elements != 0)
+                return make_error(
+                    "a {} {} cache stores each head as blocks of {} elements, but this model's "
+                    "{}.attention.{}{} is {}; use {} f16 or f32",
+                    k->name, cache, k->block_elements, hp.arch_name, key, suffix, head, flag);
+    }
     return {};
 }
 
@@ -268,9 +272,10 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     // a batch as long as the trained context (within the context's cells).
     if (!m.hp.causal && options.batch == 0)
         m.max_batch = std::min(m.context, std::max(m.max_batch, m.hp.n_ctx_train));
-    if (auto kind = check_kv_cache_kind(options.kv_kind); !kind) return kind.error();
-    if (auto shape = check_kv_cache_shape(options.kv_kind, m.hp); !shape) return shape.error();
-    m.kv_kind = options.kv_kind;
+    for (ferrox_kind kind : {options.kv_kinds.key, options.kv_kinds.value})
+        if (auto r = check_kv_cache_kind(kind); !r) return r.error();
+    if (auto shape = check_kv_cache_shape(options.kv_kinds, m.hp); !shape) return shape.error();
+    m.kv_kinds = options.kv_kinds;
     m.options_profile = options.profile;
 
     auto weights = bind_weights(file, m.hp);
@@ -278,7 +283,7 @@ Expected<std::unique_ptr<Model>> Model::load(const gguf::File& file, Dispatcher&
     m.w = std::move(*weights);
     m.set_rope();
     auto residency =
-        probe_model(file, m.hp, dispatcher, m.kv_kind, options.allow_resident, options.sequences);
+        probe_model(file, m.hp, dispatcher, m.kv_kinds, options.allow_resident, options.sequences);
     if (!residency) return residency.error();
     m.residency = std::move(*residency);
     if (m.residency.resident)

@@ -31,7 +31,7 @@ struct Model::Impl {
     // token_embd as a matrix for a resident backend's get_rows (w.output when tied).
     std::optional<WeightMatrix> embedding_matrix;
     uint32_t context = 0, max_batch = 0;
-    ferrox_kind kv_kind = FERROX_KIND_F32;
+    KvKinds kv_kinds;                        // the keys' and the values' cache kinds
     StepProfile* options_profile = nullptr;  // for forward()'s own context
     // Holds the constants below (device buffers when resident); contexts
     // make their own Steps for their cache and scratch.
@@ -46,9 +46,9 @@ struct Model::Impl {
 
     Impl(const gguf::File& f, Dispatcher& d) : file(f), dispatcher(d) {}
 
-    // Bytes of `elements` cache elements of kv_kind (a whole number of blocks:
+    // Bytes of `elements` cache elements of `kind` (a whole number of blocks:
     // check_kv_cache_shape refused heads that are not).
-    uint64_t kv_row_bytes(uint64_t elements) const;
+    static uint64_t kv_row_bytes(ferrox_kind kind, uint64_t elements);
     // token_embd as a matrix, when output.weight is its own tensor (tied: w.output is it).
     Expected<void> bind_embedding_matrix();
     const WeightMatrix& embedding() const;

@@ -107,8 +107,10 @@ class ProfilingSteps final : public Steps {
         // The cache rows it reads, counted as bytes like a weight's.
         const uint64_t rows = uint64_t{desc.pos0} + desc.n_query;
         const KindTraits* k = kind_traits(desc.kv_kind);
-        const uint64_t bytes = rows * desc.n_head_kv * (desc.head_dim_k + desc.head_dim_v) *
-                               k->block_bytes / k->block_elements;
+        const KindTraits* v = kind_traits(desc.value_kind);
+        const uint64_t bytes = rows * desc.n_head_kv *
+                               (desc.head_dim_k * k->block_bytes / k->block_elements +
+                                desc.head_dim_v * v->block_bytes / v->block_elements);
         ScopedStepTimer t(&profile_, "attention", "attention", desc.kv_kind, bytes);
         return inner_->attention(desc, q, keys, values, out, sinks);
     }

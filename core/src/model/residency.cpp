@@ -22,9 +22,10 @@ Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& di
                                    "resident entries absent)",
                                    first.name())};
     for (const ResidentOp& op : ops)
-        if (!dispatcher.plan_resident(op.op, op.kind).runner)
-            return {false, fmt::format("the {} backend has no {} kernel for {} ({})", first.name(),
-                                       op_name(op.op), kind_name(op.kind), op.role)};
+        if (!dispatcher.plan_resident(op.op, op.kind, op.value_kind).runner)
+            return {false,
+                    fmt::format("the {} backend has no {} kernel for {} ({})", first.name(),
+                                op_name(op.op), kv_kinds_name({op.kind, op.value_kind}), op.role)};
     if (max_sequences > 1 && !first.has_attention_cells())
         return {false, fmt::format("the {} backend's plugin is ABI {}: its resident attention "
                                    "reads one sequence's cells in place, and {} sequences need "
@@ -34,13 +35,14 @@ Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& di
 }
 
 Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp, Dispatcher& dispatcher,
-                                ferrox_kind kv_kind, bool allow_resident, uint32_t max_sequences) {
-    auto trace = trace_pass(file, hp, dispatcher, kv_kind);
+                                KvKinds kv_kinds, bool allow_resident, uint32_t max_sequences) {
+    auto trace = trace_pass(file, hp, dispatcher, kv_kinds);
     if (!trace) return trace.error();
     Residency residency = choose_residency(trace->ops, dispatcher, allow_resident, max_sequences);
     if (residency.resident && !trace->refusal.empty()) residency = {false, trace->refusal};
     if (residency.resident) {
-        for (const ResidentOp& op : trace->ops) dispatcher.probe_resident(op.op, op.kind, op.role);
+        for (const ResidentOp& op : trace->ops)
+            dispatcher.probe_resident(op.op, op.kind, op.value_kind, op.role);
         return residency;
     }
     // In host memory the weight products and attention are dispatched; the
@@ -48,7 +50,8 @@ Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp, Dispa
     for (const ResidentOp& op : trace->ops)
         if (op.op == FERROX_OP_MATVEC || op.op == FERROX_OP_GEMM)
             dispatcher.probe(op.op, op.kind, op.role);
-    dispatcher.probe_attention(kv_kind, roles::kAttention, trace->attention_needs);
+    dispatcher.probe_attention(kv_kinds.key, kv_kinds.value, roles::kAttention,
+                               trace->attention_needs);
     return residency;
 }
 

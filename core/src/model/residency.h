@@ -52,8 +52,9 @@ inline constexpr std::string_view kPerLayerPostNorm = "per_layer_post_norm";
 
 struct ResidentOp {
     ferrox_op op;
-    ferrox_kind kind;
+    ferrox_kind kind;  // for ATTENTION the keys' kind
     std::string_view role;
+    ferrox_kind value_kind;  // for ATTENTION the values' kind; else `kind`
     bool operator==(const ResidentOp&) const = default;
 };
 
@@ -78,7 +79,7 @@ bool fused_norm_available(const Dispatcher& dispatcher);
 // first backend would issue it. Binds the file's weights (views, no copies of
 // matrices). Defined with the context in context.cpp.
 Expected<PassTrace> trace_pass(const gguf::File& file, const Hparams& hp, Dispatcher& dispatcher,
-                               ferrox_kind kv_kind);
+                               KvKinds kv_kinds);
 
 Residency choose_residency(std::span<const ResidentOp> ops, const Dispatcher& dispatcher,
                            bool allow_resident, uint32_t max_sequences = 1);

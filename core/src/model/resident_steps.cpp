@@ -165,7 +165,8 @@ class ResidentSteps final : public Steps {
                                 "its attention_cells entry (ABI 1.3)");
                 !r)
                 return r;
-        if (auto r = attention_step(desc.kv_kind, {desc.softcap != 0.0f, sinks != nullptr});
+        if (auto r = attention_step(desc.kv_kind, desc.value_kind,
+                                    {desc.softcap != 0.0f, sinks != nullptr});
             !r || trace_)
             return r;
         return backend_->attention_resident(desc, q.dev, keys.dev, values.dev, out.dev);
@@ -180,7 +181,8 @@ class ResidentSteps final : public Steps {
 
     Expected<void> attention_cells(ferrox_attention_cells_desc desc, Act q, Act keys, Act values,
                                    Act cell_index, Act spans, Act out, const Act* sinks) override {
-        if (auto r = attention_step(desc.kv_kind, {desc.softcap != 0.0f, sinks != nullptr});
+        if (auto r = attention_step(desc.kv_kind, desc.value_kind,
+                                    {desc.softcap != 0.0f, sinks != nullptr});
             !r || trace_)
             return r;
         if (sinks) desc.sinks = sinks->dev;
@@ -192,15 +194,20 @@ class ResidentSteps final : public Steps {
     // The op about to run: recorded in the registry (an error when the
     // backend lacks it), or into the trace.
     Expected<void> step(ferrox_op op, ferrox_kind kind, std::string_view role) {
-        if (!trace_) return dispatcher_.resident_step(op, kind, role);
-        const ResidentOp issued{op, kind, role};
+        return step(op, kind, kind, role);
+    }
+    Expected<void> step(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind,
+                        std::string_view role) {
+        if (!trace_) return dispatcher_.resident_step(op, kind, value_kind, role);
+        const ResidentOp issued{op, kind, role, value_kind};
         if (std::find(trace_->ops.begin(), trace_->ops.end(), issued) == trace_->ops.end())
             trace_->ops.push_back(issued);
         return {};
     }
 
     // Either attention entry: a soft cap needs an ABI 1.4 plugin, sinks 1.5.
-    Expected<void> attention_step(ferrox_kind kv_kind, AttentionNeeds needs) {
+    Expected<void> attention_step(ferrox_kind key_kind, ferrox_kind value_kind,
+                                  AttentionNeeds needs) {
         if (needs.softcap || needs.sinks) {
             if (trace_) {
                 trace_->attention_needs.softcap |= needs.softcap;
@@ -211,7 +218,7 @@ class ResidentSteps final : public Steps {
             if (!why.empty())
                 if (auto r = refuse(why); !r) return r;
         }
-        return step(FERROX_OP_ATTENTION, kv_kind, roles::kAttention);
+        return step(FERROX_OP_ATTENTION, key_kind, value_kind, roles::kAttention);
     }
 
     // A call the ABI's resident entries cannot express: noted by a trace (the
@@ -268,7 +275,7 @@ std::vector<ResidentElementOp> resident_element_ops() {
     for (ferrox_kind kv : kKvCacheKinds) (void)apart.store_kv(none, none, kv, 1);
     for (ferrox_kind kv : kKvCacheKinds) {
         ferrox_attention_desc desc{};
-        desc.kv_kind = kv;
+        desc.kv_kind = desc.value_kind = kv;
         (void)apart.attention(desc, none, none, none, none, nullptr);
     }
     std::vector<ResidentElementOp> ops;

@@ -266,6 +266,23 @@ bool Backend::takes_attention_softcap() const { return FERROX_ABI_MINOR(raw_->ab
 bool Backend::takes_attention_sinks() const { return FERROX_ABI_MINOR(raw_->abi_version) >= 5; }
 bool Backend::takes_attention_lookahead() const { return FERROX_ABI_MINOR(raw_->abi_version) >= 7; }
 
+KernelChoice Backend::attention_kernel(ferrox_kind key_kind, ferrox_kind value_kind) const {
+    if (key_kind == value_kind) return kernel_for(FERROX_OP_ATTENTION, key_kind);
+    if (!callable(*raw_, raw_->attention_kinds))
+        return {{},
+                FERROX_ABI_MINOR(raw_->abi_version) < 8
+                    ? "its plugin predates ABI 1.8: K and V of different kinds cannot be told"
+                    : "no attention_kinds entry: K and V of one kind only"};
+    ferrox_kernel_info info{};
+    info.struct_size = sizeof info;
+    info.abi_version = FERROX_ABI_VERSION;
+    raw_->attention_kinds(raw_, key_kind, value_kind, &info);
+    KernelChoice choice;
+    if (info.kernel) choice.kernel = info.kernel;
+    if (!info.kernel && info.by_design) choice.by_design = info.by_design;
+    return choice;
+}
+
 std::string Backend::abi_version_text() const {
     return fmt::format("{}.{}", FERROX_ABI_MAJOR(raw_->abi_version),
                        FERROX_ABI_MINOR(raw_->abi_version));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "ferrox/quant_kind.h"
@@ -43,43 +44,42 @@ uint32_t splits_for(const ferrox_attention_desc& d, uint32_t lookahead, unsigned
     return std::clamp<uint32_t>(longest / kMinSplitPositions, 1, 2 * threads);
 }
 
-// Element `index` of a cache of the descriptor's kind (a block's first
-// element for a block kind: run_attention checked that heads are whole blocks).
-const void* element(const void* cache, size_t index, const ferrox_attention_desc& d) {
-    const KindTraits* k = kind_traits(d.kv_kind);
+// Element `index` of a cache of `kind` (a block's first element for a block
+// kind: run_attention checked that heads are whole blocks).
+const void* element(const void* cache, size_t index, ferrox_kind kind) {
+    const KindTraits* k = kind_traits(kind);
     return static_cast<const std::byte*>(cache) + index / k->block_elements * k->block_bytes;
 }
 
-AttendGroup kernel_for_kind(const AttentionKernels& kernels, ferrox_kind kind) {
-    switch (kind) {
-        case FERROX_KIND_F32:
-            return kernels.f32;
-        case FERROX_KIND_F16:
-            return kernels.f16;
-        case FERROX_KIND_Q8_0:
-            return kernels.q8_0;
-        case FERROX_KIND_Q4_0:
-            return kernels.q4_0;
-        default:
-            return nullptr;
-    }
+// kind's place in kAttentionKinds, or kAttentionKindCount when absent.
+size_t kind_index(ferrox_kind kind) {
+    size_t i = 0;
+    while (i < kAttentionKindCount && kAttentionKinds[i] != kind) ++i;
+    return i;
 }
+
+// Every name attention_kernel_name gives, built once: "cpu.attention.<k>"
+// for one kind, "cpu.attention.k_<k>.v_<v>" for a pair.
+struct KernelNames {
+    std::string names[kAttentionKindCount][kAttentionKindCount];
+    KernelNames() {
+        for (size_t k = 0; k < kAttentionKindCount; ++k)
+            for (size_t v = 0; v < kAttentionKindCount; ++v) {
+                const std::string key = kAttentionKindNames[k];
+                const std::string value = kAttentionKindNames[v];
+                names[k][v] =
+                    k == v ? "cpu.attention." + key : "cpu.attention.k_" + key + ".v_" + value;
+            }
+    }
+};
 
 }  // namespace
 
-const char* attention_kernel_name(ferrox_kind kind) {
-    switch (kind) {
-        case FERROX_KIND_F32:
-            return kAttentionF32;
-        case FERROX_KIND_F16:
-            return kAttentionF16;
-        case FERROX_KIND_Q8_0:
-            return kAttentionQ8_0;
-        case FERROX_KIND_Q4_0:
-            return kAttentionQ4_0;
-        default:
-            return nullptr;
-    }
+const char* attention_kernel_name(ferrox_kind key_kind, ferrox_kind value_kind) {
+    static const KernelNames table;
+    const size_t k = kind_index(key_kind), v = kind_index(value_kind);
+    if (k == kAttentionKindCount || v == kAttentionKindCount) return nullptr;
+    return table.names[k][v].c_str();
 }
 
 bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
@@ -115,16 +115,22 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
         *error = "attention: n_head must be a positive multiple of n_head_kv, head dims positive";
         return false;
     }
-    const AttendGroup kernel = kernel_for_kind(kernels, desc.kv_kind);
-    if (!kernel) {
-        *error = "attention: the KV cache kind must be F32, F16, Q8_0 or Q4_0";
+    // ABI 1.8; a shorter descriptor's values are of the keys' kind.
+    const ferrox_kind value_kind =
+        desc.struct_size >= offsetof(ferrox_attention_desc, value_kind) + sizeof desc.value_kind
+            ? desc.value_kind
+            : desc.kv_kind;
+    const size_t k_index = kind_index(desc.kv_kind), v_index = kind_index(value_kind);
+    if (k_index == kAttentionKindCount || v_index == kAttentionKindCount) {
+        *error = "attention: the K and V cache kinds must each be F32, F16, Q8_0 or Q4_0";
         return false;
     }
+    const AttendGroup kernel = kernels.by_kinds[k_index][v_index];
     // A block kind's rows are whole blocks per head: the kernels step a head
     // by blocks and never split one.
-    const uint32_t block = kind_traits(desc.kv_kind)->block_elements;
-    if (desc.head_dim_k % block != 0 || desc.head_dim_v % block != 0) {
-        *error = "attention: a Q8_0 or Q4_0 KV cache needs head dims that are multiples of 32";
+    if (desc.head_dim_k % kind_traits(desc.kv_kind)->block_elements != 0 ||
+        desc.head_dim_v % kind_traits(value_kind)->block_elements != 0) {
+        *error = "attention: a Q8_0 or Q4_0 K or V cache needs head dims that are multiples of 32";
         return false;
     }
     if (desc.n_query == 0) return true;
@@ -174,8 +180,8 @@ bool run_attention(ThreadPool& pool, const AttentionKernels& kernels,
             if (scores.size() < need) scores.resize(need);
             const uint32_t head0 = kv_head * g.group;
             AttentionTask task{desc.q + row * g.q_row + size_t{head0} * desc.head_dim_k,
-                               element(desc.keys, size_t{kv_head} * desc.head_dim_k, desc),
-                               element(desc.values, size_t{kv_head} * desc.head_dim_v, desc),
+                               element(desc.keys, size_t{kv_head} * desc.head_dim_k, desc.kv_kind),
+                               element(desc.values, size_t{kv_head} * desc.head_dim_v, value_kind),
                                g.k_stride,
                                g.v_stride,
                                from,

@@ -16,13 +16,15 @@ namespace ferrox::model {
 struct CapacityInputs {
     uint64_t weight_bytes = 0;  // the mapped GGUF file
     uint32_t n_layer = 0, context = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
-    // K and V elements of one position over all cached layers
-    // (Hparams::kv_cell_elements, for layers of different geometry); 0:
-    // n_layer x n_head_kv x (head_dim_k + head_dim_v).
-    uint64_t cell_elements = 0;
-    // The cache kind's block: kv_block_bytes per kv_block_elements elements
-    // (f32 4/1, f16 2/1, q8_0 34/32, q4_0 18/32); head dims are whole blocks.
-    uint32_t kv_block_bytes = 4, kv_block_elements = 1;
+    // K and V elements of one position over all cached layers, apart
+    // (Hparams::kv_cell_elements_k / _v, for layers of different geometry);
+    // 0: n_layer x n_head_kv x head_dim_k (or head_dim_v).
+    uint64_t cell_elements_k = 0, cell_elements_v = 0;
+    // Each cache's kind's block, keys' and values' (they may differ): bytes
+    // per elements (f32 4/1, f16 2/1, q8_0 34/32, q4_0 18/32); head dims are
+    // whole blocks. Bytes 0: no such cache in this memory.
+    uint32_t k_block_bytes = 4, k_block_elements = 1;
+    uint32_t v_block_bytes = 4, v_block_elements = 1;
     uint64_t scratch_bytes = 0;
     // Recurrent layers' per-sequence states (qwen35: convolution windows and
     // delta-rule states, two copies each), held beside the KV cells.
@@ -41,8 +43,9 @@ struct CapacityPlan {
     FERROX_API std::string summary() const;  // "weights W + KV K + scratch S = T of A available"
 };
 
-// K and V: context x cell elements (n_layer x n_head_kv x (head_dim_k +
-// head_dim_v) unless cell_elements says) x block bytes / block elements.
+// K then V, each context x its cell elements (n_layer x n_head_kv x
+// head_dim_k or _v unless cell_elements_k / _v say) x its block bytes /
+// block elements.
 FERROX_API uint64_t kv_cache_bytes(const CapacityInputs& in);
 
 // The plan, or an Error spelling out the sum that does not fit.

@@ -262,10 +262,18 @@ struct Hparams {
     }
     uint32_t layer_n_ff(uint32_t il) const { return n_ff_layers.empty() ? n_ff : n_ff_layers[il]; }
     // K and V elements one position holds over the cached layers.
-    uint64_t kv_cell_elements() const {
+    uint64_t kv_cell_elements() const { return kv_cell_elements_k() + kv_cell_elements_v(); }
+    // ... of which K, and V (a cache whose K and V kinds differ counts them apart).
+    uint64_t kv_cell_elements_k() const {
         uint64_t sum = 0;
         for (uint32_t il = 0; il < kv_layers(); ++il)
-            sum += uint64_t{layer_n_head_kv(il)} * (layer_head_dim_k(il) + layer_head_dim_v(il));
+            sum += uint64_t{layer_n_head_kv(il)} * layer_head_dim_k(il);
+        return sum;
+    }
+    uint64_t kv_cell_elements_v() const {
+        uint64_t sum = 0;
+        for (uint32_t il = 0; il < kv_layers(); ++il)
+            sum += uint64_t{layer_n_head_kv(il)} * layer_head_dim_v(il);
         return sum;
     }
 };

@@ -18,6 +18,7 @@
 #include "ferrox/gguf/file.h"
 #include "ferrox/model/capacity.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/model/kv_kinds.h"
 
 namespace ferrox::model {
 
@@ -36,7 +37,7 @@ struct Residency {
 // `max_sequences` > 1: contexts will hold several sequences, which a resident
 // backend without ABI 1.3's attention_cells cannot run (host memory, and why).
 FERROX_API Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp,
-                                           Dispatcher& dispatcher, ferrox_kind kv_kind,
+                                           Dispatcher& dispatcher, KvKinds kv_kinds,
                                            bool allow_resident = true, uint32_t max_sequences = 1);
 
 class StepProfile;
@@ -45,19 +46,19 @@ class StepProfile;
 // an error naming the kind and the ones allowed.
 FERROX_API Expected<void> check_kv_cache_kind(ferrox_kind kind);
 
-// Whether a model's heads fit a cache of `kind`: a block kind (Q8_0, Q4_0)
-// needs key_length and value_length that are whole blocks; an error naming
-// the GGUF keys, their values and the block size.
-FERROX_API Expected<void> check_kv_cache_shape(ferrox_kind kind, const Hparams& hp);
+// Whether a model's heads fit caches of `kinds`: a block kind (Q8_0, Q4_0)
+// of keys needs a key_length, of values a value_length, of whole blocks;
+// an error naming the GGUF key, its value and the block size.
+FERROX_API Expected<void> check_kv_cache_shape(KvKinds kinds, const Hparams& hp);
 
 struct ModelOptions {
     uint32_t context = 4096;  // KV cache positions; 0: default_context (model/defaults.h)
     uint32_t batch = 256;     // positions per forward chunk; derived_batch (model/defaults.h)
     bool registry_strict = false;
-    // The KV cache's element kind: F32 (exact), F16 (half the memory, as
-    // llama.cpp's default cache), Q8_0 or Q4_0 (ggml blocks of 32: 34 or 18
-    // bytes per 32 elements).
-    ferrox_kind kv_kind = FERROX_KIND_F32;
+    // The KV cache's element kinds, keys' and values' (they may differ):
+    // F32 (exact), F16 (half the memory, as llama.cpp's default cache), Q8_0
+    // or Q4_0 (ggml blocks of 32: 34 or 18 bytes per 32 elements).
+    KvKinds kv_kinds;
     // Memory the capacity plan checks against; 0: MemAvailable.
     uint64_t available_bytes = 0;
     // Keep the forward pass on the first backend when it can (ABI 1.2);

@@ -12,7 +12,7 @@
 
 namespace ferrox::model {
 
-// The kinds a KV cache may hold (ModelOptions / EngineOptions kv_kind).
+// The kinds a K or V cache may hold (ModelOptions / EngineOptions kv_kinds).
 // Q8_0 and Q4_0 store each head's row as ggml blocks of 32 (head dims must be
 // whole blocks: check_kv_cache_shape, model.h).
 inline constexpr ferrox_kind kKvCacheKinds[] = {FERROX_KIND_F32, FERROX_KIND_F16, FERROX_KIND_Q8_0,
