@@ -112,7 +112,14 @@ MIXED_WORST_NMSE_MAX = {
     "llama": {("q8_0", "f16"): 2e-3, ("q8_0", "q4_0"): 5e-3, ("f16", "q8_0"): 5e-3},
     "qwen3": {("q8_0", "f16"): 2e-3, ("q8_0", "q4_0"): 6e-3, ("f16", "q8_0"): 5e-3},
     "gemma3": {("q8_0", "f16"): 2.5e-2, ("q8_0", "q4_0"): None, ("f16", "q8_0"): 1.5e-2},
+    # Measured 7 Dec 2026 (worst 6.0e-4, 2.2e-3, 3.9e-4), with a margin of ~3x.
+    "deepseek2-kvb": {("q8_0", "f16"): 2e-3, ("q8_0", "q4_0"): 7e-3, ("f16", "q8_0"): 1.5e-3},
 }
+# Where position 0 cannot show V's kind: tiny gemma3 (below), and tiny deepseek2-kvb, whose
+# position-0 attention output is its V row rounded to 8-bit blocks again before attn_output's
+# product, so V in q8_0 or f16 gives the same bytes there (measured: both 5.2e-15 from
+# llama.cpp; V in q4_0 in place of q8_0 shows, 1.3e-2).
+V_KIND_UNSEEN_AT_0 = {"gemma3", "deepseek2-kvb"}
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -145,7 +152,7 @@ def test_mixed_kv_kinds_match_llama_cpp_with_the_same_pair(arch):
             f"K {k} / V {v}: worst NMSE {rows.max():.3g} > {bound}")
         # (Not on tiny gemma3: its logits differ between the engines by ~1e-3 already
         # at position 0, its K-quant weights' doing, which hides V's rounding.)
-        assert arch == "gemma3" or 10 * rows[0] < fault[0], (
+        assert arch in V_KIND_UNSEEN_AT_0 or 10 * rows[0] < fault[0], (
             f"K {k} / V {v}: at position 0, V stored as {k} is as close to llama.cpp "
             f"({fault[0]:.3g}) as the right kinds ({rows[0]:.3g}): the test cannot see V's kind")
     print(f"\ntiny {arch}: NMSE vs llama.cpp with the same K/V pair (flash attention) over "
