@@ -187,6 +187,13 @@ def test_settings_are_checked_before_anything_starts():
                                         "api_key_file": "/k", "threads": 3}).serve_argv(9)
     assert argv[:8] == ["/x/ferrox", "serve", "-m", "m.gguf", "--host", "127.0.0.1", "--port", "9"]
     assert argv[argv.index("-t") + 1] == "3" and argv[argv.index("--api-key-file") + 1] == "/k"
+    # K's and V's cache kinds apart, each checked.
+    argv = FerroxSettings.from_mapping({"model": "m.gguf", "ferrox_bin": "/x/ferrox",
+                                        "kv_type_k": "q8_0", "kv_type_v": "f16"}).serve_argv(9)
+    assert argv[argv.index("--cache-type-k") + 1] == "q8_0"
+    assert argv[argv.index("--cache-type-v") + 1] == "f16"
+    with pytest.raises(SettingsError, match="`kv_type_v` must be one of f32, f16, q8_0, q4_0, got 'q5'"):
+        FerroxSettings.from_mapping({"model": MODEL, "ferrox_bin": FERROX, "kv_type_v": "q5"})
 
 
 def test_router_ranks_by_ferrox_gauges():

@@ -16,6 +16,8 @@ from typing import Any, Mapping
 _FLAGS = {
     "context": "--ctx-size",
     "kv_type": "--kv-type",
+    "kv_type_k": "--cache-type-k",
+    "kv_type_v": "--cache-type-v",
     "api_key_file": "--api-key-file",
     "alias": "--alias",
     "max_queue": "--max-queue",
@@ -37,6 +39,8 @@ class FerroxSettings:
     parallel: int = 4
     context: int | None = None
     kv_type: str | None = None
+    kv_type_k: str | None = None  # K's and V's caches apart (-ctk / -ctv), over kv_type
+    kv_type_v: str | None = None
     api_key_file: str | None = None
     alias: str | None = None
     max_queue: int | None = None
@@ -92,7 +96,9 @@ class FerroxSettings:
 _INTS = {"threads": (1, 1024), "parallel": (1, 64), "context": (0, 1 << 20),
          "max_queue": (0, 65536), "request_timeout": (1, 86400), "drain_timeout": (0, 86400),
          "attempts": (1, 10), "proxy_max_body_bytes": (1024, 1 << 30)}
-_STRINGS = ("model", "ferrox_bin", "kv_type", "api_key_file", "alias", "max_body_bytes")
+_KV_KINDS = ("f32", "f16", "q8_0", "q4_0")
+_KV_KEYS = ("kv_type", "kv_type_k", "kv_type_v")
+_STRINGS = ("model", "ferrox_bin", *_KV_KEYS, "api_key_file", "alias", "max_body_bytes")
 
 
 def _checked(key: str, value: Any) -> Any:
@@ -104,8 +110,9 @@ def _checked(key: str, value: Any) -> Any:
     if key in _STRINGS:
         if not isinstance(value, str) or not value or "\0" in value:
             raise SettingsError(f"ferrox settings: `{key}` must be a non-empty string, got {value!r}")
-        if key == "kv_type" and value not in ("f32", "f16", "q8_0", "q4_0"):
-            raise SettingsError(f"ferrox settings: `kv_type` must be f32, f16, q8_0 or q4_0, got {value!r}")
+        if key in _KV_KEYS and value not in _KV_KINDS:
+            raise SettingsError(f"ferrox settings: `{key}` must be one of {', '.join(_KV_KINDS)}, "
+                                f"got {value!r}")
         return value
     if key == "extra_args":
         if not isinstance(value, (list, tuple)) or len(value) > 64 or not all(
