@@ -1,0 +1,200 @@
+// The hybrid rows' layer kinds: qwen35moe's listed recurrent layers and MTP
+// block; lfm2's short convolutions (0 KV heads) and lfm2moe's experts.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "ferrox/model/architecture.h"
+#include "ferrox/model/capacity.h"
+#include "ferrox/model/hparams.h"
+#include "ferrox/model/hparams_summary.h"
+#include "ferrox/model/rope_tables.h"
+#include "hparams_fixtures.h"
+
+using namespace ferrox;
+using ferrox::test::gemma3_like;
+using ferrox::test::llama_like;
+using ferrox::test::TinyGguf;
+
+namespace {
+
+// Qwen3.6-35B-A3B's key layout, shaped small: 4 blocks run and an MTP block,
+// the recurrent layers listed as current converters write them, 8 experts of
+// 32 and a gated shared expert of 48.
+TinyGguf qwen35moe_like() {
+    TinyGguf g = llama_like("qwen35moe");
+    g.without("qwen35moe.block_count")
+        .u32("qwen35moe.block_count", 5)
+        .u32("qwen35moe.nextn_predict_layers", 1)
+        .u32("qwen35moe.attention.key_length", 16)
+        .u32("qwen35moe.attention.value_length", 16)
+        .u32("qwen35moe.rope.dimension_count", 8)
+        .i32_array("qwen35moe.rope.dimension_sections", {2, 1, 1, 0})
+        .u32("qwen35moe.ssm.conv_kernel", 4)
+        .u32("qwen35moe.ssm.state_size", 16)
+        .u32("qwen35moe.ssm.inner_size", 64)
+        .u32("qwen35moe.ssm.time_step_rank", 4)
+        .u32("qwen35moe.ssm.group_count", 2)
+        .u32("qwen35moe.full_attention_interval", 4)
+        .bool_array("qwen35moe.attention.recurrent_layers", {true, false, true, true, false})
+        .u32("qwen35moe.expert_count", 8)
+        .u32("qwen35moe.expert_used_count", 2)
+        .u32("qwen35moe.expert_feed_forward_length", 32)
+        .u32("qwen35moe.expert_shared_feed_forward_length", 48);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "qwen35moe: listed recurrent layers, the MTP block kept, the gated shared expert's width") {
+    auto file = qwen35moe_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->n_layer == 4);  // the MTP block is kept, not run
+    CHECK(hp->n_layer_nextn == 1);
+    // The list wins over full_attention_interval's pattern (RRRG), as in llama.cpp.
+    CHECK(model::layer_pattern(*hp) == "RGRR");
+    CHECK(hp->full_attention_interval == 0);
+    CHECK(hp->n_ff_shared == 48);
+    CHECK(hp->n_expert_shared == 0);
+    CHECK(hp->expert_weights_norm);  // softmax, renormalised top k (llama.cpp's norm_w)
+    CHECK(hp->moe_gating == model::MoeGating::Softmax);
+
+    // Without the list: full_attention_interval's pattern.
+    auto interval = qwen35moe_like().without("qwen35moe.attention.recurrent_layers").parse();
+    REQUIRE(interval);
+    auto hi = model::read_hparams(*interval);
+    REQUIRE(hi);
+    CHECK(model::layer_pattern(*hi) == "RRRG");
+    // Without expert_shared_feed_forward_length: feed_forward_length, llama.cpp's fallback.
+    auto fallback = qwen35moe_like().without("qwen35moe.expert_shared_feed_forward_length").parse();
+    REQUIRE(fallback);
+    auto hf = model::read_hparams(*fallback);
+    REQUIRE(hf);
+    CHECK(hf->n_ff_shared == 128);
+
+    const auto refused_by = [](TinyGguf g, const std::string& key, const std::string& why) {
+        auto f = g.parse();
+        REQUIRE(f);
+        auto r = model::read_hparams(*f);
+        REQUIRE_FALSE(r);
+        CHECK_THAT(r.error().message(), Catch::Contains(key) && Catch::Contains(why));
+    };
+    const std::string list = "qwen35moe.attention.recurrent_layers";
+    // One entry per block (the MTP block's included), the MTP block never recurrent, bools.
+    refused_by(qwen35moe_like().without(list).bool_array(list, {true, false, true, true}), list,
+               "4 values for block_count 5");
+    refused_by(qwen35moe_like().without(list).bool_array(list, {true, false, true, true, true}),
+               list, "NextN block");
+    refused_by(qwen35moe_like().without(list).i32_array(list, {1, 0, 1, 1, 0}), list,
+               "ARRAY of BOOL");
+    // No width for the shared expert at all.
+    refused_by(qwen35moe_like()
+                   .without("qwen35moe.expert_shared_feed_forward_length")
+                   .without("qwen35moe.feed_forward_length"),
+               "qwen35moe.feed_forward_length", "missing");
+    refused_by(qwen35moe_like()
+                   .without("qwen35moe.expert_shared_feed_forward_length")
+                   .without("qwen35moe.feed_forward_length")
+                   .u32("qwen35moe.feed_forward_length", 0),
+               "qwen35moe.feed_forward_length", "width");
+}
+
+namespace {
+
+// LFM2-350M's key layout, shaped small: 6 layers, attention on 2 and 5.
+TinyGguf lfm2_like(std::vector<int32_t> kv_heads = {0, 0, 2, 0, 0, 2}) {
+    TinyGguf g;
+    g.str("general.architecture", "lfm2")
+        .u32("lfm2.context_length", 4096)
+        .u32("lfm2.embedding_length", 64)
+        .u32("lfm2.block_count", static_cast<uint32_t>(kv_heads.size()))
+        .u32("lfm2.feed_forward_length", 128)
+        .u32("lfm2.attention.head_count", 4)
+        .i32_array("lfm2.attention.head_count_kv", kv_heads)
+        .u32("lfm2.shortconv.l_cache", 3)
+        .f32("lfm2.attention.layer_norm_rms_epsilon", 1e-5f)
+        .tensor("token_embd.weight", 64, 10, 0.5f);
+    return g;
+}
+
+void refused_by(TinyGguf g, const std::string& key, const std::string& why) {
+    auto f = g.parse();
+    REQUIRE(f);
+    auto r = model::read_hparams(*f);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message(), Catch::Contains(key) && Catch::Contains(why));
+}
+
+}  // namespace
+
+TEST_CASE("lfm2: a layer with 0 KV heads is a short convolution over n_embd channels") {
+    auto file = lfm2_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->arch == model::find_architecture("lfm2"));
+    CHECK(model::layer_pattern(*hp) == "RRGRRG");
+    CHECK(hp->n_head_kv == 2);
+    CHECK(hp->head_dim_k == 16);  // embedding_length / head_count, the format's default
+    CHECK(hp->ssm_conv_kernel == 3);
+    CHECK(hp->ssm_conv_dim() == 64);  // the window holds b * x, n_embd wide
+    CHECK(hp->ssm_v_heads == 0);      // no delta-rule state
+    CHECK(hp->arch->output_norm_tensor == "token_embd_norm.weight");
+
+    const std::string kv = "lfm2.attention.head_count_kv";
+    refused_by(lfm2_like({0, 0, 2, 0, 0, 1}), kv, "one count");
+    refused_by(lfm2_like({0, 0, 0, 0}), kv, "no layer attends");
+    refused_by(lfm2_like({0, 0, 3, 0}), kv, "does not divide");
+    refused_by(lfm2_like({0, 2, 0}).without("lfm2.block_count").u32("lfm2.block_count", 4), kv,
+               "3 values for 4 layers");
+    const std::string window = "lfm2.shortconv.l_cache";
+    refused_by(lfm2_like().without(window), window, "missing");
+    refused_by(lfm2_like().without(window).u32(window, 1), window, "not in 2..64");
+    refused_by(lfm2_like().without(window).u32(window, 65), window, "not in 2..64");
+}
+
+TEST_CASE("lfm2moe: leading dense FFNs, then sigmoid-gated experts renormalised whatever the key") {
+    const auto moe = [] {
+        TinyGguf g;
+        g.str("general.architecture", "lfm2moe")
+            .u32("lfm2moe.context_length", 4096)
+            .u32("lfm2moe.embedding_length", 64)
+            .u32("lfm2moe.block_count", 4)
+            .u32("lfm2moe.feed_forward_length", 128)
+            .u32("lfm2moe.attention.head_count", 4)
+            .i32_array("lfm2moe.attention.head_count_kv", {0, 0, 2, 0})
+            .u32("lfm2moe.shortconv.l_cache", 3)
+            .f32("lfm2moe.attention.layer_norm_rms_epsilon", 1e-5f)
+            .u32("lfm2moe.expert_count", 8)
+            .u32("lfm2moe.expert_used_count", 2)
+            .u32("lfm2moe.expert_feed_forward_length", 32)
+            .u32("lfm2moe.leading_dense_block_count", 1)
+            .u32("lfm2moe.expert_gating_func", 2)
+            .tensor("token_embd.weight", 64, 10, 0.5f);
+        return g;
+    };
+    auto file = moe().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(model::layer_pattern(*hp) == "RRGR");
+    CHECK(hp->n_layer_dense_lead == 1);
+    CHECK_FALSE(hp->expert_layer(0));
+    CHECK(hp->expert_layer(1));
+    CHECK(hp->moe_gating == model::MoeGating::Sigmoid);
+    CHECK(hp->expert_selection_bias);
+    CHECK(hp->expert_weights_norm);
+    // llama.cpp's lfm2moe graph renormalises whatever the file says.
+    auto unnormed = moe().boolean("lfm2moe.expert_weights_norm", false).parse();
+    REQUIRE(unnormed);
+    auto hu = model::read_hparams(*unnormed);
+    REQUIRE(hu);
+    CHECK(hu->expert_weights_norm);
+}
