@@ -7,60 +7,11 @@
 
 #include "ferrox/model/architecture.h"
 #include "ferrox/model/rope_tables.h"
+#include "hparams_readers.h"
 #include "hparams_sanity.h"
 
 namespace ferrox::model {
 namespace {
-
-// Reads `<arch>.<suffix>`, with the key named in any error. Every key of
-// the architecture's is read through here, so that a trace of the reads
-// can be held to the row's key list (key_rules).
-class Keys {
-  public:
-    Keys(const gguf::File& f, std::string prefix, KeyTrace* trace)
-        : file_(f), prefix_(std::move(prefix)), trace_(trace) {}
-    std::string key(std::string_view suffix) const { return prefix_ + "." + std::string(suffix); }
-    Expected<uint32_t> u32(std::string_view suffix) const {
-        return file_.get_u32(read(suffix, KeyUse::Required));
-    }
-    Expected<uint32_t> u32_or(std::string_view suffix, uint32_t v) const {
-        return file_.get_u32_or(read(suffix, KeyUse::Optional), v);
-    }
-    Expected<float> f32(std::string_view suffix) const {
-        return file_.get_f32(read(suffix, KeyUse::Required));
-    }
-    Expected<float> f32_or(std::string_view suffix, float v) const {
-        return file_.get_f32_or(read(suffix, KeyUse::Optional), v);
-    }
-    Expected<std::string> string_or(std::string_view suffix, std::string_view v) const {
-        return file_.get_string_or(read(suffix, KeyUse::Optional), std::string(v));
-    }
-    Expected<bool> bool_or(std::string_view suffix, bool v) const {
-        return file_.get_bool_or(read(suffix, KeyUse::Optional), v);
-    }
-    Expected<std::vector<int32_t>> i32_array(std::string_view suffix) const {
-        return file_.get_i32_array(read(suffix, KeyUse::Required));
-    }
-    // The key's value as stored (an array's elements are read from it), or
-    // nullptr when absent: a Required read.
-    const gguf::Value* value(std::string_view suffix) const {
-        return file_.find(read(suffix, KeyUse::Required));
-    }
-    // Whether the file has the key: what a refused or optional key is tested by.
-    bool has(std::string_view suffix) const {
-        return file_.find(read(suffix, KeyUse::Optional)) != nullptr;
-    }
-
-  private:
-    std::string read(std::string_view suffix, KeyUse how) const {
-        if (trace_) trace_->push_back({std::string(suffix), how});
-        return key(suffix);
-    }
-
-    const gguf::File& file_;
-    std::string prefix_;
-    KeyTrace* trace_;
-};
 
 // YaRN's tuning keys, each range-checked. An architecture whose llama.cpp
 // graph reads them takes them; for the others llama.cpp keeps its defaults,
@@ -151,6 +102,8 @@ Expected<void> read_rope_scaling(const gguf::File& file, const Keys& k, const Ar
     return read_yarn_keys(file, k, arch, hp);
 }
 
+}  // namespace
+
 // A count this architecture's row has no part for (a window, experts): absent
 // or 0 is fine; any other value is refused by key, since running the file
 // without that part would be wrong.
@@ -163,6 +116,8 @@ Expected<void> refuse_if_set(const gguf::File& file, const Keys& k, std::string_
     return refuse(file, k.key(suffix),
                   fmt::format("{} ({}) is not implemented for architecture '{}'", part, *v, arch));
 }
+
+namespace {
 
 // granite's four scales (llama.cpp reads logit_scale as required, the
 // others as optional with 0 meaning "not scaled"; attention.scale 0 means
@@ -279,14 +234,6 @@ std::string_view pooling_name(Pooling p) {
 
 namespace {
 
-// Each required key: a missing one is returned as the reader's Error, which names it.
-#define FERROX_READ(dst, expr)      \
-    do {                            \
-        auto v_ = (expr);           \
-        if (!v_) return v_.error(); \
-        dst = *v_;                  \
-    } while (0)
-
 // The row of general.architecture, or a refusal listing the known ones.
 Expected<const ArchSpec*> find_spec(const gguf::File& file, const std::string& name) {
     if (const ArchSpec* spec = find_architecture(name)) return spec;
@@ -296,6 +243,8 @@ Expected<const ArchSpec*> find_spec(const gguf::File& file, const std::string& n
     return refuse(file, "general.architecture",
                   fmt::format("architecture '{}' is not implemented (known: {})", name, known));
 }
+
+}  // namespace
 
 // A key that holds one value for every layer or one per layer (llama.cpp's
 // get_key_or_arr): `out` gets one value per layer, each in 1..
@@ -318,30 +267,7 @@ Expected<void> read_per_layer(const gguf::File& file, const Keys& k, std::string
     return {};
 }
 
-// lfm2's layer kinds from its per-layer KV head counts, as llama.cpp reads
-// them: 0 marks a short-convolution layer; the attention layers share one
-// count (the cache has one shape for all layers).
-Expected<void> read_shortconv_layers(const gguf::File& file, const Keys& k, Hparams& hp) {
-    const std::string key = k.key("attention.head_count_kv");
-    if (hp.n_layer == 0) return refuse(file, k.key("block_count"), "is 0");
-    std::vector<uint32_t> per_layer;
-    if (auto r = read_per_layer(file, k, "attention.head_count_kv", hp.n_layer, per_layer); !r)
-        return r;
-    hp.recurrent_layers.assign(hp.n_layer, false);
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        const uint32_t kv = per_layer[il];
-        hp.recurrent_layers[il] = kv == 0;
-        if (kv == 0) continue;
-        if (hp.n_head_kv != 0 && kv != hp.n_head_kv)
-            return refuse(file, key,
-                          fmt::format("lists {} KV heads for layer {} and {} for an earlier "
-                                      "attention layer; ferrox needs one count",
-                                      kv, il, hp.n_head_kv));
-        hp.n_head_kv = kv;
-    }
-    if (hp.n_head_kv == 0) return refuse(file, key, "is 0 for every layer: no layer attends");
-    return {};
-}
+namespace {
 
 // Widths, depth, heads and the training context.
 Expected<void> read_shape(const gguf::File& file, const Keys& k, const ArchSpec& spec,
@@ -709,112 +635,6 @@ Expected<void> read_granite(const gguf::File& file, const Keys& k, Hparams& hp) 
     return {};
 }
 
-// The gating function (expert_gating_func, llama.cpp's enum) and the
-// weights' scale, for the rows that read them: absent or 0 means the row's
-// gating -- or sigmoid for a file of one of the row's sigmoid_gating_shapes,
-// as llama.cpp guesses for GLM-4.7-Flash -- 1 softmax, 2 sigmoid.
-Expected<void> read_gating(const gguf::File& file, const Keys& k, const ArchSpec& spec,
-                           Hparams& hp) {
-    uint32_t gating = 0;
-    FERROX_READ(gating, k.u32_or("expert_gating_func", 0));
-    if (gating > 2)
-        return refuse(file, k.key("expert_gating_func"),
-                      fmt::format("{} is not implemented for this architecture (1 softmax and 2 "
-                                  "sigmoid are; 3 softmax over the top k, 4 sqrt-softplus are not)",
-                                  gating));
-    if (gating != 0) hp.moe_gating = gating == 1 ? MoeGating::Softmax : MoeGating::Sigmoid;
-    for (const GatingShape& shape : spec.sigmoid_gating_shapes)
-        if (gating == 0 && shape.n_layer == hp.n_layer && shape.vocab == hp.vocab)
-            hp.moe_gating = MoeGating::Sigmoid;
-    float scale = 0;
-    FERROX_READ(scale, k.f32_or("expert_weights_scale", 0.0f));
-    if (!std::isfinite(scale) || scale < 0)
-        return refuse(file, k.key("expert_weights_scale"),
-                      fmt::format("{} is not a scale (finite, >= 0, 0 for none)", scale));
-    hp.expert_weights_scale = scale == 0.0f ? 1.0f : scale;  // llama.cpp: 0 and 1 leave them
-    return {};
-}
-
-// Group-limited routing's counts, bounded so that routing always finds its
-// experts: equal groups of at least two experts (a group scores by its two
-// best), 1..groups used, and enough experts in the used groups for
-// expert_used_count. 0 or 1 group: every expert eligible.
-Expected<void> read_expert_groups(const gguf::File& file, const Keys& k, Hparams& hp) {
-    FERROX_READ(hp.n_expert_groups, k.u32_or("expert_group_count", 0));
-    FERROX_READ(hp.n_expert_groups_used, k.u32_or("expert_group_used_count", 0));
-    const uint32_t groups = hp.n_expert_groups, used = hp.n_expert_groups_used;
-    if (groups <= 1) {
-        if (used > 1)
-            return refuse(file, k.key("expert_group_used_count"),
-                          fmt::format("{} is more than expert_group_count ({})", used, groups));
-        return {};
-    }
-    if (hp.n_expert % groups != 0 || hp.n_expert / groups < 2)
-        return refuse(file, k.key("expert_group_count"),
-                      fmt::format("{} does not split expert_count {} into groups of 2 or more",
-                                  groups, hp.n_expert));
-    if (used == 0 || used > groups)
-        return refuse(file, k.key("expert_group_used_count"),
-                      fmt::format("{} is not in 1..expert_group_count ({})", used, groups));
-    const uint32_t eligible = used * (hp.n_expert / groups);
-    if (hp.n_expert_used > eligible)
-        return refuse(file, k.key("expert_used_count"),
-                      fmt::format("{} is more than the {} experts of the {} groups used "
-                                  "(expert_group_used_count)",
-                                  hp.n_expert_used, eligible, used));
-    return {};
-}
-
-// Shared experts: always run beside the routed ones, each as wide as a
-// routed expert (llama.cpp reads the count as required).
-Expected<void> read_shared_experts(const gguf::File& file, const Keys& k, Hparams& hp) {
-    FERROX_READ(hp.n_expert_shared, k.u32("expert_shared_count"));
-    // Bounds the shared FFN's activations, sized from this before any tensor is bound.
-    if (hp.n_expert_shared > hp.n_expert)
-        return refuse(
-            file, k.key("expert_shared_count"),
-            fmt::format("{} is more than expert_count ({})", hp.n_expert_shared, hp.n_expert));
-    hp.n_ff_shared = uint64_t{hp.n_ff_expert} * hp.n_expert_shared;
-    return {};
-}
-
-// One shared expert with a gate of its own (qwen35moe): as wide as
-// expert_shared_feed_forward_length or, where that is absent or 0,
-// feed_forward_length (llama.cpp's fallback). Bounded here, before it sizes
-// the shared FFN's activations; binding then checks it against
-// ffn_*_shexp's shapes and names the tensor that disagrees.
-Expected<void> read_gated_shared_expert(const gguf::File& file, const Keys& k, Hparams& hp) {
-    uint32_t width = 0;
-    FERROX_READ(width, k.u32_or("expert_shared_feed_forward_length", 0));
-    const char* key = "expert_shared_feed_forward_length";
-    if (width == 0) {
-        key = "feed_forward_length";
-        FERROX_READ(width, k.u32(key));
-    }
-    // Released models: 512 (Qwen3.5-35B-A3B) to a few thousand.
-    constexpr uint32_t kMaxWidth = 1u << 20;
-    if (width == 0 || width > kMaxWidth)
-        return refuse(file, k.key(key),
-                      fmt::format("{} is not a shared expert's width in 1..{}", width, kMaxWidth));
-    hp.n_ff_shared = width;
-    return {};
-}
-
-// The first layers' dense FFN (glm4moe), feed_forward_length wide.
-Expected<void> read_leading_dense(const gguf::File& file, const Keys& k, Hparams& hp) {
-    FERROX_READ(hp.n_layer_dense_lead, k.u32_or("leading_dense_block_count", 0));
-    FERROX_READ(hp.n_ff, k.u32_or("feed_forward_length", 0));
-    if (hp.n_layer_dense_lead > hp.n_layer)
-        return refuse(
-            file, k.key("leading_dense_block_count"),
-            fmt::format("{} is more than the {} layers run", hp.n_layer_dense_lead, hp.n_layer));
-    if (hp.n_layer_dense_lead > 0 && hp.n_ff == 0)
-        return refuse(file, k.key("feed_forward_length"),
-                      "is 0 or absent, but the leading dense layers need their width");
-    if (hp.n_layer_dense_lead == 0) hp.n_ff = 0;  // no dense layer: nothing is that wide
-    return {};
-}
-
 // NextN/MTP blocks at the end of block_count: kept, not run.
 Expected<void> read_nextn(const gguf::File& file, const Keys& k, Hparams& hp) {
     FERROX_READ(hp.n_layer_nextn, k.u32_or("nextn_predict_layers", 0));
@@ -824,184 +644,6 @@ Expected<void> read_nextn(const gguf::File& file, const Keys& k, Hparams& hp) {
                                   "blocks alone is not a model ferrox runs)",
                                   hp.n_layer_nextn, hp.n_layer));
     hp.n_layer -= hp.n_layer_nextn;
-    return {};
-}
-
-// A file without experts of a row with leading dense layers: all dense.
-Expected<void> read_all_dense(const gguf::File& file, const Keys& k, Hparams& hp) {
-    if (auto r = read_leading_dense(file, k, hp); !r) return r;
-    if (hp.n_layer_dense_lead < hp.n_layer)
-        return refuse(file, k.key("expert_count"),
-                      fmt::format("is 0 or absent, but leading_dense_block_count {} leaves "
-                                  "layers {}..{} to experts",
-                                  hp.n_layer_dense_lead, hp.n_layer_dense_lead, hp.n_layer - 1));
-    return {};
-}
-
-// The experts' counts and widths (mixture-of-experts rows, or a llama file
-// with expert_count > 0).
-Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpec& spec,
-                            Hparams& hp) {
-    // A row with leading dense layers runs a file without experts dense,
-    // when every layer is a leading one (llama.cpp needs experts past them).
-    FERROX_READ(hp.n_expert,
-                spec.leading_dense_layers ? k.u32_or("expert_count", 0) : k.u32("expert_count"));
-    if (hp.n_expert == 0 && spec.leading_dense_layers) return read_all_dense(file, k, hp);
-    // Sizes per-row router scores before any tensor is bound; llama.cpp's
-    // own ceiling (LLAMA_MAX_EXPERTS).
-    constexpr uint32_t kMaxExperts = 1024;
-    if (hp.n_expert > kMaxExperts)
-        return refuse(file, k.key("expert_count"),
-                      fmt::format("{} is more than {} experts", hp.n_expert, kMaxExperts));
-    FERROX_READ(hp.n_expert_used, k.u32("expert_used_count"));
-    // Mixtral's llama files: each expert is feed_forward_length wide, as
-    // llama.cpp's llama graph reads it.
-    const bool own_width = spec.moe || spec.dense_beside_experts;
-    FERROX_READ(hp.n_ff_expert,
-                own_width ? k.u32("expert_feed_forward_length") : k.u32("feed_forward_length"));
-    if (hp.n_ff_expert == 0)
-        return refuse(file, k.key(own_width ? "expert_feed_forward_length" : "feed_forward_length"),
-                      "is 0: experts without width");
-    // A softmax over the chosen k already sums to 1 (llama.cpp reads no
-    // key for it then); the rows that read the gating key renormalise only
-    // where the file says (llama.cpp's default false), the other softmax
-    // rows always (their llama.cpp graphs do; gemma4's whatever the key).
-    if (spec.expert_weights_always_normed)
-        hp.expert_weights_norm = true;
-    else if (spec.moe_gating != MoeGating::SoftmaxWeight)
-        FERROX_READ(hp.expert_weights_norm,
-                    k.bool_or("expert_weights_norm", expert_weights_norm_default(spec)));
-    if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
-        return refuse(
-            file, k.key("expert_used_count"),
-            fmt::format("{} is not in 1..expert_count ({})", hp.n_expert_used, hp.n_expert));
-    if (!spec.dense_beside_experts) hp.n_ff = 0;  // else the dense branch's width, read before
-    hp.moe_gating = spec.moe_gating;
-    hp.expert_selection_bias = spec.expert_selection_bias == TensorUse::Required;
-    if (spec.expert_selection_bias == TensorUse::Optional)  // V3's files have it, V2's not
-        for (const gguf::Tensor& t : file.tensors())
-            hp.expert_selection_bias |=
-                t.name().starts_with("blk.") && t.name().ends_with(".exp_probs_b.bias");
-    if (spec.gating_key)
-        if (auto r = read_gating(file, k, spec, hp); !r) return r;
-    if (spec.expert_groups)
-        if (auto r = read_expert_groups(file, k, hp); !r) return r;
-    if (spec.shared_experts)
-        if (auto r = read_shared_experts(file, k, hp); !r) return r;
-    if (spec.shared_expert_gate)
-        if (auto r = read_gated_shared_expert(file, k, hp); !r) return r;
-    if (spec.leading_dense_layers) return read_leading_dense(file, k, hp);
-    return {};
-}
-
-// The FFN: experts, or one dense FFN (and no experts).
-Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
-    uint32_t optional_experts = 0;
-    if (spec.moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
-    if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
-    if (spec.per_layer_geometry_keys) {
-        // gemma4's E2B doubles the width of its shared-KV layers' FFN.
-        if (auto r = read_per_layer(file, k, "feed_forward_length", hp.n_layer, hp.n_ff_layers); !r)
-            return r;
-        hp.n_ff = *std::max_element(hp.n_ff_layers.begin(), hp.n_ff_layers.end());
-        // gemma4 26B-A4B: experts beside each layer's dense FFN.
-        if (spec.dense_beside_experts && k.has("expert_count"))
-            FERROX_READ(optional_experts, k.u32("expert_count"));
-        if (optional_experts > 0) return read_experts(file, k, spec, hp);
-        return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
-    }
-    FERROX_READ(hp.n_ff, k.u32("feed_forward_length"));
-    return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
-}
-
-// Which layers are recurrent as the file lists them (attention.recurrent_layers,
-// what current converters write from the config's layer_types): one bool per
-// block, NextN blocks included (llama.cpp reads block_count entries), which
-// must be false there -- a NextN block is a full-attention block.
-Expected<void> read_recurrent_layers(const gguf::File& file, const Keys& k, Hparams& hp) {
-    const std::string key = k.key("attention.recurrent_layers");
-    const auto* array = std::get_if<gguf::Array>(k.value("attention.recurrent_layers"));
-    if (!array || array->element_type() != gguf::ValueType::Bool)
-        return refuse(file, key, "is not an ARRAY of BOOL (one per block)");
-    const uint64_t blocks = uint64_t{hp.n_layer} + hp.n_layer_nextn;
-    if (array->size() != blocks)
-        return refuse(file, key,
-                      fmt::format("holds {} values for block_count {}", array->size(), blocks));
-    hp.recurrent_layers.resize(hp.n_layer);
-    for (uint32_t il = 0; il < blocks; ++il) {
-        const bool recurrent = std::get<bool>(array->at(il));
-        if (il < hp.n_layer) {
-            hp.recurrent_layers[il] = recurrent;
-        } else if (recurrent) {
-            return refuse(file, key,
-                          fmt::format("marks block {} recurrent, but it is a NextN block "
-                                      "(nextn_predict_layers), which attends",
-                                      il));
-        }
-    }
-    return {};
-}
-
-// Gated DeltaNet layers (qwen35): the ssm.* shape and which layers attend.
-// Each size is bounded here, before it sizes a state, a scratch row or a
-// tensor's expected shape (binding then names any tensor that disagrees).
-Expected<void> read_delta_net(const gguf::File& file, const Keys& k, Hparams& hp) {
-    FERROX_READ(hp.ssm_conv_kernel, k.u32("ssm.conv_kernel"));
-    FERROX_READ(hp.ssm_inner, k.u32("ssm.inner_size"));
-    FERROX_READ(hp.ssm_state, k.u32("ssm.state_size"));
-    FERROX_READ(hp.ssm_v_heads, k.u32("ssm.time_step_rank"));
-    FERROX_READ(hp.ssm_k_heads, k.u32("ssm.group_count"));
-    // Released models: kernel 4, heads 16..64, head dim 128.
-    constexpr uint32_t kMaxKernel = 64, kMaxHeads = 1024, kMaxHeadDim = 1024;
-    const struct {
-        const char* key;
-        uint32_t v, max;
-    } sizes[] = {{"ssm.conv_kernel", hp.ssm_conv_kernel, kMaxKernel},
-                 {"ssm.state_size", hp.ssm_state, kMaxHeadDim},
-                 {"ssm.time_step_rank", hp.ssm_v_heads, kMaxHeads},
-                 {"ssm.group_count", hp.ssm_k_heads, kMaxHeads}};
-    for (const auto& sz : sizes)
-        if (sz.v == 0 || sz.v > sz.max)
-            return refuse(file, k.key(sz.key), fmt::format("{} is not in 1..{}", sz.v, sz.max));
-    if (hp.ssm_v_heads % hp.ssm_k_heads != 0)
-        return refuse(file, k.key("ssm.group_count"),
-                      fmt::format("{} key heads do not divide ssm.time_step_rank's {} value heads",
-                                  hp.ssm_k_heads, hp.ssm_v_heads));
-    // llama.cpp's delta rule takes square per-head states: value head dim =
-    // key head dim = state_size.
-    if (uint64_t{hp.ssm_v_heads} * hp.ssm_state != hp.ssm_inner)
-        return refuse(file, k.key("ssm.inner_size"),
-                      fmt::format("{} is not ssm.time_step_rank {} x ssm.state_size {}",
-                                  hp.ssm_inner, hp.ssm_v_heads, hp.ssm_state));
-    // Gated attention multiplies each head's output by a gate as wide as q's head.
-    if (hp.head_dim_v != hp.head_dim_k)
-        return refuse(file, k.key("attention.value_length"),
-                      fmt::format("{} differs from attention.key_length {}: the gate on each "
-                                  "head's output needs one head size",
-                                  hp.head_dim_v, hp.head_dim_k));
-    if (k.has("attention.recurrent_layers")) return read_recurrent_layers(file, k, hp);
-    FERROX_READ(hp.full_attention_interval, k.u32_or("full_attention_interval", 4));
-    if (hp.full_attention_interval == 0 || hp.full_attention_interval > hp.n_layer)
-        return refuse(file, k.key("full_attention_interval"),
-                      fmt::format("{} is not in 1..block_count ({})", hp.full_attention_interval,
-                                  hp.n_layer));
-    // llama.cpp's rule: every full_attention_interval-th layer attends.
-    hp.recurrent_layers.resize(hp.n_layer);
-    for (uint32_t il = 0; il < hp.n_layer; ++il)
-        hp.recurrent_layers[il] = (il + 1) % hp.full_attention_interval != 0;
-    return {};
-}
-
-// Short-convolution layers (lfm2): the window, bounded before it sizes a
-// state; the channels are the embedding's.
-Expected<void> read_shortconv(const gguf::File& file, const Keys& k, Hparams& hp) {
-    FERROX_READ(hp.ssm_conv_kernel, k.u32("shortconv.l_cache"));
-    // Released models: 3. llama.cpp needs a window of at least one past input.
-    constexpr uint32_t kMaxKernel = 64;
-    if (hp.ssm_conv_kernel < 2 || hp.ssm_conv_kernel > kMaxKernel)
-        return refuse(file, k.key("shortconv.l_cache"),
-                      fmt::format("{} is not in 2..{}", hp.ssm_conv_kernel, kMaxKernel));
-    hp.ssm_inner = hp.n_embd;
     return {};
 }
 
