@@ -37,6 +37,19 @@ ferrox_code from(const Expected<void>& r, ferrox_call_status* status) {
     return r ? ok(status) : invalid(status, r.error().message());
 }
 
+// A sequence's bytes (a saved state or a checkpoint) into the caller's
+// buffer: their size into *needed always, the bytes only where they fit.
+ferrox_code copy_out(const Expected<std::vector<std::byte>>& bytes, void* buf, size_t capacity,
+                     size_t* needed, ferrox_call_status* status) {
+    if (!bytes) return invalid(status, bytes.error().message());
+    if (needed) *needed = bytes->size();
+    if (!buf || capacity < bytes->size())
+        return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
+                      fmt::format("{} bytes do not fit in {}", bytes->size(), capacity));
+    std::memcpy(buf, bytes->data(), bytes->size());
+    return ok(status);
+}
+
 }  // namespace
 
 extern "C" {
@@ -247,14 +260,7 @@ ferrox_code ferrox_seq_state_save(ferrox_context* c, int32_t seq, void* buf, siz
                                   size_t* needed, ferrox_call_status* status) {
     FERROX_ENTER(c, status)
     return guarded(status, [&]() -> ferrox_code {
-        auto bytes = c->ctx->seq_save(seq);
-        if (!bytes) return invalid(status, bytes.error().message());
-        if (needed) *needed = bytes->size();
-        if (!buf || capacity < bytes->size())
-            return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
-                          fmt::format("{} bytes do not fit in {}", bytes->size(), capacity));
-        std::memcpy(buf, bytes->data(), bytes->size());
-        return ok(status);
+        return copy_out(c->ctx->seq_save(seq), buf, capacity, needed, status);
     });
 }
 
@@ -275,14 +281,7 @@ ferrox_code ferrox_seq_checkpoint(ferrox_context* c, int32_t seq, void* buf, siz
                                   size_t* needed, ferrox_call_status* status) {
     FERROX_ENTER(c, status)
     return guarded(status, [&]() -> ferrox_code {
-        auto bytes = c->ctx->seq_checkpoint(seq);
-        if (!bytes) return invalid(status, bytes.error().message());
-        if (needed) *needed = bytes->size();
-        if (!buf || capacity < bytes->size())
-            return report(status, FERROX_CODE_BUFFER_TOO_SMALL,
-                          fmt::format("{} bytes do not fit in {}", bytes->size(), capacity));
-        std::memcpy(buf, bytes->data(), bytes->size());
-        return ok(status);
+        return copy_out(c->ctx->seq_checkpoint(seq), buf, capacity, needed, status);
     });
 }
 

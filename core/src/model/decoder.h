@@ -236,6 +236,36 @@ class Decoder {
     // short_conv.cpp: lfm2's short-convolution layer.
     void short_conv_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                           uint32_t n) const;
+    // A recurrent layer's rows, one run of consecutive rows per sequence:
+    // each sequence's state (window and delta-rule state) copied from its
+    // current copy into the one this decode writes, then run(state, r0, r1)
+    // on rows [r0, r1) in position order. False (st failed) where a row has
+    // no sequence or a sequence no state of this layer's size.
+    template <class Run>
+    bool each_sequence_state(StickySteps& st, KvAttention& kv, uint32_t il, uint32_t n,
+                             Run&& run) const {
+        const std::span<const uint32_t> seqs = kv.row_sequences();
+        if (seqs.size() < n) {
+            st.fail(make_error("a recurrent layer without sequence states"));
+            return false;
+        }
+        const uint64_t conv = uint64_t{hp_.ssm_conv_kernel - 1} * hp_.ssm_conv_dim();
+        const uint64_t state = uint64_t{hp_.ssm_v_heads} * hp_.ssm_state * hp_.ssm_state;
+        for (uint32_t r0 = 0; r0 < n;) {
+            uint32_t r1 = r0 + 1;
+            while (r1 < n && seqs[r1] == seqs[r0]) ++r1;
+            const RecurrentState rs = kv.recurrent_state(il, seqs[r0]);
+            if (rs.conv_out.size() != conv || rs.state_out.size() != state) {
+                st.fail(make_error("sequence {}: no recurrent state for layer {}", seqs[r0], il));
+                return false;
+            }
+            std::copy(rs.conv_in.begin(), rs.conv_in.end(), rs.conv_out.begin());
+            std::copy(rs.state_in.begin(), rs.state_in.end(), rs.state_out.begin());
+            run(rs, r0, r1);
+            r0 = r1;
+        }
+        return true;
+    }
     void dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n, Act out) const;
     void dense_and_experts(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,

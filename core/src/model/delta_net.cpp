@@ -166,23 +166,14 @@ void Decoder::recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, 
     st.download(s.dn_alpha, {alpha, n * vh});
     if (st.failed()) return;
     if (hp_.arch->delta_net_grouped) ungroup_beta_alpha(hp_, beta, alpha, n, out);
-    const std::span<const uint32_t> seqs = kv.row_sequences();
-    if (seqs.size() < n) return st.fail(make_error("a recurrent layer without sequence states"));
-    for (uint32_t r0 = 0; r0 < n;) {
-        uint32_t r1 = r0 + 1;
-        while (r1 < n && seqs[r1] == seqs[r0]) ++r1;
-        const RecurrentState rs = kv.recurrent_state(il, seqs[r0]);
-        if (rs.state_out.size() != uint64_t{hp_.ssm_v_heads} * hp_.ssm_state * hp_.ssm_state)
-            return st.fail(
-                make_error("sequence {}: no recurrent state for layer {}", seqs[r0], il));
-        std::copy(rs.conv_in.begin(), rs.conv_in.end(), rs.conv_out.begin());
-        std::copy(rs.state_in.begin(), rs.state_in.end(), rs.state_out.begin());
-        for (uint32_t r = r0; r < r1; ++r)
-            delta_token(hp_, L, rs.conv_out, rs.state_out,
-                        {x + r * C, z + r * inner, beta + r * vh, alpha + r * vh}, out + r * inner,
-                        work);
-        r0 = r1;
-    }
+    const bool ran =
+        each_sequence_state(st, kv, il, n, [&](const RecurrentState& rs, uint32_t r0, uint32_t r1) {
+            for (uint32_t r = r0; r < r1; ++r)
+                delta_token(hp_, L, rs.conv_out, rs.state_out,
+                            {x + r * C, z + r * inner, beta + r * vh, alpha + r * vh},
+                            out + r * inner, work);
+        });
+    if (!ran) return;
     st.upload({out, n * inner}, s.dn_out);
     st.project(*L.ssm_out, "ssm_out", s.dn_out, n, s.o);
 }

@@ -32,36 +32,28 @@ void Decoder::short_conv_block(StickySteps& st, Activations& a, KvAttention& kv,
     st.download(s.dn_z, {c, n * C});
     st.download(s.dn_out, {x, n * C});
     if (st.failed()) return;
-    const std::span<const uint32_t> seqs = kv.row_sequences();
-    if (seqs.size() < n) return st.fail(make_error("a recurrent layer without sequence states"));
     const float* w = L.ssm_conv.data();  // [channel][tap], the oldest tap first
-    for (uint32_t r0 = 0; r0 < n;) {
-        uint32_t r1 = r0 + 1;
-        while (r1 < n && seqs[r1] == seqs[r0]) ++r1;
-        const RecurrentState rs = kv.recurrent_state(il, seqs[r0]);
-        if (rs.conv_out.size() != uint64_t{K - 1} * C)
-            return st.fail(
-                make_error("sequence {}: no convolution window for layer {}", seqs[r0], il));
-        std::copy(rs.conv_in.begin(), rs.conv_in.end(), rs.conv_out.begin());
-        float* window = rs.conv_out.data();  // [tap][channel], the oldest first
-        for (uint32_t r = r0; r < r1; ++r) {
-            const float* br = b + r * C;
-            const float* cr = c + r * C;
-            const float* xr = x + r * C;
-            for (uint64_t ch = 0; ch < C; ++ch) bx[ch] = br[ch] * xr[ch];
-            float* y = b + r * C;  // b's row is read: the output takes its place
-            for (uint64_t ch = 0; ch < C; ++ch) {
-                float sum = 0;
-                for (uint32_t k = 0; k + 1 < K; ++k) sum += window[k * C + ch] * w[ch * K + k];
-                sum += bx[ch] * w[ch * K + K - 1];
-                y[ch] = cr[ch] * sum;
+    const bool ran =
+        each_sequence_state(st, kv, il, n, [&](const RecurrentState& rs, uint32_t r0, uint32_t r1) {
+            float* window = rs.conv_out.data();  // [tap][channel], the oldest first
+            for (uint32_t r = r0; r < r1; ++r) {
+                const float* br = b + r * C;
+                const float* cr = c + r * C;
+                const float* xr = x + r * C;
+                for (uint64_t ch = 0; ch < C; ++ch) bx[ch] = br[ch] * xr[ch];
+                float* y = b + r * C;  // b's row is read: the output takes its place
+                for (uint64_t ch = 0; ch < C; ++ch) {
+                    float sum = 0;
+                    for (uint32_t k = 0; k + 1 < K; ++k) sum += window[k * C + ch] * w[ch * K + k];
+                    sum += bx[ch] * w[ch * K + K - 1];
+                    y[ch] = cr[ch] * sum;
+                }
+                // The window moves on by one product.
+                std::memmove(window, window + C, (K - 2) * C * sizeof(float));
+                std::memcpy(window + (K - 2) * C, bx, C * sizeof(float));
             }
-            // The window moves on by one product.
-            std::memmove(window, window + C, (K - 2) * C * sizeof(float));
-            std::memcpy(window + (K - 2) * C, bx, C * sizeof(float));
-        }
-        r0 = r1;
-    }
+        });
+    if (!ran) return;
     st.upload({b, n * C}, s.dn_out);
     st.project(*L.ssm_out, "shortconv.out_proj", s.dn_out, n, s.o);
 }
