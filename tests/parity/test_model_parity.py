@@ -348,6 +348,19 @@ def tiny_prompt() -> list[int]:
     return [1] + [int(t) for t in rng.integers(10, 1000, size=15)]  # 1: BOS of both vocabularies used
 
 
+def fault_nmse(name: str, faulty_name: str, fault: str) -> np.ndarray:
+    """Per-position NMSE of ferrox on tiny-`name` against llama.cpp on tiny-`faulty_name` (the
+    same weights with one part wrong), over the prompt and llama.cpp's greedy continuation: a
+    fault the parity test must catch shows as a mean past its bound."""
+    path, faulty = tiny_model(name), tiny_model(faulty_name)
+    ref = LlamaReference(faulty)
+    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
+    want = ref.logits(seq)
+    nmse = nmse_rows(ferrox_logits(path, seq, want.shape[1]), want)
+    print(f"\ntiny {name} against its {fault}: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    return nmse
+
+
 @pytest.mark.parametrize("arch", TINY_ARCHS)
 def test_tiny_model_logits_match_llama_cpp(arch):
     """Random-weight models from tests/model/make_tiny_models.py."""
@@ -387,14 +400,7 @@ def test_tiny_deepseek_kv_b_read_the_wrong_way_round_is_caught():
     """The fault the kv_b layout's parity must catch: llama.cpp on tiny-deepseek2-kvb's weights
     with each head's kv_b rows in [value | key] order (what reading the layout the wrong way
     round runs) against ferrox on tiny-deepseek2-kvb fails the parity bound."""
-    path, faulty = tiny_model("deepseek2-kvb"), tiny_model("deepseek2-kvb-fault")
-    ref = LlamaReference(faulty)
-    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
-    want = ref.logits(seq)
-    got = ferrox_logits(path, seq, want.shape[1])
-    nmse = nmse_rows(got, want)
-    print(f"\ntiny deepseek2-kvb against its kv_b order fault: NMSE mean {nmse.mean():.2e}, "
-          f"worst {nmse.max():.2e}")
+    nmse = fault_nmse("deepseek2-kvb", "deepseek2-kvb-fault", "kv_b order fault")
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
@@ -412,14 +418,7 @@ def test_tiny_deepseek_attention_temperature_ignored_is_caught():
     """The fault the temperature's parity must catch: llama.cpp on tiny-deepseek2-temp's weights
     without the temperature keys (what a pass ignoring them computes) against ferrox on
     tiny-deepseek2-temp fails the parity bound."""
-    path, faulty = tiny_model("deepseek2-temp"), tiny_model("deepseek2-temp-fault")
-    ref = LlamaReference(faulty)
-    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
-    want = ref.logits(seq)
-    got = ferrox_logits(path, seq, want.shape[1])
-    nmse = nmse_rows(got, want)
-    print(f"\ntiny deepseek2-temp against its ignored-temperature fault: NMSE mean {nmse.mean():.2e}, "
-          f"worst {nmse.max():.2e}")
+    nmse = fault_nmse("deepseek2-temp", "deepseek2-temp-fault", "ignored-temperature fault")
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
@@ -441,14 +440,7 @@ def test_tiny_gemma4_ignored_router_scale_is_caught():
     """The fault the gemma4 experts' parity must catch: llama.cpp on tiny-gemma4-moe's weights
     with ffn_gate_inp.scale at 1 (what a pass ignoring the router's scale computes) against
     ferrox on tiny-gemma4-moe fails the parity bound."""
-    path, faulty = tiny_model("gemma4-moe"), tiny_model("gemma4-moe-router-fault")
-    ref = LlamaReference(faulty)
-    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
-    want = ref.logits(seq)
-    got = ferrox_logits(path, seq, want.shape[1])
-    nmse = nmse_rows(got, want)
-    print(f"\ntiny gemma4-moe against its router-scale fault: NMSE mean {nmse.mean():.2e}, "
-          f"worst {nmse.max():.2e}")
+    nmse = fault_nmse("gemma4-moe", "gemma4-moe-router-fault", "router-scale fault")
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
@@ -456,13 +448,7 @@ def test_tiny_qwen35_wrong_gate_is_caught():
     """The fault the qwen35 parity must catch: llama.cpp on tiny-qwen35's weights with the
     attention gate zeroed (every head's output halved) against ferrox on tiny-qwen35 fails
     the parity bound."""
-    path, faulty = tiny_model("qwen35"), tiny_model("qwen35-gate-fault")
-    ref = LlamaReference(faulty)
-    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
-    want = ref.logits(seq)
-    got = ferrox_logits(path, seq, want.shape[1])
-    nmse = nmse_rows(got, want)
-    print(f"\ntiny qwen35 against its gate fault: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    nmse = fault_nmse("qwen35", "qwen35-gate-fault", "gate fault")
     # Halving one layer's attention in four costs ~6e-3 against float64: the parity bound
     # must not let it through.
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
@@ -481,13 +467,7 @@ def test_tiny_qwen35moe_wrong_shared_expert_gate_is_caught():
     """The fault the qwen35moe parity must catch: llama.cpp on tiny-qwen35moe's weights with
     the shared expert's gate zeroed (every row takes half its output) against ferrox on
     tiny-qwen35moe fails the parity bound."""
-    path, faulty = tiny_model("qwen35moe"), tiny_model("qwen35moe-shexp-gate-fault")
-    ref = LlamaReference(faulty)
-    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
-    want = ref.logits(seq)
-    got = ferrox_logits(path, seq, want.shape[1])
-    nmse = nmse_rows(got, want)
-    print(f"\ntiny qwen35moe against its shared-gate fault: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    nmse = fault_nmse("qwen35moe", "qwen35moe-shexp-gate-fault", "shared-gate fault")
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
@@ -502,13 +482,7 @@ def test_tiny_qwen3next_wrong_beta_alpha_layout_is_caught():
     """The fault the qwen3next parity must catch: llama.cpp on tiny-qwen3next's weights with
     ssm_ba's rows rearranged so that it reads the original rows' halves as betas and alphas
     (a pass that skipped the per-key-head layout) against ferrox on tiny-qwen3next."""
-    path, faulty = tiny_model("qwen3next"), tiny_model("qwen3next-ba-fault")
-    ref = LlamaReference(faulty)
-    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
-    want = ref.logits(seq)
-    got = ferrox_logits(path, seq, want.shape[1])
-    nmse = nmse_rows(got, want)
-    print(f"\ntiny qwen3next against its ssm_ba layout fault: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    nmse = fault_nmse("qwen3next", "qwen3next-ba-fault", "ssm_ba layout fault")
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
@@ -533,13 +507,7 @@ def test_tiny_lfm2_reversed_conv_taps_are_caught():
     """The fault the lfm2 parity must catch: llama.cpp on tiny-lfm2's weights with every
     channel's convolution taps reversed (a pass reading its window newest first) against
     ferrox on tiny-lfm2 fails the parity bound."""
-    path, faulty = tiny_model("lfm2"), tiny_model("lfm2-conv-fault")
-    ref = LlamaReference(faulty)
-    seq = tiny_prompt() + ref.greedy(tiny_prompt(), GREEDY_TOKENS)
-    want = ref.logits(seq)
-    got = ferrox_logits(path, seq, want.shape[1])
-    nmse = nmse_rows(got, want)
-    print(f"\ntiny lfm2 against its conv-taps fault: NMSE mean {nmse.mean():.2e}, worst {nmse.max():.2e}")
+    nmse = fault_nmse("lfm2", "lfm2-conv-fault", "conv-taps fault")
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
