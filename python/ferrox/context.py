@@ -288,12 +288,7 @@ class Context:
     def restore_state(self, seq: int, data: Union[bytes, bytearray]) -> None:
         """Replaces `seq`'s cells with saved ones (NoRoomError when too few are free)."""
         as_int("seq", seq, 0, self.n_seq - 1)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"data must be bytes (what save_state returned), not "
-                            f"{type(data).__name__}")
-        blob = bytes(data)
-        if not blob:
-            raise InvalidArgumentError("data is empty")
+        blob = _saved_bytes(data, "save_state")
         buf = ctypes.create_string_buffer(blob, len(blob))
         with self._exclusive(), self._handle.use() as c:
             check(_lib.lib.ferrox_seq_state_restore(c, seq, buf, len(blob), self._status),
@@ -330,12 +325,7 @@ class Context:
         """Drops `seq`'s positions from the checkpoint's on and puts its state back, as if
         the sequence had never gone past it (it must still hold the positions before)."""
         as_int("seq", seq, 0, self.n_seq - 1)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"data must be bytes (what checkpoint returned), not "
-                            f"{type(data).__name__}")
-        blob = bytes(data)
-        if not blob:
-            raise InvalidArgumentError("data is empty")
+        blob = _saved_bytes(data, "checkpoint")
         buf = ctypes.create_string_buffer(blob, len(blob))
         with self._exclusive(), self._handle.use() as c:
             check(_lib.lib.ferrox_seq_rewind(c, seq, buf, len(blob), self._status),
@@ -394,3 +384,14 @@ class Context:
         self.clear()
         self._logit_rows = []
         return collect(run(self.model, self, requests))
+
+
+def _saved_bytes(data: Any, made_by: str) -> bytes:
+    """`data` as bytes, as `made_by` returned them: a TypeError for another type, an
+    InvalidArgumentError when empty."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"data must be bytes (what {made_by} returned), not {type(data).__name__}")
+    blob = bytes(data)
+    if not blob:
+        raise InvalidArgumentError("data is empty")
+    return blob

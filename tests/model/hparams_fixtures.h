@@ -2,8 +2,12 @@
 // each test adds, removes or changes the keys it is about.
 #pragma once
 
+#include <catch2/catch.hpp>
+#include <cstdint>
 #include <string>
+#include <utility>
 
+#include "ferrox/model/hparams.h"
 #include "tiny_gguf.h"
 
 namespace ferrox::test {
@@ -39,6 +43,26 @@ inline TinyGguf llama_like(const std::string& arch) {
         .f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f)
         .tensor("token_embd.weight", 64, 10, 0.5f);
     return g;
+}
+
+// The error read_hparams gives for `g` (the test fails where it reads).
+inline std::string refusal_of(const TinyGguf& g) {
+    auto file = g.parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE_FALSE(hp);
+    return hp.error().message();
+}
+
+// The same, with `key` set to `value`.
+inline std::string refusal_of(TinyGguf g, const std::string& key, uint32_t value) {
+    g.without(key).u32(key, value);
+    return refusal_of(g);
+}
+
+// `g` is refused with a message naming `key` and saying `why`.
+inline void refused_by(const TinyGguf& g, const std::string& key, const std::string& why) {
+    CHECK_THAT(refusal_of(g), Catch::Contains(key) && Catch::Contains(why));
 }
 
 }  // namespace ferrox::test

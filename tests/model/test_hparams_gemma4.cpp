@@ -44,13 +44,7 @@ TinyGguf gemma4_like() {
 
 // The error of reading gemma4_like() with `key` set to `value`.
 std::string gemma4_refusal(const std::string& key, uint32_t value) {
-    auto g = gemma4_like();
-    g.without(key).u32(key, value);
-    auto file = g.parse();
-    REQUIRE(file);
-    auto hp = model::read_hparams(*file);
-    REQUIRE_FALSE(hp);
-    return hp.error().message();
+    return test::refusal_of(gemma4_like(), key, value);
 }
 
 }  // namespace

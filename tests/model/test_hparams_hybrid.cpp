@@ -18,6 +18,7 @@
 using namespace ferrox;
 using ferrox::test::gemma3_like;
 using ferrox::test::llama_like;
+using ferrox::test::refused_by;
 using ferrox::test::TinyGguf;
 
 namespace {
@@ -79,13 +80,6 @@ TEST_CASE(
     REQUIRE(hf);
     CHECK(hf->n_ff_shared == 128);
 
-    const auto refused_by = [](TinyGguf g, const std::string& key, const std::string& why) {
-        auto f = g.parse();
-        REQUIRE(f);
-        auto r = model::read_hparams(*f);
-        REQUIRE_FALSE(r);
-        CHECK_THAT(r.error().message(), Catch::Contains(key) && Catch::Contains(why));
-    };
     const std::string list = "qwen35moe.attention.recurrent_layers";
     // One entry per block (the MTP block's included), the MTP block never recurrent, bools.
     refused_by(qwen35moe_like().without(list).bool_array(list, {true, false, true, true}), list,
@@ -122,14 +116,6 @@ TinyGguf lfm2_like(std::vector<int32_t> kv_heads = {0, 0, 2, 0, 0, 2}) {
         .f32("lfm2.attention.layer_norm_rms_epsilon", 1e-5f)
         .tensor("token_embd.weight", 64, 10, 0.5f);
     return g;
-}
-
-void refused_by(TinyGguf g, const std::string& key, const std::string& why) {
-    auto f = g.parse();
-    REQUIRE(f);
-    auto r = model::read_hparams(*f);
-    REQUIRE_FALSE(r);
-    CHECK_THAT(r.error().message(), Catch::Contains(key) && Catch::Contains(why));
 }
 
 }  // namespace

@@ -98,13 +98,7 @@ TinyGguf deepseek2_like() {
 
 // The error of reading deepseek2_like() with `key` set to `value`.
 std::string deepseek2_refusal(const std::string& key, uint32_t value) {
-    auto g = deepseek2_like();
-    g.without(key).u32(key, value);
-    auto file = g.parse();
-    REQUIRE(file);
-    auto hp = model::read_hparams(*file);
-    REQUIRE_FALSE(hp);
-    return hp.error().message();
+    return test::refusal_of(deepseek2_like(), key, value);
 }
 
 }  // namespace
