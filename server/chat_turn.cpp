@@ -28,7 +28,7 @@ ChatTurn start_chat_turn(const ordered_json& messages, const ChatToolFields& too
         turn.forced_call = tool_call_grammar(family, tools, options.starts_in_reasoning);
     else if (tools.reads_calls() && in.grammar_vocab)
         turn.lazy_call = lazy_tool_call_grammar(family, tools, options.starts_in_reasoning,
-                                                in.tokenizer, *in.grammar_vocab);
+                                                in.tokenizer, *in.grammar_vocab.get());
     turn.starts_in_reasoning = options.starts_in_reasoning;
     turn.prompt = std::move(rendered->tokens);
     return turn;
@@ -43,13 +43,13 @@ void force_tool_call(std::shared_ptr<const grammar::Grammar> forced, const Parse
     if (!in.grammar_vocab)
         throw ApiError{400, "this server takes no grammars (no token trie)", field};
     g.sampling.grammar = std::move(forced);
-    g.sampling.grammar_vocab = in.grammar_vocab;
+    g.sampling.grammar_vocab = in.grammar_vocab.get();
 }
 
 void arm_lazy_tool_call(LazyGrammarParams lazy, const ParseInput& in, GenerationRequest& g) {
     if (!lazy.grammar || g.sampling.grammar) return;
     g.sampling.lazy = std::move(lazy);
-    g.sampling.grammar_vocab = in.grammar_vocab;
+    g.sampling.grammar_vocab = in.grammar_vocab.get();
 }
 
 size_t reasoning_tokens(const ChatAnswer& answer, const Tokenizer& tokenizer) {

@@ -22,6 +22,7 @@
 #include "ferrox/chat_format/family.h"
 #include "ferrox/expected.h"
 #include "ferrox/grammar/matcher.h"
+#include "grammar_vocab.h"
 #include "request_fields.h"
 #include "scheduler.h"
 
@@ -93,9 +94,9 @@ struct ParseInput {
     uint32_t max_positions;  // prompt + max_tokens of one request
     const RequestLimits& limits;
     const std::string& tenant;  // whose prefix-cache entries the request may share
-    // The vocabulary's byte trie for grammar stages, built once per server
-    // (262,144 tokens take a while); null: requests with a grammar are refused.
-    std::shared_ptr<const grammar::TokenTrie> grammar_vocab = nullptr;
+    // The vocabulary's byte trie for grammar stages, built once per model on
+    // first use; none: requests with a grammar are refused.
+    GrammarVocab grammar_vocab = {};
     // The thinking budget of a request that names none (--reasoning-budget): -1 unlimited.
     int32_t reasoning_budget = -1;
 };

@@ -330,7 +330,7 @@ class Messages final : public Dialect {
                 prompt.thinking_budget_tokens, in, in.render_chat.family().family,
                 prompt.turn.starts_in_reasoning, not_enforced);
             if (g.sampling.reasoning_budget.budget >= 0)
-                g.sampling.grammar_vocab = in.grammar_vocab;
+                g.sampling.grammar_vocab = in.grammar_vocab.get();
         }
         prompt_tokens_ = static_cast<uint32_t>(g.prompt.size());
         g.max_tokens = checked_max_tokens(f, "max_tokens", true, g.prompt.size(), in.max_positions,

@@ -188,6 +188,7 @@ void ModelRegistry::unload_locked(Entry& e) {
     e.state = ModelState::Unloaded;
     e.bytes = 0;
     e.expires.reset();
+    ++e.unloads;
     // The last reference may be a lease's; the registry's goes on the worker.
     post([instance = std::move(instance)]() mutable { instance.reset(); });
 }
@@ -299,6 +300,7 @@ ModelRegistry::Acquired ModelRegistry::acquire(std::string_view id,
                 entry->bytes = entry->instance->bytes();
                 entry->need = entry->bytes;  // its next load is counted at what it took
                 entry->state = ModelState::Loaded;
+                ++entry->loads;
                 entry->last_used = options_.now();
                 // Expires even if the request that asked for it has gone.
                 if (entry->keep_alive_s >= 0)
@@ -308,6 +310,7 @@ ModelRegistry::Acquired ModelRegistry::acquire(std::string_view id,
                 entry->state = ModelState::Unloaded;
                 entry->bytes = 0;
                 entry->load_error = loaded.error().message();
+                ++entry->load_failures;
             }
         });
     }
@@ -386,6 +389,13 @@ std::string ModelRegistry::render_metrics() const {
          &Entry::prompt_tokens},
         {"ferrox:model_generation_tokens_total", "counter", "Tokens a model generated.",
          &Entry::generated_tokens},
+        {"ferrox:model_loads_total", "counter", "Loads of a model that succeeded.", &Entry::loads},
+        {"ferrox:model_load_failures_total", "counter", "Loads of a model that failed.",
+         &Entry::load_failures},
+        {"ferrox:model_unloads_total", "counter",
+         "Unloads of a model: its keep-alive ran out, another model needed the room, or the "
+         "server stopped.",
+         &Entry::unloads},
         {"ferrox:model_loaded", "gauge", "1 while a model is loaded, else 0.", nullptr},
         {"ferrox:model_num_requests_running", "gauge",
          "A model's requests holding a sequence (prefill or decode).", nullptr,

@@ -133,7 +133,8 @@ class ModelRegistry {
 
     std::vector<ModelStatus> list() const;
     // The per-model series of /metrics (Prometheus text): requests served,
-    // prompt and generated tokens, whether each model is loaded, and its
+    // prompt and generated tokens, loads, failed loads and unloads, whether
+    // each model is loaded, and its
     // scheduler's running, waiting and KV gauges (0 while unloaded), each
     // with a `model` label (the model's first id).
     std::string render_metrics() const;
@@ -161,6 +162,8 @@ class ModelRegistry {
         uint64_t attempts = 0;                     // loads started
         std::string load_error;                    // of the last failed load
         uint64_t requests = 0, prompt_tokens = 0, generated_tokens = 0;
+        // Loads that succeeded or failed, and unloads (keep-alive, room, shutdown).
+        uint64_t loads = 0, load_failures = 0, unloads = 0;
     };
     void release(size_t index);
     // Under m_: unloads `e` (its instance is destroyed on the worker).

@@ -53,8 +53,8 @@ struct LoadedModel {
     const Tokenizer* tokenizer = nullptr;
     Scheduler* scheduler = nullptr;
     ChatRenderFn render_chat;
-    uint32_t max_positions = 0;                               // prompt + max_tokens of one request
-    std::shared_ptr<const grammar::TokenTrie> grammar_vocab;  // shared by every grammar stage
+    uint32_t max_positions = 0;  // prompt + max_tokens of one request
+    GrammarVocab grammar_vocab;  // shared by every grammar stage, built on first use
     // An embedding model's server has an embedder and no scheduler (each
     // refuses the other's endpoints by name).
     Embedder* embedder = nullptr;

@@ -85,7 +85,7 @@ bool read_constraint(Fields& f, const ParseInput& in, ChainParams& s) {
     if (!s.grammar) return false;
     if (!in.grammar_vocab)
         throw ApiError{400, "this server takes no grammars (no token trie)", "grammar"};
-    s.grammar_vocab = in.grammar_vocab;
+    s.grammar_vocab = in.grammar_vocab.get();
     return f.has("grammar");
 }
 
@@ -278,7 +278,7 @@ class ChatCompletions final : public OpenAIDialect {
         OpenAIDialect::parse(body, in, g);
         if (budget_.budget >= 0) {  // read_reasoning_budget checked that the trie is there
             g.sampling.reasoning_budget = std::move(budget_);
-            g.sampling.grammar_vocab = in.grammar_vocab;
+            g.sampling.grammar_vocab = in.grammar_vocab.get();
         }
         arm_lazy_tool_call(std::move(lazy_call_), in, g);
         force_tool_call(std::move(forced_call_), in, g, "tool_choice", !gbnf_);

@@ -35,8 +35,8 @@ ReasoningBudgetParams reasoning_budget_params(int64_t budget, const ParseInput& 
         why_not = "is not enforced by this server (no token trie)";
         return p;
     }
-    if (!marker_visible(info.reasoning_start, in.tokenizer, *in.grammar_vocab) ||
-        !marker_visible(info.reasoning_end, in.tokenizer, *in.grammar_vocab)) {
+    if (!marker_visible(info.reasoning_start, in.tokenizer, *in.grammar_vocab.get()) ||
+        !marker_visible(info.reasoning_end, in.tokenizer, *in.grammar_vocab.get())) {
         why_not = fmt::format(
             "is not enforced for the {} family (its reasoning markers are control tokens)",
             info.name);

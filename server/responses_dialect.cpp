@@ -462,7 +462,7 @@ class Responses final : public Dialect {
             if (!in.grammar_vocab)
                 throw ApiError{400, "this server takes no grammars (no token trie)", "text.format"};
             s.grammar = std::move(format);
-            s.grammar_vocab = in.grammar_vocab;
+            s.grammar_vocab = in.grammar_vocab.get();
         }
         arm_lazy_tool_call(std::move(turn.lazy_call), in, g);
         force_tool_call(std::move(turn.forced_call), in, g, "tool_choice", true);

@@ -103,8 +103,9 @@ Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const 
     served->scheduler_->start();
     loaded.scheduler = served->scheduler_.get();
     loaded.max_positions = std::min(co.context, hp.n_ctx_train);
-    // Once per model: every grammar stage (grammar, response_format, tools) shares it.
-    loaded.grammar_vocab = grammar::TokenTrie::from_tokenizer(e.tokenizer());
+    // Once per model, on the first request with a grammar stage (grammar,
+    // response_format, tools, a thinking budget): every stage shares it.
+    loaded.grammar_vocab = server::GrammarVocab::on_first_use(e.tokenizer());
     const ChatRenderer* renderer = served->renderer_.get();
     const DetectedChatFamily family = detect_family(renderer->chat_template().source());
     logger().info("serve: the chat template writes tool calls and reasoning as the {} family{}",

@@ -297,6 +297,10 @@ TEST_CASE("a load that fails answers 500 with why, and the next request tries ag
     loader.failing.clear();
     CHECK(r.acquire("beta", std::nullopt, kFar()).lease);
     CHECK(loader.loads_of("beta") == 2);
+    const std::string text = r.render_metrics();
+    INFO(text);
+    CHECK(text.find("ferrox:model_load_failures_total{model=\"beta\"} 1\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_loads_total{model=\"beta\"} 1\n") != std::string::npos);
 }
 
 TEST_CASE("draining refuses new leases") {
@@ -366,6 +370,13 @@ TEST_CASE("the per-model series carry a model label, escaped") {
           std::string::npos);
     CHECK(text.find("ferrox:model_loaded{model=\"alpha\"} 1\n") != std::string::npos);
     CHECK(text.find("ferrox:model_loaded{model=\"beta\"} 0\n") != std::string::npos);
+    // alpha loaded once for its three requests; beta (keep_alive 0) loaded and unloaded.
+    CHECK(text.find("# TYPE ferrox:model_loads_total counter\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_loads_total{model=\"alpha\"} 1\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_unloads_total{model=\"alpha\"} 0\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_loads_total{model=\"beta\"} 1\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_unloads_total{model=\"beta\"} 1\n") != std::string::npos);
+    CHECK(text.find("ferrox:model_load_failures_total{model=\"alpha\"} 0\n") != std::string::npos);
     CHECK(text.find("ferrox:model_requests_total{model=\"ga\\\"m\\\\ma\\n\"} 0\n") !=
           std::string::npos);
 }

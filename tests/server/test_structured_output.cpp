@@ -86,6 +86,28 @@ TEST_CASE("response_format json_schema becomes the request's grammar, on the sha
     CHECK_FALSE(matches(g, R"({"b":6,"a":"y"})"));
 }
 
+TEST_CASE("a model's trie built on first use is one trie for every request and copy") {
+    Server s;
+    const GrammarVocab none;
+    CHECK_FALSE(none);
+    const GrammarVocab lazy = GrammarVocab::on_first_use(*s.tok);
+    const GrammarVocab copy = lazy;  // a request's ParseInput holds a copy
+    REQUIRE(lazy);
+    const auto first = copy.get();
+    REQUIRE(first);
+    CHECK(lazy.get() == first);  // built once, whichever copy asked first
+    CHECK(first->vocab_size() == s.tok->vocab_size());
+    for (size_t id = 0; id < first->vocab_size(); ++id)
+        CHECK(first->piece(static_cast<int32_t>(id)) ==
+              s.trie->piece(static_cast<int32_t>(id)));  // the same bytes as an eager build
+    GenerationRequest g;
+    completions({"id", "m"})
+        ->parse(
+            ordered_json::parse(R"({"prompt":"abc","max_tokens":8,"grammar":"root ::= \"a\""})"),
+            ParseInput{*s.tok, s.render, 64, s.limits, s.tenant, lazy}, g);
+    CHECK(g.sampling.grammar_vocab == first);
+}
+
 TEST_CASE("json_object, text, and a GBNF grammar field") {
     Server s;
     const auto object = s.parse(R"(,"response_format":{"type":"json_object"})");
