@@ -19,7 +19,8 @@ TokenTrie::TokenTrie(std::vector<std::string> pieces, std::vector<bool> end_of_g
     std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
         const auto& pa = pieces_[static_cast<size_t>(a)];
         const auto& pb = pieces_[static_cast<size_t>(b)];
-        return pa != pb ? pa < pb : a < b;
+        const int order = pa.compare(pb);  // one pass over the bytes, not two
+        return order != 0 ? order < 0 : a < b;
     });
     nodes_.emplace_back();
     // Breadth-first over (node, run of ids, depth), so that each node's
