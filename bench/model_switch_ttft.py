@@ -192,17 +192,17 @@ def main() -> int:
            "quiet_p50_ms": statistics.median(quiet) * 1e3, "quiet_p99_ms": p99(quiet) * 1e3,
            "switching_p50_ms": statistics.median(loud) * 1e3,
            "switching_p99_ms": p99(loud) * 1e3,
-           "b_requests": len(b_times), "b_loads": None if loads is None else int(loads),
+           "b_requests": len(b_times), "b_loads": int(loads),
            "b_request_p50_ms": statistics.median(b_times) * 1e3}
     row["p99_ratio"] = row["switching_p99_ms"] / row["quiet_p99_ms"]
     if args.json:
         print(json.dumps(row, indent=1))
     else:
-        print(f"a's TTFT, {args.load} load client(s), {len(quiet)} and {len(loud)} samples: quiet p50 {row['quiet_p50_ms']:.0f} ms, "
-              f"p99 {row['quiet_p99_ms']:.0f} ms; while b switches p50 "
+        print(f"a's TTFT, {args.load} load client(s), {len(quiet)} and {len(loud)} samples: "
+              f"quiet p50 {row['quiet_p50_ms']:.0f} ms, p99 {row['quiet_p99_ms']:.0f} ms; while b switches p50 "
               f"{row['switching_p50_ms']:.0f} ms, p99 {row['switching_p99_ms']:.0f} ms "
               f"({row['p99_ratio']:.2f}x); b: {len(b_times)} requests "
-              f"({row['b_loads'] if loads is not None else '?'} loads), p50 "
+              f"({row['b_loads']} loads), p50 "
               f"{row['b_request_p50_ms']:.0f} ms each", flush=True)
     return 0
 
