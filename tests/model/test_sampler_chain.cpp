@@ -211,3 +211,42 @@ TEST_CASE("chains cloned per sequence draw from their own streams") {
     CHECK(ta == tb);
     CHECK(ta != tc);
 }
+
+TEST_CASE("greedy after neutral stages takes the logits' argmax, as the candidate path does") {
+    // The shortcut (penalties at their neutral values, then greedy) against the
+    // candidate path, forced by a logit bias of 0 on one token (a stage that
+    // changes nothing but says it might): the same token on random logits with
+    // ties planted at the top (the lowest id wins) and -inf entries.
+    std::mt19937 rng(4242);
+    SamplerParams greedy;
+    greedy.temperature = 0.0f;
+    ChainParams direct;
+    direct.base = greedy;
+    ChainParams candidates = direct;
+    candidates.logit_bias = {{3, 0.0f}};
+    for (int round = 0; round < 200; ++round) {
+        auto logits = random_logits(rng, 1000);
+        const auto top = std::max_element(logits.begin(), logits.end());
+        for (int tie = 0; tie < round % 4; ++tie) logits[rng() % logits.size()] = *top;
+        if (round % 5 == 0) logits[rng() % logits.size()] = -INFINITY;
+        auto a = SamplerChain::from_params(direct);
+        auto b = SamplerChain::from_params(candidates);
+        INFO("round " << round);
+        const int32_t expected = b.sample(logits);
+        CHECK(a.sample(logits) == expected);
+        CHECK(logits[static_cast<size_t>(expected)] ==
+              *std::max_element(logits.begin(), logits.end()));
+        CHECK(std::find(logits.begin(), logits.end(), logits[static_cast<size_t>(expected)]) -
+                  logits.begin() ==
+              expected);  // the first of the highest
+    }
+    // An active penalty is not skipped: the seen top token loses to the next.
+    std::vector<float> logits{1.0f, 5.0f, 4.0f};
+    SamplerParams penalised = greedy;
+    penalised.repeat_penalty = 2.0f;
+    ChainParams with_penalty;
+    with_penalty.base = penalised;
+    auto chain = SamplerChain::from_params(with_penalty);
+    chain.accept(1);
+    CHECK(chain.sample(logits) == 2);
+}

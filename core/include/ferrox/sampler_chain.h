@@ -60,6 +60,11 @@ class FERROX_API SamplerStage {
     // the others return -1.
     virtual int32_t apply(Candidates& c, SamplerState& state) = 0;
     virtual bool terminal() const { return false; }
+    // apply() would change nothing (a stage at its neutral values), so the
+    // chain may skip it.
+    virtual bool leaves_logits() const { return false; }
+    // A terminal stage that picks the highest logit (the lowest id on ties).
+    virtual bool picks_highest() const { return false; }
     virtual std::unique_ptr<SamplerStage> clone() const = 0;
     // A token generated and kept (not a prompt's: SamplerChain::accept(span)
     // passes none here); a stage with state of its own (the grammar) advances.
@@ -200,6 +205,9 @@ class FERROX_API SamplerChain {
     void reset(uint64_t seed);
 
   private:
+    // Every stage before a greedy one leaves the logits as they are.
+    bool argmax_of_logits() const;
+
     std::vector<std::unique_ptr<SamplerStage>> stages_;
     SamplerState state_;
     Candidates work_;

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ferrox/sampler_chain.h"
+#include "ferrox/sampling.h"
 #include "grammar_mask.h"
 
 namespace ferrox {
@@ -60,8 +61,11 @@ class Penalties final : public SamplerStage {
     Penalties(uint32_t last_n, float repeat, float frequency, float presence)
         : last_n_(last_n), repeat_(repeat), frequency_(frequency), presence_(presence) {}
     const char* name() const override { return "penalties"; }
+    bool leaves_logits() const override {
+        return last_n_ == 0 || (repeat_ == 1.0f && frequency_ == 0.0f && presence_ == 0.0f);
+    }
     int32_t apply(Candidates& c, SamplerState& s) override {
-        if (last_n_ == 0 || (repeat_ == 1.0f && frequency_ == 0.0f && presence_ == 0.0f)) return -1;
+        if (leaves_logits()) return -1;
         const size_t from = s.history.size() > last_n_ ? s.history.size() - last_n_ : 0;
         std::unordered_map<int32_t, uint32_t> count;
         for (size_t i = from; i < s.history.size(); ++i) ++count[s.history[i]];
@@ -156,6 +160,7 @@ class Greedy final : public SamplerStage {
   public:
     const char* name() const override { return "greedy"; }
     bool terminal() const override { return true; }
+    bool picks_highest() const override { return true; }
     int32_t apply(Candidates& c, SamplerState&) override {
         if (c.c.empty()) return -1;
         // The first of the highest (the lowest id on ties, as argmax()).
@@ -344,7 +349,19 @@ const grammar::GrammarMatcher* SamplerChain::grammar_matcher() const {
     return nullptr;
 }
 
+bool SamplerChain::argmax_of_logits() const {
+    for (const auto& stage : stages_) {
+        if (stage->leaves_logits()) continue;
+        return stage->picks_highest();
+    }
+    return true;  // no terminal stage: greedy
+}
+
 int32_t SamplerChain::sample(std::span<const float> logits) {
+    // Greedy after stages that change nothing: the logits' own argmax, without
+    // copying each logit into a candidate first (a server's 16 sequences over
+    // Gemma's 262,144 logits spent 14% of its CPU there, perf).
+    if (!logits.empty() && argmax_of_logits()) return argmax(logits);
     work_.c.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i)
         work_.c[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
