@@ -42,17 +42,6 @@ std::string shown(const std::optional<std::string>& v) {
     return v ? fmt::format("'{}'", *v) : std::string("none");
 }
 
-// Rows whose products equal the single-row ones bit for bit (docs/models.md,
-// "Batch invariance").
-constexpr size_t kFewRows = 16;
-
-size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
-    const size_t n = std::min(a.size(), b.size());
-    size_t i = 0;
-    while (i < n && a[i] == b[i]) ++i;
-    return i;
-}
-
 }  // namespace
 
 std::string vocabulary_difference(const ferrox_model* target, const ferrox_model* draft) {
@@ -110,76 +99,38 @@ DraftModel::DraftModel(ModelHandle model, ContextHandle context)
       vocab_(ferrox_model_vocab(model_.get())),
       batch_(std::max(1u, ferrox_model_n_batch(model_.get()))) {}
 
-bool DraftModel::decode(std::span<const int32_t> tokens) {
-    for (size_t start = 0; start < tokens.size(); start += batch_) {
-        const size_t n = std::min<size_t>(batch_, tokens.size() - start);
-        std::vector<int32_t> positions(n), seqs(n, 0);
-        std::vector<uint8_t> want(n, 0);
-        for (size_t i = 0; i < n; ++i) positions[i] = int32_t(cached_.size() + i);
-        want[n - 1] = 1;
-        ferrox_batch b{};
-        b.struct_size = sizeof b;
-        b.n_tokens = uint32_t(n);
-        b.tokens = tokens.data() + start;
-        b.positions = positions.data();
-        b.seq_ids = seqs.data();
-        b.logits = want.data();
-        ferrox_call_status st = fresh_status();
-        ++decodes_;
-        if (ferrox_decode(ctx_.get(), &b, &st) != FERROX_CODE_OK ||
-            ferrox_logits(ctx_.get(), uint32_t(n - 1), &logits_, &st) != FERROX_CODE_OK) {
-            error_ = fmt::format("the draft model: {}", st.message);
-            return false;
-        }
-        cached_.insert(cached_.end(), tokens.begin() + long(start),
-                       tokens.begin() + long(start + n));
+std::span<const float> DraftModel::decode(int32_t seq, std::span<const int32_t> tokens,
+                                          int32_t pos) {
+    const size_t n = tokens.size();
+    if (n == 0) return {};
+    std::vector<int32_t> positions(n), seqs(n, seq);
+    std::vector<uint8_t> want(n, 0);
+    for (size_t i = 0; i < n; ++i) positions[i] = pos + int32_t(i);
+    want[n - 1] = 1;
+    ferrox_batch b{};
+    b.struct_size = sizeof b;
+    b.n_tokens = uint32_t(n);
+    b.tokens = tokens.data();
+    b.positions = positions.data();
+    b.seq_ids = seqs.data();
+    b.logits = want.data();
+    ferrox_call_status st = fresh_status();
+    const float* logits = nullptr;
+    if (ferrox_decode(ctx_.get(), &b, &st) != FERROX_CODE_OK ||
+        ferrox_logits(ctx_.get(), uint32_t(n - 1), &logits, &st) != FERROX_CODE_OK) {
+        error_ = st.message;
+        return {};
     }
-    return true;
+    return {logits, vocab_};
 }
 
-bool DraftModel::cut(size_t keep) {
-    if (cached_.size() <= keep) return true;
+bool DraftModel::remove(int32_t seq, int32_t pos) {
     ferrox_call_status st = fresh_status();
-    if (ferrox_seq_remove(ctx_.get(), 0, int32_t(keep), -1, &st) != FERROX_CODE_OK) {
-        error_ = fmt::format("the draft model: {}", st.message);
+    if (ferrox_seq_remove(ctx_.get(), seq, pos, -1, &st) != FERROX_CODE_OK) {
+        error_ = st.message;
         return false;
     }
-    cached_.resize(keep);
     return true;
-}
-
-std::vector<int32_t> DraftModel::propose(std::span<const int32_t> tokens, uint32_t max_draft) {
-    error_.clear();
-    if (max_draft == 0 || tokens.empty()) return {};
-    // The cells already hold a prefix of the history (the prompt, the
-    // emitted tokens, what accept() kept); the rest -- at least the last
-    // token, whose logits the first guess reads -- is decoded now.
-    const size_t keep = std::min(common_prefix(cached_, tokens), tokens.size() - 1);
-    if (!cut(keep)) return {};
-    // In the shapes the target computed them: a long catch-up (the prompt)
-    // in chunks of the batch, and the token after it alone -- the target
-    // decoded it among at most 16 rows, whose products equal one row's. A
-    // batch of more rows may round differently, and the draft's guesses
-    // would then drift from what the target itself would guess.
-    const size_t last = tokens.size() - 1;
-    if (last - keep >= kFewRows && !decode(tokens.subspan(keep, last - keep))) return {};
-    if (!decode(tokens.subspan(cached_.size()))) return {};
-    proposed_from_ = tokens.size();
-    std::vector<int32_t> draft;
-    for (uint32_t j = 0; j < max_draft; ++j) {
-        // Greedy: the first of the largest logits, as the target's greedy sampler.
-        const int32_t next = int32_t(std::max_element(logits_, logits_ + vocab_) - logits_);
-        draft.push_back(next);
-        if (j + 1 == max_draft) break;  // the last guess needs no logits of its own
-        const int32_t one[] = {next};
-        if (!decode(one)) return {};
-    }
-    return draft;
-}
-
-void DraftModel::accept(size_t accepted) {
-    // The cells past the emitted draft tokens hold rejected guesses.
-    (void)cut(proposed_from_ + accepted);
 }
 
 }  // namespace ferrox::cli

@@ -200,7 +200,9 @@ int run(const CommonOptions& common, RunOptions o) {
     }
     // Where drafts come from: the draft model (same vocabulary, checked
     // here, before any work), or the sequence's own tokens.
-    std::unique_ptr<DraftSource> source;
+    std::unique_ptr<DraftModel> draft_model;
+    NgramDraftSource ngram;
+    DraftSource* source = nullptr;
     if (draft_max > 0 && !o.model_draft.empty()) {
         std::fprintf(stderr, "loading draft %s ...\n", shown(o.model_draft).c_str());
         ferrox_model* raw_draft = nullptr;
@@ -212,9 +214,10 @@ int run(const CommonOptions& common, RunOptions o) {
             logger().error("{}", opened.error().message());
             return kExitBadInput;
         }
-        source = std::move(*opened);
+        draft_model = std::move(*opened);
+        source = &draft_model->source();
     } else if (draft_max > 0) {
-        source = std::make_unique<NgramDraftSource>();
+        source = &ngram;
     }
     std::fprintf(stderr, "loaded %s: %u layers, %u embd, vocab %u, context %u; %s (%.2f s)\n",
                  ferrox_model_arch(m), ferrox_model_n_layer(m), ferrox_model_n_embd(m), vocab,
