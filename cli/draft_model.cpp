@@ -38,39 +38,16 @@ std::optional<std::string> piece(const ferrox_model* m, int32_t token) {
     });
 }
 
-std::string shown(const std::optional<std::string>& v) {
-    return v ? fmt::format("'{}'", *v) : std::string("none");
+// The model's vocabulary facts through the C API (the model must outlive it).
+VocabularyView api_view(const ferrox_model* m) {
+    VocabularyView v;
+    v.size = ferrox_model_vocab(m);
+    v.meta = [m](std::string_view key) { return meta(m, std::string(key).c_str()); };
+    v.piece = [m](int32_t id) { return piece(m, id); };
+    return v;
 }
 
 }  // namespace
-
-std::string vocabulary_difference(const ferrox_model* target, const ferrox_model* draft) {
-    std::vector<std::string> found;
-    for (const char* key : {"tokenizer.ggml.model", "tokenizer.ggml.pre"}) {
-        const auto a = meta(target, key), b = meta(draft, key);
-        if (a != b) found.push_back(fmt::format("{} {} vs {}", key, shown(a), shown(b)));
-    }
-    const uint32_t na = ferrox_model_vocab(target), nb = ferrox_model_vocab(draft);
-    if (na != nb) found.push_back(fmt::format("vocabulary size {} vs {}", na, nb));
-    // Every id both have; the first that differs is named (one is enough to refuse).
-    for (uint32_t id = 0; id < std::min(na, nb); ++id) {
-        const auto a = piece(target, int32_t(id)), b = piece(draft, int32_t(id));
-        if (a != b) {
-            found.push_back(fmt::format("token {}: {} vs {}", id, shown(a), shown(b)));
-            break;
-        }
-    }
-    // The ids that start, end and separate text: a draft that ends on
-    // another id would stop where the target does not.
-    for (const char* name : {"bos", "eos", "unknown", "eot", "eom", "seperator", "padding"}) {
-        const std::string key = fmt::format("tokenizer.ggml.{}_token_id", name);
-        const auto a = meta(target, key.c_str()), b = meta(draft, key.c_str());
-        if (a != b) found.push_back(fmt::format("{} {} vs {}", key, shown(a), shown(b)));
-    }
-    std::string out;
-    for (const std::string& f : found) out += (out.empty() ? "" : "; ") + f;
-    return out;
-}
 
 Expected<std::unique_ptr<DraftModel>> DraftModel::open(const ferrox_model* target,
                                                        ModelHandle draft) {
@@ -79,7 +56,8 @@ Expected<std::unique_ptr<DraftModel>> DraftModel::open(const ferrox_model* targe
             "--model-draft: the draft model '{}' has recurrent layers, whose state cannot drop a "
             "rejected draft's tail; a draft model must be an attention-only one",
             ferrox_model_arch(draft.get()));
-    if (const std::string diff = vocabulary_difference(target, draft.get()); !diff.empty())
+    if (const std::string diff = vocabulary_difference(api_view(target), api_view(draft.get()));
+        !diff.empty())
         return make_error(
             "--model-draft: the draft model's vocabulary is not the target's ({} vs {}): {}",
             ferrox_model_arch(target), ferrox_model_arch(draft.get()), diff);

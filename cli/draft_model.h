@@ -14,16 +14,9 @@
 #include "api_model.h"
 #include "ferrox/draft_source.h"
 #include "ferrox/expected.h"
+#include "ferrox/vocabulary_match.h"
 
 namespace ferrox::cli {
-
-// What makes `draft`'s token ids mean other text than `target`'s, each
-// difference named ("tokenizer model 'llama' vs 'gpt2'", "vocabulary size
-// ...", "token 17: '<0x0E>' vs 'ab'", "eos token id 1 vs 2"), joined by "; ";
-// empty when the two vocabularies are the same. Compared: the tokenizer
-// model and pre-tokenizer, the vocabulary size, every token's piece (the
-// first that differs is named), and the special-token ids.
-std::string vocabulary_difference(const ferrox_model* target, const ferrox_model* draft);
 
 // The draft model's file and context, the C API's side of a
 // ModelDraftSource (ferrox/draft_source.h), which source() is.
