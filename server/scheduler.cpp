@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ferrox/draft_source.h"
 #include "ferrox/log.h"
 #include "ferrox/ngram_draft.h"
 #include "ferrox/sampler_chain.h"
@@ -40,9 +41,12 @@ struct Scheduler::Slot {
     SamplerChain chain;
     std::optional<output::SequenceOutput> output;  // the job's text, stop strings, logprobs
     Clock::time_point last_token_at;
-    // N-gram speculation (docs/speculation.md): the most draft tokens this
-    // request verifies per step, how many it proposes next (adapted to its
-    // acceptance), this step's draft, and the totals for its usage.
+    // Speculation (docs/speculation.md): where drafts come from (prompt
+    // lookup, or the draft model's sequence of this slot's id), the most
+    // draft tokens this request verifies per step, how many it proposes next
+    // (adapted to its acceptance), this step's draft, and the totals for its
+    // usage.
+    std::unique_ptr<DraftSource> source = std::make_unique<NgramDraftSource>();
     uint32_t draft_max = 0, draft_len = 0;
     std::vector<int32_t> draft;
     uint32_t drafted = 0, accepted = 0;
@@ -104,6 +108,20 @@ Scheduler::Scheduler(const Tokenizer& tokenizer, std::unique_ptr<DecodeContext> 
             "server: no recurrent-state checkpoints (server.checkpoint_memory 0): every prompt is "
             "computed from its first token");
     }
+}
+
+void Scheduler::use_draft_model(std::unique_ptr<DecodeContext> draft) {
+    if (draft->sequences() < options_.sequences || !draft->can_roll_back()) {
+        logger().error(
+            "server: the draft model's context has {} sequences{} for {} slots; drafts stay "
+            "prompt lookups",
+            draft->sequences(), draft->can_roll_back() ? "" : " and cannot roll back",
+            options_.sequences);
+        return;
+    }
+    // The draft computes a prompt in the target's prefill chunks.
+    drafter_ = std::make_unique<ContextDrafter>(std::move(draft), options_.prefill_chunk);
+    for (Slot& s : slots_) s.source = std::make_unique<ModelDraftSource>(*drafter_, s.seq);
 }
 
 void Scheduler::start() {
@@ -310,6 +328,7 @@ void Scheduler::finish(Slot& slot, FinishReason why, std::string detail, bool ke
         metrics_.e2e.observe(seconds(Clock::now() - slot.job->request.arrival));
     if (!keep_cells) {
         (void)ctx_->seq_remove(slot.seq, 0, -1);
+        slot.source->forget();
         slot.cached.clear();
         slot.canonical = 0;
         forget_checkpoints(slot, 0);
@@ -406,6 +425,7 @@ model::DecodeStatus Scheduler::decode_making_room(const model::Batch& batch) {
               [](const Slot* a, const Slot* b) { return a->last_use < b->last_use; });
     for (Slot* s : idle) {
         (void)ctx_->seq_remove(s->seq, 0, -1);
+        s->source->forget();
         s->cached.clear();
         s->canonical = 0;
         forget_checkpoints(*s, 0);
@@ -459,12 +479,24 @@ void Scheduler::plan_drafts(const std::vector<Slot*>& generating) {
         const size_t most = std::min({size_t(s->draft_len), spare, room, left > 0 ? left - 1 : 0});
         if (s->draft_max > 0 && most > 0) {
             s->cached.push_back(s->next_token);  // the sequence's tokens so far
-            s->draft = ngram_draft(s->cached, uint32_t(most));
+            s->draft = s->source->propose(s->cached, uint32_t(most));
             s->cached.pop_back();
+            if (!s->source->error().empty()) drop_drafts_of_idle(*s);
         }
         spare -= s->draft.size();
         group_rows += 1 + s->draft.size();
     }
+}
+
+// A draft model's proposal failed (its cells full, most likely: idle slots
+// keep theirs for reuse, as the target's): no draft this step, and the idle
+// slots' draft cells and this one's go, so that the next proposals fit.
+void Scheduler::drop_drafts_of_idle(Slot& failed) {
+    logger().debug("server: no draft for sequence {} this step: {}", failed.seq,
+                   failed.source->error());
+    for (Slot& s : slots_)
+        if (!s.job) s.source->forget();
+    failed.source->forget();
 }
 
 void Scheduler::decode_group(const std::vector<Slot*>& group) {
@@ -539,6 +571,7 @@ void Scheduler::verify_slot(Slot& slot, uint32_t first_row) {
         metrics_.spec_drafted_tokens += drafted;
         metrics_.spec_accepted_tokens += accepted;
         slot.draft_len = adapt_draft_length(slot.draft_len, slot.draft_max, drafted, accepted);
+        slot.source->accept(row);  // the draft tokens now in the cells
     }
     slot.draft.clear();
     if (end != FinishReason::None) {

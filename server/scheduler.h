@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "context_drafter.h"
 #include "decode_context.h"
 #include "ferrox/output/sequence_output.h"
 #include "ferrox/sampler_chain.h"
@@ -122,7 +123,8 @@ struct SchedulerOptions {
     // Prompt positions computed per step (the last chunk may go past it).
     uint32_t prefill_budget = 256;
     // Draft tokens a request verifies per step unless it names its own
-    // (server.spec_draft_n_max); at most kMaxDraft.
+    // (server.spec_draft_n_max; drafted by prompt lookup, or by the draft
+    // model of use_draft_model); at most kMaxDraft.
     uint32_t draft_max = 0;
     // A recurrent model's state checkpoints at chunk ends and prompt ends may
     // take this many bytes together (server.checkpoint_memory; 0: none are kept).
@@ -139,6 +141,11 @@ class Scheduler {
     Scheduler(const Tokenizer& tokenizer, std::unique_ptr<DecodeContext> context,
               SchedulerOptions options, Metrics& metrics);
     ~Scheduler();
+
+    // Drafts from this model's context (its own cells; one sequence per
+    // slot, the same vocabulary -- the caller checked it) instead of prompt
+    // lookup. Before start(); the scheduler owns it.
+    void use_draft_model(std::unique_ptr<DecodeContext> draft);
 
     // Runs step() on the scheduler's own thread until stop(), waiting for
     // work when there is none. Without start(), a caller (a test) steps it.
@@ -177,6 +184,7 @@ class Scheduler {
     void plan_drafts(const std::vector<Slot*>& generating);
     void decode_group(const std::vector<Slot*>& group);
     void verify_slot(Slot& slot, uint32_t first_row);
+    void drop_drafts_of_idle(Slot& failed);
     void prefill_step();
     size_t prefill_chunk_of(Slot& slot);  // positions computed; 0: no room for it now
     PrefillShape prefill_shape() const;
@@ -201,6 +209,7 @@ class Scheduler {
     std::vector<Slot> slots_;
     uint64_t use_clock_ = 0;
     std::unique_ptr<StateCheckpoints> checkpoints_;  // a recurrent model's, when budgeted
+    std::unique_ptr<ContextDrafter> drafter_;        // the draft model's, when one drafts
     int64_t published_checkpoint_bytes_ = 0;
     uint64_t published_evictions_ = 0;
     uint64_t admit_clock_ = 0;  // orders idle slots for eviction, least recently used first

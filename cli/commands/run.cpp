@@ -2,9 +2,10 @@
 // prompt and generation speed on stderr, llama.cpp-style. Runs on the public
 // C API (ferrox/ferrox.h) alone, as any program would: the model, the prompt's
 // tokens, the context and its decodes, the sampler, the streamed text and the
-// reports all come through it. The one exception is n-gram speculation's
-// draft (ferrox/ngram_draft.h): a pure function over the token ids, whose
-// verification goes through the C API's decode, logits and seq_remove.
+// reports all come through it. The one exception is speculation's draft
+// source (ferrox/draft_source.h): prompt lookup, a pure function over the
+// token ids, or a draft model (draft_model.h, itself over the C API); either
+// way verification goes through the C API's decode, logits and seq_remove.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,9 +18,10 @@
 #include "api_model.h"
 #include "chat_prompt.h"
 #include "commands/commands.h"
+#include "draft_model.h"
+#include "ferrox/draft_source.h"
 #include "ferrox/ferrox.h"
 #include "ferrox/log.h"
-#include "ferrox/ngram_draft.h"
 #include "input.h"
 #include "model_reference.h"
 #include "model_session.h"
@@ -31,6 +33,9 @@
 
 namespace ferrox::cli {
 namespace {
+
+// --model-draft's draft length when --spec-draft-n-max does not name one.
+constexpr uint32_t kModelDraftMax = 8;
 
 ferrox_sampler_params default_sampling() {
     ferrox_sampler_params p;
@@ -47,7 +52,11 @@ struct RunOptions {
     std::vector<std::string> stops;
     GrammarFlags grammar;
     bool chat = false, json = false, profile = false;
-    uint32_t draft_max = 0;  // --spec-draft-n-max: n-gram speculation, docs/speculation.md
+    // --spec-draft-n-max: speculation's draft length (docs/speculation.md);
+    // without it, --model-draft drafts kModelDraftMax.
+    uint32_t draft_max = 0;
+    bool draft_max_given = false;
+    std::string model_draft;  // --model-draft: drafts from this model, not prompt lookup
     ChatOptions chat_options;
     ModelSourceFlags source;
 };
@@ -126,6 +135,12 @@ int run(const CommonOptions& common, RunOptions o) {
     if (const int status = resolve_model_argument(o.model_path, o.source, "--model");
         status != kExitOk)
         return status;
+    if (!o.model_draft.empty()) {
+        if (const int status = resolve_model_argument(o.model_draft, o.source, "--model-draft");
+            status != kExitOk)
+            return status;
+        if (!o.draft_max_given) o.draft_max = kModelDraftMax;
+    }
     if (o.prompt.empty() && o.prompt_file.empty()) {
         logger().error("run: give the prompt with -p/--prompt or -f/--file");
         return kExitBadInput;
@@ -177,10 +192,32 @@ int run(const CommonOptions& common, RunOptions o) {
     uint32_t draft_max = o.draft_max;
     if (draft_max > 0 && ferrox_model_is_recurrent(m)) {
         logger().warn(
-            "--spec-draft-n-max: n-gram speculation is off for '{}': its recurrent layers "
-            "cannot roll back a rejected draft",
-            ferrox_model_arch(m));
+            "{}: {} speculation is off for '{}': its recurrent layers cannot roll back a "
+            "rejected draft",
+            o.model_draft.empty() ? "--spec-draft-n-max" : "--model-draft",
+            o.model_draft.empty() ? "n-gram" : "draft-model", ferrox_model_arch(m));
         draft_max = 0;
+    }
+    // Where drafts come from: the draft model (same vocabulary, checked
+    // here, before any work), or the sequence's own tokens.
+    std::unique_ptr<DraftModel> draft_model;
+    NgramDraftSource ngram;
+    DraftSource* source = nullptr;
+    if (draft_max > 0 && !o.model_draft.empty()) {
+        std::fprintf(stderr, "loading draft %s ...\n", shown(o.model_draft).c_str());
+        ferrox_model* raw_draft = nullptr;
+        const ferrox_code draft_loaded =
+            ferrox_model_load(o.model_draft.c_str(), params.get(), &raw_draft, &st);
+        if (!succeeded(draft_loaded, st)) return exit_status_of_load(draft_loaded);
+        auto opened = DraftModel::open(m, ModelHandle(raw_draft, ferrox_model_free));
+        if (!opened) {
+            logger().error("{}", opened.error().message());
+            return kExitBadInput;
+        }
+        draft_model = std::move(*opened);
+        source = &draft_model->source();
+    } else if (draft_max > 0) {
+        source = &ngram;
     }
     std::fprintf(stderr, "loaded %s: %u layers, %u embd, vocab %u, context %u; %s (%.2f s)\n",
                  ferrox_model_arch(m), ferrox_model_n_layer(m), ferrox_model_n_embd(m), vocab,
@@ -273,7 +310,7 @@ int run(const CommonOptions& common, RunOptions o) {
     std::string generated, piece;
     int n_eval = 0;
     bool stopped = false;
-    // N-gram speculation (docs/speculation.md): the last verify decode put
+    // Speculation (docs/speculation.md): the last verify decode put
     // tokens.back() at position `verify_at` and `draft` after it, one logits
     // row each; `row` is the row the next draw reads. A draw equal to the
     // draft token its next row was fed moves to that row without a decode.
@@ -326,10 +363,18 @@ int run(const CommonOptions& common, RunOptions o) {
                 ferrox_seq_remove(ctx.get(), 0, static_cast<int32_t>(verify_at + row + 1), -1, &st),
                 st))
             return kExitFailure;
-        if (!draft.empty()) draft_len = adapt_draft_length(draft_len, draft_max, draft.size(), row);
+        if (!draft.empty()) {
+            draft_len = adapt_draft_length(draft_len, draft_max, draft.size(), row);
+            source->accept(row);
+        }
         // Up to draft_len tokens, never past -n: the pass emits one more.
         const auto left = static_cast<uint32_t>(o.n_predict - i - 2);
-        draft = ngram_draft(tokens, std::min(draft_len, left));
+        draft.clear();
+        if (source) draft = source->propose(tokens, std::min(draft_len, left));
+        if (source && !source->error().empty()) {
+            logger().error("{}", source->error());
+            return kExitFailure;
+        }
         drafted += draft.size();
         verify_at = tokens.size() - 1;
         row = 0;
@@ -373,6 +418,11 @@ int run(const CommonOptions& common, RunOptions o) {
     const double eval_tps = n_eval > 0 ? n_eval / eval_s : 0.0;
     std::fprintf(stderr, "prompt eval: %zu tokens, %.2f tok/s; eval: %d tokens, %.2f tok/s\n",
                  n_prompt, prompt_tps, n_eval, eval_tps);
+    if (source)
+        std::fprintf(stderr, "speculation (%s): %llu drafted, %llu accepted, %llu decode passes\n",
+                     source->kind(), static_cast<unsigned long long>(drafted),
+                     static_cast<unsigned long long>(accepted),
+                     static_cast<unsigned long long>(passes));
     // What actually ran, from the registry's dispatch records.
     std::string report;
     if (!succeeded(read_text(report, st,
@@ -418,8 +468,9 @@ int run(const CommonOptions& common, RunOptions o) {
             doc["profile"] = {
                 {"prompt", profile_json(prompt_profile, prompt_s, 1)},
                 {"generation", profile_json(profile, eval_s, static_cast<uint64_t>(n_eval))}};
-        if (draft_max > 0)
-            doc["speculation"] = {{"draft_max", draft_max},
+        if (source)
+            doc["speculation"] = {{"source", source->kind()},
+                                  {"draft_max", draft_max},
                                   {"drafted_tokens", drafted},
                                   {"accepted_tokens", accepted},
                                   {"decode_passes", passes}};
@@ -451,16 +502,24 @@ Command add_run_command(CLI::App& app, CommonOptions& common) {
                   "Wrap the prompt as one user turn in the chat template (the file's, or "
                   "--chat-template's, which implies --chat)");
     add_chat_options(*cmd, o->chat_options);
-    cmd->add_option("--spec-draft-n-max", o->draft_max,
-                    "N-gram speculation: draft tokens verified per decode, looked up in the "
-                    "prompt and output (docs/speculation.md); the text is unchanged; 0: off")
-        ->check(CLI::Range(0, 15));
+    auto* draft_max =
+        cmd->add_option("--spec-draft-n-max", o->draft_max,
+                        "Speculation: draft tokens verified per decode, looked up in the prompt "
+                        "and output, or from --model-draft (docs/speculation.md); the text is "
+                        "unchanged; 0: off")
+            ->check(CLI::Range(0, 15));
+    cmd->add_option("--model-draft", o->model_draft,
+                    "Speculation's drafts from this smaller model of the same vocabulary "
+                    "(GGUF file or stored reference); --spec-draft-n-max defaults to 8 with it");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");
     cmd->add_flag("--profile", o->profile,
                   "Time every op of the forward pass (per op, tensor role and kind) and print "
                   "the table on stderr, prompt and generation apart (with --json: a \"profile\" "
                   "object)");
-    return {cmd, [o, &common]() { return run(common, *o); }};
+    return {cmd, [o, draft_max, &common]() {
+                o->draft_max_given = draft_max->count() > 0;
+                return run(common, *o);
+            }};
 }
 
 }  // namespace ferrox::cli

@@ -183,6 +183,18 @@ int run(const CommonOptions& common, const ServeOptions& o) {
             status != kExitOk)
             return status;
     }
+    if (many && !s.model_draft.empty()) {
+        logger().error(
+            "serve: server.model_draft (--model-draft) drafts for one model; it is "
+            "not taken with --models-dir or server.models");
+        return kExitBadInput;
+    }
+    std::string draft_path = s.model_draft;
+    if (!draft_path.empty()) {
+        if (const int status = resolve_model_argument(draft_path, o.source, "--model-draft");
+            status != kExitOk)
+            return status;
+    }
     // So is each server.models entry's (a relative path names a file of models_dir).
     for (size_t i = 0; i < s.models.size(); ++i) {
         ServedModelEntry& entry = s.models[i];
@@ -264,7 +276,15 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     OpenFailure why = OpenFailure::None;
     auto engine = open_engine(common, model_path, serve_model_choices(s, o.threads), &why);
     if (!engine) return start_failed(api, engine.error().message(), exit_status(why));
-    auto served = make_served_model(**engine, s, o.chat.chat_template, metrics);
+    // server.model_draft: the model that drafts; it outlives `served` (declared first).
+    std::optional<std::unique_ptr<Engine>> draft_engine;
+    if (!draft_path.empty()) {
+        auto opened = open_engine(common, draft_path, serve_model_choices(s, o.threads), &why);
+        if (!opened) return start_failed(api, opened.error().message(), exit_status(why));
+        draft_engine = std::move(*opened);
+    }
+    auto served = make_served_model(**engine, s, o.chat.chat_template, metrics, nullptr,
+                                    draft_engine ? draft_engine->get() : nullptr);
     if (!served) return start_failed(api, served.error().message(), kExitBadInput);
     api.set_model((*served)->api());
     signals.exit_at_once_on_first = false;

@@ -7,6 +7,7 @@
 #include "ferrox/grammar/matcher.h"
 #include "ferrox/log.h"
 #include "ferrox/model/context.h"
+#include "ferrox/vocabulary_match.h"
 
 namespace ferrox::cli {
 namespace {
@@ -14,6 +15,8 @@ namespace {
 // Tokens per decode a served model asks for; the engine lowers it to a shorter
 // context (a context of 256 cells takes batches of 256).
 constexpr uint32_t kServeBatch = 512;
+// server.model_draft's draft length when spec_draft_n_max is 0 (ferrox run's too).
+constexpr uint32_t kModelDraftMax = 8;
 
 }  // namespace
 
@@ -47,7 +50,8 @@ void ServedModel::stop() {
 Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const ServerConfig& s,
                                                          const std::string& chat_template,
                                                          server::Metrics& metrics,
-                                                         server::LoadGauges* gauges) {
+                                                         server::LoadGauges* gauges,
+                                                         const Engine* draft) {
     auto served = std::make_unique<ServedModel>();
     const model::ContextOptions co = e.context_options();
     const model::Hparams& hp = e.model().hparams();
@@ -98,8 +102,35 @@ Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const 
     so.draft_max = s.spec_draft_n_max;
     so.checkpoint_memory = s.checkpoint_memory;
     so.gauges = gauges;
+    std::unique_ptr<model::Context> draft_ctx;
+    if (draft) {
+        if (draft->model().recurrent())
+            return make_error(
+                "server.model_draft: the draft model '{}' has recurrent layers, whose state "
+                "cannot drop a rejected draft's tail; a draft model must be an attention-only one",
+                draft->model().hparams().arch_name);
+        if (const std::string diff =
+                vocabulary_difference(vocabulary_view(e), vocabulary_view(*draft));
+            !diff.empty())
+            return make_error(
+                "server.model_draft: the draft model's vocabulary is not the target's ({} vs "
+                "{}): {}",
+                hp.arch_name, draft->model().hparams().arch_name, diff);
+        if (e.model().recurrent())
+            logger().warn(
+                "server.model_draft: no drafts for '{}': its recurrent layers cannot roll back a "
+                "rejected draft",
+                hp.arch_name);
+        model::ContextOptions dco = draft->context_options();
+        dco.sequences = co.sequences;  // one draft sequence per slot
+        auto created = model::Context::create(draft->model(), dco);
+        if (!created) return created.error();
+        draft_ctx = std::move(*created);
+        if (so.draft_max == 0) so.draft_max = kModelDraftMax;
+    }
     served->scheduler_ = std::make_unique<server::Scheduler>(
         e.tokenizer(), server::context_over(std::move(*ctx)), so, metrics);
+    if (draft_ctx) served->scheduler_->use_draft_model(server::context_over(std::move(draft_ctx)));
     served->scheduler_->start();
     loaded.scheduler = served->scheduler_.get();
     loaded.max_positions = std::min(co.context, hp.n_ctx_train);

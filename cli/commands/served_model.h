@@ -38,11 +38,9 @@ class ServedModel {
     void stop();
 
   private:
-    friend Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine&,
-                                                                    const ServerConfig&,
-                                                                    const std::string&,
-                                                                    server::Metrics&,
-                                                                    server::LoadGauges*);
+    friend Expected<std::unique_ptr<ServedModel>> make_served_model(
+        const Engine&, const ServerConfig&, const std::string&, server::Metrics&,
+        server::LoadGauges*, const Engine*);
     std::unique_ptr<ChatRenderer> renderer_;
     std::unique_ptr<server::Scheduler> scheduler_;
     std::unique_ptr<server::Embedder> embedder_;
@@ -53,10 +51,14 @@ class ServedModel {
 // The engine `e` (which must outlive the result) served with the server
 // settings `s`; chat_template: --chat-template's value ("" the file's).
 // `gauges`: where its scheduler's gauges go (a model of many; it must outlive
-// the result); null: the Metrics' own.
+// the result); null: the Metrics' own. `draft` (server.model_draft, which
+// must outlive the result too): the model that drafts for speculation,
+// refused when its vocabulary is not e's or it is recurrent; null: n-gram
+// prompt lookup.
 Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const ServerConfig& s,
                                                          const std::string& chat_template,
                                                          server::Metrics& metrics,
-                                                         server::LoadGauges* gauges = nullptr);
+                                                         server::LoadGauges* gauges = nullptr,
+                                                         const Engine* draft = nullptr);
 
 }  // namespace ferrox::cli

@@ -49,7 +49,13 @@ struct Rig {
     Metrics metrics;
     std::unique_ptr<Scheduler> scheduler;
 
-    Rig(uint32_t n_seq, size_t memory, uint32_t n_ctx = 4096) {
+    FakeContext* draft = nullptr;  // the draft model's, when one drafts
+
+    // draft_memory > 0: a draft model (a fake of that memory, its own cells)
+    // drafts instead of prompt lookup; the target's own memory makes it the
+    // target itself (always right), another one right only sometimes.
+    Rig(uint32_t n_seq, size_t memory, uint32_t n_ctx = 4096, size_t draft_memory = 0,
+        uint32_t draft_ctx = 4096) {
         auto fake =
             std::make_unique<FakeContext>(n_ctx, n_seq, uint32_t(tok->vocab_size()), kFirstLetter);
         fake->memory = memory;
@@ -58,6 +64,13 @@ struct Rig {
         o.sequences = n_seq;
         o.max_queue = 64;
         scheduler = std::make_unique<Scheduler>(*tok, std::move(fake), o, metrics);
+        if (draft_memory > 0) {
+            auto d = std::make_unique<FakeContext>(draft_ctx, n_seq, uint32_t(tok->vocab_size()),
+                                                   kFirstLetter);
+            d->memory = draft_memory;
+            draft = d.get();
+            scheduler->use_draft_model(std::move(d));
+        }
     }
 };
 
@@ -292,4 +305,83 @@ TEST_CASE("seeded sampling with speculation draws plain sampling's tokens for th
     size_t differ = 0;
     for (size_t i = 0; i < asks.size(); ++i) differ += g[i].text != want[i].text;
     CHECK(differ > 0);
+}
+
+TEST_CASE("a draft model's drafts give plain decoding's text, alone and among others") {
+    std::mt19937_64 rng(test::test_seed(20261210));
+    // The target depends on its last 2 tokens; the draft on 2 (the target
+    // itself: every draft right), on 1 (sometimes right) or on all (never).
+    const size_t draft_memory = GENERATE(size_t(2), size_t(1), size_t(50));
+    INFO("the draft's memory " << draft_memory);
+    std::vector<Ask> asks;
+    for (int i = 0; i < 12; ++i) {
+        Ask a;
+        a.prompt = letters(rng, 3 + rng() % 14);
+        a.max_tokens = 20 + uint32_t(rng() % 40);
+        a.draft = 1 + uint32_t(rng() % 15);
+        asks.push_back(a);
+    }
+    std::vector<Ask> plain = asks;
+    for (auto& a : plain) a.draft = 0;
+    Rig plain_rig(12, 2);
+    const auto want = run_all(plain_rig, plain);
+
+    SECTION("alone") {
+        uint64_t drafted = 0, accepted = 0;
+        for (size_t i = 0; i < asks.size(); ++i) {
+            Rig rig(1, 2, 4096, draft_memory);
+            const auto got = run_all(rig, {asks[i]});
+            CHECK(got[0].text == want[i].text);
+            CHECK(got[0].done.completion_tokens == want[i].done.completion_tokens);
+            CHECK(rig.metrics.spec_drafted_tokens == got[0].done.drafted_tokens);
+            CHECK(rig.metrics.spec_accepted_tokens == got[0].done.accepted_tokens);
+            drafted += got[0].done.drafted_tokens;
+            accepted += got[0].done.accepted_tokens;
+            // The target's cells: exactly the emitted history; the draft's:
+            // a prefix of it (its rejected guesses dropped), past the prompt.
+            CHECK(rig.ctx->cells_of(0) ==
+                  asks[i].prompt.size() + got[0].done.completion_tokens - 1);
+            CHECK(rig.draft->cells_of(0) <= rig.ctx->cells_of(0) + 1);
+            CHECK(rig.draft->cells_of(0) >= asks[i].prompt.size());
+        }
+        CHECK(drafted > 100);
+        if (draft_memory == 2) CHECK(accepted == drafted);
+        if (draft_memory == 1) CHECK((accepted > 0 && accepted < drafted));
+    }
+    SECTION("12 requests in 4 sequences, and in 12") {
+        for (const uint32_t n_seq : {4u, 12u}) {
+            Rig rig(n_seq, 2, 4096, draft_memory);
+            const auto got = run_all(rig, asks);
+            for (size_t i = 0; i < asks.size(); ++i) CHECK(got[i].text == want[i].text);
+            for (const auto& call : rig.ctx->decodes) CHECK(call.size() <= 16);
+            CHECK(rig.metrics.spec_drafted_tokens > 0);
+        }
+    }
+    SECTION("a draft context too small for every slot's cells: drafts go, text stays") {
+        Rig rig(4, 2, 4096, draft_memory, 40);
+        const auto got = run_all(rig, asks);
+        for (size_t i = 0; i < asks.size(); ++i) CHECK(got[i].text == want[i].text);
+    }
+}
+
+TEST_CASE("a draft model's seeded drafts: the plain draws for the seed") {
+    std::mt19937_64 rng(test::test_seed(20261211));
+    std::vector<Ask> asks;
+    for (int i = 0; i < 6; ++i) {
+        Ask a;
+        a.prompt = letters(rng, 5 + rng() % 10);
+        a.max_tokens = 50;
+        a.draft = 6;
+        a.temperature = 3.0f;
+        a.seed = rng();
+        asks.push_back(a);
+    }
+    std::vector<Ask> plain = asks;
+    for (auto& a : plain) a.draft = 0;
+    Rig plain_rig(6, 2), spec_rig(6, 2, 4096, 2);
+    const auto want = run_all(plain_rig, plain);
+    const auto got = run_all(spec_rig, asks);
+    for (size_t i = 0; i < asks.size(); ++i) CHECK(got[i].text == want[i].text);
+    CHECK(spec_rig.metrics.spec_accepted_tokens > 0);
+    CHECK(spec_rig.metrics.spec_accepted_tokens < spec_rig.metrics.spec_drafted_tokens);
 }

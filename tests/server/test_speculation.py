@@ -223,3 +223,60 @@ def test_run_turns_speculation_off_for_a_recurrent_model():
     assert "speculation is off for 'qwen35'" in out.stderr
     spec = json.loads(out.stdout)
     assert spec["tokens"] == plain["tokens"] and "speculation" not in spec
+
+
+# server.model_draft (--model-draft): a draft model's drafts verified in the
+# continuous batch; the answers are the plain ones, alone and among others.
+DRAFT_PAIRS = [("tiny-llama.gguf", "tiny-llama.gguf"), ("tiny-llama.gguf", "tiny-gemma3.gguf")]
+
+
+@pytest.mark.parametrize("target,draft", DRAFT_PAIRS)
+def test_tiny_draft_model(target, draft):
+    """The target as its own draft (every draft accepted) and an unrelated
+    one: greedy answers equal the plain ones, alone and 8 at once in 4
+    sequences; usage and /metrics count the drafts."""
+    model, draft_model = TINY / target, TINY / draft
+    template = TEMPLATES / "Qwen-Qwen3-0.6B.jinja"
+    if not model.exists() or not draft_model.exists() or not template.exists():
+        pytest.skip(f"no {model}, {draft_model} or {template}")
+    rng = random.Random(target + draft)
+    prompts = [" ".join(rng.choice(["alpha", "beta", "gamma", "delta", "one", "two"])
+                        for _ in range(20)) for _ in range(8)]
+    with running("--parallel", "4", "-c", "2048", "--chat-template", str(template),
+                 model=str(model)) as server:
+        plain = [chat(server, p, 0, 40)["choices"][0]["message"]["content"] for p in prompts]
+    with running("--parallel", "4", "-c", "2048", "--chat-template", str(template),
+                 "--model-draft", str(draft_model), model=str(model)) as server:
+        alone = chat(server, prompts[0], 8, 40)
+        assert alone["choices"][0]["message"]["content"] == plain[0]
+        details = alone["usage"]["completion_tokens_details"]
+        if target == draft:
+            assert details["accepted_prediction_tokens"] > 0
+            assert details["rejected_prediction_tokens"] == 0
+        before = server.metrics()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda p: server.post("/v1/chat/completions", {
+                "messages": [{"role": "user", "content": p}], "max_tokens": 40,
+                "temperature": 0})[1], prompts))  # the server's default: 8 with a draft model
+        assert [a["choices"][0]["message"]["content"] for a in answers] == plain
+        after = server.metrics()
+        accepted = sum(a["usage"].get("completion_tokens_details", {}).get(
+            "accepted_prediction_tokens", 0) for a in answers)
+        assert after["ferrox:spec_decode_num_accepted_tokens_total"] - \
+            before["ferrox:spec_decode_num_accepted_tokens_total"] == accepted
+        assert after["ferrox:spec_decode_num_draft_tokens_total"] > \
+            before["ferrox:spec_decode_num_draft_tokens_total"]
+
+
+@pytest.mark.parametrize("draft,words", [
+    ("tiny-qwen3.gguf", ["vocabulary is not the target's", "tokenizer.ggml.model 'llama' vs 'gpt2'"]),
+])
+def test_draft_model_refused_at_start(draft, words):
+    from conftest import Server
+    model, draft_model = TINY / "tiny-llama.gguf", TINY / draft
+    if not model.exists() or not draft_model.exists():
+        pytest.skip(f"no {model} or {draft_model}")
+    with pytest.raises(AssertionError) as failed:
+        Server("--parallel", "2", "-c", "512", "--model-draft", str(draft_model), model=str(model))
+    for w in words:
+        assert w in str(failed.value), str(failed.value)

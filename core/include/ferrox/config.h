@@ -114,7 +114,8 @@ struct ServerConfig {
     uint32_t max_client_connections = 32;
     bool insecure_open = false;
     int32_t reasoning_budget = -1;  // a chat request's thinking budget when it names none
-    uint32_t spec_draft_n_max = 0;  // n-gram speculation's draft tokens per step; 0: off
+    uint32_t spec_draft_n_max = 0;  // speculation's draft tokens per step; 0: off
+    std::string model_draft;        // the draft model's file; empty: n-gram prompt lookup
     // What a hybrid model's recurrent-state checkpoints may take; 0: none are kept.
     uint64_t checkpoint_memory = uint64_t{256} << 20;
     bool embedding_truncation = false;  // /v1/embeddings' `dimensions` may cut vectors

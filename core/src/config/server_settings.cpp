@@ -117,10 +117,16 @@ const std::array kSettings{
                  "-1 unlimited, 0 no reasoning (docs/server.md).",
                  -1, 1 << 20),
     per_model(count("spec_draft_n_max", "--spec-draft-n-max", &S::spec_draft_n_max,
-                    "Draft tokens a request verifies per step by n-gram prompt lookup, unless it "
+                    "Draft tokens a request verifies per step (n-gram prompt lookup, or "
+                    "model_draft's), unless it "
                     "sets speculative.n_max (docs/speculation.md); only in decode rows the batch "
                     "leaves free.",
                     0, 15, "0: no speculation")),
+    text("model_draft", "--model-draft", &S::model_draft,
+         "A smaller model of the same vocabulary whose greedy tokens are the drafts, instead of "
+         "n-gram prompt lookup; refused at start when its vocabulary differs or it is recurrent; "
+         "spec_draft_n_max 0 then means 8 (docs/speculation.md). Not with models_dir.",
+         "none: n-gram prompt lookup"),
     ServerSetting{"checkpoint_memory",
                   "--checkpoint-memory",
                   K::Bytes,
