@@ -13,6 +13,7 @@ the first test cannot pass by counting all layers. A Qwen3.5-27B-shaped file
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -38,10 +39,10 @@ def field(reader, key, default=None):
     f = reader.fields.get(key)
     if f is None:
         return default
-    value = f.contents()
-    return value
+    return f.contents()
 
 
+@functools.lru_cache(maxsize=None)  # a reader parses the whole vocabulary: seconds a file
 def kv_terms(path: pathlib.Path, count_all_layers: bool = False):
     """(cached layers, K elements per layer, V elements per layer), from the keys."""
     r = gguf.GGUFReader(str(path))
