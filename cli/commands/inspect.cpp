@@ -79,22 +79,10 @@ struct KvCacheReport {
 };
 
 KvCacheReport kv_cache_report(const model::Hparams& hp, model::KvKinds kinds) {
-    model::CapacityInputs in;
-    in.n_layer = hp.kv_layers();  // shared KV layers hold no cache
-    in.n_head_kv = hp.n_head_kv;
-    in.head_dim_k = hp.head_dim_k;
-    in.head_dim_v = hp.head_dim_v;
-    in.cell_elements_k = hp.kv_cell_elements_k();
-    in.cell_elements_v = hp.kv_cell_elements_v();
+    model::CapacityInputs in = model::kv_capacity_inputs(hp, kinds, 1);
     KvCacheReport r;
     r.kind = kind_traits(kinds.key);
-    const KindTraits* v = kind_traits(kinds.value);
-    if (kinds.mixed()) r.value_kind = v;
-    in.k_block_bytes = r.kind->block_bytes;
-    in.k_block_elements = r.kind->block_elements;
-    in.v_block_bytes = v->block_bytes;
-    in.v_block_elements = v->block_elements;
-    in.context = 1;
+    if (kinds.mixed()) r.value_kind = kind_traits(kinds.value);
     r.bytes_per_position = model::kv_cache_bytes(in);
     in.context = model::default_context(hp.n_ctx_train, 1);
     r.context = in.context;

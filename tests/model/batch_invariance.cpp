@@ -11,11 +11,13 @@
 // $FERROX_TINY_MODELS names another tiny-model folder.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -452,6 +454,106 @@ void state_round_trip(const model::Model& m, const std::string& name, std::mt199
           name + ": after save / restore the next token's logits are bit-identical");
 }
 
+// The state file's header (Context::seq_save), as its format states it.
+struct StateHeader {
+    char magic[4];
+    uint32_t version, n_layer, k_kind;
+    uint64_t k_row, v_row;
+    uint32_t n_cells, v_kind;
+};
+
+// The KV cache holds K and V for the attending layers only, as the plan
+// counts it; and a state saved before that (version 2: rows for every
+// layer, a recurrent layer's too) still restores. The version-2 buffer is
+// laid out from a version-3 one as the old writer wrote it, with noise in
+// the recurrent layers' rows: the restored sequence must continue
+// bit-identically to the version-3 restore, the same buffer labelled
+// version 3 must be refused (its size is another layout's), and a later
+// version is refused naming it. For models whose layers share one row width.
+void older_state(const model::Model& m, const std::string& name) {
+    const model::Hparams& hp = m.hparams();
+    ContextOptions opt;
+    opt.context = 64;
+    opt.sequences = 2;
+    opt.batch = 32;
+    auto made = Context::create(m, opt);
+    if (!made) return check(false, name + ": " + made.error().message());
+    Context& c = **made;
+    uint32_t attending = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) attending += hp.is_recurrent(il) ? 0 : 1;
+    check(c.kv_bytes() == m.kv_cache_bytes(c.context()),
+          name + ": the context's KV buffers hold the plan's bytes");
+    Batch b;
+    for (int32_t p = 0; p < 10; ++p) b.add(3 + p * 7, p, {0}, false);
+    if (!c.decode(b)) return check(false, name + ": older state: setup");
+    auto saved = c.seq_save(0);
+    if (!saved) return check(false, name + ": seq_save: " + saved.error().message());
+    StateHeader h{};
+    std::memcpy(&h, saved->data(), sizeof h);
+    check(h.version == 3 && h.n_layer == attending,
+          name + ": a state holds version 3 and rows of the " + std::to_string(attending) +
+              " attending layers, got version " + std::to_string(h.version) + " with " +
+              std::to_string(h.n_layer));
+    check(c.kv_bytes() == uint64_t{attending} * c.context() * (h.k_row + h.v_row),
+          name + ": KV bytes = attending layers x cells x a cell's K and V bytes");
+    // Version 2's layout: every unshared layer's rows, in layer order.
+    const uint64_t layer_bytes = uint64_t{h.n_cells} * (h.k_row + h.v_row);
+    const size_t rows_at = sizeof h + h.n_cells * sizeof(int32_t);
+    std::vector<std::byte> old(saved->begin(),
+                               saved->begin() + static_cast<std::ptrdiff_t>(rows_at));
+    const std::byte* from = saved->data() + rows_at;
+    std::mt19937 noise(7);
+    for (uint32_t il = 0; il < hp.n_layer - hp.shared_kv_layers; ++il) {
+        if (hp.is_recurrent(il)) {
+            for (uint64_t i = 0; i < layer_bytes; ++i)
+                old.push_back(static_cast<std::byte>(noise() & 0x3f));
+            continue;
+        }
+        old.insert(old.end(), from, from + layer_bytes);
+        from += layer_bytes;
+    }
+    const std::byte* end = saved->data() + saved->size();
+    old.insert(old.end(), from, end);
+    StateHeader oh = h;
+    oh.version = 2;
+    oh.n_layer = hp.n_layer - hp.shared_kv_layers;
+    std::memcpy(old.data(), &oh, sizeof oh);
+
+    Batch next;
+    next.add(5, 10, {1}, true);
+    const auto continue_from = [&](std::span<const std::byte> state) -> std::vector<float> {
+        c.clear();
+        if (auto r = c.seq_restore(1, state); !r) {
+            check(false, name + ": restore: " + r.error().message());
+            return {};
+        }
+        if (!c.decode(next)) {
+            check(false, name + ": the next token after a restore");
+            return {};
+        }
+        const auto l = c.logits(0);
+        return {l.begin(), l.end()};
+    };
+    const std::vector<float> want = continue_from(*saved);
+    const std::vector<float> got = continue_from(old);
+    check(!want.empty() && got == want,
+          name + ": a version-2 state restores and continues bit-identically");
+    if (attending < hp.n_layer) {
+        StateHeader mislabelled = oh;
+        mislabelled.version = 3;
+        std::memcpy(old.data(), &mislabelled, sizeof mislabelled);
+        check(!c.seq_restore(1, old), name + ": a version-2 layout labelled 3 is refused");
+    }
+    StateHeader later = h;
+    later.version = 4;
+    std::vector<std::byte> future = *saved;
+    std::memcpy(future.data(), &later, sizeof later);
+    const auto refused = c.seq_restore(1, future);
+    check(!refused && refused.error().message().find("version 4") != std::string::npos,
+          name + ": a version-4 state is refused naming its version: " +
+              (refused ? std::string("restored") : refused.error().message()));
+}
+
 // Where a decode's logits live: a host context keeps up to n_seq rows in its
 // activation region (dead once the last layer is done) and more rows in a
 // buffer of their own. Each row must equal the same sequence decoded alone
@@ -702,6 +804,7 @@ int main() {
         logits_placement(*l.model, name, rng, exact, 5e-3);
         if (name == "tiny-llama" || name == "tiny-gemma3")
             prefix_sharing(*l.model, name, rng, 512, exact, 5e-3);
+        if (name == "tiny-llama" || name == "tiny-qwen3") older_state(*l.model, name);
     }
     // A q8_0 cache: each row quantized on its own, each block read in the
     // same order whatever the batch, so the same rules hold; its cells survive
@@ -747,6 +850,7 @@ int main() {
         bad_input(*l.model, name);
         state_round_trip(*l.model, name, own);
         recurrent_state(*l.model, name, own);
+        older_state(*l.model, name);
     }
     if (with_gemma) {
         Loaded l = load(plugins, gemma);

@@ -28,6 +28,24 @@ uint64_t kv_cache_bytes(const CapacityInputs& in) {
            bytes(in.cell_elements_v, in.head_dim_v, in.v_block_bytes, in.v_block_elements);
 }
 
+CapacityInputs kv_capacity_inputs(const Hparams& hp, KvKinds kinds, uint32_t cells) {
+    CapacityInputs in;
+    in.n_layer = hp.kv_cache_layers();  // recurrent and shared layers hold no K/V
+    in.context = cells;
+    in.n_head_kv = hp.n_head_kv;
+    in.head_dim_k = hp.head_dim_k;
+    in.head_dim_v = hp.head_dim_v;
+    in.cell_elements_k = hp.kv_cell_elements_k();
+    in.cell_elements_v = hp.kv_cell_elements_v();
+    const KindTraits* k = kind_traits(kinds.key);
+    const KindTraits* v = kind_traits(kinds.value);
+    in.k_block_bytes = k->block_bytes;
+    in.k_block_elements = k->block_elements;
+    in.v_block_bytes = v->block_bytes;
+    in.v_block_elements = v->block_elements;
+    return in;
+}
+
 Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
     CapacityPlan p;
     p.weight_bytes = in.weight_bytes;

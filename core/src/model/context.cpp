@@ -15,6 +15,7 @@
 #include "ferrox/quant/half.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
+#include "kv_slots.h"
 #include "load.h"
 #include "residency.h"
 #include "steps.h"
@@ -43,8 +44,11 @@ struct Context::Impl final : KvAttention {
     uint32_t context = 0, max_batch = 0, n_seq = 1;
     std::unique_ptr<Steps> steps;
     Activations act;
-    // Per layer: [cell][n_kv * head_dim] of kv_kinds.key (K) or .value (V).
+    // Per slot (a layer that owns K and V, kv_slots.h): [cell][n_kv *
+    // head_dim] of kv_kinds.key (K) or .value (V).
+    const KvSlots slots;
     std::vector<Act> k_cache, v_cache;
+    uint64_t kv_bytes = 0;  // what k_cache and v_cache hold
     KvCells cells;
 
     // The decode in progress: the batch sorted by (sequence, position).
@@ -91,6 +95,7 @@ struct Context::Impl final : KvAttention {
           context(n_ctx),
           max_batch(n_batch),
           n_seq(seqs),
+          slots(m.hp),
           cells(n_ctx, seqs) {}
 
     // Layer il's widths (gemma4's sliding layers have their own).
@@ -105,16 +110,19 @@ struct Context::Impl final : KvAttention {
     uint64_t v_row_bytes(uint32_t il) const {
         return Model::Impl::kv_row_bytes(kv_kinds.value, v_dim(il));
     }
-    // Bytes of one cell's K and V rows over the cached layers.
+    // Bytes of one cell's K and V rows over the slots.
     uint64_t cell_bytes() const {
         uint64_t sum = 0;
-        for (uint32_t il = 0; il < hp.kv_layers(); ++il) sum += k_row_bytes(il) + v_row_bytes(il);
+        for (uint32_t s = 0; s < slots.size(); ++s)
+            sum += k_row_bytes(slots.layer(s)) + v_row_bytes(slots.layer(s));
         return sum;
     }
 
     // The decoder's call into the cache: this layer's K/V rows stored, then
     // the batch's attention over its sequences' cells.
     void store_and_attend(StickySteps& st, uint32_t il, bool local, uint32_t n) override {
+        if (slots.of(il) == KvSlots::kNone)
+            return st.fail(make_error("layer {} has no KV cache (a recurrent layer)", il));
         store_rows(st, il, n);
         if (st.attends_over_cells()) return attend_cells(st, il, local, n);
         for (const AttentionRun& run : runs) attend(st, il, local, run);
@@ -128,15 +136,17 @@ struct Context::Impl final : KvAttention {
     // Each row's K and V into its cell: one store per run of rows whose
     // cells are adjacent (a whole prefill chunk, usually).
     void store_rows(StickySteps& st, uint32_t il, uint32_t n) {
-        if (hp.kv_layer(il) != il) return;  // a shared layer: an earlier layer's rows
+        if (!hp.owns_kv(il)) return;  // a shared layer: an earlier layer's rows
         const Scratch& s = act.s;
+        const Act& k_slot = k_cache[slots.of(il)];
+        const Act& v_slot = v_cache[slots.of(il)];
         for (uint32_t r0 = 0; r0 < n;) {
             uint32_t r1 = r0 + 1;
             while (r1 < n && row_cell[r1] == row_cell[r1 - 1] + 1) ++r1;
             const uint64_t cell = row_cell[r0], rows = r1 - r0;
-            st.store_kv(s.k.at(r0 * k_dim(il)), k_cache[il].at_bytes(cell * k_row_bytes(il)),
+            st.store_kv(s.k.at(r0 * k_dim(il)), k_slot.at_bytes(cell * k_row_bytes(il)),
                         kv_kinds.key, rows * k_dim(il));
-            st.store_kv(s.v.at(r0 * v_dim(il)), v_cache[il].at_bytes(cell * v_row_bytes(il)),
+            st.store_kv(s.v.at(r0 * v_dim(il)), v_slot.at_bytes(cell * v_row_bytes(il)),
                         kv_kinds.value, rows * v_dim(il));
             r0 = r1;
         }
@@ -157,10 +167,12 @@ struct Context::Impl final : KvAttention {
             list.back() - list.front() + 1 == count && std::is_sorted(list.begin(), list.end());
         // No position missing between the first visible one and the run's last.
         const bool dense = cells.pos(list.back()) - base + 1 == static_cast<int32_t>(count);
+        const Act& k_slot = k_cache[slots.of(il)];
+        const Act& v_slot = v_cache[slots.of(il)];
         Act keys, values;
         if (adjacent) {
-            keys = k_cache[hp.kv_layer(il)].at_bytes(list.front() * k_row);
-            values = v_cache[hp.kv_layer(il)].at_bytes(list.front() * v_row);
+            keys = k_slot.at_bytes(list.front() * k_row);
+            values = v_slot.at_bytes(list.front() * v_row);
         } else if (st.resident()) {
             return st.fail(make_error(
                 "sequence {}: its cells are not adjacent, which a resident context cannot attend "
@@ -172,10 +184,8 @@ struct Context::Impl final : KvAttention {
             if (k_gather.size() < count * k_row) k_gather.resize(count * k_row);
             if (v_gather.size() < count * v_row) v_gather.resize(count * v_row);
             for (uint32_t j = 0; j < count; ++j) {
-                std::memcpy(k_gather.data() + j * k_row,
-                            k_cache[hp.kv_layer(il)].host + list[j] * k_row, k_row);
-                std::memcpy(v_gather.data() + j * v_row,
-                            v_cache[hp.kv_layer(il)].host + list[j] * v_row, v_row);
+                std::memcpy(k_gather.data() + j * k_row, k_slot.host + list[j] * k_row, k_row);
+                std::memcpy(v_gather.data() + j * v_row, v_slot.host + list[j] * v_row, v_row);
             }
             keys = Act{k_gather.data()};
             values = Act{v_gather.data()};
@@ -229,7 +239,7 @@ struct Context::Impl final : KvAttention {
         desc.n_index = static_cast<uint32_t>(cell_list.size());
         desc.max_span = max_span[list];
         desc.softcap = hp.attn_softcap;
-        st.attention_cells(desc, act.s.q, k_cache[hp.kv_layer(il)], v_cache[hp.kv_layer(il)],
+        st.attention_cells(desc, act.s.q, k_cache[slots.of(il)], v_cache[slots.of(il)],
                            cell_list_dev, spans_dev[list], act.s.att,
                            hp.arch->attention_sinks ? &consts[il].sinks : nullptr);
     }
@@ -335,13 +345,17 @@ struct Context::Impl final : KvAttention {
         act.size_host(hp, max_batch, steps->resident());
         k_cache.clear();
         v_cache.clear();
-        for (uint32_t il = 0; il < hp.kv_layers(); ++il) {  // shared layers have none
-            auto k = steps->allocate(uint64_t{context} * k_row_bytes(il));
+        kv_bytes = 0;
+        // One K and one V buffer per slot: recurrent and shared layers have none.
+        for (uint32_t s = 0; s < slots.size(); ++s) {
+            auto k = steps->allocate(uint64_t{context} * k_row_bytes(slots.layer(s)));
             if (!k) return k.error();
-            auto v = steps->allocate(uint64_t{context} * v_row_bytes(il));
+            auto v = steps->allocate(uint64_t{context} * v_row_bytes(slots.layer(s)));
             if (!v) return v.error();
             k_cache.push_back(*k);
             v_cache.push_back(*v);
+            kv_bytes +=
+                uint64_t{context} * (k_row_bytes(slots.layer(s)) + v_row_bytes(slots.layer(s)));
         }
         if (steps->attends_over_cells()) {
             // A batch has at most min(n_seq, n_batch) runs, each listing at
@@ -765,6 +779,7 @@ uint32_t Context::context() const { return impl_->context; }
 uint32_t Context::sequences() const { return impl_->n_seq; }
 uint32_t Context::batch() const { return impl_->max_batch; }
 const KvCells& Context::cells() const { return impl_->cells; }
+uint64_t Context::kv_bytes() const { return impl_->kv_bytes; }
 bool Context::recurrent() const { return !impl_->states.empty(); }
 
 namespace {
@@ -913,18 +928,33 @@ void Context::clear() {
 }
 
 namespace {
-// Saved sequence state: a header, the positions, then each layer's K rows
-// and V rows in position order.
+// Saved sequence state: a header, the positions, then each cached layer's K
+// rows and V rows in position order, then the recurrent layers' state.
 struct StateHeader {
     char magic[4];  // "FXSQ"
     uint32_t version;
-    uint32_t n_layer, k_kind;
-    uint64_t k_row, v_row;  // bytes per cell row of the first layer (the others' follow)
+    uint32_t n_layer, k_kind;  // n_layer: the layers whose rows follow
+    uint64_t k_row, v_row;     // bytes per cell row of the first of them (the others' follow)
     // v_kind: the V rows' kind since version 2 (mixed K/V kinds); version 1
     // wrote 0 here and its V rows are of k_kind.
     uint32_t n_cells, v_kind;
 };
-constexpr uint32_t kStateVersion = 2;
+// Version 3 holds rows for the layers that own K and V (KvSlots) only;
+// versions 1 and 2 held them for every unshared layer, a recurrent layer's
+// included (rows it never wrote), which restore reads past.
+constexpr uint32_t kStateVersion = 3;
+
+// The layers whose rows a state of `version` holds, in order: v3 the
+// slots' owners, v1 and v2 every unshared layer.
+std::vector<uint32_t> saved_layers(const Hparams& hp, const KvSlots& slots, uint32_t version) {
+    std::vector<uint32_t> layers;
+    if (version >= 3) {
+        for (uint32_t s = 0; s < slots.size(); ++s) layers.push_back(slots.layer(s));
+    } else {
+        for (uint32_t il = 0; il < hp.unshared_layers(); ++il) layers.push_back(il);
+    }
+    return layers;
+}
 }  // namespace
 
 Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
@@ -934,14 +964,15 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
         return make_error("seq_save: the cache of a resident context lives on the device");
     std::vector<uint32_t> list;
     c.cells.cells_of(static_cast<uint32_t>(seq), 0, std::numeric_limits<int32_t>::max(), list);
+    const std::vector<uint32_t> layers = saved_layers(c.hp, c.slots, kStateVersion);
     StateHeader h{};
     std::memcpy(h.magic, "FXSQ", 4);
     h.version = kStateVersion;
-    h.n_layer = c.hp.kv_layers();  // the cache layers
+    h.n_layer = static_cast<uint32_t>(layers.size());
     h.k_kind = static_cast<uint32_t>(c.kv_kinds.key);
     h.v_kind = static_cast<uint32_t>(c.kv_kinds.value);
-    h.k_row = c.k_row_bytes(0);
-    h.v_row = c.v_row_bytes(0);
+    h.k_row = layers.empty() ? 0 : c.k_row_bytes(layers[0]);
+    h.v_row = layers.empty() ? 0 : c.v_row_bytes(layers[0]);
     h.n_cells = static_cast<uint32_t>(list.size());
     // Then the recurrent layers' state (qwen35), which the model's shape sizes.
     const std::span<const float> rec =
@@ -957,14 +988,16 @@ Expected<std::vector<std::byte>> Context::seq_save(int32_t seq) const {
         std::memcpy(p, &pos, sizeof pos);
         p += sizeof pos;
     }
-    for (uint32_t il = 0; il < h.n_layer; ++il) {
+    for (uint32_t il : layers) {
         const uint64_t k_row = c.k_row_bytes(il), v_row = c.v_row_bytes(il);
+        const Act& k_slot = c.k_cache[c.slots.of(il)];
+        const Act& v_slot = c.v_cache[c.slots.of(il)];
         for (uint32_t cell : list) {
-            std::memcpy(p, c.k_cache[il].host + cell * k_row, k_row);
+            std::memcpy(p, k_slot.host + cell * k_row, k_row);
             p += k_row;
         }
         for (uint32_t cell : list) {
-            std::memcpy(p, c.v_cache[il].host + cell * v_row, v_row);
+            std::memcpy(p, v_slot.host + cell * v_row, v_row);
             p += v_row;
         }
     }
@@ -982,12 +1015,16 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
         return make_error("seq_restore: {} bytes is shorter than the {}-byte header", bytes.size(),
                           sizeof h);
     std::memcpy(&h, bytes.data(), sizeof h);
-    if (std::memcmp(h.magic, "FXSQ", 4) != 0 || h.version < 1 || h.version > kStateVersion)
-        return make_error("seq_restore: not a ferrox sequence state (versions 1 to {})",
-                          kStateVersion);
+    if (std::memcmp(h.magic, "FXSQ", 4) != 0)
+        return make_error("seq_restore: not a ferrox sequence state (no FXSQ magic)");
+    if (h.version < 1 || h.version > kStateVersion)
+        return make_error(
+            "seq_restore: a ferrox sequence state of version {}; this build reads versions 1 to {}",
+            h.version, kStateVersion);
     if (h.version == 1) h.v_kind = h.k_kind;  // one kind for K and V then
-    const uint64_t k_row = c.k_row_bytes(0);
-    const uint64_t v_row = c.v_row_bytes(0);
+    const std::vector<uint32_t> layers = saved_layers(c.hp, c.slots, h.version);
+    const uint64_t k_row = layers.empty() ? 0 : c.k_row_bytes(layers[0]);
+    const uint64_t v_row = layers.empty() ? 0 : c.v_row_bytes(layers[0]);
     // The kinds are named (a q8_0 state into an f16 context is refused as such).
     const KvKinds saved{static_cast<ferrox_kind>(h.k_kind), static_cast<ferrox_kind>(h.v_kind)};
     if (saved != c.kv_kinds)
@@ -995,16 +1032,18 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
             "seq_restore: the state holds a {} KV cache; this context's cache is {} (its "
             "-ctk / -ctv must match the ones that saved it)",
             kv_kinds_name(saved), kv_kinds_name(c.kv_kinds));
-    if (h.n_layer != c.hp.kv_layers() || h.k_row != k_row || h.v_row != v_row)
+    if (h.n_layer != layers.size() || h.k_row != k_row || h.v_row != v_row)
         return make_error(
-            "seq_restore: the state is for {} layers, KV kind {}, rows of {}/{} bytes; this "
-            "context has {} layers, {}, {}/{}",
-            h.n_layer, kv_kinds_name(saved), h.k_row, h.v_row, c.hp.kv_layers(),
+            "seq_restore: the state (version {}) is for {} layers, KV kind {}, rows of {}/{} "
+            "bytes; this context has {} layers, {}, {}/{}",
+            h.version, h.n_layer, kv_kinds_name(saved), h.k_row, h.v_row, layers.size(),
             kv_kinds_name(c.kv_kinds), k_row, v_row);
     // Every size the buffer controls is checked against the buffer before use.
+    uint64_t row_bytes = 0;
+    for (uint32_t il : layers) row_bytes += c.k_row_bytes(il) + c.v_row_bytes(il);
     const uint64_t rec_bytes = SeqStates::seq_floats(c.hp) * sizeof(float);
     const uint64_t need = sizeof h + uint64_t{h.n_cells} * sizeof(int32_t) +
-                          uint64_t{h.n_cells} * c.cell_bytes() + rec_bytes;
+                          uint64_t{h.n_cells} * row_bytes + rec_bytes;
     if (h.n_cells > c.cells.size() || bytes.size() != need)
         return make_error(
             "seq_restore: {} cells need {} bytes; the buffer holds {} (context of {})", h.n_cells,
@@ -1026,14 +1065,21 @@ Expected<void> Context::seq_restore(int32_t seq, std::span<const std::byte> byte
     c.cells.remove(static_cast<uint32_t>(seq), 0, -1);
     const auto cells = c.cells.find_free(h.n_cells);
     const std::byte* p = bytes.data() + sizeof h + h.n_cells * sizeof(int32_t);
-    for (uint32_t il = 0; il < h.n_layer; ++il) {
+    for (uint32_t il : layers) {
         const uint64_t k_layer = c.k_row_bytes(il), v_layer = c.v_row_bytes(il);
+        // An older state's rows of a recurrent layer: never written, skipped.
+        if (!c.hp.owns_kv(il)) {
+            p += uint64_t{h.n_cells} * (k_layer + v_layer);
+            continue;
+        }
+        const Act& k_slot = c.k_cache[c.slots.of(il)];
+        const Act& v_slot = c.v_cache[c.slots.of(il)];
         for (uint32_t cell : cells) {
-            std::memcpy(c.k_cache[il].host + cell * k_layer, p, k_layer);
+            std::memcpy(k_slot.host + cell * k_layer, p, k_layer);
             p += k_layer;
         }
         for (uint32_t cell : cells) {
-            std::memcpy(c.v_cache[il].host + cell * v_layer, p, v_layer);
+            std::memcpy(v_slot.host + cell * v_layer, p, v_layer);
             p += v_layer;
         }
     }

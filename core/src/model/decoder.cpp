@@ -288,7 +288,7 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
     const uint32_t hd = hp_.layer_head_dim_k(il);
     Scratch& s = a.s;
     // A shared-KV layer (gemma4) attends over an earlier layer's K and V: only q.
-    const bool own_kv = hp_.kv_layer(il) == il;
+    const bool own_kv = hp_.owns_kv(il);
     if (hp_.arch->mla)
         latent_qkv(st, a, L, C, n);
     else

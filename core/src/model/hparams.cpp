@@ -455,7 +455,7 @@ Expected<void> read_layer_geometry(const gguf::File& file, const Keys& k, Hparam
                       fmt::format("{} leaves fewer than 2 of the {} layers with a KV cache",
                                   *shared, hp.n_layer));
     hp.shared_kv_layers = *shared;
-    for (uint32_t il = hp.kv_layers(); il < hp.n_layer; ++il) {
+    for (uint32_t il = hp.unshared_layers(); il < hp.n_layer; ++il) {
         if (hp.layer_n_head_kv(il) != hp.layer_n_head_kv(hp.kv_layer(il)))
             return refuse(file, k.key("attention.head_count_kv"),
                           fmt::format("{} for shared layer {} differs from the {} of layer {}, "

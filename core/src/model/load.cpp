@@ -137,19 +137,7 @@ uint64_t Model::Impl::region_floats(uint32_t n_batch, uint32_t logits_rows) cons
 }
 
 CapacityInputs Model::Impl::kv_terms(uint32_t cells) const {
-    CapacityInputs in;
-    in.n_layer = hp.kv_layers();  // shared KV layers hold no cache
-    in.context = cells;
-    in.n_head_kv = hp.n_head_kv;
-    in.head_dim_k = hp.head_dim_k;
-    in.head_dim_v = hp.head_dim_v;
-    in.cell_elements_k = hp.kv_cell_elements_k();
-    in.cell_elements_v = hp.kv_cell_elements_v();
-    in.k_block_bytes = kind_traits(kv_kinds.key)->block_bytes;
-    in.k_block_elements = kind_traits(kv_kinds.key)->block_elements;
-    in.v_block_bytes = kind_traits(kv_kinds.value)->block_bytes;
-    in.v_block_elements = kind_traits(kv_kinds.value)->block_elements;
-    return in;
+    return kv_capacity_inputs(hp, kv_kinds, cells);
 }
 
 Expected<void> Model::Impl::allocate_constants() {

@@ -10,13 +10,16 @@
 #include "ferrox/api.h"
 #include "ferrox/expected.h"
 #include "ferrox/model/hparams.h"
+#include "ferrox/model/kv_kinds.h"
 
 namespace ferrox::model {
 
 struct CapacityInputs {
     uint64_t weight_bytes = 0;  // the mapped GGUF file
+    // n_layer: the layers whose K and V the cache holds (Hparams::kv_cache_layers:
+    // not the recurrent ones, nor gemma4's shared ones).
     uint32_t n_layer = 0, context = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
-    // K and V elements of one position over all cached layers, apart
+    // K and V elements of one position over the cached layers, apart
     // (Hparams::kv_cell_elements_k / _v, for layers of different geometry);
     // 0: n_layer x n_head_kv x head_dim_k (or head_dim_v).
     uint64_t cell_elements_k = 0, cell_elements_v = 0;
@@ -47,6 +50,11 @@ struct CapacityPlan {
 // head_dim_k or _v unless cell_elements_k / _v say) x its block bytes /
 // block elements.
 FERROX_API uint64_t kv_cache_bytes(const CapacityInputs& in);
+
+// The KV terms of a model's cache of `cells` cells in `kinds`: the layers that
+// own K and V (Hparams::owns_kv) and their widths, each kind's block. The one
+// place the plan, Model::kv_cache_bytes and `ferrox inspect` take them from.
+FERROX_API CapacityInputs kv_capacity_inputs(const Hparams& hp, KvKinds kinds, uint32_t cells);
 
 // The plan, or an Error spelling out the sum that does not fit.
 FERROX_API Expected<CapacityPlan> plan_capacity(const CapacityInputs& in);

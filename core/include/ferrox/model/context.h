@@ -89,6 +89,9 @@ class FERROX_API Context {
     uint32_t sequences() const;
     uint32_t batch() const;
     const KvCells& cells() const;
+    // Bytes the KV cache's buffers hold (K and V of every cell, for the layers
+    // that own K and V only; the capacity plan's kv_cache_bytes(context())).
+    uint64_t kv_bytes() const;
     // Model::recurrent(): a partial seq_remove is refused.
     bool recurrent() const;
 
@@ -133,7 +136,10 @@ class FERROX_API Context {
     // A sequence's positions and K/V rows as bytes (host contexts), and back:
     // restore replaces `seq`'s cells with the saved ones in free cells; a
     // buffer for another model shape or KV kind, a truncated one, or too
-    // few free cells is refused and nothing changes.
+    // few free cells is refused and nothing changes. The bytes are state
+    // version 3 (rows of the layers that own K and V only); restore also
+    // reads versions 1 and 2 (rows of every layer, a recurrent layer's
+    // skipped) and refuses a later version, naming it.
     Expected<std::vector<std::byte>> seq_save(int32_t seq) const;
     Expected<void> seq_restore(int32_t seq, std::span<const std::byte> bytes);
 

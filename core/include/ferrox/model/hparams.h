@@ -221,15 +221,28 @@ struct Hparams {
     bool has_rope(uint32_t il) const {
         return no_rope_period == 0 || (il + 1) % no_rope_period != 0;
     }
-    // Layers with a KV cache of their own: the first kv_layers().
-    uint32_t kv_layers() const { return n_layer - shared_kv_layers; }
-    // The cache layer `il` stores into and attends over: its own, or for a
-    // shared layer llama.cpp's choice, the last cached layer if `il` is
-    // global and the one before it if local (read_hparams checks that these
-    // are of il's kind).
+    // Layers before the shared ones: the first unshared_layers() keep their
+    // own K and V where they attend; the later ones reuse an earlier one's.
+    uint32_t unshared_layers() const { return n_layer - shared_kv_layers; }
+    // True when layer `il` stores K and V rows of its own in the KV cache: it
+    // attends (a recurrent layer keeps a state instead, seq_states.h) and is
+    // not shared. The one rule the cache's layout (KvSlots), the capacity
+    // plan and the state files follow.
+    bool owns_kv(uint32_t il) const { return il < unshared_layers() && !is_recurrent(il); }
+    // Layers that own K and V: the cache holds one K and one V buffer each.
+    uint32_t kv_cache_layers() const {
+        uint32_t n = 0;
+        for (uint32_t il = 0; il < n_layer; ++il) n += owns_kv(il) ? 1 : 0;
+        return n;
+    }
+    // The layer whose cache an attending layer `il` stores into and attends
+    // over: its own, or for a shared layer llama.cpp's choice, the last
+    // unshared layer if `il` is global and the one before it if local
+    // (read_hparams checks that these are of il's kind; no row has both
+    // shared and recurrent layers).
     uint32_t kv_layer(uint32_t il) const {
-        if (il < kv_layers()) return il;
-        return kv_layers() - (is_local_layer(il) ? 2 : 1);
+        if (il < unshared_layers()) return il;
+        return unshared_layers() - (is_local_layer(il) ? 2 : 1);
     }
     // The positions a row at p sees through a global (local false) or
     // sliding-window layer's attention: [p - behind + 1, p + ahead], behind
@@ -261,19 +274,19 @@ struct Hparams {
         return n_head_kv_layers.empty() ? n_head_kv : n_head_kv_layers[il];
     }
     uint32_t layer_n_ff(uint32_t il) const { return n_ff_layers.empty() ? n_ff : n_ff_layers[il]; }
-    // K and V elements one position holds over the cached layers.
+    // K and V elements one position holds over the layers that own K and V.
     uint64_t kv_cell_elements() const { return kv_cell_elements_k() + kv_cell_elements_v(); }
     // ... of which K, and V (a cache whose K and V kinds differ counts them apart).
     uint64_t kv_cell_elements_k() const {
         uint64_t sum = 0;
-        for (uint32_t il = 0; il < kv_layers(); ++il)
-            sum += uint64_t{layer_n_head_kv(il)} * layer_head_dim_k(il);
+        for (uint32_t il = 0; il < n_layer; ++il)
+            if (owns_kv(il)) sum += uint64_t{layer_n_head_kv(il)} * layer_head_dim_k(il);
         return sum;
     }
     uint64_t kv_cell_elements_v() const {
         uint64_t sum = 0;
-        for (uint32_t il = 0; il < kv_layers(); ++il)
-            sum += uint64_t{layer_n_head_kv(il)} * layer_head_dim_v(il);
+        for (uint32_t il = 0; il < n_layer; ++il)
+            if (owns_kv(il)) sum += uint64_t{layer_n_head_kv(il)} * layer_head_dim_v(il);
         return sum;
     }
 };
