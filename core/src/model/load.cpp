@@ -179,10 +179,10 @@ std::vector<const WeightMatrix*> Model::Impl::matrices() const {
     if (embedding_matrix) all.push_back(&*embedding_matrix);
     for (const LayerWeights& L : w.layers) {
         for (const auto* m :
-             {&L.q,         &L.k,       &L.v,           &L.o,           &L.gate,       &L.up,
-              &L.down,      &L.router,  &L.gate_shexp,  &L.up_shexp,    &L.down_shexp, &L.q_a,
-              &L.q_b,       &L.kv_a,    &L.kv_b,        &L.ssm_in,      &L.ssm_gate,   &L.ssm_beta,
-              &L.ssm_alpha, &L.ssm_out, &L.shortconv_b, &L.shortconv_c, &L.shortconv_x})
+             {&L.q,         &L.k,       &L.v,           &L.o,           &L.gate,        &L.up,
+              &L.down,      &L.router,  &L.gate_shexp,  &L.up_shexp,    &L.down_shexp,  &L.q_a,
+              &L.q_b,       &L.kv_a,    &L.kv_b,        &L.ssm_in,      &L.ssm_gate,    &L.ssm_beta,
+              &L.ssm_alpha, &L.ssm_out, &L.shortconv_b, &L.shortconv_c, &L.shortconv_x, &L.ssm_dt})
             if (*m) all.push_back(&**m);
         for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps, &L.k_b, &L.v_b})
             for (const WeightMatrix& m : *experts) all.push_back(&m);
