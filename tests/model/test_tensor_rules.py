@@ -198,7 +198,7 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
         v = keys.get(f"{arch}.{k}", default)
         return v[il] if isinstance(v, list) and k != "attention.sliding_window_pattern" else v
 
-    n_head, n_kv = key("attention.head_count"), key("attention.head_count_kv")
+    n_head, n_kv = key("attention.head_count"), key("attention.head_count_kv", key("attention.head_count"))
     # The format's defaults: key_length n_embd / n_head, value_length key_length (lfm2's files).
     # mamba2's files: head_count 0 (no attention).
     k_len = key("attention.key_length", key("embedding_length") // n_head if n_head else 0)
