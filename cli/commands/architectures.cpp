@@ -115,6 +115,9 @@ std::string layer_pattern(const model::ArchSpec& spec) {
     if (spec.shortconv_layers)
         return "the layers with attention.head_count_kv > 0 attend over the KV cache; those "
                "with 0 are short-convolution layers with a per-sequence window";
+    if (spec.mamba2_layers)
+        return "every layer is a Mamba-2 block with a per-sequence window and state; no "
+               "attention, no FFN";
     return "every layer attends over the KV cache";
 }
 
@@ -153,7 +156,7 @@ int list(const std::vector<std::string>& names, bool json) {
         for (const model::KeyRule& k : model::key_rules(*spec))
             std::cout << fmt::format("    {:<40} {}\n", fmt::format("{}.{}", spec->name, k.suffix),
                                      key_text(k));
-        if (spec->delta_net_layers || spec->shortconv_layers)
+        if (spec->delta_net_layers || spec->shortconv_layers || spec->mamba2_layers)
             std::cout << "  layers: " << layer_pattern(*spec) << "\n";
         std::cout << "  tensors:\n";
         for (const TensorRule& r : rules) {

@@ -298,6 +298,19 @@ SHORTCONV["lfm2moe"] = ("lfm2moe", "llama-bpe", {**SHORTCONV["lfm2"][2], "moe": 
 # convolution taps in reverse order -- what a pass reading the window newest first computes.
 SHORTCONV["lfm2-conv-fault"] = ("lfm2", "llama-bpe", {**SHORTCONV["lfm2"][2], "seed": 4100, "fault": "conv_taps"})
 
+# Mamba-2 models (seeds from 4200), made by make_mamba2 with the keys its converter writes
+# (head_count and feed_forward_length 0).
+#   mamba2: 3 layers, inner 256 in 8 heads of 32, state 16 (under ggml's 32-float SIMD step,
+#           so its scan sums in the order ferrox does), B and C in 2 groups of 4 heads, conv
+#           kernel 4 with a bias, D skip, the gated norm over 2 groups; the output tied.
+MAMBA2 = {
+    "mamba2": ("mamba2", "llama-spm", {"tied": True, "n_layer": 3,
+                                       "mamba2": {"kernel": 4, "inner": 256, "state": 16, "heads": 8, "groups": 2}}),
+}
+# A fault for the parity test to catch: tiny-mamba2's weights (same seed) with ssm_d zeroed --
+# what a pass that skipped the D term computes.
+MAMBA2["mamba2-no-d-fault"] = ("mamba2", "llama-spm", {**MAMBA2["mamba2"][2], "seed": 4200, "fault": "no_d"})
+
 MLA = {"q_lora": 64, "kv_lora": 64, "rot": 32, "nope": 32, "v": 32}
 DEEPSEEK = {
     # DeepSeek V3's experts: 3 layers, the first dense; 8 experts in 2 groups of 4 of which the
@@ -765,6 +778,57 @@ def make_gemma3(out_dir: pathlib.Path, seed: int, name: str = "gemma3", n_layer:
     return path
 
 
+class Mamba2Values(Values):
+    """A Mamba-2 layer's values: ssm_a and ssm_d [1, heads] and ssm_norm [groups, inner / groups]
+    as its converter shapes them; -exp(A_log) in [-1.5, -0.2], D in [0.5, 1.5], dt biases in
+    [-1, 1] (so each decay exp(softplus(dt + bias) x ssm_a) lies in (0, 1))."""
+
+    def vector(self, name: str, short: str, shape: list[int]) -> np.ndarray:
+        rng = self.rng
+        if short == "ssm_a":
+            return -rng.uniform(0.2, 1.5, size=(shape[1], 1)).astype(np.float32)
+        if short == "ssm_d":
+            d = rng.uniform(0.5, 1.5, size=(shape[1], 1)).astype(np.float32)
+            return np.zeros_like(d) if self.opt.get("fault") == "no_d" else d
+        if short == "ssm_norm.weight":
+            return norm(rng, shape[0] * shape[1]).reshape(shape[1], shape[0])
+        if short == "ssm_conv1d.bias":
+            return (0.3 * rng.standard_normal(shape[0])).astype(np.float32)
+        return super().vector(name, short, shape)
+
+
+def make_mamba2(out_dir: pathlib.Path, seed: int, name: str, vocab_name: str, opt: dict) -> pathlib.Path:
+    """A mamba2 file with the keys convert_hf_to_gguf.py's Mamba2Model writes."""
+    rng = np.random.default_rng(seed)
+    path = out_dir / f"tiny-{name}.gguf"
+    arch, m, n_layer = "mamba2", opt["mamba2"], opt["n_layer"]
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny random {name}")
+    n_vocab = copy_tokenizer(w, VOCAB_DIR / f"ggml-vocab-{vocab_name}.gguf")
+    w.add_context_length(N_CTX)
+    w.add_embedding_length(N_EMBD)
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    w.add_block_count(n_layer)
+    w.add_ssm_conv_kernel(m["kernel"])
+    w.add_ssm_inner_size(m["inner"])
+    w.add_ssm_state_size(m["state"])
+    w.add_ssm_time_step_rank(m["heads"])
+    w.add_ssm_group_count(m["groups"])
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    conv_dim = m["inner"] + 2 * m["groups"] * m["state"]
+    dims = {"1": 1, "n_embd": N_EMBD, "n_vocab": n_vocab, "ssm_conv_kernel": m["kernel"],
+            "ssm_conv_dim": conv_dim, "ssm_inner": m["inner"], "ssm_v_heads": m["heads"],
+            "ssm_groups": m["groups"], "ssm_group_dim": m["inner"] // m["groups"]}
+    write_tensors(w, arch, n_layer, dims, opt, Mamba2Values(rng, opt))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name: str = "",
          opt: dict | None = None) -> pathlib.Path:
     name = name or arch
@@ -958,6 +1022,9 @@ def main() -> int:
     for seed, (name, (arch, vocab_name, opt)) in enumerate(GEMMA4_MOE.items(), start=3600):
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(MAMBA2.items(), start=4200):
+        opt = dict(opt)
+        print(make_mamba2(out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     for seed, (name, (arch, vocab_name, opt)) in enumerate(EMBEDDING.items(), start=3500):
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))

@@ -184,3 +184,64 @@ TEST_CASE("lfm2moe: leading dense FFNs, then sigmoid-gated experts renormalised 
     REQUIRE(hu);
     CHECK(hu->expert_weights_norm);
 }
+
+namespace {
+
+// Mamba-Codestral-7B's key layout, shaped small: head_count and
+// feed_forward_length 0 as its converter writes them, 8 heads of 32 over
+// 2 groups.
+TinyGguf mamba2_like() {
+    TinyGguf g;
+    g.str("general.architecture", "mamba2")
+        .u32("mamba2.context_length", 1048576)
+        .u32("mamba2.embedding_length", 128)
+        .u32("mamba2.feed_forward_length", 0)
+        .u32("mamba2.attention.head_count", 0)
+        .u32("mamba2.block_count", 3)
+        .u32("mamba2.ssm.conv_kernel", 4)
+        .u32("mamba2.ssm.inner_size", 256)
+        .u32("mamba2.ssm.state_size", 16)
+        .u32("mamba2.ssm.time_step_rank", 8)
+        .u32("mamba2.ssm.group_count", 2)
+        .f32("mamba2.attention.layer_norm_rms_epsilon", 1e-5f)
+        .tensor("token_embd.weight", 128, 10, 0.5f);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("mamba2: every layer a Mamba-2 block; the ssm keys bounded and cross-checked") {
+    auto file = mamba2_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->arch == model::find_architecture("mamba2"));
+    CHECK(model::layer_pattern(*hp) == "RRR");
+    CHECK(hp->n_head == 0);  // no attention: no KV cache
+    CHECK(hp->kv_cell_elements() == 0);
+    CHECK(hp->n_ff == 0);
+    CHECK(hp->ssm_conv_dim() == 256 + 2 * 2 * 16);  // x, then B and C per group
+    CHECK(hp->ssm_head_dim() == 32);
+    CHECK(hp->ssm_state_floats() == 8u * 32 * 16);  // per head [head dim][state]
+
+    const auto bad = [](const char* key, uint32_t v, const std::string& why) {
+        const std::string k = std::string("mamba2.") + key;
+        refused_by(mamba2_like().without(k).u32(k, v), k, why);
+    };
+    for (const char* key : {"ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
+                            "ssm.time_step_rank", "ssm.group_count"}) {
+        INFO(key);
+        refused_by(mamba2_like().without(std::string("mamba2.") + key),
+                   std::string("mamba2.") + key, "missing");
+        bad(key, 0, "is not in");
+    }
+    bad("ssm.conv_kernel", 1, "not in 2..64");  // the window holds kernel - 1 inputs
+    bad("ssm.conv_kernel", 65, "not in 2..64");
+    bad("ssm.state_size", 1025, "not in 1..1024");
+    bad("ssm.time_step_rank", 4097, "not in 1..4096");
+    bad("ssm.inner_size", (1u << 20) + 1, "not in 1..");
+    bad("ssm.inner_size", 260, "not a multiple of ssm.time_step_rank");
+    bad("ssm.group_count", 3, "do not divide");
+    bad("block_count", 0, "is 0");
+    bad("embedding_length", 0, "is 0");
+}

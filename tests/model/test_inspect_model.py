@@ -131,6 +131,18 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     assert got.get("nextn_layers_unused", 0) == n_nextn
     n_head = field(reader, f"{arch}.attention.head_count")
     n_embd = field(reader, f"{arch}.embedding_length")
+    if arch == "mamba2":  # every layer a Mamba-2 block: no heads, no FFN; the ssm keys as read
+        inner, heads = field(reader, f"{arch}.ssm.inner_size"), field(reader, f"{arch}.ssm.time_step_rank")
+        embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+        want = {"architecture": arch, "layers": n_layer, "embedding_length": n_embd, "heads": 0, "kv_heads": 0,
+                "context_train": field(reader, f"{arch}.context_length"), "vocab": int(embd.shape[1]),
+                "layer_pattern": "R" * n_layer, "ffn": "none",
+                "ssm_conv_kernel": field(reader, f"{arch}.ssm.conv_kernel"), "ssm_inner_size": inner,
+                "ssm_state_size": field(reader, f"{arch}.ssm.state_size"), "ssm_heads": heads,
+                "ssm_head_dim": inner // heads, "ssm_groups": field(reader, f"{arch}.ssm.group_count")}
+        for key, value in want.items():
+            assert got[key] == value, f"{path.name}: {key} is {got[key]!r}, the file says {value!r}"
+        return
     n_head_kv = field(reader, f"{arch}.attention.head_count_kv") or n_head
     if isinstance(n_head_kv, list):  # gemma4, lfm2: one per layer; the summary's is the largest
         assert got["kv_heads_per_layer"] == ",".join(str(v) for v in n_head_kv)

@@ -88,6 +88,10 @@ UNBOUND = {
 }
 
 
+# Rows whose layers do not attend (llama.cpp's mamba2 loader binds no attention tensor).
+ATTENTION_FREE = {"mamba2"}
+
+
 def architectures() -> list[dict]:
     out = subprocess.run([FERROX, "architectures", "--json"], check=True, capture_output=True, text=True).stdout
     return json.loads(out)["architectures"]
@@ -118,8 +122,9 @@ def test_bound_tensors_are_ones_the_files_hold(arch):
     allowed = known | ALLOWED["*"] | ALLOWED.get(arch["name"], set())
     ours = {stem(r["name"]) for r in arch["tensors"]}
     assert ours <= allowed, f"{arch['name']}: ferrox binds {sorted(ours - allowed)}, which no file holds"
-    # Every layer tensor llama.cpp requires of every architecture is bound.
-    for required in ("token_embd", "blk.{bid}.attn_output"):
+    # Every layer tensor llama.cpp requires of every architecture is bound (mamba2's layers
+    # have no attention).
+    for required in ("token_embd",) + (() if arch["name"] in ATTENTION_FREE else ("blk.{bid}.attn_output",)):
         assert required in ours
     # The final norm, under the name gguf gives the architecture (lfm2's is token_embd_norm).
     assert ours & {"output_norm", "token_embd_norm"} & known
@@ -193,9 +198,10 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
         v = keys.get(f"{arch}.{k}", default)
         return v[il] if isinstance(v, list) and k != "attention.sliding_window_pattern" else v
 
-    n_head, n_kv = key("attention.head_count"), key("attention.head_count_kv")
+    n_head, n_kv = key("attention.head_count"), key("attention.head_count_kv", key("attention.head_count"))
     # The format's defaults: key_length n_embd / n_head, value_length key_length (lfm2's files).
-    k_len = key("attention.key_length", key("embedding_length") // n_head)
+    # mamba2's files: head_count 0 (no attention).
+    k_len = key("attention.key_length", key("embedding_length") // n_head if n_head else 0)
     v_len = key("attention.value_length", k_len)
     pattern = key("attention.sliding_window_pattern")
     if isinstance(pattern, list) and pattern[il] and key("attention.key_length_swa") is not None:
@@ -232,6 +238,9 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             or (key("embedding_length") if key("shortconv.l_cache") else 0),
             "ssm_inner": key("ssm.inner_size", 0), "ssm_v_heads": key("ssm.time_step_rank", 0),
             "ssm_head_dim": key("ssm.state_size", 0),
+            # Mamba-2 layers: B and C's groups, and ssm_norm's group width.
+            "ssm_groups": key("ssm.group_count", 0),
+            "ssm_group_dim": key("ssm.inner_size", 0) // max(key("ssm.group_count", 0), 1),
             # gemma4 E2B/E4B's per-layer embeddings.
             "n_embd_per_layer": key("embedding_length_per_layer_input", 0),
             "n_embd_per_layer*n_layer": key("embedding_length_per_layer_input", 0) * key("block_count"),

@@ -503,6 +503,24 @@ def test_tiny_lfm2moe_matches_llama_cpp():
     check(compare(path, tiny_prompt(), "tiny lfm2moe"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
 
 
+def test_tiny_mamba2_matches_llama_cpp():
+    """Mamba-2 (issue 35): 3 layers of attn_norm then a Mamba-2 block and nothing else --
+    ssm_in into z, x|B|C and dt, a causal depthwise convolution (kernel 4, with a bias) and
+    SiLU over the sequence's window, the selective scan over 8 heads of 32 with a state of 16
+    per channel (B and C shared by 2 groups of 4 heads, decay exp(softplus(dt + dt_bias) x
+    ssm_a)), the D skip, y x silu(z) RMS-normed per group, ssm_out -- carried in the
+    sequence's state from token to token."""
+    path = tiny_model("mamba2")
+    check(compare(path, tiny_prompt(), "tiny mamba2"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_mamba2_without_d_skip_is_caught():
+    """The fault the mamba2 parity must catch: llama.cpp on tiny-mamba2's weights with ssm_d
+    zeroed (a pass that skipped the D term) against ferrox on tiny-mamba2 fails the bound."""
+    nmse = fault_nmse("mamba2", "mamba2-no-d-fault", "D-skip fault")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
 def test_tiny_lfm2_reversed_conv_taps_are_caught():
     """The fault the lfm2 parity must catch: llama.cpp on tiny-lfm2's weights with every
     channel's convolution taps reversed (a pass reading its window newest first) against

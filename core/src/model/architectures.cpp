@@ -247,6 +247,9 @@ constexpr ArchSpec kArchitectures[] = {
      .gating_key = true,
      .shortconv_layers = true,
      .expert_weights_always_normed = true},
+    // Mamba-2, Mamba-Codestral: every layer attn_norm then a Mamba-2 block
+    // added to the residual stream, no FFN; the output may be tied.
+    {.name = "mamba2", .mamba2_layers = true},
 };
 
 }  // namespace

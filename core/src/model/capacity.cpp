@@ -65,8 +65,8 @@ Expected<CapacityPlan> plan_capacity(const CapacityInputs& in) {
             p.scratch_bytes,
             p.state_bytes ? fmt::format(" + recurrent states {} B", p.state_bytes) : "",
             p.total_bytes, p.available_bytes, in.available_what,
-            in.k_block_bytes == 4 && in.k_block_elements == 1 && in.v_block_bytes == 4 &&
-                    in.v_block_elements == 1
+            p.kv_bytes > 0 && in.k_block_bytes == 4 && in.k_block_elements == 1 &&
+                    in.v_block_bytes == 4 && in.v_block_elements == 1
                 ? " or use an f16 or q8_0 KV cache (--kv-type f16|q8_0)"
                 : "");
     return p;

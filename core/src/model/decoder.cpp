@@ -146,7 +146,7 @@ void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
     rope_tables(st, a, positions);
     for (uint32_t il = 0; il < hp_.n_layer; ++il) {
         attention_block(st, a, kv, il, n);
-        ffn_block(st, a, il, n);
+        if (!hp_.arch->mamba2_layers) ffn_block(st, a, il, n);  // mamba2 has none
     }
     output(st, a, out_rows, out, hidden);
 }
@@ -263,6 +263,10 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     // this norm; without pre-norms (olmo2) the block reads x itself.
     if (il == 0 && hp_.arch->pre_norms)
         st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
+    if (hp_.arch->mamba2_layers) {  // every layer: the block, then straight to the next
+        mamba2_block(st, a, kv, il, n);
+        return residual_to_next(st, a, s.o, il, n);
+    }
     if (hp_.is_recurrent(il) && hp_.arch->shortconv_layers)  // lfm2, into s.o
         short_conv_block(st, a, kv, il, n);
     else if (hp_.is_recurrent(il))  // a Gated DeltaNet layer (qwen35), into s.o
@@ -608,11 +612,17 @@ void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n
         return st.rms_norm(roles::kAttnNorm, s.x, consts_[il + 1].attn_norm, n, d, hp_.rms_eps,
                            s.xn);
     }
+    residual_to_next(st, a, s.ffn, il, n);
+}
+
+void Decoder::residual_to_next(StickySteps& st, Activations& a, Act out, uint32_t il,
+                               uint32_t n) const {
+    const uint32_t d = hp_.n_embd;
     if (il + 1 == hp_.n_layer || !hp_.arch->pre_norms)
-        return st.add(roles::kResidual, s.x, s.ffn, n, d, d, hp_.residual_scale);
-    // The residual add and the next layer's norm: xn = attn_norm(x += ffn).
-    st.add_rms_norm(roles::kAttnNorm, s.x, s.ffn, d, hp_.residual_scale, consts_[il + 1].attn_norm,
-                    n, d, hp_.rms_eps, s.xn);
+        return st.add(roles::kResidual, a.s.x, out, n, d, d, hp_.residual_scale);
+    // The residual add and the next layer's norm: xn = attn_norm(x += out).
+    st.add_rms_norm(roles::kAttnNorm, a.s.x, out, d, hp_.residual_scale, consts_[il + 1].attn_norm,
+                    n, d, hp_.rms_eps, a.s.xn);
 }
 
 // Logits of `n` normalised rows at `xn` into `out` (n * vocab floats): in

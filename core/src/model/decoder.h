@@ -233,6 +233,12 @@ class Decoder {
     void apply_gate(StickySteps& st, Activations& a, uint32_t n) const;
     void recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
+    // mamba2.cpp: a Mamba-2 layer (mamba2).
+    void mamba2_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                      uint32_t n) const;
+    // The layer's last residual add, x += out, fused with the next layer's
+    // attn_norm into xn (none after the last layer).
+    void residual_to_next(StickySteps& st, Activations& a, Act out, uint32_t il, uint32_t n) const;
     // short_conv.cpp: lfm2's short-convolution layer.
     void short_conv_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                           uint32_t n) const;
@@ -250,7 +256,7 @@ class Decoder {
             return false;
         }
         const uint64_t conv = uint64_t{hp_.ssm_conv_kernel - 1} * hp_.ssm_conv_dim();
-        const uint64_t state = uint64_t{hp_.ssm_v_heads} * hp_.ssm_state * hp_.ssm_state;
+        const uint64_t state = hp_.ssm_state_floats();
         for (uint32_t r0 = 0; r0 < n;) {
             uint32_t r1 = r0 + 1;
             while (r1 < n && seqs[r1] == seqs[r0]) ++r1;

@@ -715,12 +715,30 @@ Expected<void> check_causality(const gguf::File& file, const Keys& k, const Arch
     return {};
 }
 
+// A row without attention or an FFN (mamba2): the widths, depth, training
+// context and norm epsilon, the vocabulary, then its layers' keys.
+// attention.head_count and feed_forward_length are not read: converters
+// write 0 for both ("unused, but seemingly required when loading").
+Expected<void> read_attention_free(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.n_embd, k.u32("embedding_length"));
+    FERROX_READ(hp.n_layer, k.u32("block_count"));
+    FERROX_READ(hp.n_ctx_train, k.u32("context_length"));
+    FERROX_READ(hp.rms_eps, k.f32("attention.layer_norm_rms_epsilon"));
+    if (hp.n_embd == 0) return refuse(file, k.key("embedding_length"), "is 0");
+    if (hp.n_layer == 0) return refuse(file, k.key("block_count"), "is 0");
+    auto embd = file.find_tensor("token_embd.weight");
+    if (!embd) return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
+    hp.vocab = embd->row_count();
+    return read_mamba2(file, k, hp);
+}
+
 #undef FERROX_READ
 
 // The readers in the order their keys are read (which decides which of
 // several problems a file is refused for first).
 Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
     if (auto r = read_pooling(file, k, spec, hp); !r) return r;
+    if (spec.mamba2_layers) return read_attention_free(file, k, hp);
     if (auto r = read_shape(file, k, spec, hp); !r) return r;
     if (spec.nextn_layers)
         if (auto r = read_nextn(file, k, hp); !r) return r;

@@ -87,5 +87,6 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
 Expected<void> read_shortconv_layers(const gguf::File& file, const Keys& k, Hparams& hp);
 Expected<void> read_delta_net(const gguf::File& file, const Keys& k, Hparams& hp);
 Expected<void> read_shortconv(const gguf::File& file, const Keys& k, Hparams& hp);
+Expected<void> read_mamba2(const gguf::File& file, const Keys& k, Hparams& hp);
 
 }  // namespace ferrox::model

@@ -127,4 +127,42 @@ Expected<void> read_shortconv(const gguf::File& file, const Keys& k, Hparams& hp
     return {};
 }
 
+// Mamba-2 layers (mamba2), every layer one: the ssm.* shape, each size
+// bounded and checked against the others before it sizes a state, a
+// scratch row or a tensor's expected shape.
+Expected<void> read_mamba2(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.ssm_conv_kernel, k.u32("ssm.conv_kernel"));
+    FERROX_READ(hp.ssm_inner, k.u32("ssm.inner_size"));
+    FERROX_READ(hp.ssm_state, k.u32("ssm.state_size"));
+    FERROX_READ(hp.ssm_v_heads, k.u32("ssm.time_step_rank"));
+    FERROX_READ(hp.ssm_k_heads, k.u32("ssm.group_count"));
+    // Released models: kernel 4, state 128, 24..128 heads of 64, 1..8 groups.
+    constexpr uint32_t kMaxKernel = 64, kMaxState = 1024, kMaxHeads = 4096;
+    constexpr uint32_t kMaxInner = 1u << 20;
+    const struct {
+        const char* key;
+        uint32_t v, min, max;
+    } sizes[] = {{"ssm.conv_kernel", hp.ssm_conv_kernel, 2, kMaxKernel},
+                 {"ssm.inner_size", hp.ssm_inner, 1, kMaxInner},
+                 {"ssm.state_size", hp.ssm_state, 1, kMaxState},
+                 {"ssm.time_step_rank", hp.ssm_v_heads, 1, kMaxHeads},
+                 {"ssm.group_count", hp.ssm_k_heads, 1, kMaxHeads}};
+    for (const auto& sz : sizes)
+        if (sz.v < sz.min || sz.v > sz.max)
+            return refuse(file, k.key(sz.key),
+                          fmt::format("{} is not in {}..{}", sz.v, sz.min, sz.max));
+    // Each head takes inner_size / heads channels of x and z; the heads share
+    // B and C by groups (head h reads group h / (heads / groups), as llama.cpp).
+    if (hp.ssm_inner % hp.ssm_v_heads != 0)
+        return refuse(file, k.key("ssm.inner_size"),
+                      fmt::format("{} is not a multiple of ssm.time_step_rank {} (the heads)",
+                                  hp.ssm_inner, hp.ssm_v_heads));
+    if (hp.ssm_v_heads % hp.ssm_k_heads != 0)
+        return refuse(file, k.key("ssm.group_count"),
+                      fmt::format("{} groups do not divide ssm.time_step_rank's {} heads",
+                                  hp.ssm_k_heads, hp.ssm_v_heads));
+    hp.recurrent_layers.assign(hp.n_layer, true);
+    return {};
+}
+
 }  // namespace ferrox::model

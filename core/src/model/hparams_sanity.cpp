@@ -43,7 +43,8 @@ Expected<void> check_hparams_sane(const gguf::File& file, const Hparams& hp,
                       fmt::format("{} layers; ferrox reads at most {}",
                                   uint64_t{hp.n_layer} + hp.n_layer_nextn, kMaxLayers));
     if (hp.n_ctx_train == 0) return refuse(file, key("context_length"), "is 0");
-    if (hp.head_dim_k == 0 || hp.head_dim_v == 0)
+    // An attention-free model (mamba2: no head_count read) has no head to size.
+    if (hp.n_head != 0 && (hp.head_dim_k == 0 || hp.head_dim_v == 0))
         return refuse(file,
                       key(hp.head_dim_k == 0 ? "attention.key_length" : "attention.value_length"),
                       "is 0");

@@ -128,6 +128,13 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     if (hp.arch->attention_sinks) add("attention_sinks", true);
     if (hp.arch->shortconv_layers) {  // short-convolution layers (lfm2)
         add("shortconv_l_cache", hp.ssm_conv_kernel);
+    } else if (hp.arch->mamba2_layers) {  // Mamba-2 layers, every layer
+        add("ssm_conv_kernel", hp.ssm_conv_kernel);
+        add("ssm_inner_size", hp.ssm_inner);
+        add("ssm_state_size", hp.ssm_state);
+        add("ssm_heads", hp.ssm_v_heads);
+        add("ssm_head_dim", hp.ssm_head_dim());
+        add("ssm_groups", hp.ssm_k_heads);
     } else if (hp.ssm_conv_kernel) {  // Gated DeltaNet layers (qwen35, qwen35moe)
         // 0: the file lists its recurrent layers (attention.recurrent_layers);
         // layer_pattern shows them either way.
@@ -138,7 +145,8 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("ssm_key_heads", hp.ssm_k_heads);
         add("gated_attention", hp.arch->gated_attention);
     }
-    add("ffn", hp.arch->activation == FfnActivation::Silu       ? "swiglu"
+    add("ffn", hp.arch->mamba2_layers                           ? "none"
+               : hp.arch->activation == FfnActivation::Silu     ? "swiglu"
                : hp.arch->activation == FfnActivation::GeluTanh ? "geglu"
                                                                 : "swiglu_oai");
     if (hp.n_expert) {

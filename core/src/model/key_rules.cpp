@@ -22,6 +22,21 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         {"embedding_length", R, {}, {}},
         {"block_count", R, {}, {}},
     };
+    if (spec.mamba2_layers) {  // no attention, no FFN: converters write 0 for their keys
+        for (KeyRule rule : std::initializer_list<KeyRule>{
+                 {"context_length", R, {}, {}},
+                 {"attention.layer_norm_rms_epsilon", R, {}, {}},
+                 {"ssm.conv_kernel", R, {}, {}},
+                 {"ssm.inner_size", R, {}, {}},
+                 {"ssm.state_size", R, {}, {}},
+                 {"ssm.time_step_rank", R, {}, {}},
+                 {"ssm.group_count", R, {}, {}},
+                 {"attention.head_count", KeyUse::Ignored, {}, {}},
+                 {"feed_forward_length", KeyUse::Ignored, {}, {}},
+             })
+            k.push_back(std::move(rule));
+        return k;
+    }
     if (spec.rank_head)  // a rank head's outputs (pooling 4, rank), one per label
         k.insert(k.begin() + 1, {"classifier.output_labels", O, "one output", {}});
     if (spec.nextn_layers)  // the last ones NextN blocks, kept and not run

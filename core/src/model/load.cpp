@@ -30,10 +30,13 @@ uint64_t host_scratch_bytes(const Model::Impl& m, uint32_t n_batch, uint32_t n_c
     const uint64_t half = rope_half_max(hp);
     const uint64_t tables = !m.residency.resident ? 0 : hp.attn_temp_scale != 0 ? 3 : 2;
     const uint64_t ple = uint64_t{hp.n_embd_per_layer} * hp.n_layer;  // gemma4 E2B/E4B
+    // Per cell: a float of the attention scores' row, and the cell's position and
+    // sequence mask (KvCells), which an attention-free model (mamba2) keeps too.
     return (2 * tables * uint64_t{n_batch} * half + (uint64_t{n_batch} + 2) * hp.n_expert +
             (hp.n_expert ? uint64_t{n_batch} * hp.n_embd : 0) + n_ctx +
             (uint64_t{n_batch} + 1) * ple) *
-           sizeof(float);
+               sizeof(float) +
+           uint64_t{n_ctx} * (sizeof(int32_t) + sizeof(uint64_t));
 }
 
 uint64_t constant_bytes(const Model::Impl& m) {
@@ -167,10 +170,10 @@ std::vector<const WeightMatrix*> Model::Impl::matrices() const {
     if (embedding_matrix) all.push_back(&*embedding_matrix);
     for (const LayerWeights& L : w.layers) {
         for (const auto* m :
-             {&L.q,         &L.k,       &L.v,           &L.o,           &L.gate,       &L.up,
-              &L.down,      &L.router,  &L.gate_shexp,  &L.up_shexp,    &L.down_shexp, &L.q_a,
-              &L.q_b,       &L.kv_a,    &L.kv_b,        &L.ssm_in,      &L.ssm_gate,   &L.ssm_beta,
-              &L.ssm_alpha, &L.ssm_out, &L.shortconv_b, &L.shortconv_c, &L.shortconv_x})
+             {&L.q,         &L.k,       &L.v,           &L.o,           &L.gate,        &L.up,
+              &L.down,      &L.router,  &L.gate_shexp,  &L.up_shexp,    &L.down_shexp,  &L.q_a,
+              &L.q_b,       &L.kv_a,    &L.kv_b,        &L.ssm_in,      &L.ssm_gate,    &L.ssm_beta,
+              &L.ssm_alpha, &L.ssm_out, &L.shortconv_b, &L.shortconv_c, &L.shortconv_x, &L.ssm_dt})
             if (*m) all.push_back(&**m);
         for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps, &L.k_b, &L.v_b})
             for (const WeightMatrix& m : *experts) all.push_back(&m);

@@ -9,9 +9,7 @@ namespace {
 uint64_t conv_floats(const Hparams& hp) {
     return uint64_t{hp.ssm_conv_kernel - 1} * hp.ssm_conv_dim();
 }
-uint64_t state_floats(const Hparams& hp) {
-    return uint64_t{hp.ssm_v_heads} * hp.ssm_state * hp.ssm_state;
-}
+uint64_t state_floats(const Hparams& hp) { return hp.ssm_state_floats(); }
 uint32_t recurrent_layers(const Hparams& hp) {
     uint32_t n = 0;
     for (uint32_t il = 0; il < hp.n_layer; ++il) n += hp.is_recurrent(il) ? 1 : 0;

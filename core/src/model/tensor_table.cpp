@@ -167,6 +167,30 @@ void shortconv_tensors(std::vector<TensorBinding>& t) {
     recurrent(layer_matrix("shortconv.out_proj.weight", E::Embd, E::Embd, &LW::ssm_out));
 }
 
+// Mamba-2 layers (ArchSpec::mamba2_layers): ssm_in's rows are z, the
+// convolution's input x|B|C and dt, bound as three views; the convolution
+// [conv_dim][kernel] with its bias; per head dt's bias, -exp(A) and the
+// skip D ([1, heads] in the files); the gated norm per group; the
+// out-projection. The order is llama.cpp's loader's.
+void mamba2_tensors(std::vector<TensorBinding>& t) {
+    t.push_back(layer_vector("attn_norm.weight", E::Embd, &LW::attn_norm));
+    t.push_back(layer_fused("ssm_in.weight", TensorUse::Required,
+                            {{{"ssm_in.z", E::SsmInner}, &LW::ssm_gate},
+                             {{"ssm_in.xbc", E::SsmConvDim}, &LW::ssm_in},
+                             {{"ssm_in.dt", E::SsmVHeads}, &LW::ssm_dt}}));
+    t.push_back(layer_vector("ssm_conv1d.weight", E::SsmKernel, &LW::ssm_conv, TensorUse::Required,
+                             TensorWhen::Always, E::SsmConvDim));
+    t.push_back(layer_vector("ssm_conv1d.bias", E::SsmConvDim, &LW::ssm_conv_bias));
+    t.push_back(layer_vector("ssm_dt.bias", E::SsmVHeads, &LW::ssm_dt_bias));
+    t.push_back(layer_vector("ssm_a", E::One, &LW::ssm_a, TensorUse::Required, TensorWhen::Always,
+                             E::SsmVHeads));
+    t.push_back(layer_vector("ssm_d", E::One, &LW::ssm_d, TensorUse::Required, TensorWhen::Always,
+                             E::SsmVHeads));
+    t.push_back(layer_vector("ssm_norm.weight", E::SsmGroupDim, &LW::ssm_norm, TensorUse::Required,
+                             TensorWhen::Always, E::SsmGroups));
+    t.push_back(layer_matrix("ssm_out.weight", E::Embd, E::SsmInner, &LW::ssm_out));
+}
+
 }  // namespace
 
 // The order is the tiny-model generator's (it draws random values in it, so
@@ -185,6 +209,10 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         {}};
     if (spec.tied_output) output.rule.stand_in = "token_embd.weight";
     t.push_back(output);
+    if (spec.mamba2_layers) {  // no attention, no FFN
+        mamba2_tensors(t);
+        return t;
+    }
     // A reranker's head, read as f32 (n_cls_out rows of n_embd: it is tiny);
     // optional as in llama.cpp, required by bind_weights for rank pooling.
     if (spec.rank_head) {
@@ -462,6 +490,10 @@ std::string_view extent_name(Extent e) {
             return "ssm_v_heads";
         case E::SsmHeadDim:
             return "ssm_head_dim";
+        case E::SsmGroups:
+            return "ssm_groups";
+        case E::SsmGroupDim:
+            return "ssm_group_dim";
         case E::PerLayer:
             return "n_embd_per_layer";
         case E::PerLayerAll:
@@ -536,6 +568,10 @@ uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
             return hp.ssm_v_heads;
         case E::SsmHeadDim:
             return hp.ssm_state;
+        case E::SsmGroups:
+            return hp.ssm_k_heads;
+        case E::SsmGroupDim:
+            return hp.ssm_k_heads ? hp.ssm_inner / hp.ssm_k_heads : 0;
         case E::PerLayer:
             return hp.n_embd_per_layer;
         case E::PerLayerAll:

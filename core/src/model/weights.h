@@ -57,6 +57,11 @@ struct LayerWeights {
     // -exp(A) per value head, the gated norm [head dim] and the out-projection.
     std::optional<WeightMatrix> ssm_in, ssm_gate, ssm_beta, ssm_alpha, ssm_out;
     std::vector<float> ssm_conv, ssm_dt_bias, ssm_a, ssm_norm;
+    // A Mamba-2 layer (mamba2) besides those: ssm_in's views z (ssm_gate),
+    // x|B|C (ssm_in) and dt per head (ssm_dt), the convolution's bias, the
+    // skip D per head; ssm_norm is [group][inner / groups].
+    std::optional<WeightMatrix> ssm_dt;
+    std::vector<float> ssm_conv_bias, ssm_d;
     // A short-convolution layer (lfm2): in_proj's three parts; its taps and
     // out_proj are ssm_conv and ssm_out.
     std::optional<WeightMatrix> shortconv_b, shortconv_c, shortconv_x;

@@ -225,6 +225,15 @@ struct ArchSpec {
     // convolution window as it keeps a Gated DeltaNet layer's (seq_states.h),
     // with no delta-rule state.
     bool shortconv_layers = false;
+    // Every layer a Mamba-2 block and nothing else (mamba2): no attention,
+    // no FFN, no KV cache. ssm_in's rows are z, the convolution's input x|B|C
+    // and dt; a causal depthwise convolution with a bias and SiLU, the
+    // selective scan per head (decay exp(softplus(dt + dt_bias) x ssm_a),
+    // B and C shared by a group of heads), the ssm_d skip, y x silu(z)
+    // RMS-normed per group by ssm_norm, then ssm_out
+    // (core/src/model/mamba2.cpp). head_count and feed_forward_length are
+    // read and not applied (converters write 0).
+    bool mamba2_layers = false;
     // An expert layer keeps its dense FFN beside the experts (gemma4, where
     // the file has expert_count > 0, each expert expert_feed_forward_length
     // wide): ffn_norm -> dense FFN -> post_ffw_norm_1, plus pre_ffw_norm_2 ->

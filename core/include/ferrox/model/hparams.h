@@ -209,8 +209,17 @@ struct Hparams {
     // Short-convolution layers (lfm2) reuse these fields: the kernel is
     // shortconv.l_cache, the convolution's channels (ssm_inner) n_embd, and
     // there are no heads and no delta-rule state.
-    // The convolution's channels: q and k of every key head, then the values.
+    // Mamba-2 layers (mamba2) read the same keys: ssm_v_heads is the heads
+    // (time_step_rank), ssm_k_heads the groups of B and C (group_count),
+    // each head ssm_inner / heads wide with a state of that x ssm_state.
+    // The convolution's channels: q and k of every key head, then the values
+    // (Mamba-2: B and C of every group besides x).
     uint64_t ssm_conv_dim() const { return 2 * uint64_t{ssm_k_heads} * ssm_state + ssm_inner; }
+    // A value head's width: state_size for the delta rule's square states,
+    // inner_size / heads for Mamba-2 (0 for short convolutions, no heads).
+    uint64_t ssm_head_dim() const { return ssm_v_heads ? ssm_inner / ssm_v_heads : 0; }
+    // Floats of one recurrent layer's per-head states, for one sequence.
+    uint64_t ssm_state_floats() const { return uint64_t{ssm_v_heads} * ssm_head_dim() * ssm_state; }
     // True when layer `il` is a recurrent (delta-net) layer (never a NextN block).
     bool is_recurrent(uint32_t il) const {
         return il < recurrent_layers.size() && recurrent_layers[il];

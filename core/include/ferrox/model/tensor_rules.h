@@ -63,6 +63,9 @@ enum class Extent : uint8_t {
     SsmInner,    // ssm.inner_size
     SsmVHeads,   // ssm.time_step_rank
     SsmHeadDim,  // ssm.state_size
+    // Mamba-2 layers (mamba2):
+    SsmGroups,    // ssm.group_count
+    SsmGroupDim,  // ssm.inner_size / ssm.group_count (ssm_norm's groups)
     // Per-layer embeddings (gemma4 E2B/E4B):
     PerLayer,     // embedding_length_per_layer_input
     PerLayerAll,  // embedding_length_per_layer_input x block_count
