@@ -59,6 +59,10 @@ ALLOWED = {
     # src/models/gemma4.cpp: the router's input scale and the per-expert output scale
     # (tn(..., "scale") of ffn_gate_inp and ffn_down_exps), and the unfused gate/up experts
     # it loads where a file has no ffn_gate_up_exps.
+    # bert: no output projection; the rule is ferrox's tied stand-in (token_embd bound as a
+    # matrix, which the resident steps' get_rows reads), so a bert file storing one is bound
+    # and unused where llama.cpp's bert loader would refuse it.
+    "bert": {"output"},
     "gemma4": {"blk.{bid}.ffn_gate_inp.scale", "blk.{bid}.ffn_down_exps.scale", "blk.{bid}.ffn_gate_exps",
                "blk.{bid}.ffn_up_exps"},
 }
@@ -82,6 +86,9 @@ UNBOUND = {
     "lfm2": {"dense_2"},
     # The converter's optional fused experts (--fuse-gate-up-exps): not bound, refused by name.
     "qwen35moe": {"blk.{bid}.ffn_gate_up_exps"},
+    # BERT's classifier head (src/models/bert.cpp: cls, cls_out, not required; pooling rank)
+    # and the final norm gguf lists, which llama.cpp's bert loader never reads.
+    "bert": {"cls", "cls.output", "output_norm"},
     # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
     # which the current converter writes as attn_qkv and attn_gate.
     "qwen3next": {"blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ssm_in"},

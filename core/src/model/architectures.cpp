@@ -247,6 +247,15 @@ constexpr ArchSpec kArchitectures[] = {
      .gating_key = true,
      .shortconv_layers = true,
      .expert_weights_always_normed = true},
+    // BERT encoders (BGE, all-MiniLM, e5): see ArchSpec::bert_encoder. The
+    // attention output's bias is optional, as llama.cpp loads it; pooled
+    // output only.
+    {.name = "bert",
+     .pre_norms = false,
+     .activation = FfnActivation::GeluTanh,
+     .attn_output_bias = TensorUse::Optional,
+     .non_causal = true,
+     .bert_encoder = true},
 };
 
 }  // namespace
