@@ -243,7 +243,10 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             "n_embd_per_layer": key("embedding_length_per_layer_input", 0),
             "n_embd_per_layer*n_layer": key("embedding_length_per_layer_input", 0) * key("block_count"),
             # gemma-embedding's dense projections after the pooling.
-            "n_dense": key("dense_2_feat_out", 0)}
+            "n_dense": key("dense_2_feat_out", 0),
+            # BERT's token type rows (a vocabulary key) and learned position rows.
+            "n_token_types": keys.get("tokenizer.ggml.token_type_count", 0),
+            "n_ctx_train": key("context_length")}
 
 
 def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:
