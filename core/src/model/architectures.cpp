@@ -253,6 +253,7 @@ constexpr ArchSpec kArchitectures[] = {
     {.name = "bert",
      .pre_norms = false,
      .activation = FfnActivation::GeluTanh,
+     .no_rope_period = 1,  // no layer rotates: the positions are learned rows
      .attn_output_bias = TensorUse::Optional,
      .non_causal = true,
      .bert_encoder = true},
