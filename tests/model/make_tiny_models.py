@@ -403,10 +403,20 @@ EMBEDDING["gemma-embedding-nodense"] = ("gemma-embedding", "llama-spm",
 #           a GELU FFN with biases, mean pooling, eps 1e-12 (BERT's).
 #   bert-notypes: the same weights (same seed) without token_types -- what a pass that left
 #           the type row out would compute; llama.cpp on it must disagree with ferrox on bert.
+#   nomic-bert: nomic-embed-text's layout: bert's post-LayerNorms and token types, fused
+#           attn_qkv without biases, NeoX RoPE (base 1000, as nomic's files), a SwiGLU FFN
+#           without biases, mean pooling.
+#   nomic-bert-base10k: the same weights (same seed) with rope.freq_base 10000 -- what a pass
+#           that ignored the file's base would compute; llama.cpp on it must disagree.
 BERT = {
-    "bert": ("bert", "bert-bge", {"tied": True, "bias": True, "pooling": 1, "encoder": True}),
+    "bert": ("bert", "bert-bge", {"tied": True, "bias": True, "pooling": 1, "encoder": True,
+                                  "learned_pos": True}),
 }
 BERT["bert-notypes"] = ("bert", "bert-bge", {**BERT["bert"][2], "seed": 3700, "no_types": True})
+BERT["nomic-bert"] = ("nomic-bert", "bert-bge", {"tied": True, "fused": True, "pooling": 1, "encoder": True,
+                                                "rope_base": 1000.0})
+BERT["nomic-bert-base10k"] = ("nomic-bert", "bert-bge", {**BERT["nomic-bert"][2], "seed": 3702,
+                                                        "rope_base": 10000.0})
 # Gemma 4's experts (seeds from 3600).
 GEMMA4_MOE = {
     # 26B-A4B's layers: every layer's experts beside its dense GeGLU FFN (8 experts of 64, 2
@@ -833,14 +843,14 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_value_length(full["head_dim"])
         w.add_rope_dimension_count(full["head_dim"])
         w.add_rope_dimension_count_swa(HEAD_DIM)
-    elif opt.get("encoder"):  # BERT: learned positions, no RoPE keys
+    elif opt.get("learned_pos"):  # BERT: learned positions, no RoPE keys
         w.add_head_count_kv(N_HEAD_KV)
     else:
         w.add_head_count_kv(N_HEAD_KV)
         w.add_key_length(HEAD_DIM)
         w.add_value_length(HEAD_DIM)
         w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
-    if not opt.get("encoder"):
+    if not opt.get("learned_pos"):
         w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3", "gemma2")
                                      else 150000.0 if arch == "gpt-oss" else 1e6))
     if "sections" in opt:

@@ -63,6 +63,9 @@ ALLOWED = {
     # matrix, which the resident steps' get_rows reads), so a bert file storing one is bound
     # and unused where llama.cpp's bert loader would refuse it.
     "bert": {"output"},
+    # nomic-bert: the same stand-in, and q, k and v apart, which create_tensor_qkv takes
+    # wherever it takes a fused attn_qkv.
+    "nomic-bert": {"output", "blk.{bid}.attn_q", "blk.{bid}.attn_k", "blk.{bid}.attn_v"},
     "gemma4": {"blk.{bid}.ffn_gate_inp.scale", "blk.{bid}.ffn_down_exps.scale", "blk.{bid}.ffn_gate_exps",
                "blk.{bid}.ffn_up_exps"},
 }
@@ -89,6 +92,8 @@ UNBOUND = {
     # BERT's classifier head (src/models/bert.cpp: cls, cls_out, not required; pooling rank)
     # and the final norm gguf lists, which llama.cpp's bert loader never reads.
     "bert": {"cls", "cls.output", "output_norm"},
+    # nomic-bert: RoPE, no learned positions (llama.cpp's loader never reads position_embd).
+    "nomic-bert": {"output_norm", "position_embd"},
     # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
     # which the current converter writes as attn_qkv and attn_gate.
     "qwen3next": {"blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ssm_in"},

@@ -10,6 +10,10 @@ Both poolings the BERT family uses run: mean (the file's) and cls (the same weig
 `bert.pooling_type` 2). The comparison must catch a pass that left the token type row out
 (llama.cpp on tiny-bert-notypes: the same weights without token_types) and one that pooled
 by the wrong rule (llama.cpp pooling cls where ferrox pools mean).
+
+tiny-nomic-bert (nomic-embed-text's layout: fused attn_qkv, NeoX RoPE at base 1000, a SwiGLU
+FFN, bert's post-LayerNorms) is held to the same bound; llama.cpp on its weights with
+rope.freq_base 10000 (tiny-nomic-bert-base10k) must fail it.
 Skipped visibly when llama-cpp-python or the tiny models are absent."""
 from __future__ import annotations
 
@@ -32,8 +36,10 @@ if not FERROX or not pathlib.Path(FERROX).exists():
 TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", pathlib.Path.home() / ".cache/ferrox/tiny-models"))
 MODEL = TINY / "tiny-bert.gguf"
 NOTYPES = TINY / "tiny-bert-notypes.gguf"
-if not MODEL.exists() or not NOTYPES.exists():
-    pytest.skip(f"{MODEL} or {NOTYPES.name} is absent (tests/model/make_tiny_models.py makes them)",
+NOMIC = TINY / "tiny-nomic-bert.gguf"
+NOMIC_BASE10K = TINY / "tiny-nomic-bert-base10k.gguf"
+if not all(p.exists() for p in (MODEL, NOTYPES, NOMIC, NOMIC_BASE10K)):
+    pytest.skip(f"{MODEL} or its variants are absent (tests/model/make_tiny_models.py makes them)",
                 allow_module_level=True)
 
 MIN_COSINE = 0.9999
@@ -77,7 +83,8 @@ def cls_model(tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def got(cls_model) -> dict[str, np.ndarray]:
     return {name: llama_ref.ferrox_embed_vectors(FERROX, path, TEXTS)
-            for name, path in (("mean", MODEL), ("cls", cls_model), ("notypes", NOTYPES))}
+            for name, path in (("mean", MODEL), ("cls", cls_model), ("notypes", NOTYPES),
+                               ("nomic", NOMIC))}
 
 
 def test_bert_mean_matches_llama_cpp(got):
@@ -105,3 +112,14 @@ def test_the_wrong_pooling_is_caught(got, cls_model):
     print(f"\nmean against cls: cosines {np.round(c, 5).tolist()}")
     # One token pools the same either way; every longer input must differ.
     assert c[1:-1].max() < MIN_COSINE, f"mean pooling passed for cls: cosines {c.tolist()}"
+
+
+def test_nomic_bert_matches_llama_cpp(got):
+    check_agree("nomic-bert", got["nomic"], *llama_vectors(NOMIC))
+
+
+def test_a_wrong_rope_base_is_caught(got):
+    want, _ = llama_vectors(NOMIC_BASE10K)
+    c = cosines(got["nomic"], want)
+    print(f"\nrope base 10000 for 1000: cosines {np.round(c, 5).tolist()}")
+    assert c.min() < MIN_COSINE, f"a wrong RoPE base went unnoticed: cosines {c.tolist()}"

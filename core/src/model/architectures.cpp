@@ -256,6 +256,15 @@ constexpr ArchSpec kArchitectures[] = {
      .no_rope_period = 1,  // no layer rotates: the positions are learned rows
      .attn_output_bias = TensorUse::Optional,
      .non_causal = true,
+     .bert_encoder = true,
+     .learned_positions = true},
+    // nomic-embed-text v1 / v1.5: bert's encoder with NeoX RoPE in place of
+    // learned positions and a SwiGLU FFN without biases (llama.cpp loads
+    // ffn_up/ffn_down biases and never adds them: refused here by name).
+    {.name = "nomic-bert",
+     .pre_norms = false,
+     .attn_output_bias = TensorUse::Optional,
+     .non_causal = true,
      .bert_encoder = true},
 };
 

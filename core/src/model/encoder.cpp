@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "decoder.h"
+#include "ferrox/model/architecture.h"
 #include "ferrox/model/ops.h"
 #include "ferrox/quant/reference.h"
 #include "ferrox/quant_kind.h"
@@ -43,13 +44,14 @@ void Decoder::encode(StickySteps& st, Activations& a, KvAttention& kv,
     if (!hidden)
         return st.fail(
             make_error("'{}' is an encoder: it gives hidden states, never logits", hp_.arch_name));
-    for (uint32_t r = 0; r < n; ++r)
+    for (uint32_t r = 0; r < n && hp_.arch->learned_positions; ++r)
         if (positions[r] < 0 || static_cast<uint32_t>(positions[r]) >= hp_.n_ctx_train)
             return st.fail(make_error(
                 "position {} at batch index {} has no learned row: position_embd.weight holds "
                 "{} ({}.context_length)",
                 positions[r], r, hp_.n_ctx_train, hp_.arch_name));
     encoder_embeddings(st, a, positions, tokens);
+    if (!hp_.arch->learned_positions) rope_tables(st, a, positions);  // nomic-bert
     for (uint32_t il = 0; il < hp_.n_layer; ++il) encoder_layer(st, a, kv, il, n);
     // The wanted rows of the last layer's output (no final norm), adjacent
     // rows in one download.
@@ -83,6 +85,10 @@ void Decoder::encoder_embeddings(StickySteps& st, Activations& a,
     }
     on_host(st, a.encoder_host, a.s.x, static_cast<uint32_t>(tokens.size()), d,
             [&](std::span<float> x, uint32_t r) {
+                if (!w_.position_embd) {  // nomic-bert: RoPE in the layers instead
+                    for (uint32_t i = 0; i < d; ++i) x[i] += type_row[i];
+                    return ops::layer_norm(x, w_.embd_norm, w_.embd_norm_bias, hp_.rms_eps, x);
+                }
                 if (!read_row(*w_.position_embd, static_cast<uint64_t>(positions[r]), pos_row))
                     return st.fail(make_error("position_embd.weight: {} rows cannot be read",
                                               kind_name(w_.position_embd->kind())));
@@ -103,15 +109,28 @@ void Decoder::encoder_layer(StickySteps& st, Activations& a, KvAttention& kv, ui
                 [&](std::span<float> x, uint32_t) { ops::layer_norm(x, w, b, eps, x); });
     };
     // x = LayerNorm(x + attn_output(attention(q, k, v))): q, k and v (with
-    // their biases) from x itself, no RoPE, attending both ways.
+    // their biases) from x itself, RoPE'd where the row has no learned
+    // positions (nomic-bert), attending both ways.
     project_qkv(st, a, il, n, true);
+    if (hp_.has_rope(il)) {
+        const uint32_t hd = hp_.layer_head_dim_k(il), n_rot = rope_[0].n_rot;
+        st.rope(s.q, s.rope_cos[0], s.rope_sin[0], n, hp_.n_head, hd, n_rot, hp_.arch->rope);
+        st.rope(s.k, s.rope_cos[0], s.rope_sin[0], n, hp_.layer_n_head_kv(il), hd, n_rot,
+                hp_.arch->rope);
+    }
     kv.store_and_attend(st, il, false, n);
     st.project(*L.o, "attn_output", s.att, n, s.o);
     if (!L.o_bias.empty()) st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f);
     st.add(roles::kResidual, s.x, s.o, n, d, d, 1.0f);
     norm(L.attn_out_norm, L.attn_out_norm_bias);
-    // x = LayerNorm(x + ffn_down(gelu(ffn_up(x)))), GELU as ggml's CPU
-    // backend computes it (its f16 table: gelu_tanh_f16).
+    if (hp_.arch->activation != FfnActivation::GeluTanh) {
+        // nomic-bert: x = LayerNorm(x + SwiGLU FFN(x)), no biases.
+        dense_ffn(st, a, il, n, s.ffn);
+        st.add(roles::kResidual, s.x, s.ffn, n, d, d, 1.0f);
+        return norm(L.layer_out_norm, L.layer_out_norm_bias);
+    }
+    // bert: x = LayerNorm(x + ffn_down(gelu(ffn_up(x)))), GELU as ggml's
+    // CPU backend computes it (its f16 table: gelu_tanh_f16).
     st.project(*L.up, "ffn_up", s.x, n, s.up);
     if (!L.up_bias.empty()) st.add(roles::kFfnBias, s.up, C.up_bias, n, ff, 0, 1.0f);
     on_host(st, a.encoder_host, s.up, n, ff, [](std::span<float> u, uint32_t) {

@@ -171,23 +171,27 @@ void shortconv_tensors(std::vector<TensorBinding>& t) {
 // learned position rows and their LayerNorm (weight and bias), in place of
 // a final norm; per layer the post-norms (LayerNorm, weight and bias) and a
 // GELU FFN without a gate, its biases optional as llama.cpp loads them.
-void bert_model_tensors(std::vector<TensorBinding>& t) {
+void bert_model_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
     const auto rows = [&](std::string_view name, Extent n, const gguf::Tensor* ModelWeights::*slot,
                           TensorUse use) {
         t.push_back({rule(name, TensorScope::Model, TensorForm::Rows, n, E::Embd, use), slot, {}});
     };
     rows("token_types.weight", E::TokenTypes, &ModelWeights::token_types, TensorUse::Optional);
-    rows("position_embd.weight", E::CtxTrain, &ModelWeights::position_embd, TensorUse::Required);
+    if (spec.learned_positions)
+        rows("position_embd.weight", E::CtxTrain, &ModelWeights::position_embd,
+             TensorUse::Required);
     t.push_back(model_vector("token_embd_norm.weight", E::Embd, &ModelWeights::embd_norm));
     t.push_back(model_vector("token_embd_norm.bias", E::Embd, &ModelWeights::embd_norm_bias));
 }
 
-void bert_layer_tensors(std::vector<TensorBinding>& t) {
-    std::erase_if(t, [](const TensorBinding& b) { return b.rule.name == "ffn_gate.weight"; });
+void bert_layer_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
     t.push_back(layer_vector("attn_output_norm.weight", E::Embd, &LW::attn_out_norm));
     t.push_back(layer_vector("attn_output_norm.bias", E::Embd, &LW::attn_out_norm_bias));
-    t.push_back(layer_vector("ffn_up.bias", E::Ff, &LW::up_bias, TensorUse::Optional));
-    t.push_back(layer_vector("ffn_down.bias", E::Embd, &LW::down_bias, TensorUse::Optional));
+    if (spec.activation == FfnActivation::GeluTanh) {  // bert: no gate, biases
+        std::erase_if(t, [](const TensorBinding& b) { return b.rule.name == "ffn_gate.weight"; });
+        t.push_back(layer_vector("ffn_up.bias", E::Ff, &LW::up_bias, TensorUse::Optional));
+        t.push_back(layer_vector("ffn_down.bias", E::Embd, &LW::down_bias, TensorUse::Optional));
+    }
     t.push_back(layer_vector("layer_output_norm.weight", E::Embd, &LW::layer_out_norm));
     t.push_back(layer_vector("layer_output_norm.bias", E::Embd, &LW::layer_out_norm_bias));
 }
@@ -204,7 +208,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                  {}});
     // BERT's encoder has no final norm: its embeddings' norm instead.
     if (spec.bert_encoder)
-        bert_model_tensors(t);
+        bert_model_tensors(t, spec);
     else
         t.push_back(model_vector(spec.output_norm_tensor, E::Embd, &ModelWeights::output_norm));
     TensorBinding output{
@@ -388,7 +392,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             t.back().rule.when = TensorWhen::SharedExperts;
         }
     }
-    if (spec.bert_encoder) bert_layer_tensors(t);
+    if (spec.bert_encoder) bert_layer_tensors(t, spec);
     if (spec.delta_net_layers) delta_net_tensors(t, spec);
     if (spec.shortconv_layers) shortconv_tensors(t);
     if (spec.per_layer_geometry_keys) {
