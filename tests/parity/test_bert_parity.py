@@ -13,12 +13,15 @@ by the wrong rule (llama.cpp pooling cls where ferrox pools mean).
 
 tiny-nomic-bert (nomic-embed-text's layout: fused attn_qkv, NeoX RoPE at base 1000, a SwiGLU
 FFN, bert's post-LayerNorms) is held to the same bound; llama.cpp on its weights with
-rope.freq_base 10000 (tiny-nomic-bert-base10k) must fail it.
+rope.freq_base 10000 (tiny-nomic-bert-base10k) must fail it. Beside the parity: an input's
+vector is bit-identical alone and among the others, and `ferrox run` refuses both files naming
+the architecture (non-causal: pooled output only).
 Skipped visibly when llama-cpp-python or the tiny models are absent."""
 from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
 import sys
 
 import numpy as np
@@ -123,3 +126,21 @@ def test_a_wrong_rope_base_is_caught(got):
     c = cosines(got["nomic"], want)
     print(f"\nrope base 10000 for 1000: cosines {np.round(c, 5).tolist()}")
     assert c.min() < MIN_COSINE, f"a wrong RoPE base went unnoticed: cosines {c.tolist()}"
+
+
+def test_an_input_embeds_the_same_alone_and_among_others(got):
+    """Batch invariance to the bit (docs/models.md, "Pooling"): each input alone in its own
+    `ferrox embed` call against the same input among the others (one call, shared decodes)."""
+    for i in (0, 3, 5):
+        alone = llama_ref.ferrox_embed_vectors(FERROX, MODEL, [TEXTS[i]])
+        assert np.array_equal(alone[0], got["mean"][i]), f"input {i} moved when embedded alone"
+
+
+def test_text_generation_is_refused_naming_the_architecture(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("FERROX_CONFIG", "FERROX_PLUGIN_PATH")}
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
+    for model in (MODEL, NOMIC):
+        proc = subprocess.run([FERROX, "run", "-m", str(model), "-p", "hi", "-n", "1", "-t", "1"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode != 0
+        assert "'general.architecture'" in proc.stderr and "non-causal" in proc.stderr, proc.stderr
