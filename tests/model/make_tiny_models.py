@@ -409,6 +409,27 @@ EMBEDDING = {
 }
 EMBEDDING["gemma-embedding-nodense"] = ("gemma-embedding", "llama-spm",
                                         {**EMBEDDING["gemma-embedding"][2], "seed": 3500, "no_dense": True})
+# BERT encoders (seeds from 3700), non-causal, pooled output only (tests/parity/test_bert_parity.py).
+#   bert: BGE / all-MiniLM's layout on the generic tiny shape (GQA 4:2 kept: llama.cpp's bert
+#           graph takes head_count_kv): q/k/v and output biases, token type and learned position
+#           rows (f32, as the converter keeps them), LayerNorms with biases after each block,
+#           a GELU FFN with biases, mean pooling, eps 1e-12 (BERT's).
+#   bert-notypes: the same weights (same seed) without token_types -- what a pass that left
+#           the type row out would compute; llama.cpp on it must disagree with ferrox on bert.
+#   nomic-bert: nomic-embed-text's layout: bert's post-LayerNorms and token types, fused
+#           attn_qkv without biases, NeoX RoPE (base 1000, as nomic's files), a SwiGLU FFN
+#           without biases, mean pooling.
+#   nomic-bert-base10k: the same weights (same seed) with rope.freq_base 10000 -- what a pass
+#           that ignored the file's base would compute; llama.cpp on it must disagree.
+BERT = {
+    "bert": ("bert", "bert-bge", {"tied": True, "bias": True, "pooling": 1, "encoder": True,
+                                  "learned_pos": True}),
+}
+BERT["bert-notypes"] = ("bert", "bert-bge", {**BERT["bert"][2], "seed": 3700, "no_types": True})
+BERT["nomic-bert"] = ("nomic-bert", "bert-bge", {"tied": True, "fused": True, "pooling": 1, "encoder": True,
+                                                "rope_base": 1000.0})
+BERT["nomic-bert-base10k"] = ("nomic-bert", "bert-bge", {**BERT["nomic-bert"][2], "seed": 3702,
+                                                        "rope_base": 10000.0})
 # Gemma 4's experts (seeds from 3600).
 GEMMA4_MOE = {
     # 26B-A4B's layers: every layer's experts beside its dense GeGLU FFN (8 experts of 64, 2
@@ -572,7 +593,11 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
             "blk.N.attn_q_norm.weight": bool(opt.get("qk_norm")),
             "blk.N.attn_k_norm.weight": bool(opt.get("qk_norm")),
             "blk.N.attn_v.weight": True, "blk.N.layer_output_scale.weight": True,
-            "dense_2.weight": "dense" in opt, "dense_3.weight": "dense" in opt}.get(name, False)
+            "dense_2.weight": "dense" in opt, "dense_3.weight": "dense" in opt,
+            # BERT's optional tables and biases: all there (no_types draws token_types, unwritten).
+            "token_types.weight": bool(opt.get("encoder")),
+            "blk.N.attn_output.bias": bool(opt.get("encoder")),
+            "blk.N.ffn_up.bias": bool(opt.get("encoder")), "blk.N.ffn_down.bias": bool(opt.get("encoder"))}.get(name, False)
 
 
 def write_tensors(w: gguf.GGUFWriter, arch: str, n_layer: int, dims: dict, opt: dict, values) -> None:
@@ -605,7 +630,12 @@ class Values:
 
     def add(self, w: gguf.GGUFWriter, name: str, rule: dict, dims: dict, il: int | None) -> None:
         rng, short = self.rng, name.split(".", 2)[-1] if il is not None else name
-        if rule["form"] == "rows":
+        if rule["form"] == "rows" and dims[rule["shape"][1]] != dims["n_vocab"]:
+            # BERT's token type and position rows, f32 (drawn even where no_types leaves them out).
+            table = (0.5 * rng.standard_normal((dims[rule["shape"][1]], dims[rule["shape"][0]]))).astype(np.float32)
+            if not (self.opt.get("no_types") and name == "token_types.weight"):
+                w.add_tensor(name, table)
+        elif rule["form"] == "rows":
             add_quantized(w, name, self.embeddings(dims, dims[rule["shape"][0]]), Q.Q8_0)
         elif rule["form"] == "matrix":
             cols = dims[rule["shape"][0]]
@@ -877,13 +907,16 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_value_length(full["head_dim"])
         w.add_rope_dimension_count(full["head_dim"])
         w.add_rope_dimension_count_swa(HEAD_DIM)
+    elif opt.get("learned_pos"):  # BERT: learned positions, no RoPE keys
+        w.add_head_count_kv(N_HEAD_KV)
     else:
         w.add_head_count_kv(N_HEAD_KV)
         w.add_key_length(HEAD_DIM)
         w.add_value_length(HEAD_DIM)
         w.add_rope_dimension_count(opt.get("n_rot", HEAD_DIM))
-    w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3", "gemma2")
-                                 else 150000.0 if arch == "gpt-oss" else 1e6))
+    if not opt.get("learned_pos"):
+        w.add_rope_freq_base(opt.get("rope_base", 10000.0 if arch in ("llama", "granite", "smollm3", "phi3", "mistral3", "gemma2")
+                                     else 150000.0 if arch == "gpt-oss" else 1e6))
     if "sections" in opt:
         w.add_rope_dimension_sections(opt["sections"])
     if "deepstack" in opt:
@@ -936,7 +969,11 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_float32(f"{arch}.attention.temperature_scale", opt["temperature_scale"])
     if "temperature_length" in opt:  # deepseek2's (Mistral Large 3's) temperature length
         w.add_uint32(f"{arch}.attention.temperature_length", opt["temperature_length"])
-    w.add_layer_norm_rms_eps(1e-6)
+    if opt.get("encoder"):  # BERT's LayerNorm epsilon, attending both ways (bge's vocabulary
+        w.add_layer_norm_eps(1e-12)  # carries tokenizer.ggml.token_type_count, 2)
+        w.add_causal_attention(False)
+    else:
+        w.add_layer_norm_rms_eps(1e-6)
     if opt.get("moe") and opt.get("mixtral"):  # each expert feed_forward_length wide
         w.add_expert_count(N_EXPERT)
         w.add_expert_used_count(N_EXPERT_USED)
@@ -965,7 +1002,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             "n_ff": max(opt.get("ff_layers", [N_FF])), "n_ff_expert": N_FF_EXP, "n_expert": opt.get("n_expert", N_EXPERT), "rope_pairs": n_rot // 2,
             "n_ff_shexp": opt.get("shexp", N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0)),
             "n_embd+n_embd": 2 * N_EMBD, "n_embd_per_layer": opt.get("per_layer", 0),
-            "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer, "n_dense": opt.get("dense", 0)}
+            "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer, "n_dense": opt.get("dense", 0),
+            "n_token_types": 2, "n_ctx_train": opt.get("n_ctx", N_CTX)}
     if mla:
         dims.update({"q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
                      "qk_nope": mla["nope"], "head_dim_v_mla": mla["v"],
@@ -1038,6 +1076,9 @@ def main() -> int:
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     for seed, (name, (arch, vocab_name, opt)) in enumerate(DEEPSEEK_KVB.items(), start=3800):
+        opt = dict(opt)
+        print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
+    for seed, (name, (arch, vocab_name, opt)) in enumerate(BERT.items(), start=3700):
         opt = dict(opt)
         print(make(arch, out_dir, opt.pop("seed", seed), name, vocab_name, opt))
     return 0

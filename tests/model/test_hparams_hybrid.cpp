@@ -210,7 +210,7 @@ TinyGguf mamba2_like() {
 
 }  // namespace
 
-TEST_CASE("mamba2: every layer a Mamba-2 block; the ssm keys bounded and cross-checked") {
+TEST_CASE("mamba2: every layer a Mamba-2 block, the ssm keys bounded and cross-checked") {
     auto file = mamba2_like().parse();
     REQUIRE(file);
     auto hp = model::read_hparams(*file);

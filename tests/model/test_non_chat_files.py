@@ -7,7 +7,8 @@ converter writes architecture `clip` with `general.type = mmproj` (older
 projectors carry only the architecture); llama-imatrix writes
 `general.type = imatrix` and no architecture; an embedding or reranking model
 is a decoder architecture with a nonzero `<arch>.pooling_type` (Qwen3-Embedding:
-`qwen3.pooling_type = 3`, last) or an encoder's (`bert.pooling_type`). Each must
+`qwen3.pooling_type = 3`, last) or an encoder's without a row
+(`jina-bert-v2.pooling_type`). Each must
 be refused by `ferrox run` and `ferrox logits` with a message that names the
 file and the key, says what the file is and that ferrox does not run it --
 not "tokenizer.ggml.model is missing", which is what an adapter or projector
@@ -170,16 +171,17 @@ def non_chat_files(d: pathlib.Path):
         (write_imatrix(d / "imatrix.gguf"), "general.type", "importance matrix"),
         (write_decoder(d / "qwen3-embedding.gguf", "qwen3", keys={"qwen3.pooling_type": (3, U32)}),
          "qwen3.pooling_type", "is 3 (last): an embedding or reranking model"),
-        (write_bert_like(d / "bert-embedding.gguf"), "bert.pooling_type",
+        (write_bert_like(d / "jina-bert-v2-embedding.gguf"), "jina-bert-v2.pooling_type",
          "is 2 (cls): an embedding or reranking model"),
     ]
 
 
 def write_bert_like(path: pathlib.Path) -> pathlib.Path:
-    """An encoder embedding model's marker: architecture bert with its pooling type."""
-    w = gguf.GGUFWriter(str(path), "bert")
-    w.add_uint32("bert.pooling_type", 2)
-    w.add_uint32("bert.embedding_length", N_EMBD)
+    """An encoder embedding model's marker: an architecture ferrox has no row for
+    (jina-bert-v2) with its pooling type."""
+    w = gguf.GGUFWriter(str(path), "jina-bert-v2")
+    w.add_uint32("jina-bert-v2.pooling_type", 2)
+    w.add_uint32("jina-bert-v2.embedding_length", N_EMBD)
     w.add_tensor("token_embd.weight", np.ones((4, N_EMBD), np.float32))
     finish(w)
     return path

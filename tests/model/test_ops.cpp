@@ -14,6 +14,32 @@ using namespace ferrox::model;
 using ferrox::test::gaussian;
 using ferrox::test::nmse;
 
+TEST_CASE("layer_norm matches a double-precision reference, and needs its bias and mean") {
+    std::mt19937_64 rng(ferrox::test::test_seed(12));
+    auto x = gaussian(384, rng, 3.0f);
+    for (float& v : x) v += 2.5f;  // a mean far from 0: a norm that skips it shows
+    const auto w = gaussian(384, rng, 1.0f);
+    const auto b = gaussian(384, rng, 0.5f);
+    std::vector<float> y(384), want(384), no_bias(384), rms(384);
+    ops::layer_norm(x, w, b, 1e-12f, y);
+    double sum = 0, sq = 0;
+    for (float v : x) sum += double(v);
+    const double mean = sum / 384.0;
+    for (float v : x) sq += (double(v) - mean) * (double(v) - mean);
+    const double inv = 1.0 / std::sqrt(sq / 384.0 + 1e-12);
+    for (size_t i = 0; i < 384; ++i) {
+        want[i] = static_cast<float>((double(x[i]) - mean) * inv * double(w[i]) + double(b[i]));
+        no_bias[i] = want[i] - b[i];
+    }
+    CHECK(nmse(y, want) < 1e-12);
+    CHECK(nmse(no_bias, want) > 1e-3);  // the faults the reference tells apart
+    ops::rms_norm(x, w, 1e-12f, rms);
+    CHECK(nmse(rms, want) > 1e-3);
+    // In place (y aliasing x), as the encoder calls it.
+    ops::layer_norm(x, w, b, 1e-12f, x);
+    CHECK(x == y);
+}
+
 TEST_CASE("rms_norm matches a double-precision reference") {
     std::mt19937_64 rng(ferrox::test::test_seed(11));
     const auto x = gaussian(640, rng, 3.0f);

@@ -59,6 +59,13 @@ ALLOWED = {
     # src/models/gemma4.cpp: the router's input scale and the per-expert output scale
     # (tn(..., "scale") of ffn_gate_inp and ffn_down_exps), and the unfused gate/up experts
     # it loads where a file has no ffn_gate_up_exps.
+    # bert: no output projection; the rule is ferrox's tied stand-in (token_embd bound as a
+    # matrix, which the resident steps' get_rows reads), so a bert file storing one is bound
+    # and unused where llama.cpp's bert loader would refuse it.
+    "bert": {"output"},
+    # nomic-bert: the same stand-in, and q, k and v apart, which create_tensor_qkv takes
+    # wherever it takes a fused attn_qkv.
+    "nomic-bert": {"output", "blk.{bid}.attn_q", "blk.{bid}.attn_k", "blk.{bid}.attn_v"},
     "gemma4": {"blk.{bid}.ffn_gate_inp.scale", "blk.{bid}.ffn_down_exps.scale", "blk.{bid}.ffn_gate_exps",
                "blk.{bid}.ffn_up_exps"},
 }
@@ -82,6 +89,11 @@ UNBOUND = {
     "lfm2": {"dense_2"},
     # The converter's optional fused experts (--fuse-gate-up-exps): not bound, refused by name.
     "qwen35moe": {"blk.{bid}.ffn_gate_up_exps"},
+    # BERT's classifier head (src/models/bert.cpp: cls, cls_out, not required; pooling rank)
+    # and the final norm gguf lists, which llama.cpp's bert loader never reads.
+    "bert": {"cls", "cls.output", "output_norm"},
+    # nomic-bert: RoPE, no learned positions (llama.cpp's loader never reads position_embd).
+    "nomic-bert": {"output_norm", "position_embd"},
     # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
     # which the current converter writes as attn_qkv and attn_gate.
     "qwen3next": {"blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ssm_in"},
@@ -245,7 +257,10 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             "n_embd_per_layer": key("embedding_length_per_layer_input", 0),
             "n_embd_per_layer*n_layer": key("embedding_length_per_layer_input", 0) * key("block_count"),
             # gemma-embedding's dense projections after the pooling.
-            "n_dense": key("dense_2_feat_out", 0)}
+            "n_dense": key("dense_2_feat_out", 0),
+            # BERT's token type rows (a vocabulary key) and learned position rows.
+            "n_token_types": keys.get("tokenizer.ggml.token_type_count", 0),
+            "n_ctx_train": key("context_length")}
 
 
 def resolve(shape: list[str], dims: dict[str, int]) -> list[int]:

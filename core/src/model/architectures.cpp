@@ -250,6 +250,25 @@ constexpr ArchSpec kArchitectures[] = {
     // Mamba-2, Mamba-Codestral: every layer attn_norm then a Mamba-2 block
     // added to the residual stream, no FFN; the output may be tied.
     {.name = "mamba2", .mamba2_layers = true},
+    // BERT encoders (BGE, all-MiniLM, e5): see ArchSpec::bert_encoder. The
+    // attention output's bias is optional, as llama.cpp loads it; pooled
+    // output only.
+    {.name = "bert",
+     .pre_norms = false,
+     .activation = FfnActivation::GeluTanh,
+     .no_rope_period = 1,  // no layer rotates: the positions are learned rows
+     .attn_output_bias = TensorUse::Optional,
+     .non_causal = true,
+     .bert_encoder = true,
+     .learned_positions = true},
+    // nomic-embed-text v1 / v1.5: bert's encoder with NeoX RoPE in place of
+    // learned positions and a SwiGLU FFN without biases (llama.cpp loads
+    // ffn_up/ffn_down biases and never adds them: refused here by name).
+    {.name = "nomic-bert",
+     .pre_norms = false,
+     .attn_output_bias = TensorUse::Optional,
+     .non_causal = true,
+     .bert_encoder = true},
 };
 
 }  // namespace

@@ -683,14 +683,16 @@ Expected<PassTrace> trace_pass(const gguf::File& file, const Hparams& hp, Dispat
     if (auto r = c.allocate(); !r) return r.error();
     // Every row wants logits, so the output product is traced as a MATVEC
     // and as a GEMM (a prefill that scores each position, as `logits` does).
+    // An encoder (bert) gives hidden states only: its pass is traced so.
+    const bool hidden = hp.arch->bert_encoder;
     Batch batch;
     batch.add(0, 0, {0}, true);
-    if (auto r = c.decode(batch, {}, true); !r)
+    if (auto r = c.decode(batch, {}, true, hidden); !r)
         return make_error("{}: tracing the forward pass: {}", file.path().string(), r.message);
     batch.clear();
     batch.add(0, 1, {0}, true);
     batch.add(0, 2, {0}, true);
-    if (auto r = c.decode(batch, {}, true); !r)
+    if (auto r = c.decode(batch, {}, true, hidden); !r)
         return make_error("{}: tracing the forward pass: {}", file.path().string(), r.message);
     return trace;
 }

@@ -134,12 +134,17 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
         hp.ssm_conv_dim() + 2 * uint64_t{hp.ssm_inner} + 2 * uint64_t{hp.ssm_v_heads};
     if (gated + dn > 0) dn_host.assign(max_batch * std::max(gated, dn) + hp.ssm_conv_dim(), 0);
     ple_row.assign(size_t{hp.n_embd_per_layer} * hp.n_layer, 0);
+    if (hp.arch && hp.arch->bert_encoder) {
+        encoder_host.assign(size_t{max_batch} * std::max<uint64_t>(hp.n_embd, hp.n_ff), 0);
+        encoder_rows.assign(2 * size_t{hp.n_embd}, 0);
+    }
     ple_tok.assign(size_t{max_batch} * ple_row.size(), 0);
 }
 
 void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
                       std::span<const int32_t> tokens, std::span<const int32_t> positions,
                       std::span<const uint32_t> out_rows, std::span<float> out, bool hidden) const {
+    if (hp_.arch->bert_encoder) return encode(st, a, kv, tokens, positions, out_rows, out, hidden);
     const auto n = static_cast<uint32_t>(tokens.size());
     embed(st, a, tokens);
     if (hp_.n_embd_per_layer) per_layer_inputs(st, a, tokens);

@@ -59,6 +59,7 @@ struct LayerConstants {
     Act ple_post_norm, ple_proj_norm;                  // per-layer embeddings
     // gemma4's expert layers: the router input's weight and the branches' norms.
     Act router_in_scale, post_ffw_norm_1, pre_ffw_norm_2, post_ffw_norm_2;
+    Act up_bias, down_bias;  // BERT's FFN
 };
 
 // Each layer's constants: the vector bound from the file and where the ops
@@ -88,6 +89,8 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
         {&LayerWeights::post_ffw_norm_1, &LayerConstants::post_ffw_norm_1},
         {&LayerWeights::pre_ffw_norm_2, &LayerConstants::pre_ffw_norm_2},
         {&LayerWeights::post_ffw_norm_2, &LayerConstants::post_ffw_norm_2},
+        {&LayerWeights::up_bias, &LayerConstants::up_bias},
+        {&LayerWeights::down_bias, &LayerConstants::down_bias},
 };
 
 // Rows of logits a resident model computes per download.
@@ -174,6 +177,10 @@ struct Activations {
     std::vector<uint32_t> group_order;
     // Host copies the gate and the delta rule run on (delta_net.cpp).
     std::vector<float> gate_host, dn_host;
+    // BERT's encoder: rows brought to the host for its LayerNorms and GELU
+    // (n_batch rows of the wider of n_embd and n_ff), and the token type
+    // and position rows being added (2 x n_embd).
+    std::vector<float> encoder_host, encoder_rows;
 
     // Sizes the host-side values for `max_batch` rows.
     void size_host(const Hparams& hp, uint32_t max_batch, bool resident);
@@ -213,6 +220,14 @@ class Decoder {
 
   private:
     void embed(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const;
+    // encoder.cpp: BERT's encoder in place of the decoder's blocks.
+    void encode(StickySteps& st, Activations& a, KvAttention& kv, std::span<const int32_t> tokens,
+                std::span<const int32_t> positions, std::span<const uint32_t> out_rows,
+                std::span<float> out, bool hidden) const;
+    void encoder_embeddings(StickySteps& st, Activations& a, std::span<const int32_t> positions,
+                            std::span<const int32_t> tokens) const;
+    void encoder_layer(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
+                       uint32_t n) const;
     void per_layer_inputs(StickySteps& st, Activations& a, std::span<const int32_t> tokens) const;
     void per_layer_embedding(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void rope_tables(StickySteps& st, Activations& a, std::span<const int32_t> positions) const;

@@ -289,7 +289,7 @@ Expected<void> read_shape(const gguf::File& file, const Keys& k, const ArchSpec&
         FERROX_READ(hp.n_head_kv, k.u32_or("attention.head_count_kv", hp.n_head));
     }
     FERROX_READ(hp.n_ctx_train, k.u32("context_length"));
-    FERROX_READ(hp.rms_eps, k.f32("attention.layer_norm_rms_epsilon"));
+    FERROX_READ(hp.rms_eps, k.f32(norm_eps_key(spec)));
     if (hp.n_head == 0) return refuse(file, k.key("attention.head_count"), "is 0");
     if (hp.n_embd == 0) return refuse(file, k.key("embedding_length"), "is 0");
     if (hp.n_layer == 0) return refuse(file, k.key("block_count"), "is 0");
@@ -732,6 +732,20 @@ Expected<void> read_attention_free(const gguf::File& file, const Keys& k, Hparam
     return read_mamba2(file, k, hp);
 }
 
+// BERT's token types, a vocabulary key (no architecture prefix): llama.cpp
+// refuses a bert file without the count; a count past 2^16 is no type table
+// (BERT's have 2).
+Expected<void> read_token_types(const gguf::File& file, Hparams& hp) {
+    constexpr std::string_view key = "tokenizer.ggml.token_type_count";
+    if (!file.find(key)) return refuse(file, key, "is missing (token_types' row count)");
+    FERROX_READ(hp.n_token_types, file.get_u32(key));
+    if (hp.n_token_types == 0 || hp.n_token_types > 65536)
+        return refuse(
+            file, key,
+            fmt::format("{} is not a count of token types in 1..65536", hp.n_token_types));
+    return {};
+}
+
 #undef FERROX_READ
 
 // The readers in the order their keys are read (which decides which of
@@ -773,6 +787,8 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
         if (auto r = read_shortconv(file, k, hp); !r) return r;
     if (spec.dense_projections)
         if (auto r = read_dense_projections(file, k, hp); !r) return r;
+    if (spec.bert_encoder)
+        if (auto r = read_token_types(file, hp); !r) return r;
     if (auto r = check_causality(file, k, spec, hp); !r) return r;
     return read_ffn(file, k, spec, hp);
 }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <variant>
 
+#include "ferrox/model/architecture.h"
+
 namespace ferrox::model {
 Error refuse(const gguf::File& f, std::string_view key, std::string_view why) {
     return make_error("{}: metadata key '{}': {}", f.path().string(), key, why);
@@ -23,7 +25,8 @@ Expected<void> check_hparams_sane(const gguf::File& file, const Hparams& hp,
     // An epsilon of 0 divides by zero on an all-zero row; one >= 1 swamps the
     // mean square of any real activation.
     if (!positive_finite(hp.rms_eps) || hp.rms_eps >= 1.0f)
-        return refuse(file, key("attention.layer_norm_rms_epsilon"),
+        return refuse(file,
+                      key(hp.arch ? norm_eps_key(*hp.arch) : "attention.layer_norm_rms_epsilon"),
                       fmt::format("{} is not in (0, 1)", hp.rms_eps));
     if (!positive_finite(hp.rope_base))
         return refuse(file, key("rope.freq_base"),

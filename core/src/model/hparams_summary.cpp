@@ -99,11 +99,17 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("rope_base_local", hp.rope_base_local);
         add("local_rope", local_rope_name(hp.arch->local_rope));
     }
-    add("rope_style", rope_style_name(hp.arch->rope));
-    add("rope_dims", hp.n_rot);
-    add("rope_base", hp.rope_base);
-    add("rope_scaling", rope_scaling_name(hp.rope_scaling));
-    if (hp.rope_scaling != RopeScaling::None) {
+    // BERT's encoder: learned positions, no RoPE (layer_pattern in lower case).
+    if (!hp.arch->bert_encoder) {
+        add("rope_style", rope_style_name(hp.arch->rope));
+        add("rope_dims", hp.n_rot);
+        add("rope_base", hp.rope_base);
+        add("rope_scaling", rope_scaling_name(hp.rope_scaling));
+    } else {
+        add("positions", "learned");
+        add("token_types", hp.n_token_types);
+    }
+    if (!hp.arch->bert_encoder && hp.rope_scaling != RopeScaling::None) {
         add("rope_freq_scale", hp.rope_freq_scale);
         add("rope_original_context", hp.rope_n_ctx_orig);
     }
@@ -111,7 +117,10 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("attention_temperature_scale", hp.attn_temp_scale);
         add("attention_temperature_length", hp.attn_temp_length);
     }
-    add("rms_eps", hp.rms_eps);
+    if (hp.arch->bert_encoder)  // LayerNorms with biases after each block
+        add("layer_norm_eps", hp.rms_eps);
+    else
+        add("rms_eps", hp.rms_eps);
     add("pre_norms", hp.arch->pre_norms);
     add("post_norms", hp.arch->post_norms);
     add("qk_norm", qk_norm_name(hp.arch->qk_norm));
@@ -146,6 +155,7 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("gated_attention", hp.arch->gated_attention);
     }
     add("ffn", hp.arch->mamba2_layers                           ? "none"
+               : hp.arch->bert_encoder                          ? "gelu"  // no gate
                : hp.arch->activation == FfnActivation::Silu     ? "swiglu"
                : hp.arch->activation == FfnActivation::GeluTanh ? "geglu"
                                                                 : "swiglu_oai");

@@ -49,7 +49,7 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
               spec.shortconv_layers ? "" : "attention.head_count",
               {}},
              {"context_length", R, {}, {}},
-             {"attention.layer_norm_rms_epsilon", R, {}, {}},
+             {norm_eps_key(spec), R, {}, {}},
              {"attention.key_length", O, "embedding_length / attention.head_count", {}},
              {"attention.value_length", O, "attention.key_length", {}},
              {"rope.dimension_count", spec.partial_rotary ? O : X, "attention.key_length", {}},

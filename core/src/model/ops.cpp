@@ -21,6 +21,18 @@ void rms_norm(std::span<const float> x, std::span<const float> w, float eps, std
     for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
 }
 
+void layer_norm(std::span<const float> x, std::span<const float> w, std::span<const float> b,
+                float eps, std::span<float> y) {
+    const auto n = static_cast<double>(x.size());
+    double sum = 0;
+    for (const float v : x) sum += static_cast<double>(v);
+    const float mean = static_cast<float>(sum) / static_cast<float>(x.size());
+    double sq = 0;
+    for (const float v : x) sq += static_cast<double>(v - mean) * static_cast<double>(v - mean);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sq / n) + eps);
+    for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean) * scale * w[i] + b[i];
+}
+
 void rope_angles(uint32_t pos, float base, float freq_scale, std::span<float> cos,
                  std::span<float> sin) {
     const size_t half = cos.size();

@@ -41,6 +41,7 @@ inline constexpr std::string_view kResidual = "residual";
 inline constexpr std::string_view kQkvBias = "qkv_bias";
 inline constexpr std::string_view kOutputBias = "attn_output_bias";
 inline constexpr std::string_view kExpertBias = "expert_bias";
+inline constexpr std::string_view kFfnBias = "ffn_bias";  // BERT's ffn_up / ffn_down biases
 inline constexpr std::string_view kMoeCombine = "moe_combine";
 inline constexpr std::string_view kGlu = "ffn_glu";
 inline constexpr std::string_view kKvStore = "kv_store";

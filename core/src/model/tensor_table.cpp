@@ -191,6 +191,35 @@ void mamba2_tensors(std::vector<TensorBinding>& t) {
     t.push_back(layer_matrix("ssm_out.weight", E::Embd, E::SsmInner, &LW::ssm_out));
 }
 
+// BERT's encoder (ArchSpec::bert_encoder): the embeddings' token type and
+// learned position rows and their LayerNorm (weight and bias), in place of
+// a final norm; per layer the post-norms (LayerNorm, weight and bias) and a
+// GELU FFN without a gate, its biases optional as llama.cpp loads them.
+void bert_model_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
+    const auto rows = [&](std::string_view name, Extent n, const gguf::Tensor* ModelWeights::*slot,
+                          TensorUse use) {
+        t.push_back({rule(name, TensorScope::Model, TensorForm::Rows, n, E::Embd, use), slot, {}});
+    };
+    rows("token_types.weight", E::TokenTypes, &ModelWeights::token_types, TensorUse::Optional);
+    if (spec.learned_positions)
+        rows("position_embd.weight", E::CtxTrain, &ModelWeights::position_embd,
+             TensorUse::Required);
+    t.push_back(model_vector("token_embd_norm.weight", E::Embd, &ModelWeights::embd_norm));
+    t.push_back(model_vector("token_embd_norm.bias", E::Embd, &ModelWeights::embd_norm_bias));
+}
+
+void bert_layer_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
+    t.push_back(layer_vector("attn_output_norm.weight", E::Embd, &LW::attn_out_norm));
+    t.push_back(layer_vector("attn_output_norm.bias", E::Embd, &LW::attn_out_norm_bias));
+    if (spec.activation == FfnActivation::GeluTanh) {  // bert: no gate, biases
+        std::erase_if(t, [](const TensorBinding& b) { return b.rule.name == "ffn_gate.weight"; });
+        t.push_back(layer_vector("ffn_up.bias", E::Ff, &LW::up_bias, TensorUse::Optional));
+        t.push_back(layer_vector("ffn_down.bias", E::Embd, &LW::down_bias, TensorUse::Optional));
+    }
+    t.push_back(layer_vector("layer_output_norm.weight", E::Embd, &LW::layer_out_norm));
+    t.push_back(layer_vector("layer_output_norm.bias", E::Embd, &LW::layer_out_norm_bias));
+}
+
 }  // namespace
 
 // The order is the tiny-model generator's (it draws random values in it, so
@@ -201,7 +230,11 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
     t.push_back({rule("token_embd.weight", TensorScope::Model, TensorForm::Rows, E::Vocab, E::Embd),
                  &ModelWeights::token_embd,
                  {}});
-    t.push_back(model_vector(spec.output_norm_tensor, E::Embd, &ModelWeights::output_norm));
+    // BERT's encoder has no final norm: its embeddings' norm instead.
+    if (spec.bert_encoder)
+        bert_model_tensors(t, spec);
+    else
+        t.push_back(model_vector(spec.output_norm_tensor, E::Embd, &ModelWeights::output_norm));
     TensorBinding output{
         rule("output.weight", TensorScope::Model, TensorForm::Matrix, E::Vocab, E::Embd,
              spec.tied_output ? TensorUse::Optional : TensorUse::Required),
@@ -387,6 +420,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             t.back().rule.when = TensorWhen::SharedExperts;
         }
     }
+    if (spec.bert_encoder) bert_layer_tensors(t, spec);
     if (spec.delta_net_layers) delta_net_tensors(t, spec);
     if (spec.shortconv_layers) shortconv_tensors(t);
     if (spec.per_layer_geometry_keys) {
@@ -500,6 +534,10 @@ std::string_view extent_name(Extent e) {
             return "n_embd_per_layer*n_layer";
         case E::DenseFeat:
             return "n_dense";
+        case E::TokenTypes:
+            return "n_token_types";
+        case E::CtxTrain:
+            return "n_ctx_train";
     }
     return "?";
 }
@@ -578,6 +616,10 @@ uint64_t extent_value(Extent e, const Hparams& hp, uint32_t il) {
             return uint64_t{hp.n_embd_per_layer} * hp.n_layer;
         case E::DenseFeat:
             return hp.dense_feat;
+        case E::TokenTypes:
+            return hp.n_token_types;
+        case E::CtxTrain:
+            return hp.n_ctx_train;
     }
     return 0;
 }

@@ -71,6 +71,10 @@ struct LayerWeights {
     // only, the model's per_layer_proj_norm (where the decoder reads it).
     std::optional<WeightMatrix> ple_gate, ple_proj, ple_model_proj;
     std::vector<float> ple_post_norm, ple_proj_norm;
+    // BERT's encoder: the post-norms' weights and biases, the FFN's biases
+    // (optional: empty where the file has none).
+    std::vector<float> attn_out_norm, attn_out_norm_bias, layer_out_norm, layer_out_norm_bias;
+    std::vector<float> up_bias, down_bias;
 };
 
 struct ModelWeights {
@@ -90,6 +94,12 @@ struct ModelWeights {
     const gguf::Tensor* per_layer_token_embd = nullptr;
     std::optional<WeightMatrix> per_layer_model_proj;
     std::vector<float> per_layer_proj_norm;
+    // BERT's encoder: token type rows (optional; row 0 is added to every
+    // token) and learned position rows, read by rows; the embeddings'
+    // LayerNorm weight and bias.
+    const gguf::Tensor* token_types = nullptr;
+    const gguf::Tensor* position_embd = nullptr;
+    std::vector<float> embd_norm, embd_norm_bias;
     std::vector<LayerWeights> layers;
     // NextN/MTP blocks (blk.{n_layer + i}), bound and kept, not run; empty
     // for a file without them (or a trunk-only file, whose blocks are absent).

@@ -255,7 +255,27 @@ struct ArchSpec {
     // The chosen experts' weights are renormalised whatever
     // expert_weights_norm says (llama.cpp's gemma4 and lfm2moe graphs).
     bool expert_weights_always_normed = false;
+    // BERT's encoder (bert, nomic-bert; core/src/model/encoder.cpp), in
+    // place of the decoder's blocks: the token's row plus token_types' row 0
+    // (and a learned position row where learned_positions), LayerNorm'd with
+    // weight and bias (token_embd_norm); each layer attends both ways (q/k/v
+    // and output biases where the file has them), then post-norms --
+    // LayerNorm(x + attn) (attn_output_norm), LayerNorm(that + FFN)
+    // (layer_output_norm). The FFN: with activation GeluTanh, BERT's GELU
+    // over ffn_up with biases, no gate; with Silu, nomic-bert's SwiGLU
+    // (gate, up, down, no biases). No final norm; the norms' epsilon is
+    // attention.layer_norm_epsilon.
+    bool bert_encoder = false;
+    // position_embd.weight: a learned row per training position added to the
+    // embeddings (bert), in place of RoPE (nomic-bert rotates q and k).
+    bool learned_positions = false;
 };
+
+// The key of the norms' epsilon: LayerNorm's for BERT's encoder, RMSNorm's
+// for every other row.
+constexpr std::string_view norm_eps_key(const ArchSpec& a) {
+    return a.bert_encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+}
 
 // Whether expert weights are renormalised where expert_weights_norm is
 // absent: the rows that read the gating key take llama.cpp's default (no),

@@ -94,7 +94,12 @@ struct Hparams {
     uint32_t n_embd_per_layer = 0;
     uint32_t n_ctx_train = 0;
     uint64_t vocab = 0;  // rows of token_embd
+    // The norms' epsilon: RMSNorm's, or LayerNorm's for BERT's encoder
+    // (norm_eps_key names the key it came from).
     float rms_eps = 0;
+    // BERT's token_type_count: rows of token_types.weight (row 0 is added
+    // to every token, as llama.cpp does); 0 for other rows.
+    uint32_t n_token_types = 0;
 
     // Rotated dimensions of a head (rope.dimension_count): the first n_rot
     // rotate, the rest pass through (partial rotary, gemma3 only for now).

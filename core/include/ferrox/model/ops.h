@@ -15,6 +15,12 @@ namespace ferrox::model::ops {
 FERROX_API void rms_norm(std::span<const float> x, std::span<const float> w, float eps,
                          std::span<float> y);
 
+// LayerNorm with a bias (BERT's): y = (x - mean) / sqrt(var + eps) * w + b,
+// the mean and variance as ggml_norm forms them (double sums rounded to
+// float); y may alias x.
+FERROX_API void layer_norm(std::span<const float> x, std::span<const float> w,
+                           std::span<const float> b, float eps, std::span<float> y);
+
 // Rotates one head vector (its full length) in place for position `pos`:
 // angle_i = pos * freq_scale * base^(-2i/d).
 FERROX_API void rope(std::span<float> head, uint32_t pos, float base, float freq_scale,

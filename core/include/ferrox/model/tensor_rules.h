@@ -70,6 +70,9 @@ enum class Extent : uint8_t {
     PerLayer,     // embedding_length_per_layer_input
     PerLayerAll,  // embedding_length_per_layer_input x block_count
     DenseFeat,    // dense_2_feat_out (sentence-transformers' projections, gemma-embedding)
+    // BERT's encoder:
+    TokenTypes,  // token_type_count (rows of token_types)
+    CtxTrain,    // context_length (rows of the learned position_embd)
 };
 
 // What a tensor's presence rests on besides the row.
