@@ -30,7 +30,7 @@ TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", CACHE / "tiny-models"))
 # llama.cpp's window period per architecture (its load_arch_hparams), where the file
 # may override it with <arch>.attention.sliding_window_pattern.
 SWA_PERIOD = {"gemma3": 6, "gemma2": 2, "olmo2": 4, "gpt-oss": 2}
-NO_ROPE_STEP = {"smollm3": 4}
+NO_ROPE_STEP = {"smollm3": 4, "bert": 1}  # bert: learned positions, no layer rotates
 # llama.cpp's graphs that weigh experts by a softmax over the top k router logits
 # (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT) rather than the top k of a softmax.
 SOFTMAX_OF_TOP_K = {"gpt-oss"}
