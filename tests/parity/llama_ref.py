@@ -224,3 +224,41 @@ def ferrox_embed_vectors(ferrox: str, model: pathlib.Path, texts: Sequence[str])
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return np.array(json.loads(proc.stdout), dtype=np.float64)
+
+
+def llama_embed_vectors(llama_cpp, model: pathlib.Path, texts: Sequence[str],
+                        n_ctx: int = 512) -> "tuple[np.ndarray, list[int]]":
+    """llama.cpp's normalised pooled vector of each text, one call a text (each its own
+    batch there), f32 KV as ferrox's default; and each text's token count."""
+    import numpy as np
+
+    llm = llama_cpp.Llama(model_path=str(model), embedding=True, n_ctx=n_ctx, n_batch=n_ctx,
+                          n_ubatch=n_ctx, n_threads=2, verbose=False, type_k=0, type_v=0)
+    vectors = [llm.embed(t, normalize=True) for t in texts]
+    counts = [len(llm.tokenize(t.encode())) for t in texts]
+    return np.array(vectors, dtype=np.float64), counts
+
+
+def cosines(a: "np.ndarray", b: "np.ndarray") -> "np.ndarray":
+    """Row by row."""
+    import numpy as np
+
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def check_vectors_agree(name: str, got: "np.ndarray", want: "np.ndarray", counts: list[int],
+                        min_cosine: float, spread: bool = True) -> None:
+    """Every row of `got` within `min_cosine` of `want`'s, with the figures printed; with
+    `spread`, the texts must include one of at most 4 tokens and one past 16 (the CPU
+    plugin's panel GEMM)."""
+    import numpy as np
+
+    c = cosines(got, want)
+    rel = np.linalg.norm(got - want, axis=1) / np.linalg.norm(want, axis=1)
+    print(f"\n{name}: tokens {counts}, worst 1 - cosine {(1 - c).max():.1e}, relative error "
+          f"mean {rel.mean():.2e} worst {rel.max():.2e}, max |diff| {np.abs(got - want).max():.2e}")
+    if spread:
+        assert max(counts) > 16 and min(counts) <= 4, counts
+    for i, x in enumerate(c):
+        assert x >= min_cosine, f"input {i} ({counts[i]} tokens): cosine {x:.6f} < {min_cosine}"

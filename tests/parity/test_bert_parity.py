@@ -54,26 +54,17 @@ TEXTS = [" ".join(RNG.choice(WORDS, n)) for n in (1, 3, 9, 23, 60, 140)] + ["Hel
 
 
 def llama_vectors(model: pathlib.Path) -> tuple[np.ndarray, list[int]]:
-    llm = llama_cpp.Llama(model_path=str(model), embedding=True, n_ctx=256, n_batch=256,
-                          n_ubatch=256, n_threads=2, verbose=False, type_k=0, type_v=0)  # f32 KV
-    vectors = [llm.embed(t, normalize=True) for t in TEXTS]
-    counts = [len(llm.tokenize(t.encode())) for t in TEXTS]
-    return np.array(vectors, dtype=np.float64), counts
-
-
-def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return llama_ref.llama_embed_vectors(llama_cpp, model, TEXTS, n_ctx=256)
 
 
 def check_agree(name: str, got: np.ndarray, want: np.ndarray, counts: list[int]) -> None:
-    c = cosines(got, want)
-    rel = np.linalg.norm(got - want, axis=1) / np.linalg.norm(want, axis=1)
-    print(f"\n{name}: tokens {counts}, worst 1 - cosine {(1 - c).max():.1e}, relative error "
-          f"mean {rel.mean():.2e} worst {rel.max():.2e}")
-    assert max(counts) > 16 and min(counts) <= 4, counts
-    for i, x in enumerate(c):
-        assert x >= MIN_COSINE, f"input {i} ({counts[i]} tokens): cosine {x:.6f} < {MIN_COSINE}"
+    llama_ref.check_vectors_agree(name, got, want, counts, MIN_COSINE)
+
+
+
+
+
+
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +95,14 @@ def test_bert_without_token_types_matches_llama_cpp(got):
 
 def test_a_dropped_token_type_row_is_caught(got):
     want, _ = llama_vectors(NOTYPES)
-    c = cosines(got["mean"], want)
+    c = llama_ref.cosines(got["mean"], want)
     print(f"\nwithout the type row: cosines {np.round(c, 5).tolist()}")
     assert c.min() < MIN_COSINE, f"a dropped token type row went unnoticed: cosines {c.tolist()}"
 
 
 def test_the_wrong_pooling_is_caught(got, cls_model):
     want, _ = llama_vectors(cls_model)
-    c = cosines(got["mean"], want)
+    c = llama_ref.cosines(got["mean"], want)
     print(f"\nmean against cls: cosines {np.round(c, 5).tolist()}")
     # One token pools the same either way; every longer input must differ.
     assert c[1:-1].max() < MIN_COSINE, f"mean pooling passed for cls: cosines {c.tolist()}"
@@ -123,7 +114,7 @@ def test_nomic_bert_matches_llama_cpp(got):
 
 def test_a_wrong_rope_base_is_caught(got):
     want, _ = llama_vectors(NOMIC_BASE10K)
-    c = cosines(got["nomic"], want)
+    c = llama_ref.cosines(got["nomic"], want)
     print(f"\nrope base 10000 for 1000: cosines {np.round(c, 5).tolist()}")
     assert c.min() < MIN_COSINE, f"a wrong RoPE base went unnoticed: cosines {c.tolist()}"
 

@@ -38,13 +38,6 @@ def ferrox_vectors(model: pathlib.Path) -> np.ndarray:
     return llama_ref.ferrox_embed_vectors(FERROX, model, TEXTS)
 
 
-def llama_vectors(model: pathlib.Path) -> tuple[np.ndarray, list[int]]:
-    llm = llama_cpp.Llama(model_path=str(model), embedding=True, n_ctx=512, n_batch=512,
-                          n_ubatch=512, n_threads=2, verbose=False, type_k=0, type_v=0)  # f32 KV, as ferrox's default
-    # One input a call: each is then its own batch in llama.cpp.
-    vectors = [llm.embed(t, normalize=True) for t in TEXTS]
-    counts = [len(llm.tokenize(t.encode())) for t in TEXTS]
-    return np.array(vectors, dtype=np.float64), counts
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +49,5 @@ def models(tmp_path_factory) -> dict[str, pathlib.Path]:
 @pytest.mark.parametrize("pooling", ["last", "mean", "cls"])
 def test_embeddings_match_llama_cpp(models, pooling):
     got = ferrox_vectors(models[pooling])
-    want, counts = llama_vectors(models[pooling])
-    assert got.shape == want.shape, (got.shape, want.shape)
-    cosines = (got * want).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
-    print(f"\n{pooling}: tokens {counts}, cosines {np.round(cosines, 7).tolist()}, "
-          f"max |diff| {np.abs(got - want).max():.2e}")
-    for i, c in enumerate(cosines):
-        assert c >= MIN_COSINE, f"input {i} ({counts[i]} tokens): cosine {c:.6f} < {MIN_COSINE}"
+    want, counts = llama_ref.llama_embed_vectors(llama_cpp, models[pooling], TEXTS)
+    llama_ref.check_vectors_agree(pooling, got, want, counts, MIN_COSINE, spread=False)
