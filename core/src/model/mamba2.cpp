@@ -11,15 +11,17 @@
 
 #include "decoder.h"
 #include "ferrox/model/architecture.h"
+#include "ferrox/model/ops.h"
 
 namespace ferrox::model {
 namespace {
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-// As ggml: the identity past 20, where log(1 + e^x) rounds to x.
-float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
+// As ggml's scan: log(1 + e^x), the identity past 20 where it rounds to x
+// (the DeltaNet's softplus is ggml's op, log1p: each as its reference).
+float scan_softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
 
-struct TokenIn {
+// Names of their own: a unity build compiles this file beside delta_net.cpp.
+struct Mamba2TokenIn {
     const float *xbc, *z, *dt;
 };
 
@@ -27,7 +29,7 @@ struct TokenIn {
 // first) and `state` ([head][head dim][state size]) are the sequence's,
 // updated in place; `out` takes inner_size values; `work` holds conv_dim.
 void mamba2_token(const Hparams& hp, const LayerWeights& L, std::span<float> conv,
-                  std::span<float> state, TokenIn in, float* out, float* work) {
+                  std::span<float> state, Mamba2TokenIn in, float* out, float* work) {
     const uint32_t K = hp.ssm_conv_kernel, N = hp.ssm_state;
     const uint64_t C = hp.ssm_conv_dim(), inner = hp.ssm_inner, P = hp.ssm_head_dim();
     const float* w = L.ssm_conv.data();  // [channel][tap], the oldest tap first
@@ -35,7 +37,7 @@ void mamba2_token(const Hparams& hp, const LayerWeights& L, std::span<float> con
         float sum = 0;
         for (uint32_t k = 0; k + 1 < K; ++k) sum += conv[k * C + c] * w[c * K + k];
         sum += in.xbc[c] * w[c * K + K - 1];
-        work[c] = silu(sum + L.ssm_conv_bias[c]);
+        work[c] = ops::silu(sum + L.ssm_conv_bias[c]);
     }
     // The window moves on by one input (read_mamba2 holds the kernel >= 2).
     std::memmove(conv.data(), conv.data() + C, (K - 2) * C * sizeof(float));
@@ -45,7 +47,7 @@ void mamba2_token(const Hparams& hp, const LayerWeights& L, std::span<float> con
     const float* Cm = B + uint64_t{hp.ssm_k_heads} * N;
     const uint32_t heads = hp.ssm_v_heads, per_group = heads / hp.ssm_k_heads;
     for (uint32_t h = 0; h < heads; ++h) {
-        const float dt = softplus(in.dt[h] + L.ssm_dt_bias[h]);
+        const float dt = scan_softplus(in.dt[h] + L.ssm_dt_bias[h]);
         const float decay = std::exp(dt * L.ssm_a[h]);  // ssm_a = -exp(A_log)
         const uint64_t g = h / per_group;
         const float* Bg = B + g * N;
@@ -62,7 +64,7 @@ void mamba2_token(const Hparams& hp, const LayerWeights& L, std::span<float> con
             out[ch] = y + x[ch] * L.ssm_d[h];
         }
     }
-    for (uint64_t j = 0; j < inner; ++j) out[j] *= silu(in.z[j]);
+    for (uint64_t j = 0; j < inner; ++j) out[j] *= ops::silu(in.z[j]);
     // RMS norm per group of inner / groups channels, as ggml's rms_norm:
     // float squares summed in double.
     const uint64_t width = inner / hp.ssm_k_heads;
