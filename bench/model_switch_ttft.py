@@ -9,13 +9,18 @@ temporary folder). Model `a` is kept busy by `--load` streaming clients, and one
 more client measures its time to first token, sample after sample:
 
 - quiet: nothing else happens;
-- switching: another client asks `b` for a few tokens with `keep_alive: 0`, back
-  to back (`--switches` times), so that `b` is loaded, answers and is unloaded
-  again and again while `a` streams; a's samples are taken for as long as that
-  lasts (and at least `--samples` of them).
+- b resident: another client asks `b` (loaded once before the phase and kept) for
+  a few tokens, back to back (`--switches` times): what two models computing on
+  the same cores cost a, without any load or unload;
+- switching: the same requests with `keep_alive: 0`, so that `b` is loaded,
+  answers and is unloaded again and again while `a` streams.
+In the last two, a's samples are taken for as long as b's requests last (and at
+least `--samples` of them). The switch itself is the difference between them.
 
-Prints each phase's p50 and p99 and their ratio, the number of loads of `b` during
-the switching phase and b's own request times (its load included). Run by hand:
+Prints each phase's p50 and p99, the ratios of the loud phases' p99 to the quiet
+one's and of the switching phase's to the resident one's, the number of loads of
+`b` during the switching phase and b's own request times (its load included).
+Run by hand:
 
     FERROX_BIN=build/release/bin/ferrox python3 bench/model_switch_ttft.py [--samples 40]
 
@@ -74,13 +79,15 @@ def stream(port: int, body: dict, until_first_token: bool) -> float:
     return first
 
 
-def ask_and_unload(port: int) -> float:
-    """One non-streamed request to `b` that unloads it after answering; its seconds."""
-    data = json.dumps({"model": "b", "prompt": "One two three", "max_tokens": 4,
-                       "temperature": 0, "keep_alive": 0}).encode()
+def ask_b(port: int, unload: bool) -> float:
+    """One non-streamed request to `b` (that unloads it after answering, with
+    `unload`); its seconds."""
+    body = {"model": "b", "prompt": "One two three", "max_tokens": 4, "temperature": 0}
+    if unload:
+        body["keep_alive"] = 0
     start = time.perf_counter()
     with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(request_bytes(port, json.loads(data)))
+        s.sendall(request_bytes(port, body))
         got = b""
         while chunk := s.recv(65536):
             got += chunk
@@ -110,13 +117,27 @@ def keep_busy(port: int, stop: threading.Event, errors: list[str]) -> None:
             return
 
 
-def switch(port: int, times: list[float], errors: list[str], switches: int) -> None:
-    for _ in range(switches):
+def ask_b_repeatedly(port: int, times: list[float], errors: list[str], requests: int, unload: bool) -> None:
+    for _ in range(requests):
         try:
-            times.append(ask_and_unload(port))
+            times.append(ask_b(port, unload))
         except (RuntimeError, OSError) as e:
-            errors.append(f"switching client: {e}")
+            errors.append(f"b's client: {e}")
             return
+
+
+def measure_while_b_works(port: int, samples: int, requests: int, unload: bool,
+                          errors: list[str]) -> tuple[list[float], list[float]]:
+    """a's TTFT samples while another client sends `requests` requests to b, for as
+    long as they last and at least `samples` of them; and b's request times."""
+    b_times: list[float] = []
+    client = threading.Thread(target=ask_b_repeatedly, args=(port, b_times, errors, requests, unload))
+    client.start()
+    a_times: list[float] = []
+    while client.is_alive() or len(a_times) < samples:
+        a_times += measure(port, 1)
+    client.join()
+    return a_times, b_times
 
 
 def model_folder(source: pathlib.Path) -> pathlib.Path:
@@ -163,45 +184,49 @@ def main() -> int:
                 t.start()
             measure(server.port, 3)  # warm: a loaded, its first pages read
             quiet = measure(server.port, args.samples)
-            b_times: list[float] = []
-            switcher = threading.Thread(target=switch,
-                                        args=(server.port, b_times, errors, args.switches))
-            switcher.start()
-            # a's samples for as long as b switches, and at least --samples of them.
-            loud: list[float] = []
-            while switcher.is_alive() or len(loud) < args.samples:
-                loud += measure(server.port, 1)
-            switcher.join()
+            ask_b(server.port, unload=False)  # b loaded, and kept (--keep-alive -1)
+            resident, _ = measure_while_b_works(server.port, args.samples, args.switches, False, errors)
+            ask_b(server.port, unload=True)  # b unloaded: each request below loads it
+            loads_before = server.metrics().get('ferrox:model_loads_total{model="b"}')
+            loud, b_times = measure_while_b_works(server.port, args.samples, args.switches, True, errors)
             stop_busy.set()
             for t in busy:
                 t.join()
-            loads = server.metrics().get('ferrox:model_loads_total{model="b"}')
+            loads_after = server.metrics().get('ferrox:model_loads_total{model="b"}')
+            loads = None if loads_before is None or loads_after is None else \
+                int(loads_after) - int(loads_before)
     finally:
         shutil.rmtree(folder)
     if errors:
         print("model_switch_ttft: " + "; ".join(errors), file=sys.stderr)
         return 1
-    if loads is None or int(loads) != len(b_times):
+    if loads is None or loads != len(b_times):
         # keep_alive 0 must unload b after each request, so each one loads it:
         # anything else measured something other than switches.
         print(f"model_switch_ttft: {len(b_times)} requests to b but {loads} loads",
               file=sys.stderr)
         return 1
-    row = {"quiet_samples": len(quiet), "switching_samples": len(loud),
+    row = {"quiet_samples": len(quiet), "resident_samples": len(resident), "switching_samples": len(loud),
            "load_clients": args.load,
            "quiet_p50_ms": statistics.median(quiet) * 1e3, "quiet_p99_ms": p99(quiet) * 1e3,
+           "resident_p50_ms": statistics.median(resident) * 1e3, "resident_p99_ms": p99(resident) * 1e3,
            "switching_p50_ms": statistics.median(loud) * 1e3,
            "switching_p99_ms": p99(loud) * 1e3,
            "b_requests": len(b_times), "b_loads": int(loads),
            "b_request_p50_ms": statistics.median(b_times) * 1e3}
     row["p99_ratio"] = row["switching_p99_ms"] / row["quiet_p99_ms"]
+    row["resident_p99_ratio"] = row["resident_p99_ms"] / row["quiet_p99_ms"]
+    row["switch_over_resident_p99_ratio"] = row["switching_p99_ms"] / row["resident_p99_ms"]
     if args.json:
         print(json.dumps(row, indent=1))
     else:
         print(f"a's TTFT, {args.load} load client(s), {len(quiet)} and {len(loud)} samples: "
-              f"quiet p50 {row['quiet_p50_ms']:.0f} ms, p99 {row['quiet_p99_ms']:.0f} ms; while b switches p50 "
+              f"quiet p50 {row['quiet_p50_ms']:.0f} ms, p99 {row['quiet_p99_ms']:.0f} ms; while a resident b "
+              f"answers p50 {row['resident_p50_ms']:.0f} ms, p99 {row['resident_p99_ms']:.0f} ms "
+              f"({row['resident_p99_ratio']:.2f}x); while b switches p50 "
               f"{row['switching_p50_ms']:.0f} ms, p99 {row['switching_p99_ms']:.0f} ms "
-              f"({row['p99_ratio']:.2f}x); b: {len(b_times)} requests "
+              f"({row['p99_ratio']:.2f}x; {row['switch_over_resident_p99_ratio']:.2f}x resident); "
+              f"b: {len(b_times)} switching requests "
               f"({row['b_loads']} loads), p50 "
               f"{row['b_request_p50_ms']:.0f} ms each", flush=True)
     return 0
