@@ -11,12 +11,14 @@ shared machine hits both alike:
 
 Both keep an f16 KV cache (llama-bench's default; ferrox --kv-type f16) and greedy-decode.
 The tables give medians with min-max spreads and the ratio ferrox / llama.cpp (> 1: ferrox
-faster). Without --model, the 7B-class file is made once in ~/.cache/ferrox/models from
-bench/shaped_header.py (Qwen2-7B's shapes in Q4_K_M) and `ferrox_synth_gguf fill`: random
-valid weights, the speed of the real file.
+faster). Without --model, the file of --layout (a bench/shaped_header.py layout; default
+qwen2-7b-q4_k_m, Qwen2-7B's shapes in Q4_K_M; qwen35-4b-q4_k_m and
+qwen35moe-a3b-e64-q4_k_m for the hybrid recurrent models) is made once in
+~/.cache/ferrox/models from its header and `ferrox_synth_gguf fill`: random valid
+weights, the speed of the real file.
 
-    python3 bench/decode_vs_llama_bench.py [--model M.gguf] [--threads 1,2] [--runs 3]
-        [--n-gen 32] [--n-prompt 128] [--ferrox BIN] [--json OUT]
+    python3 bench/decode_vs_llama_bench.py [--model M.gguf | --layout NAME] [--threads 1,2]
+        [--runs 3] [--n-gen 32] [--n-prompt 128] [--ferrox BIN] [--json OUT]
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from llama_build import CACHE, build_llama_tool  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LAYOUT = "qwen2-7b-q4_k_m"
+from shaped_header import LAYOUTS  # noqa: E402
 
 
 def build_bin(name: str) -> pathlib.Path:
@@ -43,14 +45,14 @@ def build_bin(name: str) -> pathlib.Path:
     sys.exit(f"no build/*/bin/{name}: build ferrox first (cmake --preset release)")
 
 
-def synthesized_model() -> pathlib.Path:
+def synthesized_model(layout: str) -> pathlib.Path:
     models = CACHE / "models"
-    out = models / f"{LAYOUT}.gguf"
+    out = models / f"{layout}.gguf"
     if out.exists():
         return out
     models.mkdir(parents=True, exist_ok=True)
-    header = models / f"{LAYOUT}.header"
-    subprocess.run([sys.executable, str(ROOT / "bench/shaped_header.py"), LAYOUT, str(header)], check=True)
+    header = models / f"{layout}.header"
+    subprocess.run([sys.executable, str(ROOT / "bench/shaped_header.py"), layout, str(header)], check=True)
     partial = out.with_suffix(".partial")
     subprocess.run([str(build_bin("ferrox_synth_gguf")), "fill", str(header), str(partial)], check=True)
     partial.rename(out)  # a half-written file is never taken for a whole one
@@ -93,6 +95,8 @@ def summary(values: list[float]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=pathlib.Path)
+    ap.add_argument("--layout", choices=sorted(LAYOUTS), default="qwen2-7b-q4_k_m",
+                    help="the shaped file to make and use when --model is not given")
     ap.add_argument("--ferrox", type=pathlib.Path)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=3)
@@ -100,7 +104,7 @@ def main() -> int:
     ap.add_argument("--n-prompt", type=int, default=128)
     ap.add_argument("--json", type=pathlib.Path)
     args = ap.parse_args()
-    model = args.model or synthesized_model()
+    model = args.model or synthesized_model(args.layout)
     ferrox = args.ferrox or build_bin("ferrox")
     llama = build_llama_tool("llama-bench")
     threads = [int(t) for t in args.threads.split(",")]

@@ -15,6 +15,23 @@ Layouts (hparams from the models' published config.json):
                     vocab 152064; Q4_K_M as llama.cpp's quantizer lays it out (Q6_K for
                     the output, and for attn_v and ffn_down on the layers its
                     "more bits" rule picks; Q4_K elsewhere; f32 norms and biases).
+  qwen35-4b-q4_k_m  Qwen3.5-4B's text model: 32 layers, 2560 wide, every fourth full
+                    attention (16 heads / 4 KV heads of 256, q carrying its gate, RoPE
+                    over 64 dims in sections 11/11/10), the others Gated DeltaNet (16 key
+                    heads / 32 value heads of 128, conv kernel 4), FFN 9216, vocab 248320,
+                    output tied to the embeddings. Q4_K_M after llama.cpp's rules: the
+                    tied embeddings Q6_K (they are the output), attn_qkv Q5_K, attn_v and
+                    ffn_down Q6_K on the "more bits" layers, Q4_K elsewhere; the
+                    convolution, decays and norms f32.
+  qwen35moe-a3b-e64-q4_k_m
+                    Qwen3.6-35B-A3B's text model with 64 of its 256 experts (the whole
+                    file would not fit this machine's memory beside the engines): 40
+                    layers, 2048 wide, attention 16 heads / 2 KV heads of 256, the same
+                    DeltaNet layers as the 4B, 8 experts of 512 used per token plus a
+                    shared expert of 512, untied output. A token reads the bytes the real
+                    model's token reads (8 experts a layer); a batch of several sequences
+                    reads fewer distinct experts than it would over 256. Q4_K_M as above,
+                    the router and the shared expert's gate f32.
 """
 from __future__ import annotations
 
@@ -33,6 +50,17 @@ LAYOUTS = {
     "qwen2-7b-q4_k_m": dict(arch="qwen2", vocab="qwen2", n_vocab=152064, n_layer=28,
                             n_embd=3584, n_ff=18944, n_head=28, n_head_kv=4,
                             context=32768, rope_base=1e6, eps=1e-6, ftype=15),  # 15: Q4_K_M
+    "qwen35-4b-q4_k_m": dict(arch="qwen35", vocab="qwen35", n_vocab=248320, n_layer=32,
+                             n_embd=2560, n_ff=9216, n_head=16, n_head_kv=4, head_dim=256,
+                             n_rot=64, sections=[11, 11, 10, 0], interval=4,
+                             delta=dict(k_heads=16, v_heads=32, head_dim=128, kernel=4),
+                             context=262144, rope_base=1e7, eps=1e-6, ftype=15),
+    "qwen35moe-a3b-e64-q4_k_m": dict(arch="qwen35moe", vocab="qwen35", n_vocab=248320, n_layer=40,
+                                     n_embd=2048, n_ff=512, n_head=16, n_head_kv=2, head_dim=256,
+                                     n_rot=64, sections=[11, 11, 10, 0], interval=4,
+                                     delta=dict(k_heads=16, v_heads=32, head_dim=128, kernel=4),
+                                     experts=dict(count=64, used=8, ff=512, shared_ff=512),
+                                     context=262144, rope_base=1e7, eps=1e-6, ftype=15),
 }
 
 
@@ -61,6 +89,74 @@ def tensors(cfg: dict) -> list[tuple[str, list[int], Q]]:
                 (p + "ffn_down.weight", [f, e], heavy)]
     out += [("output_norm.weight", [e], Q.F32), ("output.weight", [e, v], Q.Q6_K)]
     return out
+
+
+def hybrid_tensors(cfg: dict) -> list[tuple[str, list[int], Q]]:
+    """qwen35 / qwen35moe: (name, [ne0, ne1(, ne2)], kind) of every tensor."""
+    e, v, hd = cfg["n_embd"], cfg["n_vocab"], cfg["head_dim"]
+    d = cfg["delta"]
+    inner = d["v_heads"] * d["head_dim"]
+    conv = 2 * d["k_heads"] * d["head_dim"] + inner  # q, k and v through the convolution
+    moe = cfg.get("experts")
+    tied = moe is None
+    out = [("token_embd.weight", [e, v], Q.Q6_K if tied else Q.Q4_K)]
+    n_attention = cfg["n_layer"] // cfg["interval"]
+    for i in range(cfg["n_layer"]):
+        p = f"blk.{i}."
+        recurrent = (i + 1) % cfg["interval"] != 0
+        heavy = Q.Q6_K if more_bits(i, cfg["n_layer"]) else Q.Q4_K
+        out += [(p + "attn_norm.weight", [e], Q.F32), (p + "post_attention_norm.weight", [e], Q.F32)]
+        if recurrent:
+            out += [(p + "attn_qkv.weight", [e, conv], Q.Q5_K), (p + "attn_gate.weight", [e, inner], Q.Q4_K),
+                    (p + "ssm_conv1d.weight", [d["kernel"], conv], Q.F32),
+                    (p + "ssm_dt.bias", [d["v_heads"]], Q.F32), (p + "ssm_a", [d["v_heads"]], Q.F32),
+                    (p + "ssm_beta.weight", [e, d["v_heads"]], Q.Q4_K),
+                    (p + "ssm_alpha.weight", [e, d["v_heads"]], Q.Q4_K),
+                    (p + "ssm_norm.weight", [d["head_dim"]], Q.F32),
+                    (p + "ssm_out.weight", [inner, e], Q.Q4_K)]
+        else:
+            kv = cfg["n_head_kv"] * hd
+            v_kind = Q.Q6_K if more_bits(i // cfg["interval"], n_attention) else Q.Q4_K
+            out += [(p + "attn_q.weight", [e, 2 * cfg["n_head"] * hd], Q.Q4_K),
+                    (p + "attn_k.weight", [e, kv], Q.Q4_K), (p + "attn_v.weight", [e, kv], v_kind),
+                    (p + "attn_output.weight", [cfg["n_head"] * hd, e], Q.Q4_K),
+                    (p + "attn_q_norm.weight", [hd], Q.F32), (p + "attn_k_norm.weight", [hd], Q.F32)]
+        if moe:
+            n, f, fs = moe["count"], moe["ff"], moe["shared_ff"]
+            out += [(p + "ffn_gate_inp.weight", [e, n], Q.F32),
+                    (p + "ffn_gate_exps.weight", [e, f, n], Q.Q4_K), (p + "ffn_up_exps.weight", [e, f, n], Q.Q4_K),
+                    (p + "ffn_down_exps.weight", [f, e, n], heavy),
+                    (p + "ffn_gate_shexp.weight", [e, fs], Q.Q4_K), (p + "ffn_up_shexp.weight", [e, fs], Q.Q4_K),
+                    (p + "ffn_down_shexp.weight", [fs, e], heavy),
+                    (p + "ffn_gate_inp_shexp.weight", [e], Q.F32)]
+        else:
+            f = cfg["n_ff"]
+            out += [(p + "ffn_gate.weight", [e, f], Q.Q4_K), (p + "ffn_up.weight", [e, f], Q.Q4_K),
+                    (p + "ffn_down.weight", [f, e], heavy)]
+    out += [("output_norm.weight", [e], Q.F32)]
+    if not tied:
+        out += [("output.weight", [e, v], Q.Q6_K)]
+    return out
+
+
+def add_hybrid_keys(writer: gguf.GGUFWriter, cfg: dict) -> None:
+    """The keys llama.cpp's converter writes for qwen35 / qwen35moe (no MTP block)."""
+    arch, d = cfg["arch"], cfg["delta"]
+    writer.add_uint32(f"{arch}.attention.key_length", cfg["head_dim"])
+    writer.add_uint32(f"{arch}.attention.value_length", cfg["head_dim"])
+    writer.add_uint32(f"{arch}.rope.dimension_count", cfg["n_rot"])
+    writer.add_array(f"{arch}.rope.dimension_sections", cfg["sections"])
+    writer.add_uint32(f"{arch}.ssm.conv_kernel", d["kernel"])
+    writer.add_uint32(f"{arch}.ssm.state_size", d["head_dim"])
+    writer.add_uint32(f"{arch}.ssm.inner_size", d["v_heads"] * d["head_dim"])
+    writer.add_uint32(f"{arch}.ssm.time_step_rank", d["v_heads"])
+    writer.add_uint32(f"{arch}.ssm.group_count", d["k_heads"])
+    writer.add_uint32(f"{arch}.full_attention_interval", cfg["interval"])
+    if moe := cfg.get("experts"):
+        writer.add_uint32(f"{arch}.expert_count", moe["count"])
+        writer.add_uint32(f"{arch}.expert_used_count", moe["used"])
+        writer.add_uint32(f"{arch}.expert_feed_forward_length", moe["ff"])
+        writer.add_uint32(f"{arch}.expert_shared_feed_forward_length", moe["shared_ff"])
 
 
 def nbytes(shape: list[int], kind: Q) -> int:
@@ -119,9 +215,12 @@ def main() -> int:
     writer.add_uint32(f"{arch}.attention.head_count_kv", cfg["n_head_kv"])
     writer.add_float32(f"{arch}.rope.freq_base", cfg["rope_base"])
     writer.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", cfg["eps"])
+    hybrid = "delta" in cfg
+    if hybrid:
+        add_hybrid_keys(writer, cfg)
     copy_tokenizer(writer, vocab_file, cfg["n_vocab"])
     total = 0
-    for name, shape, kind in tensors(cfg):
+    for name, shape, kind in (hybrid_tensors(cfg) if hybrid else tensors(cfg)):
         size = nbytes(shape, kind)
         writer.add_tensor_info(name, list(reversed(shape)), np.dtype(np.float32), size, raw_dtype=kind)
         total += size

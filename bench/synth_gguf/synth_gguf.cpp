@@ -53,7 +53,8 @@ usage:
       Writes the header, then every tensor at its declared offset (gaps and
       the end padded with zeros to the alignment) filled with random, valid
       data of its kind: floats in [-1,1]/sqrt(row length) (1-D "*norm*"
-      tensors in [0.5,1.5]); quantized blocks are random bits whose f16 scale
+      tensors in [0.5,1.5], a recurrent layer's "*.ssm_a" decays in
+      [-16,-1], negative as in every real file); quantized blocks are random bits whose f16 scale
       fields are set to small finite values (MXFP4: its power-of-two
       exponent byte; NVFP4: its four UE4M3 scale bytes), so every block
       decodes to finite weights of about that magnitude. Same seed (default
@@ -281,8 +282,12 @@ void synthesise(const TensorPlan& t, Rng& rng, std::vector<uint8_t>& buffer) {
     const float target = 1.0f / std::sqrt(static_cast<float>(t.row_length));
     if (ferrox::is_float_kind(t.kind)) {
         const bool norm = t.n_dims == 1 && t.name.find("norm") != std::string::npos;
-        const float scale = norm ? 0.5f : target;
-        const float centre = norm ? 1.0f : 0.0f;
+        // A recurrent layer's ssm_a holds -exp(A_log), negative in every real file
+        // (1..16 in magnitude, as Mamba's initialisation): each step then decays the
+        // state instead of multiplying it until it overflows.
+        const bool decay = t.name.ends_with(".ssm_a");
+        const float scale = norm ? 0.5f : decay ? 7.5f : target;
+        const float centre = norm ? 1.0f : decay ? -8.5f : 0.0f;
         for (uint64_t i = 0; i < t.elements; i += 2) {
             const uint64_t bits = rng.next();
             for (uint64_t k = 0; k < 2 && i + k < t.elements; ++k) {

@@ -143,6 +143,7 @@ GgufBuilder every_kind_model() {
         b.tensor(std::string("blk.0.") + std::string(ferrox::kind_name(kind)) + ".weight", kind,
                  {512, 24});
     b.tensor("blk.0.attn_norm.weight", FERROX_KIND_F32, {512});
+    b.tensor("blk.0.ssm_a", FERROX_KIND_F32, {32});  // a recurrent layer's decays
     b.tensor("blk.0.cube.weight", FERROX_KIND_Q8_0, {64, 3, 2});
     return b;
 }
@@ -199,7 +200,7 @@ void check_round_trip(const fs::path& model, const TempDir& dir) {
         const uint64_t cols = t.row_length();
         const uint64_t row = *ferrox::row_bytes(t.kind(), cols);
         std::vector<float> w(cols);
-        double sum_sq = 0, max_abs = 0;
+        double sum_sq = 0, max_abs = 0, lowest = 0, highest = -1e30;
         uint64_t bad = 0;
         for (uint64_t r = 0; r < t.row_count(); ++r) {
             std::fill(w.begin(), w.end(), std::nanf(""));  // poison
@@ -209,12 +210,18 @@ void check_round_trip(const fs::path& model, const TempDir& dir) {
                 if (!std::isfinite(v)) ++bad;
                 sum_sq += double(v) * double(v);
                 max_abs = std::max(max_abs, double(std::fabs(v)));
+                lowest = std::min(lowest, double(v));
+                highest = std::max(highest, double(v));
             }
         }
         CHECK(bad == 0);
         CHECK(sum_sq > 0);
         const double limit = 1.0 / std::sqrt(double(cols));
-        if (ferrox::is_float_kind(t.kind())) {
+        if (t.name().ends_with(".ssm_a")) {
+            // -exp(A_log) as in real files: every step decays the state.
+            CHECK(highest <= -1.0);
+            CHECK(lowest >= -16.0);
+        } else if (ferrox::is_float_kind(t.kind())) {
             const bool norm = t.shape().size() == 1 && t.name().find("norm") != std::string::npos;
             CHECK(max_abs <= (norm ? 1.51 : limit * 1.01));
         } else {

@@ -19,10 +19,49 @@ float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // As ggml: the identity past 20, where log(1 + e^x) rounds to x.
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-float dot(const float* a, const float* b, uint32_t n) {
+// Partial sums a dot product over a state row keeps apart: a fixed order
+// (the same for every batch, so batch invariance holds), and one the
+// compiler keeps in vector registers, where a single running sum would make
+// every product wait for the one before.
+constexpr uint32_t kLanes = 8;
+
+float sum_lanes(const float (&part)[kLanes]) {
     float s = 0;
-    for (uint32_t i = 0; i < n; ++i) s += a[i] * b[i];
+    for (float p : part) s += p;
     return s;
+}
+
+// One row of a head's state, row[i] for i < n: decays it in place and returns
+// its dot product with k, in one pass over the row.
+float decay_then_dot(float* row, float decay, const float* k, uint32_t n) {
+    float part[kLanes] = {};
+    uint32_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (uint32_t l = 0; l < kLanes; ++l) {
+            row[i + l] *= decay;
+            part[l] += row[i + l] * k[i + l];
+        }
+    for (uint32_t l = 0; i < n; ++i, ++l) {
+        row[i] *= decay;
+        part[l] += row[i] * k[i];
+    }
+    return sum_lanes(part);
+}
+
+// Adds delta x k to the row and returns its dot product with q, in one pass.
+float update_then_dot(float* row, float delta, const float* k, const float* q, uint32_t n) {
+    float part[kLanes] = {};
+    uint32_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (uint32_t l = 0; l < kLanes; ++l) {
+            row[i + l] += delta * k[i + l];
+            part[l] += row[i + l] * q[i + l];
+        }
+    for (uint32_t l = 0; i < n; ++i, ++l) {
+        row[i] += delta * k[i];
+        part[l] += row[i] * q[i];
+    }
+    return sum_lanes(part);
 }
 
 // x / sqrt(sum x^2 + eps): llama.cpp's L2 norm of q and k (an RMS norm with
@@ -82,10 +121,8 @@ void delta_token(const Hparams& hp, const LayerWeights& L, std::span<float> conv
         float* o = out + uint64_t{h} * S;
         for (uint32_t j = 0; j < S; ++j) {
             float* row = M + uint64_t{j} * S;
-            for (uint32_t i = 0; i < S; ++i) row[i] *= decay;
-            const float delta = (vv[j] - dot(row, kk, S)) * beta;
-            for (uint32_t i = 0; i < S; ++i) row[i] += delta * kk[i];
-            o[j] = dot(row, qh, S) * scale;
+            const float delta = (vv[j] - decay_then_dot(row, decay, kk, S)) * beta;
+            o[j] = update_then_dot(row, delta, kk, qh, S) * scale;
         }
         // The gated RMS norm: norm(o) x weight x silu(z), per head.
         double ms = 0;
