@@ -572,11 +572,20 @@ struct Context::Impl final : KvAttention {
                                 cells.free(), cells.size()),
                     n, cells.free()};
 
-        // A sequence that starts here starts from a zero state.
-        if (!states.empty())
-            for (size_t i = 0; i < b.size(); ++i)
-                if (cells.max_pos(static_cast<uint32_t>(b.seq_ids[i][0])) < 0)
-                    states.zero(static_cast<uint32_t>(b.seq_ids[i][0]));
+        // A sequence that starts here starts from a zero state, zeroed once
+        // however many of its tokens the batch holds (a state is tens of MB
+        // on a real model; a prompt chunk has hundreds of tokens).
+        if (!states.empty()) {
+            std::vector<int32_t> started;
+            for (size_t i = 0; i < b.size(); ++i) {
+                const int32_t seq = b.seq_ids[i][0];
+                if (cells.max_pos(static_cast<uint32_t>(seq)) < 0 &&
+                    std::find(started.begin(), started.end(), seq) == started.end()) {
+                    states.zero(static_cast<uint32_t>(seq));
+                    started.push_back(seq);
+                }
+            }
+        }
         const uint32_t n_out = place_rows(b, free_cells);
         cut_runs(b);
         const bool over_cells = steps->attends_over_cells();

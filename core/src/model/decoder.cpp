@@ -133,6 +133,8 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     const uint64_t dn =
         hp.ssm_conv_dim() + 2 * uint64_t{hp.ssm_inner} + 2 * uint64_t{hp.ssm_v_heads};
     if (gated + dn > 0) dn_host.assign(max_batch * std::max(gated, dn) + hp.ssm_conv_dim(), 0);
+    if (hp.arch && hp.arch->delta_net_layers)
+        dn_rows.assign(uint64_t{std::min(max_batch, kDeltaRows)} * hp.ssm_conv_dim(), 0);
     ple_row.assign(size_t{hp.n_embd_per_layer} * hp.n_layer, 0);
     if (hp.arch && hp.arch->bert_encoder) {
         encoder_host.assign(size_t{max_batch} * std::max<uint64_t>(hp.n_embd, hp.n_ff), 0);

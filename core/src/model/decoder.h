@@ -96,6 +96,10 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
 // Rows of logits a resident model computes per download.
 inline constexpr uint32_t kLogitRows = 16;
 
+// The tokens of one sequence a Gated DeltaNet layer takes head by head, each
+// head's state kept in cache across them (delta_net.cpp).
+inline constexpr uint32_t kDeltaRows = 64;
+
 // Per-position widths of layer il's projections (gemma4's sliding layers
 // have head sizes and KV head counts of their own).
 inline uint64_t q_dim(const Hparams& hp, uint32_t il) {
@@ -175,8 +179,9 @@ struct Activations {
     std::vector<uint32_t> expert_order;
     std::vector<float> group_scores;  // group-limited routing: one score per group
     std::vector<uint32_t> group_order;
-    // Host copies the gate and the delta rule run on (delta_net.cpp).
-    std::vector<float> gate_host, dn_host;
+    // Host copies the gate and the delta rule run on (delta_net.cpp), and the
+    // convolution's outputs of up to kDeltaRows tokens of one sequence.
+    std::vector<float> gate_host, dn_host, dn_rows;
     // BERT's encoder: rows brought to the host for its LayerNorms and GELU
     // (n_batch rows of the wider of n_embd and n_ff), and the token type
     // and position rows being added (2 x n_embd).

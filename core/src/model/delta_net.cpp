@@ -32,34 +32,44 @@ float sum_lanes(const float (&part)[kLanes]) {
 }
 
 // One row of a head's state, row[i] for i < n: decays it in place and returns
-// its dot product with k, in one pass over the row.
-float decay_then_dot(float* row, float decay, const float* k, uint32_t n) {
+// its dot product with k, in one pass over the row. (Indices are size_t and
+// the lanes a fixed block: with 32-bit indices that may wrap, GCC does not
+// vectorise the loop.)
+float decay_then_dot(float* __restrict row, float decay, const float* __restrict k, uint32_t n) {
     float part[kLanes] = {};
-    uint32_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (uint32_t l = 0; l < kLanes; ++l) {
-            row[i + l] *= decay;
-            part[l] += row[i + l] * k[i + l];
+    const size_t whole = n - n % kLanes;
+    for (size_t i = 0; i < whole; i += kLanes) {
+        float* r = row + i;
+        const float* kb = k + i;
+        for (size_t l = 0; l < kLanes; ++l) {
+            r[l] *= decay;
+            part[l] += r[l] * kb[l];
         }
-    for (uint32_t l = 0; i < n; ++i, ++l) {
+    }
+    for (size_t i = whole; i < n; ++i) {
         row[i] *= decay;
-        part[l] += row[i] * k[i];
+        part[i - whole] += row[i] * k[i];
     }
     return sum_lanes(part);
 }
 
 // Adds delta x k to the row and returns its dot product with q, in one pass.
-float update_then_dot(float* row, float delta, const float* k, const float* q, uint32_t n) {
+float update_then_dot(float* __restrict row, float delta, const float* __restrict k,
+                      const float* __restrict q, uint32_t n) {
     float part[kLanes] = {};
-    uint32_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (uint32_t l = 0; l < kLanes; ++l) {
-            row[i + l] += delta * k[i + l];
-            part[l] += row[i + l] * q[i + l];
+    const size_t whole = n - n % kLanes;
+    for (size_t i = 0; i < whole; i += kLanes) {
+        float* r = row + i;
+        const float* kb = k + i;
+        const float* qb = q + i;
+        for (size_t l = 0; l < kLanes; ++l) {
+            r[l] += delta * kb[l];
+            part[l] += r[l] * qb[l];
         }
-    for (uint32_t l = 0; i < n; ++i, ++l) {
+    }
+    for (size_t i = whole; i < n; ++i) {
         row[i] += delta * k[i];
-        part[l] += row[i] * q[i];
+        part[i - whole] += row[i] * q[i];
     }
     return sum_lanes(part);
 }
@@ -73,63 +83,73 @@ void l2_norm(float* x, uint32_t n, float eps) {
     for (uint32_t i = 0; i < n; ++i) x[i] *= scale;
 }
 
-// One token of one sequence: the convolution over the window and x (conv_dim
-// values), SiLU, q/k L2 norms, per value head the decayed delta rule on its
-// state [value j][key i] and the output q . S, gated-normed by z into `out`.
-// `conv` and `state` are the sequence's (updated in place); `work` holds
-// conv_dim floats.
-struct TokenIn {
-    const float *x, *z, *beta, *alpha;
-};
-
-void delta_token(const Hparams& hp, const LayerWeights& L, std::span<float> conv,
-                 std::span<float> state, TokenIn in, float* out, float* work) {
+// One token of one sequence through the convolution: the window and x
+// (conv_dim values) into `qkv`, SiLU, then q and k L2-normed per key head.
+// `conv` is the sequence's window (moved on by x).
+void conv_token(const Hparams& hp, const LayerWeights& L, std::span<float> conv, const float* x,
+                float* qkv) {
     const uint32_t K = hp.ssm_conv_kernel, S = hp.ssm_state;
     const uint64_t C = hp.ssm_conv_dim();
     const float* w = L.ssm_conv.data();  // [channel][tap], the oldest tap first
     for (uint64_t c = 0; c < C; ++c) {
         float sum = 0;
         for (uint32_t k = 0; k + 1 < K; ++k) sum += conv[k * C + c] * w[c * K + k];
-        sum += in.x[c] * w[c * K + K - 1];
-        work[c] = silu(sum);
+        sum += x[c] * w[c * K + K - 1];
+        qkv[c] = silu(sum);
     }
     if (K > 1) {  // the window moves on by one input
         std::memmove(conv.data(), conv.data() + C, (K - 2) * C * sizeof(float));
-        std::memcpy(conv.data() + (K - 2) * C, in.x, C * sizeof(float));
+        std::memcpy(conv.data() + (K - 2) * C, x, C * sizeof(float));
     }
-    const uint32_t kh = hp.ssm_k_heads, vh = hp.ssm_v_heads;
-    float* q = work;
-    float* k = work + uint64_t{kh} * S;
-    const float* v = work + 2 * uint64_t{kh} * S;
-    for (uint32_t h = 0; h < kh; ++h) {
-        l2_norm(q + uint64_t{h} * S, S, hp.rms_eps);
-        l2_norm(k + uint64_t{h} * S, S, hp.rms_eps);
-    }
+    for (uint32_t h = 0; h < 2 * hp.ssm_k_heads; ++h) l2_norm(qkv + uint64_t{h} * S, S, hp.rms_eps);
+}
+
+// One value head's rows of a sequence, `rows` tokens in position order: per
+// token the decayed delta rule on the head's state [value j][key i] and its
+// output q . S. Head by head rather than token by token, so that the head's
+// state (S x S floats) stays in cache across the tokens of a prompt chunk.
+struct HeadRows {
+    const float* qkv;           // rows x conv_dim: each token's q, k, v after conv_token
+    const float *beta, *alpha;  // rows x v_heads
+    float* out;                 // rows x inner: this head's S outputs at h x S in each row
+    uint32_t rows;
+};
+
+void delta_head(const Hparams& hp, const LayerWeights& L, uint32_t h, float* M, HeadRows in) {
+    const uint32_t S = hp.ssm_state, kh = hp.ssm_k_heads, vh = hp.ssm_v_heads;
+    const uint64_t C = hp.ssm_conv_dim(), inner = hp.ssm_inner;
+    // Value head h reads key head h mod kh (qwen35's files tile the key heads),
+    // or h / (vh / kh) where consecutive value heads share one (qwen3next).
+    const uint32_t key_head = hp.arch->delta_net_grouped ? h / (vh / kh) : h % kh;
     const float scale = 1.0f / std::sqrt(static_cast<float>(S));
-    const bool grouped = hp.arch->delta_net_grouped;
-    for (uint32_t h = 0; h < vh; ++h) {
-        // Value head h reads key head h mod kh (qwen35's files tile the key
-        // heads), or h / (vh / kh) where consecutive value heads share one (qwen3next).
-        const uint32_t key_head = grouped ? h / (vh / kh) : h % kh;
-        const float* qh = q + uint64_t{key_head} * S;
-        const float* kk = k + uint64_t{key_head} * S;
-        const float* vv = v + uint64_t{h} * S;
-        const float decay =
-            std::exp(softplus(in.alpha[h] + L.ssm_dt_bias[h]) * L.ssm_a[h]);  // ssm_a = -exp(A)
-        const float beta = sigmoid(in.beta[h]);
-        float* M = state.data() + uint64_t{h} * S * S;
-        float* o = out + uint64_t{h} * S;
+    for (uint32_t r = 0; r < in.rows; ++r) {
+        const float* qkv = in.qkv + r * C;
+        const float* qh = qkv + uint64_t{key_head} * S;
+        const float* kk = qkv + (uint64_t{kh} + key_head) * S;
+        const float* vv = qkv + 2 * uint64_t{kh} * S + uint64_t{h} * S;
+        const float decay = std::exp(softplus(in.alpha[r * vh + h] + L.ssm_dt_bias[h]) *
+                                     L.ssm_a[h]);  // ssm_a = -exp(A)
+        const float beta = sigmoid(in.beta[r * vh + h]);
+        float* o = in.out + r * inner + uint64_t{h} * S;
         for (uint32_t j = 0; j < S; ++j) {
             float* row = M + uint64_t{j} * S;
             const float delta = (vv[j] - decay_then_dot(row, decay, kk, S)) * beta;
             o[j] = update_then_dot(row, delta, kk, qh, S) * scale;
         }
-        // The gated RMS norm: norm(o) x weight x silu(z), per head.
+    }
+}
+
+// The gated RMS norm of one token's outputs: per value head norm(o) x
+// weight x silu(z), in place.
+void gated_norm(const Hparams& hp, const LayerWeights& L, const float* z, float* out) {
+    const uint32_t S = hp.ssm_state;
+    for (uint32_t h = 0; h < hp.ssm_v_heads; ++h) {
+        float* o = out + uint64_t{h} * S;
+        const float* zh = z + uint64_t{h} * S;
         double ms = 0;
         for (uint32_t j = 0; j < S; ++j) ms += double{o[j]} * double{o[j]};
         const float inv = 1.0f / std::sqrt(static_cast<float>(ms / S) + hp.rms_eps);
-        const float* z = in.z + uint64_t{h} * S;
-        for (uint32_t j = 0; j < S; ++j) o[j] = o[j] * inv * L.ssm_norm[j] * silu(z[j]);
+        for (uint32_t j = 0; j < S; ++j) o[j] = o[j] * inv * L.ssm_norm[j] * silu(zh[j]);
     }
 }
 
@@ -196,7 +216,6 @@ void Decoder::recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, 
     float* beta = z + n * inner;
     float* alpha = beta + n * vh;
     float* out = alpha + n * vh;
-    float* work = out + n * inner;  // one row past the values (size_host)
     st.download(s.dn_qkv, {x, n * C});
     st.download(s.dn_z, {z, n * inner});
     st.download(s.dn_beta, {beta, n * vh});
@@ -205,10 +224,18 @@ void Decoder::recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, 
     if (hp_.arch->delta_net_grouped) ungroup_beta_alpha(hp_, beta, alpha, n, out);
     const bool ran =
         each_sequence_state(st, kv, il, n, [&](const RecurrentState& rs, uint32_t r0, uint32_t r1) {
-            for (uint32_t r = r0; r < r1; ++r)
-                delta_token(hp_, L, rs.conv_out, rs.state_out,
-                            {x + r * C, z + r * inner, beta + r * vh, alpha + r * vh},
-                            out + r * inner, work);
+            const uint64_t SS = uint64_t{hp_.ssm_state} * hp_.ssm_state;
+            float* qkv = a.dn_rows.data();
+            for (uint32_t c0 = r0; c0 < r1; c0 += kDeltaRows) {
+                const uint32_t rows = std::min(r1 - c0, kDeltaRows);
+                for (uint32_t r = 0; r < rows; ++r)
+                    conv_token(hp_, L, rs.conv_out, x + (c0 + r) * C, qkv + r * C);
+                for (uint32_t h = 0; h < vh; ++h)
+                    delta_head(hp_, L, h, rs.state_out.data() + h * SS,
+                               {qkv, beta + c0 * vh, alpha + c0 * vh, out + c0 * inner, rows});
+                for (uint32_t r = c0; r < c0 + rows; ++r)
+                    gated_norm(hp_, L, z + r * inner, out + r * inner);
+            }
         });
     if (!ran) return;
     st.upload({out, n * inner}, s.dn_out);
