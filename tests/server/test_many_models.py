@@ -11,8 +11,9 @@ symlink out of the folder refuses the start, naming the file.
 
 The configuration file's `server.models` list (issue 38 item 2): two models by their
 aliases, each with its own context, parallel and KV kind, its own gauges on /metrics;
-a bad list refuses the start naming the line. Issue 37: `-ctk`/`-ctv` set the K and V
-kinds, each its own (q8_0 keys over f16 values).
+a bad list refuses the start naming the line; an entry's `model_draft` drafts for its
+model alone (its plain answers, every draft of the model itself accepted). Issue 37:
+`-ctk`/`-ctv` set the K and V kinds, each its own (q8_0 keys over f16 values).
 """
 from __future__ import annotations
 
