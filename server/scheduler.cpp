@@ -47,6 +47,7 @@ struct Scheduler::Slot {
     // (adapted to its acceptance), this step's draft, and the totals for its
     // usage.
     std::unique_ptr<DraftSource> source = std::make_unique<NgramDraftSource>();
+    ModelDraftSource* model_source = nullptr;  // `source`, when the draft model's
     uint32_t draft_max = 0, draft_len = 0;
     std::vector<int32_t> draft;
     uint32_t drafted = 0, accepted = 0;
@@ -120,8 +121,13 @@ void Scheduler::use_draft_model(std::unique_ptr<DecodeContext> draft) {
         return;
     }
     // The draft computes a prompt in the target's prefill chunks.
-    drafter_ = std::make_unique<ContextDrafter>(std::move(draft), options_.prefill_chunk);
-    for (Slot& s : slots_) s.source = std::make_unique<ModelDraftSource>(*drafter_, s.seq);
+    drafter_ = std::make_unique<ContextDrafter>(std::move(draft), options_.prefill_chunk,
+                                                uint32_t(kDecodeRowsPerCall));
+    for (Slot& s : slots_) {
+        auto source = std::make_unique<ModelDraftSource>(*drafter_, s.seq);
+        s.model_source = source.get();
+        s.source = std::move(source);
+    }
 }
 
 void Scheduler::start() {
@@ -466,10 +472,13 @@ void Scheduler::decode_step() {
 // Drafts ride only in rows the calls would leave empty: speculation never
 // adds a call (when 16 or more sequences decode, the batch is full and no
 // one speculates). A draft never reaches past the request's max_tokens.
+// The draft model's proposals of the step run together (propose_with_model);
+// each is planned at its full length, which it has unless it fails.
 void Scheduler::plan_drafts(const std::vector<Slot*>& generating) {
     const size_t calls = (generating.size() + kDecodeRowsPerCall - 1) / kDecodeRowsPerCall;
     size_t spare = calls * kDecodeRowsPerCall - generating.size();
     size_t group_rows = 0;
+    std::vector<std::pair<Slot*, uint32_t>> by_model;  // slots and their draft lengths
     for (Slot* s : generating) {
         s->draft.clear();
         if (group_rows == kDecodeRowsPerCall) group_rows = 0;
@@ -477,14 +486,37 @@ void Scheduler::plan_drafts(const std::vector<Slot*>& generating) {
         const size_t left =
             s->job->request.max_tokens - std::min(s->generated, s->job->request.max_tokens);
         const size_t most = std::min({size_t(s->draft_len), spare, room, left > 0 ? left - 1 : 0});
-        if (s->draft_max > 0 && most > 0) {
+        size_t planned = 0;
+        if (s->draft_max > 0 && most > 0 && s->model_source) {
+            by_model.emplace_back(s, uint32_t(most));
+            planned = most;
+        } else if (s->draft_max > 0 && most > 0) {
             s->cached.push_back(s->next_token);  // the sequence's tokens so far
             s->draft = s->source->propose(s->cached, uint32_t(most));
             s->cached.pop_back();
             if (!s->source->error().empty()) drop_drafts_of_idle(*s);
+            planned = s->draft.size();
         }
-        spare -= s->draft.size();
-        group_rows += 1 + s->draft.size();
+        spare -= planned;
+        group_rows += 1 + planned;
+    }
+    propose_with_model(by_model);
+}
+
+// The draft model's proposals for these slots, one shared draft call per
+// step of theirs (ContextDrafter::propose).
+void Scheduler::propose_with_model(const std::vector<std::pair<Slot*, uint32_t>>& slots) {
+    if (slots.empty()) return;
+    std::vector<ContextDrafter::Proposal> proposals;
+    for (const auto& [s, most] : slots) {
+        s->cached.push_back(s->next_token);  // the sequence's tokens so far
+        proposals.push_back({s->model_source, s->cached, most});
+    }
+    drafter_->propose(proposals);
+    for (const auto& [s, most] : slots) {
+        s->cached.pop_back();
+        s->draft = s->model_source->draft();
+        if (!s->model_source->error().empty()) drop_drafts_of_idle(*s);
     }
 }
 

@@ -182,6 +182,7 @@ class Scheduler {
     bool advance();  // step() after admission
     void decode_step();
     void plan_drafts(const std::vector<Slot*>& generating);
+    void propose_with_model(const std::vector<std::pair<Slot*, uint32_t>>& slots);
     void decode_group(const std::vector<Slot*>& group);
     void verify_slot(Slot& slot, uint32_t first_row);
     void drop_drafts_of_idle(Slot& failed);

@@ -185,8 +185,8 @@ int run(const CommonOptions& common, const ServeOptions& o) {
     }
     if (many && !s.model_draft.empty()) {
         logger().error(
-            "serve: server.model_draft (--model-draft) drafts for one model; it is "
-            "not taken with --models-dir or server.models");
+            "serve: server.model_draft (--model-draft) drafts for one model; with "
+            "--models-dir or server.models, a server.models entry names its own model_draft");
         return kExitBadInput;
     }
     std::string draft_path = s.model_draft;
@@ -202,6 +202,17 @@ int run(const CommonOptions& common, const ServeOptions& o) {
         if (const int status = resolve_model_argument(entry.path, o.source, who, s.models_dir);
             status != kExitOk)
             return status;
+        // Its draft model the same way (the value server_config_for applies),
+        // a relative path a file of models_dir when one is set.
+        for (auto& [key, value] : entry.settings) {
+            if (key != "model_draft") continue;
+            if (const int status =
+                    resolve_model_argument(value, o.source, who + " model_draft", s.models_dir);
+                status != kExitOk)
+                return status;
+            if (!s.models_dir.empty() && std::filesystem::path(value).is_relative())
+                value = (std::filesystem::path(s.models_dir) / value).string();
+        }
     }
     auto keys = server::load_api_keys(s.api_key_file);
     if (!keys) {

@@ -1,6 +1,8 @@
 #include "commands/serve_models.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 #include "commands/served_model.h"
 #include "ferrox/log.h"
@@ -16,9 +18,11 @@ namespace {
 class EngineInstance final : public server::ModelInstance {
   public:
     const server::LoadedModel& api() const override { return served->api(); }
-    // The plan's total and, for a hybrid model, its state checkpoints' budget.
+    // The plan's total (and its draft model's) and, for a hybrid model, its
+    // state checkpoints' budget.
     uint64_t bytes() const override {
-        return engine->model().capacity().total_bytes + checkpoint_memory;
+        return engine->model().capacity().total_bytes +
+               (draft ? draft->model().capacity().total_bytes : 0) + checkpoint_memory;
     }
     void begin_drain() override { served->begin_drain(); }
     const server::LoadGauges* gauges() const override { return &load; }
@@ -28,6 +32,7 @@ class EngineInstance final : public server::ModelInstance {
 
     server::LoadGauges load;  // its scheduler's; declared first: freed after it
     std::unique_ptr<Engine> engine;
+    std::unique_ptr<Engine> draft;        // its entry's model_draft; freed after `served` too
     uint64_t checkpoint_memory = 0;       // server.checkpoint_memory when the model is hybrid
     std::unique_ptr<ServedModel> served;  // declared after the engine: freed first
 };
@@ -50,9 +55,16 @@ class EngineLoader final : public server::ModelLoader {
           entries_(std::move(entries)),
           chat_template_(std::move(chat_template)),
           metrics_(metrics) {}
-    // Before its first load a model is counted at its weights (the file);
-    // the registry then keeps the capacity plan's total.
-    uint64_t bytes_needed(const server::ModelSpec& spec) const override { return spec.file_bytes; }
+    // Before its first load a model is counted at its weights (the file, and
+    // its draft model's); the registry then keeps the capacity plan's total.
+    uint64_t bytes_needed(const server::ModelSpec& spec) const override {
+        const ModelSettings& settings = spec.entry ? entries_.at(*spec.entry) : plain_;
+        std::error_code ec;
+        const auto draft = settings.server.model_draft.empty()
+                               ? uintmax_t(0)
+                               : std::filesystem::file_size(settings.server.model_draft, ec);
+        return spec.file_bytes + (ec ? 0 : uint64_t(draft));
+    }
 
     Expected<std::unique_ptr<server::ModelInstance>> load(const server::ModelSpec& spec) override {
         const ModelSettings& settings = spec.entry ? entries_.at(*spec.entry) : plain_;
@@ -61,8 +73,15 @@ class EngineLoader final : public server::ModelLoader {
         if (!engine) return engine.error();
         auto m = std::make_unique<EngineInstance>();
         m->engine = std::move(*engine);
-        auto served =
-            make_served_model(*m->engine, settings.server, chat_template_, metrics_, &m->load);
+        if (!settings.server.model_draft.empty()) {
+            logger().info("serve: loading model '{}''s draft model from {}", spec.id,
+                          settings.server.model_draft);
+            auto draft = open_engine(common_, settings.server.model_draft, settings.choices);
+            if (!draft) return draft.error();
+            m->draft = std::move(*draft);
+        }
+        auto served = make_served_model(*m->engine, settings.server, chat_template_, metrics_,
+                                        &m->load, m->draft.get());
         if (!served) return served.error();
         m->served = std::move(*served);
         if (m->engine->model().recurrent())

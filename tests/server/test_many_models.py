@@ -11,11 +11,13 @@ symlink out of the folder refuses the start, naming the file.
 
 The configuration file's `server.models` list (issue 38 item 2): two models by their
 aliases, each with its own context, parallel and KV kind, its own gauges on /metrics;
-a bad list refuses the start naming the line. Issue 37: `-ctk`/`-ctv` set the K and V
-kinds, each its own (q8_0 keys over f16 values).
+a bad list refuses the start naming the line; an entry's `model_draft` drafts for its
+model alone (its plain answers, every draft of the model itself accepted). Issue 37:
+`-ctk`/`-ctv` set the K and V kinds, each its own (q8_0 keys over f16 values).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -381,6 +383,50 @@ def test_a_bad_yaml_list_refuses_the_start_naming_the_line(models_dir, tmp_path)
     config = write_config(tmp_path, f"server:\n  models:\n    - path: {qwen}\n")
     out = refused_with_config(config, "-m", str(qwen))
     assert "not both" in out, out
+
+
+def test_a_yaml_entry_names_its_draft_model(models_dir, tmp_path):
+    # tiny-llama drafting for itself (every greedy guess right) under one id,
+    # tiny-qwen3 without a draft under another; a request's speculative.n_max
+    # 0 on the first is its plain answer.
+    config = write_config(tmp_path, f"""
+server:
+  models:
+    - path: llama.gguf
+      alias: drafted
+      model_draft: llama.gguf
+      parallel: 4
+    - path: qwen.gguf
+      alias: plain
+""")
+    with many(models_dir, "--models-memory", "4GiB", config=config) as server:
+        def chat(model, n_max, prompt):
+            status, body = server.post("/v1/chat/completions", {
+                "model": model, "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": 24, "temperature": 0, "speculative": {"n_max": n_max}})
+            assert status == 200, body
+            return body
+
+        prompts = [f"Count the {w} in the garden." for w in ("birds", "stones", "trees", "bees")]
+        plain = [chat("drafted", 0, p)["choices"][0]["message"]["content"] for p in prompts]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda p: chat("drafted", 2, p), prompts))
+        assert [a["choices"][0]["message"]["content"] for a in answers] == plain
+        for a in answers:
+            details = a["usage"]["completion_tokens_details"]
+            assert details["accepted_prediction_tokens"] > 0, a["usage"]
+            assert details["rejected_prediction_tokens"] == 0, a["usage"]
+        # The entry without one: no draft model, n-gram lookup (a random
+        # model seldom repeats itself) -- and it loaded no draft.
+        chat("plain", 2, prompts[0])
+        log = server.text_log()
+        assert "loading model 'drafted''s draft model" in log, log
+        assert "loading model 'plain''s draft model" not in log, log
+        m = server.metrics()
+        assert m["ferrox:spec_decode_num_accepted_tokens_total"] > 0, m
+    # The server-wide --model-draft is one model's: refused with many.
+    out = refused_with_config(config, "--model-draft", str(models_dir / "llama.gguf"))
+    assert "a server.models entry names its own model_draft" in out, out
 
 
 def test_ctk_and_ctv_set_the_k_and_v_kinds_each(models_dir):

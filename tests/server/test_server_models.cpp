@@ -42,6 +42,7 @@ constexpr const char* kTwoModels =
     "      alias: [chat, qwen]\n"
     "      context: 2048\n"
     "      kv_type: q8_0\n"
+    "      model_draft: /m/qwen-small.gguf\n"
     "      backends: [cpu]\n"
     "    - path: llama.gguf\n"
     "      alias: small\n"
@@ -62,9 +63,10 @@ TEST_CASE("server.models reads each entry's path, ids, settings and backends, wi
     CHECK(models[0].origin == "t.yaml:6");
     CHECK(models[1].ids == std::vector<std::string>{"small"});
     CHECK(models[1].backend_order.empty());
-    CHECK(models[1].origin == "t.yaml:11");
+    CHECK(models[1].origin == "t.yaml:12");
     using Pairs = std::vector<std::pair<std::string, std::string>>;
-    CHECK(models[0].settings == Pairs{{"context", "2048"}, {"kv_type", "q8_0"}});
+    CHECK(models[0].settings ==
+          Pairs{{"context", "2048"}, {"kv_type", "q8_0"}, {"model_draft", "/m/qwen-small.gguf"}});
     CHECK(models[1].settings ==
           Pairs{{"parallel", "2"}, {"embedding_truncation", "true"}, {"keep_alive", "-1"}});
 
@@ -74,6 +76,7 @@ TEST_CASE("server.models reads each entry's path, ids, settings and backends, wi
     CHECK(first->context == 2048);
     CHECK(first->kv_type == "q8_0");
     CHECK(first->parallel == 4);
+    CHECK(first->model_draft == "/m/qwen-small.gguf");
     auto second = ferrox::server_config_for(config->server, models[1]);
     REQUIRE(second);
     CHECK(second->context == 1024);  // the server's
@@ -81,6 +84,8 @@ TEST_CASE("server.models reads each entry's path, ids, settings and backends, wi
     CHECK(second->embedding_truncation);
     CHECK(second->kv_type == "f32");
     CHECK(second->keep_alive == -1);
+    // No draft: the server's (none).
+    CHECK(second->model_draft.empty());
     CHECK(first->keep_alive == config->server.keep_alive);  // the server's
 
     // An empty list is none; a one-id alias may be a plain string.

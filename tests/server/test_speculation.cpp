@@ -2,10 +2,15 @@
 // lookup, and the scheduler verifying drafts over the fake context -- the
 // text equals plain decoding's (greedy and seeded, alone and among 15 other
 // sequences, with max_tokens and stop strings), drafts are accepted when the
-// model repeats itself, and drafts use only the rows a call leaves free.
+// model repeats itself, and drafts use only the rows a call leaves free. A
+// draft model (a second fake context): the same text, and the slots'
+// proposals of a step sharing one draft call per proposal step.
 #include <catch2/catch.hpp>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,7 +93,10 @@ struct Answer {
     Event done;
 };
 
-std::vector<Answer> run_all(Rig& rig, const std::vector<Ask>& asks) {
+// Steps the scheduler until every job has ended; `after_step` runs after
+// each step.
+std::vector<Answer> run_all(Rig& rig, const std::vector<Ask>& asks,
+                            const std::function<void()>& after_step = {}) {
     std::vector<std::shared_ptr<Job>> jobs;
     for (const Ask& a : asks) {
         GenerationRequest r;
@@ -119,6 +127,7 @@ std::vector<Answer> run_all(Rig& rig, const std::vector<Ask>& asks) {
         }
         if (all) return out;
         rig.scheduler->step();
+        if (after_step) after_step();
     }
     FAIL("the jobs did not end within 2000 steps");
     return out;
@@ -361,6 +370,9 @@ TEST_CASE("a draft model's drafts give plain decoding's text, alone and among ot
         Rig rig(4, 2, 4096, draft_memory, 40);
         const auto got = run_all(rig, asks);
         for (size_t i = 0; i < asks.size(); ++i) CHECK(got[i].text == want[i].text);
+        // 4 slots' histories (20 tokens or more each) cannot all fit 40
+        // cells, so shared calls found the cells full; drafting went on.
+        CHECK(rig.metrics.spec_drafted_tokens > 0);
     }
 }
 
@@ -384,4 +396,101 @@ TEST_CASE("a draft model's seeded drafts: the plain draws for the seed") {
     for (size_t i = 0; i < asks.size(); ++i) CHECK(got[i].text == want[i].text);
     CHECK(spec_rig.metrics.spec_accepted_tokens > 0);
     CHECK(spec_rig.metrics.spec_accepted_tokens < spec_rig.metrics.spec_drafted_tokens);
+}
+
+TEST_CASE("a draft model's proposals for 8 slots share one draft call per step") {
+    std::mt19937_64 rng(test::test_seed(20261212));
+    // The draft is the target itself: every guess is right, so the drafts
+    // stay long and every step's proposals have a catch-up of 2 rows.
+    // Prompts of 17 tokens or more: the draft decodes each one alone (a
+    // call of more than 16 rows), apart from the steps' shared calls. Short
+    // drafts, so that several of the 8 slots draft in the same step.
+    std::vector<Ask> asks;
+    for (int i = 0; i < 8; ++i) {
+        Ask a;
+        a.prompt = letters(rng, 17 + rng() % 20);
+        a.max_tokens = 30 + uint32_t(rng() % 30);
+        a.draft = 1 + uint32_t(rng() % 3);
+        asks.push_back(a);
+    }
+    std::vector<Ask> plain = asks;
+    for (auto& a : plain) a.draft = 0;
+    Rig plain_rig(8, 2);
+    const auto want = run_all(plain_rig, plain);
+
+    Rig rig(8, 2, 4096, 2);
+    size_t seen = 0, steps_of_many = 0, shared_calls = 0, per_slot_calls = 0;
+    const auto got = run_all(rig, asks, [&] {
+        // This step's draft calls: a prompt's catch-up alone, or a shared
+        // call with one row group per drafting slot. A slot takes part in
+        // one call per token it drafts (its catch-up, then each guess but
+        // the last); shared, the step's calls number its longest draft.
+        std::map<int32_t, size_t> calls_of;
+        size_t shared = 0;
+        for (; seen < rig.draft->decodes.size(); ++seen) {
+            const auto& call = rig.draft->decodes[seen];
+            std::set<int32_t> seqs;
+            for (const auto& row : call) seqs.insert(row.seq);
+            if (call.size() > 16) {
+                CHECK(seqs.size() == 1);
+                continue;
+            }
+            ++shared;
+            for (const int32_t s : seqs) ++calls_of[s];
+        }
+        size_t longest = 0, sum = 0;
+        for (const auto& [seq, n] : calls_of) longest = std::max(longest, n), sum += n;
+        CHECK(shared == longest);
+        steps_of_many += calls_of.size() > 1;
+        shared_calls += shared;
+        per_slot_calls += sum;
+    });
+    for (size_t i = 0; i < asks.size(); ++i) {
+        CHECK(got[i].text == want[i].text);
+        CHECK(got[i].done.completion_tokens == want[i].done.completion_tokens);
+    }
+    // Every draft token was guessed in one call of its slot's, and right.
+    CHECK(per_slot_calls == rig.metrics.spec_drafted_tokens);
+    CHECK(rig.metrics.spec_accepted_tokens == rig.metrics.spec_drafted_tokens);
+    // Several slots drafted together in many steps, in far fewer calls than
+    // one slot at a time would take.
+    CHECK(steps_of_many > 10);
+    CHECK(shared_calls * 2 < per_slot_calls);
+    // Each slot's draft cells: a prefix of its target cells' history.
+    for (int32_t seq = 0; seq < 8; ++seq) {
+        CHECK(rig.draft->cells_of(seq) > 17);
+        CHECK(rig.draft->cells_of(seq) <= rig.ctx->cells_of(seq) + 1);
+    }
+}
+
+TEST_CASE("a draft model's shared calls hold at most 16 rows: short prompts' catch-ups split") {
+    std::mt19937_64 rng(test::test_seed(20261213));
+    // Prompts under 16 tokens: each slot's first proposal decodes its whole
+    // prompt with the step's other rows, 8 x up to 16 rows. With both fakes
+    // answering otherwise for a cell computed in a call of more than 16
+    // rows, the draft (the target itself) guesses right only if no shared
+    // call went past 16. Drafts of 1: the 8 slots' rows and drafts fill the
+    // target's call, so every slot drafts every step (a slot left without a
+    // draft for a while catches up past 16 rows alone, in a shape of its own).
+    std::vector<Ask> asks;
+    for (int i = 0; i < 8; ++i) {
+        Ask a;
+        a.prompt = letters(rng, 8 + rng() % 7);
+        a.max_tokens = 20 + uint32_t(rng() % 20);
+        a.draft = 1;
+        asks.push_back(a);
+    }
+    std::vector<Ask> plain = asks;
+    for (auto& a : plain) a.draft = 0;
+    Rig plain_rig(8, 2);
+    plain_rig.ctx->few_rows = 16;
+    const auto want = run_all(plain_rig, plain);
+    Rig rig(8, 2, 4096, 2);
+    rig.ctx->few_rows = 16;
+    rig.draft->few_rows = 16;
+    const auto got = run_all(rig, asks);
+    for (size_t i = 0; i < asks.size(); ++i) CHECK(got[i].text == want[i].text);
+    for (const auto& call : rig.draft->decodes) CHECK(call.size() <= 16);
+    CHECK(rig.metrics.spec_drafted_tokens > 50);
+    CHECK(rig.metrics.spec_accepted_tokens == rig.metrics.spec_drafted_tokens);
 }

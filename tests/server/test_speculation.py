@@ -227,14 +227,20 @@ def test_run_turns_speculation_off_for_a_recurrent_model():
 
 # server.model_draft (--model-draft): a draft model's drafts verified in the
 # continuous batch; the answers are the plain ones, alone and among others.
-DRAFT_PAIRS = [("tiny-llama.gguf", "tiny-llama.gguf"), ("tiny-llama.gguf", "tiny-gemma3.gguf")]
+# (target, draft, sequences, the concurrent requests' n_max): 8 requests in 4
+# sequences at the server's default (8: the first slot's draft takes the
+# spare rows), and in 8 sequences drafting 1 token each, so that every slot
+# drafts in every step -- their proposals share the draft's calls.
+DRAFT_CASES = [("tiny-llama.gguf", "tiny-llama.gguf", 4, None),
+               ("tiny-llama.gguf", "tiny-gemma3.gguf", 4, None),
+               ("tiny-llama.gguf", "tiny-llama.gguf", 8, 1)]
 
 
-@pytest.mark.parametrize("target,draft", DRAFT_PAIRS)
-def test_tiny_draft_model(target, draft):
+@pytest.mark.parametrize("target,draft,parallel,n_max", DRAFT_CASES)
+def test_tiny_draft_model(target, draft, parallel, n_max):
     """The target as its own draft (every draft accepted) and an unrelated
-    one: greedy answers equal the plain ones, alone and 8 at once in 4
-    sequences; usage and /metrics count the drafts."""
+    one: greedy answers equal the plain ones, alone and 8 at once; usage and
+    /metrics count the drafts."""
     model, draft_model = TINY / target, TINY / draft
     template = TEMPLATES / "Qwen-Qwen3-0.6B.jinja"
     if not model.exists() or not draft_model.exists() or not template.exists():
@@ -245,7 +251,7 @@ def test_tiny_draft_model(target, draft):
     with running("--parallel", "4", "-c", "2048", "--chat-template", str(template),
                  model=str(model)) as server:
         plain = [chat(server, p, 0, 40)["choices"][0]["message"]["content"] for p in prompts]
-    with running("--parallel", "4", "-c", "2048", "--chat-template", str(template),
+    with running("--parallel", str(parallel), "-c", "2048", "--chat-template", str(template),
                  "--model-draft", str(draft_model), model=str(model)) as server:
         alone = chat(server, prompts[0], 8, 40)
         assert alone["choices"][0]["message"]["content"] == plain[0]
@@ -254,18 +260,25 @@ def test_tiny_draft_model(target, draft):
             assert details["accepted_prediction_tokens"] > 0
             assert details["rejected_prediction_tokens"] == 0
         before = server.metrics()
+        # Without a field: the server's default, 8 with a draft model.
+        spec = {} if n_max is None else {"speculative": {"n_max": n_max}}
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda p: server.post("/v1/chat/completions", {
                 "messages": [{"role": "user", "content": p}], "max_tokens": 40,
-                "temperature": 0})[1], prompts))  # the server's default: 8 with a draft model
+                "temperature": 0, **spec})[1], prompts))
         assert [a["choices"][0]["message"]["content"] for a in answers] == plain
         after = server.metrics()
-        accepted = sum(a["usage"].get("completion_tokens_details", {}).get(
-            "accepted_prediction_tokens", 0) for a in answers)
+        counts = [a["usage"].get("completion_tokens_details", {}) for a in answers]
+        accepted = sum(c.get("accepted_prediction_tokens", 0) for c in counts)
         assert after["ferrox:spec_decode_num_accepted_tokens_total"] - \
             before["ferrox:spec_decode_num_accepted_tokens_total"] == accepted
         assert after["ferrox:spec_decode_num_draft_tokens_total"] > \
             before["ferrox:spec_decode_num_draft_tokens_total"]
+        if n_max is not None:
+            # Every request drafted, and the target's own guesses, computed
+            # in shared calls of at most 16 rows, were all right.
+            assert all(c.get("accepted_prediction_tokens", 0) > 0 for c in counts), counts
+            assert all(c.get("rejected_prediction_tokens", 0) == 0 for c in counts), counts
 
 
 @pytest.mark.parametrize("draft,words", [

@@ -77,6 +77,13 @@ class FERROX_API DraftDecoder {
 // decoder's context holds a prefix of the history; propose brings it up to
 // the history and takes the model's greedy continuation; accept drops the
 // rejected guesses' cells. The decoder must outlive the source.
+//
+// A proposal runs in steps, each one forward pass of this sequence's
+// pending rows (the rest of the catch-up, then the last guess): propose()
+// makes the passes itself, one sequence a call; a driver that decodes
+// several sources' rows together (the server's ContextDrafter, one call per
+// step for all its slots) runs the same steps with begin(), pending() and
+// decoded() instead.
 class FERROX_API ModelDraftSource final : public DraftSource {
   public:
     ModelDraftSource(DraftDecoder& decoder, int32_t seq) : decoder_(decoder), seq_(seq) {}
@@ -86,7 +93,29 @@ class FERROX_API ModelDraftSource final : public DraftSource {
     const char* kind() const override { return "model"; }
     void forget() override;
 
-    // The draft's forward passes so far (its prompt's chunks included).
+    // Starts a proposal of up to `max_draft` tokens after `tokens`, as
+    // propose() does: the cells cut back to the history's longest common
+    // prefix and a long catch-up (a prompt) decoded in calls of its own.
+    // False when there is nothing to decode: no guess wanted, or a failure
+    // (error() says which).
+    bool begin(std::span<const int32_t> tokens, uint32_t max_draft);
+    // The rows this sequence's next pass carries, at positions pos() on,
+    // only the last one's logits wanted; empty once the proposal is done.
+    // At most the decoder's batch() and 16 rows.
+    std::span<const int32_t> pending() const;
+    int32_t pos() const { return int32_t(cached_.size()); }
+    int32_t seq() const { return seq_; }
+    // The pending rows were decoded, `logits` their last one's: they join
+    // the cells, and once the catch-up is in, the logits give a guess.
+    void decoded(std::span<const float> logits);
+    // The pass of the pending rows failed (`why`), leaving the cells as
+    // they were: the proposal ends without a guess.
+    void failed(const std::string& why);
+    // The proposal's guesses so far: all of them once pending() is empty.
+    const std::vector<int32_t>& draft() const { return draft_; }
+
+    // The draft's forward passes so far (its prompt's chunks included), or
+    // the shared passes this sequence had rows in.
     uint64_t decodes() const { return decodes_; }
     // The tokens in the draft's cells, position 0 on.
     const std::vector<int32_t>& cached() const { return cached_; }
@@ -101,7 +130,11 @@ class FERROX_API ModelDraftSource final : public DraftSource {
     int32_t seq_ = 0;
     std::vector<int32_t> cached_;
     size_t proposed_from_ = 0;  // where the last proposal began
-    std::span<const float> logits_;
+    // The proposal under way: the guesses wanted, those taken, and the
+    // tokens still to decode (the catch-up's rest, or the last guess).
+    uint32_t want_ = 0;
+    std::vector<int32_t> draft_;
+    std::vector<int32_t> rest_;
     uint64_t decodes_ = 0;
     std::string error_;
 };

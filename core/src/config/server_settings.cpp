@@ -122,11 +122,12 @@ const std::array kSettings{
                     "sets speculative.n_max (docs/speculation.md); only in decode rows the batch "
                     "leaves free.",
                     0, 15, "0: no speculation")),
-    text("model_draft", "--model-draft", &S::model_draft,
-         "A smaller model of the same vocabulary whose greedy tokens are the drafts, instead of "
-         "n-gram prompt lookup; refused at start when its vocabulary differs or it is recurrent; "
-         "spec_draft_n_max 0 then means 8 (docs/speculation.md). Not with models_dir.",
-         "none: n-gram prompt lookup"),
+    per_model(text("model_draft", "--model-draft", &S::model_draft,
+                   "A smaller model of the same vocabulary whose greedy tokens are the drafts, "
+                   "instead of n-gram prompt lookup; refused at start when its vocabulary differs "
+                   "or it is recurrent; spec_draft_n_max 0 then means 8 (docs/speculation.md). "
+                   "With many models, a server.models entry's only.",
+                   "none: n-gram prompt lookup")),
     ServerSetting{"checkpoint_memory",
                   "--checkpoint-memory",
                   K::Bytes,

@@ -25,8 +25,7 @@ bool ModelDraftSource::decode(std::span<const int32_t> tokens) {
     for (size_t start = 0; start < tokens.size(); start += batch) {
         const size_t n = std::min(batch, tokens.size() - start);
         ++decodes_;
-        logits_ = decoder_.decode(seq_, tokens.subspan(start, n), int32_t(cached_.size()));
-        if (logits_.empty()) {
+        if (decoder_.decode(seq_, tokens.subspan(start, n), int32_t(cached_.size())).empty()) {
             error_ = "the draft model: " + decoder_.error();
             return false;
         }
@@ -46,34 +45,71 @@ bool ModelDraftSource::cut(size_t keep) {
     return true;
 }
 
-std::vector<int32_t> ModelDraftSource::propose(std::span<const int32_t> tokens,
-                                               uint32_t max_draft) {
+bool ModelDraftSource::begin(std::span<const int32_t> tokens, uint32_t max_draft) {
     error_.clear();
-    if (max_draft == 0 || tokens.empty()) return {};
+    draft_.clear();
+    rest_.clear();
+    want_ = 0;
+    if (max_draft == 0 || tokens.empty()) return false;
     // The cells already hold a prefix of the history (the prompt, the
     // emitted tokens, what accept() kept); the rest -- at least the last
     // token, whose logits the first guess reads -- is decoded now.
     const size_t keep = std::min(common_prefix(cached_, tokens), tokens.size() - 1);
-    if (!cut(keep)) return {};
+    if (!cut(keep)) return false;
     // In the shapes the target computed them: a long catch-up (the prompt)
-    // in chunks of the batch, and the token after it alone -- the target
+    // in chunks of the batch, and the token after it apart -- the target
     // decoded it among at most 16 rows, whose products equal one row's. A
     // batch of more rows may round differently, and the draft's guesses
     // would then drift from what the target itself would guess.
     const size_t last = tokens.size() - 1;
-    if (last - keep >= kFewRows && !decode(tokens.subspan(keep, last - keep))) return {};
-    if (!decode(tokens.subspan(cached_.size()))) return {};
+    if (last - keep >= kFewRows && !decode(tokens.subspan(keep, last - keep))) return false;
+    rest_.assign(tokens.begin() + long(cached_.size()), tokens.end());
     proposed_from_ = tokens.size();
-    std::vector<int32_t> draft;
-    for (uint32_t j = 0; j < max_draft; ++j) {
-        // Greedy: the first of the largest logits.
-        const auto best = std::max_element(logits_.begin(), logits_.end());
-        draft.push_back(int32_t(best - logits_.begin()));
-        if (j + 1 == max_draft) break;  // the last guess needs no logits of its own
-        const int32_t one[] = {draft.back()};
-        if (!decode(one)) return {};
+    want_ = max_draft;
+    return true;
+}
+
+std::span<const int32_t> ModelDraftSource::pending() const {
+    const size_t most = std::min<size_t>(std::max<uint32_t>(decoder_.batch(), 1), kFewRows);
+    return std::span<const int32_t>(rest_).first(std::min(rest_.size(), most));
+}
+
+void ModelDraftSource::decoded(std::span<const float> logits) {
+    const size_t n = pending().size();
+    if (n == 0) return;
+    if (logits.empty()) {
+        failed("a pass gave no logits");
+        return;
     }
-    return draft;
+    ++decodes_;
+    cached_.insert(cached_.end(), rest_.begin(), rest_.begin() + long(n));
+    rest_.erase(rest_.begin(), rest_.begin() + long(n));
+    if (!rest_.empty()) return;  // more of the catch-up first
+    // Greedy: the first of the largest logits.
+    const auto best = std::max_element(logits.begin(), logits.end());
+    draft_.push_back(int32_t(best - logits.begin()));
+    // The last guess needs no logits of its own.
+    if (draft_.size() < want_) rest_.push_back(draft_.back());
+}
+
+void ModelDraftSource::failed(const std::string& why) {
+    error_ = "the draft model: " + why;
+    draft_.clear();
+    rest_.clear();
+}
+
+std::vector<int32_t> ModelDraftSource::propose(std::span<const int32_t> tokens,
+                                               uint32_t max_draft) {
+    if (!begin(tokens, max_draft)) return {};
+    for (auto rows = pending(); !rows.empty(); rows = pending()) {
+        const auto logits = decoder_.decode(seq_, rows, pos());
+        if (logits.empty()) {
+            failed(decoder_.error());
+            return {};
+        }
+        decoded(logits);
+    }
+    return draft_;
 }
 
 void ModelDraftSource::accept(size_t accepted) {
