@@ -89,6 +89,8 @@ UNBOUND = {
     "lfm2": {"dense_2"},
     # The converter's optional fused experts (--fuse-gate-up-exps): not bound, refused by name.
     "qwen35moe": {"blk.{bid}.ffn_gate_up_exps"},
+    # Old converters' RoPE cache, which llama.cpp's llama4 loader never reads.
+    "llama4": {"blk.{bid}.attn_rot_embd"},
     # BERT's classifier head (src/models/bert.cpp: cls, cls_out, not required; pooling rank)
     # and the final norm gguf lists, which llama.cpp's bert loader never reads.
     "bert": {"cls", "cls.output", "output_norm"},
