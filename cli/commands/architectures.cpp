@@ -76,7 +76,7 @@ std::string presence(const TensorRule& r) {
              "interleave_moe_layer_step-th)";
     if (r.when == model::TensorWhen::SharedExperts)
         s += " on layers with experts when the file has shared experts (expert_shared_count, "
-             "or the gated one's width)";
+             "the gated one's width, or a row with one always: llama4)";
     if (r.when == model::TensorWhen::NextN)
         s += " on NextN blocks (the last nextn_predict_layers; kept, not run)";
     if (r.when == model::TensorWhen::QLowRank) s += " when attention.q_lora_rank > 0";

@@ -276,6 +276,9 @@ class Values:
                 m = self.opt["mla"]  # per head [unrotated key | value] rows swapped round
                 per_head = data.reshape(N_HEAD, m["nope"] + m["v"], cols)
                 data = np.concatenate([per_head[:, m["nope"]:], per_head[:, :m["nope"]]], axis=1).reshape(-1, cols)
+            nope_gain = self.opt.get("llama4", {}).get("nope_q_gain")
+            if short == "attn_q.weight" and nope_gain and (il + 1) % 4 == 0:  # llama4's layer without RoPE
+                data = data * nope_gain
             if short == "ffn_gate_inp.weight":
                 w.add_tensor(name, data)
             elif short == "ffn_gate_inp_shexp.weight":  # a vector of n_embd in the files, F32

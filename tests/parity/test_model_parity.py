@@ -801,12 +801,25 @@ def test_tiny_llama4_past_8192_positions_matches_llama_cpp():
     """llama.cpp's llama4 loader fixes the chunk at 8192 positions and the temperature's step
     at 8192 (1 + 0.1 ln(floor((pos + 1) / 8192) + 1)): no key states them, so only a sequence
     past 8192 positions shows them. 8200 prompt positions and 32 greedy ones: from position
-    8191 the layers without RoPE scale q by 1 + 0.1 ln 2, from 8192 the rotated layers see
-    only the new chunk's positions."""
+    8191 the layer without RoPE scales q by 1 + 0.1 ln 2, from 8192 the rotated layers see only
+    the new chunk's positions. Those rows (from 8190 on) are held to the usual bounds and to
+    twice the median of the rows before them (what 8-bit rounding costs over 8000 positions of
+    random attention): measured (7 Dec 2026) mean 3.4e-4, worst 6.4e-4, median before 3.5e-4.
+    Seen failing: the chunk doubled (1.2 mean there), the temperature left out (9.8e-4 mean,
+    2.8 times the median before). Before the boundary top-1 routing over random weights meets
+    router near-ties: 74 isolated positions of 8190 above 5e-3 (worst 0.57), spread evenly."""
     path = tiny_model("llama4")
     rng = np.random.default_rng(4000)
     prompt = [1] + [int(t) for t in rng.integers(10, 32000, size=8199)]
     result = compare(path, prompt, "tiny llama4 (past 8192 positions)", context=8448)
-    check(result, TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
-    # The positions after the boundary on their own: a mean over 8232 rows would hide them.
-    assert result["nmse"][8190:].mean() <= TINY_MEAN_NMSE_MAX
+    nmse = result["nmse"]
+    boundary, before = nmse[8190:], nmse[:8190]
+    print(f"positions 8190..: NMSE mean {boundary.mean():.2e}, worst {boundary.max():.2e}; before: median "
+          f"{np.median(before):.2e}, {int((before > TINY_WORST_NMSE_MAX).sum())} above {TINY_WORST_NMSE_MAX}")
+    assert boundary.mean() <= TINY_MEAN_NMSE_MAX
+    assert boundary.max() <= TINY_WORST_NMSE_MAX
+    assert boundary.mean() <= 2 * np.median(before)
+    assert np.median(before) <= TINY_MEAN_NMSE_MAX
+    assert (before > TINY_WORST_NMSE_MAX).mean() <= 0.02  # router near-ties: isolated positions
+    for position, ours, theirs, gap, tie in result["flips"]:
+        assert gap < tie, f"position {position}: ferrox picks {ours}, llama.cpp {theirs} by {gap:.3f} logits"
