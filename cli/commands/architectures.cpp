@@ -69,12 +69,14 @@ std::string presence(const TensorRule& r) {
     if (r.when == model::TensorWhen::RopeFreqScaling) s += " unless rope.scaling.type is longrope";
     if (r.when == model::TensorWhen::LongRopeScaling) s += " when rope.scaling.type is longrope";
     if (r.when == model::TensorWhen::Dense)
-        s += " on layers without experts (no expert_count, or a leading dense layer)";
+        s += " on layers without experts (no expert_count, a leading dense layer, or between "
+             "interleave_moe_layer_step's)";
     if (r.when == model::TensorWhen::Experts)
-        s += " on layers with experts (expert_count, past the leading dense layers)";
+        s += " on layers with experts (expert_count, past the leading dense layers, every "
+             "interleave_moe_layer_step-th)";
     if (r.when == model::TensorWhen::SharedExperts)
         s += " on layers with experts when the file has shared experts (expert_shared_count, "
-             "or the gated one's width)";
+             "the gated one's width, or a row with one always: llama4)";
     if (r.when == model::TensorWhen::NextN)
         s += " on NextN blocks (the last nextn_predict_layers; kept, not run)";
     if (r.when == model::TensorWhen::QLowRank) s += " when attention.q_lora_rank > 0";
@@ -118,6 +120,17 @@ std::string layer_pattern(const model::ArchSpec& spec) {
     if (spec.mamba2_layers)
         return "every layer is a Mamba-2 block with a per-sequence window and state; no "
                "attention, no FFN";
+    if (spec.attn_chunk)
+        return fmt::format(
+            "every {}th layer attends over the whole KV cache without RoPE, q scaled by the "
+            "attention temperature 1 + {} ln(floor((pos + {}) / {}) + 1); the others rotate and "
+            "attend only within their chunk of {} positions{}; experts on every "
+            "interleave_moe_layer_step-th layer, a dense FFN on the others",
+            spec.no_rope_period, spec.nope_temperature.scale, spec.nope_temperature.offset,
+            spec.nope_temperature.length, spec.attn_chunk,
+            spec.rope_layer_qk_l2_norm ? ", q and k L2-normed after RoPE (unless expert_count is "
+                                         "128)"
+                                       : "");
     return "every layer attends over the KV cache";
 }
 
@@ -156,7 +169,8 @@ int list(const std::vector<std::string>& names, bool json) {
         for (const model::KeyRule& k : model::key_rules(*spec))
             std::cout << fmt::format("    {:<40} {}\n", fmt::format("{}.{}", spec->name, k.suffix),
                                      key_text(k));
-        if (spec->delta_net_layers || spec->shortconv_layers || spec->mamba2_layers)
+        if (spec->delta_net_layers || spec->shortconv_layers || spec->mamba2_layers ||
+            spec->attn_chunk)
             std::cout << "  layers: " << layer_pattern(*spec) << "\n";
         std::cout << "  tensors:\n";
         for (const TensorRule& r : rules) {

@@ -395,6 +395,46 @@ void middle_removal(const model::Model& m, const std::string& name, std::mt19937
               "the whole sequence)");
 }
 
+// llama4's chunked layers (llama.cpp's chunk of 8192 positions): a sequence
+// past the first chunk prefilled in batches of 64 (one of them starting at the
+// boundary) and of 48 (one straddling it) gives the rows around the boundary
+// bit for bit alike: a straddling batch's attention is cut at the boundary as
+// two batches cut it. Every batch has > 16 rows: the panel GEMM both ways.
+void chunk_crossing(const model::Model& m, const std::string& name, std::mt19937& rng) {
+    constexpr size_t kLength = 8256, kWatch = 8160;  // 8192 = 128 x 64, 8160 = 170 x 48
+    ContextOptions opt;
+    opt.context = kLength;
+    opt.sequences = 1;
+    opt.batch = 64;
+    auto ctx = Context::create(m, opt);
+    if (!ctx) return check(false, name + ": " + ctx.error().message());
+    Context& cx = **ctx;
+    const Script s = random_script(rng, m.vocab(), kLength, 0);
+    const auto tail = [&](size_t chunk) {
+        Rows out;
+        cx.clear();
+        for (size_t start = 0; start < kLength; start += chunk) {
+            Batch b;
+            for (size_t i = start; i < std::min(kLength, start + chunk); ++i)
+                b.add(s.prompt[i], static_cast<int32_t>(i), {0}, i >= kWatch);
+            if (auto st = cx.decode(b); !st) {
+                std::printf("decode failed: %s\n", st.message.c_str());
+                return out;
+            }
+            for (uint32_t i = 0; i < b.size(); ++i)
+                if (auto l = cx.logits(i); !l.empty()) out.emplace_back(l.begin(), l.end());
+        }
+        return out;
+    };
+    const Rows by64 = tail(64), by48 = tail(48);
+    const Compare c = compare(by48, by64);
+    std::printf("      %s chunk boundary (batches of 48 vs 64, positions %zu..%zu): %s\n",
+                name.c_str(), kWatch, kLength - 1, describe(c).c_str());
+    check(by64.size() == kLength - kWatch && c.identical == c.rows,
+          name + ": a batch straddling the chunk boundary gives the rows of batches cut at it (" +
+              describe(c) + ")");
+}
+
 }  // namespace
 
 // Gemma 3 270M's K-quant kinds. On AVX2 every row here comes out
@@ -413,7 +453,8 @@ int main() {
     const std::filesystem::path tiny = test::tiny_models_dir();
     const std::filesystem::path gemma = test::gemma_270m_path();
     const bool with_gemma = std::filesystem::exists(gemma);
-    if (models.empty() && !with_gemma) {
+    const std::vector<std::filesystem::path> chunked = test::tiny_models({"llama4"});
+    if (models.empty() && chunked.empty() && !with_gemma) {
         std::printf("SKIP: no tiny models in %s (tests/model/make_tiny_models.py) and no %s\n",
                     tiny.c_str(), gemma.c_str());
         return 77;
@@ -484,6 +525,21 @@ int main() {
         state_round_trip(*l.model, name, own);
         recurrent_state(*l.model, name, own);
         older_state(*l.model, name);
+    }
+    // llama4 (iRoPE: chunked layers, layers without RoPE, experts on the input): the usual
+    // rules with a generator of its own (the draws above stay as they were), and the chunk
+    // boundary.
+    for (const auto& path : chunked) {
+        Loaded l = load(plugins, path);
+        if (!l.model) continue;
+        const std::string name = path.stem().string();
+        std::mt19937 own(seed + 4000);
+        invariance(*l.model, name, own, true, 0);
+        bad_input(*l.model, name);
+        state_round_trip(*l.model, name, own);
+        middle_removal(*l.model, name, own);
+        logits_placement(*l.model, name, own, true, 0);
+        chunk_crossing(*l.model, name, own);
     }
     if (with_gemma) {
         Loaded l = load(plugins, gemma);

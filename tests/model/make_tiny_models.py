@@ -176,7 +176,9 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
             return False
         if recurrent:
             return True
-    expert_layer = bool(opt.get("moe")) and (il is None or il >= opt.get("dense_lead", 0))
+    # llama4's interleave: experts on every moe_step-th layer, a dense FFN between.
+    step = opt.get("llama4", {}).get("moe_step", 1)
+    expert_layer = bool(opt.get("moe")) and (il is None or (il >= opt.get("dense_lead", 0) and (il + 1) % step == 0))
     if name == "blk.N.exp_probs_b.bias" and opt.get("no_selection_bias"):
         return False
     if rule["when"] == "qkv_biases":
@@ -200,7 +202,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
             return name == "blk.N.ffn_down_exps.scale" and bool(opt.get("down_scales"))
         return True
     if rule["when"] == "shared_experts":
-        return expert_layer and (opt.get("glm", {}).get("expert_shared_count", 0) > 0 or "shexp" in opt)
+        return expert_layer and (opt.get("glm", {}).get("expert_shared_count", 0) > 0 or "shexp" in opt
+                                 or "llama4" in opt)
     if "fused_into" in rule:
         return not opt.get("fused")
     if rule["use"] == "required":
@@ -273,11 +276,16 @@ class Values:
                 m = self.opt["mla"]  # per head [unrotated key | value] rows swapped round
                 per_head = data.reshape(N_HEAD, m["nope"] + m["v"], cols)
                 data = np.concatenate([per_head[:, m["nope"]:], per_head[:, :m["nope"]]], axis=1).reshape(-1, cols)
+            nope_gain = self.opt.get("llama4", {}).get("nope_q_gain")
+            if short == "attn_q.weight" and nope_gain and (il + 1) % 4 == 0:  # llama4's layer without RoPE
+                data = data * nope_gain
             if short == "ffn_gate_inp.weight":
                 w.add_tensor(name, data)
             elif short == "ffn_gate_inp_shexp.weight":  # a vector of n_embd in the files, F32
                 w.add_tensor(name, data.reshape(-1) * (0.0 if self.opt.get("fault") == "shexp_gate" else 1.0))
             else:
+                if short == "ffn_down_shexp.weight" and self.opt.get("fault") == "no_shexp":
+                    data = np.zeros_like(data)  # drawn all the same: the other values stay
                 self.add_matrix(w, name, short, data, il)
         elif rule["form"] == "experts":  # a fused stack's rows are its parts' (gate, then up)
             cols, rows, n = dims[rule["shape"][0]], sum(self.rows(rule, dims)), dims[rule["shape"][2]]
@@ -599,7 +607,9 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_feed_forward_length(N_FF_EXP)
     elif opt.get("moe"):
         w.add_expert_count(opt.get("n_expert", N_EXPERT))
-        w.add_expert_used_count(N_EXPERT_USED)
+        w.add_expert_used_count(opt.get("n_used", N_EXPERT_USED))
+        if "llama4" in opt:
+            w.add_uint32(f"{arch}.interleave_moe_layer_step", opt["llama4"]["moe_step"])
         # expert_ff_key: a width the tensors disagree with (a bad-input test's file).
         w.add_expert_feed_forward_length(opt.get("expert_ff_key", N_FF_EXP))
         w.add_feed_forward_length(N_FF)
@@ -619,7 +629,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     dims = {"1": 1, "n_embd": N_EMBD, "n_vocab": n_vocab, "q_dim": N_HEAD * HEAD_DIM, "k_dim": N_HEAD_KV * HEAD_DIM,
             "v_dim": N_HEAD_KV * HEAD_DIM, "o_dim": N_HEAD * HEAD_DIM, "head_dim_k": HEAD_DIM, "n_head": N_HEAD,
             "n_ff": max(opt.get("ff_layers", [N_FF])), "n_ff_expert": N_FF_EXP, "n_expert": opt.get("n_expert", N_EXPERT), "rope_pairs": n_rot // 2,
-            "n_ff_shexp": opt.get("shexp", N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0)),
+            "n_ff_shexp": N_FF_EXP if "llama4" in opt
+            else opt.get("shexp", N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0)),
             "n_embd+n_embd": 2 * N_EMBD, "n_embd_per_layer": opt.get("per_layer", 0),
             "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer, "n_dense": opt.get("dense", 0),
             "n_token_types": 2, "n_ctx_train": opt.get("n_ctx", N_CTX)}

@@ -221,13 +221,68 @@ void c_api_max_sequences(const std::filesystem::path& model_path, const std::str
     std::filesystem::remove(yaml);
 }
 
+// llama4's chunked layers on the cell-list path (ABI 1.3's attention_cells):
+// each row's span starts at its chunk's first cell (llama.cpp's chunk of
+// 8192). One sequence past the first chunk, prefilled in batches of 48 (one
+// straddling the boundary), gives the host path's rows around the boundary.
+void chunked_spans(const PluginSet& plugins, const gguf::File& file, const std::string& name) {
+    constexpr uint32_t kLength = 8256, kWatch = 8160;
+    const auto load_at = [&](bool resident) {
+        Loaded l;
+        l.registry = std::make_unique<KernelRegistry>();
+        l.dispatcher = std::make_unique<Dispatcher>(plugins.selected(), *l.registry);
+        model::ModelOptions options;
+        options.context = kLength;
+        options.batch = 48;
+        options.allow_resident = resident;
+        options.sequences = 1;
+        auto m = model::Model::load(file, *l.dispatcher, *l.registry, options);
+        if (!m) check(false, name + ": " + m.error().message());
+        if (m) l.model = std::move(*m);
+        return l;
+    };
+    const auto tail = [&](const model::Model& m) {
+        Rows out;
+        ContextOptions opt;
+        opt.context = kLength;
+        opt.sequences = 1;
+        opt.batch = 48;
+        auto c = Context::create(m, opt);
+        if (!c) {
+            check(false, name + ": " + c.error().message());
+            return out;
+        }
+        for (uint32_t start = 0; start < kLength; start += 48) {
+            model::Batch b;
+            for (uint32_t i = start; i < std::min(kLength, start + 48); ++i)
+                b.add(static_cast<int32_t>(10 + (i * 7919u) % 30000u), static_cast<int32_t>(i), {0},
+                      i >= kWatch);
+            if (auto st = (*c)->decode(b); !st) {
+                check(false, name + ": decode: " + st.message);
+                return out;
+            }
+            for (uint32_t i = 0; i < b.size(); ++i)
+                if (auto l = (*c)->logits(i); !l.empty())
+                    out.push_back({0, std::vector<float>(l.begin(), l.end())});
+        }
+        return out;
+    };
+    const Loaded host = load_at(false), resident = load_at(true);
+    if (!host.model || !resident.model) return;
+    check(resident.model->residency().resident, name + ": the fixture keeps the model resident");
+    const Agreement a = agree(tail(*resident.model), tail(*host.model));
+    check(a.ok() && a.rows == kLength - kWatch,
+          name + ": past the chunk boundary, resident (cell spans) vs host: " + a.text());
+}
+
 }  // namespace
 
 int main() {
     const std::vector<std::filesystem::path> models =
         test::tiny_models({"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"});
+    const std::vector<std::filesystem::path> chunked = test::tiny_models({"llama4"});
     const std::filesystem::path tiny = test::tiny_models_dir();
-    if (models.empty()) {
+    if (models.empty() && chunked.empty()) {
         std::printf("SKIP: no tiny models in %s (tests/model/make_tiny_models.py)\n", tiny.c_str());
         return 77;
     }
@@ -248,6 +303,14 @@ int main() {
         resident_equals_host(plugins, leaky, *file, name);
         if (name == "tiny-llama" || name == "tiny-gemma3") old_plugin(abi12, plugins, *file, name);
         if (name == "tiny-llama") c_api_max_sequences(path, name);
+    }
+    for (const auto& path : chunked) {
+        auto file = gguf::File::open(path);
+        if (!file) {
+            check(false, path.string() + ": " + file.error().message());
+            continue;
+        }
+        chunked_spans(plugins, *file, path.stem().string());
     }
     std::printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;

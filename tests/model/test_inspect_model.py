@@ -30,7 +30,12 @@ TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS", CACHE / "tiny-models"))
 # llama.cpp's window period per architecture (its load_arch_hparams), where the file
 # may override it with <arch>.attention.sliding_window_pattern.
 SWA_PERIOD = {"gemma3": 6, "gemma2": 2, "olmo2": 4, "gpt-oss": 2}
-NO_ROPE_STEP = {"smollm3": 4, "bert": 1}  # bert: learned positions, no layer rotates
+NO_ROPE_STEP = {"smollm3": 4, "bert": 1, "llama4": 4}  # bert: learned positions, no layer rotates
+# llama.cpp's chunked attention (llama4's load_arch_hparams: chunks of 8192 on the layers
+# il % 4 < 3 unless attention.sliding_window is 0); the chunk size is its constant.
+CHUNKED = {"llama4": (4, 8192)}
+# Rows with one shared expert always, no count key (llama4's loader).
+ONE_SHARED_EXPERT = {"llama4"}
 # llama.cpp's graphs that weigh experts by a softmax over the top k router logits
 # (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT) rather than the top k of a softmax.
 SOFTMAX_OF_TOP_K = {"gpt-oss"}
@@ -97,6 +102,8 @@ def expected_pattern(arch: str, reader, n_layer: int) -> str:
         else:
             local = bool(window) and period > 0 and il % period < period - 1
         c = "L" if local else "G"
+        if arch in CHUNKED and window != 0 and il % CHUNKED[arch][0] < CHUNKED[arch][0] - 1:
+            c = "C"
         # Recurrent (Gated DeltaNet) layers: as attention.recurrent_layers lists them, else
         # all but every full_attention_interval-th (qwen35, qwen35moe).
         listed = field(reader, f"{arch}.attention.recurrent_layers")
@@ -168,6 +175,8 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
     window = field(reader, f"{arch}.attention.sliding_window")
     if "L" in want["layer_pattern"]:
         assert got["sliding_window"] == window
+    if "C" in want["layer_pattern"]:
+        assert got["attention_chunk"] == CHUNKED[arch][1]
     scale = field(reader, f"{arch}.attention.scale")  # granite's key
     mla_k = field(reader, f"{arch}.attention.key_length_mla")  # latent attention: q.k before absorption
     if arch in UNIT_ATTENTION_SCALE:
@@ -200,14 +209,16 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
         assert got["experts"] == n_expert and got["experts_used"] == field(reader, f"{arch}.expert_used_count")
         # llama.cpp's expert_gating_func where the file says (1 softmax, 2 sigmoid, 3 softmax of
         # the top k), else the architecture's (glm4moe's loader turns "none" into sigmoid).
-        default = "softmax_of_top_k" if arch in SOFTMAX_OF_TOP_K else "sigmoid" if arch == "glm4moe" else "softmax"
+        default = ("softmax_of_top_k" if arch in SOFTMAX_OF_TOP_K
+                   else "sigmoid" if arch in ("glm4moe", "llama4") else "softmax")
         gating = {1: "softmax", 2: "sigmoid", 3: "softmax_of_top_k"}.get(
             field(reader, f"{arch}.expert_gating_func"), default)
         assert got["expert_gating"] == gating
         assert got.get("expert_biases", False) == any(t.name.endswith("_exps.bias") for t in reader.tensors)
         assert got.get("expert_selection_bias", False) == any(t.name.endswith(".exp_probs_b.bias")
                                                               for t in reader.tensors)
-        assert got.get("shared_experts", 0) == (field(reader, f"{arch}.expert_shared_count") or 0)
+        assert got.get("shared_experts", 0) == (1 if arch in ONE_SHARED_EXPERT
+                                                else field(reader, f"{arch}.expert_shared_count") or 0)
         # gemma4's expert layers keep their dense FFN, with the branches' own norms.
         assert got.get("dense_ffn_beside_experts", False) == any(t.name.endswith(".pre_ffw_norm_2.weight")
                                                                  for t in reader.tensors)

@@ -30,7 +30,8 @@ if not FERROX or not pathlib.Path(FERROX).exists():
 TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS",
                                    pathlib.Path.home() / ".cache/ferrox/tiny-models"))
 HYBRID = ["qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe"]
-PLAIN = ["llama", "qwen3"]
+# llama4: its chunked layers keep every cell too (docs/models.md, "Llama 4"), so all layers count.
+PLAIN = ["llama", "qwen3", "llama4"]
 # Bytes per block and elements per block of each cache kind (ggml's).
 KINDS = {"f32": (4, 1), "f16": (2, 1), "q8_0": (34, 32)}
 

@@ -89,6 +89,8 @@ UNBOUND = {
     "lfm2": {"dense_2"},
     # The converter's optional fused experts (--fuse-gate-up-exps): not bound, refused by name.
     "qwen35moe": {"blk.{bid}.ffn_gate_up_exps"},
+    # Old converters' RoPE cache, which llama.cpp's llama4 loader never reads.
+    "llama4": {"blk.{bid}.attn_rot_embd"},
     # BERT's classifier head (src/models/bert.cpp: cls, cls_out, not required; pooling rank)
     # and the final norm gguf lists, which llama.cpp's bert loader never reads.
     "bert": {"cls", "cls.output", "output_norm"},
@@ -225,9 +227,9 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             "n_ff_expert": key("expert_feed_forward_length", key("feed_forward_length")),
             "n_expert": key("expert_count", 0),
             # glm4moe's shared experts: expert_shared_count experts' width; qwen35moe's gated one
-            # its own (expert_shared_feed_forward_length).
+            # its own (expert_shared_feed_forward_length); llama4's one a routed expert's.
             "n_ff_shexp": key("expert_shared_feed_forward_length", 0)
-            or key("expert_feed_forward_length", 0) * key("expert_shared_count", 0),
+            or key("expert_feed_forward_length", 0) * key("expert_shared_count", 1 if arch == "llama4" else 0),
             "rope_pairs": key("rope.dimension_count", k_len) // 2,
             # Latent attention (deepseek2): its ranks and per-head widths before absorption.
             "q_lora": key("attention.q_lora_rank", 0), "kv_lora": key("attention.kv_lora_rank", 0),

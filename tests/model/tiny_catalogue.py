@@ -400,6 +400,26 @@ GEMMA4_MOE["gemma4-moe-router-fault"] = ("gemma4", "llama-spm",
 GEMMA4_MOE["gemma4-moe-unfused"] = ("gemma4", "llama-spm",
                                     {**GEMMA4_MOE["gemma4-moe"][2], "fused_experts": False, "down_scales": False})
 
+# Llama 4 (text), seeds from 4000:
+#   llama4: Maverick's interleave (interleave_moe_layer_step 2: layers 0 and 2 dense, 1 and 3
+#           experts) with Scout's q/k L2 norm (4 experts, not 128): every fourth layer without
+#           RoPE, 4 experts of which the top 1 by router logit reads its input times the
+#           logit's sigmoid, one shared expert, llama3-style rope_freqs (divisors that matter
+#           from position ~16), untied output; a context of 16384 so that the long parity test
+#           crosses llama.cpp's fixed chunk of 8192 and the temperature's first step. The layer
+#           without RoPE has attn_q x 4 (nope_q_gain): over 8000 positions random attention is
+#           nearly uniform, and the temperature's 7% would move nothing visible.
+#   llama4-scout: Scout's layout, experts on every layer.
+#   llama4-shexp-fault: llama4's weights (same seed) with the shared expert's ffn_down zeroed:
+#           what a pass that left the shared expert out computes.
+LLAMA4 = {
+    "llama4": ("llama4", "llama-spm", {"tied": False, "moe": True, "n_layer": 4, "n_used": 1, "n_ctx": 16384,
+                                       "llama4": {"moe_step": 2, "nope_q_gain": 4.0}, "rope_base": 5e5,
+                                       "rope_freqs": {"factor": 8.0, "low": 1.0, "high": 4.0, "orig": 64}}),
+}
+LLAMA4["llama4-scout"] = ("llama4", "llama-spm", {**LLAMA4["llama4"][2], "llama4": {"moe_step": 1, "nope_q_gain": 4.0}})
+LLAMA4["llama4-shexp-fault"] = ("llama4", "llama-spm", {**LLAMA4["llama4"][2], "seed": 4000, "fault": "no_shexp"})
+
 
 @dataclass(frozen=True)
 class Family:
@@ -429,4 +449,5 @@ FAMILIES = [
     Family(SHORTCONV, 4100),
     Family(DEEPSEEK_KVB, 3800),
     Family(BERT, 3700),
+    Family(LLAMA4, 4000),
 ]

@@ -29,7 +29,7 @@ import llama_ref
 RESIDENT_NMSE_MAX = 1e-9
 TINY_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "olmo2", "smollm3", "qwen2vl", "qwen3vl",
               "phi3", "mistral3", "olmo3", "llama-moe", "glm4moe", "gemma4-moe", "deepseek2", "deepseek2-kvb",
-              "deepseek2-temp"]
+              "deepseek2-temp", "llama4", "llama4-scout"]
 FAULTS = ["rms_norm", "rope", "add", "glu", "convert", "get_rows", "attention", "project"]
 
 

@@ -269,6 +269,24 @@ constexpr ArchSpec kArchitectures[] = {
      .attn_output_bias = TensorUse::Optional,
      .non_causal = true,
      .bert_encoder = true},
+    // Llama 4 Scout / Maverick (text): llama's layers with iRoPE -- every
+    // fourth layer without RoPE, its q scaled by the attention temperature
+    // (llama.cpp's constants); the others rotated, attending within chunks of
+    // 8192 positions, q and k L2-normed after RoPE -- and experts on every
+    // interleave_moe_layer_step-th layer: top-k by router logit, the
+    // sigmoid weight on the expert's input, one shared expert beside them.
+    {.name = "llama4",
+     .rope = RopeStyle::Normal,
+     .moe = true,
+     .rope_factors = RopeFactorTensors::Freqs,
+     .no_rope_period = 4,
+     .moe_gating = MoeGating::Sigmoid,
+     .attn_chunk = 8192,
+     .nope_temperature = {.scale = 0.1f, .length = 8192, .offset = 1.0f},
+     .rope_layer_qk_l2_norm = true,
+     .moe_layer_step_key = true,
+     .shared_expert_of_expert_width = true,
+     .expert_weight_on_input = true},
 };
 
 }  // namespace

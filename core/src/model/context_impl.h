@@ -130,7 +130,37 @@ struct Context::Impl final : KvAttention {
             return st.fail(make_error("layer {} has no KV cache (a recurrent layer)", il));
         store_rows(st, il, n);
         if (st.attends_over_cells()) return attend_cells(st, il, local, n);
-        for (const AttentionRun& run : runs) attend(st, il, local, run);
+        for (const AttentionRun& run : runs) {
+            if (hp.is_chunked_layer(il))
+                attend_chunks(st, il, run);
+            else
+                attend(st, il, local, run);
+        }
+    }
+
+    // A chunked layer (llama4): the run cut where its positions enter a new
+    // chunk; each piece attends over its sequence's cells from its chunk's
+    // first position on, through the same entry and in the same order as a
+    // whole run, so a sequence's result does not depend on the batch.
+    void attend_chunks(StickySteps& st, uint32_t il, const AttentionRun& run) {
+        const int64_t chunk = hp.attn_chunk;
+        for (uint32_t i0 = 0; i0 < run.n && !st.failed();) {
+            const int64_t pos0 = run.pos0 + int64_t{i0};
+            const int64_t start = pos0 / chunk * chunk;
+            const auto n =
+                static_cast<uint32_t>(std::min<int64_t>(run.n - i0, start + chunk - pos0));
+            AttentionRun piece;
+            piece.row0 = run.row0 + i0;
+            piece.n = n;
+            piece.seq = run.seq;
+            piece.pos0 = static_cast<int32_t>(pos0);
+            const int64_t last = pos0 + n - 1;
+            for (const uint32_t cell : run.cells[0])
+                if (cells.pos(cell) >= start && cells.pos(cell) <= last)
+                    piece.cells[0].push_back(cell);
+            attend(st, il, false, piece);
+            i0 += n;
+        }
     }
 
     std::span<const uint32_t> row_sequences() const override { return row_seq; }
@@ -228,7 +258,7 @@ struct Context::Impl final : KvAttention {
     // each other's cells, and a sequence's span is the same list in the same
     // order whatever else the batch holds.
     void attend_cells(StickySteps& st, uint32_t il, bool local, uint32_t n) {
-        const int list = local && hp.sliding_window ? 1 : 0;
+        const int list = (local && hp.sliding_window) || hp.is_chunked_layer(il) ? 1 : 0;
         ferrox_attention_cells_desc desc{};
         desc.struct_size = sizeof desc;
         desc.abi_version = FERROX_ABI_VERSION;
@@ -255,7 +285,8 @@ struct Context::Impl final : KvAttention {
     // [p - behind + 1, p + ahead] (Hparams::attention_behind / _ahead) of
     // the global [0] and sliding-window [1] layers: causally those <= p,
     // above p - w too with a window w; non-causal ones the whole list, or
-    // a symmetric window.
+    // a symmetric window. A chunked model's [1] is its chunked layers':
+    // those <= p from p's chunk's first position on.
     Expected<void> cut_spans(uint32_t n) {
         cell_list.clear();
         for (int k = 0; k < 2; ++k) {
@@ -269,11 +300,13 @@ struct Context::Impl final : KvAttention {
             for (int k = 0; k < 2; ++k) {
                 const int64_t behind = hp.attention_behind(k == 1);
                 const int64_t ahead = hp.attention_ahead(k == 1);
+                const int64_t chunk = k == 1 ? hp.attn_chunk : 0;
                 uint32_t lo = 0, hi = 0;  // into own: first visible, one past the last
                 for (uint32_t i = 0; i < run.n; ++i) {
                     const int64_t pos = run.pos0 + int64_t{i};
                     while (hi < own.size() && cells.pos(own[hi]) <= pos + ahead) ++hi;
                     while (behind && lo < hi && cells.pos(own[lo]) <= pos - behind) ++lo;
+                    while (chunk && lo < hi && cells.pos(own[lo]) < pos / chunk * chunk) ++lo;
                     const uint32_t row = run.row0 + i;
                     spans[k][2 * size_t{row}] = base + lo;
                     spans[k][2 * size_t{row} + 1] = base + hi;
@@ -286,7 +319,7 @@ struct Context::Impl final : KvAttention {
                               cell_list.size(), cell_list_capacity);
         StickySteps st(*steps);
         st.upload_words(cell_list, cell_list_dev);
-        for (int k = 0; k < (hp.sliding_window ? 2 : 1); ++k)
+        for (int k = 0; k < (hp.sliding_window || hp.attn_chunk ? 2 : 1); ++k)
             st.upload_words(spans[k], spans_dev[k]);
         return st.status();
     }

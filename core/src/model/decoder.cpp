@@ -94,6 +94,7 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.expert_gate, hp.n_ff_expert);
     carve(s.expert_up, hp.n_ff_expert);
     carve(s.expert_down, hp.n_embd);
+    carve(s.expert_in, hp.arch && hp.arch->expert_weight_on_input ? hp.n_embd : 0);
     carve(s.shared, hp.n_ff_shared > 0 ? b * hp.n_embd : 0);
     carve(s.shared_gate, hp.arch && hp.arch->shared_expert_gate ? b : 0);
     const bool beside = hp.arch && hp.arch->dense_beside_experts && hp.n_expert > 0;
@@ -246,15 +247,16 @@ void Decoder::rope_tables(StickySteps& st, Activations& a,
     const auto [cos0, sin0] = rope_rows(hp_, a, 0, n);
     const auto [cos2, sin2] = rope_rows(hp_, a, 2, n);
     const uint32_t half = rope_half(hp_, 0);
+    // On the layers without RoPE (llama4) the table is (f, 0): q unrotated, times f.
     for (uint32_t r = 0; r < n; ++r) {
-        const float pos = static_cast<float>(positions[r]);
+        const float pos = static_cast<float>(positions[r]) + hp_.attn_temp_offset;
         const double steps_past =
             static_cast<double>(std::floor(pos / static_cast<float>(hp_.attn_temp_length)));
         const auto f = static_cast<float>(
             std::log(steps_past + 1.0) * static_cast<double>(hp_.attn_temp_scale) + 1.0);
         for (uint32_t i = 0; i < half; ++i) {
-            cos2[size_t{r} * half + i] = cos0[size_t{r} * half + i] * f;
-            sin2[size_t{r} * half + i] = sin0[size_t{r} * half + i] * f;
+            cos2[size_t{r} * half + i] = hp_.attn_temp_nope ? f : cos0[size_t{r} * half + i] * f;
+            sin2[size_t{r} * half + i] = hp_.attn_temp_nope ? 0.0f : sin0[size_t{r} * half + i] * f;
         }
     }
     upload_rope(st, a, 2, n);
@@ -307,7 +309,7 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
     const bool local = hp_.is_local_layer(il);
     const uint32_t n_rot = rope_[local].n_rot;
     if (hp_.has_rope(il)) {
-        const bool temperature = hp_.attn_temp_scale != 0 && !local;
+        const bool temperature = hp_.attn_temp_scale != 0 && !local && !hp_.attn_temp_nope;
         // The temperature scales all of q (llama.cpp multiplies the whole
         // head): past the rotated pairs its table holds (f, 0) (rope_table's
         // identity times f), so with adjacent pairs the whole head goes
@@ -318,6 +320,18 @@ void Decoder::attention_core(StickySteps& st, Activations& a, KvAttention& kv, u
         if (own_kv)
             st.rope(s.k, s.rope_cos[local], s.rope_sin[local], n, hp_.layer_n_head_kv(il), hd,
                     n_rot, hp_.arch->rope);
+        // llama4's L2 norm: per head, without a weight, after RoPE (as llama.cpp orders it).
+        if (!L.qk_unit_norm.empty()) {
+            st.rms_norm(roles::kQNorm, s.q, C.qk_unit_norm, uint64_t{n} * hp_.n_head, hd,
+                        hp_.rms_eps, s.q);
+            if (own_kv)
+                st.rms_norm(roles::kKNorm, s.k, C.qk_unit_norm,
+                            uint64_t{n} * hp_.layer_n_head_kv(il), hd, hp_.rms_eps, s.k);
+        }
+    } else if (hp_.attn_temp_nope) {
+        // llama4's layers without RoPE: q times its position's temperature,
+        // the whole head through the (f, 0) table.
+        st.rope(s.q, s.rope_cos[2], s.rope_sin[2], n, hp_.n_head, hd, hd, RopeStyle::Normal);
     }
     kv.store_and_attend(st, il, local, n);
     if (hp_.arch->gated_attention) apply_gate(st, a, n);
@@ -495,14 +509,17 @@ void Decoder::route(Activations& a, std::span<float> logits, std::span<float> we
     const MoeGating gating = hp_.moe_gating;
     std::vector<uint32_t>& order = a.expert_order;
     std::iota(order.begin(), order.end(), 0u);
+    // llama4 chooses by the raw logits (the sigmoid can round two apart to one value).
+    const bool by_logits = hp_.arch->expert_weight_on_input;
+    if (by_logits) std::copy(logits.begin(), logits.end(), a.selection.begin());
     if (gating == MoeGating::Softmax) ops::softmax(logits);  // monotonic: the same top k
     if (gating == MoeGating::Sigmoid)
         for (float& v : logits) v = 1.0f / (1.0f + std::exp(-v));  // as ggml_sigmoid
     // What the top k is chosen by: the scores, plus the bias where there is
     // one, with the experts outside the best groups masked out.
-    std::span<const float> by = logits;
+    std::span<const float> by = by_logits ? std::span<const float>(a.selection) : logits;
     const bool groups = hp_.n_expert_groups > 1;
-    if (!selection_bias.empty() || groups) {
+    if (!by_logits && (!selection_bias.empty() || groups)) {
         for (size_t e = 0; e < logits.size(); ++e)
             a.selection[e] = logits[e] + (selection_bias.empty() ? 0.0f : selection_bias[e]);
         if (groups)
@@ -567,6 +584,7 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
     st.download(s.router, {a.router_scores.data(), size_t{n} * hp_.n_expert});
     if (st.failed()) return;  // the scores were not downloaded: nothing to route by
     std::span<float> weights{a.router_scores.data() + size_t{n} * hp_.n_expert, hp_.n_expert};
+    const bool on_input = hp_.arch->expert_weight_on_input;
     for (uint32_t i = 0; i < n; ++i) {
         const Act xi = s.xn.at(uint64_t{i} * d);
         std::span<float> logits{a.router_scores.data() + size_t{i} * hp_.n_expert, hp_.n_expert};
@@ -579,15 +597,25 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
                 if (hp_.arch->expert_biases)
                     st.add(roles::kExpertBias, dst, rows.at(uint64_t{e} * len), 1, len, 0, 1.0f);
             };
-            st.project(L.gate_exps[e], "ffn_gate_exps", xi, 1, s.expert_gate);
+            // llama4: the expert reads its input times its weight (0 + w x:
+            // the product llama.cpp's multiply rounds), its output joins as is.
+            Act in = xi;
+            if (on_input) {
+                st.upload({a.zeros.data(), d}, s.expert_in);
+                st.add(roles::kMoeCombine, s.expert_in, xi, 1, d, 0, weights[j]);
+                in = s.expert_in;
+            }
+            st.project(L.gate_exps[e], "ffn_gate_exps", in, 1, s.expert_gate);
             bias(C.gate_exps_bias, s.expert_gate, f);
-            st.project(L.up_exps[e], "ffn_up_exps", xi, 1, s.expert_up);
+            st.project(L.up_exps[e], "ffn_up_exps", in, 1, s.expert_up);
             bias(C.up_exps_bias, s.expert_up, f);
             st.glu(hp_.arch->activation, s.expert_gate, s.expert_up, f);
             st.project(L.down_exps[e], "ffn_down_exps", s.expert_gate, 1, s.expert_down);
             bias(C.down_exps_bias, s.expert_down, d);
             // An expert's output scale (gemma4) joins its router weight.
-            const float w = weights[j] * (L.down_exps_scale.empty() ? 1.0f : L.down_exps_scale[e]);
+            const float w =
+                on_input ? 1.0f
+                         : weights[j] * (L.down_exps_scale.empty() ? 1.0f : L.down_exps_scale[e]);
             st.add(roles::kMoeCombine, s.ffn.at(uint64_t{i} * d), s.expert_down, 1, d, 0, w);
         }
     }

@@ -25,6 +25,7 @@ namespace ferrox::model {
 // of one allocation: no allocation per token, on the host or on a device.
 struct Scratch {
     Act x, xn, router, expert_gate, expert_up, expert_down, logits;
+    Act expert_in;    // llama4: one row's input times its expert's weight
     Act shared;       // the shared experts' output, added to the routed experts' sum
     Act shared_gate;  // qwen35moe: the shared expert's gate logit per row
     // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
@@ -53,6 +54,7 @@ struct Scratch {
 // Norm weights, biases and sinks where the ops read them.
 struct LayerConstants {
     Act attn_norm, ffn_norm, q_norm, k_norm, v_norm, post_attn_norm, post_ffw_norm;
+    Act qk_unit_norm;  // llama4's L2 norm of q and k
     Act q_bias, k_bias, v_bias, o_bias, sinks;
     Act gate_exps_bias, up_exps_bias, down_exps_bias;  // [n_expert][rows]
     Act q_a_norm, kv_a_norm;                           // latent attention
@@ -71,6 +73,7 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
         {&LayerWeights::q_norm, &LayerConstants::q_norm},
         {&LayerWeights::k_norm, &LayerConstants::k_norm},
         {&LayerWeights::v_norm, &LayerConstants::v_norm},
+        {&LayerWeights::qk_unit_norm, &LayerConstants::qk_unit_norm},
         {&LayerWeights::post_attn_norm, &LayerConstants::post_attn_norm},
         {&LayerWeights::post_ffw_norm, &LayerConstants::post_ffw_norm},
         {&LayerWeights::q_bias, &LayerConstants::q_bias},

@@ -474,10 +474,43 @@ Expected<void> read_layer_geometry(const gguf::File& file, const Keys& k, Hparam
     return {};
 }
 
+// Llama 4's chunked attention and its temperature on the layers without
+// RoPE: constants of llama.cpp's llama4 loader, which reads no key for them.
+// What the file says must agree: attention.sliding_window 0 is MobileLLM-R1's
+// layout (no chunks, another RoPE pattern) and any other value llama.cpp
+// replaces by 8192, so both are refused rather than run otherwise than the
+// file says; the chunked layers are the rotated ones (a pattern of 4).
+Expected<void> read_chunked_attention(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                                      Hparams& hp) {
+    uint32_t chunk = 0;
+    FERROX_READ(chunk, k.u32_or("attention.sliding_window", spec.attn_chunk));
+    if (chunk != spec.attn_chunk)
+        return refuse(file, k.key("attention.sliding_window"),
+                      chunk == 0 ? std::string("is 0: attention without chunks (MobileLLM-R1's "
+                                               "layout) is not implemented")
+                                 : fmt::format("{} is not {}: llama.cpp's {} attends in chunks "
+                                               "of {} whatever the key says",
+                                               chunk, spec.attn_chunk, spec.name, spec.attn_chunk));
+    uint32_t pattern = 0;
+    FERROX_READ(pattern, k.u32_or("attention.sliding_window_pattern", spec.no_rope_period));
+    if (pattern != spec.no_rope_period)
+        return refuse(file, k.key("attention.sliding_window_pattern"),
+                      fmt::format("{} is not {}: chunked layers other than the rotated ones are "
+                                  "not implemented",
+                                  pattern, spec.no_rope_period));
+    hp.attn_chunk = spec.attn_chunk;
+    hp.attn_temp_scale = spec.nope_temperature.scale;
+    hp.attn_temp_length = spec.nope_temperature.length;
+    hp.attn_temp_offset = spec.nope_temperature.offset;
+    hp.attn_temp_nope = spec.nope_temperature.scale != 0.0f;
+    return {};
+}
+
 // The sliding window, its layer pattern and its rope base (gemma's rows);
 // a window the row does not describe is refused.
 Expected<void> read_window(const gguf::File& file, const Keys& k, const ArchSpec& spec,
                            Hparams& hp) {
+    if (spec.attn_chunk) return read_chunked_attention(file, k, spec, hp);
     if (!spec.sliding_window) {
         // A window this architecture's row does not describe: attending to
         // the whole past there would be wrong.

@@ -100,6 +100,24 @@ Expected<void> read_gated_shared_expert(const gguf::File& file, const Keys& k, H
     return {};
 }
 
+// Llama 4's dense layers between the expert ones: layer il runs experts
+// when (il + 1) % interleave_moe_layer_step == 0 (Scout 1, Maverick 2), the
+// others a dense FFN feed_forward_length wide. llama.cpp runs no expert
+// layer at step 0; a step past the layers leaves none either: both refused.
+Expected<void> read_moe_interleave(const gguf::File& file, const Keys& k, Hparams& hp) {
+    FERROX_READ(hp.moe_layer_step, k.u32("interleave_moe_layer_step"));
+    if (hp.moe_layer_step == 0 || hp.moe_layer_step > hp.n_layer)
+        return refuse(file, k.key("interleave_moe_layer_step"),
+                      fmt::format("{} is not in 1..block_count ({}): no layer would run experts",
+                                  hp.moe_layer_step, hp.n_layer));
+    FERROX_READ(hp.n_ff, k.u32_or("feed_forward_length", 0));
+    if (hp.moe_layer_step > 1 && hp.n_ff == 0)
+        return refuse(file, k.key("feed_forward_length"),
+                      "is 0 or absent, but the layers between the expert ones are dense");
+    if (hp.moe_layer_step == 1) hp.n_ff = 0;  // no dense layer: nothing is that wide
+    return {};
+}
+
 // The first layers' dense FFN (glm4moe), feed_forward_length wide.
 Expected<void> read_leading_dense(const gguf::File& file, const Keys& k, Hparams& hp) {
     FERROX_READ(hp.n_layer_dense_lead, k.u32_or("leading_dense_block_count", 0));
@@ -156,7 +174,7 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
     // rows always (their llama.cpp graphs do; gemma4's whatever the key).
     if (spec.expert_weights_always_normed)
         hp.expert_weights_norm = true;
-    else if (spec.moe_gating != MoeGating::SoftmaxWeight)
+    else if (spec.moe_gating != MoeGating::SoftmaxWeight && !spec.expert_weight_on_input)
         FERROX_READ(hp.expert_weights_norm,
                     k.bool_or("expert_weights_norm", expert_weights_norm_default(spec)));
     if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
@@ -178,6 +196,13 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
         if (auto r = read_shared_experts(file, k, hp); !r) return r;
     if (spec.shared_expert_gate)
         if (auto r = read_gated_shared_expert(file, k, hp); !r) return r;
+    if (spec.shared_expert_of_expert_width) {
+        hp.n_expert_shared = 1;
+        hp.n_ff_shared = hp.n_ff_expert;
+    }
+    // llama.cpp knows Llama 4 Maverick, which has no q/k L2 norm, by its 128 experts.
+    if (spec.rope_layer_qk_l2_norm) hp.qk_l2_norm = hp.n_expert != 128;
+    if (spec.moe_layer_step_key) return read_moe_interleave(file, k, hp);
     if (spec.leading_dense_layers) return read_leading_dense(file, k, hp);
     return {};
 }

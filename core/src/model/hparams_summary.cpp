@@ -44,8 +44,12 @@ std::string layer_pattern(const Hparams& hp) {
     std::string pattern;
     pattern.reserve(hp.n_layer);
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        // R: a recurrent (Gated DeltaNet) layer; L/G: local/global attention.
-        const char c = hp.is_recurrent(il) ? 'R' : hp.is_local_layer(il) ? 'L' : 'G';
+        // R: a recurrent (Gated DeltaNet) layer; L/G: local/global attention;
+        // C: attention within a chunk (llama4).
+        const char c = hp.is_recurrent(il)       ? 'R'
+                       : hp.is_local_layer(il)   ? 'L'
+                       : hp.is_chunked_layer(il) ? 'C'
+                                                 : 'G';
         pattern.push_back(hp.has_rope(il) ? c : static_cast<char>(std::tolower(c)));
     }
     return pattern;
@@ -94,6 +98,7 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     add("attention_scale", hp.attn_scale);
     if (!hp.causal) add("attention", "non-causal");  // pooled output only; a window symmetric
     add("layer_pattern", layer_pattern(hp));
+    if (hp.attn_chunk) add("attention_chunk", hp.attn_chunk);
     if (hp.sliding_window) {
         add("sliding_window", hp.sliding_window);
         add("rope_base_local", hp.rope_base_local);
@@ -116,6 +121,8 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     if (hp.attn_temp_scale != 0) {
         add("attention_temperature_scale", hp.attn_temp_scale);
         add("attention_temperature_length", hp.attn_temp_length);
+        if (hp.attn_temp_offset != 0) add("attention_temperature_offset", hp.attn_temp_offset);
+        if (hp.attn_temp_nope) add("attention_temperature_layers", "without RoPE");
     }
     if (hp.arch->bert_encoder)  // LayerNorms with biases after each block
         add("layer_norm_eps", hp.rms_eps);
@@ -124,6 +131,7 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     add("pre_norms", hp.arch->pre_norms);
     add("post_norms", hp.arch->post_norms);
     add("qk_norm", qk_norm_name(hp.arch->qk_norm));
+    if (hp.qk_l2_norm) add("qk_l2_norm", "rotated layers, after RoPE");
     add("qkv_bias", hp.qkv_bias);
     if (hp.attn_output_bias) add("attn_output_bias", true);
     if (hp.arch->mla) {  // absorbed: the cached head is the latent and the rotated part
@@ -178,6 +186,11 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         if (hp.arch->shared_expert_gate) {
             add("shared_expert_ffn_length", hp.n_ff_shared);
             add("shared_expert_gate", "sigmoid");
+        }
+        if (hp.arch->expert_weight_on_input) add("expert_weight", "on the expert's input");
+        if (hp.moe_layer_step > 1) {  // llama4 (Maverick): dense layers between
+            add("moe_layer_step", hp.moe_layer_step);
+            add("ffn_length", hp.n_ff);
         }
         if (hp.arch->dense_beside_experts) add("dense_ffn_beside_experts", true);
         if (hp.n_layer_dense_lead) {

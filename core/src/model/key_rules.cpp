@@ -109,6 +109,15 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
                      spec.local_rope_base != 0 ? fmt::format("{}", spec.local_rope_base)
                                                : std::string("rope.freq_base"),
                      {}});
+    } else if (spec.attn_chunk) {  // llama4: llama.cpp's constant; the file may only agree
+        k.push_back({"attention.sliding_window",
+                     O,
+                     fmt::format("{} (the chunk; no other value)", spec.attn_chunk),
+                     {}});
+        k.push_back({"attention.sliding_window_pattern",
+                     O,
+                     fmt::format("{} (no other value)", spec.no_rope_period),
+                     {}});
     } else if (spec.sliding_window_ignored) {
         k.push_back({"attention.sliding_window", KeyUse::Ignored, {}, {}});
     } else {
@@ -171,7 +180,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"expert_used_count", R, {}, experts});
         k.push_back(
             {spec.moe ? "expert_feed_forward_length" : "feed_forward_length", R, {}, experts});
-        if (spec.expert_weights_always_normed)  // renormalised whatever it says
+        if (spec.expert_weights_always_normed || spec.expert_weight_on_input)
+            // renormalised whatever it says; llama4: never renormalised
             k.push_back({"expert_weights_norm", KeyUse::Ignored, {}, {}});
         else if (spec.moe_gating != MoeGating::SoftmaxWeight)
             k.push_back({"expert_weights_norm", O,
@@ -193,6 +203,11 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
             k.push_back({"expert_shared_feed_forward_length", O, "feed_forward_length", experts});
             k.push_back(
                 {"feed_forward_length", R, {}, "without expert_shared_feed_forward_length"});
+        }
+        if (spec.moe_layer_step_key) {
+            k.push_back({"interleave_moe_layer_step", R, {}, {}});
+            k.push_back(
+                {"feed_forward_length", O, "0 (needed with interleave_moe_layer_step > 1)", {}});
         }
         if (spec.leading_dense_layers) {
             k.push_back({"leading_dense_block_count", O, "0", {}});

@@ -274,6 +274,9 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
     if (spec.rope_factors == RopeFactorTensors::ByScalingType)
         t.push_back(model_vector("rope_freqs.weight", E::RopePairs, &RopeFactors::freqs,
                                  TensorUse::Optional, TensorWhen::RopeFreqScaling));
+    if (spec.rope_factors == RopeFactorTensors::Freqs)
+        t.push_back(model_vector("rope_freqs.weight", E::RopePairs, &RopeFactors::freqs,
+                                 TensorUse::Optional));
     if (spec.rope_factors == RopeFactorTensors::ByScalingType ||
         spec.rope_factors == RopeFactorTensors::LongRope)
         for (const auto& [name, slot] :
@@ -346,10 +349,10 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
     // A row with optional experts lists both FFNs, each under its condition.
     // So does a row whose first layers are dense (glm4moe), per layer.
     // gemma4's dense FFN runs on every layer, beside the experts where there are any.
-    const bool dense = !spec.moe || spec.leading_dense_layers,
+    const bool dense = !spec.moe || spec.leading_dense_layers || spec.moe_layer_step_key,
                experts_too = spec.moe || spec.moe_with_expert_count || spec.dense_beside_experts;
-    const bool either =
-        spec.moe_with_expert_count || spec.leading_dense_layers || spec.dense_beside_experts;
+    const bool either = spec.moe_with_expert_count || spec.leading_dense_layers ||
+                        spec.dense_beside_experts || spec.moe_layer_step_key;
     const TensorWhen dense_when =
         either && !spec.dense_beside_experts ? TensorWhen::Dense : TensorWhen::Always;
     const TensorWhen experts_when = either ? TensorWhen::Experts : TensorWhen::Always;
@@ -404,7 +407,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         if (spec.expert_selection_bias != TensorUse::Absent)
             t.push_back(layer_vector("exp_probs_b.bias", E::Experts, &LW::selection_bias,
                                      spec.expert_selection_bias, experts_when));
-        if (spec.shared_experts || spec.shared_expert_gate)
+        if (spec.shared_experts || spec.shared_expert_gate || spec.shared_expert_of_expert_width)
             for (auto [name, rows, cols, slot] :
                  {std::tuple{"ffn_gate_shexp.weight", E::FfShared, E::Embd, &LW::gate_shexp},
                   std::tuple{"ffn_up_shexp.weight", E::FfShared, E::Embd, &LW::up_shexp},

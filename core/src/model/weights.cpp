@@ -366,6 +366,7 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
         LayerWeights& lw = mw.layers[il];
         // An RMSNorm without a weight is one with unit weights (gemma4's V).
         if (hp.arch->value_norm) lw.v_norm.assign(hp.layer_head_dim_v(il), 1.0f);
+        if (hp.qk_l2_norm && hp.has_rope(il)) lw.qk_unit_norm.assign(hp.layer_head_dim_k(il), 1.0f);
         // gemma4's router input: rms_norm(x) x 1/sqrt(n_embd) x scale, one
         // weight vector for the norm op.
         const float inv_sqrt_embd = 1.0f / std::sqrt(static_cast<float>(hp.n_embd));

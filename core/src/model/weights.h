@@ -27,6 +27,9 @@ struct LayerWeights {
     // gemma4: V's unweighted per-head RMSNorm as ones [head_dim_v]; the
     // layer's output scale [1] (empty: 1).
     std::vector<float> v_norm, out_scale;
+    // llama4: the rotated layers' unweighted per-head q/k RMSNorm (its L2
+    // norm) as ones [head_dim_k]; empty elsewhere.
+    std::vector<float> qk_unit_norm;
     // gpt-oss: the router's bias [n_expert] and the experts' [n_expert][rows].
     std::vector<float> router_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
     // glm4moe: the bias added to the gate's probabilities to choose experts

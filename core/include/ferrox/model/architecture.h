@@ -26,6 +26,9 @@ enum class RopeFactorTensors {
     // rope_freqs.weight, required, for the global layers only (gemma4: its
     // "proportional" RoPE, a huge divisor for each pair left unrotated).
     GlobalFreqs,
+    // rope_freqs.weight where the file has it, whatever the scaling type;
+    // never LongRoPE's pair (llama4's loader reads only rope_freqs).
+    Freqs,
 };
 
 // Whether an architecture's layers carry a tensor: a file holding one its
@@ -48,6 +51,15 @@ enum YarnKeys : uint8_t {
 struct GatingShape {
     uint32_t n_layer = 0;
     uint64_t vocab = 0;
+};
+
+// Llama 4's attention temperature on its layers without RoPE: q x (1 +
+// scale x ln(floor((pos + offset) / length) + 1)), constants of llama.cpp's
+// llama4 loader (no key states them). scale 0: none.
+struct NopeTemperature {
+    float scale = 0.0f;
+    uint32_t length = 0;
+    float offset = 0.0f;
 };
 
 struct ArchSpec {
@@ -269,6 +281,28 @@ struct ArchSpec {
     // position_embd.weight: a learned row per training position added to the
     // embeddings (bert), in place of RoPE (nomic-bert rotates q and k).
     bool learned_positions = false;
+    // Chunked attention (llama4's iRoPE): the rotated layers attend only
+    // within their chunk of attn_chunk positions (a row at p sees
+    // [floor(p / attn_chunk) x attn_chunk, p]); the layers without RoPE see
+    // the whole past. llama.cpp's llama4 loader fixes it at 8192 whatever
+    // attention.sliding_window says (0 there means another layout).
+    uint32_t attn_chunk = 0;
+    NopeTemperature nope_temperature = {};
+    // q and k RMS-normed per head without a weight after RoPE on the rotated
+    // layers (llama4's L2 norm), unless expert_count is 128: llama.cpp
+    // recognises Llama 4 Maverick, which has none, by that count.
+    bool rope_layer_qk_l2_norm = false;
+    // interleave_moe_layer_step (required): layer il runs experts when
+    // (il + 1) % step == 0, the others a dense FFN feed_forward_length wide
+    // (llama4: Scout 1, Maverick 2).
+    bool moe_layer_step_key = false;
+    // One shared expert, as wide as a routed one, on every expert layer; no
+    // count key (llama4).
+    bool shared_expert_of_expert_width = false;
+    // The chosen experts' sigmoid weights multiply each expert's input, not
+    // its output; the top k chosen by the raw router logits; the weights
+    // neither renormalised nor scaled (llama.cpp's build_moe_ffn for llama4).
+    bool expert_weight_on_input = false;
 };
 
 // The key of the norms' epsilon: LayerNorm's for BERT's encoder, RMSNorm's

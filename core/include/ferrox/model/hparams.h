@@ -137,6 +137,14 @@ struct Hparams {
     // attention, the whole head (mistral3, deepseek2); 0: off.
     float attn_temp_scale = 0.0f;
     uint32_t attn_temp_length = 0;
+    // llama4: floor((pos + attn_temp_offset) / length), and only on the
+    // layers without RoPE (attn_temp_nope), whose q the pass multiplies.
+    float attn_temp_offset = 0.0f;
+    bool attn_temp_nope = false;
+    // Chunked attention on the rotated layers (llama4): 0 none.
+    uint32_t attn_chunk = 0;
+    // llama4's L2 norm of q and k per head after RoPE on the rotated layers.
+    bool qk_l2_norm = false;
     // The last shared_kv_layers layers keep no KV cache: each attends over an
     // earlier layer's (gemma4's attention.shared_kv_layers); 0: none shared.
     uint32_t shared_kv_layers = 0;
@@ -176,6 +184,9 @@ struct Hparams {
     // x n_ff_expert (glm4moe, deepseek2), or the one gated shared expert's
     // expert_shared_feed_forward_length (qwen35moe); 0: none.
     uint64_t n_ff_shared = 0;
+    // Every moe_layer_step-th layer runs experts, the others a dense FFN
+    // (llama4's interleave_moe_layer_step); 0 or 1: every expert layer.
+    uint32_t moe_layer_step = 0;
     // NextN/MTP blocks after the n_layer the pass runs (block_count =
     // n_layer + n_layer_nextn): bound and kept for speculative decoding, not run.
     uint32_t n_layer_nextn = 0;
@@ -231,7 +242,12 @@ struct Hparams {
     }
 
     // True when layer `il` runs experts (else a dense FFN).
-    bool expert_layer(uint32_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+    bool expert_layer(uint32_t il) const {
+        return n_expert > 0 && il >= n_layer_dense_lead &&
+               (moe_layer_step <= 1 || (il + 1) % moe_layer_step == 0);
+    }
+    // True when layer `il` attends within its chunk of attn_chunk positions.
+    bool is_chunked_layer(uint32_t il) const { return attn_chunk > 0 && has_rope(il); }
     bool has_rope(uint32_t il) const {
         return no_rope_period == 0 || (il + 1) % no_rope_period != 0;
     }
