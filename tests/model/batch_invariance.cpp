@@ -482,7 +482,7 @@ void older_state(const model::Model& m, const std::string& name) {
     if (!made) return check(false, name + ": " + made.error().message());
     Context& c = **made;
     uint32_t attending = 0;
-    for (uint32_t il = 0; il < hp.n_layer; ++il) attending += hp.is_recurrent(il) ? 0 : 1;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) attending += hp.attends(il) ? 1 : 0;
     check(c.kv_bytes() == m.kv_cache_bytes(c.context()),
           name + ": the context's KV buffers hold the plan's bytes");
     Batch b;
@@ -506,7 +506,7 @@ void older_state(const model::Model& m, const std::string& name) {
     const std::byte* from = saved->data() + rows_at;
     std::mt19937 noise(7);
     for (uint32_t il = 0; il < hp.n_layer - hp.shared_kv_layers; ++il) {
-        if (hp.is_recurrent(il)) {
+        if (!hp.attends(il)) {  // a recurrent or FFN-only layer's rows: noise
             for (uint64_t i = 0; i < layer_bytes; ++i)
                 old.push_back(static_cast<std::byte>(noise() & 0x3f));
             continue;
@@ -841,9 +841,11 @@ int main() {
         }
     }
     // Recurrent layers (qwen35; qwen35moe and qwen3next with experts; lfm2's short
-    // convolutions; mamba2's, with no attention at all): the usual rules, and the state's own.
+    // convolutions; mamba2's, with no attention at all; Mamba-2 blocks beside attention and
+    // FFN-only layers): the usual rules, and the state's own.
     for (const auto& path :
-         test::tiny_models({"qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "mamba2"})) {
+         test::tiny_models({"qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "mamba2",
+                            "granitehybrid", "granitehybrid-rope", "nemotron_h"})) {
         Loaded l = load(plugins, path);
         if (!l.model) continue;
         const std::string name = path.stem().string();
