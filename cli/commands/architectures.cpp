@@ -85,7 +85,8 @@ std::string presence(const TensorRule& r) {
     if (r.when == model::TensorWhen::MlaKvB)
         s += " when attention.key_length_mla is absent (an older conversion)";
     if (r.when == model::TensorWhen::AttentionLayer) s += " on full-attention layers";
-    if (r.when == model::TensorWhen::RecurrentLayer) s += " on Gated DeltaNet (recurrent) layers";
+    if (r.when == model::TensorWhen::RecurrentLayer) s += " on recurrent layers";
+    if (r.when == model::TensorWhen::FfnLayer) s += " on FFN-only layers";
     if (!r.fused_into.empty()) s += ", or rows of " + full_name(r, r.fused_into);
     if (!r.stand_in.empty()) s += "; absent: " + full_name(r, r.stand_in) + " stands in";
     return s;
@@ -117,7 +118,7 @@ std::string layer_pattern(const model::ArchSpec& spec) {
     if (spec.shortconv_layers)
         return "the layers with attention.head_count_kv > 0 attend over the KV cache; those "
                "with 0 are short-convolution layers with a per-sequence window";
-    if (spec.mamba2_layers)
+    if (spec.attention_free)
         return "every layer is a Mamba-2 block with a per-sequence window and state; no "
                "attention, no FFN";
     if (spec.attn_chunk)
@@ -131,6 +132,14 @@ std::string layer_pattern(const model::ArchSpec& spec) {
             spec.rope_layer_qk_l2_norm ? ", q and k L2-normed after RoPE (unless expert_count is "
                                          "128)"
                                        : "");
+    if (spec.mamba2_layers && spec.one_block_layers)
+        return "each layer is one block: attention over the KV cache where "
+               "attention.head_count_kv > 0, an FFN alone where feed_forward_length > 0, a "
+               "Mamba-2 block with a per-sequence window and state where both are 0";
+    if (spec.mamba2_layers)
+        return "the layers with attention.head_count_kv > 0 attend over the KV cache; those "
+               "with 0 are Mamba-2 blocks with a per-sequence window and state; an FFN after "
+               "either";
     return "every layer attends over the KV cache";
 }
 

@@ -208,7 +208,8 @@ int run(const CommonOptions& common, const std::string& path, bool json, model::
     std::cout << "\n" << chat_template_summary(chat_template_report(*file)) << "\n";
     if (hp) {
         std::cout << "\nmodel, as ferrox runs it (layer_pattern: G global, L sliding window, "
-                     "C chunked, R recurrent, lower case without RoPE):\n";
+                     "C chunked, R recurrent, F an FFN alone, attention in lower case without "
+                     "RoPE):\n";
         for (const model::HparamFact& f : model::summarize(*hp))
             std::visit(
                 [&](const auto& v) {

@@ -168,7 +168,14 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     name = rule["name"]
     if name in opt.get("drop", ()):  # a bad-input test's file without this tensor
         return False
-    if rule["when"] in ("attention_layer", "recurrent_layer"):  # qwen35's and lfm2's layer kinds
+    if "kinds" in opt and rule["when"] in ("attention_layer", "recurrent_layer", "ffn_layer"):
+        # The Mamba-2 hybrids' layers: R a Mamba-2 block, G attention, F an FFN alone.
+        kind = opt["kinds"][il] if il is not None else "G"
+        if kind != {"attention_layer": "G", "recurrent_layer": "R", "ffn_layer": "F"}[rule["when"]]:
+            return False
+        if kind != "G":
+            return True
+    elif rule["when"] in ("attention_layer", "recurrent_layer"):  # qwen35's and lfm2's layer kinds
         d = opt["delta"] if "delta" in opt else opt["shortconv"]
         n_run = opt.get("n_layer", N_LAYER) - opt.get("nextn", 0)  # NextN blocks attend
         recurrent = il is not None and il < n_run and (d["layers"][il] if "layers" in d else (il + 1) % d["interval"] != 0)
@@ -279,6 +286,8 @@ class Values:
             nope_gain = self.opt.get("llama4", {}).get("nope_q_gain")
             if short == "attn_q.weight" and nope_gain and (il + 1) % 4 == 0:  # llama4's layer without RoPE
                 data = data * nope_gain
+            if short == "ffn_down.weight" and self.opt.get("fault") == "ffn_off":  # nemotron_h's FFN layers
+                data[:] = 0.0
             if short == "ffn_gate_inp.weight":
                 w.add_tensor(name, data)
             elif short == "ffn_gate_inp_shexp.weight":  # a vector of n_embd in the files, F32
@@ -527,6 +536,11 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_head_count_kv([0 if conv else N_HEAD_KV for conv in opt["shortconv"]["layers"]])
         w.add_uint32(f"{arch}.shortconv.l_cache", opt["shortconv"]["l_cache"])
         w.add_rope_dimension_count(HEAD_DIM)
+    elif "kinds" in opt:  # the Mamba-2 hybrids: KV heads on the attention layers alone
+        w.add_head_count_kv([N_HEAD_KV if kind == "G" else 0 for kind in opt["kinds"]])
+        w.add_key_length(HEAD_DIM)
+        w.add_value_length(HEAD_DIM)
+        w.add_rope_dimension_count(HEAD_DIM)
     elif "full_head" in opt:  # gemma4: the global layers' heads, the sliding ones' below
         full = opt["full_head"]
         w.add_head_count_kv([N_HEAD_KV if swa else full["kv_heads"] for swa in opt["swa_layers"]])
@@ -590,6 +604,15 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_uint32(f"{arch}.full_attention_interval", d["interval"])
         if "layers" in d:  # one bool per block, NextN blocks included (false)
             w.add_array(f"{arch}.attention.recurrent_layers", d["layers"])
+    if "mamba2" in opt:  # Mamba-2 blocks beside attention (granitehybrid, nemotron_h)
+        m = opt["mamba2"]
+        w.add_ssm_conv_kernel(m["kernel"])
+        w.add_ssm_inner_size(m["inner"])
+        w.add_ssm_state_size(m["state"])
+        w.add_ssm_time_step_rank(m["heads"])
+        w.add_ssm_group_count(m["groups"])
+    if "rope_finetuned" in opt:  # granitehybrid's switch for RoPE
+        w.add_rope_scaling_finetuned(opt["rope_finetuned"])
     if "final_softcap" in opt:
         w.add_final_logit_softcapping(opt["final_softcap"])
     if "temperature_scale" in opt:
@@ -599,6 +622,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     if opt.get("encoder"):  # BERT's LayerNorm epsilon, attending both ways (bge's vocabulary
         w.add_layer_norm_eps(1e-12)  # carries tokenizer.ggml.token_type_count, 2)
         w.add_causal_attention(False)
+    elif opt.get("norm_eps_only"):  # nemotron_h's converter writes no RMS epsilon
+        w.add_layer_norm_eps(1e-5)
     else:
         w.add_layer_norm_rms_eps(1e-6)
     if opt.get("moe") and opt.get("mixtral"):  # each expert feed_forward_length wide
@@ -648,11 +673,17 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
                      "ssm_head_dim": d["state"]})
     if "shortconv" in opt:
         dims.update({"ssm_conv_kernel": opt["shortconv"]["l_cache"], "ssm_conv_dim": N_EMBD})
+    if "mamba2" in opt:
+        m = opt["mamba2"]
+        dims.update({"ssm_conv_kernel": m["kernel"], "ssm_conv_dim": m["inner"] + 2 * m["groups"] * m["state"],
+                     "ssm_inner": m["inner"], "ssm_v_heads": m["heads"], "ssm_groups": m["groups"],
+                     "ssm_group_dim": m["inner"] // m["groups"]})
     if "longrope_factors" in opt:
         lf = opt["longrope_factors"]
         w.add_rope_scaling_orig_ctx_len(lf["orig"])
         w.add_float32(f"{arch}.rope.scaling.attn_factor", lf["attn_factor"])
-    write_tensors(w, arch, n_layer, dims, opt, (LowbitValues if opt.get("lowbit") else Values)(rng, opt))
+    values = LowbitValues if opt.get("lowbit") else Mamba2Values if "mamba2" in opt else Values
+    write_tensors(w, arch, n_layer, dims, opt, values(rng, opt))
     if "extra" in opt:
         w.add_tensor(opt["extra"], (0.1 * rng.standard_normal(N_EMBD)).astype(np.float32))
     w.write_header_to_file()

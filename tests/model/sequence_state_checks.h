@@ -90,7 +90,7 @@ inline void older_state(const model::Model& m, const std::string& name) {
     if (!made) return;
     Context& c = *made;
     uint32_t attending = 0;
-    for (uint32_t il = 0; il < hp.n_layer; ++il) attending += hp.is_recurrent(il) ? 0 : 1;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) attending += hp.attends(il) ? 1 : 0;
     check(c.kv_bytes() == m.kv_cache_bytes(c.context()),
           name + ": the context's KV buffers hold the plan's bytes");
     Batch b;
@@ -114,7 +114,7 @@ inline void older_state(const model::Model& m, const std::string& name) {
     const std::byte* from = saved->data() + rows_at;
     std::mt19937 noise(7);
     for (uint32_t il = 0; il < hp.n_layer - hp.shared_kv_layers; ++il) {
-        if (hp.is_recurrent(il)) {
+        if (!hp.attends(il)) {  // a recurrent or FFN-only layer's rows: noise
             for (uint64_t i = 0; i < layer_bytes; ++i)
                 old.push_back(static_cast<std::byte>(noise() & 0x3f));
             continue;

@@ -245,3 +245,136 @@ TEST_CASE("mamba2: every layer a Mamba-2 block, the ssm keys bounded and cross-c
     bad("block_count", 0, "is 0");
     bad("embedding_length", 0, "is 0");
 }
+
+namespace {
+
+// Granite 4.0 H's key layout, shaped small: Mamba-2 blocks where
+// head_count_kv lists 0, attention on layer 1, granite's scales, RoPE off
+// (rope.scaling.finetuned false, as its converter writes).
+TinyGguf granitehybrid_like(std::vector<int32_t> kv_heads = {0, 2, 0, 0}) {
+    TinyGguf g;
+    g.str("general.architecture", "granitehybrid")
+        .u32("granitehybrid.context_length", 4096)
+        .u32("granitehybrid.embedding_length", 128)
+        .u32("granitehybrid.block_count", static_cast<uint32_t>(kv_heads.size()))
+        .u32("granitehybrid.feed_forward_length", 256)
+        .u32("granitehybrid.attention.head_count", 4)
+        .i32_array("granitehybrid.attention.head_count_kv", kv_heads)
+        .u32("granitehybrid.ssm.conv_kernel", 4)
+        .u32("granitehybrid.ssm.inner_size", 256)
+        .u32("granitehybrid.ssm.state_size", 16)
+        .u32("granitehybrid.ssm.time_step_rank", 8)
+        .u32("granitehybrid.ssm.group_count", 2)
+        .f32("granitehybrid.attention.layer_norm_rms_epsilon", 1e-5f)
+        .f32("granitehybrid.embedding_scale", 12.0f)
+        .f32("granitehybrid.residual_scale", 0.22f)
+        .f32("granitehybrid.attention.scale", 0.0078125f)
+        .boolean("granitehybrid.rope.scaling.finetuned", false)
+        .tensor("token_embd.weight", 128, 10, 0.5f);
+    return g;
+}
+
+// Nemotron-H's key layout, shaped small: head_count_kv and
+// feed_forward_length one per layer (M - M * -), only layer_norm_epsilon.
+TinyGguf nemotron_h_like(std::vector<int32_t> kv_heads = {0, 0, 0, 2, 0},
+                         std::vector<int32_t> ff = {0, 256, 0, 0, 256}) {
+    TinyGguf g;
+    g.str("general.architecture", "nemotron_h")
+        .u32("nemotron_h.context_length", 4096)
+        .u32("nemotron_h.embedding_length", 128)
+        .u32("nemotron_h.block_count", static_cast<uint32_t>(kv_heads.size()))
+        .i32_array("nemotron_h.feed_forward_length", ff)
+        .u32("nemotron_h.attention.head_count", 4)
+        .i32_array("nemotron_h.attention.head_count_kv", kv_heads)
+        .u32("nemotron_h.attention.key_length", 32)
+        .u32("nemotron_h.attention.value_length", 32)
+        .u32("nemotron_h.ssm.conv_kernel", 4)
+        .u32("nemotron_h.ssm.inner_size", 256)
+        .u32("nemotron_h.ssm.state_size", 16)
+        .u32("nemotron_h.ssm.time_step_rank", 8)
+        .u32("nemotron_h.ssm.group_count", 2)
+        .f32("nemotron_h.attention.layer_norm_epsilon", 1e-5f)
+        .tensor("token_embd.weight", 128, 10, 0.5f);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("granitehybrid: Mamba-2 blocks where head_count_kv lists 0, granite's scales") {
+    auto file = granitehybrid_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->arch == model::find_architecture("granitehybrid"));
+    CHECK(model::layer_pattern(*hp) == "RgRR");  // no RoPE: finetuned is false
+    CHECK(hp->n_head_kv == 2);
+    CHECK(hp->kv_cache_layers() == 1);  // KV cells for the attention layer alone
+    CHECK(hp->ssm_state_floats() == 8u * 32 * 16);
+    CHECK(hp->embedding_scale == 12.0f);
+    CHECK(hp->residual_scale == 0.22f);
+    CHECK(hp->attn_scale == 0.0078125f);
+    CHECK(hp->logit_scale == 1.0f);  // optional here (llama.cpp's granitehybrid)
+    CHECK(hp->n_ff == 256);          // an FFN on every layer
+    auto rope = granitehybrid_like()
+                    .without("granitehybrid.rope.scaling.finetuned")
+                    .f32("granitehybrid.logit_scale", 6.0f)
+                    .parse();
+    REQUIRE(rope);
+    auto hr = model::read_hparams(*rope);
+    REQUIRE(hr);
+    CHECK(model::layer_pattern(*hr) == "RGRR");
+    CHECK(hr->logit_scale == 6.0f);
+
+    const std::string kv = "granitehybrid.attention.head_count_kv";
+    refused_by(granitehybrid_like({0, 0, 0, 0}), kv, "no layer attends");
+    refused_by(granitehybrid_like({0, 2, 0, 1}), kv, "one count");
+    refused_by(granitehybrid_like({0, 2, 0})
+                   .without("granitehybrid.block_count")
+                   .u32("granitehybrid.block_count", 4),
+               kv, "3 values for 4 layers");
+    refused_by(granitehybrid_like().without(kv), kv, "missing");
+    for (const char* key : {"ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
+                            "ssm.time_step_rank", "ssm.group_count"}) {
+        INFO(key);
+        refused_by(granitehybrid_like().without(std::string("granitehybrid.") + key),
+                   std::string("granitehybrid.") + key, "missing");
+    }
+    refused_by(granitehybrid_like().u32("granitehybrid.expert_count", 8),
+               "granitehybrid.expert_count", "not implemented");
+}
+
+TEST_CASE("nemotron_h: each layer one block, told apart by head_count_kv and feed_forward_length") {
+    auto file = nemotron_h_like().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->arch == model::find_architecture("nemotron_h"));
+    // R: Mamba-2 (both 0), F: an FFN alone (a width), g: attention, never rotated.
+    CHECK(model::layer_pattern(*hp) == "RFRgF");
+    CHECK(hp->kv_cache_layers() == 1);  // not the FFN layers
+    CHECK_FALSE(hp->owns_kv(1));
+    CHECK(hp->owns_kv(3));
+    CHECK(hp->n_ff == 256);
+    CHECK(hp->layer_n_ff(1) == 256);
+    CHECK(hp->rms_eps == 1e-5f);  // layer_norm_epsilon stands in for the RMS one
+    auto own = nemotron_h_like().f32("nemotron_h.attention.layer_norm_rms_epsilon", 1e-6f).parse();
+    REQUIRE(own);
+    auto ho = model::read_hparams(*own);
+    REQUIRE(ho);
+    CHECK(ho->rms_eps == 1e-6f);
+
+    const std::string ff = "nemotron_h.feed_forward_length";
+    const std::string kv = "nemotron_h.attention.head_count_kv";
+    // A layer listing KV heads and a width is of no kind.
+    refused_by(nemotron_h_like({0, 0, 0, 2, 0}, {0, 256, 0, 256, 256}), ff,
+               "not attention and an FFN");
+    refused_by(nemotron_h_like({0, 0, 0, 2, 0}, {0, 256, 0, 256}), ff, "4 values for 5 layers");
+    refused_by(nemotron_h_like({0, 0, 0, 2}, {0, 256, 0, 0, 256})
+                   .without("nemotron_h.block_count")
+                   .u32("nemotron_h.block_count", 5),
+               kv, "4 values for 5 layers");
+    refused_by(nemotron_h_like({0, 0, 0, 0, 0}), kv, "no layer attends");
+    refused_by(nemotron_h_like().without(ff), ff, "missing");
+    refused_by(nemotron_h_like().without("nemotron_h.attention.layer_norm_epsilon"),
+               "nemotron_h.attention.layer_norm_epsilon", "missing");
+}

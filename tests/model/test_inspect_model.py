@@ -96,6 +96,15 @@ def expected_pattern(arch: str, reader, n_layer: int) -> str:
     window = field(reader, f"{arch}.attention.sliding_window")
     period = field(reader, f"{arch}.attention.sliding_window_pattern") or SWA_PERIOD.get(arch, 0)
     pattern = []
+    kv, ff = field(reader, f"{arch}.attention.head_count_kv"), field(reader, f"{arch}.feed_forward_length")
+    if arch in ("granitehybrid", "nemotron_h"):
+        # llama.cpp's rule: 0 KV heads a Mamba-2 block (R), or with a width an FFN alone (F,
+        # nemotron_h); attention rotates unless rope.scaling.finetuned is false (granitehybrid),
+        # never on nemotron_h.
+        rotates = arch == "granitehybrid" and field(reader, f"{arch}.rope.scaling.finetuned") is not False
+        ff = ff if isinstance(ff, list) else [0] * n_layer
+        return "".join("G" if kv[il] and rotates else "g" if kv[il] else "F" if ff[il] else "R"
+                       for il in range(n_layer))
     for il in range(n_layer):
         if isinstance(period, list):  # gemma4: one bool per layer (true: sliding window)
             local = bool(window) and bool(period[il])

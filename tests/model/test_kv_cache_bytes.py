@@ -29,7 +29,7 @@ if not FERROX or not pathlib.Path(FERROX).exists():
     pytest.skip("FERROX_BIN is not set to the built ferrox", allow_module_level=True)
 TINY = pathlib.Path(os.environ.get("FERROX_TINY_MODELS",
                                    pathlib.Path.home() / ".cache/ferrox/tiny-models"))
-HYBRID = ["qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe"]
+HYBRID = ["qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "granitehybrid", "nemotron_h"]
 # llama4: its chunked layers keep every cell too (docs/models.md, "Llama 4"), so all layers count.
 PLAIN = ["llama", "qwen3", "llama4"]
 # Bytes per block and elements per block of each cache kind (ggml's).
@@ -55,7 +55,7 @@ def kv_terms(path: pathlib.Path, count_all_layers: bool = False):
     n_embd = key("embedding_length")
     hd_k = key("attention.key_length", n_embd // n_head)
     hd_v = key("attention.value_length", n_embd // n_head)
-    if isinstance(kv, list):  # lfm2: 0 marks a short-convolution layer
+    if isinstance(kv, list):  # lfm2, the Mamba-2 hybrids: 0 marks a layer that does not attend
         attends = [h != 0 for h in kv[:n_layer]]
         kv = max(kv)
     elif key("attention.recurrent_layers") is not None:

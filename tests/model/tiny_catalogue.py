@@ -257,6 +257,48 @@ MAMBA2 = {
 # what a pass that skipped the D term computes.
 MAMBA2["mamba2-no-d-fault"] = ("mamba2", "llama-spm", {**MAMBA2["mamba2"][2], "seed": 4200, "fault": "no_d"})
 
+# Mamba-2 hybrids (seeds from 4300): Mamba-2 blocks (tiny-mamba2's shape: inner 256 = 2 x
+# n_embd in 8 heads of 32, state 16, B and C in 2 groups, conv kernel 4 with a bias) beside
+# attention layers (4 heads over 2 KV heads of 32). `kinds`, one letter per layer: R a Mamba-2
+# block (head_count_kv 0), G attention, F an FFN alone (nemotron_h: head_count_kv 0 and a
+# feed_forward_length).
+#   granitehybrid: Granite 4.0 H's layout, 4 layers RGRR, a SwiGLU FFN after every block,
+#           granite's four scales (Granite 4.0 H Tiny's: embeddings x12, each block's output
+#           x0.22, attention 1/128, logits / 6) and rope.scaling.finetuned false (what its
+#           converter writes: no layer rotates); the output tied.
+#   granitehybrid-rope: the same with rope.scaling.finetuned true (Bamba's files), so the
+#           attention layer rotates (adjacent pairs, as granite).
+#   nemotron_h: Nemotron-H's layout, 5 layers RFRGF: Mamba-2 blocks, squared-ReLU FFNs
+#           without a gate (256 wide), attention without RoPE, each layer one block;
+#           feed_forward_length and head_count_kv one per layer, only layer_norm_epsilon
+#           (what its converter writes); the output untied.
+GRANITE_H_SCALES = {"embedding_scale": 12.0, "residual_scale": 0.22, "attention.scale": 0.0078125,
+                    "logit_scale": 6.0}
+MAMBA2_HYBRID_SSM = {"kernel": 4, "inner": 256, "state": 16, "heads": 8, "groups": 2}
+MAMBA2_HYBRID = {
+    "granitehybrid": ("granitehybrid", "refact", {"tied": True, "n_layer": 4, "kinds": "RGRR",
+                                                  "mamba2": MAMBA2_HYBRID_SSM, "scales": GRANITE_H_SCALES,
+                                                  "rope_finetuned": False}),
+    "granitehybrid-rope": ("granitehybrid", "refact", {"tied": True, "n_layer": 4, "kinds": "RGRR",
+                                                       "mamba2": MAMBA2_HYBRID_SSM, "scales": GRANITE_H_SCALES,
+                                                       "rope_finetuned": True}),
+    # Seed 4305, not its place's 4302: that draw puts an 8-bit rounding tie at position 10
+    # (both engines bit-identical before it), which the Mamba-2 states carry to every later
+    # position (NMSE 6.7e-5 mean, 2.3e-4 worst against llama.cpp, one flip at a 0.009 tie).
+    "nemotron_h": ("nemotron_h", "llama-spm", {"tied": False, "n_layer": 5, "kinds": "RFRGF", "seed": 4305,
+                                               "ff_layers": [0, N_FF, 0, 0, N_FF],
+                                               "mamba2": MAMBA2_HYBRID_SSM, "norm_eps_only": True}),
+}
+# Faults for the parity test to catch, drawn like the model they spoil (same seed):
+# tiny-granitehybrid without residual_scale (what a pass ignoring the residual scale computes),
+# tiny-nemotron_h with its FFN-only layers' ffn_down zeroed (a pass that skips those layers).
+MAMBA2_HYBRID["granitehybrid-residual-fault"] = (
+    "granitehybrid", "refact",
+    {**MAMBA2_HYBRID["granitehybrid"][2], "seed": 4300,
+     "scales": {k: v for k, v in GRANITE_H_SCALES.items() if k != "residual_scale"}})
+MAMBA2_HYBRID["nemotron_h-ffn-fault"] = ("nemotron_h", "llama-spm",
+                                        {**MAMBA2_HYBRID["nemotron_h"][2], "fault": "ffn_off"})
+
 MLA = {"q_lora": 64, "kv_lora": 64, "rot": 32, "nope": 32, "v": 32}
 DEEPSEEK = {
     # DeepSeek V3's experts: 3 layers, the first dense; 8 experts in 2 groups of 4 of which the
@@ -450,4 +492,5 @@ FAMILIES = [
     Family(DEEPSEEK_KVB, 3800),
     Family(BERT, 3700),
     Family(LLAMA4, 4000),
+    Family(MAMBA2_HYBRID, 4300),
 ]

@@ -521,6 +521,40 @@ def test_tiny_mamba2_without_d_skip_is_caught():
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
+@pytest.mark.parametrize("name", ["granitehybrid", "granitehybrid-rope"])
+def test_tiny_granitehybrid_matches_llama_cpp(name):
+    """Granite 4.0 H (issue 35): Mamba-2 blocks where head_count_kv lists 0 (tiny-mamba2's
+    shape), attention on layer 1, a SwiGLU FFN after every block, granite's four scales (the
+    residual scale on the mixer's output and the FFN's alike); no layer rotates where
+    rope.scaling.finetuned is false (Granite 4.0 H's files), the attention layer does where it
+    is true (granitehybrid-rope, Bamba's)."""
+    path = tiny_model(name)
+    check(compare(path, tiny_prompt(), f"tiny {name}"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_granitehybrid_without_residual_scale_is_caught():
+    """The fault the granitehybrid parity must catch: llama.cpp on tiny-granitehybrid's weights
+    without residual_scale (a pass that ignored it) against ferrox on tiny-granitehybrid."""
+    nmse = fault_nmse("granitehybrid", "granitehybrid-residual-fault", "residual-scale fault")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
+def test_tiny_nemotron_h_matches_llama_cpp():
+    """Nemotron-H (issue 35): five layers of one block each -- Mamba-2 (head_count_kv and
+    feed_forward_length 0), a squared-ReLU FFN without a gate (a width, no KV heads) or
+    attention without RoPE (KV heads, width 0) -- each between attn_norm and the residual add."""
+    path = tiny_model("nemotron_h")
+    check(compare(path, tiny_prompt(), "tiny nemotron_h"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_nemotron_h_skipped_ffn_layers_are_caught():
+    """The fault the nemotron_h parity must catch: llama.cpp on tiny-nemotron_h's weights with
+    the FFN-only layers' ffn_down zeroed (a pass that skipped them, as a layer of no kind)
+    against ferrox on tiny-nemotron_h."""
+    nmse = fault_nmse("nemotron_h", "nemotron_h-ffn-fault", "skipped-FFN fault")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
 def test_tiny_lfm2_reversed_conv_taps_are_caught():
     """The fault the lfm2 parity must catch: llama.cpp on tiny-lfm2's weights with every
     channel's convolution taps reversed (a pass reading its window newest first) against

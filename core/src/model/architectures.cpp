@@ -249,7 +249,28 @@ constexpr ArchSpec kArchitectures[] = {
      .expert_weights_always_normed = true},
     // Mamba-2, Mamba-Codestral: every layer attn_norm then a Mamba-2 block
     // added to the residual stream, no FFN; the output may be tied.
-    {.name = "mamba2", .mamba2_layers = true},
+    {.name = "mamba2", .mamba2_layers = true, .attention_free = true, .one_block_layers = true},
+    // IBM Granite 4.0 H (and Bamba's layout): granite's layers where
+    // head_count_kv lists KV heads, Mamba-2 blocks where it lists 0, a SwiGLU
+    // FFN after either; granite's four scales (logit_scale optional), its
+    // rope.scaling.finetuned switch (Granite 4.0 H files say false: no layer
+    // rotates).
+    {.name = "granitehybrid",
+     .rope = RopeStyle::Normal,
+     .granite_scales = true,
+     .attn_output_bias = TensorUse::Optional,
+     .mamba2_layers = true,
+     .logit_scale_optional = true},
+    // NVIDIA Nemotron-H, Nemotron Nano 2: each layer one block -- Mamba-2
+    // (head_count_kv and feed_forward_length 0), attention without RoPE
+    // (KV heads), or a squared-ReLU FFN without a gate (a width).
+    {.name = "nemotron_h",
+     .no_rope_period = 1,     // no layer rotates
+     .partial_rotary = true,  // so rope.dimension_count is read, never applied
+     .attn_output_bias = TensorUse::Optional,
+     .mamba2_layers = true,
+     .one_block_layers = true,
+     .norm_eps_fallback = true},
     // BERT encoders (BGE, all-MiniLM, e5): see ArchSpec::bert_encoder. The
     // attention output's bias is optional, as llama.cpp loads it; pooled
     // output only.

@@ -128,6 +128,7 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     group_order.assign(hp.n_expert_groups, 0);
     if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
     if (hp.arch && hp.arch->gated_attention) gate_host.assign(size_t{max_batch} * q_dim(hp), 0);
+    if (hp.arch && hp.arch->one_block_layers) ffn_host.assign(size_t{max_batch} * hp.n_ff, 0);
     // Per row the larger of gated q and a DeltaNet layer's values, and one
     // convolution work row (delta_net.cpp).
     const uint64_t gated = hp.arch && hp.arch->gated_attention ? 2 * q_dim(hp) : 0;
@@ -154,7 +155,8 @@ void Decoder::forward(StickySteps& st, Activations& a, KvAttention& kv,
     rope_tables(st, a, positions);
     for (uint32_t il = 0; il < hp_.n_layer; ++il) {
         attention_block(st, a, kv, il, n);
-        if (!hp_.arch->mamba2_layers) ffn_block(st, a, il, n);  // mamba2 has none
+        // mamba2's and nemotron_h's layers are one block each, the FFN among them.
+        if (!hp_.arch->one_block_layers) ffn_block(st, a, il, n);
     }
     output(st, a, out_rows, out, hidden);
 }
@@ -272,18 +274,22 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     // this norm; without pre-norms (olmo2) the block reads x itself.
     if (il == 0 && hp_.arch->pre_norms)
         st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
-    if (hp_.arch->mamba2_layers) {  // every layer: the block, then straight to the next
-        mamba2_block(st, a, kv, il, n);
-        return residual_to_next(st, a, s.o, il, n);
+    if (hp_.is_ffn_only(il)) {  // nemotron_h: the FFN is the layer's one block
+        relu_squared_ffn(st, a, il, n);
+        return residual_to_next(st, a, s.ffn, il, n);
     }
-    if (hp_.is_recurrent(il) && hp_.arch->shortconv_layers)  // lfm2, into s.o
-        short_conv_block(st, a, kv, il, n);
-    else if (hp_.is_recurrent(il))  // a Gated DeltaNet layer (qwen35), into s.o
-        recurrent_block(st, a, kv, il, n);
-    else
+    if (!hp_.is_recurrent(il))
         attention_core(st, a, kv, il, n);
+    else if (hp_.arch->shortconv_layers)  // lfm2, into s.o
+        short_conv_block(st, a, kv, il, n);
+    else if (hp_.arch->mamba2_layers)  // mamba2, granitehybrid, nemotron_h, into s.o
+        mamba2_block(st, a, kv, il, n);
+    else  // a Gated DeltaNet layer (qwen35), into s.o
+        recurrent_block(st, a, kv, il, n);
     if (!L.o_bias.empty())  // gpt-oss's every layer, a llama file's some
         st.add(roles::kOutputBias, s.o, C.o_bias, n, d, 0, 1.0f);
+    // mamba2, nemotron_h: the block, then straight into the next layer's norm.
+    if (hp_.arch->one_block_layers) return residual_to_next(st, a, s.o, il, n);
     if (hp_.arch->post_norms)
         st.rms_norm(roles::kPostAttnNorm, s.o, C.post_attn_norm, n, d, hp_.rms_eps, s.o);
     // The residual add and the FFN's norm: xn = ffn_norm(x += o).
@@ -467,6 +473,22 @@ void Decoder::latent_values(StickySteps& st, Activations& a, const LayerWeights&
             const uint64_t row = uint64_t{i} * nh + h;
             st.project(L.v_b[h], "attn_v_b", s.att.at(row * lora), 1, s.mla_o.at(row * vh));
         }
+}
+
+// nemotron_h's FFN layer, into s.ffn: ffn_down(relu(ffn_up(xn))^2), no gate.
+// No backend op squares a ReLU, so the square runs on the host between a
+// download and an upload, as a recurrent block's scan does; relu(u) x u is
+// relu(u)^2 bit for bit (ggml's relu then sqr).
+void Decoder::relu_squared_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
+    const LayerWeights& L = w_.layers[il];
+    Scratch& s = a.s;
+    const std::span<float> up{a.ffn_host.data(), uint64_t{n} * hp_.layer_n_ff(il)};
+    st.project(*L.up, "ffn_up", s.xn, n, s.up);
+    st.download(s.up, up);
+    if (st.failed()) return;  // nothing downloaded to square
+    for (float& u : up) u = u > 0.0f ? u * u : 0.0f;
+    st.upload(up, s.up);
+    st.project(*L.down, "ffn_down", s.up, n, s.ffn);
 }
 
 void Decoder::dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n, Act out) const {

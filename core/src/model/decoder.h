@@ -182,9 +182,10 @@ struct Activations {
     std::vector<uint32_t> expert_order;
     std::vector<float> group_scores;  // group-limited routing: one score per group
     std::vector<uint32_t> group_order;
-    // Host copies the gate and the delta rule run on (delta_net.cpp), and the
-    // convolution's outputs of up to kDeltaRows tokens of one sequence.
-    std::vector<float> gate_host, dn_host, dn_rows;
+    // Host copies the gate and the delta rule run on (delta_net.cpp), the
+    // convolution's outputs of up to kDeltaRows tokens of one sequence, and
+    // the FFN rows an FFN-only layer squares (nemotron_h).
+    std::vector<float> gate_host, dn_host, dn_rows, ffn_host;
     // BERT's encoder: rows brought to the host for its LayerNorms and GELU
     // (n_batch rows of the wider of n_embd and n_ff), and the token type
     // and position rows being added (2 x n_embd).
@@ -249,6 +250,7 @@ class Decoder {
                      const LayerConstants& C, uint32_t n) const;
     void latent_values(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
+    void relu_squared_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void attention_core(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                         uint32_t n) const;
     // delta_net.cpp: gated attention's split and gate, the Gated DeltaNet layer.
@@ -256,7 +258,7 @@ class Decoder {
     void apply_gate(StickySteps& st, Activations& a, uint32_t n) const;
     void recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                          uint32_t n) const;
-    // mamba2.cpp: a Mamba-2 layer (mamba2).
+    // mamba2.cpp: a Mamba-2 layer (mamba2, granitehybrid, nemotron_h).
     void mamba2_block(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                       uint32_t n) const;
     // The layer's last residual add, x += out, fused with the next layer's

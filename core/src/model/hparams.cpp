@@ -119,17 +119,18 @@ Expected<void> refuse_if_set(const gguf::File& file, const Keys& k, std::string_
 
 namespace {
 
-// granite's four scales (llama.cpp reads logit_scale as required, the
-// others as optional with 0 meaning "not scaled"; attention.scale 0 means
-// the usual 1/sqrt(head_dim)).
-Expected<void> read_granite_scales(const gguf::File& file, const Keys& k, Hparams& hp) {
+// granite's four scales (llama.cpp reads logit_scale as required --
+// optional for granitehybrid --, the others as optional with 0 meaning "not
+// scaled"; attention.scale 0 means the usual 1/sqrt(head_dim)).
+Expected<void> read_granite_scales(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                                   Hparams& hp) {
     struct Scale {
         const char* key;
         float* value;
         bool required;
     };
     float attention = 0, embedding = 0, residual = 0, logit = 0;
-    const Scale scales[] = {{"logit_scale", &logit, true},
+    const Scale scales[] = {{"logit_scale", &logit, !spec.logit_scale_optional},
                             {"embedding_scale", &embedding, false},
                             {"residual_scale", &residual, false},
                             {"attention.scale", &attention, false}};
@@ -142,7 +143,7 @@ Expected<void> read_granite_scales(const gguf::File& file, const Keys& k, Hparam
                                       sc.required ? "> 0" : ">= 0, 0 for none"));
         *sc.value = *v;
     }
-    hp.logit_scale = logit;
+    if (logit != 0) hp.logit_scale = logit;
     if (embedding != 0) hp.embedding_scale = embedding;
     if (residual != 0) hp.residual_scale = residual;
     if (attention != 0) hp.attn_scale = attention;
@@ -277,8 +278,8 @@ Expected<void> read_shape(const gguf::File& file, const Keys& k, const ArchSpec&
     FERROX_READ(hp.n_head, k.u32("attention.head_count"));
     // gemma4's files list the KV heads per layer (the sliding layers' and
     // the global layers' differ in the 31B).
-    if (spec.shortconv_layers) {
-        if (auto r = read_shortconv_layers(file, k, hp); !r) return r;
+    if (kinds_by_kv_heads(spec)) {
+        if (auto r = read_kv_head_layers(file, k, hp); !r) return r;
     } else if (spec.per_layer_geometry_keys && k.has("attention.head_count_kv") && hp.n_layer > 0) {
         if (auto r =
                 read_per_layer(file, k, "attention.head_count_kv", hp.n_layer, hp.n_head_kv_layers);
@@ -290,6 +291,8 @@ Expected<void> read_shape(const gguf::File& file, const Keys& k, const ArchSpec&
     }
     FERROX_READ(hp.n_ctx_train, k.u32("context_length"));
     FERROX_READ(hp.rms_eps, k.f32(norm_eps_key(spec)));
+    if (spec.norm_eps_fallback)
+        FERROX_READ(hp.rms_eps, k.f32_or("attention.layer_norm_rms_epsilon", hp.rms_eps));
     if (hp.n_head == 0) return refuse(file, k.key("attention.head_count"), "is 0");
     if (hp.n_embd == 0) return refuse(file, k.key("embedding_length"), "is 0");
     if (hp.n_layer == 0) return refuse(file, k.key("block_count"), "is 0");
@@ -658,8 +661,9 @@ void apply_yarn_qk_mscale(Hparams& hp, uint32_t head_k) {
 }
 
 // granite's scales, and its switch that turns RoPE off.
-Expected<void> read_granite(const gguf::File& file, const Keys& k, Hparams& hp) {
-    if (auto r = read_granite_scales(file, k, hp); !r) return r;
+Expected<void> read_granite(const gguf::File& file, const Keys& k, const ArchSpec& spec,
+                            Hparams& hp) {
+    if (auto r = read_granite_scales(file, k, spec, hp); !r) return r;
     // llama.cpp's granite graph rotates no layer at all when the file says
     // its RoPE was not fine-tuned (the key doubles as a switch for RoPE).
     auto rope_on = k.bool_or("rope.scaling.finetuned", true);
@@ -749,7 +753,8 @@ Expected<void> check_causality(const gguf::File& file, const Keys& k, const Arch
 }
 
 // A row without attention or an FFN (mamba2): the widths, depth, training
-// context and norm epsilon, the vocabulary, then its layers' keys.
+// context and norm epsilon, the vocabulary, then its layers' keys; every
+// layer is a Mamba-2 block.
 // attention.head_count and feed_forward_length are not read: converters
 // write 0 for both ("unused, but seemingly required when loading").
 Expected<void> read_attention_free(const gguf::File& file, const Keys& k, Hparams& hp) {
@@ -762,7 +767,9 @@ Expected<void> read_attention_free(const gguf::File& file, const Keys& k, Hparam
     auto embd = file.find_tensor("token_embd.weight");
     if (!embd) return make_error("{}: tensor 'token_embd.weight' is missing", file.path().string());
     hp.vocab = embd->row_count();
-    return read_mamba2(file, k, hp);
+    if (auto r = read_mamba2(file, k, hp); !r) return r;
+    hp.recurrent_layers.assign(hp.n_layer, true);
+    return {};
 }
 
 // BERT's token types, a vocabulary key (no architecture prefix): llama.cpp
@@ -785,7 +792,7 @@ Expected<void> read_token_types(const gguf::File& file, Hparams& hp) {
 // several problems a file is refused for first).
 Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
     if (auto r = read_pooling(file, k, spec, hp); !r) return r;
-    if (spec.mamba2_layers) return read_attention_free(file, k, hp);
+    if (spec.attention_free) return read_attention_free(file, k, hp);
     if (auto r = read_shape(file, k, spec, hp); !r) return r;
     if (spec.nextn_layers)
         if (auto r = read_nextn(file, k, hp); !r) return r;
@@ -811,13 +818,15 @@ Expected<void> read_all(const gguf::File& file, const Keys& k, const ArchSpec& s
     if (spec.rope_sections)
         if (auto r = check_rope_sections(file, k); !r) return r;
     if (spec.granite_scales)
-        if (auto r = read_granite(file, k, hp); !r) return r;
+        if (auto r = read_granite(file, k, spec, hp); !r) return r;
     if (spec.per_layer_geometry_keys)
         if (auto r = read_layer_geometry(file, k, hp); !r) return r;
     if (spec.delta_net_layers)
         if (auto r = read_delta_net(file, k, hp); !r) return r;
     if (spec.shortconv_layers)
         if (auto r = read_shortconv(file, k, hp); !r) return r;
+    if (spec.mamba2_layers)  // beside attention (granitehybrid, nemotron_h)
+        if (auto r = read_mamba2(file, k, hp); !r) return r;
     if (spec.dense_projections)
         if (auto r = read_dense_projections(file, k, hp); !r) return r;
     if (spec.bert_encoder)

@@ -214,6 +214,10 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
     uint32_t optional_experts = 0;
     if (spec.moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
     if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
+    if (spec.one_block_layers) {  // nemotron_h: a width on the FFN-only layers alone
+        if (auto r = read_ffn_only_layers(file, k, hp); !r) return r;
+        return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
+    }
     if (spec.per_layer_geometry_keys) {
         // gemma4's E2B doubles the width of its shared-KV layers' FFN.
         if (auto r = read_per_layer(file, k, "feed_forward_length", hp.n_layer, hp.n_ff_layers); !r)

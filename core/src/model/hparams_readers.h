@@ -84,7 +84,8 @@ Expected<void> refuse_if_set(const gguf::File& file, const Keys& k, std::string_
 Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp);
 
 // hparams_recurrent.cpp: which layers are recurrent and their shapes.
-Expected<void> read_shortconv_layers(const gguf::File& file, const Keys& k, Hparams& hp);
+Expected<void> read_kv_head_layers(const gguf::File& file, const Keys& k, Hparams& hp);
+Expected<void> read_ffn_only_layers(const gguf::File& file, const Keys& k, Hparams& hp);
 Expected<void> read_delta_net(const gguf::File& file, const Keys& k, Hparams& hp);
 Expected<void> read_shortconv(const gguf::File& file, const Keys& k, Hparams& hp);
 Expected<void> read_mamba2(const gguf::File& file, const Keys& k, Hparams& hp);

@@ -1,5 +1,6 @@
 // Which layers are recurrent (qwen35's Gated DeltaNet, lfm2's short
-// convolutions) and their shapes, bounded before they size a state.
+// convolutions, Mamba-2 blocks) and their shapes, bounded before they size a
+// state; nemotron_h's FFN-only layers beside them.
 #include <algorithm>
 #include <cmath>
 
@@ -39,10 +40,12 @@ Expected<void> read_recurrent_layers(const gguf::File& file, const Keys& k, Hpar
 
 }  // namespace
 
-// lfm2's layer kinds from its per-layer KV head counts, as llama.cpp reads
-// them: 0 marks a short-convolution layer; the attention layers share one
-// count (the cache has one shape for all layers).
-Expected<void> read_shortconv_layers(const gguf::File& file, const Keys& k, Hparams& hp) {
+// Layer kinds from per-layer KV head counts, as llama.cpp reads them (lfm2,
+// granitehybrid, nemotron_h): 0 marks a recurrent layer (a short
+// convolution, a Mamba-2 block; nemotron_h's FFN-only layers are told apart
+// by read_ffn_only_layers); the attention layers share one count (the cache
+// has one shape for all layers).
+Expected<void> read_kv_head_layers(const gguf::File& file, const Keys& k, Hparams& hp) {
     const std::string key = k.key("attention.head_count_kv");
     if (hp.n_layer == 0) return refuse(file, k.key("block_count"), "is 0");
     std::vector<uint32_t> per_layer;
@@ -127,7 +130,7 @@ Expected<void> read_shortconv(const gguf::File& file, const Keys& k, Hparams& hp
     return {};
 }
 
-// Mamba-2 layers (mamba2), every layer one: the ssm.* shape, each size
+// Mamba-2 layers (mamba2, granitehybrid, nemotron_h): the ssm.* shape, each size
 // bounded and checked against the others before it sizes a state, a
 // scratch row or a tensor's expected shape.
 Expected<void> read_mamba2(const gguf::File& file, const Keys& k, Hparams& hp) {
@@ -161,7 +164,38 @@ Expected<void> read_mamba2(const gguf::File& file, const Keys& k, Hparams& hp) {
         return refuse(file, k.key("ssm.group_count"),
                       fmt::format("{} groups do not divide ssm.time_step_rank's {} heads",
                                   hp.ssm_k_heads, hp.ssm_v_heads));
-    hp.recurrent_layers.assign(hp.n_layer, true);
+    return {};
+}
+
+// nemotron_h's FFN-only layers: feed_forward_length one per layer (or one
+// for all), a width where a layer is an FFN alone and 0 elsewhere. As
+// llama.cpp decides, a layer with 0 KV heads (read_kv_head_layers marked it
+// recurrent) and a width is an FFN layer, with neither a Mamba-2 block; a
+// layer listing both KV heads and a width is no kind and is refused.
+Expected<void> read_ffn_only_layers(const gguf::File& file, const Keys& k, Hparams& hp) {
+    if (auto r = read_per_layer(file, k, "feed_forward_length", hp.n_layer, hp.n_ff_layers); !r)
+        return r;
+    // Bounds the FFN's activations, sized from this before any tensor is bound.
+    constexpr uint32_t kMaxWidth = 1u << 20;
+    hp.ffn_only_layers.assign(hp.n_layer, false);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const uint32_t ff = hp.n_ff_layers[il];
+        if (ff == 0) continue;
+        if (ff > kMaxWidth)
+            return refuse(
+                file, k.key("feed_forward_length"),
+                fmt::format("{} (layer {}) is not an FFN width in 1..{}", ff, il, kMaxWidth));
+        if (!hp.is_recurrent(il))
+            return refuse(file, k.key("feed_forward_length"),
+                          fmt::format("{} for layer {}, which attention.head_count_kv gives {} KV "
+                                      "heads: a layer is attention (KV heads, width 0), an FFN "
+                                      "(0 KV heads, a width) or a Mamba-2 block (both 0), not "
+                                      "attention and an FFN",
+                                      ff, il, hp.n_head_kv));
+        hp.recurrent_layers[il] = false;
+        hp.ffn_only_layers[il] = true;
+    }
+    hp.n_ff = *std::max_element(hp.n_ff_layers.begin(), hp.n_ff_layers.end());
     return {};
 }
 

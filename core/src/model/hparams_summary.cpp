@@ -44,13 +44,16 @@ std::string layer_pattern(const Hparams& hp) {
     std::string pattern;
     pattern.reserve(hp.n_layer);
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        // R: a recurrent (Gated DeltaNet) layer; L/G: local/global attention;
-        // C: attention within a chunk (llama4).
+        // R: a recurrent layer (Gated DeltaNet, short convolution, Mamba-2);
+        // F: an FFN alone (nemotron_h); L/G: local/global attention; C:
+        // attention within a chunk (llama4); attention in lower case without RoPE.
         const char c = hp.is_recurrent(il)       ? 'R'
+                       : hp.is_ffn_only(il)      ? 'F'
                        : hp.is_local_layer(il)   ? 'L'
                        : hp.is_chunked_layer(il) ? 'C'
                                                  : 'G';
-        pattern.push_back(hp.has_rope(il) ? c : static_cast<char>(std::tolower(c)));
+        pattern.push_back(!hp.attends(il) || hp.has_rope(il) ? c
+                                                             : static_cast<char>(std::tolower(c)));
     }
     return pattern;
 }
@@ -87,10 +90,10 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     }
     if (!hp.n_head_kv_layers.empty()) {
         add("kv_heads_per_layer", fmt::format("{}", fmt::join(hp.n_head_kv_layers, ",")));
-    } else if (hp.arch->shortconv_layers) {  // lfm2: the file's list, 0 on a convolution layer
+    } else if (kinds_by_kv_heads(*hp.arch)) {  // the file's list, 0 where a layer does not attend
         std::vector<uint32_t> per_layer(hp.n_layer, hp.n_head_kv);
         for (uint32_t il = 0; il < hp.n_layer; ++il)
-            if (hp.is_recurrent(il)) per_layer[il] = 0;
+            if (!hp.attends(il)) per_layer[il] = 0;
         add("kv_heads_per_layer", fmt::format("{}", fmt::join(per_layer, ",")));
     }
     if (!hp.n_ff_layers.empty())
@@ -145,7 +148,7 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
     if (hp.arch->attention_sinks) add("attention_sinks", true);
     if (hp.arch->shortconv_layers) {  // short-convolution layers (lfm2)
         add("shortconv_l_cache", hp.ssm_conv_kernel);
-    } else if (hp.arch->mamba2_layers) {  // Mamba-2 layers, every layer
+    } else if (hp.arch->mamba2_layers) {  // Mamba-2 layers (every one: mamba2)
         add("ssm_conv_kernel", hp.ssm_conv_kernel);
         add("ssm_inner_size", hp.ssm_inner);
         add("ssm_state_size", hp.ssm_state);
@@ -162,8 +165,9 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         add("ssm_key_heads", hp.ssm_k_heads);
         add("gated_attention", hp.arch->gated_attention);
     }
-    add("ffn", hp.arch->mamba2_layers                           ? "none"
-               : hp.arch->bert_encoder                          ? "gelu"  // no gate
+    add("ffn", hp.arch->attention_free                          ? "none"
+               : hp.arch->one_block_layers                      ? "relu_squared"  // no gate
+               : hp.arch->bert_encoder                          ? "gelu"          // no gate
                : hp.arch->activation == FfnActivation::Silu     ? "swiglu"
                : hp.arch->activation == FfnActivation::GeluTanh ? "geglu"
                                                                 : "swiglu_oai");

@@ -22,7 +22,7 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         {"embedding_length", R, {}, {}},
         {"block_count", R, {}, {}},
     };
-    if (spec.mamba2_layers) {  // no attention, no FFN: converters write 0 for their keys
+    if (spec.attention_free) {  // no attention, no FFN: converters write 0 for their keys
         for (KeyRule rule : std::initializer_list<KeyRule>{
                  {"context_length", R, {}, {}},
                  {"attention.layer_norm_rms_epsilon", R, {}, {}},
@@ -43,10 +43,10 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"nextn_predict_layers", O, "0", {}});
     for (KeyRule rule : std::initializer_list<KeyRule>{
              {"attention.head_count", R, {}, {}},
-             // lfm2: one per layer, 0 for a short-convolution layer.
+             // lfm2, the Mamba-2 hybrids: one per layer, 0 for a recurrent layer.
              {"attention.head_count_kv",
-              spec.shortconv_layers ? R : O,
-              spec.shortconv_layers ? "" : "attention.head_count",
+              kinds_by_kv_heads(spec) ? R : O,
+              kinds_by_kv_heads(spec) ? "" : "attention.head_count",
               {}},
              {"context_length", R, {}, {}},
              {norm_eps_key(spec), R, {}, {}},
@@ -66,6 +66,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
              {"rope.scaling.original_context_length", O, "context_length", {}},
          })
         k.push_back(std::move(rule));
+    if (spec.norm_eps_fallback)  // nemotron_h: RMSNorm's own, where the file has it
+        k.push_back({"attention.layer_norm_rms_epsilon", O, "attention.layer_norm_epsilon", {}});
     // YaRN's tuning keys: read where llama.cpp's graph reads them, else only
     // their fixed value is accepted.
     const struct {
@@ -135,7 +137,10 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         k.push_back({"attention.temperature_length", O, "0", {}});
     if (spec.rope_sections) k.push_back({"rope.dimension_sections", R, {}, {}});
     if (spec.granite_scales) {
-        k.push_back({"logit_scale", R, {}, {}});
+        if (spec.logit_scale_optional)
+            k.push_back({"logit_scale", O, "0 (none)", {}});
+        else
+            k.push_back({"logit_scale", R, {}, {}});
         k.push_back({"embedding_scale", O, "0 (none)", {}});
         k.push_back({"residual_scale", O, "0 (none)", {}});
         k.push_back({"attention.scale", O, "0 (1/sqrt(key_length))", {}});
@@ -157,6 +162,10 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
     }
     if (spec.shortconv_layers)  // the window; head_count_kv's zeros mark the layers
         k.push_back({"shortconv.l_cache", R, {}, {}});
+    if (spec.mamba2_layers)  // beside attention: head_count_kv's zeros mark the layers
+        for (const char* ssm : {"ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
+                                "ssm.time_step_rank", "ssm.group_count"})
+            k.push_back({ssm, R, {}, {}});
     if (spec.dense_projections)  // sentence-transformers' projections after the pooling
         for (const char* dense :
              {"dense_2_feat_in", "dense_2_feat_out", "dense_3_feat_in", "dense_3_feat_out"})
@@ -216,6 +225,7 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
         }
     }
     if (!spec.moe) {
+        // nemotron_h: one per layer, 0 but on the FFN-only layers.
         k.push_back({"feed_forward_length", R, {}, spec.moe_with_expert_count ? "dense" : ""});
         if (!spec.moe_with_expert_count && !spec.dense_beside_experts)
             k.push_back({"expert_count", X, "0", {}});

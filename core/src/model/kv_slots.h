@@ -26,13 +26,13 @@ class KvSlots {
                 owner_.push_back(il);
             }
         for (uint32_t il = 0; il < hp.n_layer; ++il)
-            if (!hp.is_recurrent(il) && slot_[il] == kNone) slot_[il] = slot_[hp.kv_layer(il)];
+            if (hp.attends(il) && slot_[il] == kNone) slot_[il] = slot_[hp.kv_layer(il)];
     }
 
     // Slots: the layers that own K and V.
     uint32_t size() const { return static_cast<uint32_t>(owner_.size()); }
     // The slot layer `il` stores into (when it owns it) and attends over;
-    // kNone for a recurrent layer.
+    // kNone for a layer that does not attend (recurrent, FFN-only).
     uint32_t of(uint32_t il) const { return il < slot_.size() ? slot_[il] : kNone; }
     // The layer that owns slot `s`: the slot's rows have that layer's widths.
     uint32_t layer(uint32_t s) const { return owner_[s]; }

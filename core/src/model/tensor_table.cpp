@@ -171,24 +171,50 @@ void shortconv_tensors(std::vector<TensorBinding>& t) {
 // convolution's input x|B|C and dt, bound as three views; the convolution
 // [conv_dim][kernel] with its bias; per head dt's bias, -exp(A) and the
 // skip D ([1, heads] in the files); the gated norm per group; the
-// out-projection. The order is llama.cpp's loader's.
+// out-projection. The order is llama.cpp's loader's. `when`: every layer
+// (mamba2), or the recurrent ones (the hybrids).
+void mamba2_block_tensors(std::vector<TensorBinding>& t, TensorWhen when) {
+    const auto add = [&](TensorBinding b) {
+        b.rule.when = when;
+        t.push_back(std::move(b));
+    };
+    add(layer_fused("ssm_in.weight", TensorUse::Required,
+                    {{{"ssm_in.z", E::SsmInner}, &LW::ssm_gate},
+                     {{"ssm_in.xbc", E::SsmConvDim}, &LW::ssm_in},
+                     {{"ssm_in.dt", E::SsmVHeads}, &LW::ssm_dt}}));
+    add(layer_vector("ssm_conv1d.weight", E::SsmKernel, &LW::ssm_conv, TensorUse::Required,
+                     TensorWhen::Always, E::SsmConvDim));
+    add(layer_vector("ssm_conv1d.bias", E::SsmConvDim, &LW::ssm_conv_bias));
+    add(layer_vector("ssm_dt.bias", E::SsmVHeads, &LW::ssm_dt_bias));
+    add(layer_vector("ssm_a", E::One, &LW::ssm_a, TensorUse::Required, TensorWhen::Always,
+                     E::SsmVHeads));
+    add(layer_vector("ssm_d", E::One, &LW::ssm_d, TensorUse::Required, TensorWhen::Always,
+                     E::SsmVHeads));
+    add(layer_vector("ssm_norm.weight", E::SsmGroupDim, &LW::ssm_norm, TensorUse::Required,
+                     TensorWhen::Always, E::SsmGroups));
+    add(layer_matrix("ssm_out.weight", E::Embd, E::SsmInner, &LW::ssm_out));
+}
+
 void mamba2_tensors(std::vector<TensorBinding>& t) {
     t.push_back(layer_vector("attn_norm.weight", E::Embd, &LW::attn_norm));
-    t.push_back(layer_fused("ssm_in.weight", TensorUse::Required,
-                            {{{"ssm_in.z", E::SsmInner}, &LW::ssm_gate},
-                             {{"ssm_in.xbc", E::SsmConvDim}, &LW::ssm_in},
-                             {{"ssm_in.dt", E::SsmVHeads}, &LW::ssm_dt}}));
-    t.push_back(layer_vector("ssm_conv1d.weight", E::SsmKernel, &LW::ssm_conv, TensorUse::Required,
-                             TensorWhen::Always, E::SsmConvDim));
-    t.push_back(layer_vector("ssm_conv1d.bias", E::SsmConvDim, &LW::ssm_conv_bias));
-    t.push_back(layer_vector("ssm_dt.bias", E::SsmVHeads, &LW::ssm_dt_bias));
-    t.push_back(layer_vector("ssm_a", E::One, &LW::ssm_a, TensorUse::Required, TensorWhen::Always,
-                             E::SsmVHeads));
-    t.push_back(layer_vector("ssm_d", E::One, &LW::ssm_d, TensorUse::Required, TensorWhen::Always,
-                             E::SsmVHeads));
-    t.push_back(layer_vector("ssm_norm.weight", E::SsmGroupDim, &LW::ssm_norm, TensorUse::Required,
-                             TensorWhen::Always, E::SsmGroups));
-    t.push_back(layer_matrix("ssm_out.weight", E::Embd, E::SsmInner, &LW::ssm_out));
+    mamba2_block_tensors(t, TensorWhen::Always);
+}
+
+// Mamba-2 blocks beside attention (granitehybrid, nemotron_h): the
+// attention tensors on the attending layers, the block's on the recurrent
+// ones; nemotron_h's FFN (ffn_up, ffn_down: no gate, no ffn_norm) on its
+// FFN-only layers, granitehybrid's SwiGLU FFN on every layer.
+void mamba2_hybrid_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
+    attention_on_attention_layers(t);
+    if (spec.one_block_layers) {
+        std::erase_if(t, [&](const TensorBinding& b) {
+            return b.rule.name == "ffn_gate.weight" || b.rule.name == spec.ffn_norm_tensor;
+        });
+        for (TensorBinding& b : t)
+            if (b.rule.name == "ffn_up.weight" || b.rule.name == "ffn_down.weight")
+                b.rule.when = TensorWhen::FfnLayer;
+    }
+    mamba2_block_tensors(t, TensorWhen::RecurrentLayer);
 }
 
 // BERT's encoder (ArchSpec::bert_encoder): the embeddings' token type and
@@ -242,7 +268,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         {}};
     if (spec.tied_output) output.rule.stand_in = "token_embd.weight";
     t.push_back(output);
-    if (spec.mamba2_layers) {  // no attention, no FFN
+    if (spec.attention_free) {  // mamba2: no attention, no FFN
         mamba2_tensors(t);
         return t;
     }
@@ -426,6 +452,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
     if (spec.bert_encoder) bert_layer_tensors(t, spec);
     if (spec.delta_net_layers) delta_net_tensors(t, spec);
     if (spec.shortconv_layers) shortconv_tensors(t);
+    if (spec.mamba2_layers) mamba2_hybrid_tensors(t, spec);
     if (spec.per_layer_geometry_keys) {
         // gemma4 E2B/E4B: each layer's gate from the residual stream, the
         // projection of the gated per-layer input back to it, and its norm.
@@ -661,9 +688,11 @@ bool applies(TensorWhen when, const Hparams& hp, uint32_t il) {
         case TensorWhen::MlaKvB:
             return hp.mla_kv_b;
         case TensorWhen::AttentionLayer:
-            return il >= hp.n_layer || !hp.is_recurrent(il);
+            return il >= hp.n_layer || hp.attends(il);
         case TensorWhen::RecurrentLayer:
             return il < hp.n_layer && hp.is_recurrent(il);
+        case TensorWhen::FfnLayer:
+            return il < hp.n_layer && hp.is_ffn_only(il);
         case TensorWhen::PerLayerEmbd:
             return hp.n_embd_per_layer > 0;
     }
@@ -716,6 +745,8 @@ std::string_view when_name(TensorWhen w) {
             return "attention_layer";
         case TensorWhen::RecurrentLayer:
             return "recurrent_layer";
+        case TensorWhen::FfnLayer:
+            return "ffn_layer";
         case TensorWhen::PerLayerEmbd:
             return "per_layer_embd";
     }

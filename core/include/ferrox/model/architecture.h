@@ -237,15 +237,33 @@ struct ArchSpec {
     // convolution window as it keeps a Gated DeltaNet layer's (seq_states.h),
     // with no delta-rule state.
     bool shortconv_layers = false;
-    // Every layer a Mamba-2 block and nothing else (mamba2): no attention,
-    // no FFN, no KV cache. ssm_in's rows are z, the convolution's input x|B|C
-    // and dt; a causal depthwise convolution with a bias and SiLU, the
-    // selective scan per head (decay exp(softplus(dt + dt_bias) x ssm_a),
-    // B and C shared by a group of heads), the ssm_d skip, y x silu(z)
-    // RMS-normed per group by ssm_norm, then ssm_out
-    // (core/src/model/mamba2.cpp). head_count and feed_forward_length are
-    // read and not applied (converters write 0).
+    // The recurrent layers are Mamba-2 blocks (mamba2, granitehybrid,
+    // nemotron_h): ssm_in's rows are z, the convolution's input x|B|C and
+    // dt; a causal depthwise convolution with a bias and SiLU, the selective
+    // scan per head (decay exp(softplus(dt + dt_bias) x ssm_a), B and C
+    // shared by a group of heads), the ssm_d skip, y x silu(z) RMS-normed per
+    // group by ssm_norm, then ssm_out (core/src/model/mamba2.cpp). Which
+    // layers: every one (attention_free), else those whose
+    // attention.head_count_kv entry is 0 (and, with one_block_layers, whose
+    // feed_forward_length entry is 0 too), as llama.cpp reads them.
     bool mamba2_layers = false;
+    // Every layer a Mamba-2 block and nothing else (mamba2): no attention,
+    // no FFN, no KV cache; its keys read on a path of their own.
+    // head_count and feed_forward_length are read and not applied
+    // (converters write 0).
+    bool attention_free = false;
+    // Each layer is one block between attn_norm and the residual add, with
+    // no ffn_norm (mamba2, nemotron_h): a Mamba-2 block, attention, or an FFN
+    // alone -- ffn_up, relu(.)^2, ffn_down, no gate (nemotron_h's layers
+    // whose head_count_kv entry is 0 and feed_forward_length entry is not).
+    bool one_block_layers = false;
+    // logit_scale may be absent or 0 (granitehybrid: llama.cpp reads it as
+    // optional there, required for granite); with granite_scales.
+    bool logit_scale_optional = false;
+    // attention.layer_norm_epsilon is required and stands in for an absent
+    // layer_norm_rms_epsilon (nemotron_h: llama.cpp requires the former and
+    // falls back to it; its converter writes only that one).
+    bool norm_eps_fallback = false;
     // An expert layer keeps its dense FFN beside the experts (gemma4, where
     // the file has expert_count > 0, each expert expert_feed_forward_length
     // wide): ffn_norm -> dense FFN -> post_ffw_norm_1, plus pre_ffw_norm_2 ->
@@ -305,10 +323,17 @@ struct ArchSpec {
     bool expert_weight_on_input = false;
 };
 
-// The key of the norms' epsilon: LayerNorm's for BERT's encoder, RMSNorm's
-// for every other row.
+// The key of the norms' epsilon: LayerNorm's for BERT's encoder (and the one
+// nemotron_h requires, norm_eps_fallback), RMSNorm's for every other row.
 constexpr std::string_view norm_eps_key(const ArchSpec& a) {
-    return a.bert_encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    return a.bert_encoder || a.norm_eps_fallback ? "attention.layer_norm_epsilon"
+                                                 : "attention.layer_norm_rms_epsilon";
+}
+
+// Whether a row's layer kinds come from its per-layer KV head counts (0: a
+// recurrent layer): lfm2's short convolutions, the Mamba-2 hybrids'.
+constexpr bool kinds_by_kv_heads(const ArchSpec& a) {
+    return a.shortconv_layers || (a.mamba2_layers && !a.attention_free);
 }
 
 // Whether expert weights are renormalised where expert_weights_norm is

@@ -240,6 +240,15 @@ struct Hparams {
     bool is_recurrent(uint32_t il) const {
         return il < recurrent_layers.size() && recurrent_layers[il];
     }
+    // Per layer run, whether it is an FFN alone, no attention and no mixer
+    // (nemotron_h: its head_count_kv entry 0, its feed_forward_length entry
+    // not); empty: no such layer.
+    std::vector<bool> ffn_only_layers;
+    bool is_ffn_only(uint32_t il) const {
+        return il < ffn_only_layers.size() && ffn_only_layers[il];
+    }
+    // True when layer `il` attends over the KV cache (a NextN block does).
+    bool attends(uint32_t il) const { return !is_recurrent(il) && !is_ffn_only(il); }
 
     // True when layer `il` runs experts (else a dense FFN).
     bool expert_layer(uint32_t il) const {
@@ -255,10 +264,10 @@ struct Hparams {
     // own K and V where they attend; the later ones reuse an earlier one's.
     uint32_t unshared_layers() const { return n_layer - shared_kv_layers; }
     // True when layer `il` stores K and V rows of its own in the KV cache: it
-    // attends (a recurrent layer keeps a state instead, seq_states.h) and is
-    // not shared. The one rule the cache's layout (KvSlots), the capacity
-    // plan and the state files follow.
-    bool owns_kv(uint32_t il) const { return il < unshared_layers() && !is_recurrent(il); }
+    // attends (a recurrent layer keeps a state instead, seq_states.h; an
+    // FFN-only layer nothing) and is not shared. The one rule the cache's
+    // layout (KvSlots), the capacity plan and the state files follow.
+    bool owns_kv(uint32_t il) const { return il < unshared_layers() && attends(il); }
     // Layers that own K and V: the cache holds one K and one V buffer each.
     uint32_t kv_cache_layers() const {
         uint32_t n = 0;

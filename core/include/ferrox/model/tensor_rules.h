@@ -63,7 +63,7 @@ enum class Extent : uint8_t {
     SsmInner,    // ssm.inner_size
     SsmVHeads,   // ssm.time_step_rank
     SsmHeadDim,  // ssm.state_size
-    // Mamba-2 layers (mamba2):
+    // Mamba-2 layers (mamba2, granitehybrid, nemotron_h):
     SsmGroups,    // ssm.group_count
     SsmGroupDim,  // ssm.inner_size / ssm.group_count (ssm_norm's groups)
     // Per-layer embeddings (gemma4 E2B/E4B):
@@ -92,7 +92,8 @@ enum class TensorWhen : uint8_t {
     MlaSplit,        // attention.key_length_mla given: per-head attn_k_b / attn_v_b
     MlaKvB,          // no *_mla keys (an older conversion): one attn_kv_b
     AttentionLayer,  // a layer that attends over the KV cache (not recurrent)
-    RecurrentLayer,  // a Gated DeltaNet layer (full_attention_interval)
+    RecurrentLayer,  // a recurrent layer (Gated DeltaNet, short convolution, Mamba-2)
+    FfnLayer,        // an FFN-only layer (nemotron_h)
     PerLayerEmbd,    // embedding_length_per_layer_input > 0 (gemma4 E2B/E4B)
 };
 
