@@ -78,7 +78,7 @@ Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const 
                 "reranking model ({} labels, {}), {} sequences a decode over {} KV cells, up to "
                 "{} tokens a query/document pair",
                 hp.n_cls_out,
-                loaded.rerank_template.empty() ? "pairs as BOS/EOS-separated text"
+                loaded.rerank_template.empty() ? "pairs joined by its special tokens"
                                                : "pairs through its rerank template",
                 co.sequences, co.context, co.context);
             return served;

@@ -111,8 +111,10 @@ class FERROX_API Context {
     std::span<const float> embedding(uint32_t index) const;
     // A reranker's scores for a pooled final-norm row (n_embd floats): its
     // classifier head's n_cls_out outputs, softmaxed over the labels as
-    // llama.cpp does for qwen3 (ArchSpec::rank_head); empty for a model
-    // without a head or a row of another length.
+    // llama.cpp does for qwen3 (ArchSpec::rank_head), or a sequence
+    // classifier's outputs as they are (BERT's: dense, tanh, then the head;
+    // ArchSpec::rank_classifier); empty for a model without a head or a row
+    // of another length.
     std::vector<float> rank_scores(std::span<const float> pooled) const;
     // sentence-transformers' dense projections of a pooled row (gemma-
     // embedding's dense_2 then dense_3, where the file has them), in place;
