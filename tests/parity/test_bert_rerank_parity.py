@@ -14,7 +14,8 @@ as llama.cpp's. Two pair formations run: the bge vocabulary's defaults ([CLS] qu
 document) and tokenizer.ggml.add_eos_token set (XLM-RoBERTa's converter: [CLS] query [SEP]
 [SEP] document [SEP]). A pass that left cls.bias out (llama.cpp on tiny-bert-rerank-nobias) and
 one that joined the pair the other way (llama.cpp's add_eos pairs against ferrox's default
-ones) must fail the comparison. Skipped visibly when llama-cpp-python or the tiny models are
+ones) must fail the comparison. A rank file without cls.output.weight, or with a cls.weight of
+the wrong size, is refused naming the tensor. Skipped visibly when llama-cpp-python or the tiny models are
 absent."""
 from __future__ import annotations
 
@@ -138,3 +139,30 @@ def test_a_classifier_without_its_bias_is_caught(got, want):
     rel, flips = compare(got["bert-rerank"][0], want["bert-rerank-nobias"][0])
     print(f"\nwithout cls.bias: max |d| / rms {rel:.2e}, flips {flips}")
     assert rel > MAX_RELATIVE and flips > 0
+
+
+def test_a_bert_rerank_file_with_a_missing_or_misshapen_head_is_refused_naming_the_tensor(tmp_path):
+    """tiny-bert-rerank's options without cls.output.weight, and with a cls.weight of 128
+    values for 128 x 128 (the generator's drop / extra hooks; written into a temporary
+    folder)."""
+    import subprocess
+
+    sys.path.insert(0, str(HERE.parents[0] / "model"))
+    import make_tiny_models  # noqa: E402
+    from tiny_catalogue import BERT_RERANK  # noqa: E402
+
+    arch, vocab, opt = BERT_RERANK["bert-rerank"]
+    headless = make_tiny_models.make(arch, tmp_path, 3900, "bert-rerank-headless", vocab,
+                                     {**opt, "drop": ("cls.output.weight",)})
+    env = {k: v for k, v in os.environ.items() if k not in ("FERROX_CONFIG", "FERROX_PLUGIN_PATH")}
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
+    ferrox = os.environ["FERROX_BIN"]
+    proc = subprocess.run([ferrox, "embed", "-m", str(headless), "-p", "x", "-t", "1"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and "'cls.output.weight' is missing" in proc.stderr, proc.stderr
+    assert "'bert.pooling_type' is rank" in proc.stderr, proc.stderr
+    short = make_tiny_models.make(arch, tmp_path, 3900, "bert-rerank-short", vocab,
+                                  {**opt, "drop": ("cls.weight",), "extra": "cls.weight"})
+    proc = subprocess.run([ferrox, "embed", "-m", str(short), "-p", "x", "-t", "1"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and "'cls.weight' has 128 elements, expected 16384" in proc.stderr, proc.stderr
