@@ -166,3 +166,16 @@ def test_a_bert_rerank_file_with_a_missing_or_misshapen_head_is_refused_naming_t
     proc = subprocess.run([ferrox, "embed", "-m", str(short), "-p", "x", "-t", "1"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode != 0 and "'cls.weight' has 128 elements, expected 16384" in proc.stderr, proc.stderr
+
+
+def test_a_pair_past_the_learned_positions_is_a_400_naming_the_document():
+    """tiny-bert-rerank learns 256 positions (bert.context_length): with -c 1024 a pair of 257
+    tokens or more is refused before the engine sees it, naming the document and the bound; the
+    longest pair that fits is scored."""
+    with running("--parallel", "2", "-c", "1024", model=str(MODELS["bert-rerank"])) as s:
+        status, body = s.post("/v1/rerank", {"query": "river", "documents": ["stone", "river " * 300]})
+        assert status == 400, body
+        assert body["error"]["param"] == "/documents/1" and "at most 256" in body["error"]["message"], body
+        # [CLS] river [SEP] + 253 words: 256 tokens.
+        status, body = s.post("/v1/rerank", {"query": "river", "documents": ["stone " * 253]})
+        assert status == 200 and body["usage"]["prompt_tokens"] == 256, body

@@ -193,6 +193,13 @@ std::span<const float> Context::embedding(uint32_t index) const {
 
 bool Context::causal() const { return impl_->hp.causal; }
 
+uint32_t Context::longest_embedding_input() const {
+    uint32_t n = context();
+    if (!causal()) n = std::min(n, batch());
+    if (impl_->hp.arch->learned_positions) n = std::min(n, impl_->hp.n_ctx_train);
+    return n;
+}
+
 namespace {
 
 // The pooled-output heads on the host (dense projections, a classifier): a

@@ -77,6 +77,11 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
                 "embed: input {} has {} tokens; a non-causal model embeds each input in one "
                 "batch, which holds {}",
                 i, inputs[i].size(), room);
+        if (inputs[i].size() > ctx.longest_embedding_input())
+            return make_error(
+                "embed: input {} has {} tokens; the model's learned positions stop "
+                "at {} (its context_length)",
+                i, inputs[i].size(), ctx.longest_embedding_input());
     }
     const uint32_t input_seqs = ctx.sequences();
     std::vector<std::vector<float>> out(inputs.size());

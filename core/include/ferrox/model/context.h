@@ -123,6 +123,10 @@ class FERROX_API Context {
     // False for a non-causal model (an embedding encoder: each sequence is
     // decoded whole by decode_embeddings; decode refuses it).
     bool causal() const;
+    // The most tokens one input to model::embed may have: the context's; a
+    // non-causal model's input goes in one batch (at most batch()), and
+    // learned positions (bert) stop at their rows (n_ctx_train).
+    uint32_t longest_embedding_input() const;
 
     // Sequence operations (the seq id is checked: >= sequences() is an error).
     // Positions [p0, p1) of `seq`; p1 < 0: to the end; seq < 0: every sequence.
