@@ -385,7 +385,7 @@ BERT["nomic-bert-base10k"] = ("nomic-bert", "bert-bge", {**BERT["nomic-bert"][2]
 #   bert-rerank-nobias: the same weights (same seed) without cls.bias -- what a pass that left
 #           the classifier's bias out would compute; llama.cpp on it must disagree.
 #   bert-rerank-eos: the same weights (same seed) with tokenizer.ggml.add_eos_token true (as
-#           XLM-RoBERTa's converter writes: bge-reranker-v2-m3): llama-server joins a pair as
+#           XLM-RoBERTa's converter writes, bge-reranker-v2-m3's): llama-server joins a pair as
 #           [CLS] query [SEP] [SEP] document [SEP] (SEP standing in for the absent EOS).
 BERT_RERANK = {
     "bert-rerank": ("bert", "bert-bge", {**BERT["bert"][2], "pooling": 4, "rank_head": {"labels": ["LABEL_0"]}}),
