@@ -12,7 +12,7 @@ struct Embedder::Request {
 };
 
 Embedder::Embedder(std::unique_ptr<model::Context> context, EmbedderOptions options)
-    : ctx_(std::move(context)), options_(options), n_ctx_(ctx_->context()) {
+    : ctx_(std::move(context)), options_(options), n_ctx_(ctx_->longest_embedding_input()) {
     thread_ = std::thread([this] { loop(); });
 }
 

@@ -56,6 +56,8 @@ class Embedder {
     // round has not started by then.
     Outcome embed(std::vector<std::vector<int32_t>> inputs, Clock::time_point deadline);
 
+    // The most tokens an input may have (Context::longest_embedding_input:
+    // the context, a non-causal model's batch, learned positions).
     uint32_t context() const { return n_ctx_; }
     void begin_drain();
     bool wait_idle(Clock::time_point deadline);

@@ -51,14 +51,15 @@ std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, const std::string
         }
         return tokenizer.encode(prompt, false, true);
     }
-    std::vector<int32_t> out;
-    if (tokenizer.adds_bos()) out.push_back(tokenizer.bos());
-    const std::vector<int32_t> q = tokenizer.encode(query, false, false);
-    out.insert(out.end(), q.begin(), q.end());
-    if (tokenizer.adds_eos()) out.push_back(tokenizer.eos());
-    const std::vector<int32_t> d = tokenizer.encode(document, false, false);
-    out.insert(out.end(), d.begin(), d.end());
-    if (tokenizer.adds_eos()) out.push_back(tokenizer.eos());
+    const PairSpecials specials = tokenizer.pair_specials();
+    const auto append = [](std::vector<int32_t>& out, const std::vector<int32_t>& part) {
+        out.insert(out.end(), part.begin(), part.end());
+    };
+    std::vector<int32_t> out = specials.before;
+    append(out, tokenizer.encode(query, false, false));
+    append(out, specials.between);
+    append(out, tokenizer.encode(document, false, false));
+    append(out, specials.after);
     return out;
 }
 

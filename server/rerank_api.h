@@ -34,9 +34,11 @@ struct RerankRequest {
 // One query/document pair as one input, as llama-server's
 // format_prompt_rerank: the file's rerank template
 // (`tokenizer.chat_template.rerank`) with {query} and {document} replaced,
-// encoded with special tokens parsed and none added; without one, [BOS]
-// query [EOS] document [EOS] with BOS / EOS where the vocabulary adds them
-// (user text never parsed for special tokens).
+// encoded with special tokens parsed and none added; without one, the
+// vocabulary's PairSpecials around them: [BOS] query [EOS] [SEP] document
+// [EOS] as its flags say (BERT's: [CLS] query [SEP] document; user text
+// never parsed for special tokens). Every token's type is 0, as llama.cpp's
+// bert graph adds token_types' first row to all of them.
 std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, const std::string& rerank_template,
                                    const std::string& query, const std::string& document);
 

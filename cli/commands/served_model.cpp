@@ -78,15 +78,16 @@ Expected<std::unique_ptr<ServedModel>> make_served_model(const Engine& e, const 
                 "reranking model ({} labels, {}), {} sequences a decode over {} KV cells, up to "
                 "{} tokens a query/document pair",
                 hp.n_cls_out,
-                loaded.rerank_template.empty() ? "pairs as BOS/EOS-separated text"
+                loaded.rerank_template.empty() ? "pairs joined by its special tokens"
                                                : "pairs through its rerank template",
-                co.sequences, co.context, co.context);
+                co.sequences, co.context, served->embedder_->context());
             return served;
         }
         served->summary_ = fmt::format(
             "embedding model ({} pooling, {} dimensions), {} sequences a decode over {} KV "
             "cells, up to {} tokens an input",
-            model::pooling_name(hp.pooling), hp.n_embd, co.sequences, co.context, co.context);
+            model::pooling_name(hp.pooling), hp.n_embd, co.sequences, co.context,
+            served->embedder_->context());
         return served;
     }
     auto tmpl = choose_chat_template(e.file(), chat_template);

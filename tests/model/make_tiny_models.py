@@ -52,7 +52,7 @@ from tiny_catalogue import (FAMILIES, G_EMBD, G_FF, G_HEAD, G_HEAD_DIM, G_HEAD_K
                             MODELS, N_CTX, N_EMBD, N_EXPERT, N_EXPERT_USED, N_FF, N_FF_EXP, N_HEAD, N_HEAD_KV,
                             N_LAYER)
 # The families by name, for the tests that make a variant of one entry.
-from tiny_catalogue import (BERT, DEEPSEEK, DEEPSEEK_KVB, EMBEDDING, GEMMA4, GEMMA4_MOE, HYBRID,  # noqa: F401
+from tiny_catalogue import (BERT, BERT_RERANK, DEEPSEEK, DEEPSEEK_KVB, EMBEDDING, GEMMA4, GEMMA4_MOE, HYBRID,  # noqa: F401
                             HYBRID_MOE, MAMBA2, REARRANGED, SHAPED, SHORTCONV)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -225,6 +225,9 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
             "dense_2.weight": "dense" in opt, "dense_3.weight": "dense" in opt,
             # BERT's optional tables and biases: all there (no_types draws token_types, unwritten).
             "token_types.weight": bool(opt.get("encoder")),
+            # A reranker's head: a sequence classifier's (bert), all four.
+            "cls.weight": "rank_head" in opt, "cls.bias": "rank_head" in opt,
+            "cls.output.weight": "rank_head" in opt, "cls.output.bias": "rank_head" in opt,
             "blk.N.attn_output.bias": bool(opt.get("encoder")),
             "blk.N.ffn_up.bias": bool(opt.get("encoder")), "blk.N.ffn_down.bias": bool(opt.get("encoder"))}.get(name, False)
 
@@ -302,7 +305,8 @@ class Values:
             add_quantized(w, name, stack, Q.MXFP4 if self.opt.get("oai") else Q.Q4_0)
         else:
             values = self.vector(name, short, [dims[d] for d in rule["shape"]])
-            if not (self.opt.get("no_dense") and short.startswith("dense_")):  # drawn all the same
+            if not (self.opt.get("no_dense") and short.startswith("dense_")) \
+                    and not (self.opt.get("no_cls_bias") and name == "cls.bias"):  # drawn all the same
                 w.add_tensor(name, values)
 
     def embeddings(self, dims: dict, cols: int) -> np.ndarray:
@@ -331,8 +335,10 @@ class Values:
             # Phi-3's shape of factors: near 1 for the fast pairs, growing for the slow ones.
             ramp = np.linspace(0.0, 1.0, n)
             return (1.0 + (0.5 if short == "rope_factors_short.weight" else 7.0) * ramp ** 2).astype(np.float32)
-        if short in ("dense_2.weight", "dense_3.weight"):  # GGUF [cols, rows]; f32 as converters write them
-            return matrix(rng, shape[1], shape[0])
+        if short in ("dense_2.weight", "dense_3.weight", "cls.weight", "cls.output.weight"):
+            return matrix(rng, shape[1], shape[0])  # GGUF [cols, rows]; f32 (the heads are small)
+        if short == "cls.bias":  # large enough that a pass without it scores visibly apart
+            return (0.5 * rng.standard_normal(n)).astype(np.float32)
         if short in ("ssm_conv1d.weight", "shortconv.conv.weight"):  # [conv_dim][kernel]
             taps = (0.5 * rng.standard_normal((shape[1], shape[0]))).astype(np.float32)
             return np.ascontiguousarray(taps[:, ::-1]) if self.opt.get("fault") == "conv_taps" else taps
@@ -580,6 +586,10 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_uint32(f"{arch}.attention.sliding_window_pattern", opt["swa_pattern"])
     if "pooling" in opt:
         w.add_uint32(f"{arch}.pooling_type", opt["pooling"])
+    if "rank_head" in opt:  # a reranker's labels, one output each
+        w.add_array(f"{arch}.classifier.output_labels", opt["rank_head"]["labels"])
+    for key, value in opt.get("tokenizer_flags", {}).items():  # e.g. add_eos_token
+        w.add_bool(f"tokenizer.ggml.{key}", value)
     if "dense" in opt:  # the keys stay when the tensors go (no_dense): llama.cpp reads them alone
         for key, v in (("dense_2_feat_in", N_EMBD), ("dense_2_feat_out", opt["dense"]),
                        ("dense_3_feat_in", opt["dense"]), ("dense_3_feat_out", N_EMBD)):
@@ -658,7 +668,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             else opt.get("shexp", N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0)),
             "n_embd+n_embd": 2 * N_EMBD, "n_embd_per_layer": opt.get("per_layer", 0),
             "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer, "n_dense": opt.get("dense", 0),
-            "n_token_types": 2, "n_ctx_train": opt.get("n_ctx", N_CTX)}
+            "n_token_types": 2, "n_ctx_train": opt.get("n_ctx", N_CTX),
+            "n_cls_out": len(opt["rank_head"]["labels"]) if "rank_head" in opt else 1}
     if mla:
         dims.update({"q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],
                      "qk_nope": mla["nope"], "head_dim_v_mla": mla["v"],

@@ -91,9 +91,8 @@ UNBOUND = {
     "qwen35moe": {"blk.{bid}.ffn_gate_up_exps"},
     # Old converters' RoPE cache, which llama.cpp's llama4 loader never reads.
     "llama4": {"blk.{bid}.attn_rot_embd"},
-    # BERT's classifier head (src/models/bert.cpp: cls, cls_out, not required; pooling rank)
-    # and the final norm gguf lists, which llama.cpp's bert loader never reads.
-    "bert": {"cls", "cls.output", "output_norm"},
+    # The final norm gguf lists, which llama.cpp's bert loader never reads.
+    "bert": {"output_norm"},
     # nomic-bert: RoPE, no learned positions (llama.cpp's loader never reads position_embd).
     "nomic-bert": {"output_norm", "position_embd"},
     # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
@@ -246,7 +245,7 @@ def dims_of(keys: dict, shapes: dict, il: int = 0) -> dict[str, int]:
             "kv_a_mla": key("attention.kv_lora_rank", 0) + key("rope.dimension_count", k_len),
             "kv_b_mla": n_head * (key("attention.key_length_mla", k_len) - key("rope.dimension_count", k_len)
                                   + key("attention.value_length_mla", v_len)),
-            "n_cls_out": 1,  # a reranker's labels (an array, not read here); no tiny model has a head
+            "n_cls_out": 1,  # a reranker's labels (an array, not read here); the tiny rerankers have one
             # Gated attention and Gated DeltaNet layers (qwen35).
             # lfm2's short convolutions: the window shortconv.l_cache over n_embd channels.
             "q_dim_gated": 2 * n_head * k_len,

@@ -418,6 +418,24 @@ BERT["nomic-bert"] = ("nomic-bert", "bert-bge", {"tied": True, "fused": True, "p
                                                 "rope_base": 1000.0})
 BERT["nomic-bert-base10k"] = ("nomic-bert", "bert-bge", {**BERT["nomic-bert"][2], "seed": 3702,
                                                         "rope_base": 10000.0})
+# BERT rerankers (seeds from 3900), bge-reranker's layout as llama.cpp runs it (`bert`, pooling
+# rank; tests/parity/test_bert_rerank_parity.py, tests/server/test_bert_rerank_client.py).
+#   bert-rerank: tiny-bert's layout (its options, a seed of its own) with rank pooling and a
+#           sequence classifier's head (f32): the CLS row through cls.weight [128, 128] and
+#           cls.bias, tanh, then cls.output.weight [128, 1] and cls.output.bias; one label
+#           (LABEL_0, as bge-reranker's files).
+#   bert-rerank-nobias: the same weights (same seed) without cls.bias -- what a pass that left
+#           the classifier's bias out would compute; llama.cpp on it must disagree.
+#   bert-rerank-eos: the same weights (same seed) with tokenizer.ggml.add_eos_token true (as
+#           XLM-RoBERTa's converter writes, bge-reranker-v2-m3's): llama-server joins a pair as
+#           [CLS] query [SEP] [SEP] document [SEP] (SEP standing in for the absent EOS).
+BERT_RERANK = {
+    "bert-rerank": ("bert", "bert-bge", {**BERT["bert"][2], "pooling": 4, "rank_head": {"labels": ["LABEL_0"]}}),
+}
+BERT_RERANK["bert-rerank-nobias"] = ("bert", "bert-bge", {**BERT_RERANK["bert-rerank"][2], "seed": 3900,
+                                                          "no_cls_bias": True})
+BERT_RERANK["bert-rerank-eos"] = ("bert", "bert-bge", {**BERT_RERANK["bert-rerank"][2], "seed": 3900,
+                                                       "tokenizer_flags": {"add_eos_token": True}})
 # Gemma 4's experts (seeds from 3600).
 GEMMA4_MOE = {
     # 26B-A4B's layers: every layer's experts beside its dense GeGLU FFN (8 experts of 64, 2
@@ -493,4 +511,5 @@ FAMILIES = [
     Family(BERT, 3700),
     Family(LLAMA4, 4000),
     Family(MAMBA2_HYBRID, 4300),
+    Family(BERT_RERANK, 3900),
 ]

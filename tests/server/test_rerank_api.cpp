@@ -1,9 +1,13 @@
 // /v1/rerank's request and answer (server/rerank_api.h) over the letter
 // tokenizer: how a query/document pair becomes one input (the file's rerank
-// template, or BOS/EOS-separated text as llama-server forms it), the fields
+// template, or the vocabulary's special tokens around the texts as
+// llama-server forms it), the fields
 // and their pointers, and the order of the results.
 #include <catch2/catch.hpp>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "letter_tokenizer.h"
 #include "request_fields.h"
@@ -56,6 +60,45 @@ TEST_CASE("without a template a pair is BOS query EOS document EOS, as the vocab
           std::vector<int32_t>{1, letter('a'), letter('b'), letter('c')});
     // User text never becomes a control token.
     CHECK(rerank_tokens(*plain, "", "</s>", "c") == plain->encode("</s>c", false, false));
+}
+
+namespace {
+
+// A WordPiece ("bert") vocabulary: [PAD] [UNK] [CLS] [SEP], then the words a, b, c (ids 4..6).
+std::unique_ptr<ferrox::Tokenizer> bert_tokenizer(std::optional<bool> add_bos,
+                                                  std::optional<bool> add_eos,
+                                                  std::optional<bool> add_sep) {
+    ferrox::VocabSpec spec;
+    spec.model = "bert";
+    spec.tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "\u2581a", "\u2581b", "\u2581c"};
+    spec.types = {ferrox::TokenType::control, ferrox::TokenType::unknown,
+                  ferrox::TokenType::control, ferrox::TokenType::control};
+    spec.types.resize(spec.tokens.size(), ferrox::TokenType::normal);
+    spec.unk = 1;
+    spec.bos = 2;
+    spec.sep = 3;
+    spec.add_bos = add_bos;
+    spec.add_eos = add_eos;
+    spec.add_sep = add_sep;
+    auto made = ferrox::Tokenizer::from_spec(std::move(spec));
+    if (!made) FAIL(made.error().message());
+    return std::move(*made);
+}
+
+}  // namespace
+
+TEST_CASE("a BERT reranker's pair follows the vocabulary's add_bos, add_eos and add_sep flags") {
+    using V = std::vector<int32_t>;
+    constexpr int32_t cls = 2, sep = 3, a = 4, c = 6;
+    // The defaults (bge's files): [CLS] query [SEP] document, no [SEP] after it (as llama-server).
+    CHECK(rerank_tokens(*bert_tokenizer({}, {}, {}), "", "a", "c") == V{cls, a, sep, c});
+    // add_eos (XLM-RoBERTa's converter): SEP stands in for the absent EOS, after each text.
+    CHECK(rerank_tokens(*bert_tokenizer({}, true, {}), "", "a", "c") ==
+          V{cls, a, sep, sep, c, sep});
+    CHECK(rerank_tokens(*bert_tokenizer({}, {}, false), "", "a", "c") == V{cls, a, c});
+    CHECK(rerank_tokens(*bert_tokenizer(false, {}, {}), "", "a", "c") == V{a, sep, c});
+    // encode itself still adds [CLS] and [SEP] whatever the flags (llama.cpp's WordPiece).
+    CHECK(bert_tokenizer(false, {}, false)->encode("a", true, false) == V{cls, a, sep});
 }
 
 TEST_CASE("a rerank request's fields are read and refused by JSON pointer") {

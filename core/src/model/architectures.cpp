@@ -273,12 +273,14 @@ constexpr ArchSpec kArchitectures[] = {
      .norm_eps_fallback = true},
     // BERT encoders (BGE, all-MiniLM, e5): see ArchSpec::bert_encoder. The
     // attention output's bias is optional, as llama.cpp loads it; pooled
-    // output only.
+    // output only. Rerankers (bge-reranker) carry a classifier head.
     {.name = "bert",
      .pre_norms = false,
      .activation = FfnActivation::GeluTanh,
      .no_rope_period = 1,  // no layer rotates: the positions are learned rows
      .attn_output_bias = TensorUse::Optional,
+     .rank_head = true,
+     .rank_classifier = true,
      .non_causal = true,
      .bert_encoder = true,
      .learned_positions = true},

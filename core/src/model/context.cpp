@@ -193,6 +193,13 @@ std::span<const float> Context::embedding(uint32_t index) const {
 
 bool Context::causal() const { return impl_->hp.causal; }
 
+uint32_t Context::longest_embedding_input() const {
+    uint32_t n = context();
+    if (!causal()) n = std::min(n, batch());
+    if (impl_->hp.arch->learned_positions) n = std::min(n, impl_->hp.n_ctx_train);
+    return n;
+}
+
 namespace {
 
 // The pooled-output heads on the host (dense projections, a classifier): a
@@ -223,9 +230,20 @@ void Context::project_pooled(std::vector<float>& pooled) const {
 
 std::vector<float> Context::rank_scores(std::span<const float> pooled) const {
     const Hparams& hp = impl_->hp;
-    const std::vector<float>& head = impl_->model.w.cls_out;
-    if (head.empty() || pooled.size() != hp.n_embd) return {};
-    std::vector<double> logits = host_product(head, pooled, hp.n_cls_out);
+    const ModelWeights& w = impl_->model.w;
+    if (w.cls_out.empty() || pooled.size() != hp.n_embd) return {};
+    std::vector<float> x(pooled.begin(), pooled.end());
+    if (!w.cls.empty()) {  // a sequence classifier's dense layer and tanh (BERT's)
+        const std::vector<double> h = host_product(w.cls, x, hp.n_embd);
+        for (size_t j = 0; j < x.size(); ++j) {
+            const double bias = w.cls_bias.empty() ? 0.0 : double{w.cls_bias[j]};
+            x[j] = static_cast<float>(std::tanh(h[j] + bias));
+        }
+    }
+    std::vector<double> logits = host_product(w.cls_out, x, hp.n_cls_out);
+    if (!w.cls_out_bias.empty())
+        for (uint32_t j = 0; j < hp.n_cls_out; ++j) logits[j] += double{w.cls_out_bias[j]};
+    if (hp.arch->rank_classifier) return to_floats(logits);  // the head's outputs as they are
     double top = logits[0], sum = 0;
     for (const double l : logits) top = std::max(top, l);
     for (double& l : logits) sum += l = std::exp(l - top);

@@ -9,15 +9,16 @@ namespace ferrox::model {
 namespace {
 
 // Which rows of a sequence the pooling reads.
-bool wants_row(Pooling pooling, size_t pos, size_t n) {
+bool wants_row(Pooling pooling, bool causal, size_t pos, size_t n) {
     switch (pooling) {
         case Pooling::Mean:
             return true;
         case Pooling::Cls:
             return pos == 0;
         case Pooling::Last:
-        case Pooling::Rank:  // a causal reranker reads its last row, as llama.cpp
             return pos + 1 == n;
+        case Pooling::Rank:  // as llama.cpp: a causal reranker's last row, an encoder's first
+            return causal ? pos + 1 == n : pos == 0;
         default:
             return false;
     }
@@ -76,6 +77,11 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
                 "embed: input {} has {} tokens; a non-causal model embeds each input in one "
                 "batch, which holds {}",
                 i, inputs[i].size(), room);
+        if (inputs[i].size() > ctx.longest_embedding_input())
+            return make_error(
+                "embed: input {} has {} tokens; the model's learned positions stop "
+                "at {} (its context_length)",
+                i, inputs[i].size(), ctx.longest_embedding_input());
     }
     const uint32_t input_seqs = ctx.sequences();
     std::vector<std::vector<float>> out(inputs.size());
@@ -100,7 +106,8 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
                 for (size_t t = 0; t < take; ++t) {
                     const std::vector<int32_t>& in = inputs[open.back().input];
                     const int32_t seq[] = {open.back().seq};
-                    batch.add(in[t], static_cast<int32_t>(t), seq, wants_row(pooling, t, n));
+                    batch.add(in[t], static_cast<int32_t>(t), seq,
+                              wants_row(pooling, causal, t, n));
                 }
                 open.back().next = take;
                 if (take < n) break;  // a long input: alone in this round
@@ -112,7 +119,8 @@ Expected<std::vector<std::vector<float>>> embed(Context& ctx,
             const size_t take = std::min(in.size() - p.next, room);
             const int32_t seq[] = {p.seq};
             for (size_t t = p.next; t < p.next + take; ++t)
-                batch.add(in[t], static_cast<int32_t>(t), seq, wants_row(pooling, t, in.size()));
+                batch.add(in[t], static_cast<int32_t>(t), seq,
+                          wants_row(pooling, causal, t, in.size()));
             p.next += take;
         }
         const size_t rows = batch.size();

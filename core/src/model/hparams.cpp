@@ -207,7 +207,7 @@ Expected<void> refuse_non_decoder(const gguf::File& file, bool embeddings) {
     if (p == Pooling::Rank && !find_architecture(*arch)->rank_head)
         return refuse(file, pooling,
                       what + ": a reranking model with a classifier head on architecture '" +
-                          *arch + "', which ferrox does not run yet (qwen3's it does)");
+                          *arch + "', which ferrox does not run yet (qwen3's and bert's it does)");
     if (!embeddings)
         return refuse(file, pooling,
                       what +

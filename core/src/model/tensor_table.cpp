@@ -246,6 +246,25 @@ void bert_layer_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
     t.push_back(layer_vector("layer_output_norm.bias", E::Embd, &LW::layer_out_norm_bias));
 }
 
+// A reranker's head, read as f32 (n_cls_out rows of n_embd; a classifier's
+// dense layer n_embd x n_embd: small beside the layers); optional as in
+// llama.cpp, cls.output.weight required by bind_weights for rank pooling.
+// A vector's `rows` is its fastest dimension (GGUF's first).
+void rank_head_tensors(std::vector<TensorBinding>& t, const ArchSpec& spec) {
+    const auto head = [&](std::string_view name, Extent rows, Extent cols,
+                          std::vector<float> ModelWeights::*slot) {
+        t.push_back(model_vector(name, rows, slot, TensorUse::Optional));
+        t.back().rule.cols = cols;
+    };
+    if (spec.rank_classifier) {
+        head("cls.weight", E::Embd, E::Embd, &ModelWeights::cls);
+        head("cls.bias", E::Embd, E::One, &ModelWeights::cls_bias);
+    }
+    head("cls.output.weight", E::Embd, E::ClsOut, &ModelWeights::cls_out);
+    if (spec.rank_classifier)
+        head("cls.output.bias", E::ClsOut, E::One, &ModelWeights::cls_out_bias);
+}
+
 }  // namespace
 
 // The order is the tiny-model generator's (it draws random values in it, so
@@ -272,13 +291,7 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         mamba2_tensors(t);
         return t;
     }
-    // A reranker's head, read as f32 (n_cls_out rows of n_embd: it is tiny);
-    // optional as in llama.cpp, required by bind_weights for rank pooling.
-    if (spec.rank_head) {
-        t.push_back(model_vector("cls.output.weight", E::ClsOut, &ModelWeights::cls_out,
-                                 TensorUse::Optional));
-        t.back().rule.cols = E::Embd;
-    }
+    if (spec.rank_head) rank_head_tensors(t, spec);
     // sentence-transformers' projections of the pooled vector, read as f32
     // (applied once per input, on the host): n_embd -> n_dense -> n_embd.
     // A vector's `rows` is its fastest dimension: dense_2 is [n_embd, n_dense].

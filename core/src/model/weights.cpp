@@ -142,20 +142,27 @@ std::string printable(std::string_view name) {
 // and every tensor it loads for these architectures changes the output.
 bool ignorable(const Hparams&, std::string_view) { return false; }
 
-// Rank pooling scores through the head, so it must be there; its values
-// were read by count, so its shape ([n_embd, n_cls_out]) is checked here.
-Expected<void> check_rank_head(const gguf::File& file, const Hparams& hp, const ModelWeights& mw) {
+// Rank pooling scores through the head, so it must be there; its matrices
+// were read by count, so their shapes (cls.output.weight [n_embd,
+// n_cls_out], a classifier's cls.weight [n_embd, n_embd]) are checked here.
+Expected<void> check_rank_head(const gguf::File& file, const Hparams& hp) {
     const gguf::Tensor* t = file.find_tensor("cls.output.weight");
     if (!t && hp.pooling == Pooling::Rank)
         return make_error(
             "{}: tensor 'cls.output.weight' is missing: '{}.pooling_type' is rank, which scores "
             "through that classifier head",
             file.path().string(), hp.arch_name);
-    if (t && !mw.cls_out.empty() &&
-        (t->shape().size() != 2 || t->shape()[0] != hp.n_embd || t->shape()[1] != hp.n_cls_out))
-        return make_error("{}: tensor 'cls.output.weight' has shape [{}], expected [{}, {}]",
-                          file.path().string(), fmt::join(t->shape(), ", "), hp.n_embd,
-                          hp.n_cls_out);
+    const auto check = [&](std::string_view name, uint64_t cols) -> Expected<void> {
+        const gguf::Tensor* m = file.find_tensor(name);
+        if (m && (m->shape().size() != 2 || m->shape()[0] != hp.n_embd || m->shape()[1] != cols))
+            return make_error("{}: tensor '{}' has shape [{}], expected [{}, {}]",
+                              file.path().string(), name, fmt::join(m->shape(), ", "), hp.n_embd,
+                              cols);
+        return {};
+    };
+    if (!hp.arch->rank_head) return {};
+    if (auto r = check("cls.output.weight", hp.n_cls_out); !r) return r;
+    if (hp.arch->rank_classifier) return check("cls.weight", hp.n_embd);
     return {};
 }
 
@@ -337,7 +344,7 @@ Expected<ModelWeights> bind_weights(const gguf::File& file, const Hparams& hp) {
     for (const TensorBinding& b : table)
         if (b.rule.scope == TensorScope::Model)
             if (auto r = bind(b, nullptr, 0); !r) return r.error();
-    if (auto r = check_rank_head(file, hp, mw); !r) return r.error();
+    if (auto r = check_rank_head(file, hp); !r) return r.error();
     // NextN blocks are bound as llama.cpp loads them: all of them, or none
     // where the file has no first NextN projection (a trunk-only file; any
     // other tensor of theirs is then refused as unused).

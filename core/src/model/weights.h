@@ -84,8 +84,10 @@ struct ModelWeights {
     const gguf::Tensor* token_embd = nullptr;  // rows read by get_rows (dequantized)
     std::optional<WeightMatrix> output;        // token_embd itself when tied
     std::vector<float> output_norm;
-    // A reranker's head (cls.output.weight): n_cls_out rows of n_embd, as f32.
-    std::vector<float> cls_out;
+    // A reranker's head (cls.output.weight): n_cls_out rows of n_embd, as f32;
+    // its bias, and a classifier's dense layer before it (cls.weight: n_embd
+    // rows of n_embd, cls.bias), where the file has them (else empty).
+    std::vector<float> cls_out, cls_out_bias, cls, cls_bias;
     // sentence-transformers' dense projections (gemma-embedding), as f32:
     // dense_2 [n_dense rows of n_embd], dense_3 [n_embd rows of n_dense];
     // both empty, or both bound.

@@ -93,6 +93,7 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
     for (const BoolKey& k :
          {BoolKey{&spec.add_bos, "tokenizer.ggml.add_bos_token"},
           BoolKey{&spec.add_eos, "tokenizer.ggml.add_eos_token"},
+          BoolKey{&spec.add_sep, "tokenizer.ggml.add_sep_token"},
           BoolKey{&spec.add_space_prefix, "tokenizer.ggml.add_space_prefix"},
           BoolKey{&spec.lowercase, "tokenizer.ggml.normalizer.lowercase"},
           BoolKey{&spec.strip_accents, "tokenizer.ggml.normalizer.strip_accents"}}) {

@@ -57,6 +57,20 @@ int32_t Tokenizer::bos() const { return vocab_->bos; }
 int32_t Tokenizer::eos() const { return vocab_->eos; }
 bool Tokenizer::adds_bos() const { return vocab_->add_bos && vocab_->bos >= 0; }
 bool Tokenizer::adds_eos() const { return vocab_->add_eos && vocab_->eos >= 0; }
+
+PairSpecials Tokenizer::pair_specials() const {
+    const Vocab& v = *vocab_;
+    const int32_t eos = v.eos != kNoToken ? v.eos : v.sep;
+    PairSpecials p;
+    if (v.pair_bos && v.bos != kNoToken) p.before.push_back(v.bos);
+    if (v.pair_eos && eos != kNoToken) {
+        p.between.push_back(eos);
+        p.after.push_back(eos);
+    }
+    if (v.pair_sep && v.sep != kNoToken) p.between.push_back(v.sep);
+    return p;
+}
+
 bool Tokenizer::is_end_of_generation(int32_t id) const { return vocab_->is_end_of_generation(id); }
 size_t Tokenizer::vocab_size() const { return vocab_->size(); }
 std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
@@ -92,6 +106,11 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(VocabSpec spec) {
     owned->add_bos = pre.bos_always || spec.add_bos.value_or(spm || pre.add_bos);
     owned->add_eos = spec.add_eos.value_or(false);
     owned->add_space_prefix = spm && spec.add_space_prefix.value_or(true);
+    owned->pair_bos = owned->add_bos;
+    owned->pair_eos = owned->add_eos;
+    // llama.cpp's byte-level splits that default add_sep on (RoBERTa's, Jina's).
+    owned->pair_sep = spec.add_sep.value_or(
+        spec.pre == "jina-v1-en" || spec.pre == "jina-v2-code" || spec.pre == "roberta-bpe");
     if (owned->add_bos && owned->bos == kNoToken)
         return make_error("tokenizer: add_bos_token is set but the vocabulary has no BOS token");
     if (owned->add_eos && owned->eos == kNoToken)

@@ -44,6 +44,11 @@ class Vocab {
 
     int32_t bos = kNoToken, eos = kNoToken, unk = kNoToken, sep = kNoToken;
     bool add_bos = false, add_eos = false, add_space_prefix = false;
+    // The add_bos / add_eos / add_sep flags as llama.cpp reads them (the
+    // keys, else the model's defaults), where encode does not follow them
+    // ("bert" always adds [CLS] and [SEP]): how a pair is joined
+    // (Tokenizer::pair_specials).
+    bool pair_bos = false, pair_eos = false, pair_sep = false;
 
   private:
     // An end-of-generation or FIM marker is a control token whatever the file says

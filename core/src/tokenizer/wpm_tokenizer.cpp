@@ -124,6 +124,9 @@ Expected<std::unique_ptr<Tokenizer>> make_wpm_tokenizer(const VocabSpec& spec) {
             "(tokenizer.ggml.seperator_token_id, default 102)");
     owned->add_bos = true;
     owned->add_eos = false;
+    owned->pair_bos = spec.add_bos.value_or(true);
+    owned->pair_eos = spec.add_eos.value_or(false);
+    owned->pair_sep = spec.add_sep.value_or(true);
     const bool lowercase = spec.lowercase.value_or(true);
     const WpmNormaliser normaliser{.lowercase = lowercase,
                                    .strip_accents = spec.strip_accents.value_or(lowercase)};

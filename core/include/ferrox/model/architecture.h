@@ -204,6 +204,12 @@ struct ArchSpec {
     // softmax over them gives the scores, as llama.cpp's build_pooling does
     // for qwen3.
     bool rank_head = false;
+    // The rank head is a sequence classifier's instead (BERT's: bge-reranker,
+    // as llama.cpp's build_pooling for it): the first (CLS) row -- a causal
+    // model's last -- through cls.weight (+ cls.bias) and tanh where the
+    // file has them, then cls.output.weight (+ cls.output.bias); the outputs
+    // are the scores as they are, no softmax.
+    bool rank_classifier = false;
     // Non-causal (bidirectional) attention whatever attention.causal says,
     // as llama.cpp sets it for the architecture (gemma-embedding); with a
     // window, a symmetric one. The model gives pooled output only.

@@ -111,8 +111,10 @@ class FERROX_API Context {
     std::span<const float> embedding(uint32_t index) const;
     // A reranker's scores for a pooled final-norm row (n_embd floats): its
     // classifier head's n_cls_out outputs, softmaxed over the labels as
-    // llama.cpp does for qwen3 (ArchSpec::rank_head); empty for a model
-    // without a head or a row of another length.
+    // llama.cpp does for qwen3 (ArchSpec::rank_head), or a sequence
+    // classifier's outputs as they are (BERT's: dense, tanh, then the head;
+    // ArchSpec::rank_classifier); empty for a model without a head or a row
+    // of another length.
     std::vector<float> rank_scores(std::span<const float> pooled) const;
     // sentence-transformers' dense projections of a pooled row (gemma-
     // embedding's dense_2 then dense_3, where the file has them), in place;
@@ -121,6 +123,10 @@ class FERROX_API Context {
     // False for a non-causal model (an embedding encoder: each sequence is
     // decoded whole by decode_embeddings; decode refuses it).
     bool causal() const;
+    // The most tokens one input to model::embed may have: the context's; a
+    // non-causal model's input goes in one batch (at most batch()), and
+    // learned positions (bert) stop at their rows (n_ctx_train).
+    uint32_t longest_embedding_input() const;
 
     // Sequence operations (the seq id is checked: >= sequences() is an error).
     // Positions [p0, p1) of `seq`; p1 < 0: to the end; seq < 0: every sequence.

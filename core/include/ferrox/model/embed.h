@@ -2,8 +2,9 @@
 // hidden rows, pooled as the file says (`<arch>.pooling_type`: mean, cls or
 // last, as llama.cpp's build_pooling) and optionally L2-normalised (as
 // llama.cpp's llama-embedding and llama-server do by default). A reranker
-// (rank) pools its last row and scores it through its classifier head
-// (Context::rank_scores): n_cls_out scores, never normalised.
+// (rank) pools its last row (an encoder's: its first, CLS) and scores it
+// through its classifier head (Context::rank_scores): n_cls_out scores,
+// never normalised.
 //
 // Many inputs share each decode (one sequence id each), so a batch of short
 // inputs costs one forward pass. A sequence's rows are computed the same way

@@ -53,6 +53,9 @@ struct FERROX_API VocabSpec {
     std::optional<int32_t> bos, eos, unk, eot, eom;
     std::optional<int32_t> sep;  // "bert": [SEP], appended after the text with add_special
     std::optional<bool> add_bos, add_eos, add_space_prefix;
+    // tokenizer.ggml.add_sep_token: a pair of texts gets SEP between them
+    // (Tokenizer::pair_specials; default on for "bert" and a few BPE splits).
+    std::optional<bool> add_sep;
     // "bert"'s normaliser (tokenizer.ggml.normalizer.*): lowercase (default on) and
     // strip accents (default: as lowercase).
     std::optional<bool> lowercase, strip_accents;
@@ -67,6 +70,17 @@ struct FERROX_API VocabSpec {
 struct TextSegment {
     std::string_view text;
     bool parse_special = false;
+};
+
+// How llama-server joins a reranker's query and document where the file has
+// no rerank template (its format_prompt_rerank): `before` query `between`
+// document `after`, from BOS, EOS (SEP where the vocabulary has no EOS) and
+// SEP, each where the file's add_bos / add_eos / add_sep flags say
+// (tokenizer.ggml.add_*_token, else the model's defaults as llama.cpp's): a
+// "bert" vocabulary gives [CLS] query [SEP] document. A flag whose token the
+// vocabulary lacks adds nothing.
+struct PairSpecials {
+    std::vector<int32_t> before, between, after;
 };
 
 class FERROX_API Tokenizer {
@@ -102,6 +116,7 @@ class FERROX_API Tokenizer {
     // Whether encode's add_special prepends BOS / appends EOS (add_bos_token / add_eos_token).
     bool adds_bos() const;
     bool adds_eos() const;
+    PairSpecials pair_specials() const;
     // eos, eot, eom, and control tokens such as "<end_of_turn>" / "<|im_end|>".
     bool is_end_of_generation(int32_t id) const;
     size_t vocab_size() const;
