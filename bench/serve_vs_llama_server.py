@@ -115,9 +115,11 @@ class Server:
 
 
 def ferrox_server(a, port: int, logdir: pathlib.Path) -> Server:
+    # Every client of the load comes from 127.0.0.1, which ferrox's per-address cap
+    # (server.max_client_connections, 32 by default) would hold to 32 connections.
     cmd = [a.ferrox, "serve", "-m", str(a.model), "--host", "127.0.0.1", "--port", str(port),
            "--parallel", str(a.parallel), "-c", str(a.ctx_per_seq * a.parallel), "-t", str(a.threads),
-           "--kv-type", "f16"]
+           "--kv-type", "f16", "--max-client-connections", str(max(32, 2 * max(a.clients) + 8))]
     return Server("ferrox", cmd, port, "/ready", logdir)
 
 

@@ -91,10 +91,13 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.ffn, b * hp.n_embd);
     used = blocks + b * block_floats(hp);
     carve(s.router, b * hp.n_expert);
-    carve(s.expert_gate, hp.n_ff_expert);
-    carve(s.expert_up, hp.n_ff_expert);
-    carve(s.expert_down, hp.n_embd);
-    carve(s.expert_in, hp.arch && hp.arch->expert_weight_on_input ? hp.n_embd : 0);
+    // An expert's products take up to kExpertRows rows at once; its outputs
+    // stay until the rows of a pass (up to kMoeRows) are combined.
+    const uint64_t group = std::min<uint64_t>(b, kExpertRows);
+    carve(s.expert_gate, group * hp.n_ff_expert);
+    carve(s.expert_up, group * hp.n_ff_expert);
+    carve(s.expert_in, hp.n_expert ? group * hp.n_embd : 0);
+    carve(s.expert_out, std::min<uint64_t>(b, kMoeRows) * hp.n_expert_used * hp.n_embd);
     carve(s.shared, hp.n_ff_shared > 0 ? b * hp.n_embd : 0);
     carve(s.shared_gate, hp.arch && hp.arch->shared_expert_gate ? b : 0);
     const bool beside = hp.arch && hp.arch->dense_beside_experts && hp.n_expert > 0;
@@ -122,6 +125,8 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     }
     router_scores.assign((size_t{max_batch} + 1) * hp.n_expert, 0);  // + one row of weights
     expert_order.assign(hp.n_expert, 0);
+    chosen.assign(size_t{kMoeRows} * hp.n_expert_used, 0);
+    chosen_weight.assign(chosen.size(), 0);
     selection.assign(hp.n_expert, 0);
     shared_gate.assign(hp.arch && hp.arch->shared_expert_gate ? max_batch : 0, 0);
     group_scores.assign(hp.n_expert_groups, 0);
@@ -597,7 +602,7 @@ void Decoder::shared_experts(StickySteps& st, Activations& a, const LayerWeights
 // added into the result with its router weight.
 void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
                       const LayerConstants& C, uint32_t n) const {
-    const uint32_t d = hp_.n_embd, f = hp_.n_ff_expert;
+    const uint32_t d = hp_.n_embd;
     Scratch& s = a.s;
     st.upload({a.zeros.data(), size_t{n} * d}, s.ffn);
     // The router reads the experts' input, or its own (gemma4: dense_and_experts).
@@ -607,41 +612,90 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
     if (st.failed()) return;  // the scores were not downloaded: nothing to route by
     std::span<float> weights{a.router_scores.data() + size_t{n} * hp_.n_expert, hp_.n_expert};
     const bool on_input = hp_.arch->expert_weight_on_input;
-    for (uint32_t i = 0; i < n; ++i) {
-        const Act xi = s.xn.at(uint64_t{i} * d);
-        std::span<float> logits{a.router_scores.data() + size_t{i} * hp_.n_expert, hp_.n_expert};
-        for (size_t e = 0; e < L.router_bias.size(); ++e) logits[e] += L.router_bias[e];
-        route(a, logits, weights, L.selection_bias);
-        for (uint32_t j = 0; j < hp_.n_expert_used; ++j) {
-            const uint32_t e = a.expert_order[j];
-            // An expert's bias row, when the architecture has them.
-            const auto bias = [&](const Act& rows, Act dst, uint32_t len) {
-                if (hp_.arch->expert_biases)
-                    st.add(roles::kExpertBias, dst, rows.at(uint64_t{e} * len), 1, len, 0, 1.0f);
-            };
-            // llama4: the expert reads its input times its weight (0 + w x:
-            // the product llama.cpp's multiply rounds), its output joins as is.
-            Act in = xi;
-            if (on_input) {
-                st.upload({a.zeros.data(), d}, s.expert_in);
-                st.add(roles::kMoeCombine, s.expert_in, xi, 1, d, 0, weights[j]);
-                in = s.expert_in;
+    const uint32_t k = hp_.n_expert_used;
+    // Rows kMoeRows at a time: each row's experts chosen, then each expert's
+    // rows through its products together (up to kExpertRows a call, where
+    // the CPU plugin gives every row MATVEC's result to the bit, so no row's
+    // numbers depend on which rows share its expert), then each row's
+    // outputs added in the order it chose them, as llama.cpp adds them.
+    for (uint32_t r0 = 0; r0 < n; r0 += kMoeRows) {
+        const uint32_t rows = std::min(n - r0, kMoeRows);
+        for (uint32_t i = 0; i < rows; ++i) {
+            std::span<float> logits{a.router_scores.data() + size_t{r0 + i} * hp_.n_expert,
+                                    hp_.n_expert};
+            for (size_t e = 0; e < L.router_bias.size(); ++e) logits[e] += L.router_bias[e];
+            route(a, logits, weights, L.selection_bias);
+            for (uint32_t j = 0; j < k; ++j) {
+                const uint32_t e = a.expert_order[j];
+                a.chosen[i * k + j] = e;
+                // An expert's output scale (gemma4) joins its router weight.
+                a.chosen_weight[i * k + j] =
+                    weights[j] *
+                    (L.down_exps_scale.empty() || on_input ? 1.0f : L.down_exps_scale[e]);
             }
-            st.project(L.gate_exps[e], "ffn_gate_exps", in, 1, s.expert_gate);
-            bias(C.gate_exps_bias, s.expert_gate, f);
-            st.project(L.up_exps[e], "ffn_up_exps", in, 1, s.expert_up);
-            bias(C.up_exps_bias, s.expert_up, f);
-            st.glu(hp_.arch->activation, s.expert_gate, s.expert_up, f);
-            st.project(L.down_exps[e], "ffn_down_exps", s.expert_gate, 1, s.expert_down);
-            bias(C.down_exps_bias, s.expert_down, d);
-            // An expert's output scale (gemma4) joins its router weight.
-            const float w =
-                on_input ? 1.0f
-                         : weights[j] * (L.down_exps_scale.empty() ? 1.0f : L.down_exps_scale[e]);
-            st.add(roles::kMoeCombine, s.ffn.at(uint64_t{i} * d), s.expert_down, 1, d, 0, w);
         }
+        // Each (row, choice) in expert order, rows in order within an expert.
+        std::vector<uint32_t>& order = a.choice_order;
+        order.resize(size_t{rows} * k);
+        for (uint32_t c = 0; c < rows * k; ++c) order[c] = c;
+        std::stable_sort(order.begin(), order.end(),
+                         [&](uint32_t x, uint32_t y) { return a.chosen[x] < a.chosen[y]; });
+        for (size_t g0 = 0; g0 < order.size();) {
+            const uint32_t e = a.chosen[order[g0]];
+            size_t g1 = g0 + 1;
+            while (g1 < order.size() && g1 - g0 < kExpertRows && a.chosen[order[g1]] == e) ++g1;
+            expert_rows(st, a, L, C, e, {order.data() + g0, g1 - g0}, r0,
+                        s.expert_out.at(uint64_t(g0) * d));
+            g0 = g1;
+        }
+        // Where each choice's output is: its place in `order`.
+        std::vector<uint32_t>& at = a.choice_place;
+        at.resize(order.size());
+        for (uint32_t c = 0; c < order.size(); ++c) at[order[c]] = c;
+        for (uint32_t i = 0; i < rows; ++i)
+            for (uint32_t j = 0; j < k; ++j)
+                st.add(roles::kMoeCombine, s.ffn.at(uint64_t{r0 + i} * d),
+                       s.expert_out.at(uint64_t{at[i * k + j]} * d), 1, d, 0,
+                       on_input ? 1.0f : a.chosen_weight[i * k + j]);
     }
     if (L.gate_shexp) shared_experts(st, a, L, n);
+}
+
+// One expert over some of a pass's choices (`choices`: row x n_expert_used +
+// choice, rows from `r0`): their inputs gathered (times their weights where
+// the expert reads its weighted input: llama4), the expert's FFN over all of
+// them (with its biases, gpt-oss), each output into its choice's row of
+// `out` (m rows). A lone choice reads its row in place, as a 1-row product.
+void Decoder::expert_rows(StickySteps& st, Activations& a, const LayerWeights& L,
+                          const LayerConstants& C, uint32_t e, std::span<const uint32_t> choices,
+                          uint32_t r0, Act out) const {
+    const uint32_t d = hp_.n_embd, f = hp_.n_ff_expert, k = hp_.n_expert_used;
+    const auto m = static_cast<uint32_t>(choices.size());
+    Scratch& s = a.s;
+    const bool on_input = hp_.arch->expert_weight_on_input;
+    const auto row_of = [&](uint32_t c) { return r0 + c / k; };
+    Act in = s.xn.at(uint64_t{row_of(choices[0])} * d);
+    if (m > 1 || on_input) {
+        // 0 + w x: the product llama.cpp's multiply rounds (llama4), or the row itself.
+        st.upload({a.zeros.data(), size_t{m} * d}, s.expert_in);
+        for (uint32_t g = 0; g < m; ++g)
+            st.add(roles::kMoeCombine, s.expert_in.at(uint64_t{g} * d),
+                   s.xn.at(uint64_t{row_of(choices[g])} * d), 1, d, 0,
+                   on_input ? a.chosen_weight[choices[g]] : 1.0f);
+        in = s.expert_in;
+    }
+    // An expert's bias row, when the architecture has them, on each of the m rows.
+    const auto bias = [&](const Act& rows, Act dst, uint32_t len) {
+        if (hp_.arch->expert_biases)
+            st.add(roles::kExpertBias, dst, rows.at(uint64_t{e} * len), m, len, 0, 1.0f);
+    };
+    st.project(L.gate_exps[e], "ffn_gate_exps", in, m, s.expert_gate);
+    bias(C.gate_exps_bias, s.expert_gate, f);
+    st.project(L.up_exps[e], "ffn_up_exps", in, m, s.expert_up);
+    bias(C.up_exps_bias, s.expert_up, f);
+    st.glu(hp_.arch->activation, s.expert_gate, s.expert_up, uint64_t{m} * f);
+    st.project(L.down_exps[e], "ffn_down_exps", s.expert_gate, m, out);
+    bias(C.down_exps_bias, out, d);
 }
 
 void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {

@@ -24,8 +24,9 @@ namespace ferrox::model {
 // Where each activation lives, carved once for a context's `n_batch` rows out
 // of one allocation: no allocation per token, on the host or on a device.
 struct Scratch {
-    Act x, xn, router, expert_gate, expert_up, expert_down, logits;
-    Act expert_in;    // llama4: one row's input times its expert's weight
+    Act x, xn, router, expert_gate, expert_up, logits;
+    Act expert_in;    // up to kExpertRows rows an expert reads (times their weights: llama4)
+    Act expert_out;   // a pass's expert outputs, one row per (row, choice), grouped by expert
     Act shared;       // the shared experts' output, added to the routed experts' sum
     Act shared_gate;  // qwen35moe: the shared expert's gate logit per row
     // The attention block's q, k, v, att, o and the FFN's gate, up, ffn are never
@@ -98,6 +99,14 @@ inline constexpr std::pair<std::vector<float> LayerWeights::*, Act LayerConstant
 
 // Rows of logits a resident model computes per download.
 inline constexpr uint32_t kLogitRows = 16;
+
+// The rows one expert's products take at once: up to 16, the CPU plugin
+// gives every row MATVEC's result to the bit (docs/cpu.md), so a row's
+// numbers do not depend on which rows share its expert.
+inline constexpr uint32_t kExpertRows = 16;
+// The rows a MoE layer routes and combines in one pass (s.expert_out holds
+// their n_expert_used outputs each).
+inline constexpr uint32_t kMoeRows = 64;
 
 // The tokens of one sequence a Gated DeltaNet layer takes head by head, each
 // head's state kept in cache across them (delta_net.cpp).
@@ -180,6 +189,11 @@ struct Activations {
     std::vector<float> selection;    // one row's expert scores plus the selection bias
     std::vector<float> shared_gate;  // the shared expert's gate logits, downloaded
     std::vector<uint32_t> expert_order;
+    // A MoE pass (moe_ffn): each row's chosen experts and weights (row x
+    // n_expert_used + choice), the choices in expert order, and each
+    // choice's place in that order.
+    std::vector<uint32_t> chosen, choice_order, choice_place;
+    std::vector<float> chosen_weight;
     std::vector<float> group_scores;  // group-limited routing: one score per group
     std::vector<uint32_t> group_order;
     // Host copies the gate and the delta rule run on (delta_net.cpp), the
@@ -299,6 +313,9 @@ class Decoder {
     }
     void dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n, Act out) const;
     void dense_and_experts(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
+    void expert_rows(StickySteps& st, Activations& a, const LayerWeights& L,
+                     const LayerConstants& C, uint32_t e, std::span<const uint32_t> choices,
+                     uint32_t r0, Act out) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                  uint32_t n) const;
     void route(Activations& a, std::span<float> logits, std::span<float> weights,

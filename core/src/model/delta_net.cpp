@@ -25,6 +25,17 @@ float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 // every product wait for the one before.
 constexpr uint32_t kLanes = 8;
 
+// The two row loops below are most of a Gated DeltaNet step, and the core is
+// built for the baseline ISA: on x86-64 GCC also compiles them for AVX2
+// (8 lanes = one 256-bit register) and picks the clone at load time. AVX2
+// without FMA: each lane's multiplies and adds stay separate roundings, so
+// every clone gives the baseline's bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FERROX_ROW_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define FERROX_ROW_CLONES
+#endif
+
 float sum_lanes(const float (&part)[kLanes]) {
     float s = 0;
     for (float p : part) s += p;
@@ -35,7 +46,8 @@ float sum_lanes(const float (&part)[kLanes]) {
 // its dot product with k, in one pass over the row. (Indices are size_t and
 // the lanes a fixed block: with 32-bit indices that may wrap, GCC does not
 // vectorise the loop.)
-float decay_then_dot(float* __restrict row, float decay, const float* __restrict k, uint32_t n) {
+FERROX_ROW_CLONES float decay_then_dot(float* __restrict row, float decay,
+                                       const float* __restrict k, uint32_t n) {
     float part[kLanes] = {};
     const size_t whole = n - n % kLanes;
     for (size_t i = 0; i < whole; i += kLanes) {
@@ -54,8 +66,9 @@ float decay_then_dot(float* __restrict row, float decay, const float* __restrict
 }
 
 // Adds delta x k to the row and returns its dot product with q, in one pass.
-float update_then_dot(float* __restrict row, float delta, const float* __restrict k,
-                      const float* __restrict q, uint32_t n) {
+FERROX_ROW_CLONES float update_then_dot(float* __restrict row, float delta,
+                                        const float* __restrict k, const float* __restrict q,
+                                        uint32_t n) {
     float part[kLanes] = {};
     const size_t whole = n - n % kLanes;
     for (size_t i = 0; i < whole; i += kLanes) {
