@@ -18,11 +18,15 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 gguf = pytest.importorskip("gguf")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
+import gguf_in_memory  # noqa: E402
 
 FERROX = os.environ.get("FERROX_BIN", "")
 if not FERROX or not pathlib.Path(FERROX).exists():
@@ -43,10 +47,10 @@ def field(reader, key, default=None):
     return f.contents()
 
 
-@functools.lru_cache(maxsize=None)  # a reader parses the whole vocabulary: seconds a file
-def kv_terms(path: pathlib.Path, count_all_layers: bool = False):
-    """(cached layers, K elements per layer, V elements per layer), from the keys."""
-    r = gguf.GGUFReader(str(path))
+@functools.lru_cache(maxsize=None)  # a reader parses the whole vocabulary: once a file
+def layer_terms(path: pathlib.Path):
+    """(which layers attend, K elements per layer, V elements per layer), from the keys."""
+    r = gguf_in_memory.read(path)
     arch = field(r, "general.architecture")
     key = lambda k, d=None: field(r, f"{arch}.{k}", d)  # noqa: E731
     n_layer = key("block_count") - key("nextn_predict_layers", 0)
@@ -65,8 +69,13 @@ def kv_terms(path: pathlib.Path, count_all_layers: bool = False):
         attends = [(il + 1) % every == 0 for il in range(n_layer)]
     else:
         attends = [True] * n_layer
-    layers = n_layer if count_all_layers else sum(attends)
-    return layers, kv * hd_k, kv * hd_v
+    return tuple(attends), kv * hd_k, kv * hd_v
+
+
+def kv_terms(path: pathlib.Path, count_all_layers: bool = False):
+    """(cached layers, K elements per layer, V elements per layer)."""
+    attends, k, v = layer_terms(path)
+    return (len(attends) if count_all_layers else sum(attends)), k, v
 
 
 def expected(path, kind, cells, count_all_layers=False):
