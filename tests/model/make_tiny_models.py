@@ -48,6 +48,9 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as Q
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
+import gguf_in_memory  # noqa: E402
+
 from tiny_catalogue import (FAMILIES, G_EMBD, G_FF, G_HEAD, G_HEAD_DIM, G_HEAD_KV, G_LAYER, G_WINDOW, HEAD_DIM,
                             MODELS, N_CTX, N_EMBD, N_EXPERT, N_EXPERT_USED, N_FF, N_FF_EXP, N_HEAD, N_HEAD_KV,
                             N_LAYER)
@@ -90,15 +93,23 @@ def layer_dims(dims: dict, opt: dict, il: int | None) -> dict:
     return out
 
 
-def copy_tokenizer(writer: gguf.GGUFWriter, vocab_path: pathlib.Path) -> int:
-    reader = gguf.GGUFReader(str(vocab_path))
-    n_vocab = 0
+@functools.lru_cache(maxsize=None)  # a vocabulary file's parse takes seconds; many models share one
+def tokenizer_fields(vocab_path: pathlib.Path) -> tuple[tuple[str, object, gguf.GGUFValueType, object], ...]:
+    """The vocabulary file's tokenizer.* keys: (key, value, type, array element type)."""
+    reader = gguf_in_memory.read(vocab_path)
+    fields = []
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer."):
             continue
         vtype = field.types[0]
-        value = field.contents()
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        fields.append((key, field.contents(), vtype, sub))
+    return tuple(fields)
+
+
+def copy_tokenizer(writer: gguf.GGUFWriter, vocab_path: pathlib.Path) -> int:
+    n_vocab = 0
+    for key, value, vtype, sub in tokenizer_fields(vocab_path):
         writer.add_key_value(key, value, vtype, sub_type=sub)
         if key == "tokenizer.ggml.tokens":
             n_vocab = len(value)
