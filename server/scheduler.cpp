@@ -448,59 +448,70 @@ void Scheduler::fail_batch(const model::DecodeStatus& status, const std::vector<
 // One call per group of at most kDecodeRowsPerCall rows: a product of that
 // many rows equals the single-row product bit for bit, so a token does not
 // depend on what else the server is doing -- nor on whether it was verified
-// as a draft or decoded alone.
+// as a draft or decoded alone, nor on which group it rode in.
 void Scheduler::decode_step() {
     static_assert(kMaxDraft + 1 == kDecodeRowsPerCall);
     std::vector<Slot*> generating;
     for (Slot& s : slots_)
         if (s.job && s.generating) generating.push_back(&s);
-    plan_drafts(generating);
-    // Packed in order; plan_drafts sized the drafts so that this takes as
-    // many calls as the sequences alone would.
-    for (size_t i = 0; i < generating.size();) {
-        std::vector<Slot*> group;
-        size_t rows = 0;
-        while (i < generating.size() &&
-               rows + 1 + generating[i]->draft.size() <= kDecodeRowsPerCall) {
-            rows += 1 + generating[i]->draft.size();
-            group.push_back(generating[i++]);
-        }
-        decode_group(group);
-    }
+    if (generating.empty()) return;
+    // Each step another slot goes first, so that no slot's drafts always get
+    // the spare rows before the others'.
+    std::rotate(generating.begin(),
+                generating.begin() + static_cast<long>(draft_turn_++ % generating.size()),
+                generating.end());
+    for (const auto& group : plan_drafts(generating)) decode_group(group);
 }
 
 // Drafts ride only in rows the calls would leave empty: speculation never
 // adds a call (when 16 or more sequences decode, the batch is full and no
-// one speculates). A draft never reaches past the request's max_tokens.
-// The draft model's proposals of the step run together (propose_with_model);
-// each is planned at its full length, which it has unless it fails.
-void Scheduler::plan_drafts(const std::vector<Slot*>& generating) {
+// one speculates). The sequences are split into as few calls as they need,
+// of near-equal size, and each call's spare rows are shared among its
+// drafting sequences in turn: each takes at most its fair part of what is
+// left, and what it leaves unused goes to the ones after it. A draft never
+// reaches past the request's max_tokens. The draft model's proposals of the
+// step run together (propose_with_model); each is planned at its full
+// length, which it has unless it fails.
+std::vector<std::vector<Scheduler::Slot*>> Scheduler::plan_drafts(
+    const std::vector<Slot*>& generating) {
     const size_t calls = (generating.size() + kDecodeRowsPerCall - 1) / kDecodeRowsPerCall;
-    size_t spare = calls * kDecodeRowsPerCall - generating.size();
-    size_t group_rows = 0;
+    std::vector<std::vector<Slot*>> groups;
     std::vector<std::pair<Slot*, uint32_t>> by_model;  // slots and their draft lengths
-    for (Slot* s : generating) {
-        s->draft.clear();
-        if (group_rows == kDecodeRowsPerCall) group_rows = 0;
-        const size_t room = kDecodeRowsPerCall - group_rows - 1;
+    const auto room_left = [](const Slot& s) {
         const size_t left =
-            s->job->request.max_tokens - std::min(s->generated, s->job->request.max_tokens);
-        const size_t most = std::min({size_t(s->draft_len), spare, room, left > 0 ? left - 1 : 0});
-        size_t planned = 0;
-        if (s->draft_max > 0 && most > 0 && s->model_source) {
-            by_model.emplace_back(s, uint32_t(most));
-            planned = most;
-        } else if (s->draft_max > 0 && most > 0) {
+            s.job->request.max_tokens - std::min(s.generated, s.job->request.max_tokens);
+        return s.draft_max > 0 ? std::min(size_t(s.draft_len), left > 0 ? left - 1 : 0) : 0;
+    };
+    for (size_t c = 0; c < calls; ++c) {
+        const size_t first = c * generating.size() / calls;
+        const size_t end = (c + 1) * generating.size() / calls;
+        groups.emplace_back(generating.begin() + long(first), generating.begin() + long(end));
+        size_t spare = kDecodeRowsPerCall - (end - first);
+        size_t drafting = 0;  // the group's slots after this one that may draft
+        for (size_t i = first; i < end; ++i) drafting += room_left(*generating[i]) > 0;
+        for (size_t i = first; i < end; ++i) {
+            Slot* s = generating[i];
+            s->draft.clear();
+            const size_t wanted = room_left(*s);
+            if (wanted == 0) continue;
+            const size_t fair = (spare + drafting - 1) / drafting;
+            --drafting;
+            const size_t most = std::min(wanted, fair);
+            if (most == 0) continue;
+            if (s->model_source) {
+                by_model.emplace_back(s, uint32_t(most));
+                spare -= most;
+                continue;
+            }
             s->cached.push_back(s->next_token);  // the sequence's tokens so far
             s->draft = s->source->propose(s->cached, uint32_t(most));
             s->cached.pop_back();
             if (!s->source->error().empty()) drop_drafts_of_idle(*s);
-            planned = s->draft.size();
+            spare -= s->draft.size();
         }
-        spare -= planned;
-        group_rows += 1 + planned;
     }
     propose_with_model(by_model);
+    return groups;
 }
 
 // The draft model's proposals for these slots, one shared draft call per

@@ -181,7 +181,9 @@ class Scheduler {
     void loop();
     bool advance();  // step() after admission
     void decode_step();
-    void plan_drafts(const std::vector<Slot*>& generating);
+    // The step's calls: consecutive groups of `generating`, each at most
+    // kDecodeRowsPerCall rows with the drafts planned for it.
+    std::vector<std::vector<Slot*>> plan_drafts(const std::vector<Slot*>& generating);
     void propose_with_model(const std::vector<std::pair<Slot*, uint32_t>>& slots);
     void decode_group(const std::vector<Slot*>& group);
     void verify_slot(Slot& slot, uint32_t first_row);
@@ -214,6 +216,7 @@ class Scheduler {
     int64_t published_checkpoint_bytes_ = 0;
     uint64_t published_evictions_ = 0;
     uint64_t admit_clock_ = 0;  // orders idle slots for eviction, least recently used first
+    size_t draft_turn_ = 0;     // which generating slot is offered draft rows first this step
 
     std::mutex m_;
     std::condition_variable wake_, idle_;
