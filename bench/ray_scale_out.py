@@ -6,11 +6,15 @@ each), aggregate generated tokens/s and p99 time to first token. The target is
 Ray's tokens/s >= 0.9 x the single server's.
 
     FERROX_BIN=build/ci/bin/ferrox python3 bench/ray_scale_out.py [--model GGUF]
-        [--clients 16] [--requests 2] [--max-tokens 64] [--parallel 16] [--json]
+        [--clients 16] [--requests 2] [--max-tokens 64] [--parallel 16]
+        [--stream-interval-ms 0 [100 ...]] [--json]
     ... --smoke   # tiny-llama31, 4 clients x 1 request x 8 tokens: checks the
                   # script end to end in ~a minute, measures nothing worth quoting
 
-`--parallel` is the single server's; each replica gets half. Loopback only.
+`--parallel` is the single server's; each replica gets half. Each
+`--stream-interval-ms` value is one Ray run with that setting (a stream's
+chunks joined for up to that long on their way through Ray; 0: each token's
+chunk alone). Loopback only.
 Exit status 0 when every request of both runs succeeded.
 """
 from __future__ import annotations
@@ -71,7 +75,7 @@ def run_single(args, settings: dict) -> dict:
         proc.wait(60)
 
 
-def run_ray(args, settings: dict) -> dict:
+def run_ray(args, settings: dict, interval_ms: int) -> dict:
     import ray
     from ray import serve
 
@@ -83,7 +87,8 @@ def run_ray(args, settings: dict) -> dict:
         from ferrox.serve.ray import build_app
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        app = build_app(dict(settings, threads=1, parallel=max(1, args.parallel // 2)),
+        app = build_app(dict(settings, threads=1, parallel=max(1, args.parallel // 2),
+                             stream_interval_ms=interval_ms),
                         {"num_replicas": 2})
         serve.run(app, name="ferrox", route_prefix="/")
         return load(args, f"http://127.0.0.1:{port}/v1")
@@ -107,6 +112,7 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--parallel", type=int, default=16)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--stream-interval-ms", type=int, nargs="+", default=[0])
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -117,18 +123,25 @@ def main() -> int:
     if not args.ferrox_bin:
         ap.error("--ferrox-bin or $FERROX_BIN: the built ferrox")
     single = run_single(args, settings)
-    scaled = run_ray(args, settings)
-    ratio = scaled["tokens_per_s"] / single["tokens_per_s"] if single["tokens_per_s"] else 0.0
-    out = {"single_2_threads": single, "ray_2x1_thread": scaled, "throughput_ratio": ratio,
+    runs = {ms: run_ray(args, settings, ms) for ms in args.stream_interval_ms}
+    tps = single["tokens_per_s"]
+    ratios = {ms: (r["tokens_per_s"] / tps if tps else 0.0) for ms, r in runs.items()}
+    out = {"single_2_threads": single,
+           "ray_2x1_thread": [dict(r, stream_interval_ms=ms, throughput_ratio=ratios[ms])
+                              for ms, r in runs.items()],
            "target_ratio": 0.9, "smoke": args.smoke}
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        for name, r in (("one ferrox serve x 2 threads", single), ("Ray 2 replicas x 1 thread", scaled)):
+        rows = [("one ferrox serve x 2 threads", single)] + [
+            (f"Ray 2 replicas x 1 thread, stream_interval_ms {ms}", r) for ms, r in runs.items()]
+        for name, r in rows:
             print(f"{name}: {r['tokens_per_s']:.1f} tokens/s, p99 TTFT "
                   f"{openai_load.fmt_s(r['ttft_p99_s'])} s, {r['failed']} failed of {r['requests']}")
-        print(f"ratio {ratio:.3f} (target >= 0.9)" + (" [smoke: not a measurement]" if args.smoke else ""))
-    return 0 if not single["failed"] and not scaled["failed"] else 1
+        for ms, ratio in ratios.items():
+            print(f"ratio at stream_interval_ms {ms}: {ratio:.3f} (target >= 0.9)"
+                  + (" [smoke: not a measurement]" if args.smoke else ""))
+    return 0 if not single["failed"] and not any(r["failed"] for r in runs.values()) else 1
 
 
 if __name__ == "__main__":

@@ -104,7 +104,9 @@ def app():
     from ferrox.serve.ray import build_app
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    args = {"model": MODEL, "ferrox_bin": FERROX, **SERVE_FLAGS}
+    # Streams joined for up to 50 ms on their way through Ray: the seeded and
+    # the killed-replica tests below check that path end to end.
+    args = {"model": MODEL, "ferrox_bin": FERROX, **SERVE_FLAGS, "stream_interval_ms": 50}
     options = {"num_replicas": 2, "health_check_period_s": 1, "health_check_timeout_s": 5}
     serve.run(build_app(args, options), name="ferrox", route_prefix="/")
     try:
@@ -181,6 +183,8 @@ def test_settings_are_checked_before_anything_starts():
     with pytest.raises(SettingsError, match="may not set --host"):
         FerroxSettings.from_mapping({"model": MODEL, "ferrox_bin": FERROX,
                                      "extra_args": ["--host=0.0.0.0"]})
+    with pytest.raises(SettingsError, match="`stream_interval_ms` must be an integer 0..1000, got 5000"):
+        FerroxSettings.from_mapping({"model": MODEL, "ferrox_bin": FERROX, "stream_interval_ms": 5000})
     with pytest.raises(SettingsError, match="`model`"):
         FerroxSettings.from_mapping({"ferrox_bin": FERROX})
     argv = FerroxSettings.from_mapping({"model": "m.gguf", "ferrox_bin": "/x/ferrox",

@@ -52,6 +52,9 @@ class FerroxSettings:
     startup_timeout_s: float = 300.0
     attempts: int = 6
     proxy_max_body_bytes: int = 4 << 20
+    # A stream's chunks that arrive within this many ms of a pending one cross
+    # Ray as one message (0: each as the child wrote it); the first never waits.
+    stream_interval_ms: int = 0
 
     @classmethod
     def from_mapping(cls, args: Mapping[str, Any]) -> "FerroxSettings":
@@ -95,7 +98,8 @@ class FerroxSettings:
 # key -> (type, low, high); None: no range.
 _INTS = {"threads": (1, 1024), "parallel": (1, 64), "context": (0, 1 << 20),
          "max_queue": (0, 65536), "request_timeout": (1, 86400), "drain_timeout": (0, 86400),
-         "attempts": (1, 10), "proxy_max_body_bytes": (1024, 1 << 30)}
+         "attempts": (1, 10), "proxy_max_body_bytes": (1024, 1 << 30),
+         "stream_interval_ms": (0, 1000)}
 _KV_KINDS = ("f32", "f16", "q8_0", "q4_0")
 _KV_KEYS = ("kv_type", "kv_type_k", "kv_type_v")
 _STRINGS = ("model", "ferrox_bin", *_KV_KEYS, "api_key_file", "alias", "max_body_bytes")

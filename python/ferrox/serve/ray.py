@@ -22,6 +22,7 @@ Nothing here logs a prompt or an answer: only paths, statuses and errors.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -36,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from . import _headroom
+from ._coalesce import coalesced
 from ._child import ChildServer
 from ._settings import FerroxSettings, SettingsError
 
@@ -173,8 +175,11 @@ class FerroxReplica:
                 raise ReplicaUnavailable(self._id, f"ferrox serve broke off ({type(e).__name__})")
             yield head
             if head["stream"]:
-                async for chunk in chunks:  # an httpx error here reaches the ingress mid-stream
-                    yield chunk
+                interval = self._settings.stream_interval_ms / 1000
+                # An httpx error here reaches the ingress mid-stream.
+                async with contextlib.aclosing(coalesced(chunks, interval)) as joined:
+                    async for chunk in joined:
+                        yield chunk
         finally:
             await response.aclose()
 
