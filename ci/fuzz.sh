@@ -23,12 +23,35 @@ if [[ -f "$sdist" ]]; then
   tar -xzf "$sdist" -C "$build/corpus-fuzz_grammar" --strip-components=4 --wildcards \
     '*/vendor/llama.cpp/grammars/*.gbnf' 2>/dev/null || true
 fi
-for target in "${!corpora[@]}"; do
-  work="$build/corpus-$target"   # new inputs land here; the committed corpus stays read-only
+# One fuzzer per core at a time (each is single-threaded); each one's log is
+# printed when it ends, and any finding fails the script.
+fuzz_one() {
+  local target=$1 work="$build/corpus-$1"   # new inputs land in work; the committed corpus stays read-only
   mkdir -p "$work"
-  echo "$target: ${seconds}s"
-  dict=()
+  local dict=()
   [[ -n "${dictionaries[$target]:-}" ]] && dict=(-dict="${dictionaries[$target]}")
   "$build/bin/$target" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=10 \
-    "${dict[@]}" -print_final_stats=1 "$work" "${corpora[$target]}" 2>&1 | tail -4
+    "${dict[@]}" -print_final_stats=1 "$work" "${corpora[$target]}" >"$build/log-$target" 2>&1
+}
+at_once="${FERROX_JOBS:-$(nproc)}"
+failed=()
+declare -A running=()
+reap() {  # waits for one fuzzer to end, prints its log's tail
+  local pid status=0
+  wait -n -p pid || status=$?
+  local target=${running[$pid]}
+  unset "running[$pid]"
+  echo "$target: ${seconds}s, exit $status"
+  tail -4 "$build/log-$target"
+  ((status == 0)) || failed+=("$target")
+}
+for target in "${!corpora[@]}"; do
+  ((${#running[@]} < at_once)) || reap
+  fuzz_one "$target" &
+  running[$!]=$target
 done
+while ((${#running[@]} > 0)); do reap; done
+if ((${#failed[@]} > 0)); then
+  echo "fuzzing found something in: ${failed[*]} (logs: $build/log-<target>)" >&2
+  exit 1
+fi
