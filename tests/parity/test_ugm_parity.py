@@ -19,14 +19,17 @@ original.
 """
 from __future__ import annotations
 
-import io
 import os
+import pathlib
 import random
 import sys
 
 import pytest
 
 import llama_ref
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "model"))
+import ugm_vocab  # noqa: E402
 
 llama_cpp = llama_ref.require_llama_cpp()
 spm = pytest.importorskip("sentencepiece", reason="pip install sentencepiece (ci/install-deps.sh)")
@@ -35,15 +38,8 @@ gguf = pytest.importorskip("gguf")
 SEED = int(os.environ.get("FERROX_PARITY_SEED", "20261207"))
 STRINGS = int(os.environ.get("FERROX_UGM_STRINGS", "400"))
 
-# Scripts the training text and the test strings are drawn from; the test
-# strings add characters the training text never has (unknown code points).
-TRAIN_POOLS = [
-    "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789",
-    "\u00e4\u00f6\u00fc\u00df\u00e9\u00e8\u00ea\u00e7\u00f1\u00e5\u00f8",
-    "\u043f\u0440\u0438\u0432\u0435\u0442\u043c\u0438\u0440\u0434\u043e\u043c",
-    "\u65e5\u672c\u8a9e\u4e2d\u6587\u5b57\u3072\u3089\u304c\u306a",
-    "\u0645\u0631\u062d\u0628\u0627", ".,;:!?'\"()-",
-]
+# The test strings add characters the training text (ugm_vocab.TRAIN_POOLS) never
+# has: unknown code points.
 EXTRA_POOLS = [
     "\uff21\uff22\uff23\uff41\uff42\uff43\uff10\uff11\uff01\uff1f",  # full-width forms (NFKC folds them)
     "\ufb01\ufb02\u2460\u2461\u00bd\u2122\u00b2\u3000\u00a0",      # ligatures, circled, fractions, odd spaces
@@ -59,16 +55,6 @@ EXTRA_POOLS = [
 USER_SYMBOLS = ["<sep>", "[MASK]"]
 
 
-def random_word(rng: random.Random, pools) -> str:
-    pool = rng.choice(pools)
-    return "".join(rng.choice(pool) for _ in range(rng.randint(1, 7)))
-
-
-def training_text(rng: random.Random) -> list[str]:
-    vocab = [random_word(rng, TRAIN_POOLS) for _ in range(600)]
-    return [" ".join(rng.choice(vocab) for _ in range(rng.randint(3, 14))) for _ in range(3000)]
-
-
 def sample_strings(rng: random.Random) -> list[str]:
     fixed = ["", " ", "   ", "\n", "Hello world", "  two  spaces  ", "\uff28\uff45\uff4c\uff4c\uff4f",
              "\ufb01ne caf\u00e9 cafe\u0301", "\U0001f600 emoji \U0001f600\U0001f600", "a\n\nb\tc",
@@ -81,72 +67,13 @@ def sample_strings(rng: random.Random) -> list[str]:
             if kind < 0.15:
                 parts.append(rng.choice(" \n\t") * rng.randint(1, 5))
             elif kind < 0.45:
-                parts.append(random_word(rng, EXTRA_POOLS))
+                parts.append(ugm_vocab.random_word(rng, EXTRA_POOLS))
             elif kind < 0.5:
                 parts.append(rng.choice(USER_SYMBOLS))
             else:
-                parts.append(random_word(rng, TRAIN_POOLS))
+                parts.append(ugm_vocab.random_word(rng, ugm_vocab.TRAIN_POOLS))
         out.append("".join(parts) if rng.random() < 0.5 else " ".join(parts))
     return out
-
-
-def train(rng: random.Random, rule: str, remove_extra: bool, user_symbols: list[str]) -> bytes:
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(training_text(rng)), model_writer=model, model_type="unigram",
-        vocab_size=400, character_coverage=1.0, normalization_rule_name=rule,
-        remove_extra_whitespaces=remove_extra, add_dummy_prefix=True, byte_fallback=False,
-        user_defined_symbols=user_symbols, minloglevel=2, num_threads=1)
-    return model.getvalue()
-
-
-def write_gguf(model: bytes, path) -> None:
-    """A vocab-only GGUF as llama.cpp's converter writes a T5 vocabulary (facts from conversion/t5.py)."""
-    from sentencepiece import sentencepiece_model_pb2 as pb
-
-    proto = pb.ModelProto()
-    proto.ParseFromString(model)
-    sp = spm.SentencePieceProcessor(model_proto=model)
-    tokens, scores, types = [], [], []
-    for i in range(sp.get_piece_size()):
-        tokens.append(sp.id_to_piece(i).encode())
-        scores.append(sp.get_score(i))
-        if sp.is_unknown(i):
-            types.append(gguf.TokenType.UNKNOWN)
-        elif sp.is_control(i):
-            types.append(gguf.TokenType.CONTROL)
-        elif sp.is_unused(i):
-            types.append(gguf.TokenType.UNUSED)
-        elif sp.is_byte(i):
-            types.append(gguf.TokenType.BYTE)
-        elif proto.pieces[i].type == pb.ModelProto.SentencePiece.USER_DEFINED:
-            types.append(gguf.TokenType.USER_DEFINED)
-        else:
-            types.append(gguf.TokenType.NORMAL)
-    w = gguf.GGUFWriter(str(path), "bert")
-    w.add_name("ugm-test")
-    w.add_block_count(1)
-    w.add_context_length(512)
-    w.add_embedding_length(8)
-    w.add_feed_forward_length(16)
-    w.add_head_count(2)
-    w.add_layer_norm_eps(1e-12)
-    w.add_tokenizer_model("t5")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_add_space_prefix(proto.normalizer_spec.add_dummy_prefix)
-    w.add_remove_extra_whitespaces(proto.normalizer_spec.remove_extra_whitespaces)
-    if proto.normalizer_spec.precompiled_charsmap:
-        w.add_precompiled_charsmap(proto.normalizer_spec.precompiled_charsmap)
-    w.add_unk_token_id(sp.unk_id())
-    w.add_bos_token_id(sp.bos_id())
-    w.add_eos_token_id(sp.eos_id())
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
 
 
 CASES = {
@@ -170,9 +97,9 @@ def models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ugm")
     out = {}
     for i, (name, (rule, remove_extra, symbols)) in enumerate(CASES.items()):
-        model = train(random.Random(SEED + i), rule, remove_extra, symbols)
+        model = ugm_vocab.train(SEED + i, rule, remove_extra, symbols)
         path = folder / f"{name}.gguf"
-        write_gguf(model, path)
+        ugm_vocab.write_vocab_only(model, path)
         out[name] = (model, path)
     return out
 
@@ -290,7 +217,7 @@ def test_without_the_charsmap_llama_cpp_differs(tool, models, tmp_path):
     proto.ParseFromString(model)
     proto.normalizer_spec.precompiled_charsmap = b""
     broken = tmp_path / "no-charsmap.gguf"
-    write_gguf(proto.SerializeToString(), broken)
+    ugm_vocab.write_vocab_only(proto.SerializeToString(), broken)
     texts = sample_strings(random.Random(SEED))
     got = ferrox_ids(tool, models["nmt_nfkc"][1], texts)
     reference = llama_ref.Reference(broken)
