@@ -122,3 +122,12 @@ TEST_CASE("ugm: a well-framed charsmap of random trie units never reads out of b
         for (const int32_t id : ids) CHECK(id >= 0);
     }
 }
+
+TEST_CASE("ugm: an unknown code point costs the lowest normal score less 10") {
+    // "aQ": the piece "aQ" (-1) against "a" (+5, a file's score may be positive) and Q
+    // unknown: 5 + (-1 - 10) = -6 loses to -1; without the penalty 5 + (-1) = 4 would win.
+    auto tok = make_tokenizer(ugm_vocab({{"a", 5}, {"aQ", -1}}));
+    CHECK(tok->encode("aQ", false, false) == Ids{id_of(*tok, "aQ")});
+    // Where no piece covers Q, the unknown token stands for it.
+    CHECK(tok->encode("Qa", false, false) == Ids{2, id_of(*tok, "a")});
+}
