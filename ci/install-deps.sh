@@ -41,6 +41,11 @@ fi
 # the Python package without a download.
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
   "gguf==0.19.0" numpy pytest openai anthropic jsonschema jinja2 wheel 2>&1 | grep -v "^WARNING" || true
+# SentencePiece, which tests/parity/test_ugm_parity.py trains unigram models with and
+# holds the "t5" tokenizer to (pinned: the reference; its wheel stays in ~/.cache/pip).
+python3 -c 'import sys, sentencepiece; sys.exit(sentencepiece.__version__ != "0.2.1")' 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    --cache-dir "$HOME/.cache/pip" "sentencepiece==0.2.1" 2>&1 | grep -v "^WARNING" || true
 # Kubernetes' own schemas, which packaging/oci/test-image.sh checks the example against.
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
   --cache-dir "$HOME/.cache/pip" "kubernetes-validate==1.37.0" 2>&1 | grep -v "^WARNING" || true

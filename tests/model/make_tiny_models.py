@@ -512,6 +512,21 @@ def make_mamba2(out_dir: pathlib.Path, seed: int, name: str, vocab_name: str, op
     return path
 
 
+def add_ugm_xlmr_tokenizer(writer: gguf.GGUFWriter, seed: int) -> int:
+    """A SentencePiece unigram vocabulary trained here (ugm_vocab.py; the seed its text's)
+    with XLM-RoBERTa's ids and the flags its converter writes (bge-m3, bge-reranker-v2-m3):
+    <s>=0 <pad>=1 </s>=2 <unk>=3, BOS and EOS added, </s> also the separator, one token type."""
+    import ugm_vocab
+
+    n_vocab = ugm_vocab.add_tokenizer(writer, ugm_vocab.train(seed, xlmr_ids=True))
+    writer.add_sep_token_id(2)
+    writer.add_pad_token_id(1)
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(True)
+    writer.add_token_type_count(1)
+    return n_vocab
+
+
 def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name: str = "",
          opt: dict | None = None) -> pathlib.Path:
     name = name or arch
@@ -523,7 +538,10 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
     path = out_dir / f"tiny-{name}.gguf"
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny random {name}")
-    n_vocab = copy_tokenizer(w, VOCAB_DIR / f"ggml-vocab-{vocab_name}.gguf")
+    if vocab_name == "ugm-xlmr":
+        n_vocab = add_ugm_xlmr_tokenizer(w, seed)
+    else:
+        n_vocab = copy_tokenizer(w, VOCAB_DIR / f"ggml-vocab-{vocab_name}.gguf")
     w.add_context_length(opt.get("n_ctx", N_CTX))
     w.add_embedding_length(N_EMBD)
     n_layer = opt.get("n_layer", N_LAYER)
@@ -679,7 +697,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             else opt.get("shexp", N_FF_EXP * opt.get("glm", {}).get("expert_shared_count", 0)),
             "n_embd+n_embd": 2 * N_EMBD, "n_embd_per_layer": opt.get("per_layer", 0),
             "n_embd_per_layer*n_layer": opt.get("per_layer", 0) * n_layer, "n_dense": opt.get("dense", 0),
-            "n_token_types": 2, "n_ctx_train": opt.get("n_ctx", N_CTX),
+            "n_token_types": 1 if vocab_name == "ugm-xlmr" else 2, "n_ctx_train": opt.get("n_ctx", N_CTX),
             "n_cls_out": len(opt["rank_head"]["labels"]) if "rank_head" in opt else 1}
     if mla:
         dims.update({"q_lora": mla["q_lora"], "kv_lora": mla["kv_lora"],

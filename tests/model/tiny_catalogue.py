@@ -436,6 +436,14 @@ BERT_RERANK["bert-rerank-nobias"] = ("bert", "bert-bge", {**BERT_RERANK["bert-re
                                                           "no_cls_bias": True})
 BERT_RERANK["bert-rerank-eos"] = ("bert", "bert-bge", {**BERT_RERANK["bert-rerank"][2], "seed": 3900,
                                                        "tokenizer_flags": {"add_eos_token": True}})
+# XLM-RoBERTa-style rerankers (seeds from 4500): bge-reranker-v2-m3's layout -- bert-rerank's
+# options -- with a SentencePiece unigram vocabulary (tokenizer.ggml.model t5, trained by
+# tests/model/ugm_vocab.py on text seeded by the model's seed; a precompiled nmt_nfkc charsmap),
+# XLM-RoBERTa's ids (<s>=0 <pad>=1 </s>=2 <unk>=3), add_bos and add_eos, one token type.
+#   bert-rerank-ugm: llama-server joins a pair as <s> query </s> </s> document </s>.
+BERT_UGM = {
+    "bert-rerank-ugm": ("bert", "ugm-xlmr", {**BERT_RERANK["bert-rerank"][2]}),
+}
 # Gemma 4's experts (seeds from 3600).
 GEMMA4_MOE = {
     # 26B-A4B's layers: every layer's experts beside its dense GeGLU FFN (8 experts of 64, 2
@@ -512,4 +520,5 @@ FAMILIES = [
     Family(LLAMA4, 4000),
     Family(MAMBA2_HYBRID, 4300),
     Family(BERT_RERANK, 3900),
+    Family(BERT_UGM, 4500),
 ]

@@ -179,3 +179,22 @@ def test_a_pair_past_the_learned_positions_is_a_400_naming_the_document():
         # [CLS] river [SEP] + 253 words: 256 tokens.
         status, body = s.post("/v1/rerank", {"query": "river", "documents": ["stone " * 253]})
         assert status == 200 and body["usage"]["prompt_tokens"] == 256, body
+
+
+UGM_MODEL = TINY / "tiny-bert-rerank-ugm.gguf"
+
+
+def test_a_reranker_with_a_unigram_vocabulary_matches_llama_cpp():
+    """tiny-bert-rerank-ugm (tiny_catalogue.py BERT_UGM): bge-reranker-v2-m3's shape of file --
+    the rank head over a SentencePiece unigram vocabulary (tokenizer.ggml.model t5, an nmt_nfkc
+    charsmap, XLM-RoBERTa's ids and flags), pairs joined as <s> q </s> </s> d </s>."""
+    if not UGM_MODEL.exists():
+        pytest.skip(f"{UGM_MODEL} is absent (tests/model/make_tiny_models.py makes it; needs sentencepiece)")
+    (scores, tokens), (ref, counts) = ferrox_scores(UGM_MODEL), llama_scores(UGM_MODEL)
+    rel, flips = compare(scores, ref)
+    print(f"\nbert-rerank-ugm: tokens {counts}\n  ferrox {np.round(scores, 6).tolist()}\n"
+          f"  llama  {np.round(ref, 6).tolist()}\n  max |d| / rms {rel:.2e}, flips {flips}")
+    assert tokens == sum(counts), f"ferrox decoded {tokens} tokens for the pairs, llama.cpp {sum(counts)}"
+    assert len(set(np.round(ref, 3))) > 5, "the scores barely differ: the test would not see a fault"
+    assert rel <= MAX_RELATIVE, f"scores differ by {rel:.2e} of their RMS"
+    assert flips == 0

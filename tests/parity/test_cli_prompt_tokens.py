@@ -38,8 +38,8 @@ def test_special_token_text_in_a_prompt_stays_text_unless_special(model):
 
 
 def test_a_refused_tokenizer_stops_the_load_before_the_weights(tmp_path):
-    broken = write_model(tmp_path / "t5.gguf", tokenizer_model="t5", drop=("blk.0.attn_q.weight",))[0]
+    broken = write_model(tmp_path / "rwkv.gguf", tokenizer_model="rwkv", drop=("blk.0.attn_q.weight",))[0]
     done = ferrox("logits", "-m", str(broken), "--tokens", "1,2", "--out", str(tmp_path / "l.f32"))
     assert done.returncode != 0
-    assert "tokenizer.ggml.model 't5'" in done.stderr, done.stderr
+    assert "tokenizer.ggml.model 'rwkv'" in done.stderr, done.stderr
     assert "attn_q" not in done.stderr

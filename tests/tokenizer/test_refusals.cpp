@@ -63,15 +63,15 @@ class TinyGguf {
 
 TEST_CASE("refusal: an unknown tokenizer.ggml.model is named with its value") {
     TinyGguf g;
-    g.string("tokenizer.ggml.model", "t5");  // Unigram (T5's), which ferrox does not run
+    g.string("tokenizer.ggml.model", "rwkv");  // RWKV's trie tokenizer, which ferrox does not run
     g.strings("tokenizer.ggml.tokens", {"a"});
-    auto file = ferrox::gguf::File::open(g.write("ferrox_tok_t5.gguf"));
+    auto file = ferrox::gguf::File::open(g.write("ferrox_tok_rwkv.gguf"));
     REQUIRE(file);
     auto tok = ferrox::Tokenizer::from_gguf(*file);
     REQUIRE_FALSE(tok);
     CHECK_THAT(tok.error().message(), Catch::Contains("tokenizer.ggml.model") &&
-                                          Catch::Contains("'t5'") &&
-                                          Catch::Contains("ferrox_tok_t5.gguf"));
+                                          Catch::Contains("'rwkv'") &&
+                                          Catch::Contains("ferrox_tok_rwkv.gguf"));
 }
 
 TEST_CASE("refusal: an unknown tokenizer.ggml.pre is named with its value") {

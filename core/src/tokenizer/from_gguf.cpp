@@ -26,6 +26,21 @@ Expected<std::optional<bool>> optional_bool(const gguf::File& file, std::string_
     return std::optional<bool>(*value);
 }
 
+// tokenizer.ggml.precompiled_charsmap: an array of UINT8 or INT8, as bytes
+// (absent: none). Its inner sizes are checked by Charsmap::parse.
+Expected<std::string> charsmap_bytes(const gguf::File& file) {
+    constexpr std::string_view kKey = "tokenizer.ggml.precompiled_charsmap";
+    const gguf::Value* value = file.find(kKey);
+    if (value == nullptr) return std::string();
+    const auto* array = std::get_if<gguf::Array>(value);
+    if (array != nullptr) {
+        if (auto u8 = array->as_vector<uint8_t>()) return std::string(u8->begin(), u8->end());
+        if (auto i8 = array->as_vector<int8_t>()) return std::string(i8->begin(), i8->end());
+    }
+    return make_error("{}: metadata key '{}' must be an ARRAY of UINT8 or INT8",
+                      file.path().string(), kKey);
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file) {
@@ -71,6 +86,12 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
         spec.merges = std::move(*merges);
     }
 
+    if (spec.model == "t5") {
+        auto charsmap = charsmap_bytes(file);
+        if (!charsmap) return charsmap.error();
+        spec.precompiled_charsmap = std::move(*charsmap);
+    }
+
     struct IdKey {
         std::optional<int32_t>* target;
         std::string_view key;
@@ -95,6 +116,7 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
           BoolKey{&spec.add_eos, "tokenizer.ggml.add_eos_token"},
           BoolKey{&spec.add_sep, "tokenizer.ggml.add_sep_token"},
           BoolKey{&spec.add_space_prefix, "tokenizer.ggml.add_space_prefix"},
+          BoolKey{&spec.remove_extra_whitespaces, "tokenizer.ggml.remove_extra_whitespaces"},
           BoolKey{&spec.lowercase, "tokenizer.ggml.normalizer.lowercase"},
           BoolKey{&spec.strip_accents, "tokenizer.ggml.normalizer.strip_accents"}}) {
         auto value = optional_bool(file, k.key);

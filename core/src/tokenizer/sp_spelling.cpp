@@ -52,4 +52,21 @@ std::optional<unsigned char> byte_of_token(std::string_view text) {
     return static_cast<unsigned char>(high * 16 + low);
 }
 
+std::string sp_token_piece(const Vocab& vocab, int32_t id) {
+    if (!vocab.valid(id)) return {};
+    const std::string_view text = vocab.text(id);
+    switch (vocab.type(id)) {
+        case TokenType::user_defined:
+            return std::string(text);
+        case TokenType::normal:
+            return unescape_spaces(text);
+        case TokenType::byte: {
+            const auto byte = byte_of_token(text);
+            return byte ? std::string(1, static_cast<char>(*byte)) : std::string();
+        }
+        default:  // control, unknown, unused, undefined
+            return {};
+    }
+}
+
 }  // namespace ferrox::tokenizer_detail

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "tokenizer/vocab.h"
+
 namespace ferrox::tokenizer_detail {
 
 inline constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
@@ -19,5 +21,9 @@ std::string unescape_spaces(std::string_view text);
 std::string byte_token_name(unsigned char byte);
 // The byte a "<0xXX>" token stands for; nullopt for any other text.
 std::optional<unsigned char> byte_of_token(std::string_view text);
+// A token's bytes in a SentencePiece vocabulary ("llama" and "t5"): a normal
+// token's text with U+2581 as ' ', a user-defined token's text as it is, a
+// byte token's byte; "" for control, unknown and unused tokens and bad ids.
+std::string sp_token_piece(const Vocab& vocab, int32_t id);
 
 }  // namespace ferrox::tokenizer_detail

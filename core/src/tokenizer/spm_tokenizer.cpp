@@ -62,22 +62,6 @@ void SpmTokenizer::push_bytes(std::string_view bytes, std::vector<int32_t>& out)
     }
 }
 
-std::string SpmTokenizer::token_to_piece(int32_t id) const {
-    const Vocab& v = vocab();
-    if (!v.valid(id)) return {};
-    const std::string_view text = v.text(id);
-    switch (v.type(id)) {
-        case TokenType::user_defined:
-            return std::string(text);
-        case TokenType::normal:
-            return unescape_spaces(text);
-        case TokenType::byte: {
-            const auto byte = byte_of_token(text);
-            return byte ? std::string(1, static_cast<char>(*byte)) : std::string();
-        }
-        default:  // control, unknown, unused, undefined
-            return {};
-    }
-}
+std::string SpmTokenizer::token_to_piece(int32_t id) const { return sp_token_piece(vocab(), id); }
 
 }  // namespace ferrox::tokenizer_detail

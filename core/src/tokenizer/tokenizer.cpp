@@ -6,6 +6,7 @@
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/ugm_tokenizer.h"
 #include "tokenizer/vocab.h"
 #include "tokenizer/wpm_tokenizer.h"
 
@@ -78,15 +79,16 @@ std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
 }
 
 Expected<void> Tokenizer::check_model(std::string_view model) {
-    for (const std::string_view known : {"llama", "gpt2", "gemma4", "bert"})
+    for (const std::string_view known : {"llama", "gpt2", "gemma4", "bert", "t5"})
         if (model == known) return {};
-    return make_error("unknown tokenizer.ggml.model '{}' (known: llama, gpt2, gemma4, bert)",
+    return make_error("unknown tokenizer.ggml.model '{}' (known: llama, gpt2, gemma4, bert, t5)",
                       escape_text(model));
 }
 
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(VocabSpec spec) {
     if (auto known = check_model(spec.model); !known) return known.error();
     if (spec.model == "bert") return tokenizer_detail::make_wpm_tokenizer(spec);
+    if (spec.model == "t5") return tokenizer_detail::make_ugm_tokenizer(spec);
     const bool spm = spec.model == "llama";
     // Gemma 4's model implies its split, whatever tokenizer.ggml.pre says (as llama.cpp).
     if (spec.model == "gemma4") spec.pre = "gemma4";

@@ -38,6 +38,16 @@ size_t utf8_sequence_length(uint8_t lead) {
     return 4;
 }
 
+size_t utf8_valid_prefix(std::string_view text) {
+    if (text.empty()) return 0;
+    const auto lead = static_cast<uint8_t>(text[0]);
+    const size_t length = utf8_sequence_length(lead);
+    if (!((lead < 0x80 || lead >= 0xC0) && lead < 0xF8) || length > text.size()) return 0;
+    for (size_t i = 1; i < length; ++i)
+        if (!is_continuation(static_cast<uint8_t>(text[i]))) return 0;
+    return length;
+}
+
 std::vector<char32_t> decode_utf8_lossy(std::string_view text) {
     std::vector<char32_t> out;
     out.reserve(text.size());

@@ -17,6 +17,10 @@ inline constexpr char32_t kReplacementCharacter = 0xFFFD;
 // (1 for continuation bytes, 4 for F0..FF).
 size_t utf8_sequence_length(uint8_t lead);
 
+// The byte length of the well-formed UTF-8 sequence at the start of `text`
+// (structure only, as decode_utf8_lossy checks it); 0 when it is malformed.
+size_t utf8_valid_prefix(std::string_view text);
+
 // Code points of `text`. A malformed sequence becomes U+FFFD and costs one
 // byte, so every input decodes (llama.cpp does the same).
 std::vector<char32_t> decode_utf8_lossy(std::string_view text);

@@ -112,7 +112,8 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
     }
 
     // Defaults for absent ids are llama.cpp's: SentencePiece's <unk>=0 <s>=1 </s>=2;
-    // BERT's [UNK]=100 [CLS]=101 (the BOS) [SEP]=102, no EOS; GPT-2 style
+    // BERT's [UNK]=100 [CLS]=101 (the BOS) [SEP]=102, no EOS; T5's unigram
+    // </s>=1 <unk>=2, no BOS; GPT-2 style
     // vocabularies have no such convention. A default outside the vocabulary is
     // no token (llama.cpp disables it); a given id outside it is refused.
     struct Defaults {
@@ -121,6 +122,7 @@ Expected<Vocab> Vocab::build(const VocabSpec& spec) {
     Defaults defaults;
     if (spec.model == "llama") defaults = {.bos = 1, .eos = 2, .unk = 0};
     if (spec.model == "bert") defaults = {.bos = 101, .unk = 100, .sep = 102};
+    if (spec.model == "t5") defaults = {.eos = 1, .unk = 2};  // T5's </s> and <unk>; <pad> = 0
     const auto pick = [&](const std::optional<int32_t>& given, int32_t fallback,
                           std::string_view what) -> Expected<int32_t> {
         if (!given) return vocab.valid(fallback) ? fallback : kNoToken;

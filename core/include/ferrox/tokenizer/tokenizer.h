@@ -2,7 +2,9 @@
 // (SentencePiece: score-ranked bigram merges, byte fallback), "gpt2"
 // (byte-level BPE: ranked merges after a regex pre-tokenizer), "gemma4"
 // (BPE over SentencePiece's spelling: U+2581 spaces, <0xXX> byte fallback) and
-// "bert" (WordPiece: the longest piece first, after BERT's normaliser).
+// "bert" (WordPiece: the longest piece first, after BERT's normaliser) and
+// "t5" (SentencePiece's unigram model: a Viterbi search over piece scores
+// after the file's precompiled-charsmap normaliser).
 // Behaviour follows llama.cpp's tokenizers token for token; the parity tests in
 // tests/parity/ compare the two on the same GGUF files.
 #pragma once
@@ -44,7 +46,7 @@ enum class TokenType : int32_t {
 // tokenizer.ggml.* keys, or what a test writes by hand. Absent optionals take
 // the per-model defaults llama.cpp uses.
 struct FERROX_API VocabSpec {
-    std::string model;  // "llama", "gpt2", "gemma4" or "bert" (tokenizer.ggml.model)
+    std::string model;  // "llama", "gpt2", "gemma4", "bert" or "t5" (tokenizer.ggml.model)
     std::string pre;    // pre-tokenizer name (BPE models only): qwen2, llama-bpe, ...
     std::vector<std::string> tokens;
     std::vector<float> scores;        // "llama": merge priority; empty = all 0
@@ -59,6 +61,10 @@ struct FERROX_API VocabSpec {
     // "bert"'s normaliser (tokenizer.ggml.normalizer.*): lowercase (default on) and
     // strip accents (default: as lowercase).
     std::optional<bool> lowercase, strip_accents;
+    // "t5": tokenizer.ggml.precompiled_charsmap's bytes (empty: no normaliser)
+    // and tokenizer.ggml.remove_extra_whitespaces (default off, as llama.cpp).
+    std::string precompiled_charsmap;
+    std::optional<bool> remove_extra_whitespaces;
     // general.name: Phi-3 models strip the whitespace that follows most of
     // their special tokens (matched case-insensitively on "phi-3" / "phi3").
     std::string model_name;
