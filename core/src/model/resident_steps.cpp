@@ -99,15 +99,6 @@ class ResidentSteps final : public Steps {
         return dispatcher_.project_resident(w, role, x.dev, n, y.dev);
     }
 
-    // One project each: the products queue on the backend's stream in
-    // order, with no thread pool to wake.
-    Expected<void> project_many(std::span<const Projection> products,
-                                std::string_view batch_role) override {
-        if (!trace_ && !products.empty())
-            dispatcher_.record_per_product(0, products[0].w->kind(), batch_role);
-        return Steps::project_many(products, batch_role);
-    }
-
     Expected<void> rms_norm(std::string_view role, Act x, Act gamma, uint64_t rows, uint32_t dim,
                             float eps, Act y) override {
         if (auto r = step(FERROX_OP_RMS_NORM, FERROX_KIND_F32, role); !r || trace_) return r;

@@ -81,7 +81,9 @@ class Steps {
     // bits (a token's expert products): on the host in one backend call
     // where it has the entry (ABI 1.9 matvec_batch), so its threads wake
     // once for all of them; recorded together under `batch_role`. This
-    // default issues them one project() each.
+    // default issues them one project() each, each recorded as project()
+    // records it (resident decoding: they queue on the backend's stream in
+    // order, with no thread pool to wake, and every op stays predicted).
     virtual Expected<void> project_many(std::span<const Projection> products,
                                         std::string_view batch_role) {
         (void)batch_role;
