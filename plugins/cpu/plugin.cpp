@@ -205,6 +205,27 @@ ferrox_status run_matvec(ferrox_backend* b, const ferrox_weight* w, const float*
     });
 }
 
+// ABI 1.9: all the items' rows as one job of the pool (matvec_many).
+ferrox_status run_matvec_batch(ferrox_backend* b, const ferrox_matvec_item* items, uint64_t n,
+                               ferrox_message* error) {
+    if (n && !items) {
+        set_message(error, "matvec_batch: null items");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    for (uint64_t i = 0; i < n; ++i)
+        if (!items[i].weight || !items[i].x || !items[i].y) {
+            set_message(error, "matvec_batch: item " + std::to_string(i) + " has a null member");
+            return FERROX_ERR_INVALID_ARGUMENT;
+        }
+    return guarded("cpu", error, [&] {
+        std::vector<MatvecTask> tasks(n);
+        for (uint64_t i = 0; i < n; ++i)
+            tasks[i] = {&items[i].weight->view, items[i].x, items[i].y};
+        matvec_many(*self(b).pool, *self(b).kernels, tasks);
+        return FERROX_OK;
+    });
+}
+
 ferrox_status run_gemm(ferrox_backend* b, const ferrox_weight* w, const float* x, uint64_t n,
                        float* y, ferrox_message* error) {
     if (!w || (n && (!x || !y))) {
@@ -395,6 +416,7 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
         t.gemm = run_gemm;
         t.attention = run_attention_entry;
         t.attention_kinds = attention_kinds;
+        t.matvec_batch = run_matvec_batch;
         *out = &backend.release()->table;
         return FERROX_OK;
     });

@@ -443,6 +443,69 @@ TEST_CASE("CPU gemm of up to 16 activations equals matvec bit for bit on the fus
     }
 }
 
+TEST_CASE(
+    "CPU matvec_batch gives every product matvec's bits, on every ISA path and thread count") {
+    // ABI 1.9: a MoE token's expert products in one call, their rows split
+    // across the threads as one job. Each product must equal its own
+    // matvec to the bit (batch invariance), whatever kinds share the call,
+    // whichever rows a thread took. Row counts that are no multiple of a
+    // tile or a chunk; two products reading one x (quantized once, shared),
+    // one weight twice with different x; y starts as NaN, so a row left
+    // unwritten or written twice by a wrong split shows.
+    const ferrox_kind kinds[] = {FERROX_KIND_Q4_K, FERROX_KIND_Q6_K,  FERROX_KIND_Q8_0,
+                                 FERROX_KIND_F16,  FERROX_KIND_Q4_0,  FERROX_KIND_IQ4_XS,
+                                 FERROX_KIND_F32,  FERROX_KIND_TQ2_0, FERROX_KIND_Q5_K};
+    const uint64_t cols = 512;
+    const uint64_t rows_of[] = {37, 130, 5, 257, 64, 19, 41, 300, 3};
+    for (const std::string& isa : runnable_isas())
+        for (unsigned threads : {1u, 2u, 3u}) {
+            CpuRig rig(threads, isa);
+            REQUIRE(rig.plugins.selected()[0]->has_matvec_batch());
+            std::mt19937_64 rng(test_seed(1909));
+            std::vector<WeightMatrix> weights;
+            for (size_t i = 0; i < std::size(kinds); ++i) {
+                auto m = WeightMatrix::owned("w", kinds[i], rows_of[i], cols,
+                                             random_weights(kinds[i], rows_of[i], cols, rng));
+                REQUIRE(m.has_value());
+                weights.push_back(std::move(*m));
+            }
+            const auto x_shared = gaussian(cols, rng);
+            std::vector<std::vector<float>> xs, alone, together;
+            std::vector<MatvecJob> jobs;
+            // Every weight reads x_shared, then each its own x, the first twice.
+            for (size_t pass = 0; pass < 2; ++pass)
+                for (size_t i = 0; i < weights.size(); ++i) {
+                    xs.push_back(pass == 0 ? x_shared : gaussian(cols, rng));
+                    alone.emplace_back(weights[i].rows(), NAN);
+                    together.emplace_back(weights[i].rows(), NAN);
+                }
+            xs.push_back(gaussian(cols, rng));
+            alone.emplace_back(weights[0].rows(), NAN);
+            together.emplace_back(weights[0].rows(), NAN);
+            for (size_t j = 0; j < xs.size(); ++j) {
+                const WeightMatrix& w = weights[j < 2 * weights.size() ? j % weights.size() : 0];
+                // x_shared itself for the first pass: one address, one quantization.
+                const std::span<const float> x = j < weights.size() ? x_shared : xs[j];
+                REQUIRE(rig.dispatch->apply(w, "alone", x, alone[j]).has_value());
+                jobs.push_back({&w, "together", x, together[j]});
+            }
+            REQUIRE(rig.dispatch->apply_many(jobs, "batch").has_value());
+            for (size_t j = 0; j < jobs.size(); ++j) {
+                uint64_t differing = 0;
+                for (size_t r = 0; r < alone[j].size(); ++r)
+                    differing += std::memcmp(&alone[j][r], &together[j][r], 4) != 0;
+                INFO(kind_name(jobs[j].weight->kind())
+                     << " isa=" << isa << " threads=" << threads << " product " << j);
+                CHECK(differing == 0);
+            }
+            bool batched = false;
+            for (const RegistryEntry& e : rig.registry.seal().entries)
+                batched |= e.key.role == "batch" && e.outcome == Outcome::Hit &&
+                           e.detail == Dispatcher::kBatchKernel;
+            CHECK(batched);
+        }
+}
+
 TEST_CASE("CPU gemm equals matvec bit for bit on TQ1_0, TQ2_0, NVFP4 and Q1_0, on every ISA path") {
     // Batch invariance for the kinds without a fused MATVEC: MATVEC and GEMM
     // both go through the int8 tiles, whose every (row, activation) result

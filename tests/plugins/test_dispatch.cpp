@@ -1,5 +1,7 @@
 // The kernel registry and dispatch, through real plugin files: the intent of
 // the seeds' four registry tests, and what they did not cover.
+#include <cmath>
+#include <cstring>
 #include <random>
 
 #include "ferrox/dispatch.h"
@@ -130,6 +132,45 @@ TEST_CASE("dispatch records the same decision the probe predicted, and counts ca
             want += static_cast<double>(w[r * cols + c]) * static_cast<double>(x[c]);
         CHECK(y[r] == Approx(want).epsilon(1e-5));
     }
+}
+
+TEST_CASE(
+    "apply_many without a matvec_batch entry runs one matvec each, recorded as the fallback") {
+    // The fixture plugin has no 1.9 entry: every product still runs, to
+    // apply()'s bits, each under its own role, and the batch is a Miss
+    // (a host backend) naming the per-product fallback.
+    Rig rig("fake, cpu");
+    REQUIRE_FALSE(rig.plugins.selected()[0]->has_matvec_batch());
+    std::mt19937_64 rng(test_seed(19));
+    const uint64_t cols = 64;
+    std::vector<WeightMatrix> weights;
+    for (uint64_t rows : {5u, 9u}) {
+        auto w = gaussian(rows * cols, rng);
+        std::vector<std::byte> bytes(w.size() * 4);
+        std::memcpy(bytes.data(), w.data(), bytes.size());
+        auto m = WeightMatrix::owned("expert", FERROX_KIND_F32, rows, cols, bytes);
+        REQUIRE(m.has_value());
+        weights.push_back(std::move(*m));
+    }
+    const auto x = gaussian(cols, rng);
+    std::vector<std::vector<float>> alone, together;
+    std::vector<MatvecJob> jobs;
+    for (const WeightMatrix& w : weights) {
+        alone.emplace_back(w.rows(), NAN);
+        together.emplace_back(w.rows(), NAN);
+        REQUIRE(rig.dispatch->apply(w, "ffn_up_exps", x, alone.back()).has_value());
+        jobs.push_back({&w, "ffn_up_exps", x, together.back()});
+    }
+    REQUIRE(rig.dispatch->apply_many(jobs, "ffn_exps_batch").has_value());
+    for (size_t j = 0; j < jobs.size(); ++j)
+        CHECK(std::memcmp(alone[j].data(), together[j].data(), alone[j].size() * 4) == 0);
+    const RegistryReport report = rig.registry.seal();
+    INFO(report.render());
+    CHECK(has_entry(report, "fake", FERROX_OP_MATVEC, FERROX_KIND_F32, Outcome::Miss,
+                    Dispatcher::kBatchFallback));
+    CHECK(report.violations.empty());
+    for (const auto& e : report.entries)
+        if (e.key.role == "ffn_up_exps") CHECK(e.count == 4);  // 2 alone + 2 together
 }
 
 TEST_CASE("strict mode turns violations into an error naming them while non-strict only warns") {

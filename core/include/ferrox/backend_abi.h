@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 8u
+#define FERROX_ABI_VERSION_MINOR 9u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -348,6 +348,13 @@ typedef enum ferrox_glu_kind {
     FERROX_GLU_SWIGLU_OAI = 2
 } ferrox_glu_kind;
 
+/* since 1.9: one product of the matvec_batch entry: y[rows] = W x[cols]. */
+typedef struct ferrox_matvec_item {
+    const ferrox_weight* weight;
+    const float* x; /* cols floats; items may share one x */
+    float* y;       /* rows floats; overlaps no other item's x or y */
+} ferrox_matvec_item;
+
 /* ---- the backend: a table of entries over the plugin's own context ------ */
 
 typedef struct ferrox_backend ferrox_backend;
@@ -504,6 +511,17 @@ struct ferrox_backend {
      * the backend attends only over K and V of one kind. */
     void (*attention_kinds)(const ferrox_backend* backend, ferrox_kind key_kind,
                             ferrox_kind value_kind, ferrox_kernel_info* out);
+
+    /* since 1.9: independent matvecs in one dispatch ----------------------
+     * Each item's y = W x exactly as the matvec entry computes it, to the
+     * bit, whatever else the call holds (the items may name different
+     * weights of different kinds); the backend may run them in any order
+     * and split their rows across its threads as one piece of work, which
+     * is why it exists: a MoE layer's many small expert products pay one
+     * wake-up of the threads, not one each. Host memory, like matvec.
+     * NULL (or an older plugin): the core calls matvec once per item. */
+    ferrox_status (*matvec_batch)(ferrox_backend* backend, const ferrox_matvec_item* items,
+                                  uint64_t n_items, ferrox_message* error);
 };
 
 /* ---- the two exported entries ------------------------------------------- */

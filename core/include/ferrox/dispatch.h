@@ -52,6 +52,14 @@ FERROX_API std::string attention_refusal(const Backend& backend, AttentionNeeds 
 // The op a weight product of `n` rows is: one row is a MATVEC.
 constexpr ferrox_op projection_op(uint64_t n) { return n == 1 ? FERROX_OP_MATVEC : FERROX_OP_GEMM; }
 
+// One product of Dispatcher::apply_many: y[rows] = W x.
+struct MatvecJob {
+    const WeightMatrix* weight = nullptr;
+    std::string_view role;
+    std::span<const float> x;
+    std::span<float> y;
+};
+
 class FERROX_API Dispatcher {
   public:
     // `backends` in priority order (backends.order, ready ones only).
@@ -82,6 +90,18 @@ class FERROX_API Dispatcher {
     // y[rows] = W x
     Expected<void> apply(const WeightMatrix& weight, std::string_view role,
                          std::span<const float> x, std::span<float> y);
+    // Independent matvecs, each recorded under its role as apply() records
+    // it, and each y to apply()'s bits. When one backend runs them all and
+    // has the matvec_batch entry (ABI 1.9), in one call (one wake-up of its
+    // threads), recorded under `batch_role` as a hit; otherwise one matvec
+    // each, recorded there as the fallback (by design on an accelerator,
+    // whose products queue without a wake-up).
+    Expected<void> apply_many(std::span<const MatvecJob> jobs, std::string_view batch_role);
+    // The fallback's record alone, for steps that issue the products
+    // themselves (resident decoding: one project each, queued in order).
+    void record_per_product(size_t backend, ferrox_kind kind, std::string_view batch_role);
+    static constexpr std::string_view kBatchKernel = "matvec_batch: one dispatch";
+    static constexpr std::string_view kBatchFallback = "one matvec per product";
     // y[n][rows] = x[n][cols] W^T
     Expected<void> apply_batch(const WeightMatrix& weight, std::string_view role,
                                std::span<const float> x, uint64_t n, std::span<float> y);

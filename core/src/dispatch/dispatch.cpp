@@ -240,6 +240,53 @@ Expected<void> Dispatcher::apply(const WeightMatrix& weight, std::string_view ro
     return backend->matvec(*handle, x.data(), y.data());
 }
 
+Expected<void> Dispatcher::apply_many(std::span<const MatvecJob> jobs,
+                                      std::string_view batch_role) {
+    if (jobs.empty()) return {};
+    std::vector<size_t> runners;
+    runners.reserve(jobs.size());
+    for (const MatvecJob& job : jobs) {
+        const WeightMatrix& w = *job.weight;
+        if (job.x.size() != w.cols() || job.y.size() != w.rows())
+            return make_error("{}: matvec shape mismatch: W is {}x{}, x has {}, y has {}", w.name(),
+                              w.rows(), w.cols(), job.x.size(), job.y.size());
+        auto runner = runner_for(FERROX_OP_MATVEC, w, job.role);
+        if (!runner) return runner.error();
+        runners.push_back(*runner);
+    }
+    const bool one_backend =
+        std::all_of(runners.begin(), runners.end(), [&](size_t r) { return r == runners[0]; });
+    const auto& first = backends_[runners[0]];
+    const RegistryKey key{first->name(), FERROX_OP_MATVEC, std::string(batch_role),
+                          jobs[0].weight->kind()};
+    if (one_backend && first->has_matvec_batch()) {
+        std::vector<ferrox_matvec_item> items;
+        items.reserve(jobs.size());
+        for (const MatvecJob& job : jobs) {
+            auto handle = job.weight->prepared_on(first);
+            if (!handle) return handle.error();
+            items.push_back({*handle, job.x.data(), job.y.data()});
+        }
+        registry_.record(Phase::Dispatch, key, Outcome::Hit, kBatchKernel, first->is_accelerator());
+        return first->matvec_batch(items);
+    }
+    record_per_product(runners[0], jobs[0].weight->kind(), batch_role);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const auto& backend = backends_[runners[i]];
+        auto handle = jobs[i].weight->prepared_on(backend);
+        if (!handle) return handle.error();
+        if (auto r = backend->matvec(*handle, jobs[i].x.data(), jobs[i].y.data()); !r) return r;
+    }
+    return {};
+}
+
+void Dispatcher::record_per_product(size_t backend, ferrox_kind kind, std::string_view batch_role) {
+    const Backend& b = *backends_[backend];
+    registry_.record(Phase::Dispatch, {b.name(), FERROX_OP_MATVEC, std::string(batch_role), kind},
+                     b.is_accelerator() ? Outcome::ByDesign : Outcome::Miss, kBatchFallback,
+                     b.is_accelerator());
+}
+
 Expected<void> Dispatcher::apply_batch(const WeightMatrix& weight, std::string_view role,
                                        std::span<const float> x, uint64_t n, std::span<float> y) {
     if (n == 0) return {};

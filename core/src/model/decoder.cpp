@@ -91,11 +91,13 @@ uint64_t activation_layout(const Hparams& hp, bool resident, uint32_t n_batch, S
     carve(s.ffn, b * hp.n_embd);
     used = blocks + b * block_floats(hp);
     carve(s.router, b * hp.n_expert);
-    // An expert's products take up to kExpertRows rows at once; its outputs
-    // stay until the rows of a pass (up to kMoeRows) are combined.
+    // An expert's products take up to kExpertRows rows at once, and the
+    // lone choices of a pass n_expert_used at once (experts_alone); their
+    // outputs stay until the rows of a pass (up to kMoeRows) are combined.
     const uint64_t group = std::min<uint64_t>(b, kExpertRows);
-    carve(s.expert_gate, group * hp.n_ff_expert);
-    carve(s.expert_up, group * hp.n_ff_expert);
+    const uint64_t hidden = std::max<uint64_t>(group, hp.n_expert_used);
+    carve(s.expert_gate, hidden * hp.n_ff_expert);
+    carve(s.expert_up, hidden * hp.n_ff_expert);
     carve(s.expert_in, hp.n_expert ? group * hp.n_embd : 0);
     carve(s.expert_out, std::min<uint64_t>(b, kMoeRows) * hp.n_expert_used * hp.n_embd);
     carve(s.shared, hp.n_ff_shared > 0 ? b * hp.n_embd : 0);
@@ -616,8 +618,10 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
     // Rows kMoeRows at a time: each row's experts chosen, then each expert's
     // rows through its products together (up to kExpertRows a call, where
     // the CPU plugin gives every row MATVEC's result to the bit, so no row's
-    // numbers depend on which rows share its expert), then each row's
-    // outputs added in the order it chose them, as llama.cpp adds them.
+    // numbers depend on which rows share its expert), the experts that only
+    // one choice took n_expert_used at a time (experts_alone: a decode
+    // step's every expert), then each row's outputs added in the order it
+    // chose them, as llama.cpp adds them.
     for (uint32_t r0 = 0; r0 < n; r0 += kMoeRows) {
         const uint32_t rows = std::min(n - r0, kMoeRows);
         for (uint32_t i = 0; i < rows; ++i) {
@@ -640,14 +644,22 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
         for (uint32_t c = 0; c < rows * k; ++c) order[c] = c;
         std::stable_sort(order.begin(), order.end(),
                          [&](uint32_t x, uint32_t y) { return a.chosen[x] < a.chosen[y]; });
+        a.alone.clear();
         for (size_t g0 = 0; g0 < order.size();) {
             const uint32_t e = a.chosen[order[g0]];
             size_t g1 = g0 + 1;
             while (g1 < order.size() && g1 - g0 < kExpertRows && a.chosen[order[g1]] == e) ++g1;
-            expert_rows(st, a, L, C, e, {order.data() + g0, g1 - g0}, r0,
-                        s.expert_out.at(uint64_t(g0) * d));
+            // A weighted input (llama4) is gathered first: expert_rows does it.
+            if (g1 - g0 == 1 && !on_input)
+                a.alone.push_back(static_cast<uint32_t>(g0));
+            else
+                expert_rows(st, a, L, C, e, {order.data() + g0, g1 - g0}, r0,
+                            s.expert_out.at(uint64_t(g0) * d));
             g0 = g1;
         }
+        for (size_t c0 = 0; c0 < a.alone.size(); c0 += k)
+            experts_alone(st, a, L, C,
+                          {a.alone.data() + c0, std::min<size_t>(k, a.alone.size() - c0)}, r0);
         // Where each choice's output is: its place in `order`.
         std::vector<uint32_t>& at = a.choice_place;
         at.resize(order.size());
@@ -696,6 +708,48 @@ void Decoder::expert_rows(StickySteps& st, Activations& a, const LayerWeights& L
     st.glu(hp_.arch->activation, s.expert_gate, s.expert_up, uint64_t{m} * f);
     st.project(L.down_exps[e], "ffn_down_exps", s.expert_gate, m, out);
     bias(C.down_exps_bias, out, d);
+}
+
+// Up to n_expert_used choices, each the only row of its expert in the pass
+// (`places`: their places in a.choice_order, where their outputs go in
+// s.expert_out): every gate and up product in one project_many, each
+// choice's biases and GLU as expert_rows runs them, then every down
+// product in one more. Each output equals expert_rows' for a one-row group
+// to the bit (project_many's guarantee); what changes is that a CPU
+// backend wakes its threads twice for them, not three times per expert.
+void Decoder::experts_alone(StickySteps& st, Activations& a, const LayerWeights& L,
+                            const LayerConstants& C, std::span<const uint32_t> places,
+                            uint32_t r0) const {
+    const uint32_t d = hp_.n_embd, f = hp_.n_ff_expert, k = hp_.n_expert_used;
+    Scratch& s = a.s;
+    std::vector<Projection>& p = a.projections;
+    const auto choice = [&](size_t i) { return a.choice_order[places[i]]; };
+    const auto expert = [&](size_t i) { return a.chosen[choice(i)]; };
+    const auto gate = [&](size_t i) { return s.expert_gate.at(uint64_t{i} * f); };
+    const auto up = [&](size_t i) { return s.expert_up.at(uint64_t{i} * f); };
+    const auto out = [&](size_t i) { return s.expert_out.at(uint64_t{places[i]} * d); };
+    // An expert's bias row, when the architecture has them (gpt-oss).
+    const auto bias = [&](const Act& rows, uint32_t e, Act dst, uint32_t len) {
+        if (hp_.arch->expert_biases)
+            st.add(roles::kExpertBias, dst, rows.at(uint64_t{e} * len), 1, len, 0, 1.0f);
+    };
+    p.clear();
+    for (size_t i = 0; i < places.size(); ++i) {
+        const Act in = s.xn.at(uint64_t{r0 + choice(i) / k} * d);
+        p.push_back({&L.gate_exps[expert(i)], "ffn_gate_exps", in, gate(i)});
+        p.push_back({&L.up_exps[expert(i)], "ffn_up_exps", in, up(i)});
+    }
+    st.project_many(p, roles::kExpertsBatch);
+    for (size_t i = 0; i < places.size(); ++i) {
+        bias(C.gate_exps_bias, expert(i), gate(i), f);
+        bias(C.up_exps_bias, expert(i), up(i), f);
+        st.glu(hp_.arch->activation, gate(i), up(i), f);
+    }
+    p.clear();
+    for (size_t i = 0; i < places.size(); ++i)
+        p.push_back({&L.down_exps[expert(i)], "ffn_down_exps", gate(i), out(i)});
+    st.project_many(p, roles::kExpertsBatch);
+    for (size_t i = 0; i < places.size(); ++i) bias(C.down_exps_bias, expert(i), out(i), d);
 }
 
 void Decoder::ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {

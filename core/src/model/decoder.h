@@ -193,6 +193,10 @@ struct Activations {
     // n_expert_used + choice), the choices in expert order, and each
     // choice's place in that order.
     std::vector<uint32_t> chosen, choice_order, choice_place;
+    // The places in choice_order of choices alone with their expert in a
+    // pass, and the products experts_alone hands over together.
+    std::vector<uint32_t> alone;
+    std::vector<Projection> projections;
     std::vector<float> chosen_weight;
     std::vector<float> group_scores;  // group-limited routing: one score per group
     std::vector<uint32_t> group_order;
@@ -316,6 +320,9 @@ class Decoder {
     void expert_rows(StickySteps& st, Activations& a, const LayerWeights& L,
                      const LayerConstants& C, uint32_t e, std::span<const uint32_t> choices,
                      uint32_t r0, Act out) const;
+    void experts_alone(StickySteps& st, Activations& a, const LayerWeights& L,
+                       const LayerConstants& C, std::span<const uint32_t> places,
+                       uint32_t r0) const;
     void moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L, const LayerConstants& C,
                  uint32_t n) const;
     void route(Activations& a, std::span<float> logits, std::span<float> weights,

@@ -67,6 +67,14 @@ class HostSteps final : public Steps {
                                        {y.f32(), n * w.rows()});
     }
 
+    Expected<void> project_many(std::span<const Projection> products,
+                                std::string_view batch_role) override {
+        jobs_.clear();
+        for (const Projection& p : products)
+            jobs_.push_back({p.w, p.role, {p.x.f32(), p.w->cols()}, {p.y.f32(), p.w->rows()}});
+        return dispatcher_.apply_many(jobs_, batch_role);
+    }
+
     Expected<void> rms_norm(std::string_view, Act x, Act gamma, uint64_t rows, uint32_t dim,
                             float eps, Act y) override {
         const std::span<const float> g{gamma.f32(), dim};
@@ -183,6 +191,7 @@ class HostSteps final : public Steps {
     uint32_t n_embd_;
     std::vector<std::unique_ptr<std::byte[]>> blocks_;
     std::vector<float> scores_, keys_, values_;  // fallback attention's scratch
+    std::vector<MatvecJob> jobs_;                // project_many's, reused
 };
 
 }  // namespace

@@ -72,6 +72,14 @@ class ProfilingSteps final : public Steps {
                           w.rows() * w.row_bytes());
         return inner_->project(w, role, x, n, y);
     }
+    Expected<void> project_many(std::span<const Projection> products,
+                                std::string_view batch_role) override {
+        uint64_t bytes = 0;
+        for (const Projection& p : products) bytes += p.w->rows() * p.w->row_bytes();
+        ScopedStepTimer t(&profile_, "matvec_batch", batch_role,
+                          products.empty() ? FERROX_KIND_F32 : products[0].w->kind(), bytes);
+        return inner_->project_many(products, batch_role);
+    }
     Expected<void> rms_norm(std::string_view role, Act x, Act gamma, uint64_t rows, uint32_t dim,
                             float eps, Act y) override {
         ScopedStepTimer t(&profile_, "rms_norm", role);

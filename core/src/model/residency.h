@@ -43,6 +43,8 @@ inline constexpr std::string_view kOutputBias = "attn_output_bias";
 inline constexpr std::string_view kExpertBias = "expert_bias";
 inline constexpr std::string_view kFfnBias = "ffn_bias";  // BERT's ffn_up / ffn_down biases
 inline constexpr std::string_view kMoeCombine = "moe_combine";
+// A token's expert products in one project_many (each also under its own role).
+inline constexpr std::string_view kExpertsBatch = "ffn_exps_batch";
 inline constexpr std::string_view kGlu = "ffn_glu";
 inline constexpr std::string_view kKvStore = "kv_store";
 inline constexpr std::string_view kAttention = "attention";

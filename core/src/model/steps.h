@@ -52,6 +52,13 @@ inline bool rope_entry_rotates(uint32_t n_rot, uint32_t head_dim, RopeStyle styl
     return n_rot == head_dim || style == RopeStyle::Normal;
 }
 
+// One one-row weight product of Steps::project_many.
+struct Projection {
+    const WeightMatrix* w = nullptr;
+    std::string_view role;
+    Act x, y;
+};
+
 class Steps {
   public:
     virtual ~Steps() = default;
@@ -70,6 +77,20 @@ class Steps {
     virtual Expected<void> embed(std::span<const int32_t> ids, float scale, Act out) = 0;
     virtual Expected<void> project(const WeightMatrix& w, std::string_view role, Act x, uint32_t n,
                                    Act y) = 0;
+    // Independent one-row products, each y to project(w, role, x, 1, y)'s
+    // bits (a token's expert products): on the host in one backend call
+    // where it has the entry (ABI 1.9 matvec_batch), so its threads wake
+    // once for all of them; recorded together under `batch_role`. This
+    // default issues them one project() each, each recorded as project()
+    // records it (resident decoding: they queue on the backend's stream in
+    // order, with no thread pool to wake, and every op stays predicted).
+    virtual Expected<void> project_many(std::span<const Projection> products,
+                                        std::string_view batch_role) {
+        (void)batch_role;
+        for (const Projection& p : products)
+            if (auto r = project(*p.w, p.role, p.x, 1, p.y); !r) return r;
+        return {};
+    }
     virtual Expected<void> rms_norm(std::string_view role, Act x, Act gamma, uint64_t rows,
                                     uint32_t dim, float eps, Act y) = 0;
     // x = [n_pos][n_heads][head_dim]: the first n_rot dimensions of each head

@@ -55,6 +55,9 @@ class StickySteps {
     void project(const WeightMatrix& w, std::string_view role, Act x, uint32_t n, Act y) {
         if (!failed()) check(steps_.project(w, role, x, n, y));
     }
+    void project_many(std::span<const Projection> products, std::string_view batch_role) {
+        if (!failed()) check(steps_.project_many(products, batch_role));
+    }
     void rms_norm(std::string_view role, Act x, Act gamma, uint64_t rows, uint32_t dim, float eps,
                   Act y) {
         if (!failed()) check(steps_.rms_norm(role, x, gamma, rows, dim, eps, y));

@@ -161,6 +161,13 @@ Expected<void> Backend::gemm(const ferrox_weight* weight, const float* x, uint64
     return call_entry(*raw_, name_, "gemm", raw_->gemm, weight, x, n, y);
 }
 
+bool Backend::has_matvec_batch() const { return callable(*raw_, raw_->matvec_batch); }
+
+Expected<void> Backend::matvec_batch(std::span<const ferrox_matvec_item> items) {
+    return call_entry(*raw_, name_, "matvec_batch", raw_->matvec_batch, items.data(),
+                      static_cast<uint64_t>(items.size()));
+}
+
 bool Backend::has_attention() const { return callable(*raw_, raw_->attention); }
 
 Expected<void> Backend::attention(const ferrox_attention_desc& desc) {

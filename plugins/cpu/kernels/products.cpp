@@ -1,6 +1,7 @@
 #include "kernels/products.h"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -119,10 +120,10 @@ class LaneBatch {
 };
 
 // One activation's codes regrouped for the pairs MATVEC (PairGroup), whole
-// groups of 256 columns; a row's last cols % 256 are read from acts.q. One
-// per thread, refilled by each product, like LaneBatch.
-const PairGroup* pair_groups(const QuantizedActs& acts, uint64_t cols, int offset) {
-    thread_local std::vector<PairGroup> groups;
+// groups of 256 columns, into `groups`; a row's last cols % 256 are read
+// from acts.q.
+const PairGroup* pair_groups(const QuantizedActs& acts, uint64_t cols, int offset,
+                             std::vector<PairGroup>& groups) {
     groups.resize(cols / 256);  // every field is overwritten below
     for (uint64_t g = 0; g < groups.size(); ++g)
         for (uint64_t j = 0; j < 4; ++j)
@@ -225,6 +226,72 @@ void float_rows(const WeightView& w, uint64_t r0, uint64_t count, float* buffer,
 
 bool uses_int8(const WeightView& w) { return w.int8_decode != nullptr; }
 
+// One activation as w's MATVEC reads it: quantized (and regrouped for the
+// pairs kernel) on the int8 path, the f32 values themselves otherwise.
+struct MatvecAct {
+    const float* x = nullptr;
+    std::unique_ptr<QuantizedBatch> codes;
+    QuantizedActs a{};
+    std::vector<PairGroup> groups;
+    // What the quantized form depends on besides x: another weight with
+    // the same reads the same codes.
+    ActFormat format{};
+    uint64_t cols = 0;
+    bool fused = false, paired = false;
+    int offset = 0;
+
+    MatvecAct(const IsaKernels& isa, const WeightView& w, const float* in)
+        : x(in), format(w.kernel->acts), cols(w.cols), fused(w.fused_matvec != nullptr) {
+        if (!uses_int8(w)) return;
+        paired = fused && w.lanes_gemm.pair_groups;
+        offset = paired ? w.lanes_gemm.offset : 0;
+        codes = std::make_unique<QuantizedBatch>(1, w.cols, format, fused);
+        a = codes->at(0);
+        isa.quantize_acts(format, x, w.cols, a);
+        if (paired) a.pair_groups = pair_groups(a, w.cols, offset, groups);
+    }
+    bool serves(const WeightView& w, const float* in) const {
+        return in == x && uses_int8(w) && codes && w.kernel->acts == format && w.cols == cols &&
+               (w.fused_matvec != nullptr) == fused &&
+               (fused && w.lanes_gemm.pair_groups) == paired &&
+               (paired ? w.lanes_gemm.offset : 0) == offset;
+    }
+};
+
+// Rows [begin, end) of y = W x, begin a multiple of kTileRows: the one
+// place MATVEC's arithmetic is chosen, so a row's bits are the same
+// whichever call (matvec, matvec_many) and whichever split ran it.
+void matvec_rows(const IsaKernels& isa, const WeightView& w, const MatvecAct& act, float* y,
+                 uint64_t begin, uint64_t end) {
+    if (w.fused_matvec) {
+        // One row per call, so a thread reads one sequential stream
+        // (interleaving 4 short rows left the hardware prefetchers behind).
+        for (uint64_t r = begin; r < end; ++r)
+            w.fused_matvec(row_bytes_at(w, r), w.cols, &act.a, 1, y + r, 0);
+        return;
+    }
+    if (uses_int8(w)) {
+        Int8Rows& buf = int8_scratch(kTileRows, w.cols);
+        for (uint64_t r = begin; r < end; r += kTileRows) {
+            const uint64_t count = std::min<uint64_t>(kTileRows, end - r);
+            DecodedRow rows[kTileRows];
+            for (uint64_t i = 0; i < count; ++i) {
+                rows[i] = buf.row(i);
+                w.int8_decode(row_bytes_at(w, r + i), w.blocks_per_row, rows[i]);
+            }
+            isa.int8_tile(rows, static_cast<int>(count), &act.a, 1, w.cols, y + r, 1);
+        }
+        return;
+    }
+    float* buffer = float_scratch(kTileRows * w.cols).data();
+    for (uint64_t r = begin; r < end; r += kTileRows) {
+        const uint64_t count = std::min<uint64_t>(kTileRows, end - r);
+        const float* rows[kTileRows];
+        float_rows(w, r, count, buffer, rows);
+        isa.float_tile(rows, static_cast<int>(count), act.x, 1, w.cols, y + r, 1);
+    }
+}
+
 // The n activations at x quantized for w's kernel into `acts`, one view each.
 std::vector<QuantizedActs> quantize_each(const IsaKernels& isa, const WeightView& w, const float* x,
                                          uint64_t n, QuantizedBatch& acts) {
@@ -263,43 +330,41 @@ WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uin
 
 void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x,
             float* y) {
-    const uint64_t grain = grain_for(pool, w.rows);
-    if (uses_int8(w)) {
-        QuantizedBatch acts(1, w.cols, w.kernel->acts, w.fused_matvec != nullptr);
-        isa.quantize_acts(w.kernel->acts, x, w.cols, acts.at(0));
-        QuantizedActs a = acts.at(0);
-        if (w.fused_matvec) {
-            if (w.lanes_gemm.pair_groups)
-                a.pair_groups = pair_groups(a, w.cols, w.lanes_gemm.offset);
-            // One row per call, so a thread reads one sequential stream
-            // (interleaving 4 short rows left the hardware prefetchers behind).
-            pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
-                for (uint64_t r = begin; r < end; ++r)
-                    w.fused_matvec(row_bytes_at(w, r), w.cols, &a, 1, y + r, 0);
-            });
-            return;
-        }
-        pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
-            Int8Rows& buf = int8_scratch(kTileRows, w.cols);
-            for (uint64_t r = begin; r < end; r += kTileRows) {
-                const uint64_t count = std::min<uint64_t>(kTileRows, end - r);
-                DecodedRow rows[kTileRows];
-                for (uint64_t i = 0; i < count; ++i) {
-                    rows[i] = buf.row(i);
-                    w.int8_decode(row_bytes_at(w, r + i), w.blocks_per_row, rows[i]);
-                }
-                isa.int8_tile(rows, static_cast<int>(count), &a, 1, w.cols, y + r, 1);
-            }
-        });
-        return;
+    const MatvecAct act(isa, w, x);
+    pool.parallel_for(w.rows, grain_for(pool, w.rows), [&](uint64_t begin, uint64_t end) {
+        matvec_rows(isa, w, act, y, begin, end);
+    });
+}
+
+void matvec_many(ThreadPool& pool, const IsaKernels& isa, std::span<const MatvecTask> tasks) {
+    // Each activation quantized once, however many weights read it alike
+    // (a token's gate and up products of every expert read one row).
+    std::vector<std::unique_ptr<MatvecAct>> prepared;
+    std::vector<const MatvecAct*> act(tasks.size());
+    uint64_t rows = 0;
+    for (size_t t = 0; t < tasks.size(); ++t) {
+        const MatvecTask& task = tasks[t];
+        rows += task.w->rows;
+        for (const auto& p : prepared)
+            if (p->serves(*task.w, task.x)) act[t] = p.get();
+        if (act[t]) continue;
+        prepared.push_back(std::make_unique<MatvecAct>(isa, *task.w, task.x));
+        act[t] = prepared.back().get();
     }
-    pool.parallel_for(w.rows, grain, [&](uint64_t begin, uint64_t end) {
-        float* buffer = float_scratch(kTileRows * w.cols).data();
-        for (uint64_t r = begin; r < end; r += kTileRows) {
-            const uint64_t count = std::min<uint64_t>(kTileRows, end - r);
-            const float* rows[kTileRows];
-            float_rows(w, r, count, buffer, rows);
-            isa.float_tile(rows, static_cast<int>(count), x, 1, w.cols, y + r, 1);
+    // All the rows as one job of chunks, `grain` rows of one task each
+    // (grain_for's multiple of kTileRows, so tiles start where matvec's do):
+    // chunk c belongs to the task whose first chunk is the last <= c.
+    const uint64_t grain = grain_for(pool, rows);
+    std::vector<uint64_t> first(tasks.size() + 1, 0);
+    for (size_t t = 0; t < tasks.size(); ++t)
+        first[t + 1] = first[t] + (tasks[t].w->rows + grain - 1) / grain;
+    pool.parallel_for(first.back(), 1, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t c = begin; c < end; ++c) {
+            const auto t = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), c) -
+                                               first.begin() - 1);
+            const WeightView& w = *tasks[t].w;
+            const uint64_t r0 = (c - first[t]) * grain;
+            matvec_rows(isa, w, *act[t], tasks[t].y, r0, std::min(w.rows, r0 + grain));
         }
     });
 }

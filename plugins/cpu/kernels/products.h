@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "ferrox/backend_abi.h"
 #include "kernels/isa_kernels.h"
@@ -31,6 +32,16 @@ WeightView make_view(const IsaKernels& isa, ferrox_kind kind, uint64_t rows, uin
 
 // y[rows] = W x
 void matvec(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x, float* y);
+
+// One product of matvec_many: y[w->rows] = W x.
+struct MatvecTask {
+    const WeightView* w;
+    const float* x;
+    float* y;
+};
+// Every task's y = W x, each row to matvec's bits, all the tasks' rows
+// split across the pool as one job (one wake-up of its threads).
+void matvec_many(ThreadPool& pool, const IsaKernels& isa, std::span<const MatvecTask> tasks);
 // y[n][rows] = x[n][cols] W^T
 void gemm(ThreadPool& pool, const IsaKernels& isa, const WeightView& w, const float* x, uint64_t n,
           float* y);
