@@ -640,6 +640,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_expert_count(N_EXPERT)
         w.add_expert_used_count(N_EXPERT_USED)
         w.add_feed_forward_length(N_FF_EXP)
+        if "shexp" in opt:  # granitehybrid's optional shared expert
+            w.add_uint32(f"{arch}.expert_shared_feed_forward_length", opt["shexp"])
     elif opt.get("moe"):
         w.add_expert_count(opt.get("n_expert", N_EXPERT))
         w.add_expert_used_count(opt.get("n_used", N_EXPERT_USED))

@@ -339,8 +339,44 @@ TEST_CASE("granitehybrid: Mamba-2 blocks where head_count_kv lists 0, granite's 
         refused_by(granitehybrid_like().without(std::string("granitehybrid.") + key),
                    std::string("granitehybrid.") + key, "missing");
     }
-    refused_by(granitehybrid_like().u32("granitehybrid.expert_count", 8),
-               "granitehybrid.expert_count", "not implemented");
+}
+
+TEST_CASE("granitehybrid: experts where expert_count says, an optional shared expert") {
+    const auto moe = [] {
+        return granitehybrid_like()
+            .u32("granitehybrid.expert_count", 8)
+            .u32("granitehybrid.expert_used_count", 2)
+            .without("granitehybrid.feed_forward_length")
+            .u32("granitehybrid.feed_forward_length", 64);
+    };
+    auto file = moe().u32("granitehybrid.expert_shared_feed_forward_length", 128).parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->n_expert == 8);
+    CHECK(hp->n_ff_expert == 64);  // each expert feed_forward_length wide
+    CHECK(hp->n_ff == 0);          // no dense FFN
+    CHECK(hp->expert_layer(0));
+    CHECK(hp->expert_layer(1));  // after the Mamba-2 blocks and the attention alike
+    CHECK(hp->expert_weights_norm);
+    CHECK(hp->moe_gating == model::MoeGating::Softmax);
+    CHECK(hp->expert_weights_scale == 1.0f);
+    CHECK(hp->n_ff_shared == 128);
+    CHECK(hp->n_expert_shared == 1);
+    // Renormalised whatever expert_weights_norm says (llama.cpp's granitehybrid graph).
+    auto unnormed = moe().boolean("granitehybrid.expert_weights_norm", false).parse();
+    REQUIRE(unnormed);
+    auto hu = model::read_hparams(*unnormed);
+    REQUIRE(hu);
+    CHECK(hu->expert_weights_norm);
+    CHECK(hu->n_ff_shared == 0);  // absent: no shared expert
+    refused_by(moe().u32("granitehybrid.expert_shared_feed_forward_length", 1u << 21),
+               "granitehybrid.expert_shared_feed_forward_length", "not a shared expert's width");
+    refused_by(moe().without("granitehybrid.expert_used_count"),
+               "granitehybrid.expert_used_count", "missing");
+    refused_by(moe().without("granitehybrid.expert_used_count")
+                   .u32("granitehybrid.expert_used_count", 9),
+               "granitehybrid.expert_used_count", "not in 1..expert_count");
 }
 
 TEST_CASE("nemotron_h: each layer one block, told apart by head_count_kv and feed_forward_length") {

@@ -98,9 +98,6 @@ UNBOUND = {
     # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
     # which the current converter writes as attn_qkv and attn_gate.
     "qwen3next": {"blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ssm_in"},
-    # Granite 4.0 H Tiny/Small's experts and shared expert: not run yet (a file with
-    # expert_count is refused by key first).
-    "granitehybrid": MOE | {"blk.{bid}.ffn_gate_shexp", "blk.{bid}.ffn_up_shexp", "blk.{bid}.ffn_down_shexp"},
 }
 
 

@@ -254,13 +254,19 @@ constexpr ArchSpec kArchitectures[] = {
     // head_count_kv lists KV heads, Mamba-2 blocks where it lists 0, a SwiGLU
     // FFN after either; granite's four scales (logit_scale optional), its
     // rope.scaling.finetuned switch (Granite 4.0 H files say false: no layer
-    // rotates).
+    // rotates). Where the file has expert_count > 0 (H Tiny, H Small) every
+    // FFN is experts, each feed_forward_length wide, softmax-gated, the top
+    // k always renormalised and never scaled (llama.cpp's granitehybrid
+    // graph), with an optional shared expert beside them.
     {.name = "granitehybrid",
      .rope = RopeStyle::Normal,
+     .moe_with_expert_count = true,
      .granite_scales = true,
      .attn_output_bias = TensorUse::Optional,
+     .optional_shared_expert = true,
      .mamba2_layers = true,
-     .logit_scale_optional = true},
+     .logit_scale_optional = true,
+     .expert_weights_always_normed = true},
     // NVIDIA Nemotron-H, Nemotron Nano 2: each layer one block -- Mamba-2
     // (head_count_kv and feed_forward_length 0), attention without RoPE
     // (KV heads), or a squared-ReLU FFN without a gate (a width).

@@ -100,6 +100,22 @@ Expected<void> read_gated_shared_expert(const gguf::File& file, const Keys& k, H
     return {};
 }
 
+// An ungated shared expert where the file gives it a width (granitehybrid):
+// expert_shared_feed_forward_length absent or 0 means none, as llama.cpp
+// reads it. Bounded here, before it sizes the shared FFN's activations;
+// binding checks it against ffn_*_shexp's shapes and names the tensor.
+Expected<void> read_optional_shared_expert(const gguf::File& file, const Keys& k, Hparams& hp) {
+    uint32_t width = 0;
+    FERROX_READ(width, k.u32_or("expert_shared_feed_forward_length", 0));
+    constexpr uint32_t kMaxWidth = 1u << 20;
+    if (width > kMaxWidth)
+        return refuse(file, k.key("expert_shared_feed_forward_length"),
+                      fmt::format("{} is not a shared expert's width in 0..{}", width, kMaxWidth));
+    hp.n_ff_shared = width;
+    hp.n_expert_shared = width > 0 ? 1 : 0;
+    return {};
+}
+
 // Llama 4's dense layers between the expert ones: layer il runs experts
 // when (il + 1) % interleave_moe_layer_step == 0 (Scout 1, Maverick 2), the
 // others a dense FFN feed_forward_length wide. llama.cpp runs no expert
@@ -196,6 +212,8 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
         if (auto r = read_shared_experts(file, k, hp); !r) return r;
     if (spec.shared_expert_gate)
         if (auto r = read_gated_shared_expert(file, k, hp); !r) return r;
+    if (spec.optional_shared_expert)
+        if (auto r = read_optional_shared_expert(file, k, hp); !r) return r;
     if (spec.shared_expert_of_expert_width) {
         hp.n_expert_shared = 1;
         hp.n_ff_shared = hp.n_ff_expert;

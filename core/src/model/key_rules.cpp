@@ -213,6 +213,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
             k.push_back(
                 {"feed_forward_length", R, {}, "without expert_shared_feed_forward_length"});
         }
+        if (spec.optional_shared_expert)
+            k.push_back({"expert_shared_feed_forward_length", O, "0 (no shared expert)", experts});
         if (spec.moe_layer_step_key) {
             k.push_back({"interleave_moe_layer_step", R, {}, {}});
             k.push_back(

@@ -446,7 +446,8 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         if (spec.expert_selection_bias != TensorUse::Absent)
             t.push_back(layer_vector("exp_probs_b.bias", E::Experts, &LW::selection_bias,
                                      spec.expert_selection_bias, experts_when));
-        if (spec.shared_experts || spec.shared_expert_gate || spec.shared_expert_of_expert_width)
+        if (spec.shared_experts || spec.shared_expert_gate || spec.shared_expert_of_expert_width ||
+            spec.optional_shared_expert)
             for (auto [name, rows, cols, slot] :
                  {std::tuple{"ffn_gate_shexp.weight", E::FfShared, E::Embd, &LW::gate_shexp},
                   std::tuple{"ffn_up_shexp.weight", E::FfShared, E::Embd, &LW::up_shexp},
