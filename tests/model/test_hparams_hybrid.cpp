@@ -372,11 +372,11 @@ TEST_CASE("granitehybrid: experts where expert_count says, an optional shared ex
     CHECK(hu->n_ff_shared == 0);  // absent: no shared expert
     refused_by(moe().u32("granitehybrid.expert_shared_feed_forward_length", 1u << 21),
                "granitehybrid.expert_shared_feed_forward_length", "not a shared expert's width");
-    refused_by(moe().without("granitehybrid.expert_used_count"),
-               "granitehybrid.expert_used_count", "missing");
-    refused_by(moe().without("granitehybrid.expert_used_count")
-                   .u32("granitehybrid.expert_used_count", 9),
-               "granitehybrid.expert_used_count", "not in 1..expert_count");
+    refused_by(moe().without("granitehybrid.expert_used_count"), "granitehybrid.expert_used_count",
+               "missing");
+    refused_by(
+        moe().without("granitehybrid.expert_used_count").u32("granitehybrid.expert_used_count", 9),
+        "granitehybrid.expert_used_count", "not in 1..expert_count");
 }
 
 TEST_CASE("nemotron_h: each layer one block, told apart by head_count_kv and feed_forward_length") {
