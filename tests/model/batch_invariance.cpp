@@ -517,7 +517,7 @@ int main() {
     // FFN-only layers): the usual rules, and the state's own.
     for (const auto& path : test::tiny_models(
              {"qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "mamba2", "granitehybrid",
-              "granitehybrid-rope", "nemotron_h", "granitehybrid-moe"})) {
+              "granitehybrid-rope", "nemotron_h", "granitehybrid-moe", "nemotron_h_moe"})) {
         Loaded l = load(plugins, path);
         if (!l.model) continue;
         const std::string name = path.stem().string();

@@ -277,6 +277,26 @@ constexpr ArchSpec kArchitectures[] = {
      .mamba2_layers = true,
      .one_block_layers = true,
      .norm_eps_fallback = true},
+    // NVIDIA Nemotron 3 Nano (30B-A3B): nemotron_h's layers, each FFN layer
+    // experts -- sigmoid-gated (expert_gating_func is not read), chosen by
+    // the scores plus exp_probs_b, weights renormalised where
+    // expert_weights_norm says and scaled by expert_weights_scale, groups
+    // where expert_group_count > 1 -- plus one shared expert, all of them
+    // squared-ReLU FFNs without a gate (llama.cpp's nemotron_h graph).
+    {.name = "nemotron_h_moe",
+     .moe = true,
+     .no_rope_period = 1,     // no layer rotates
+     .partial_rotary = true,  // so rope.dimension_count is read, never applied
+     .moe_gating = MoeGating::Sigmoid,
+     .attn_output_bias = TensorUse::Optional,
+     .optional_shared_expert = true,
+     .relu_squared_experts = true,
+     .expert_weights_scale_key = true,
+     .expert_selection_bias = TensorUse::Required,
+     .expert_groups = true,
+     .mamba2_layers = true,
+     .one_block_layers = true,
+     .norm_eps_fallback = true},
     // BERT encoders (BGE, all-MiniLM, e5): see ArchSpec::bert_encoder. The
     // attention output's bias is optional, as llama.cpp loads it; pooled
     // output only. Rerankers (bge-reranker) carry a classifier head.

@@ -26,6 +26,12 @@ Expected<void> read_gating(const gguf::File& file, const Keys& k, const ArchSpec
     for (const GatingShape& shape : spec.sigmoid_gating_shapes)
         if (gating == 0 && shape.n_layer == hp.n_layer && shape.vocab == hp.vocab)
             hp.moe_gating = MoeGating::Sigmoid;
+    return {};
+}
+
+// The chosen experts' weights' scale (expert_weights_scale), for the rows
+// that read it: absent or 0 means none.
+Expected<void> read_weights_scale(const gguf::File& file, const Keys& k, Hparams& hp) {
     float scale = 0;
     FERROX_READ(scale, k.f32_or("expert_weights_scale", 0.0f));
     if (!std::isfinite(scale) || scale < 0)
@@ -206,6 +212,8 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
                 t.name().starts_with("blk.") && t.name().ends_with(".exp_probs_b.bias");
     if (spec.gating_key)
         if (auto r = read_gating(file, k, spec, hp); !r) return r;
+    if (spec.gating_key || spec.expert_weights_scale_key)
+        if (auto r = read_weights_scale(file, k, hp); !r) return r;
     if (spec.expert_groups)
         if (auto r = read_expert_groups(file, k, hp); !r) return r;
     if (spec.shared_experts)
@@ -231,11 +239,19 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
 Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
     uint32_t optional_experts = 0;
     if (spec.moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
-    if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
     if (spec.one_block_layers) {  // nemotron_h: a width on the FFN-only layers alone
         if (auto r = read_ffn_only_layers(file, k, hp); !r) return r;
-        return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
+        if (!spec.moe)
+            return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
+        // nemotron_h_moe: those layers run experts. Not run: Nemotron 3
+        // Super's latent projections and the MTP block (both refused by key).
+        for (const auto& [key, part] :
+             {std::pair{"moe_latent_size", "experts in a latent space"},
+              std::pair{"nextn_predict_layers", "an MTP block"}})
+            if (auto r = refuse_if_set(file, k, key, part, spec.name); !r) return r;
+        return read_experts(file, k, spec, hp);
     }
+    if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
     if (spec.per_layer_geometry_keys) {
         // gemma4's E2B doubles the width of its shared-KV layers' FFN.
         if (auto r = read_per_layer(file, k, "feed_forward_length", hp.n_layer, hp.n_ff_layers); !r)

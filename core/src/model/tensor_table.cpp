@@ -394,7 +394,9 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                         spec.dense_beside_experts || spec.moe_layer_step_key;
     const TensorWhen dense_when =
         either && !spec.dense_beside_experts ? TensorWhen::Dense : TensorWhen::Always;
-    const TensorWhen experts_when = either ? TensorWhen::Experts : TensorWhen::Always;
+    // nemotron_h_moe: experts on the FFN-only layers alone.
+    const TensorWhen experts_when =
+        either || spec.one_block_layers ? TensorWhen::Experts : TensorWhen::Always;
     if (dense && spec.fused_gate_up) {
         // phi3: ffn_up.weight holds the gate's rows, then up's.
         t.push_back(layer_fused(
@@ -463,6 +465,10 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             t.back().rule.when = TensorWhen::SharedExperts;
         }
     }
+    if (spec.relu_squared_experts)  // up, relu^2, down: no gate
+        std::erase_if(t, [](const TensorBinding& b) {
+            return b.rule.name == "ffn_gate_exps.weight" || b.rule.name == "ffn_gate_shexp.weight";
+        });
     if (spec.bert_encoder) bert_layer_tensors(t, spec);
     if (spec.delta_net_layers) delta_net_tensors(t, spec);
     if (spec.shortconv_layers) shortconv_tensors(t);
