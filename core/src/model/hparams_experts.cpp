@@ -245,9 +245,8 @@ Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& s
             return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
         // nemotron_h_moe: those layers run experts. Not run: Nemotron 3
         // Super's latent projections and the MTP block (both refused by key).
-        for (const auto& [key, part] :
-             {std::pair{"moe_latent_size", "experts in a latent space"},
-              std::pair{"nextn_predict_layers", "an MTP block"}})
+        for (const auto& [key, part] : {std::pair{"moe_latent_size", "experts in a latent space"},
+                                        std::pair{"nextn_predict_layers", "an MTP block"}})
             if (auto r = refuse_if_set(file, k, key, part, spec.name); !r) return r;
         return read_experts(file, k, spec, hp);
     }
