@@ -515,9 +515,9 @@ int main() {
     // Recurrent layers (qwen35; qwen35moe and qwen3next with experts; lfm2's short
     // convolutions; mamba2's, with no attention at all; Mamba-2 blocks beside attention and
     // FFN-only layers): the usual rules, and the state's own.
-    for (const auto& path :
-         test::tiny_models({"qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "mamba2",
-                            "granitehybrid", "granitehybrid-rope", "nemotron_h"})) {
+    for (const auto& path : test::tiny_models(
+             {"qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "mamba2", "granitehybrid",
+              "granitehybrid-rope", "nemotron_h", "granitehybrid-moe", "nemotron_h_moe"})) {
         Loaded l = load(plugins, path);
         if (!l.model) continue;
         const std::string name = path.stem().string();

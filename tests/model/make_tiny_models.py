@@ -197,6 +197,8 @@ def holds(rule: dict, opt: dict, il: int | None = None) -> bool:
     # llama4's interleave: experts on every moe_step-th layer, a dense FFN between.
     step = opt.get("llama4", {}).get("moe_step", 1)
     expert_layer = bool(opt.get("moe")) and (il is None or (il >= opt.get("dense_lead", 0) and (il + 1) % step == 0))
+    if "F" in opt.get("kinds", "") and il is not None and opt["kinds"][il] != "F":
+        expert_layer = False  # nemotron_h_moe: experts on the FFN-only layers alone
     if name == "blk.N.exp_probs_b.bias" and opt.get("no_selection_bias"):
         return False
     if rule["when"] == "qkv_biases":
@@ -669,6 +671,8 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
         w.add_expert_count(N_EXPERT)
         w.add_expert_used_count(N_EXPERT_USED)
         w.add_feed_forward_length(N_FF_EXP)
+        if "shexp" in opt:  # granitehybrid's optional shared expert
+            w.add_uint32(f"{arch}.expert_shared_feed_forward_length", opt["shexp"])
     elif opt.get("moe"):
         w.add_expert_count(opt.get("n_expert", N_EXPERT))
         w.add_expert_used_count(opt.get("n_used", N_EXPERT_USED))
@@ -676,7 +680,7 @@ def make(arch: str, out_dir: pathlib.Path, seed: int, name: str = "", vocab_name
             w.add_uint32(f"{arch}.interleave_moe_layer_step", opt["llama4"]["moe_step"])
         # expert_ff_key: a width the tensors disagree with (a bad-input test's file).
         w.add_expert_feed_forward_length(opt.get("expert_ff_key", N_FF_EXP))
-        w.add_feed_forward_length(N_FF)
+        w.add_feed_forward_length(opt.get("ff_layers", N_FF))  # nemotron_h_moe: one per layer
         if opt.get("dense_lead"):
             w.add_leading_dense_block_count(opt["dense_lead"])
         if opt.get("nextn"):

@@ -339,8 +339,103 @@ TEST_CASE("granitehybrid: Mamba-2 blocks where head_count_kv lists 0, granite's 
         refused_by(granitehybrid_like().without(std::string("granitehybrid.") + key),
                    std::string("granitehybrid.") + key, "missing");
     }
-    refused_by(granitehybrid_like().u32("granitehybrid.expert_count", 8),
-               "granitehybrid.expert_count", "not implemented");
+}
+
+TEST_CASE("granitehybrid: experts where expert_count says, an optional shared expert") {
+    const auto moe = [] {
+        return granitehybrid_like()
+            .u32("granitehybrid.expert_count", 8)
+            .u32("granitehybrid.expert_used_count", 2)
+            .without("granitehybrid.feed_forward_length")
+            .u32("granitehybrid.feed_forward_length", 64);
+    };
+    auto file = moe().u32("granitehybrid.expert_shared_feed_forward_length", 128).parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(hp->n_expert == 8);
+    CHECK(hp->n_ff_expert == 64);  // each expert feed_forward_length wide
+    CHECK(hp->n_ff == 0);          // no dense FFN
+    CHECK(hp->expert_layer(0));
+    CHECK(hp->expert_layer(1));  // after the Mamba-2 blocks and the attention alike
+    CHECK(hp->expert_weights_norm);
+    CHECK(hp->moe_gating == model::MoeGating::Softmax);
+    CHECK(hp->expert_weights_scale == 1.0f);
+    CHECK(hp->n_ff_shared == 128);
+    CHECK(hp->n_expert_shared == 1);
+    // Renormalised whatever expert_weights_norm says (llama.cpp's granitehybrid graph).
+    auto unnormed = moe().boolean("granitehybrid.expert_weights_norm", false).parse();
+    REQUIRE(unnormed);
+    auto hu = model::read_hparams(*unnormed);
+    REQUIRE(hu);
+    CHECK(hu->expert_weights_norm);
+    CHECK(hu->n_ff_shared == 0);  // absent: no shared expert
+    refused_by(moe().u32("granitehybrid.expert_shared_feed_forward_length", 1u << 21),
+               "granitehybrid.expert_shared_feed_forward_length", "not a shared expert's width");
+    refused_by(moe().without("granitehybrid.expert_used_count"), "granitehybrid.expert_used_count",
+               "missing");
+    refused_by(
+        moe().without("granitehybrid.expert_used_count").u32("granitehybrid.expert_used_count", 9),
+        "granitehybrid.expert_used_count", "not in 1..expert_count");
+}
+
+TEST_CASE("nemotron_h_moe: the FFN layers run sigmoid-gated experts and a shared expert") {
+    const auto moe = [] {
+        TinyGguf m;
+        m.str("general.architecture", "nemotron_h_moe")
+            .u32("nemotron_h_moe.context_length", 4096)
+            .u32("nemotron_h_moe.embedding_length", 128)
+            .u32("nemotron_h_moe.block_count", 5)
+            .i32_array("nemotron_h_moe.feed_forward_length", {0, 64, 0, 0, 64})
+            .u32("nemotron_h_moe.attention.head_count", 4)
+            .i32_array("nemotron_h_moe.attention.head_count_kv", {0, 0, 0, 2, 0})
+            .u32("nemotron_h_moe.attention.key_length", 32)
+            .u32("nemotron_h_moe.attention.value_length", 32)
+            .u32("nemotron_h_moe.ssm.conv_kernel", 4)
+            .u32("nemotron_h_moe.ssm.inner_size", 256)
+            .u32("nemotron_h_moe.ssm.state_size", 16)
+            .u32("nemotron_h_moe.ssm.time_step_rank", 8)
+            .u32("nemotron_h_moe.ssm.group_count", 2)
+            .f32("nemotron_h_moe.attention.layer_norm_epsilon", 1e-5f)
+            .u32("nemotron_h_moe.expert_count", 8)
+            .u32("nemotron_h_moe.expert_used_count", 2)
+            .u32("nemotron_h_moe.expert_feed_forward_length", 64)
+            .u32("nemotron_h_moe.expert_shared_feed_forward_length", 128)
+            .boolean("nemotron_h_moe.expert_weights_norm", true)
+            .f32("nemotron_h_moe.expert_weights_scale", 2.5f)
+            .tensor("token_embd.weight", 128, 10, 0.5f);
+        return m;
+    };
+    auto file = moe().parse();
+    REQUIRE(file);
+    auto hp = model::read_hparams(*file);
+    REQUIRE(hp);
+    CHECK(model::layer_pattern(*hp) == "RFRgF");
+    CHECK_FALSE(hp->expert_layer(0));  // a Mamba-2 block
+    CHECK(hp->expert_layer(1));        // an FFN layer: experts
+    CHECK_FALSE(hp->expert_layer(3));  // attention
+    CHECK(hp->moe_gating == model::MoeGating::Sigmoid);
+    CHECK(hp->expert_selection_bias);
+    CHECK(hp->expert_weights_norm);
+    CHECK(hp->expert_weights_scale == 2.5f);
+    CHECK(hp->n_ff_expert == 64);
+    CHECK(hp->n_ff_shared == 128);
+    // Sigmoid whatever expert_gating_func says (llama.cpp's graph does not read it).
+    auto softmax = moe().u32("nemotron_h_moe.expert_gating_func", 1).parse();
+    REQUIRE(softmax);
+    auto hs = model::read_hparams(*softmax);
+    REQUIRE(hs);
+    CHECK(hs->moe_gating == model::MoeGating::Sigmoid);
+    refused_by(moe().u32("nemotron_h_moe.moe_latent_size", 32), "nemotron_h_moe.moe_latent_size",
+               "not implemented");
+    refused_by(moe().u32("nemotron_h_moe.nextn_predict_layers", 1),
+               "nemotron_h_moe.nextn_predict_layers", "not implemented");
+    refused_by(moe().without("nemotron_h_moe.expert_feed_forward_length"),
+               "nemotron_h_moe.expert_feed_forward_length", "missing");
+    refused_by(moe()
+                   .without("nemotron_h_moe.expert_weights_scale")
+                   .f32("nemotron_h_moe.expert_weights_scale", -1.0f),
+               "nemotron_h_moe.expert_weights_scale", "not a scale");
 }
 
 TEST_CASE("nemotron_h: each layer one block, told apart by head_count_kv and feed_forward_length") {

@@ -97,10 +97,10 @@ def expected_pattern(arch: str, reader, n_layer: int) -> str:
     period = field(reader, f"{arch}.attention.sliding_window_pattern") or SWA_PERIOD.get(arch, 0)
     pattern = []
     kv, ff = field(reader, f"{arch}.attention.head_count_kv"), field(reader, f"{arch}.feed_forward_length")
-    if arch in ("granitehybrid", "nemotron_h"):
+    if arch in ("granitehybrid", "nemotron_h", "nemotron_h_moe"):
         # llama.cpp's rule: 0 KV heads a Mamba-2 block (R), or with a width an FFN alone (F,
         # nemotron_h); attention rotates unless rope.scaling.finetuned is false (granitehybrid),
-        # never on nemotron_h.
+        # never on nemotron_h(_moe).
         rotates = arch == "granitehybrid" and field(reader, f"{arch}.rope.scaling.finetuned") is not False
         ff = ff if isinstance(ff, list) else [0] * n_layer
         return "".join("G" if kv[il] and rotates else "g" if kv[il] else "F" if ff[il] else "R"
@@ -222,12 +222,19 @@ def test_inspect_states_what_the_file_and_llama_cpp_say(path: pathlib.Path):
                    else "sigmoid" if arch in ("glm4moe", "llama4") else "softmax")
         gating = {1: "softmax", 2: "sigmoid", 3: "softmax_of_top_k"}.get(
             field(reader, f"{arch}.expert_gating_func"), default)
+        if arch == "nemotron_h_moe":  # llama.cpp's graph passes sigmoid, whatever the key says
+            gating = "sigmoid"
         assert got["expert_gating"] == gating
         assert got.get("expert_biases", False) == any(t.name.endswith("_exps.bias") for t in reader.tensors)
         assert got.get("expert_selection_bias", False) == any(t.name.endswith(".exp_probs_b.bias")
                                                               for t in reader.tensors)
-        assert got.get("shared_experts", 0) == (1 if arch in ONE_SHARED_EXPERT
-                                                else field(reader, f"{arch}.expert_shared_count") or 0)
+        # One shared expert where its width is given (granitehybrid, nemotron_h_moe: llama.cpp
+        # reads expert_shared_feed_forward_length; nemotron_h_moe's expert_shared_count is unused).
+        width_rows = ("granitehybrid", "nemotron_h_moe")
+        shared = (1 if arch in ONE_SHARED_EXPERT
+                  else int(bool(field(reader, f"{arch}.expert_shared_feed_forward_length"))) if arch in width_rows
+                  else field(reader, f"{arch}.expert_shared_count") or 0)
+        assert got.get("shared_experts", 0) == shared
         # gemma4's expert layers keep their dense FFN, with the branches' own norms.
         assert got.get("dense_ffn_beside_experts", False) == any(t.name.endswith(".pre_ffw_norm_2.weight")
                                                                  for t in reader.tensors)

@@ -98,9 +98,10 @@ UNBOUND = {
     # And older Qwen3-Next conversions' fused ssm_in (q, k, v, z interleaved per key head),
     # which the current converter writes as attn_qkv and attn_gate.
     "qwen3next": {"blk.{bid}.ffn_gate_up_exps", "blk.{bid}.ssm_in"},
-    # Granite 4.0 H Tiny/Small's experts and shared expert: not run yet (a file with
-    # expert_count is refused by key first).
-    "granitehybrid": MOE | {"blk.{bid}.ffn_gate_shexp", "blk.{bid}.ffn_up_shexp", "blk.{bid}.ffn_down_shexp"},
+    # Nemotron 3 Super's latent expert projections (moe_latent_size, refused by key), and the
+    # dense FFN a file with experts never holds (llama.cpp runs every FFN layer as experts).
+    "nemotron_h_moe": {"blk.{bid}.ffn_latent_down", "blk.{bid}.ffn_latent_up", "blk.{bid}.ffn_up",
+                       "blk.{bid}.ffn_down"},
 }
 
 

@@ -299,6 +299,32 @@ MAMBA2_HYBRID["granitehybrid-residual-fault"] = (
 MAMBA2_HYBRID["nemotron_h-ffn-fault"] = ("nemotron_h", "llama-spm",
                                         {**MAMBA2_HYBRID["nemotron_h"][2], "fault": "ffn_off"})
 
+# Mamba-2 hybrids with experts (seeds from 4400): tiny-granitehybrid's layers and scales
+# with every FFN made of experts, as Granite 4.0 H Tiny/Small: expert_count 4, each
+# feed_forward_length (64) wide, top 2 of a softmax renormalised, and one ungated SwiGLU
+# shared expert expert_shared_feed_forward_length (128: twice an expert, as H Tiny's 1024 to
+# 512) wide beside them.
+MAMBA2_HYBRID_MOE = {
+    "granitehybrid-moe": ("granitehybrid", "refact", {**MAMBA2_HYBRID["granitehybrid"][2], "moe": True,
+                                                      "mixtral": True, "shexp": 128}),
+}
+# The fault: the same weights with the shared expert's ffn_down zeroed (a pass that skips it).
+MAMBA2_HYBRID_MOE["granitehybrid-moe-shexp-fault"] = (
+    "granitehybrid", "refact", {**MAMBA2_HYBRID_MOE["granitehybrid-moe"][2], "seed": 4400, "fault": "no_shexp"})
+#   nemotron_h_moe: Nemotron 3 Nano 30B-A3B's layout on tiny-nemotron_h's RFRGF: each F layer
+#           8 experts (expert_feed_forward_length 64) chosen by sigmoid + exp_probs_b, the top 2
+#           renormalised (expert_weights_norm) and scaled by 2.5, in one group (as Nano's
+#           converter writes), and one shared expert 128 wide, all squared-ReLU without a gate.
+MAMBA2_HYBRID_MOE["nemotron_h_moe"] = (
+    "nemotron_h_moe", "llama-spm",
+    {**MAMBA2_HYBRID["nemotron_h"][2], "seed": 4402, "ff_layers": [0, N_FF_EXP, 0, 0, N_FF_EXP],
+     "moe": True, "n_expert": 8, "shexp": 128,
+     "glm": {"expert_shared_count": 1, "expert_weights_norm": True, "expert_weights_scale": 2.5,
+             "expert_group_count": 1}})
+# Its fault: the shared expert's ffn_down zeroed (a pass that skips the shared expert).
+MAMBA2_HYBRID_MOE["nemotron_h_moe-shexp-fault"] = (
+    "nemotron_h_moe", "llama-spm", {**MAMBA2_HYBRID_MOE["nemotron_h_moe"][2], "fault": "no_shexp"})
+
 MLA = {"q_lora": 64, "kv_lora": 64, "rot": 32, "nope": 32, "v": 32}
 DEEPSEEK = {
     # DeepSeek V3's experts: 3 layers, the first dense; 8 experts in 2 groups of 4 of which the
@@ -521,4 +547,5 @@ FAMILIES = [
     Family(MAMBA2_HYBRID, 4300),
     Family(BERT_RERANK, 3900),
     Family(BERT_UGM, 4500),
+    Family(MAMBA2_HYBRID_MOE, 4400),
 ]

@@ -539,6 +539,40 @@ def test_tiny_granitehybrid_without_residual_scale_is_caught():
     assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
 
 
+def test_tiny_granitehybrid_moe_matches_llama_cpp():
+    """Granite 4.0 H Tiny/Small's layout (issue 35): tiny-granitehybrid's Mamba-2 blocks,
+    attention and scales, every FFN 4 experts each feed_forward_length wide (softmax, top 2
+    renormalised, not scaled) plus one ungated SwiGLU shared expert
+    expert_shared_feed_forward_length wide, the sum under the residual scale."""
+    path = tiny_model("granitehybrid-moe")
+    check(compare(path, tiny_prompt(), "tiny granitehybrid-moe"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_granitehybrid_moe_without_shared_expert_is_caught():
+    """The fault the granitehybrid-moe parity must catch: llama.cpp on tiny-granitehybrid-moe's
+    weights with the shared expert's ffn_down zeroed (a pass that skipped the shared expert)
+    against ferrox on tiny-granitehybrid-moe. The residual scale (0.22) damps every FFN's share,
+    so the fault stands at 1.8 times the bound (measured 1.84e-3 mean), not twice as others do;
+    the model itself matches at 6e-15."""
+    nmse = fault_nmse("granitehybrid-moe", "granitehybrid-moe-shexp-fault", "shared-expert fault")
+    assert nmse.mean() > 1.5 * TINY_MEAN_NMSE_MAX
+
+
+def test_tiny_nemotron_h_moe_matches_llama_cpp():
+    """Nemotron 3 Nano 30B-A3B's layout (issue 35): tiny-nemotron_h's RFRGF with each FFN layer
+    8 experts chosen by sigmoid + exp_probs_b, the top 2 renormalised and scaled by 2.5, and one
+    shared expert, every expert a squared-ReLU FFN without a gate."""
+    path = tiny_model("nemotron_h_moe")
+    check(compare(path, tiny_prompt(), "tiny nemotron_h_moe"), TINY_MEAN_NMSE_MAX, TINY_WORST_NMSE_MAX)
+
+
+def test_tiny_nemotron_h_moe_without_shared_expert_is_caught():
+    """The fault the nemotron_h_moe parity must catch: llama.cpp on tiny-nemotron_h_moe's weights
+    with the shared expert's ffn_down zeroed against ferrox on tiny-nemotron_h_moe."""
+    nmse = fault_nmse("nemotron_h_moe", "nemotron_h_moe-shexp-fault", "shared-expert fault")
+    assert nmse.mean() > 2 * TINY_MEAN_NMSE_MAX
+
+
 def test_tiny_nemotron_h_matches_llama_cpp():
     """Nemotron-H (issue 35): five layers of one block each -- Mamba-2 (head_count_kv and
     feed_forward_length 0), a squared-ReLU FFN without a gate (a width, no KV heads) or

@@ -254,13 +254,19 @@ constexpr ArchSpec kArchitectures[] = {
     // head_count_kv lists KV heads, Mamba-2 blocks where it lists 0, a SwiGLU
     // FFN after either; granite's four scales (logit_scale optional), its
     // rope.scaling.finetuned switch (Granite 4.0 H files say false: no layer
-    // rotates).
+    // rotates). Where the file has expert_count > 0 (H Tiny, H Small) every
+    // FFN is experts, each feed_forward_length wide, softmax-gated, the top
+    // k always renormalised and never scaled (llama.cpp's granitehybrid
+    // graph), with an optional shared expert beside them.
     {.name = "granitehybrid",
      .rope = RopeStyle::Normal,
+     .moe_with_expert_count = true,
      .granite_scales = true,
      .attn_output_bias = TensorUse::Optional,
+     .optional_shared_expert = true,
      .mamba2_layers = true,
-     .logit_scale_optional = true},
+     .logit_scale_optional = true,
+     .expert_weights_always_normed = true},
     // NVIDIA Nemotron-H, Nemotron Nano 2: each layer one block -- Mamba-2
     // (head_count_kv and feed_forward_length 0), attention without RoPE
     // (KV heads), or a squared-ReLU FFN without a gate (a width).
@@ -268,6 +274,26 @@ constexpr ArchSpec kArchitectures[] = {
      .no_rope_period = 1,     // no layer rotates
      .partial_rotary = true,  // so rope.dimension_count is read, never applied
      .attn_output_bias = TensorUse::Optional,
+     .mamba2_layers = true,
+     .one_block_layers = true,
+     .norm_eps_fallback = true},
+    // NVIDIA Nemotron 3 Nano (30B-A3B): nemotron_h's layers, each FFN layer
+    // experts -- sigmoid-gated (expert_gating_func is not read), chosen by
+    // the scores plus exp_probs_b, weights renormalised where
+    // expert_weights_norm says and scaled by expert_weights_scale, groups
+    // where expert_group_count > 1 -- plus one shared expert, all of them
+    // squared-ReLU FFNs without a gate (llama.cpp's nemotron_h graph).
+    {.name = "nemotron_h_moe",
+     .moe = true,
+     .no_rope_period = 1,     // no layer rotates
+     .partial_rotary = true,  // so rope.dimension_count is read, never applied
+     .moe_gating = MoeGating::Sigmoid,
+     .attn_output_bias = TensorUse::Optional,
+     .optional_shared_expert = true,
+     .relu_squared_experts = true,
+     .expert_weights_scale_key = true,
+     .expert_selection_bias = TensorUse::Required,
+     .expert_groups = true,
      .mamba2_layers = true,
      .one_block_layers = true,
      .norm_eps_fallback = true},

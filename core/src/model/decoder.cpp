@@ -135,7 +135,13 @@ void Activations::size_host(const Hparams& hp, uint32_t max_batch, bool resident
     group_order.assign(hp.n_expert_groups, 0);
     if (hp.n_expert) zeros.assign(size_t{max_batch} * hp.n_embd, 0);
     if (hp.arch && hp.arch->gated_attention) gate_host.assign(size_t{max_batch} * q_dim(hp), 0);
-    if (hp.arch && hp.arch->one_block_layers) ffn_host.assign(size_t{max_batch} * hp.n_ff, 0);
+    // The squared ReLU's host round trip: a dense FFN layer's rows, or an
+    // expert's (up to kExpertRows) and the shared expert's (nemotron_h_moe).
+    if (hp.arch && hp.arch->one_block_layers)
+        ffn_host.assign(std::max({size_t{max_batch} * hp.n_ff,
+                                  size_t{std::min(max_batch, kExpertRows)} * hp.n_ff_expert,
+                                  size_t{max_batch} * hp.n_ff_shared}),
+                        0);
     // Per row the larger of gated q and a DeltaNet layer's values, and one
     // convolution work row (delta_net.cpp).
     const uint64_t gated = hp.arch && hp.arch->gated_attention ? 2 * q_dim(hp) : 0;
@@ -281,8 +287,11 @@ void Decoder::attention_block(StickySteps& st, Activations& a, KvAttention& kv, 
     // this norm; without pre-norms (olmo2) the block reads x itself.
     if (il == 0 && hp_.arch->pre_norms)
         st.rms_norm(roles::kAttnNorm, s.x, C.attn_norm, n, d, hp_.rms_eps, s.xn);
-    if (hp_.is_ffn_only(il)) {  // nemotron_h: the FFN is the layer's one block
-        relu_squared_ffn(st, a, il, n);
+    if (hp_.is_ffn_only(il)) {     // nemotron_h: the FFN is the layer's one block
+        if (hp_.expert_layer(il))  // nemotron_h_moe
+            moe_ffn(st, a, L, C, n);
+        else
+            relu_squared_ffn(st, a, il, n);
         return residual_to_next(st, a, s.ffn, il, n);
     }
     if (!hp_.is_recurrent(il))
@@ -489,13 +498,18 @@ void Decoder::latent_values(StickySteps& st, Activations& a, const LayerWeights&
 void Decoder::relu_squared_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const {
     const LayerWeights& L = w_.layers[il];
     Scratch& s = a.s;
-    const std::span<float> up{a.ffn_host.data(), uint64_t{n} * hp_.layer_n_ff(il)};
     st.project(*L.up, "ffn_up", s.xn, n, s.up);
-    st.download(s.up, up);
-    if (st.failed()) return;  // nothing downloaded to square
-    for (float& u : up) u = u > 0.0f ? u * u : 0.0f;
-    st.upload(up, s.up);
+    relu_squared(st, a, s.up, uint64_t{n} * hp_.layer_n_ff(il));
     st.project(*L.down, "ffn_down", s.up, n, s.ffn);
+}
+
+// relu(u)^2 over `count` values of `u` in place, on the host (see above).
+void Decoder::relu_squared(StickySteps& st, Activations& a, Act u, uint64_t count) const {
+    const std::span<float> host{a.ffn_host.data(), count};
+    st.download(u, host);
+    if (st.failed()) return;  // nothing downloaded to square
+    for (float& v : host) v = v > 0.0f ? v * v : 0.0f;
+    st.upload(host, u);
 }
 
 void Decoder::dense_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n, Act out) const {
@@ -583,6 +597,12 @@ void Decoder::shared_experts(StickySteps& st, Activations& a, const LayerWeights
                              uint32_t n) const {
     Scratch& s = a.s;
     const uint32_t d = hp_.n_embd;
+    if (hp_.arch->relu_squared_experts) {  // nemotron_h_moe: no gate
+        st.project(*L.up_shexp, "ffn_up_shexp", s.xn, n, s.up);
+        relu_squared(st, a, s.up, uint64_t{n} * hp_.n_ff_shared);
+        st.project(*L.down_shexp, "ffn_down_shexp", s.up, n, s.shared);
+        return st.add(roles::kMoeCombine, s.ffn, s.shared, n, d, d, 1.0f);
+    }
     st.project(*L.gate_shexp, "ffn_gate_shexp", s.xn, n, s.gate);
     st.project(*L.up_shexp, "ffn_up_shexp", s.xn, n, s.up);
     st.glu(hp_.arch->activation, s.gate, s.up, uint64_t{n} * hp_.n_ff_shared);
@@ -670,7 +690,7 @@ void Decoder::moe_ffn(StickySteps& st, Activations& a, const LayerWeights& L,
                        s.expert_out.at(uint64_t{at[i * k + j]} * d), 1, d, 0,
                        on_input ? 1.0f : a.chosen_weight[i * k + j]);
     }
-    if (L.gate_shexp) shared_experts(st, a, L, n);
+    if (L.up_shexp) shared_experts(st, a, L, n);
 }
 
 // One expert over some of a pass's choices (`choices`: row x n_expert_used +
@@ -701,6 +721,11 @@ void Decoder::expert_rows(StickySteps& st, Activations& a, const LayerWeights& L
         if (hp_.arch->expert_biases)
             st.add(roles::kExpertBias, dst, rows.at(uint64_t{e} * len), m, len, 0, 1.0f);
     };
+    if (hp_.arch->relu_squared_experts) {  // nemotron_h_moe: no gate, no biases
+        st.project(L.up_exps[e], "ffn_up_exps", in, m, s.expert_up);
+        relu_squared(st, a, s.expert_up, uint64_t{m} * f);
+        return st.project(L.down_exps[e], "ffn_down_exps", s.expert_up, m, out);
+    }
     st.project(L.gate_exps[e], "ffn_gate_exps", in, m, s.expert_gate);
     bias(C.gate_exps_bias, s.expert_gate, f);
     st.project(L.up_exps[e], "ffn_up_exps", in, m, s.expert_up);

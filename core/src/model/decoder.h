@@ -269,6 +269,7 @@ class Decoder {
     void latent_values(StickySteps& st, Activations& a, const LayerWeights& L, uint32_t n) const;
     void ffn_block(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
     void relu_squared_ffn(StickySteps& st, Activations& a, uint32_t il, uint32_t n) const;
+    void relu_squared(StickySteps& st, Activations& a, Act u, uint64_t count) const;
     void attention_core(StickySteps& st, Activations& a, KvAttention& kv, uint32_t il,
                         uint32_t n) const;
     // delta_net.cpp: gated attention's split and gate, the Gated DeltaNet layer.

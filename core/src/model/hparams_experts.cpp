@@ -26,6 +26,12 @@ Expected<void> read_gating(const gguf::File& file, const Keys& k, const ArchSpec
     for (const GatingShape& shape : spec.sigmoid_gating_shapes)
         if (gating == 0 && shape.n_layer == hp.n_layer && shape.vocab == hp.vocab)
             hp.moe_gating = MoeGating::Sigmoid;
+    return {};
+}
+
+// The chosen experts' weights' scale (expert_weights_scale), for the rows
+// that read it: absent or 0 means none.
+Expected<void> read_weights_scale(const gguf::File& file, const Keys& k, Hparams& hp) {
     float scale = 0;
     FERROX_READ(scale, k.f32_or("expert_weights_scale", 0.0f));
     if (!std::isfinite(scale) || scale < 0)
@@ -97,6 +103,22 @@ Expected<void> read_gated_shared_expert(const gguf::File& file, const Keys& k, H
         return refuse(file, k.key(key),
                       fmt::format("{} is not a shared expert's width in 1..{}", width, kMaxWidth));
     hp.n_ff_shared = width;
+    return {};
+}
+
+// An ungated shared expert where the file gives it a width (granitehybrid):
+// expert_shared_feed_forward_length absent or 0 means none, as llama.cpp
+// reads it. Bounded here, before it sizes the shared FFN's activations;
+// binding checks it against ffn_*_shexp's shapes and names the tensor.
+Expected<void> read_optional_shared_expert(const gguf::File& file, const Keys& k, Hparams& hp) {
+    uint32_t width = 0;
+    FERROX_READ(width, k.u32_or("expert_shared_feed_forward_length", 0));
+    constexpr uint32_t kMaxWidth = 1u << 20;
+    if (width > kMaxWidth)
+        return refuse(file, k.key("expert_shared_feed_forward_length"),
+                      fmt::format("{} is not a shared expert's width in 0..{}", width, kMaxWidth));
+    hp.n_ff_shared = width;
+    hp.n_expert_shared = width > 0 ? 1 : 0;
     return {};
 }
 
@@ -190,12 +212,16 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
                 t.name().starts_with("blk.") && t.name().ends_with(".exp_probs_b.bias");
     if (spec.gating_key)
         if (auto r = read_gating(file, k, spec, hp); !r) return r;
+    if (spec.gating_key || spec.expert_weights_scale_key)
+        if (auto r = read_weights_scale(file, k, hp); !r) return r;
     if (spec.expert_groups)
         if (auto r = read_expert_groups(file, k, hp); !r) return r;
     if (spec.shared_experts)
         if (auto r = read_shared_experts(file, k, hp); !r) return r;
     if (spec.shared_expert_gate)
         if (auto r = read_gated_shared_expert(file, k, hp); !r) return r;
+    if (spec.optional_shared_expert)
+        if (auto r = read_optional_shared_expert(file, k, hp); !r) return r;
     if (spec.shared_expert_of_expert_width) {
         hp.n_expert_shared = 1;
         hp.n_ff_shared = hp.n_ff_expert;
@@ -213,11 +239,18 @@ Expected<void> read_experts(const gguf::File& file, const Keys& k, const ArchSpe
 Expected<void> read_ffn(const gguf::File& file, const Keys& k, const ArchSpec& spec, Hparams& hp) {
     uint32_t optional_experts = 0;
     if (spec.moe_with_expert_count) FERROX_READ(optional_experts, k.u32_or("expert_count", 0));
-    if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
     if (spec.one_block_layers) {  // nemotron_h: a width on the FFN-only layers alone
         if (auto r = read_ffn_only_layers(file, k, hp); !r) return r;
-        return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
+        if (!spec.moe)
+            return refuse_if_set(file, k, "expert_count", "a mixture of experts", spec.name);
+        // nemotron_h_moe: those layers run experts. Not run: Nemotron 3
+        // Super's latent projections and the MTP block (both refused by key).
+        for (const auto& [key, part] : {std::pair{"moe_latent_size", "experts in a latent space"},
+                                        std::pair{"nextn_predict_layers", "an MTP block"}})
+            if (auto r = refuse_if_set(file, k, key, part, spec.name); !r) return r;
+        return read_experts(file, k, spec, hp);
     }
+    if (spec.moe || optional_experts > 0) return read_experts(file, k, spec, hp);
     if (spec.per_layer_geometry_keys) {
         // gemma4's E2B doubles the width of its shared-KV layers' FFN.
         if (auto r = read_per_layer(file, k, "feed_forward_length", hp.n_layer, hp.n_ff_layers); !r)

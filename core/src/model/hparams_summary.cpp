@@ -187,6 +187,8 @@ std::vector<HparamFact> summarize(const Hparams& hp) {
         }
         if (hp.expert_weights_scale != 1.0f) add("expert_weights_scale", hp.expert_weights_scale);
         if (hp.n_expert_shared) add("shared_experts", hp.n_expert_shared);
+        if (hp.arch->optional_shared_expert && hp.n_ff_shared)
+            add("shared_expert_ffn_length", hp.n_ff_shared);
         if (hp.arch->shared_expert_gate) {
             add("shared_expert_ffn_length", hp.n_ff_shared);
             add("shared_expert_gate", "sigmoid");

@@ -202,6 +202,8 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
                              : "0 (softmax, sigmoid for listed shapes; 1 softmax, 2 sigmoid)",
                          experts});
             k.push_back({"expert_weights_scale", O, "0 (not scaled)", experts});
+        } else if (spec.expert_weights_scale_key) {
+            k.push_back({"expert_weights_scale", O, "0 (not scaled)", experts});
         }
         if (spec.expert_groups) {
             k.push_back({"expert_group_count", O, "0 (no groups)", experts});
@@ -212,6 +214,13 @@ std::vector<KeyRule> key_rules(const ArchSpec& spec) {
             k.push_back({"expert_shared_feed_forward_length", O, "feed_forward_length", experts});
             k.push_back(
                 {"feed_forward_length", R, {}, "without expert_shared_feed_forward_length"});
+        }
+        if (spec.optional_shared_expert)
+            k.push_back({"expert_shared_feed_forward_length", O, "0 (no shared expert)", experts});
+        if (spec.one_block_layers) {  // nemotron_h_moe: experts on the FFN-only layers
+            k.push_back({"feed_forward_length", R, {}, "one per layer: the FFN-only layers'"});
+            k.push_back({"moe_latent_size", X, "0", {}});
+            k.push_back({"nextn_predict_layers", X, "0", {}});
         }
         if (spec.moe_layer_step_key) {
             k.push_back({"interleave_moe_layer_step", R, {}, {}});

@@ -394,7 +394,9 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
                         spec.dense_beside_experts || spec.moe_layer_step_key;
     const TensorWhen dense_when =
         either && !spec.dense_beside_experts ? TensorWhen::Dense : TensorWhen::Always;
-    const TensorWhen experts_when = either ? TensorWhen::Experts : TensorWhen::Always;
+    // nemotron_h_moe: experts on the FFN-only layers alone.
+    const TensorWhen experts_when =
+        either || spec.one_block_layers ? TensorWhen::Experts : TensorWhen::Always;
     if (dense && spec.fused_gate_up) {
         // phi3: ffn_up.weight holds the gate's rows, then up's.
         t.push_back(layer_fused(
@@ -446,7 +448,8 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
         if (spec.expert_selection_bias != TensorUse::Absent)
             t.push_back(layer_vector("exp_probs_b.bias", E::Experts, &LW::selection_bias,
                                      spec.expert_selection_bias, experts_when));
-        if (spec.shared_experts || spec.shared_expert_gate || spec.shared_expert_of_expert_width)
+        if (spec.shared_experts || spec.shared_expert_gate || spec.shared_expert_of_expert_width ||
+            spec.optional_shared_expert)
             for (auto [name, rows, cols, slot] :
                  {std::tuple{"ffn_gate_shexp.weight", E::FfShared, E::Embd, &LW::gate_shexp},
                   std::tuple{"ffn_up_shexp.weight", E::FfShared, E::Embd, &LW::up_shexp},
@@ -462,6 +465,10 @@ std::vector<TensorBinding> tensor_table(const ArchSpec& spec) {
             t.back().rule.when = TensorWhen::SharedExperts;
         }
     }
+    if (spec.relu_squared_experts)  // up, relu^2, down: no gate
+        std::erase_if(t, [](const TensorBinding& b) {
+            return b.rule.name == "ffn_gate_exps.weight" || b.rule.name == "ffn_gate_shexp.weight";
+        });
     if (spec.bert_encoder) bert_layer_tensors(t, spec);
     if (spec.delta_net_layers) delta_net_tensors(t, spec);
     if (spec.shortconv_layers) shortconv_tensors(t);

@@ -82,8 +82,11 @@ Expected<std::vector<WeightMatrix>> bind_experts(const gguf::File& file, const s
 // stacks): a shape refusal names them.
 std::string expert_keys(const Hparams& hp) {
     if (hp.n_expert == 0) return {};
-    return fmt::format(" ({0}.expert_count {1}, {0}.expert_feed_forward_length {2})", hp.arch_name,
-                       hp.n_expert, hp.n_ff_expert);
+    // Mixtral's and Granite 4.0 H's experts are feed_forward_length wide.
+    const bool own_width = hp.arch && (hp.arch->moe || hp.arch->dense_beside_experts);
+    return fmt::format(" ({0}.expert_count {1}, {0}.{2} {3})", hp.arch_name, hp.n_expert,
+                       own_width ? "expert_feed_forward_length" : "feed_forward_length",
+                       hp.n_ff_expert);
 }
 
 // The keys that sized a layer tensor, for its shape refusal.

@@ -177,6 +177,19 @@ struct ArchSpec {
     // sigmoid(ffn_gate_inp_shexp . x) before it joins the routed experts'
     // sum, expert_shared_feed_forward_length wide (qwen35moe).
     bool shared_expert_gate = false;
+    // One ungated shared expert (SwiGLU, as a routed one) run beside the
+    // routed ones where expert_shared_feed_forward_length gives it a width;
+    // absent or 0: none (granitehybrid: Granite 4.0 H Tiny and Small carry
+    // one; llama.cpp reads the key as optional there).
+    bool optional_shared_expert = false;
+    // Every expert, routed and shared, is up -> relu(.)^2 -> down with no
+    // gate (nemotron_h_moe, as its dense FFN layers): no ffn_gate_exps nor
+    // ffn_gate_shexp.
+    bool relu_squared_experts = false;
+    // expert_weights_scale read (0 or absent: not scaled) without the gating
+    // key: the row's gating is fixed (nemotron_h_moe: sigmoid, whatever
+    // expert_gating_func says, as llama.cpp's graph).
+    bool expert_weights_scale_key = false;
     // exp_probs_b.bias: a per-expert bias added to the gate's probabilities to
     // choose the experts (not to weigh them): required (glm4moe) or where a
     // file has it (deepseek2: V3 has it, V2 not).

@@ -252,6 +252,8 @@ struct Hparams {
 
     // True when layer `il` runs experts (else a dense FFN).
     bool expert_layer(uint32_t il) const {
+        // With FFN-only layers (nemotron_h_moe) those alone run experts.
+        if (!ffn_only_layers.empty() && !is_ffn_only(il)) return false;
         return n_expert > 0 && il >= n_layer_dense_lead &&
                (moe_layer_step <= 1 || (il + 1) % moe_layer_step == 0);
     }
