@@ -60,6 +60,10 @@ class FERROX_API Backend {
     bool has_attention() const;
     Expected<void> attention(const ferrox_attention_desc& desc);
 
+    // Since ABI 1.9: the gated delta rule on host memory.
+    bool has_delta_net() const;
+    Expected<void> delta_net(const ferrox_delta_net_desc& desc);
+
     // Since ABI 1.2: true when every resident-decoding entry (and the buffer
     // entries they work on) is present, so a forward pass can live here.
     bool has_resident() const;

@@ -46,6 +46,7 @@ inline constexpr std::string_view kMoeCombine = "moe_combine";
 inline constexpr std::string_view kGlu = "ffn_glu";
 inline constexpr std::string_view kKvStore = "kv_store";
 inline constexpr std::string_view kAttention = "attention";
+inline constexpr std::string_view kDeltaNet = "delta_net";
 inline constexpr std::string_view kPerLayerInput = "per_layer_input";
 inline constexpr std::string_view kPerLayerProjNorm = "per_layer_proj_norm";
 inline constexpr std::string_view kPerLayerPostNorm = "per_layer_post_norm";
@@ -69,6 +70,8 @@ struct PassTrace {
     std::string refusal;
     // What the pass's attention asks of a plugin (soft caps, sinks).
     AttentionNeeds attention_needs;
+    // Whether it runs the gated delta rule (on host memory, ABI 1.9).
+    bool delta_net = false;
 };
 
 // Whether the resident backend fuses the residual add with the next RMS norm

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "ferrox/backend_abi.h"
@@ -97,6 +98,14 @@ class Steps {
     virtual Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
                                      Act out, const Act* sinks) = 0;
 
+    // The gated delta rule (ABI 1.9) over host memory, whichever steps hold
+    // the activations: the recurrent state lives in the context, so the
+    // recurrent block works on host copies of the rows. dispatch_delta_net
+    // runs it; tracing steps note it for the probe.
+    virtual Expected<void> delta_net(const ferrox_delta_net_desc& desc) = 0;
+    // What delta_net() runs (a kernel's name or the core's fallback), for the profile.
+    virtual std::string delta_net_runner() const = 0;
+
     // ABI 1.3 (resident, on a backend with attention_cells): every row of a
     // batch attends in one call over the cells its span names, whatever
     // sequence it belongs to. Others say false and never get the calls below.
@@ -110,6 +119,10 @@ class Steps {
         return make_error("these steps attend without cell lists");
     }
 };
+
+// The delta rule through the dispatcher: the first backend with the entry,
+// else the core's loop over the heads (delta_net.cpp).
+Expected<void> dispatch_delta_net(Dispatcher& dispatcher, const ferrox_delta_net_desc& desc);
 
 // `embedding`: token_embd; `embedding_matrix`: the same bytes as a matrix
 // (resident get_rows needs a prepared weight), which must outlive the Steps.
