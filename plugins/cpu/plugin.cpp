@@ -18,6 +18,7 @@
 
 #include "attention/attention.h"
 #include "cpu_isa.h"
+#include "delta_rule.h"
 #include "ferrox/backend_abi.h"
 #include "ferrox/c_boundary.h"
 #include "ferrox/plugin_note.h"
@@ -54,6 +55,9 @@ struct CpuBackend {
     Isa isa = Isa::Portable;
     const IsaKernels* kernels = nullptr;
     AttentionKernels attend{};
+    // FERROX_CPU_DELTA_NET=off (for tests): no delta_net kernel or entry, so
+    // the core's own loop runs the recurrence (a recorded miss).
+    bool delta_net = true;
 };
 
 CpuBackend& self(const ferrox_backend* b) { return *static_cast<CpuBackend*>(b->self); }
@@ -99,9 +103,15 @@ ferrox_status device_info(const ferrox_backend* b, uint32_t device, ferrox_devic
     });
 }
 
-void kernel_for(const ferrox_backend*, ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out) {
+constexpr const char* kDeltaNetKernel = "cpu.delta_net.f32";
+
+void kernel_for(const ferrox_backend* b, ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out) {
     out->kernel = nullptr;
     out->by_design = nullptr;
+    if (op == FERROX_OP_DELTA_NET) {
+        if (kind == FERROX_KIND_F32 && self(b).delta_net) out->kernel = kDeltaNetKernel;
+        return;
+    }
     if (op == FERROX_OP_ATTENTION) {  // `kind` is the KV cache's
         out->kernel = attention_kernel_name(kind, kind);
         return;
@@ -252,6 +262,36 @@ ferrox_status run_attention_entry(ferrox_backend* b, const ferrox_attention_desc
         }
         return FERROX_OK;
     });
+}
+
+// ABI 1.9: value heads are independent, so each thread takes whole heads and
+// runs the core's own per-head loop on them: the same bits as the core's
+// fallback, whatever the thread count. A head's state (S x S floats, 64 KiB
+// at S = 128) stays in one core's cache across the tokens of a chunk.
+ferrox_status run_delta_net(ferrox_backend* b, const ferrox_delta_net_desc* desc,
+                            ferrox_message* error) {
+    if (!desc) {
+        set_message(error, "delta_net: null descriptor");
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    if (const char* why = delta_rule::invalid(*desc)) {
+        set_message(error, why);
+        return FERROX_ERR_INVALID_ARGUMENT;
+    }
+    return guarded("cpu", error, [&] {
+        self(b).pool->parallel_for(desc->n_v_heads, 1, [desc](uint64_t h0, uint64_t h1) {
+            for (uint64_t h = h0; h < h1; ++h)
+                delta_rule::run_head(*desc, static_cast<uint32_t>(h));
+        });
+        return FERROX_OK;
+    });
+}
+
+// Whether FERROX_CPU_DELTA_NET switches the delta_net entry off ("off"; any
+// other value, or none, leaves it on).
+bool delta_net_switched_off() {
+    const char* env = std::getenv("FERROX_CPU_DELTA_NET");
+    return env && std::strcmp(env, "off") == 0;
 }
 
 // The cores this process may run on (its affinity mask: taskset, cgroup
@@ -417,6 +457,8 @@ extern "C" FERROX_PLUGIN_EXPORT ferrox_status ferrox_plugin_create(const ferrox_
         t.attention = run_attention_entry;
         t.attention_kinds = attention_kinds;
         t.matvec_batch = run_matvec_batch;
+        backend->delta_net = !delta_net_switched_off();
+        if (backend->delta_net) t.delta_net = run_delta_net;
         *out = &backend.release()->table;
         return FERROX_OK;
     });

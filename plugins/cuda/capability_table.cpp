@@ -14,10 +14,11 @@ void describe_kernel(ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out) {
     if (size >= offsetof(ferrox_kernel_info, kernel) + sizeof(out->kernel))
         out->kernel = find_kernel(op, kind);
     // Every op this backend lacks is a plain miss: since ABI 1.2 keeps the KV
-    // cache resident, attention has kernels too and nothing is left to a
-    // host backend on purpose.
+    // cache resident, attention has kernels too. The one exception is the
+    // delta rule (ABI 1.10), which runs on host memory between a download and
+    // an upload: left to the next backend or the core's loop on purpose.
     if (size >= offsetof(ferrox_kernel_info, by_design) + sizeof(out->by_design))
-        out->by_design = nullptr;
+        out->by_design = op == FERROX_OP_DELTA_NET ? kDeltaNetElsewhere : nullptr;
 }
 
 void describe_attention_kinds(ferrox_kind key_kind, ferrox_kind value_kind,

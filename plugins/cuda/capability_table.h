@@ -95,6 +95,10 @@ inline constexpr auto kKernels = std::to_array<KernelEntry>({
 });
 
 inline constexpr const char* kGemmFallback = "CUDA per-position matvec";
+// Why FERROX_OP_DELTA_NET has no kernel here (describe_kernel's by_design).
+inline constexpr const char* kDeltaNetElsewhere =
+    "the delta rule runs on host memory: no CUDA delta_net entry (the next backend or the core "
+    "runs it)";
 
 constexpr const char* find_kernel(ferrox_op op, ferrox_kind kind) {
     for (const KernelEntry& entry : kKernels)
@@ -107,7 +111,8 @@ constexpr bool has_kernel(ferrox_op op, ferrox_kind kind) {
 }
 
 // Fills `out` (up to out->struct_size) the way the ABI's kernel_for() must:
-// the kernel's name, or NULL with no by-design reason (a plain miss). Defined
+// the kernel's name, or NULL with no by-design reason (a plain miss; for
+// DELTA_NET, kDeltaNetElsewhere). Defined
 // in capability_table.cpp so the tests link exactly what the plugin links.
 void describe_kernel(ferrox_op op, ferrox_kind kind, ferrox_kernel_info* out);
 

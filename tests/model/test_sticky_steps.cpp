@@ -57,6 +57,8 @@ class FaultSteps final : public Steps {
     Expected<void> attention(ferrox_attention_desc, Act, Act, Act, Act, const Act*) override {
         return op("attention");
     }
+    Expected<void> delta_net(const ferrox_delta_net_desc&) override { return op("delta_net"); }
+    std::string delta_net_runner() const override { return "none"; }
 
   private:
     Expected<void> op(std::string name) {

@@ -57,12 +57,16 @@ class FERROX_API Backend {
     void release_weight(ferrox_weight* weight);
     Expected<void> matvec(const ferrox_weight* weight, const float* x, float* y);
     Expected<void> gemm(const ferrox_weight* weight, const float* x, uint64_t n, float* y);
-    // Since ABI 1.9: many matvecs in one call, each to matvec's bits.
+    // Since ABI 1.10: many matvecs in one call, each to matvec's bits.
     bool has_matvec_batch() const;
     Expected<void> matvec_batch(std::span<const ferrox_matvec_item> items);
     // Since ABI 1.1; a 1.0 plugin has no attention entry.
     bool has_attention() const;
     Expected<void> attention(const ferrox_attention_desc& desc);
+
+    // Since ABI 1.10: the gated delta rule on host memory.
+    bool has_delta_net() const;
+    Expected<void> delta_net(const ferrox_delta_net_desc& desc);
 
     // Since ABI 1.2: true when every resident-decoding entry (and the buffer
     // entries they work on) is present, so a forward pass can live here.

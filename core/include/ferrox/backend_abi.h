@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define FERROX_ABI_VERSION_MAJOR 1u
-#define FERROX_ABI_VERSION_MINOR 9u
+#define FERROX_ABI_VERSION_MINOR 10u
 /* Packed as major << 16 | minor. A plugin is loadable when its major equals
  * the core's; a newer minor only appends members the core may ignore. */
 #define FERROX_ABI_VERSION ((FERROX_ABI_VERSION_MAJOR << 16) | FERROX_ABI_VERSION_MINOR)
@@ -110,7 +110,8 @@ typedef enum ferrox_op {
     FERROX_OP_CONVERT = 11,      /* since 1.2: f32 rows into a KV cache of some kind */
     FERROX_OP_ADD_RMS_NORM = 12, /* since 1.2: residual add fused with the next RMS norm */
     FERROX_OP_SWIGLU_OAI = 13,   /* since 1.5: gpt-oss's clamped SwiGLU (FERROX_GLU_SWIGLU_OAI) */
-    FERROX_OP_COUNT = 14         /* grows with the list: treat ops >= your own count as unknown */
+    FERROX_OP_DELTA_NET = 14,    /* since 1.10: the gated delta rule (the delta_net entry), F32 */
+    FERROX_OP_COUNT = 15         /* grows with the list: treat ops >= your own count as unknown */
 } ferrox_op;
 
 /* ---- logging and registry callbacks the core lends to a plugin ---------- */
@@ -355,6 +356,38 @@ typedef struct ferrox_matvec_item {
     float* y;       /* rows floats; overlaps no other item's x or y */
 } ferrox_matvec_item;
 
+/* since 1.10: the gated delta rule (Gated DeltaNet layers: qwen35, qwen35moe,
+ * qwen3next) over n_rows consecutive tokens of one sequence, every value
+ * head, on host memory. Value head h (S = head_dim) reads key head
+ * kh = grouped ? h / (n_v_heads / n_k_heads) : h % n_k_heads; per row r in
+ * order, with q, k the row's key head kh and v its value head h:
+ *   g = exp(softplus(alpha[r][h] + dt_bias[h]) * a[h]), b = sigmoid(beta[r][h]),
+ *   for each j < S, M_j = state[h][j] (S floats):
+ *     M_j *= g;  d = (v[j] - M_j . k) * b;  M_j += d * k;
+ *     out[r][h * S + j] = (M_j . q) * (1 / sqrt(S)).
+ * softplus(x) is x past 20. The state is updated in place. Heads are
+ * independent: a backend may run them on any threads. The core's fallback
+ * and the CPU plugin run one shared loop (docs/abi.md, 1.10), so they agree
+ * to the bit; another backend's dot products may round differently. */
+typedef struct ferrox_delta_net_desc {
+    uint32_t struct_size;
+    uint32_t abi_version;
+    uint32_t n_rows;      /* tokens, in position order */
+    uint32_t n_k_heads;   /* heads of q and k */
+    uint32_t n_v_heads;   /* heads of v, the state and out: a multiple of n_k_heads */
+    uint32_t head_dim;    /* S: every q, k and v head's size */
+    uint32_t grouped;     /* 0: value head h reads key head h % n_k_heads (tiled) */
+    uint64_t qkv_stride;  /* floats from one row of qkv to the next, >= (2 n_k + n_v) S */
+    uint64_t out_stride;  /* floats from one row of out to the next, >= n_v_heads S */
+    const float* qkv;     /* [n_rows][qkv_stride]: q heads, k heads (L2-normed), v heads */
+    const float* beta;    /* [n_rows][n_v_heads], before the sigmoid */
+    const float* alpha;   /* [n_rows][n_v_heads], before the softplus */
+    const float* dt_bias; /* [n_v_heads] */
+    const float* a;       /* [n_v_heads]: -exp(A_log), as the files hold ssm_a */
+    float* state;         /* [n_v_heads][S][S], read and written */
+    float* out;           /* [n_rows][out_stride] */
+} ferrox_delta_net_desc;
+
 /* ---- the backend: a table of entries over the plugin's own context ------ */
 
 typedef struct ferrox_backend ferrox_backend;
@@ -522,6 +555,12 @@ struct ferrox_backend {
      * NULL (or an older plugin): the core calls matvec once per item. */
     ferrox_status (*matvec_batch)(ferrox_backend* backend, const ferrox_matvec_item* items,
                                   uint64_t n_items, ferrox_message* error);
+
+    /* since 1.10: the gated delta rule as ferrox_delta_net_desc describes,
+     * on host memory; named by kernel_for(FERROX_OP_DELTA_NET, F32). NULL
+     * (or an older plugin): the next backend, else the core's own loop. */
+    ferrox_status (*delta_net)(ferrox_backend* backend, const ferrox_delta_net_desc* desc,
+                               ferrox_message* error);
 };
 
 /* ---- the two exported entries ------------------------------------------- */

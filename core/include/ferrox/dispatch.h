@@ -92,7 +92,7 @@ class FERROX_API Dispatcher {
                          std::span<const float> x, std::span<float> y);
     // Independent matvecs, each recorded under its role as apply() records
     // it, and each y to apply()'s bits. When one backend runs them all and
-    // has the matvec_batch entry (ABI 1.9), in one call (one wake-up of its
+    // has the matvec_batch entry (ABI 1.10), in one call (one wake-up of its
     // threads), recorded under `batch_role` as a hit; otherwise one matvec
     // each, recorded there as the fallback (by design on an accelerator,
     // whose products queue without a wake-up).
@@ -123,6 +123,19 @@ class FERROX_API Dispatcher {
     static constexpr std::string_view kHostAttention = "core host attention (1 thread)";
     static constexpr std::string_view kResidentOnlyAttention =
         "attends only over its own KV cache (ABI 1.2 resident decoding)";
+
+    // The gated delta rule on host memory (ABI 1.10): the first backend whose
+    // table names a DELTA_NET kernel and has the entry runs it (the CPU
+    // plugin, over its threads); when none does, `host_fallback` runs (the
+    // core's loop, recorded as a miss to kHostDeltaNet). Either runs the
+    // same per-head loop (core/src/delta_rule), so the bits agree.
+    Expected<void> delta_net(const ferrox_delta_net_desc& desc, std::string_view role,
+                             const std::function<void()>& host_fallback);
+    void probe_delta_net(std::string_view role,
+                         std::source_location site = std::source_location::current());
+    // What delta_net() runs: the kernel's name, or kHostDeltaNet.
+    std::string delta_net_runner() const;
+    static constexpr std::string_view kHostDeltaNet = "core host delta rule (1 thread)";
 
     // Resident decoding (ABI 1.2): a forward pass whose activations and KV
     // cache live in the first backend's buffers. Only that backend is asked:

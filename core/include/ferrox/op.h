@@ -9,8 +9,8 @@
 namespace ferrox {
 
 inline constexpr std::array<std::string_view, FERROX_OP_COUNT> kOpNames{
-    "MATVEC", "GEMM", "RMS_NORM", "ROPE",     "ATTENTION", "SWIGLU",       "GEGLU",
-    "ADD",    "MUL",  "SOFTMAX",  "GET_ROWS", "CONVERT",   "ADD_RMS_NORM", "SWIGLU_OAI",
+    "MATVEC", "GEMM",    "RMS_NORM", "ROPE",    "ATTENTION",    "SWIGLU",     "GEGLU",     "ADD",
+    "MUL",    "SOFTMAX", "GET_ROWS", "CONVERT", "ADD_RMS_NORM", "SWIGLU_OAI", "DELTA_NET",
 };
 
 constexpr std::string_view op_name(ferrox_op op) {

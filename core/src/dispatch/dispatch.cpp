@@ -49,8 +49,11 @@ Plan Dispatcher::plan(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind) co
     for (size_t i = 0; i < backends_.size(); ++i) {
         const Backend& b = *backends_[i];
         const KernelChoice choice = this->choice(b, op, kind, value_kind);
-        // An ATTENTION kernel counts only with the 1.1 entry that runs it.
-        const bool runnable = op != FERROX_OP_ATTENTION || b.has_attention();
+        // An ATTENTION kernel counts only with the 1.1 entry that runs it, a
+        // DELTA_NET kernel only with the 1.9 one.
+        const bool runnable = op == FERROX_OP_ATTENTION   ? b.has_attention()
+                              : op == FERROX_OP_DELTA_NET ? b.has_delta_net()
+                                                          : true;
         if (!choice.kernel.empty() && runnable) {
             plan.steps.push_back({i, Outcome::Hit, std::string(choice.kernel)});
             plan.runner = i;
@@ -58,7 +61,7 @@ Plan Dispatcher::plan(ferrox_op op, ferrox_kind kind, ferrox_kind value_kind) co
         }
         // A 1.2 backend may attend only over its own (resident) KV cache; a
         // 1.0 table naming a kernel it has no entry for is a plain miss.
-        if (!choice.kernel.empty() && b.has_resident()) {
+        if (!choice.kernel.empty() && op == FERROX_OP_ATTENTION && b.has_resident()) {
             plan.steps.push_back({i, Outcome::ByDesign, std::string(kResidentOnlyAttention)});
             continue;
         }
@@ -148,6 +151,27 @@ Expected<void> Dispatcher::attention(const ferrox_attention_desc& desc, std::str
     record(Phase::Dispatch, FERROX_OP_ATTENTION, desc.kv_kind, role, p,
            std::source_location::current(), kHostAttention);
     if (p.runner) return backends_[*p.runner]->attention(desc);
+    host_fallback();
+    return {};
+}
+
+void Dispatcher::probe_delta_net(std::string_view role, std::source_location site) {
+    record(Phase::Probe, FERROX_OP_DELTA_NET, FERROX_KIND_F32, role,
+           plan(FERROX_OP_DELTA_NET, FERROX_KIND_F32), site, kHostDeltaNet);
+}
+
+std::string Dispatcher::delta_net_runner() const {
+    const Plan p = plan(FERROX_OP_DELTA_NET, FERROX_KIND_F32);
+    if (!p.runner) return std::string(kHostDeltaNet);
+    return p.steps.back().detail;
+}
+
+Expected<void> Dispatcher::delta_net(const ferrox_delta_net_desc& desc, std::string_view role,
+                                     const std::function<void()>& host_fallback) {
+    const Plan p = plan(FERROX_OP_DELTA_NET, FERROX_KIND_F32);
+    record(Phase::Dispatch, FERROX_OP_DELTA_NET, FERROX_KIND_F32, role, p,
+           std::source_location::current(), kHostDeltaNet);
+    if (p.runner) return backends_[*p.runner]->delta_net(desc);
     host_fallback();
     return {};
 }

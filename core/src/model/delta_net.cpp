@@ -1,92 +1,26 @@
-// Qwen3.5's two layer parts the common ops do not cover, run on the host
+// Qwen3.5's two layer parts the common ops do not cover, run on host memory
 // between a download and an upload (the MoE router's round trip): gated
 // attention's gate, and a Gated DeltaNet layer's causal convolution and
 // delta-rule recurrence over each sequence's state. The math is
 // llama.cpp's (src/models/qwen35.cpp, delta-net-base.cpp, ggml's
-// gated_delta_net and ssm_conv), written here per token.
+// gated_delta_net and ssm_conv), written here per token. The recurrence
+// itself is the backend ABI's delta_net entry (1.9): the CPU plugin runs its
+// heads over its threads, the core's fallback runs them here, and both run
+// the one loop in core/src/delta_rule.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "decoder.h"
+#include "delta_rule.h"
 #include "ferrox/model/architecture.h"
+#include "residency.h"
 
 namespace ferrox::model {
 namespace {
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
-// As ggml: the identity past 20, where log(1 + e^x) rounds to x.
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-// Partial sums a dot product over a state row keeps apart: a fixed order
-// (the same for every batch, so batch invariance holds), and one the
-// compiler keeps in vector registers, where a single running sum would make
-// every product wait for the one before.
-constexpr uint32_t kLanes = 8;
-
-// The two row loops below are most of a Gated DeltaNet step, and the core is
-// built for the baseline ISA: on x86-64 GCC also compiles them for AVX2
-// (8 lanes = one 256-bit register) and picks the clone at load time. AVX2
-// without FMA: each lane's multiplies and adds stay separate roundings, so
-// every clone gives the baseline's bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FERROX_ROW_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define FERROX_ROW_CLONES
-#endif
-
-float sum_lanes(const float (&part)[kLanes]) {
-    float s = 0;
-    for (float p : part) s += p;
-    return s;
-}
-
-// One row of a head's state, row[i] for i < n: decays it in place and returns
-// its dot product with k, in one pass over the row. (Indices are size_t and
-// the lanes a fixed block: with 32-bit indices that may wrap, GCC does not
-// vectorise the loop.)
-FERROX_ROW_CLONES float decay_then_dot(float* __restrict row, float decay,
-                                       const float* __restrict k, uint32_t n) {
-    float part[kLanes] = {};
-    const size_t whole = n - n % kLanes;
-    for (size_t i = 0; i < whole; i += kLanes) {
-        float* r = row + i;
-        const float* kb = k + i;
-        for (size_t l = 0; l < kLanes; ++l) {
-            r[l] *= decay;
-            part[l] += r[l] * kb[l];
-        }
-    }
-    for (size_t i = whole; i < n; ++i) {
-        row[i] *= decay;
-        part[i - whole] += row[i] * k[i];
-    }
-    return sum_lanes(part);
-}
-
-// Adds delta x k to the row and returns its dot product with q, in one pass.
-FERROX_ROW_CLONES float update_then_dot(float* __restrict row, float delta,
-                                        const float* __restrict k, const float* __restrict q,
-                                        uint32_t n) {
-    float part[kLanes] = {};
-    const size_t whole = n - n % kLanes;
-    for (size_t i = 0; i < whole; i += kLanes) {
-        float* r = row + i;
-        const float* kb = k + i;
-        const float* qb = q + i;
-        for (size_t l = 0; l < kLanes; ++l) {
-            r[l] += delta * kb[l];
-            part[l] += r[l] * qb[l];
-        }
-    }
-    for (size_t i = whole; i < n; ++i) {
-        row[i] += delta * k[i];
-        part[i - whole] += row[i] * q[i];
-    }
-    return sum_lanes(part);
-}
-
 // x / sqrt(sum x^2 + eps): llama.cpp's L2 norm of q and k (an RMS norm with
 // eps / n, scaled by 1 / sqrt(n)).
 void l2_norm(float* x, uint32_t n, float eps) {
@@ -115,41 +49,6 @@ void conv_token(const Hparams& hp, const LayerWeights& L, std::span<float> conv,
         std::memcpy(conv.data() + (K - 2) * C, x, C * sizeof(float));
     }
     for (uint32_t h = 0; h < 2 * hp.ssm_k_heads; ++h) l2_norm(qkv + uint64_t{h} * S, S, hp.rms_eps);
-}
-
-// One value head's rows of a sequence, `rows` tokens in position order: per
-// token the decayed delta rule on the head's state [value j][key i] and its
-// output q . S. Head by head rather than token by token, so that the head's
-// state (S x S floats) stays in cache across the tokens of a prompt chunk.
-struct HeadRows {
-    const float* qkv;           // rows x conv_dim: each token's q, k, v after conv_token
-    const float *beta, *alpha;  // rows x v_heads
-    float* out;                 // rows x inner: this head's S outputs at h x S in each row
-    uint32_t rows;
-};
-
-void delta_head(const Hparams& hp, const LayerWeights& L, uint32_t h, float* M, HeadRows in) {
-    const uint32_t S = hp.ssm_state, kh = hp.ssm_k_heads, vh = hp.ssm_v_heads;
-    const uint64_t C = hp.ssm_conv_dim(), inner = hp.ssm_inner;
-    // Value head h reads key head h mod kh (qwen35's files tile the key heads),
-    // or h / (vh / kh) where consecutive value heads share one (qwen3next).
-    const uint32_t key_head = hp.arch->delta_net_grouped ? h / (vh / kh) : h % kh;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(S));
-    for (uint32_t r = 0; r < in.rows; ++r) {
-        const float* qkv = in.qkv + r * C;
-        const float* qh = qkv + uint64_t{key_head} * S;
-        const float* kk = qkv + (uint64_t{kh} + key_head) * S;
-        const float* vv = qkv + 2 * uint64_t{kh} * S + uint64_t{h} * S;
-        const float decay = std::exp(softplus(in.alpha[r * vh + h] + L.ssm_dt_bias[h]) *
-                                     L.ssm_a[h]);  // ssm_a = -exp(A)
-        const float beta = sigmoid(in.beta[r * vh + h]);
-        float* o = in.out + r * inner + uint64_t{h} * S;
-        for (uint32_t j = 0; j < S; ++j) {
-            float* row = M + uint64_t{j} * S;
-            const float delta = (vv[j] - decay_then_dot(row, decay, kk, S)) * beta;
-            o[j] = update_then_dot(row, delta, kk, qh, S) * scale;
-        }
-    }
 }
 
 // The gated RMS norm of one token's outputs: per value head norm(o) x
@@ -183,6 +82,13 @@ void ungroup_beta_alpha(const Hparams& hp, float* beta, float* alpha, uint32_t n
 }
 
 }  // namespace
+
+Expected<void> dispatch_delta_net(Dispatcher& dispatcher, const ferrox_delta_net_desc& desc) {
+    if (const char* why = delta_rule::invalid(desc)) return make_error("{}", why);
+    return dispatcher.delta_net(desc, roles::kDeltaNet, [&] {
+        for (uint32_t h = 0; h < desc.n_v_heads; ++h) delta_rule::run_head(desc, h);
+    });
+}
 
 // attn_q's rows per head are [q | gate]: q into s.q, the gates kept on the host.
 void Decoder::split_gate(StickySteps& st, Activations& a, uint32_t n) const {
@@ -237,15 +143,30 @@ void Decoder::recurrent_block(StickySteps& st, Activations& a, KvAttention& kv, 
     if (hp_.arch->delta_net_grouped) ungroup_beta_alpha(hp_, beta, alpha, n, out);
     const bool ran =
         each_sequence_state(st, kv, il, n, [&](const RecurrentState& rs, uint32_t r0, uint32_t r1) {
-            const uint64_t SS = uint64_t{hp_.ssm_state} * hp_.ssm_state;
             float* qkv = a.dn_rows.data();
             for (uint32_t c0 = r0; c0 < r1; c0 += kDeltaRows) {
                 const uint32_t rows = std::min(r1 - c0, kDeltaRows);
                 for (uint32_t r = 0; r < rows; ++r)
                     conv_token(hp_, L, rs.conv_out, x + (c0 + r) * C, qkv + r * C);
-                for (uint32_t h = 0; h < vh; ++h)
-                    delta_head(hp_, L, h, rs.state_out.data() + h * SS,
-                               {qkv, beta + c0 * vh, alpha + c0 * vh, out + c0 * inner, rows});
+                ferrox_delta_net_desc d{};
+                d.struct_size = sizeof d;
+                d.abi_version = FERROX_ABI_VERSION;
+                d.n_rows = rows;
+                d.n_k_heads = hp_.ssm_k_heads;
+                d.n_v_heads = hp_.ssm_v_heads;
+                d.head_dim = hp_.ssm_state;
+                d.grouped = hp_.arch->delta_net_grouped ? 1 : 0;
+                d.qkv_stride = C;
+                d.out_stride = inner;
+                d.qkv = qkv;
+                d.beta = beta + c0 * vh;
+                d.alpha = alpha + c0 * vh;
+                d.dt_bias = L.ssm_dt_bias.data();
+                d.a = L.ssm_a.data();
+                d.state = rs.state_out.data();
+                d.out = out + c0 * inner;
+                st.delta_net(d);
+                if (st.failed()) return;
                 for (uint32_t r = c0; r < c0 + rows; ++r)
                     gated_norm(hp_, L, z + r * inner, out + r * inner);
             }

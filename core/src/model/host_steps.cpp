@@ -151,6 +151,11 @@ class HostSteps final : public Steps {
         return dispatcher_.attention(desc, "attention", [&] { fallback_attention(desc); });
     }
 
+    Expected<void> delta_net(const ferrox_delta_net_desc& desc) override {
+        return dispatch_delta_net(dispatcher_, desc);
+    }
+    std::string delta_net_runner() const override { return dispatcher_.delta_net_runner(); }
+
   private:
     // The first `count` elements of a cache of `kind` as floats: in place
     // for f32, widened into `scratch` otherwise.

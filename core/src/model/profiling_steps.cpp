@@ -123,6 +123,14 @@ class ProfilingSteps final : public Steps {
         return inner_->attention(desc, q, keys, values, out, sinks);
     }
 
+    // Under the name of what runs it: a plugin's kernel or the core's loop.
+    Expected<void> delta_net(const ferrox_delta_net_desc& desc) override {
+        const std::string runner = inner_->delta_net_runner();
+        ScopedStepTimer t(&profile_, "delta_net", runner);
+        return inner_->delta_net(desc);
+    }
+    std::string delta_net_runner() const override { return inner_->delta_net_runner(); }
+
   private:
     std::unique_ptr<Steps> inner_;
     StepProfile& profile_;

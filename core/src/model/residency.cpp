@@ -40,6 +40,8 @@ Expected<Residency> probe_model(const gguf::File& file, const Hparams& hp, Dispa
     if (!trace) return trace.error();
     Residency residency = choose_residency(trace->ops, dispatcher, allow_resident, max_sequences);
     if (residency.resident && !trace->refusal.empty()) residency = {false, trace->refusal};
+    // The delta rule runs on host memory either way (ABI 1.10's host entry).
+    if (trace->delta_net) dispatcher.probe_delta_net(roles::kDeltaNet);
     if (residency.resident) {
         for (const ResidentOp& op : trace->ops)
             dispatcher.probe_resident(op.op, op.kind, op.value_kind, op.role);

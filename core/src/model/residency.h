@@ -48,6 +48,7 @@ inline constexpr std::string_view kExpertsBatch = "ffn_exps_batch";
 inline constexpr std::string_view kGlu = "ffn_glu";
 inline constexpr std::string_view kKvStore = "kv_store";
 inline constexpr std::string_view kAttention = "attention";
+inline constexpr std::string_view kDeltaNet = "delta_net";
 inline constexpr std::string_view kPerLayerInput = "per_layer_input";
 inline constexpr std::string_view kPerLayerProjNorm = "per_layer_proj_norm";
 inline constexpr std::string_view kPerLayerPostNorm = "per_layer_post_norm";
@@ -71,6 +72,8 @@ struct PassTrace {
     std::string refusal;
     // What the pass's attention asks of a plugin (soft caps, sinks).
     AttentionNeeds attention_needs;
+    // Whether it runs the gated delta rule (on host memory, ABI 1.10).
+    bool delta_net = false;
 };
 
 // Whether the resident backend fuses the residual add with the next RMS norm

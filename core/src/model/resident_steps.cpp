@@ -190,6 +190,16 @@ class ResidentSteps final : public Steps {
                                          spans.dev, out.dev);
     }
 
+    // Host memory whatever the steps: dispatched like HostSteps' (ABI 1.9).
+    Expected<void> delta_net(const ferrox_delta_net_desc& desc) override {
+        if (trace_) {
+            trace_->delta_net = true;
+            return {};
+        }
+        return dispatch_delta_net(dispatcher_, desc);
+    }
+    std::string delta_net_runner() const override { return dispatcher_.delta_net_runner(); }
+
   private:
     // The op about to run: recorded in the registry (an error when the
     // backend lacks it), or into the trace.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "ferrox/backend_abi.h"
@@ -79,7 +80,7 @@ class Steps {
                                    Act y) = 0;
     // Independent one-row products, each y to project(w, role, x, 1, y)'s
     // bits (a token's expert products): on the host in one backend call
-    // where it has the entry (ABI 1.9 matvec_batch), so its threads wake
+    // where it has the entry (ABI 1.10 matvec_batch), so its threads wake
     // once for all of them; recorded together under `batch_role`. This
     // default issues them one project() each, each recorded as project()
     // records it (resident decoding: they queue on the backend's stream in
@@ -118,6 +119,14 @@ class Steps {
     virtual Expected<void> attention(ferrox_attention_desc desc, Act q, Act keys, Act values,
                                      Act out, const Act* sinks) = 0;
 
+    // The gated delta rule (ABI 1.10) over host memory, whichever steps hold
+    // the activations: the recurrent state lives in the context, so the
+    // recurrent block works on host copies of the rows. dispatch_delta_net
+    // runs it; tracing steps note it for the probe.
+    virtual Expected<void> delta_net(const ferrox_delta_net_desc& desc) = 0;
+    // What delta_net() runs (a kernel's name or the core's fallback), for the profile.
+    virtual std::string delta_net_runner() const = 0;
+
     // ABI 1.3 (resident, on a backend with attention_cells): every row of a
     // batch attends in one call over the cells its span names, whatever
     // sequence it belongs to. Others say false and never get the calls below.
@@ -131,6 +140,10 @@ class Steps {
         return make_error("these steps attend without cell lists");
     }
 };
+
+// The delta rule through the dispatcher: the first backend with the entry,
+// else the core's loop over the heads (delta_net.cpp).
+Expected<void> dispatch_delta_net(Dispatcher& dispatcher, const ferrox_delta_net_desc& desc);
 
 // `embedding`: token_embd; `embedding_matrix`: the same bytes as a matrix
 // (resident get_rows needs a prepared weight), which must outlive the Steps.

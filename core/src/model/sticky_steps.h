@@ -92,6 +92,10 @@ class StickySteps {
             check(steps_.attention_cells(desc, q, k_cache, v_cache, cell_list, spans, out, sinks));
     }
 
+    void delta_net(const ferrox_delta_net_desc& desc) {
+        if (!failed()) check(steps_.delta_net(desc));
+    }
+
   private:
     Steps& steps_;
     std::optional<Error> error_;

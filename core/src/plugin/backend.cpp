@@ -174,6 +174,12 @@ Expected<void> Backend::attention(const ferrox_attention_desc& desc) {
     return call_entry(*raw_, name_, "attention", raw_->attention, &desc);
 }
 
+bool Backend::has_delta_net() const { return callable(*raw_, raw_->delta_net); }
+
+Expected<void> Backend::delta_net(const ferrox_delta_net_desc& desc) {
+    return call_entry(*raw_, name_, "delta_net", raw_->delta_net, &desc);
+}
+
 bool Backend::has_resident() const {
     const ferrox_backend& b = *raw_;
     return callable(b, b.buffer_alloc) && callable(b, b.buffer_free) &&
