@@ -759,6 +759,17 @@ void Decoder::experts_alone(StickySteps& st, Activations& a, const LayerWeights&
             st.add(roles::kExpertBias, dst, rows.at(uint64_t{e} * len), 1, len, 0, 1.0f);
     };
     p.clear();
+    if (hp_.arch->relu_squared_experts) {  // nemotron_h_moe: up, relu^2, down; no gate, no biases
+        for (size_t i = 0; i < places.size(); ++i)
+            p.push_back({&L.up_exps[expert(i)], "ffn_up_exps",
+                         s.xn.at(uint64_t{r0 + choice(i) / k} * d), up(i)});
+        st.project_many(p, roles::kExpertsBatch);
+        for (size_t i = 0; i < places.size(); ++i) relu_squared(st, a, up(i), f);
+        p.clear();
+        for (size_t i = 0; i < places.size(); ++i)
+            p.push_back({&L.down_exps[expert(i)], "ffn_down_exps", up(i), out(i)});
+        return st.project_many(p, roles::kExpertsBatch);
+    }
     for (size_t i = 0; i < places.size(); ++i) {
         const Act in = s.xn.at(uint64_t{r0 + choice(i) / k} * d);
         p.push_back({&L.gate_exps[expert(i)], "ffn_gate_exps", in, gate(i)});
